@@ -1,0 +1,140 @@
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+
+#include "zt/autograd/autograd.h"
+#include "zt/ops/ops.h"
+
+namespace zt::autograd {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_seq{0};
+
+AutogradMeta& meta(const Tensor& t) {
+  ZT_CHECK(t.defined(), "[autograd] undefined tensor");
+  auto& m = t.impl()->autograd;
+  if (!m) m = std::make_shared<AutogradMeta>();
+  return *m;
+}
+const AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
+
+void accumulate(Tensor& slot, const Tensor& g, MemTag tag) {
+  if (!slot.defined()) {
+    slot = g.clone(tag);
+  } else {
+    ZT_CHECK(slot.shape() == g.shape(), "[autograd] gradient shape ", shape_str(g.shape()),
+             " does not match ", shape_str(slot.shape()));
+    ops::add_(slot, g);
+  }
+}
+}  // namespace
+
+bool requires_grad(const Tensor& t) {
+  auto* m = meta_if(t);
+  return m && (m->requires_grad || m->grad_fn);
+}
+void set_requires_grad(const Tensor& t, bool on) { meta(t).requires_grad = on; }
+Tensor grad(const Tensor& t) {
+  auto* m = meta_if(t);
+  return m ? m->grad : Tensor();
+}
+void set_grad(const Tensor& t, Tensor g) { meta(t).grad = std::move(g); }
+bool is_leaf(const Tensor& t) {
+  auto* m = meta_if(t);
+  return !m || !m->grad_fn;
+}
+void add_grad_ready_hook(const Tensor& leaf, GradHook hook) { meta(leaf).grad_ready_hooks.push_back(std::move(hook)); }
+void clear_grad_ready_hooks(const Tensor& leaf) { meta(leaf).grad_ready_hooks.clear(); }
+
+bool grad_enabled() { return t_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+
+Tensor record(Tensor out, std::vector<Tensor> inputs, const char* name, BackwardFn fn) {
+  if (!t_grad_enabled) return out;
+  bool any = false;
+  for (auto& in : inputs) any = any || requires_grad(in);
+  if (!any) return out;
+  auto node = std::make_shared<Node>();
+  node->seq = ++g_seq;
+  node->name = name;
+  node->inputs = std::move(inputs);
+  node->backward = std::move(fn);
+  meta(out).grad_fn = std::move(node);
+  return out;
+}
+
+void backward(const Tensor& root, Tensor grad_root) {
+  auto* rm = meta_if(root);
+  ZT_CHECK(rm && (rm->grad_fn || rm->requires_grad), "[backward] tensor does not require grad");
+  if (!grad_root.defined()) {
+    ZT_CHECK(root.numel() == 1, "[backward] implicit gradient needs a 1-element tensor, got shape ",
+             shape_str(root.shape()));
+    grad_root = Tensor::full(root.shape(), 1.f, root.dtype());
+  }
+  NoGradGuard no_grad;  // backward itself is not recorded
+  if (!rm->grad_fn) {   // root is a leaf
+    Tensor r = root;
+    accumulate(meta(r).grad, grad_root, MemTag::grad);
+    for (auto& h : meta(r).grad_ready_hooks) h(r);
+    return;
+  }
+  // Collect reachable nodes and count how many edges feed each leaf.
+  std::vector<Node*> nodes;
+  std::unordered_map<TensorImpl*, int> leaf_pending;
+  std::vector<Node*> stack{rm->grad_fn.get()};
+  std::unordered_map<Node*, bool> seen{{rm->grad_fn.get(), true}};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    nodes.push_back(n);
+    for (auto& in : n->inputs) {
+      auto* m = meta_if(in);
+      if (!m) continue;
+      if (m->grad_fn) {
+        if (!seen[m->grad_fn.get()]) {
+          seen[m->grad_fn.get()] = true;
+          stack.push_back(m->grad_fn.get());
+        }
+      } else if (m->requires_grad) {
+        ++leaf_pending[in.impl()];
+      }
+    }
+  }
+  std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->seq > b->seq; });
+  rm->grad_fn->grad = grad_root;
+  for (Node* n : nodes) {
+    // A node no gradient reached still passes "none" on, so leaf hooks fire.
+    std::vector<Tensor> grads =
+        n->grad.defined() ? n->backward(n->grad) : std::vector<Tensor>(n->inputs.size());
+    ZT_ASSERT(grads.size() == n->inputs.size(), "node ", n->name, " returned ", grads.size(), " gradients for ",
+              n->inputs.size(), " inputs");
+    n->grad = Tensor();
+    for (size_t i = 0; i < grads.size(); ++i) {
+      Tensor& in = n->inputs[i];
+      auto* m = in.defined() ? in.impl()->autograd.get() : nullptr;
+      if (!m) continue;
+      if (m->grad_fn) {
+        if (grads[i].defined()) accumulate(m->grad_fn->grad, grads[i], current_tag());
+      } else if (m->requires_grad) {
+        if (grads[i].defined()) accumulate(m->grad, grads[i], MemTag::grad);
+        if (--leaf_pending[in.impl()] == 0)
+          for (auto& h : m->grad_ready_hooks) h(in);
+      }
+    }
+    n->inputs.clear();  // release saved tensors early
+    n->backward = nullptr;
+  }
+}
+
+Tensor on_backward(const Tensor& x, std::function<void()> fn) {
+  Tensor out(std::make_shared<TensorImpl>(*x.impl()));  // same storage, fresh autograd slot
+  out.impl()->autograd.reset();
+  return record(out, {x}, "on_backward", [fn = std::move(fn)](const Tensor& g) {
+    fn();
+    return std::vector<Tensor>{g};
+  });
+}
+
+}  // namespace zt::autograd

@@ -1,0 +1,73 @@
+#pragma once
+// Reverse-mode autograd. Every recorded op appends a Node with a sequence number; backward
+// visits the nodes reachable from the loss in reverse recording order (the tape order), so
+// a node runs only after every consumer of its output. Leaves with requires_grad accumulate
+// into .grad; a grad-ready hook fires once a leaf's gradient is final for this pass.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zt/core/tensor.h"
+
+namespace zt {
+
+namespace autograd {
+
+// Gradients w.r.t. each input, in input order (an undefined Tensor means "no gradient").
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
+using GradHook = std::function<void(Tensor& leaf)>;
+
+struct Node {
+  uint64_t seq = 0;
+  std::string name;
+  std::vector<Tensor> inputs;
+  BackwardFn backward;
+  Tensor grad;  // accumulated gradient of this node's output during a backward pass
+};
+
+}  // namespace autograd
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;
+  std::vector<autograd::GradHook> grad_ready_hooks;
+};
+
+namespace autograd {
+
+bool requires_grad(const Tensor& t);
+void set_requires_grad(const Tensor& t, bool on);
+Tensor grad(const Tensor& t);               // undefined if none yet
+void set_grad(const Tensor& t, Tensor g);   // the engine accumulates into it in place
+bool is_leaf(const Tensor& t);
+void add_grad_ready_hook(const Tensor& leaf, GradHook hook);
+void clear_grad_ready_hooks(const Tensor& leaf);
+
+bool grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Attaches a node to `out` when grad mode is on and some input requires grad; returns `out`.
+Tensor record(Tensor out, std::vector<Tensor> inputs, const char* name, BackwardFn fn);
+
+// Runs reverse mode from `root`; grad_root defaults to ones (root must then have 1 element).
+// Saved state is released as nodes finish, so the graph can be used only once.
+void backward(const Tensor& root, Tensor grad_root = {});
+
+// Identity in forward; calls `fn` when the gradient reaches this point in backward (before
+// the ops that produced x run backward). ZeRO-3 gathers a unit's parameters here.
+Tensor on_backward(const Tensor& x, std::function<void()> fn);
+
+}  // namespace autograd
+}  // namespace zt

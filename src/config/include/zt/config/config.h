@@ -1,0 +1,105 @@
+#pragma once
+// The run configuration: DeepSpeed's top-level keys (same names and meanings) plus our own
+// `model`, `data` and `run` sections. Parsed from one JSON file, then `key=value` overrides
+// (dotted paths, e.g. optimizer.params.lr=3e-4). Every key is validated: an unknown key names
+// the nearest known one; a bad value names the key and what is allowed.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zt::config {
+
+struct OptimizerConfig {
+  std::string type = "AdamW";  // Adam | AdamW | SGD (case-insensitive in the file)
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;  // params.betas [b1, b2]
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // Adam: L2 added to the gradient; AdamW: decoupled (default 0.01)
+  double momentum = 0.0;      // SGD
+  bool nesterov = false;      // SGD
+};
+
+struct SchedulerConfig {
+  std::string type;  // "" = constant lr; WarmupLR | WarmupDecayLR | WarmupCosineLR | OneCycle
+  nlohmann::json params = nlohmann::json::object();  // validated per type by optim::make_schedule
+};
+
+struct ZeroConfig {
+  int stage = 0;
+  bool overlap_comm = true;
+  bool contiguous_gradients = true;
+  int64_t reduce_bucket_size = 500'000'000;  // elements, as DeepSpeed
+  int64_t allgather_bucket_size = 500'000'000;
+  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+  int64_t stage3_param_persistence_threshold = 100'000;
+};
+
+struct ModelConfig {
+  std::string type = "mlp";           // mlp
+  std::vector<int64_t> hidden = {256, 256};
+  std::string activation = "relu";    // relu | gelu
+  int64_t input_dim = 784, num_classes = 10;
+};
+
+struct DataConfig {
+  std::string dataset = "mnist";      // mnist | fashion-mnist
+  std::string dir = "data/mnist";     // folder with the four IDX files (raw or .gz)
+  bool shuffle = true;
+  int64_t train_limit = 0;            // 0 = all training samples; else the first N
+  int64_t test_limit = 0;
+};
+
+struct RunConfig {
+  std::string dir = "runs/latest";    // metrics.jsonl, final weights, summary.json
+  double epochs = 1.0;                // used when max_steps == 0
+  int64_t max_steps = 0;
+  int threads = 0;                    // 0 = OpenMP default
+  std::string comm_backend = "auto";  // auto | local | mpi
+  double comm_timeout_s = 300.0;
+  int64_t memory_budget_mb = 0;       // 0 = unlimited
+  bool eval_at_end = true;
+};
+
+struct Config {
+  // DeepSpeed keys. Batch keys: 0 means "derive from the others" (DeepSpeed's rules).
+  int64_t train_batch_size = 0;
+  int64_t train_micro_batch_size_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 0;
+  double gradient_clipping = 0.0;  // 0 = off
+  int64_t steps_per_print = 10;
+  uint64_t seed = 42;
+  bool wall_clock_breakdown = false;
+  bool bf16 = false;               // bf16.enabled
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  ZeroConfig zero;
+  // Ours.
+  ModelConfig model;
+  DataConfig data;
+  RunConfig run;
+
+  nlohmann::json raw;  // the validated JSON after overrides (written into the run directory)
+};
+
+// Parse and validate. `source` names the file in error messages.
+Config parse(const nlohmann::json& j, const std::string& source = "<config>");
+Config load(const std::string& path, const std::vector<std::string>& overrides = {});
+// Apply "a.b.c=value" overrides to raw JSON (value parsed as JSON, else taken as a string).
+void apply_overrides(nlohmann::json& j, const std::vector<std::string>& overrides);
+
+// DeepSpeed's batch rule: train_batch_size = micro * accumulation * world. Fills in the
+// missing one(s) and throws, naming all three values, when they cannot agree.
+struct BatchSizes {
+  int64_t train_batch_size, micro, accumulation;
+};
+BatchSizes resolve_batch(const Config& c, int world_size);
+
+// Closest of `candidates` to `key` by edit distance ("" if none is close).
+std::string nearest(const std::string& key, const std::vector<std::string>& candidates);
+
+}  // namespace zt::config

@@ -1,0 +1,132 @@
+#include "zt/core/allocator.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "zt/core/error.h"
+
+namespace zt {
+
+namespace {
+constexpr size_t kAlign = 64;
+thread_local MemTag t_current_tag = MemTag::activation;
+
+// Size classes: 64-byte steps below 1 MiB, 64 KiB steps above, so reuse stays exact-fit cheap.
+size_t size_class(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  size_t step = bytes < (1u << 20) ? kAlign : (64u << 10);
+  return (bytes + step - 1) / step * step;
+}
+}  // namespace
+
+const char* mem_tag_name(MemTag t) {
+  static const char* names[] = {"param", "grad", "master", "optim", "activation", "comm", "workspace"};
+  return names[size_t(t)];
+}
+
+std::string format_bytes(size_t b) {
+  char buf[32];
+  if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2fGiB", double(b) / (1ull << 30));
+  else if (b >= (1u << 20)) std::snprintf(buf, sizeof buf, "%.2fMiB", double(b) / (1u << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1fKiB", double(b) / 1024);
+  else std::snprintf(buf, sizeof buf, "%zuB", b);
+  return buf;
+}
+
+std::string MemStats::breakdown() const {
+  std::string s;
+  for (size_t i = 0; i < kNumMemTags; ++i) {
+    if (current[i] == 0) continue;
+    s += mem_tag_name(MemTag(i));
+    s += "=" + format_bytes(current[i]) + " ";
+  }
+  s += "cached=" + format_bytes(cached) + " total=" + format_bytes(total_current);
+  return s;
+}
+
+Storage::~Storage() { owner_->release(data_, bytes_, block_bytes_, tag_); }
+
+Allocator& Allocator::global() {
+  static Allocator* a = new Allocator();  // never destroyed: storages may outlive statics
+  return *a;
+}
+
+std::shared_ptr<Storage> Allocator::allocate(size_t bytes, MemTag tag) {
+  const size_t cls = size_class(bytes);
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.alloc_calls;
+    auto it = free_.find(cls);
+    if (it != free_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      stats_.cached -= cls;
+    } else {
+      if (budget_ && stats_.total_current + stats_.cached + cls > budget_) release_cached_locked();
+      if (budget_ && stats_.total_current + cls > budget_) {
+        ZT_THROW("[memory] out of budget: allocating ", format_bytes(bytes), " as '",
+                 mem_tag_name(tag), "' would exceed the budget of ", format_bytes(budget_),
+                 " (in use: ", stats_.breakdown(),
+                 "); try a higher zero_optimization.stage, offload, or a smaller micro-batch");
+      }
+      p = std::aligned_alloc(kAlign, cls);
+      ZT_CHECK(p, "[memory] the system refused ", format_bytes(cls), " for '", mem_tag_name(tag), "'");
+      ++stats_.system_allocs;
+    }
+    size_t& cur = stats_.current[size_t(tag)];
+    cur += bytes;
+    if (cur > stats_.peak[size_t(tag)]) stats_.peak[size_t(tag)] = cur;
+    stats_.total_current += bytes;
+    if (stats_.total_current > stats_.total_peak) stats_.total_peak = stats_.total_current;
+  }
+  return std::make_shared<Storage>(p, bytes, cls, tag, this);
+}
+
+void Allocator::release(void* data, size_t bytes, size_t block_bytes, MemTag tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.current[size_t(tag)] -= bytes;
+  stats_.total_current -= bytes;
+  free_[block_bytes].push_back(data);
+  stats_.cached += block_bytes;
+}
+
+MemStats Allocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Allocator::reset_peaks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak = stats_.current;
+  stats_.total_peak = stats_.total_current;
+}
+
+void Allocator::release_cached() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_cached_locked();
+}
+
+void Allocator::release_cached_locked() {
+  for (auto& [cls, blocks] : free_) {
+    for (void* p : blocks) std::free(p);
+    stats_.cached -= cls * blocks.size();
+    blocks.clear();
+  }
+}
+
+void Allocator::set_budget(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  budget_ = bytes;
+}
+
+size_t Allocator::budget() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return budget_;
+}
+
+TagScope::TagScope(MemTag tag) : prev_(t_current_tag) { t_current_tag = tag; }
+TagScope::~TagScope() { t_current_tag = prev_; }
+MemTag current_tag() { return t_current_tag; }
+
+}  // namespace zt

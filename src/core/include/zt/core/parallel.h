@@ -1,0 +1,25 @@
+#pragma once
+// Thin OpenMP helpers so kernels share one threading policy.
+#include <cstdint>
+
+namespace zt {
+
+int num_threads();
+void set_num_threads(int n);
+
+// Runs fn(begin, end) over [0, n) split into chunks of at least `grain` elements.
+template <typename Fn>
+void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
+  if (n <= grain || num_threads() == 1) {
+    if (n > 0) fn(int64_t(0), n);
+    return;
+  }
+  int64_t chunks = (n + grain - 1) / grain;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t b = c * grain, e = b + grain < n ? b + grain : n;
+    fn(b, e);
+  }
+}
+
+}  // namespace zt

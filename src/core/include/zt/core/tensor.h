@@ -1,0 +1,93 @@
+#pragma once
+// Tensor: a cheap handle onto shared storage plus shape/strides (views share storage) and an
+// opaque autograd slot that the autograd layer fills in. Strides and offsets are in elements.
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zt/core/allocator.h"
+#include "zt/core/dtype.h"
+#include "zt/core/error.h"
+
+namespace zt {
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& s);
+int64_t shape_numel(const Shape& s);
+Shape contiguous_strides(const Shape& s);
+
+struct AutogradMeta;  // defined by the autograd layer
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;  // may be null for a released (ZeRO-3) parameter
+  int64_t offset = 0;
+  Shape shape, strides;
+  DType dtype = DType::f32;
+  std::shared_ptr<AutogradMeta> autograd;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // Factories (storage tagged with current_tag() unless a tag is given).
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
+  static Tensor empty(const Shape& shape, DType dtype, MemTag tag);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  static Tensor full(const Shape& shape, float value, DType dtype = DType::f32);
+  static Tensor from_vector(const std::vector<float>& v, const Shape& shape, DType dtype = DType::f32);
+  static Tensor from_ints(const std::vector<int32_t>& v, const Shape& shape);
+  // A view of `shape` over an existing storage (used for parameters inside flat buffers).
+  static Tensor view_of(std::shared_ptr<Storage> storage, int64_t offset, const Shape& shape, DType dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl_->shape; }
+  const Shape& strides() const { return impl_->strides; }
+  int64_t dim() const { return int64_t(impl_->shape.size()); }
+  int64_t size(int64_t d) const;
+  int64_t numel() const { return shape_numel(impl_->shape); }
+  DType dtype() const { return impl_->dtype; }
+  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype()); }
+  int64_t offset() const { return impl_->offset; }
+  bool is_contiguous() const;
+  bool has_storage() const { return impl_->storage != nullptr; }
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+
+  void* raw_data() const;  // start of this view's first element
+  template <typename T>
+  T* data() const { return static_cast<T*>(raw_data()); }
+
+  // Views (no copies) and copies.
+  Tensor reshape(const Shape& shape) const;  // view if contiguous, else a contiguous copy
+  Tensor view(const Shape& shape) const;     // requires contiguous
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end) const;
+  Tensor select(int64_t dim, int64_t index) const;  // drops `dim`
+  Tensor contiguous() const;                        // self if already contiguous
+  Tensor clone() const;                             // contiguous copy, current tag
+  Tensor clone(MemTag tag) const;
+  Tensor to(DType dtype) const;                     // converting copy (self if same dtype)
+
+  void copy_(const Tensor& src);  // same shape; converts dtype; handles strides
+  void fill_(float value);
+  void zero_();
+  std::vector<float> to_vector() const;  // values in logical order, as float
+  float item() const;                    // single-element tensor as float
+
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Element-indexed visit of a possibly strided tensor's logical order (slow path helper).
+void for_each_offset(const Shape& shape, const Shape& strides, int64_t base,
+                     const std::function<void(int64_t logical, int64_t offset)>& fn);
+
+}  // namespace zt

@@ -1,0 +1,40 @@
+#pragma once
+// MNIST / Fashion-MNIST IDX files (raw or gzip), and deterministic sampling from a seed.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zt/core/tensor.h"
+
+namespace zt::data {
+
+// One IDX file: magic 0x00000803 (images, uint8, [n, rows, cols]) or 0x00000801 (labels, [n]).
+// Errors name the file and, for a short or corrupt file, the expected and actual size or the
+// byte offset of the bad field.
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> bytes;  // row-major uint8 payload
+};
+IdxArray read_idx(const std::string& path);  // reads `path`, or `path`.gz if only that exists
+
+struct Dataset {
+  Tensor images;  // [n, rows*cols] f32, normalised (x/255 - mean) / std
+  Tensor labels;  // [n] i32
+  int64_t size() const { return labels.defined() ? labels.numel() : 0; }
+};
+// split: "train" or "test"; file names as in the original distribution
+// ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]). limit > 0 keeps the first `limit`.
+Dataset load_mnist(const std::string& dir, const std::string& split, float mean = 0.1307f,
+                   float stddev = 0.3081f, int64_t limit = 0);
+
+// The order of samples for an epoch: a permutation of [0, n) from (seed, epoch), or identity.
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);
+
+// Copies the rows `indices[begin, end)` of a dataset into a batch.
+struct Batch {
+  Tensor x;  // [b, features] f32
+  Tensor y;  // [b] i32
+};
+Batch gather_batch(const Dataset& ds, const std::vector<int64_t>& indices, int64_t begin, int64_t end);
+
+}  // namespace zt::data
