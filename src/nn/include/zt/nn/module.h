@@ -1,0 +1,89 @@
+#pragma once
+// Modules own parameters (leaf tensors with requires_grad) and children, with stable dotted
+// names in registration order. Forward hooks let the ZeRO engine gather a stage-3 unit's
+// parameters before its forward and release them after.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zt/core/random.h"
+#include "zt/core/tensor.h"
+
+namespace zt::nn {
+
+class Module {
+ public:
+  using PreHook = std::function<void(Module&)>;
+  using PostHook = std::function<Tensor(Module&, const Tensor& out)>;
+
+  virtual ~Module() = default;
+  virtual const char* type_name() const = 0;
+  Tensor operator()(const Tensor& x);  // pre-hook, forward, post-hook
+
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;  // recursive, dotted
+  std::vector<Tensor> parameters() const;
+  // Modules that own parameters directly, in registration order (ZeRO-3's units).
+  std::vector<Module*> parameter_owners();
+  const std::vector<std::pair<std::string, Tensor>>& own_parameters() const { return params_; }
+  int64_t num_parameters() const;
+
+  void set_pre_hook(PreHook h) { pre_hook_ = std::move(h); }
+  void set_post_hook(PostHook h) { post_hook_ = std::move(h); }
+
+ protected:
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor register_parameter(const std::string& name, Tensor t);
+  void register_module(const std::string& name, std::shared_ptr<Module> m);
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+
+ private:
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  PreHook pre_hook_;
+  PostHook post_hook_;
+};
+
+// y = x W^T + b with PyTorch's default initialisation: W, b ~ U(-1/sqrt(in), 1/sqrt(in)).
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, bool bias, Generator& gen);
+  const char* type_name() const override { return "Linear"; }
+  Tensor weight, bias;
+
+ protected:
+  Tensor forward(const Tensor& x) override;
+};
+
+class Activation : public Module {
+ public:
+  explicit Activation(std::string kind);  // "relu" | "gelu"
+  const char* type_name() const override { return "Activation"; }
+
+ protected:
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::string kind_;
+};
+
+class Sequential : public Module {
+ public:
+  void add(std::shared_ptr<Module> m);
+  const char* type_name() const override { return "Sequential"; }
+
+ protected:
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::vector<Module*> order_;
+};
+
+// input -> hidden... -> classes, activation between layers; parameters named N.weight as in torch.nn.Sequential.
+std::shared_ptr<Module> make_mlp(int64_t input, const std::vector<int64_t>& hidden, int64_t classes,
+                                 const std::string& activation, uint64_t seed);
+
+}  // namespace zt::nn

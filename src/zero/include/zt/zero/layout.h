@@ -1,0 +1,53 @@
+#pragma once
+// Shard arithmetic, as pure functions (Note [flat buffers]): parameters are packed into flat
+// buffers; a buffer of `numel` elements is padded to a multiple of world*kAlignElems, and rank
+// r owns [r*S, (r+1)*S) with S = padded/world. A parameter may straddle two or more ranks.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zt::zero {
+
+constexpr int64_t kAlignElems = 16;  // 64 bytes of fp32: every shard starts cache-aligned
+
+int64_t padded_size(int64_t numel, int world, int64_t align = kAlignElems);
+
+struct Range {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+  bool empty() const { return end <= begin; }
+};
+Range shard_range(int64_t padded, int world, int rank);
+Range intersect(Range a, Range b);
+
+struct ParamSlot {
+  size_t index;           // position in the model's parameter list
+  int64_t offset, numel;  // range inside the buffer
+};
+
+struct BufferPlan {
+  std::vector<ParamSlot> params;  // in forward (registration) order
+  int64_t numel = 0, padded = 0;
+};
+
+// Stages 0-2: buckets of at most `bucket_elems` elements, formed from the last parameter
+// backwards (the order backward finishes them); a larger parameter gets a bucket of its own.
+std::vector<BufferPlan> plan_buckets(const std::vector<int64_t>& param_numels, int64_t bucket_elems, int world);
+// Stage 3: one buffer per unit; units[u] lists parameter indices in order.
+std::vector<BufferPlan> plan_units(const std::vector<int64_t>& param_numels,
+                                   const std::vector<std::vector<size_t>>& units, int world);
+
+// Per-rank bytes of model states (fp32 training), DESIGN.md's table with padding:
+// stage 0: 4P+4P+kP, 1: 4P+4P+kP/N, 2: 4P+4P/N+kP/N, 3: 4P/N+4P/N+kP/N (+ persistent units),
+// with P the padded element count and k the optimizer's state bytes per element (8 for Adam).
+struct MemoryEstimate {
+  int64_t param = 0, grad = 0, optim = 0;
+  int64_t total() const { return param + grad + optim; }
+};
+MemoryEstimate estimate_memory(const std::vector<BufferPlan>& buffers, int stage, int world,
+                               int64_t optim_bytes_per_elem, const std::vector<bool>& persistent = {});
+
+// Largest parameter count whose model states fit `bytes_per_rank` at this stage (no padding).
+int64_t max_params_that_fit(int64_t bytes_per_rank, int stage, int world, int64_t optim_bytes_per_elem);
+
+}  // namespace zt::zero
