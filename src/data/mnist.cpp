@@ -1,0 +1,107 @@
+// MNIST / Fashion-MNIST loading, normalisation and deterministic per-epoch sample order.
+#include "zt/data/mnist.h"
+
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include "zt/core/parallel.h"
+#include "zt/core/random.h"
+
+namespace zt::data {
+namespace {
+
+constexpr int64_t kNumClasses = 10;  // MNIST and Fashion-MNIST both have 10 classes
+
+// splitmix64 finaliser: nearby (seed, epoch) pairs give unrelated generator seeds.
+uint64_t mix64(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Dataset load_mnist(const std::string& dir, const std::string& split, float mean, float stddev,
+                   int64_t limit) {
+  ZT_CHECK(split == "train" || split == "test", "[data] unknown split '", split,
+           "' (allowed: train, test)");
+  ZT_CHECK(stddev > 0.0f, "[data] normalisation stddev must be > 0, got ", stddev);
+  ZT_CHECK(limit >= 0, "[data] limit must be >= 0, got ", limit);
+  const std::string prefix = split == "train" ? "train" : "t10k";
+  const std::string img_path = (std::filesystem::path(dir) / (prefix + "-images-idx3-ubyte")).string();
+  const std::string lbl_path = (std::filesystem::path(dir) / (prefix + "-labels-idx1-ubyte")).string();
+
+  IdxArray img = read_idx(img_path);
+  IdxArray lbl = read_idx(lbl_path);
+  ZT_CHECK(img.dims.size() == 3, "[data] ", img_path, ": expected an images file (3 dims), got ",
+           img.dims.size(), " dim(s)");
+  ZT_CHECK(lbl.dims.size() == 1, "[data] ", lbl_path, ": expected a labels file (1 dim), got ",
+           lbl.dims.size(), " dims");
+  ZT_CHECK(img.dims[0] == lbl.dims[0], "[data] ", img_path, " has ", img.dims[0], " images but ",
+           lbl_path, " has ", lbl.dims[0], " labels");
+
+  const int64_t n = limit > 0 ? std::min(limit, img.dims[0]) : img.dims[0];
+  const int64_t features = img.dims[1] * img.dims[2];
+  Dataset ds;
+  ds.images = Tensor::empty({n, features}, DType::f32, MemTag::workspace);
+  ds.labels = Tensor::empty({n}, DType::i32, MemTag::workspace);
+
+  std::array<float, 256> lut;
+  for (int v = 0; v < 256; ++v) lut[size_t(v)] = (float(v) / 255.0f - mean) / stddev;
+  const uint8_t* src = img.bytes.data();
+  float* dst = ds.images.data<float>();
+  parallel_for(n * features, 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] = lut[src[i]];
+  });
+
+  int32_t* y = ds.labels.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = lbl.bytes[size_t(i)];
+    ZT_CHECK(v < kNumClasses, "[data] ", lbl_path, ": label ", v, " of sample ", i,
+             " (byte offset ", 8 + i, ") is outside 0..", kNumClasses - 1);
+    y[i] = int32_t(v);
+  }
+  return ds;
+}
+
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {
+  ZT_CHECK(n >= 0, "[data] epoch_order: n must be >= 0, got ", n);
+  if (!shuffle) {
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t(0));
+    return order;
+  }
+  Generator gen(mix64(seed ^ (uint64_t(epoch) * 0x9E3779B97F4A7C15ull)));
+  return gen.permutation(n);
+}
+
+Batch gather_batch(const Dataset& ds, const std::vector<int64_t>& indices, int64_t begin,
+                   int64_t end) {
+  ZT_CHECK(ds.images.defined() && ds.labels.defined(), "[data] gather_batch: empty dataset");
+  ZT_CHECK(0 <= begin && begin <= end && end <= int64_t(indices.size()),
+           "[data] gather_batch: range [", begin, ", ", end, ") is outside the ", indices.size(),
+           " indices");
+  ZT_CHECK(ds.images.dim() == 2 && ds.images.dtype() == DType::f32 && ds.images.is_contiguous(),
+           "[data] gather_batch: images must be contiguous f32 [n, features], got ",
+           shape_str(ds.images.shape()));
+  const int64_t b = end - begin, features = ds.images.size(1), n = ds.size();
+  Batch out;
+  out.x = Tensor::empty({b, features}, DType::f32);
+  out.y = Tensor::empty({b}, DType::i32);
+  const float* src = ds.images.data<float>();
+  const int32_t* lbl = ds.labels.data<int32_t>();
+  float* x = out.x.data<float>();
+  int32_t* y = out.y.data<int32_t>();
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t k = indices[size_t(begin + i)];
+    ZT_CHECK(0 <= k && k < n, "[data] gather_batch: index ", k, " at position ", begin + i,
+             " is outside the dataset of ", n, " samples");
+    std::memcpy(x + i * features, src + k * features, size_t(features) * sizeof(float));
+    y[i] = lbl[k];
+  }
+  return out;
+}
+
+}  // namespace zt::data
