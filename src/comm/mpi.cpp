@@ -1,0 +1,304 @@
+// The "mpi" backend (OpenMPI). Each Group owns a duplicated communicator; collectives use the
+// non-blocking MPI calls so Work::wait() can poll with a timeout instead of hanging forever.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm_detail.h"
+
+namespace zt::comm::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+bool g_runtime_gone = false;  // set when the Runtime static is destroyed at exit
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  ZT_THROW("[comm] ", call, " failed: ", std::string(msg, size_t(len)));
+}
+
+bool mpi_finalized() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  return fin != 0;
+}
+
+// A communicator shared by its Group and the Work still in flight on it.
+struct Comm {
+  MPI_Comm c = MPI_COMM_NULL;
+  explicit Comm(MPI_Comm comm) : c(comm) {}
+  ~Comm() {
+    if (c != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&c);  // pending ops still finish
+  }
+};
+
+// A request whose Work was dropped before completion (e.g. after a timeout): MPI forbids
+// freeing a collective's request, so we keep it and its buffers alive until it completes.
+struct Pending {
+  MPI_Request req;
+  std::vector<Tensor> keep;
+  std::shared_ptr<Comm> comm;
+};
+
+// Note [finalize only in the normal path]: MPI_Finalize synchronises with every peer, so after
+// a peer stalled or died it would hang. At exit we finalize only when no abandoned collective
+// is left (after a short drain); otherwise we skip it and mpirun reports the unclean exit.
+class Runtime {
+ public:
+  static Runtime& get() {
+    static Runtime rt;
+    return rt;
+  }
+
+  void abandon(Pending p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    graveyard_.push_back(std::move(p));
+  }
+
+  // Drops abandoned requests that have completed since; returns how many remain.
+  size_t reap() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(graveyard_, [](Pending& p) {
+      int flag = 0;
+      return MPI_Test(&p.req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0;
+    });
+    return graveyard_.size();
+  }
+
+  ~Runtime() {
+    g_runtime_gone = true;
+    if (!owns_ || mpi_finalized()) return;
+    auto deadline = Clock::now() + std::chrono::seconds(2);
+    while (reap() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!graveyard_.empty()) {
+      std::fprintf(stderr, "[comm] not calling MPI_Finalize: %zu collective(s) never completed\n",
+                   graveyard_.size());
+      new std::vector<Pending>(std::move(graveyard_));  // leaked on purpose: no MPI calls now
+      return;
+    }
+    MPI_Finalize();
+  }
+
+ private:
+  Runtime() {
+    int init = 0, provided = 0;
+    MPI_Initialized(&init);
+    if (init) {
+      MPI_Query_thread(&provided);  // someone else initialised MPI: they finalize it
+    } else {
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      owns_ = true;
+    }
+    ZT_CHECK(provided >= MPI_THREAD_FUNNELED, "[comm] MPI provides thread level ", provided,
+             ", need at least MPI_THREAD_FUNNELED (", MPI_THREAD_FUNNELED, ")");
+  }
+
+  bool owns_ = false;
+  std::mutex mu_;
+  std::vector<Pending> graveyard_;
+};
+
+// Note [wait backoff]: ranks may outnumber cores (4 ranks on 2), and OpenMPI only progresses
+// inside MPI calls. So: spin on MPI_Test briefly, then yield the core, then sleep 50..200 us.
+class Backoff {
+ public:
+  void pause() {
+    ++n_;
+    if (n_ <= kSpin) return;
+    if (n_ <= kSpin + kYield) {
+      std::this_thread::yield();
+      return;
+    }
+    int us = std::min(200, 50 + (n_ - kSpin - kYield) / 4);
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+
+ private:
+  static constexpr int kSpin = 200, kYield = 2000;
+  int n_ = 0;
+};
+
+class MpiWork : public Work {
+ public:
+  MpiWork(MPI_Request req, Coll coll, std::shared_ptr<Comm> comm, int rank, int size,
+          double timeout, std::string context, std::vector<Tensor> keep, std::function<void()> on_done)
+      : req_(req), coll_(coll), comm_(std::move(comm)), rank_(rank), size_(size),
+        timeout_(timeout), context_(std::move(context)), keep_(std::move(keep)),
+        on_done_(std::move(on_done)) {}
+
+  ~MpiWork() override {
+    if (!done_ && !g_runtime_gone && !mpi_finalized()) Runtime::get().abandon({req_, std::move(keep_), comm_});
+  }
+
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    check_mpi(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    if (!flag) return false;
+    done_ = true;
+    if (on_done_) on_done_();  // e.g. copy out of a staging buffer
+    keep_.clear();
+    return true;
+  }
+
+  void wait() override {
+    if (test()) return;
+    auto start = Clock::now();
+    Backoff backoff;
+    while (!test()) {
+      if (std::chrono::duration<double>(Clock::now() - start).count() > timeout_)
+        ZT_THROW(timeout_message(coll_, timeout_, rank_, size_, context_));
+      backoff.pause();
+    }
+  }
+
+ private:
+  MPI_Request req_;
+  Coll coll_;
+  std::shared_ptr<Comm> comm_;
+  int rank_, size_;
+  double timeout_;
+  std::string context_;
+  std::vector<Tensor> keep_;  // buffers must outlive the request
+  std::function<void()> on_done_;
+  bool done_ = false;
+};
+
+MPI_Datatype mpi_dtype(DType d) {
+  switch (d) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    default: break;
+  }
+  ZT_THROW("[comm] dtype ", dtype_name(d), " has no MPI type; allowed: f32, i32, i64");
+}
+
+int mpi_count(Coll c, int64_t n) {
+  ZT_CHECK(n <= INT_MAX, "[comm] ", coll_name(c), ": ", n, " elements exceed MPI's int count limit (",
+           INT_MAX, "); split the buffer");
+  return int(n);
+}
+
+Tensor staging_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), MemTag::comm); }
+
+class MpiGroup : public Group {
+ public:
+  explicit MpiGroup(MPI_Comm c) : comm_(std::make_shared<Comm>(c)) {
+    check_mpi(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(c, &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(c, &size_), "MPI_Comm_size");
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "mpi"; }
+
+  // Blocking (MPI has no non-blocking split): every rank of this group must call it.
+  std::shared_ptr<Group> split(int color, int key) override {
+    ZT_CHECK(color >= 0, "[comm] split: color ", color, " must be >= 0");
+    MPI_Comm c = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(comm_->c, color, key, &c), "MPI_Comm_split");
+    auto g = std::make_shared<MpiGroup>(c);
+    g->set_timeout(timeout());
+    return g;
+  }
+
+  WorkPtr all_reduce_async(Tensor& buf, ReduceOp op) override {
+    check_buffer(Coll::all_reduce, buf, "buffer");
+    int n = mpi_count(Coll::all_reduce, buf.numel());
+    MPI_Op mop = op == ReduceOp::sum ? MPI_SUM : MPI_MAX;
+    MPI_Request r;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), n, mpi_dtype(buf.dtype()), mop, comm_->c, &r),
+              "MPI_Iallreduce");
+    return issued(r, Coll::all_reduce, 2 * buf.nbytes(), {buf}, nullptr);
+  }
+
+  WorkPtr reduce_scatter_async(const Tensor& in, Tensor& out) override {
+    check_reduce_scatter(size_, in, out);
+    int n = mpi_count(Coll::reduce_scatter, out.numel());
+    // MPI forbids aliased buffers: reduce into a staging buffer and copy when done.
+    Tensor dst = overlaps(in, out) ? staging_like(out) : out;
+    std::function<void()> on_done;
+    if (!dst.same(out)) on_done = [dst, out]() mutable { out.copy_(dst); };
+    MPI_Request r;
+    check_mpi(MPI_Ireduce_scatter_block(in.raw_data(), dst.raw_data(), n, mpi_dtype(in.dtype()),
+                                        MPI_SUM, comm_->c, &r),
+              "MPI_Ireduce_scatter_block");
+    return issued(r, Coll::reduce_scatter, in.nbytes(), {in, out, dst}, std::move(on_done));
+  }
+
+  WorkPtr all_gather_async(const Tensor& in, Tensor& out) override {
+    check_all_gather(size_, in, out);
+    int n = mpi_count(Coll::all_gather, in.numel());
+    const void* send = in.raw_data();
+    Tensor src = in;
+    if (overlaps(in, out)) {
+      // In place when `in` is this rank's own slot of `out` (ZeRO's shard views); else stage it.
+      auto own = static_cast<const char*>(out.raw_data()) + size_t(rank_) * in.nbytes();
+      if (send == own) {
+        send = MPI_IN_PLACE;
+      } else {
+        src = in.clone(MemTag::comm);
+        send = src.raw_data();
+      }
+    }
+    MPI_Datatype dt = mpi_dtype(in.dtype());
+    MPI_Request r;
+    check_mpi(MPI_Iallgather(send, n, dt, out.raw_data(), n, dt, comm_->c, &r), "MPI_Iallgather");
+    return issued(r, Coll::all_gather, out.nbytes(), {in, out, src}, nullptr);
+  }
+
+  WorkPtr broadcast_async(Tensor& buf, int root) override {
+    check_buffer(Coll::broadcast, buf, "buffer");
+    check_root(size_, root);
+    int n = mpi_count(Coll::broadcast, buf.numel());
+    MPI_Request r;
+    check_mpi(MPI_Ibcast(buf.raw_data(), n, mpi_dtype(buf.dtype()), root, comm_->c, &r), "MPI_Ibcast");
+    return issued(r, Coll::broadcast, buf.nbytes(), {buf}, nullptr);
+  }
+
+  WorkPtr barrier_async() override {
+    MPI_Request r;
+    check_mpi(MPI_Ibarrier(comm_->c, &r), "MPI_Ibarrier");
+    return issued(r, Coll::barrier, 0, {}, nullptr);
+  }
+
+  void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
+
+ private:
+  // Counts bytes at issue time (Note [comm bytes]) and wraps the request.
+  WorkPtr issued(MPI_Request r, Coll c, uint64_t bytes, std::vector<Tensor> keep,
+                 std::function<void()> on_done) {
+    count(c, bytes);
+    Runtime::get().reap();
+    return std::make_shared<MpiWork>(r, c, comm_, rank_, size_, timeout(), context(), std::move(keep),
+                                     std::move(on_done));
+  }
+
+  std::shared_ptr<Comm> comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+GroupPtr make_mpi_group() {
+  Runtime::get();  // MPI_Init_thread once; finalized when the process ends
+  MPI_Comm c = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &c), "MPI_Comm_dup");
+  return std::make_shared<MpiGroup>(c);
+}
+
+bool mpi_available() { return true; }
+
+}  // namespace zt::comm::detail
