@@ -13,12 +13,15 @@
 
 namespace zt::config {
 
+// `type` after parsing is Adam, AdamW or SGD. As in DeepSpeed, a file's type "Adam" with
+// params.adam_w_mode true (DeepSpeed's default) becomes AdamW; adam_w_mode false keeps Adam (L2).
 struct OptimizerConfig {
   std::string type = "AdamW";  // Adam | AdamW | SGD (case-insensitive in the file)
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999;  // params.betas [b1, b2]
   double eps = 1e-8;
-  double weight_decay = 0.0;  // Adam: L2 added to the gradient; AdamW: decoupled (default 0.01)
+  // Adam: L2 added to the gradient; AdamW: decoupled. Defaults as PyTorch's: AdamW 0.01, else 0.
+  double weight_decay = 0.01;
   double momentum = 0.0;      // SGD
   bool nesterov = false;      // SGD
 };

@@ -1,0 +1,209 @@
+// Config parsing: DeepSpeed's keys with DeepSpeed's meanings, plus our model/data/run sections.
+#include "zt/config/config.h"
+
+#include "json_check.h"
+#include "zt/core/error.h"
+
+namespace zt::config {
+namespace {
+
+using detail::Section;
+
+// Offload sections are accepted only when they offload nothing (not implemented yet).
+void parse_offload(const Section& s) {
+  s.allow({"device", "pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "fast_init",
+           "ratio", "pipeline_read", "pipeline_write", "pipeline"});
+  std::string device = "none";
+  s.read_choice("device", device, {"none", "cpu", "nvme"});
+  ZT_CHECK(device == "none", "[config] ", s.source(), ": '", s.path("device"), "' = \"", device,
+           "\" is not supported yet (allowed: none)");
+  bool b = false;
+  int64_t i = 0;
+  double d = 0;
+  std::string str;
+  s.read_bool("pin_memory", b);
+  s.read_string("nvme_path", str, true);
+  s.read_int("buffer_count", i, 1);
+  s.read_int("buffer_size", i, 1);
+  s.read_int("max_in_cpu", i, 0);
+  s.read_bool("fast_init", b);
+  s.read_number("ratio", d, 0, false, 1, false);
+  s.read_bool("pipeline_read", b);
+  s.read_bool("pipeline_write", b);
+  s.read_bool("pipeline", b);
+}
+
+void parse_zero(const Section& s, ZeroConfig& z) {
+  s.allow({"stage", "overlap_comm", "contiguous_gradients", "reduce_bucket_size", "allgather_bucket_size",
+           "stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_param_persistence_threshold",
+           "offload_optimizer", "offload_param", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
+           "sub_group_size", "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save"});
+  s.read_int("stage", z.stage, 0, 3);
+  s.read_bool("overlap_comm", z.overlap_comm);
+  s.read_bool("contiguous_gradients", z.contiguous_gradients);
+  s.read_int("reduce_bucket_size", z.reduce_bucket_size, 1);
+  s.read_int("allgather_bucket_size", z.allgather_bucket_size, 1);
+  s.read_int("stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size, 0);
+  s.read_int("stage3_max_live_parameters", z.stage3_max_live_parameters, 0);
+  s.read_int("stage3_param_persistence_threshold", z.stage3_param_persistence_threshold, 0);
+  s.read_section("offload_optimizer", parse_offload);
+  s.read_section("offload_param", parse_offload);
+  // DeepSpeed keys whose only value we implement is DeepSpeed's default behaviour.
+  for (const char* key : {"reduce_scatter", "allgather_partitions"}) {
+    bool on = true;
+    s.read_bool(key, on);
+    ZT_CHECK(on, "[config] ", s.source(), ": '", s.path(key), "' = false is not supported yet (allowed: true)");
+  }
+  // Accepted and validated; tuning knobs our engine does not need.
+  bool b = false;
+  int64_t i = 0;
+  s.read_bool("round_robin_gradients", b);
+  s.read_int("sub_group_size", i, 1);
+  s.read_int("stage3_max_reuse_distance", i, 0);
+  s.read_bool("stage3_gather_16bit_weights_on_model_save", b);
+}
+
+void parse_optimizer(const Section& s, OptimizerConfig& o) {
+  s.allow({"type", "params"});
+  std::string written = o.type;
+  s.read_choice("type", written, {"Adam", "AdamW", "SGD"}, true);
+  o.type = written;
+  const bool adam = written != "SGD";
+  o.weight_decay = written == "AdamW" ? 0.01 : 0.0;  // PyTorch's defaults
+  bool adam_w_mode = true;                            // DeepSpeed's default for type Adam
+  s.read_section("params", [&](const Section& p) {
+    p.allow({"lr", "betas", "eps", "weight_decay", "momentum", "nesterov", "torch_adam", "adam_w_mode"});
+    for (const char* key : {"betas", "eps", "torch_adam", "adam_w_mode"})
+      ZT_CHECK(adam || !p.has(key), "[config] ", p.source(), ": '", p.path(key),
+               "' applies to Adam/AdamW, not to optimizer type ", written);
+    for (const char* key : {"momentum", "nesterov"})
+      ZT_CHECK(!adam || !p.has(key), "[config] ", p.source(), ": '", p.path(key),
+               "' applies to SGD, not to optimizer type ", written);
+    p.read_number("lr", o.lr, 0, true);
+    if (p.has("betas")) {
+      const auto& b = p.value("betas");
+      const char* what = "a list of two numbers in [0, 1)";
+      if (!b.is_array() || b.size() != 2 || !b[0].is_number() || !b[1].is_number())
+        detail::bad_value(p.source(), p.path("betas"), what, b);
+      o.beta1 = b[0].get<double>();
+      o.beta2 = b[1].get<double>();
+      if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1))
+        detail::bad_value(p.source(), p.path("betas"), what, b);
+    }
+    p.read_number("eps", o.eps, 0, true);
+    p.read_number("weight_decay", o.weight_decay, 0, false);
+    p.read_number("momentum", o.momentum, 0, false);
+    p.read_bool("nesterov", o.nesterov);
+    ZT_CHECK(!o.nesterov || o.momentum > 0, "[config] ", p.source(), ": '", p.path("nesterov"),
+             "' = true needs '", p.path("momentum"), "' > 0");
+    bool torch_adam = false;  // accepted: our Adam is the same algorithm either way
+    p.read_bool("torch_adam", torch_adam);
+    p.read_bool("adam_w_mode", adam_w_mode);
+    ZT_CHECK(written != "AdamW" || adam_w_mode, "[config] ", p.source(), ": '", p.path("adam_w_mode"),
+             "' = false contradicts optimizer type AdamW (use type Adam for L2 weight decay)");
+  });
+  // As in DeepSpeed, type Adam with adam_w_mode (the default) decays weights decoupled (AdamW).
+  if (written == "Adam" && adam_w_mode) o.type = "AdamW";
+}
+
+void parse_scheduler(const Section& s, SchedulerConfig& sc) {
+  s.allow({"type", "params"});
+  s.read_choice("type", sc.type, {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle"});
+  if (s.has("params")) {
+    const auto& p = s.value("params");
+    if (!p.is_object()) detail::bad_value(s.source(), s.path("params"), "an object", p);
+    sc.params = p;
+  }
+}
+
+void parse_fp16(const Section& s) {
+  s.allow({"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+           "consecutive_hysteresis", "min_loss_scale"});
+  bool enabled = false;
+  s.read_bool("enabled", enabled);
+  ZT_CHECK(!enabled, "[config] ", s.source(), ": fp16 is not supported yet; use bf16 (\"bf16\": {\"enabled\": true})");
+  bool b = false;
+  double d = 0;
+  int64_t i = 0;
+  s.read_bool("auto_cast", b);
+  s.read_number("loss_scale", d, 0, false);
+  s.read_int("initial_scale_power", i, 0);
+  s.read_int("loss_scale_window", i, 1);
+  s.read_int("hysteresis", i, 1);
+  s.read_bool("consecutive_hysteresis", b);
+  s.read_number("min_loss_scale", d, 0, true);
+}
+
+void parse_model(const Section& s, ModelConfig& m) {
+  s.allow({"type", "hidden", "activation", "input_dim", "num_classes"});
+  s.read_choice("type", m.type, {"mlp"});
+  s.read_int_list("hidden", m.hidden, 1);
+  s.read_choice("activation", m.activation, {"relu", "gelu"});
+  s.read_int("input_dim", m.input_dim, 1);
+  s.read_int("num_classes", m.num_classes, 2);
+}
+
+void parse_data(const Section& s, DataConfig& d) {
+  s.allow({"dataset", "dir", "shuffle", "train_limit", "test_limit"});
+  s.read_choice("dataset", d.dataset, {"mnist", "fashion-mnist"});
+  if (!s.has("dir")) d.dir = "data/" + d.dataset;  // scripts/setup.sh puts each dataset there
+  s.read_string("dir", d.dir);
+  s.read_bool("shuffle", d.shuffle);
+  s.read_int("train_limit", d.train_limit, 0);
+  s.read_int("test_limit", d.test_limit, 0);
+}
+
+void parse_run(const Section& s, RunConfig& r) {
+  s.allow({"dir", "epochs", "max_steps", "threads", "comm_backend", "comm_timeout_s", "memory_budget_mb",
+           "eval_at_end"});
+  s.read_string("dir", r.dir);
+  s.read_number("epochs", r.epochs, 0, true);
+  s.read_int("max_steps", r.max_steps, 0);
+  s.read_int("threads", r.threads, 0);
+  s.read_choice("comm_backend", r.comm_backend, {"auto", "local", "mpi"});
+  s.read_number("comm_timeout_s", r.comm_timeout_s, 0, true);
+  s.read_int("memory_budget_mb", r.memory_budget_mb, 0);
+  s.read_bool("eval_at_end", r.eval_at_end);
+}
+
+}  // namespace
+
+Config parse(const nlohmann::json& j, const std::string& source) {
+  Config c;
+  Section top(j, "", source);
+  top.allow({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+             "gradient_clipping", "steps_per_print", "seed", "wall_clock_breakdown", "bf16", "fp16", "optimizer",
+             "scheduler", "zero_optimization", "zero_allow_untested_optimizer", "sparse_gradients",
+             "prescale_gradients", "model", "data", "run"});
+  // Batch keys: absent or null means "derive from the others" (resolve_batch).
+  for (auto [key, dst] : {std::pair{"train_batch_size", &c.train_batch_size},
+                          std::pair{"train_micro_batch_size_per_gpu", &c.train_micro_batch_size_per_gpu},
+                          std::pair{"gradient_accumulation_steps", &c.gradient_accumulation_steps}})
+    if (top.has(key) && !j.at(key).is_null()) top.read_int(key, *dst, 1);
+  top.read_number("gradient_clipping", c.gradient_clipping, 0, false);
+  top.read_int("steps_per_print", c.steps_per_print, 1);
+  top.read_u64("seed", c.seed);
+  top.read_bool("wall_clock_breakdown", c.wall_clock_breakdown);
+  top.read_section("bf16", [&](const Section& s) {
+    s.allow({"enabled"});
+    s.read_bool("enabled", c.bf16);
+  });
+  top.read_section("fp16", parse_fp16);
+  top.read_section("optimizer", [&](const Section& s) { parse_optimizer(s, c.optimizer); });
+  top.read_section("scheduler", [&](const Section& s) { parse_scheduler(s, c.scheduler); });
+  top.read_section("zero_optimization", [&](const Section& s) { parse_zero(s, c.zero); });
+  bool untested = false;  // accepted: every optimizer we have is native to the engine
+  top.read_bool("zero_allow_untested_optimizer", untested);
+  for (const char* key : {"sparse_gradients", "prescale_gradients"}) {
+    bool on = false;
+    top.read_bool(key, on);
+    ZT_CHECK(!on, "[config] ", source, ": '", key, "' = true is not supported yet (allowed: false)");
+  }
+  top.read_section("model", [&](const Section& s) { parse_model(s, c.model); });
+  top.read_section("data", [&](const Section& s) { parse_data(s, c.data); });
+  top.read_section("run", [&](const Section& s) { parse_run(s, c.run); });
+  c.raw = j;
+  return c;
+}
+
+}  // namespace zt::config

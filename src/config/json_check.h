@@ -1,0 +1,60 @@
+#pragma once
+// Validation helpers for JSON sections: every key must be known, every value is checked for
+// type and range, and errors name the source, the dotted key and the value found.
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zt::config::detail {
+
+using nlohmann::json;
+
+// "[config] <source>: '<key>' must be <what>, got <value>"
+[[noreturn]] void bad_value(const std::string& source, const std::string& key, const std::string& what,
+                            const json& got);
+
+// One JSON object at dotted path `prefix` ("" for the top level).
+class Section {
+ public:
+  Section(const json& j, std::string prefix, const std::string& source);
+
+  // Throws on the first key not in `known`, suggesting the nearest known key.
+  void allow(const std::vector<std::string>& known) const;
+  bool has(const std::string& key) const { return j_.contains(key); }
+  std::string path(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
+  const std::string& source() const { return source_; }
+
+  // Each reader leaves `out` unchanged when the key is absent.
+  void read_int(const std::string& key, int64_t& out, int64_t lo,
+                int64_t hi = std::numeric_limits<int64_t>::max()) const;
+  void read_int(const std::string& key, int& out, int lo, int hi = std::numeric_limits<int>::max()) const;
+  void read_u64(const std::string& key, uint64_t& out) const;
+  // Range [lo, hi] with either end open; pass infinity for no upper bound.
+  void read_number(const std::string& key, double& out, double lo, bool lo_open,
+                   double hi = std::numeric_limits<double>::infinity(), bool hi_open = true) const;
+  void read_bool(const std::string& key, bool& out) const;
+  void read_string(const std::string& key, std::string& out, bool allow_empty = false) const;
+  // One of `allowed` (compared case-insensitively when asked); `out` gets the canonical spelling.
+  void read_choice(const std::string& key, std::string& out, const std::vector<std::string>& allowed,
+                   bool case_insensitive = false) const;
+  void read_int_list(const std::string& key, std::vector<int64_t>& out, int64_t lo) const;
+  // A nested object (`what` = the key), validated by `fn`.
+  void read_section(const std::string& key, const std::function<void(const Section&)>& fn) const;
+
+  const json& value(const std::string& key) const { return j_.at(key); }
+
+ private:
+  const json& j_;
+  std::string prefix_;
+  const std::string& source_;
+};
+
+// Integer value of `v` if it is an integer (or an integral float such as 5e8), else false.
+bool as_int64(const json& v, int64_t& out);
+std::string join(const std::vector<std::string>& items, const char* sep = ", ");
+
+}  // namespace zt::config::detail

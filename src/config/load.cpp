@@ -1,0 +1,119 @@
+// Reading a config file, `key=value` overrides, and DeepSpeed's batch-size rule.
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "json_check.h"
+#include "zt/config/config.h"
+#include "zt/core/error.h"
+
+namespace zt::config {
+namespace {
+
+// "line L, column C" of a byte offset (1-based, as editors count).
+std::string line_col(const std::string& text, size_t byte) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') ++line, col = 1;
+    else ++col;
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+// nlohmann's message without its "[json.exception.parse_error.101] parse error at ...: " prefix.
+std::string parse_reason(const std::string& what) {
+  size_t p = what.find(": ");
+  return p == std::string::npos ? what : what.substr(p + 2);
+}
+
+}  // namespace
+
+void apply_overrides(nlohmann::json& j, const std::vector<std::string>& overrides) {
+  ZT_CHECK(j.is_object(), "[config] overrides need a JSON object at the top level, got ", j.dump());
+  for (const auto& o : overrides) {
+    const size_t eq = o.find('=');
+    ZT_CHECK(eq != std::string::npos && eq > 0, "[config] override '", o,
+             "' must look like key=value (e.g. optimizer.params.lr=3e-4)");
+    const std::string key = o.substr(0, eq), text = o.substr(eq + 1);
+    std::vector<std::string> parts;
+    std::stringstream ss(key);
+    for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+    nlohmann::json* node = &j;
+    std::string walked;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      ZT_CHECK(!parts[i].empty() && key.back() != '.', "[config] override '", o, "': empty key segment in '", key, "'");
+      if (i + 1 == parts.size()) break;
+      walked += (walked.empty() ? "" : ".") + parts[i];
+      nlohmann::json& next = (*node)[parts[i]];  // creates a null for a new section
+      if (next.is_null()) next = nlohmann::json::object();
+      ZT_CHECK(next.is_object(), "[config] override '", o, "': '", walked, "' is not an object (it is ",
+               next.dump(), ")");
+      node = &next;
+    }
+    // The value is JSON when it parses as JSON (numbers, true/false, lists), else a plain string.
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    (*node)[parts.back()] = value.is_discarded() ? nlohmann::json(text) : value;
+  }
+}
+
+Config load(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  ZT_CHECK(in.good(), "[config] ", path, ": cannot open config file (", std::strerror(errno), ")");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is 1-based: the byte at which parsing failed.
+    const size_t at = e.byte > 0 ? e.byte - 1 : 0;
+    ZT_THROW("[config] ", path, ": invalid JSON at byte offset ", at, " (", line_col(text, at), "): ",
+             parse_reason(e.what()));
+  }
+  ZT_CHECK(j.is_object(), "[config] ", path, ": the top level must be a JSON object, got ", j.dump());
+  apply_overrides(j, overrides);
+  return parse(j, overrides.empty() ? path : path + " (with overrides)");
+}
+
+BatchSizes resolve_batch(const Config& c, int world_size) {
+  ZT_CHECK(world_size >= 1, "[config] world size must be >= 1, got ", world_size);
+  const int64_t w = world_size, t = c.train_batch_size, m = c.train_micro_batch_size_per_gpu,
+                g = c.gradient_accumulation_steps;
+  auto show = [](const char* name, int64_t v) {
+    return v > 0 ? zt::detail::concat(name, " ", v) : zt::detail::concat(name, " (not set)");
+  };
+  const std::string all = zt::detail::concat(show("train_batch_size", t), ", ", show("train_micro_batch_size_per_gpu", m),
+                                         ", ", show("gradient_accumulation_steps", g), ", world size ", w);
+  ZT_CHECK(t > 0 || m > 0, "[config] set train_batch_size or train_micro_batch_size_per_gpu (", all, ")");
+  // Divides t by the product of the two known factors; throws unless exact.
+  auto derive = [&](int64_t a, int64_t b, const char* missing) {
+    int64_t d = 0;
+    ZT_CHECK(!__builtin_mul_overflow(a, b, &d) && t % d == 0, "[config] cannot derive ", missing,
+             ": train_batch_size ", t, " is not a multiple of ", a, " * ", b, " (", all, ")");
+    return t / d;
+  };
+  BatchSizes out{t, m, g};
+  if (t > 0 && m > 0 && g > 0) {
+    int64_t p = 0;
+    bool ok = !__builtin_mul_overflow(m, g, &p) && !__builtin_mul_overflow(p, w, &p) && p == t;
+    ZT_CHECK(ok, "[config] train_batch_size ", t, " != train_micro_batch_size_per_gpu ", m,
+             " * gradient_accumulation_steps ", g, " * world size ", w);
+  } else if (t > 0 && m > 0) {
+    out.accumulation = derive(m, w, "gradient_accumulation_steps");
+  } else if (t > 0 && g > 0) {
+    out.micro = derive(g, w, "train_micro_batch_size_per_gpu");
+  } else if (t > 0) {
+    out.accumulation = 1;
+    out.micro = derive(1, w, "train_micro_batch_size_per_gpu");
+  } else {  // micro given, train_batch_size derived
+    out.accumulation = g > 0 ? g : 1;
+    bool ok = !__builtin_mul_overflow(m, out.accumulation, &out.train_batch_size) &&
+              !__builtin_mul_overflow(out.train_batch_size, w, &out.train_batch_size);
+    ZT_CHECK(ok, "[config] train_batch_size overflows 64 bits (", all, ")");
+  }
+  return out;
+}
+
+}  // namespace zt::config
