@@ -20,6 +20,8 @@ struct LinearGrads {
   Tensor dx, dw, db;  // dx undefined unless need_dx; db undefined unless has_bias
 };
 LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool has_bias);
+// Number of cached oneDNN matmul primitives (steady state adds none; tests check this).
+size_t matmul_cache_size();
 
 // ---- elementwise (numpy broadcasting for binary ops) ----
 Shape broadcast_shape(const Shape& a, const Shape& b);  // throws "[broadcast] ..." if incompatible

@@ -1,0 +1,227 @@
+// Op behaviour the fixtures do not reach: errors, both sides of size-dependent branches
+// (parallel grains, plain vs copied matmul layouts, empty dims), caching, autograd plumbing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "zt/autograd/autograd.h"
+#include "zt/autograd/functions.h"
+#include "zt/core/random.h"
+#include "zt/ops/ops.h"
+
+namespace zt {
+namespace {
+
+Tensor randn(const Shape& s, uint64_t seed, DType dt = DType::f32) {
+  Generator g(seed);
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+  for (auto& x : v) x = g.normal(0.f, 1.f);
+  return Tensor::from_vector(v, s, dt);
+}
+
+void expect_all_near(const Tensor& a, const Tensor& b, float tol) {
+  ASSERT_EQ(a.shape(), b.shape());
+  auto va = a.to_vector(), vb = b.to_vector();
+  for (size_t i = 0; i < va.size(); ++i) ASSERT_NEAR(va[i], vb[i], tol * (1 + std::fabs(vb[i]))) << "at " << i;
+}
+
+template <typename F>
+void expect_error(F f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+// Naive reference product for layout tests.
+Tensor ref_mm(const Tensor& a, const Tensor& b) {
+  auto va = a.to_vector(), vb = b.to_vector();
+  int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  std::vector<float> c(size_t(m * n), 0.f);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t l = 0; l < k; ++l) s += double(va[size_t(i * k + l)]) * vb[size_t(l * n + j)];
+      c[size_t(i * n + j)] = float(s);
+    }
+  return Tensor::from_vector(c, {m, n});
+}
+
+TEST(Ops, ErrorsNameTheOp) {
+  expect_error([] { ops::matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 2})); }, "[matmul] inner dimensions 3 and 4");
+  expect_error([] { ops::add(Tensor::zeros({2, 3}), Tensor::zeros({4})); }, "[broadcast]");
+  expect_error([] { ops::add(Tensor::zeros({2}), Tensor::zeros({2}, DType::bf16)); }, "[add] dtypes differ");
+  expect_error([] { ops::relu(Tensor::from_ints({1}, {1})); }, "allowed: f32, bf16");
+  expect_error([] { ops::linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), nullptr); }, "[linear]");
+  expect_error([] { ops::cross_entropy(Tensor::zeros({2, 3}), Tensor::from_ints({0, 3}, {2})); },
+               "target 3 at row 1 is outside [0, 3)");
+  expect_error([] { ops::sum(Tensor::zeros({2, 3}), 2, false); }, "[sum] dimension 2 out of range");
+  expect_error([] { ops::sum_to(Tensor::zeros({2, 3}), {4}); }, "[sum_to]");
+}
+
+TEST(Ops, MatmulPrimitivesAreCached) {
+  Tensor a = randn({5, 7}, 1), b = randn({7, 3}, 2);
+  ops::matmul(a, b);
+  const size_t n = ops::matmul_cache_size();
+  for (int i = 0; i < 3; ++i) ops::matmul(randn({5, 7}, 3), randn({7, 3}, 4));
+  EXPECT_EQ(ops::matmul_cache_size(), n);
+  ops::matmul(a, randn({7, 4}, 5));
+  EXPECT_EQ(ops::matmul_cache_size(), n + 1);
+}
+
+TEST(Ops, MatmulStridedLayouts) {
+  Tensor base = randn({4, 5, 3}, 7);
+  Tensor plain_t = randn({6, 4}, 8).transpose(0, 1);  // unit stride in rows: used in place
+  Tensor no_unit = base.select(2, 1);                  // strides {15, 3}: copied first
+  ASSERT_FALSE(no_unit.is_contiguous());
+  Tensor b = randn({5, 6}, 9);
+  expect_all_near(ops::matmul(no_unit, b), ref_mm(no_unit.contiguous(), b), 1e-5f);
+  expect_all_near(ops::matmul(plain_t, randn({6, 2}, 10)), ref_mm(plain_t.contiguous(), randn({6, 2}, 10)), 1e-5f);
+  // Batched with a transposed batch dimension (batch stride smaller than a matrix).
+  Tensor bt = base.transpose(0, 1);  // [5, 4, 3]
+  Tensor w = randn({5, 3, 2}, 11);
+  Tensor out = ops::matmul(bt, w);
+  for (int64_t i = 0; i < 5; ++i)
+    expect_all_near(out.select(0, i).contiguous(), ref_mm(bt.select(0, i).contiguous(), w.select(0, i).contiguous()),
+                    1e-5f);
+}
+
+TEST(Ops, MatmulEmptyInnerDimension) {
+  Tensor out = ops::matmul(Tensor::zeros({2, 0}), Tensor::zeros({0, 3}));
+  EXPECT_EQ(out.shape(), (Shape{2, 3}));
+  for (float v : out.to_vector()) EXPECT_EQ(v, 0.f);
+  Tensor bias = Tensor::from_vector({1, 2, 3}, {3});
+  EXPECT_EQ(ops::linear(Tensor::zeros({2, 0}), Tensor::zeros({3, 0}), &bias).to_vector(),
+            (std::vector<float>{1, 2, 3, 1, 2, 3}));
+  EXPECT_EQ(ops::matmul(Tensor::zeros({0, 4}), Tensor::zeros({4, 3})).shape(), (Shape{0, 3}));
+}
+
+TEST(Ops, Bf16MatmulMatchesF32WithinRounding) {
+  Tensor a = randn({64, 96}, 12), b = randn({96, 32}, 13);
+  Tensor ab = a.to(DType::bf16), bb = b.to(DType::bf16);
+  Tensor ref = ops::matmul(ab.to(DType::f32), bb.to(DType::f32));
+  Tensor got = ops::matmul(ab, bb);
+  EXPECT_EQ(got.dtype(), DType::bf16);
+  expect_all_near(got, ref, 1e-2f);
+}
+
+TEST(Ops, LinearOneDimensionalInput) {
+  Tensor x = randn({5}, 14), w = randn({3, 5}, 15);
+  Tensor y = ops::linear(x, w, nullptr);
+  EXPECT_EQ(y.shape(), (Shape{3}));
+  expect_all_near(y, ref_mm(x.reshape({1, 5}), w.transpose(0, 1).contiguous()).reshape({3}), 1e-5f);
+}
+
+// Sizes above and below the parallel grain give the same values as a scalar reference.
+TEST(Ops, LargeAndSmallSizesAgree) {
+  for (int64_t rows : {3, 3000}) {
+    Tensor a = randn({rows, 70}, 16), b = randn({70}, 17);
+    Tensor s = ops::add(a, b);
+    auto va = a.to_vector(), vb = b.to_vector(), vs = s.to_vector();
+    for (int64_t i = 0; i < rows * 70; ++i) ASSERT_FLOAT_EQ(vs[size_t(i)], va[size_t(i)] + vb[size_t(i % 70)]);
+    double total = 0;
+    for (float v : va) total += v;
+    EXPECT_NEAR(ops::sum(a).item(), total, 1e-4 * std::sqrt(double(va.size())));
+    Tensor cols = ops::sum(a, 0, false);  // inner > 1 path
+    Tensor rowsum = ops::sum(a, 1, false);  // innermost path
+    Tensor back = ops::sum_to(ops::add(a, b), {70});
+    auto vc = cols.to_vector(), vr = rowsum.to_vector(), vback = back.to_vector();
+    for (int64_t j = 0; j < 70; ++j) {
+      double c = 0;
+      for (int64_t i = 0; i < rows; ++i) c += va[size_t(i * 70 + j)];
+      EXPECT_NEAR(vc[size_t(j)], c, 1e-3);
+      EXPECT_NEAR(vback[size_t(j)], c + rows * double(vb[size_t(j)]), 2e-3 * rows / 100 + 1e-3);
+    }
+    double r0 = 0;
+    for (int64_t j = 0; j < 70; ++j) r0 += va[size_t(j)];
+    EXPECT_NEAR(vr[0], r0, 1e-4);
+    Tensor sm = ops::softmax(a);
+    double p = 0;
+    for (float v : ops::sum(sm, 1, false).to_vector()) p += v;
+    EXPECT_NEAR(p, double(rows), 1e-3 * rows);
+  }
+  // Inner dimension wider than one accumulation chunk.
+  Tensor wide = randn({2, 3, 2500}, 18);
+  Tensor ws = ops::sum(wide, 1, true);
+  auto vw = wide.to_vector(), vs = ws.to_vector();
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t i = 0; i < 2500; i += 499)
+      EXPECT_NEAR(vs[size_t(o * 2500 + i)],
+                  vw[size_t(o * 7500 + i)] + vw[size_t(o * 7500 + 2500 + i)] + vw[size_t(o * 7500 + 5000 + i)], 1e-5);
+}
+
+TEST(Ops, InPlaceAccumulation) {
+  Tensor d = Tensor::from_vector({1, 2, 3}, {3});
+  ops::add_(d, Tensor::from_vector({1, 1, 1}, {3}));
+  ops::axpy_(d, 0.5f, Tensor::from_vector({2, 4, 6}, {3}));
+  EXPECT_EQ(d.to_vector(), (std::vector<float>{3, 5, 7}));
+  Tensor strided = Tensor::from_vector({1, 2, 3, 4}, {2, 2}).transpose(0, 1);
+  Tensor acc = Tensor::zeros({2, 2});
+  ops::add_(acc, strided);
+  EXPECT_EQ(acc.to_vector(), (std::vector<float>{1, 3, 2, 4}));
+  EXPECT_EQ(ops::add_scalar(acc, 1.f).to_vector(), (std::vector<float>{2, 4, 3, 5}));
+}
+
+TEST(Ops, ExpandReduced) {
+  Tensor dy = Tensor::from_vector({1, 2}, {2});
+  EXPECT_EQ(ops::expand_reduced(dy, {2, 3}, 1, false, 0.5f).to_vector(),
+            (std::vector<float>{0.5f, 0.5f, 0.5f, 1, 1, 1}));
+  Tensor dy3 = Tensor::from_vector({1, 2, 3}, {1, 3});
+  EXPECT_EQ(ops::expand_reduced(dy3, {2, 3}, 0, true, 1.f).to_vector(), (std::vector<float>{1, 2, 3, 1, 2, 3}));
+  EXPECT_EQ(ops::expand_reduced(dy.reshape({2, 1}), {2, 3}, -1, true, 2.f).to_vector(),
+            (std::vector<float>{2, 2, 2, 4, 4, 4}));
+}
+
+TEST(Ops, CrossEntropyAllIgnoredIsZero) {
+  Tensor logits = randn({3, 4}, 19);
+  autograd::set_requires_grad(logits, true);
+  Tensor loss = ag::cross_entropy(logits, Tensor::from_ints({-100, -100, -100}, {3}));
+  EXPECT_EQ(loss.item(), 0.f);
+  autograd::backward(loss);
+  for (float v : autograd::grad(logits).to_vector()) EXPECT_EQ(v, 0.f);
+}
+
+TEST(Ops, SoftmaxLargeLogitsStayFinite) {
+  Tensor x = Tensor::from_vector({1000.f, 999.f, -1000.f, 0.f}, {1, 4});
+  auto p = ops::softmax(x).to_vector();
+  EXPECT_NEAR(p[0], 1.f / (1.f + std::exp(-1.f)), 1e-6);
+  EXPECT_EQ(p[2], 0.f);
+  auto lp = ops::log_softmax(x).to_vector();
+  EXPECT_NEAR(lp[2], -2000.f - std::log1p(std::exp(-1.f)), 1e-2);
+}
+
+TEST(Autograd, OnlyRequestedGradsAndGraphIsFreed) {
+  Tensor a = randn({3, 4}, 20), b = randn({4, 2}, 21);
+  autograd::set_requires_grad(a, true);
+  std::weak_ptr<TensorImpl> weak_out;
+  {
+    Tensor y = ag::softmax(ag::matmul(a, b));
+    weak_out = y.impl_ptr();
+    autograd::backward(ag::sum(y));
+  }
+  EXPECT_TRUE(autograd::grad(a).defined());
+  EXPECT_FALSE(autograd::grad(b).defined());
+  EXPECT_TRUE(weak_out.expired());  // saved outputs do not keep themselves alive
+  {
+    Tensor y = ag::log_softmax(a);  // never backpropagated: must still be freed
+    weak_out = y.impl_ptr();
+  }
+  EXPECT_TRUE(weak_out.expired());
+}
+
+TEST(Autograd, BackwardTensorsUseCurrentTag) {
+  Tensor a = randn({8, 8}, 22);
+  autograd::set_requires_grad(a, true);
+  Tensor y = ag::sum(ag::gelu(a));
+  TagScope scope(MemTag::workspace);
+  const size_t before = Allocator::global().stats().peak_of(MemTag::workspace);
+  Allocator::global().reset_peaks();
+  autograd::backward(y);
+  EXPECT_GT(Allocator::global().stats().peak_of(MemTag::workspace), 0u);
+  (void)before;
+}
+
+}  // namespace
+}  // namespace zt
