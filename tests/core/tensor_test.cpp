@@ -1,0 +1,151 @@
+// Views share storage with the right strides; contiguous() copies only when needed; copies
+// between strided views and dtypes; bf16 rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "zt/core/tensor.h"
+
+namespace zt {
+namespace {
+
+Tensor iota(const Shape& s) {
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+  std::iota(v.begin(), v.end(), 0.f);
+  return Tensor::from_vector(v, s);
+}
+
+TEST(Tensor, ContiguousStrides) {
+  EXPECT_EQ(contiguous_strides({2, 3, 4}), (Shape{12, 4, 1}));
+  EXPECT_EQ(contiguous_strides({}), (Shape{}));
+  Tensor s = Tensor::zeros({});
+  EXPECT_EQ(s.numel(), 1);
+}
+
+TEST(Tensor, TransposeSharesStorage) {
+  Tensor a = iota({2, 3});
+  Tensor t = a.transpose(0, 1);
+  EXPECT_EQ(t.shape(), (Shape{3, 2}));
+  EXPECT_EQ(t.strides(), (Shape{1, 3}));
+  EXPECT_EQ(t.storage(), a.storage());
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  a.data<float>()[1] = 42.f;  // visible through the view
+  EXPECT_EQ(t.to_vector()[2], 42.f);
+}
+
+TEST(Tensor, SliceAndSelect) {
+  Tensor a = iota({3, 4});
+  Tensor s = a.slice(1, 1, 3);
+  EXPECT_EQ(s.shape(), (Shape{3, 2}));
+  EXPECT_EQ(s.strides(), (Shape{4, 1}));
+  EXPECT_EQ(s.offset(), 1);
+  EXPECT_EQ(s.storage(), a.storage());
+  EXPECT_EQ(s.to_vector(), (std::vector<float>{1, 2, 5, 6, 9, 10}));
+  Tensor r = a.select(0, 2);
+  EXPECT_EQ(r.shape(), (Shape{4}));
+  EXPECT_EQ(r.offset(), 8);
+  EXPECT_TRUE(r.is_contiguous());
+  Tensor c = a.select(1, 3);
+  EXPECT_EQ(c.strides(), (Shape{4}));
+  EXPECT_EQ(c.to_vector(), (std::vector<float>{3, 7, 11}));
+  EXPECT_THROW(a.slice(0, 2, 5), Error);
+  EXPECT_THROW(a.select(2, 0), Error);
+  EXPECT_THROW(a.select(0, 3), Error);
+  EXPECT_EQ(a.slice(1, -2, 4).to_vector(), (std::vector<float>{2, 3, 6, 7, 10, 11}));  // negative start
+}
+
+TEST(Tensor, ReshapeViewsOrCopies) {
+  Tensor a = iota({2, 6});
+  Tensor v = a.reshape({3, -1});
+  EXPECT_EQ(v.shape(), (Shape{3, 4}));
+  EXPECT_EQ(v.storage(), a.storage());  // contiguous: a view
+  Tensor t = a.transpose(0, 1);
+  Tensor r = t.reshape({12});
+  EXPECT_NE(r.storage(), a.storage());  // strided: a copy in logical order
+  EXPECT_EQ(r.to_vector(), t.to_vector());
+  EXPECT_THROW(t.view({12}), Error);
+  EXPECT_THROW(a.view({5, -1}), Error);
+  EXPECT_THROW(a.view({-1, -1}), Error);
+}
+
+TEST(Tensor, ContiguousCopiesOnlyWhenNeeded) {
+  Tensor a = iota({3, 4});
+  EXPECT_TRUE(a.contiguous().same(a));
+  Tensor row = a.slice(0, 1, 2);  // one row: contiguous despite the offset
+  EXPECT_TRUE(row.is_contiguous());
+  EXPECT_TRUE(row.contiguous().same(row));
+  Tensor col = a.slice(1, 1, 2);  // [3, 1] column: not contiguous
+  EXPECT_FALSE(col.is_contiguous());
+  Tensor cc = col.contiguous();
+  EXPECT_NE(cc.storage(), a.storage());
+  EXPECT_TRUE(cc.is_contiguous());
+  EXPECT_EQ(cc.to_vector(), (std::vector<float>{1, 5, 9}));
+}
+
+TEST(Tensor, CopyBetweenStridedViews) {
+  Tensor src = iota({3, 4});
+  Tensor dst = Tensor::zeros({4, 3});
+  dst.copy_(src.transpose(0, 1));
+  EXPECT_EQ(dst.to_vector(), src.transpose(0, 1).to_vector());
+  // Write into a strided destination: a column of a bigger tensor.
+  Tensor big = Tensor::zeros({3, 4});
+  Tensor column = big.slice(1, 2, 3);
+  column.copy_(Tensor::from_vector({7, 8, 9}, {3, 1}));
+  EXPECT_EQ(big.to_vector(), (std::vector<float>{0, 0, 7, 0, 0, 0, 8, 0, 0, 0, 9, 0}));
+  EXPECT_THROW(big.copy_(Tensor::zeros({4, 3})), Error);
+  // Converting copies between dtypes, through strides.
+  Tensor b16 = Tensor::zeros({4, 3}, DType::bf16);
+  b16.copy_(src.transpose(0, 1));
+  EXPECT_EQ(b16.to_vector(), src.transpose(0, 1).to_vector());
+  Tensor ints = Tensor::from_ints({1, 2, 3}, {3});
+  EXPECT_EQ(ints.to(DType::f32).to_vector(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(Tensor, FillAndZeroStrided) {
+  Tensor a = iota({2, 3});
+  Tensor t = a.transpose(0, 1).slice(0, 1, 2);  // elements 1 and 4
+  t.fill_(-1.f);
+  EXPECT_EQ(a.to_vector(), (std::vector<float>{0, -1, 2, 3, -1, 5}));
+  a.slice(1, 0, 1).zero_();
+  EXPECT_EQ(a.to_vector(), (std::vector<float>{0, -1, 2, 0, -1, 5}));
+  EXPECT_THROW(a.item(), Error);
+  EXPECT_EQ(Tensor::full({1}, 2.5f).item(), 2.5f);
+}
+
+uint16_t bits(float f) { return float_to_bf16(f).bits; }
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(Bf16, RoundToNearestEven) {
+  EXPECT_EQ(bits(1.0f), 0x3f80);
+  // Halfway between 0x3f80 and 0x3f81: ties go to the even one (down).
+  EXPECT_EQ(bits(from_bits(0x3f808000u)), 0x3f80);
+  // Halfway between 0x3f81 and 0x3f82: ties go to the even one (up).
+  EXPECT_EQ(bits(from_bits(0x3f818000u)), 0x3f82);
+  EXPECT_EQ(bits(from_bits(0x3f808001u)), 0x3f81);  // just above halfway rounds up
+  EXPECT_EQ(bits(from_bits(0x3f807fffu)), 0x3f80);  // just below rounds down
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+  EXPECT_TRUE(std::isinf(bf16_to_float(float_to_bf16(INFINITY))));
+  EXPECT_EQ(bf16_to_float(float_to_bf16(-2.5f)), -2.5f);
+}
+
+TEST(Bf16, RoundTripThroughTensors) {
+  std::vector<float> v{0.f, 1.f, -3.140625f, 1e-3f, 65504.f, 1.00390625f};
+  Tensor t = Tensor::from_vector(v, {6}, DType::bf16);
+  auto back = t.to_vector();
+  for (size_t i = 0; i < v.size(); ++i) {
+    EXPECT_NEAR(back[i], v[i], std::fabs(v[i]) / 256) << i;
+    EXPECT_EQ(bf16_to_float(float_to_bf16(back[i])), back[i]);  // representable values are exact
+  }
+  EXPECT_EQ(back[5], 1.0f);  // 1 + 2^-8 is a tie: rounds to the even 1.0
+  EXPECT_EQ(t.to(DType::f32).to(DType::bf16).to_vector(), back);
+}
+
+}  // namespace
+}  // namespace zt
