@@ -12,7 +12,7 @@ float Generator::normal(float mean, float stddev) {
 }
 
 std::vector<int64_t> Generator::permutation(int64_t n) {
-  std::vector<int64_t> p(size_t(n));
+  std::vector<int64_t> p(static_cast<size_t>(n));
   std::iota(p.begin(), p.end(), 0);
   for (int64_t i = n - 1; i > 0; --i) std::swap(p[size_t(i)], p[size_t(below(uint64_t(i) + 1))]);
   return p;

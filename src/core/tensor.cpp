@@ -228,7 +228,7 @@ void Tensor::copy_(const Tensor& src) {
   }
   void* dst_base = impl_->storage->data();
   const void* src_base = src.impl_->storage->data();
-  std::vector<int64_t> dst_off(size_t(numel()));
+  std::vector<int64_t> dst_off(static_cast<size_t>(numel()));
   for_each_offset(shape(), strides(), offset(), [&](int64_t i, int64_t off) { dst_off[size_t(i)] = off; });
   for_each_offset(src.shape(), src.strides(), src.offset(), [&](int64_t i, int64_t off) {
     store_float(dst_base, dtype(), dst_off[size_t(i)], load_as_float(src_base, src.dtype(), off));
@@ -255,7 +255,7 @@ void Tensor::zero_() {
 }
 
 std::vector<float> Tensor::to_vector() const {
-  std::vector<float> out(size_t(numel()));
+  std::vector<float> out(static_cast<size_t>(numel()));
   if (out.empty()) return out;
   const void* base = impl_->storage->data();
   ZT_CHECK(base, "[tensor] tensor has no storage");

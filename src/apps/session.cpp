@@ -1,0 +1,64 @@
+#include "session.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "zt/core/allocator.h"
+
+namespace zt::apps {
+
+std::shared_ptr<nn::Module> build_model(const config::Config& c) {
+  ZT_CHECK(c.model.type == "mlp", "[config] model.type '", c.model.type, "' is not supported (allowed: mlp)");
+  return nn::make_mlp(c.model.input_dim, c.model.hidden, c.model.num_classes, c.model.activation, c.seed);
+}
+
+optim::OptimizerSpec optimizer_spec(const config::Config& c) {
+  optim::OptimizerSpec s;
+  s.type = c.optimizer.type;
+  s.lr = float(c.optimizer.lr);
+  s.beta1 = float(c.optimizer.beta1);
+  s.beta2 = float(c.optimizer.beta2);
+  s.eps = float(c.optimizer.eps);
+  s.weight_decay = float(c.optimizer.weight_decay);
+  s.momentum = float(c.optimizer.momentum);
+  s.nesterov = c.optimizer.nesterov;
+  return s;
+}
+
+zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b) {
+  zero::EngineOptions o;
+  o.stage = c.zero.stage;
+  o.gradient_accumulation_steps = b.accumulation;
+  o.gradient_clipping = c.gradient_clipping;
+  o.overlap_comm = c.zero.overlap_comm;
+  o.reduce_bucket_size = c.zero.reduce_bucket_size;
+  o.stage3_prefetch_bucket_size = c.zero.stage3_prefetch_bucket_size;
+  o.stage3_max_live_parameters = c.zero.stage3_max_live_parameters;
+  o.stage3_param_persistence_threshold = c.zero.stage3_param_persistence_threshold;
+  o.optimizer = optimizer_spec(c);
+  return o;
+}
+
+void ensure_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  ZT_CHECK(!ec, "[run] cannot create run directory ", dir, ": ", ec.message());
+}
+
+void append_jsonl(const std::string& path, const nlohmann::json& j) {
+  std::ofstream f(path, std::ios::app);
+  ZT_CHECK(f, "[run] cannot append to ", path);
+  f << j.dump() << '\n';
+}
+
+std::string mem_summary() {
+  MemStats s = Allocator::global().stats();
+  std::string out;
+  for (MemTag t : {MemTag::param, MemTag::grad, MemTag::optim, MemTag::activation, MemTag::comm}) {
+    if (s.peak_of(t) == 0) continue;
+    out += std::string(mem_tag_name(t)) + "=" + format_bytes(s.of(t)) + " ";
+  }
+  return out + "peak=" + format_bytes(s.total_peak);
+}
+
+}  // namespace zt::apps

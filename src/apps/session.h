@@ -1,0 +1,30 @@
+#pragma once
+// What train, eval and estimate share: building the model, the engine options and the
+// evaluation loop from a validated Config.
+#include <memory>
+#include <string>
+
+#include "zt/config/config.h"
+#include "zt/data/mnist.h"
+#include "zt/nn/module.h"
+#include "zt/optim/optimizer.h"
+#include "zt/zero/engine.h"
+
+namespace zt::apps {
+
+std::shared_ptr<nn::Module> build_model(const config::Config& c);
+optim::OptimizerSpec optimizer_spec(const config::Config& c);
+zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
+
+// Accuracy of `forward` over a dataset, in batches; forward runs without autograd.
+template <typename Forward>
+double evaluate(const data::Dataset& ds, int64_t batch, Forward&& forward);
+
+// Run-directory helpers: make the folder; append one JSON line (rank 0 only calls these).
+void ensure_dir(const std::string& dir);
+void append_jsonl(const std::string& path, const nlohmann::json& j);
+std::string mem_summary();  // "param=1.0MiB grad=... peak=..."
+
+}  // namespace zt::apps
+
+#include "session_inl.h"

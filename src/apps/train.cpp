@@ -1,0 +1,150 @@
+// `zerotrain train`: data-parallel training with the ZeRO engine, progress on stderr (rank 0),
+// metrics as JSON lines in the run directory, final weights as safetensors.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "commands.h"
+#include "fault.h"
+#include "session.h"
+#include "zt/autograd/functions.h"
+#include "zt/ckpt/safetensors.h"
+#include "zt/comm/group.h"
+#include "zt/core/parallel.h"
+#include "zt/optim/schedule.h"
+
+namespace zt::apps {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+std::string fmt_eta(double s) {
+  char buf[32];
+  const long t = long(s + 0.5);
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+// Threads per rank: the configured number, else the cores shared by the ranks on this node.
+void pick_threads(const config::Config& c) {
+  if (c.run.threads > 0) return set_num_threads(c.run.threads);
+  int local = 1;
+  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(s));
+  const int cores = int(std::thread::hardware_concurrency());
+  set_num_threads(std::max(1, cores / local));
+}
+}  // namespace
+
+int run_train(const config::Config& cfg, comm::Group& group) {
+  const int rank = group.rank(), world = group.size();
+  const bool lead = rank == 0;
+  group.set_timeout(cfg.run.comm_timeout_s);
+  pick_threads(cfg);
+  if (cfg.run.memory_budget_mb > 0) Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);
+  const config::BatchSizes bs = config::resolve_batch(cfg, world);  // before anything runs
+  const FaultPlan fault = FaultPlan::from_env();
+
+  data::Dataset train = data::load_mnist(cfg.data.dir, "train", 0.1307f, 0.3081f, cfg.data.train_limit);
+  data::Dataset test;
+  if (cfg.run.eval_at_end) test = data::load_mnist(cfg.data.dir, "test", 0.1307f, 0.3081f, cfg.data.test_limit);
+  const int64_t steps_per_epoch = train.size() / bs.train_batch_size;
+  ZT_CHECK(steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ", train.size(),
+           " training samples");
+  const int64_t total_steps =
+      cfg.run.max_steps > 0 ? cfg.run.max_steps : std::max<int64_t>(1, std::llround(cfg.run.epochs * double(steps_per_epoch)));
+
+  auto model = build_model(cfg);
+  zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
+  auto schedule = optim::make_schedule(cfg.scheduler.type, cfg.scheduler.params, cfg.optimizer.lr, total_steps);
+
+  const std::string metrics = cfg.run.dir + "/metrics.jsonl";
+  if (lead) {
+    ensure_dir(cfg.run.dir);
+    std::FILE* f = std::fopen(metrics.c_str(), "w");  // a fresh log for a fresh run
+    if (f) std::fclose(f);
+    std::fprintf(stderr,
+                 "zerotrain: %lld parameters (%lld padded), stage %d, %d rank%s, batch %lld = %lld micro x %lld "
+                 "accumulation x %d, %lld steps\n",
+                 (long long)engine.num_params(), (long long)engine.padded_params(), cfg.zero.stage, world,
+                 world == 1 ? "" : "s", (long long)bs.train_batch_size, (long long)bs.micro,
+                 (long long)bs.accumulation, world, (long long)total_steps);
+  }
+
+  const auto t0 = Clock::now();
+  auto last = t0;
+  int64_t last_step = 0;
+  std::vector<int64_t> order;
+  int64_t order_epoch = -1;
+  double loss_sum = 0;
+  int64_t loss_count = 0;
+  for (int64_t step = 0; step < total_steps; ++step) {
+    fault.maybe_fire(rank, step + 1);
+    const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
+    if (epoch != order_epoch) {
+      order = data::epoch_order(train.size(), cfg.seed, epoch, cfg.data.shuffle);
+      order_epoch = epoch;
+    }
+    for (int64_t m = 0; m < bs.accumulation; ++m) {
+      // Global batch layout: micro-batch m of every rank, rank-major inside each micro-batch.
+      const int64_t begin = in_epoch * bs.train_batch_size + (m * world + rank) * bs.micro;
+      data::Batch b = data::gather_batch(train, order, begin, begin + bs.micro);
+      Tensor loss = ag::cross_entropy(engine.forward(b.x), b.y);
+      loss_sum += loss.item() / double(bs.accumulation);
+      engine.backward(loss);
+    }
+    const double lr = schedule->lr(step);
+    zero::StepStats st = engine.step(lr);
+    ++loss_count;
+    const bool print = (step + 1) % std::max<int64_t>(1, cfg.steps_per_print) == 0 || step + 1 == total_steps;
+    if (!print) continue;
+    group.set_context("step " + std::to_string(step + 1) + ", loss report");
+    const double loss_avg = group.all_reduce_scalar(loss_sum / double(loss_count)) / world;
+    loss_sum = 0;
+    loss_count = 0;
+    const auto now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - last).count();
+    const double elapsed = std::chrono::duration<double>(now - t0).count();
+    const double sps = double((step + 1 - last_step) * bs.train_batch_size) / std::max(dt, 1e-9);
+    const double eta = elapsed / double(step + 1) * double(total_steps - step - 1);
+    last = now;
+    last_step = step + 1;
+    if (!lead) continue;
+    std::fprintf(stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f | %.0f samples/s | ETA %s | %s\n",
+                 (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg,
+                 lr, st.grad_norm, sps, fmt_eta(eta).c_str(), mem_summary().c_str());
+    MemStats ms = Allocator::global().stats();
+    nlohmann::json mem;
+    for (size_t t = 0; t < kNumMemTags; ++t) mem[mem_tag_name(MemTag(t))] = ms.current[t];
+    mem["peak"] = ms.total_peak;
+    append_jsonl(metrics, {{"step", step + 1}, {"epoch", double(step + 1) / double(steps_per_epoch)},
+                           {"loss", loss_avg}, {"lr", lr}, {"grad_norm", st.grad_norm}, {"samples_per_s", sps},
+                           {"elapsed_s", elapsed}, {"comm_bytes", group.stats().total_bytes()}, {"memory", mem}});
+  }
+  const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  double acc = -1;
+  if (cfg.run.eval_at_end) acc = evaluate(test, 1000, [&](const Tensor& x) { return engine.forward(x); });
+  // Consolidated weights: every rank takes part in the gathers; rank 0 writes.
+  std::vector<std::pair<std::string, Tensor>> weights;
+  engine.for_each_full_param([&](const std::string& n, const Tensor& p) { weights.emplace_back(n, p.clone()); });
+  if (lead) {
+    ckpt::save_safetensors(cfg.run.dir + "/model.safetensors", weights, {{"format", "zerotrain"}});
+    nlohmann::json summary = {{"steps", total_steps}, {"train_seconds", train_s}, {"world_size", world},
+                              {"stage", cfg.zero.stage}, {"parameters", engine.num_params()},
+                              {"samples_per_s", double(total_steps * bs.train_batch_size) / train_s},
+                              {"comm_bytes_rank0", group.stats().total_bytes()}};
+    if (acc >= 0) summary["test_accuracy"] = acc;
+    append_jsonl(metrics, {{"event", "final"}, {"summary", summary}});
+    std::FILE* f = std::fopen((cfg.run.dir + "/summary.json").c_str(), "w");
+    ZT_CHECK(f, "[run] cannot write ", cfg.run.dir, "/summary.json");
+    std::fprintf(f, "%s\n", summary.dump(2).c_str());
+    std::fclose(f);
+    if (acc >= 0) std::printf("test accuracy: %.4f (%lld/%lld)\n", acc, (long long)std::llround(acc * test.size()), (long long)test.size());
+    std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; weights and metrics in %s\n", (long long)total_steps,
+                 train_s, cfg.run.dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace zt::apps

@@ -1,0 +1,106 @@
+// Shard arithmetic over awkward sizes: sizes not divisible by N, shards that are only
+// padding, N larger than a small buffer, parameters straddling ranks.
+#include <gtest/gtest.h>
+
+#include "zt/core/error.h"
+#include "zt/zero/layout.h"
+
+using namespace zt::zero;
+
+TEST(Layout, PaddedSizeRoundsToWorldTimesAlignment) {
+  EXPECT_EQ(padded_size(0, 4), 0);
+  EXPECT_EQ(padded_size(1, 1), kAlignElems);
+  EXPECT_EQ(padded_size(kAlignElems, 1), kAlignElems);
+  EXPECT_EQ(padded_size(kAlignElems + 1, 1), 2 * kAlignElems);
+  EXPECT_EQ(padded_size(446, 3), 480);  // 3*16 = 48; 10 * 48
+  EXPECT_EQ(padded_size(5, 8), 8 * kAlignElems);  // N larger than the buffer
+  EXPECT_EQ(padded_size(7, 3, 1), 9);
+  EXPECT_THROW(padded_size(5, 0), zt::Error);
+}
+
+TEST(Layout, ShardRangesTileTheBuffer) {
+  for (int world : {1, 2, 3, 4, 7}) {
+    for (int64_t n : {1, 15, 16, 17, 446, 1000}) {
+      const int64_t p = padded_size(n, world);
+      int64_t next = 0;
+      for (int r = 0; r < world; ++r) {
+        Range s = shard_range(p, world, r);
+        EXPECT_EQ(s.begin, next);
+        EXPECT_EQ(s.size(), p / world);
+        EXPECT_EQ(s.begin % kAlignElems, 0);
+        next = s.end;
+      }
+      EXPECT_EQ(next, p);
+    }
+  }
+  EXPECT_THROW(shard_range(48, 3, 3), zt::Error);
+  EXPECT_THROW(shard_range(47, 3, 0), zt::Error);
+}
+
+TEST(Layout, OnlyPaddingShardsExist) {
+  // 5 elements over 8 ranks: rank 0 holds all 5, ranks 1..7 hold padding only.
+  const int64_t p = padded_size(5, 8);
+  Range data{0, 5};
+  EXPECT_EQ(intersect(shard_range(p, 8, 0), data).size(), 5);
+  for (int r = 1; r < 8; ++r) EXPECT_TRUE(intersect(shard_range(p, 8, r), data).empty());
+}
+
+TEST(Layout, ParameterStraddlesRanks) {
+  // A parameter at [10, 40) in a 48-element buffer over 3 ranks touches all three shards.
+  Range prm{10, 40};
+  int64_t covered = 0;
+  for (int r = 0; r < 3; ++r) covered += intersect(shard_range(48, 3, r), prm).size();
+  EXPECT_EQ(covered, 30);
+  EXPECT_EQ(intersect(shard_range(48, 3, 1), prm).size(), 16);
+}
+
+TEST(Layout, BucketsFormFromTheBackAndKeepForwardOrderInside) {
+  std::vector<int64_t> numels = {100, 10, 50, 7, 300};
+  auto b = plan_buckets(numels, 60, 2);
+  ASSERT_EQ(b.size(), 4u);  // {300}, {50, 7}, {10}, {100}
+  EXPECT_EQ(b[0].params.size(), 1u);
+  EXPECT_EQ(b[0].params[0].index, 4u);
+  ASSERT_EQ(b[1].params.size(), 2u);
+  EXPECT_EQ(b[1].params[0].index, 2u);
+  EXPECT_EQ(b[1].params[1].index, 3u);
+  EXPECT_EQ(b[1].params[1].offset, 50);
+  EXPECT_EQ(b[1].numel, 57);
+  EXPECT_EQ(b[1].padded, 64);
+  auto one = plan_buckets(numels, 1 << 20, 3);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].numel, 467);
+  EXPECT_EQ(one[0].padded, 480);
+  EXPECT_THROW(plan_buckets(numels, 0, 1), zt::Error);
+}
+
+TEST(Layout, UnitsFollowTheirParameterLists) {
+  std::vector<int64_t> numels = {6, 3, 4, 2};
+  auto u = plan_units(numels, {{0, 1}, {2, 3}}, 4);
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u[0].numel, 9);
+  EXPECT_EQ(u[1].params[1].offset, 4);
+  EXPECT_EQ(u[1].padded, 64);
+}
+
+TEST(Layout, MemoryFormulasMatchTheDesignTable) {
+  // One buffer of P = 960 padded elements (divisible by N=4), Adam (k = 8), fp32.
+  std::vector<BufferPlan> b(1);
+  b[0].numel = 950;
+  b[0].padded = 960;
+  const int64_t P = 960, N = 4;
+  auto s0 = estimate_memory(b, 0, 4, 8), s1 = estimate_memory(b, 1, 4, 8), s2 = estimate_memory(b, 2, 4, 8),
+       s3 = estimate_memory(b, 3, 4, 8);
+  EXPECT_EQ(s0.total(), 16 * P);
+  EXPECT_EQ(s1.total(), 8 * P + 8 * P / N);
+  EXPECT_EQ(s2.total(), 4 * P + 12 * P / N);
+  EXPECT_EQ(s3.total(), 16 * P / N);
+  EXPECT_EQ(estimate_memory(b, 3, 4, 8, {true}).param, 4 * P / N + 4 * P);  // persistent unit
+  EXPECT_THROW(estimate_memory(b, 4, 4, 8), zt::Error);
+}
+
+TEST(Layout, LargestModelThatFits) {
+  const int64_t gib = int64_t(1) << 30;
+  EXPECT_EQ(max_params_that_fit(16 * gib, 0, 8, 8), gib);
+  EXPECT_EQ(max_params_that_fit(16 * gib, 3, 8, 8), 8 * gib);
+  EXPECT_GT(max_params_that_fit(16 * gib, 2, 8, 8), max_params_that_fit(16 * gib, 1, 8, 8));
+}
