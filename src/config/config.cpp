@@ -108,7 +108,8 @@ void parse_optimizer(const Section& s, OptimizerConfig& o) {
 
 void parse_scheduler(const Section& s, SchedulerConfig& sc) {
   s.allow({"type", "params"});
-  s.read_choice("type", sc.type, {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle"});
+  // The same list as optim::schedule_types(), which validates the params.
+  s.read_choice("type", sc.type, {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest"});
   if (s.has("params")) {
     const auto& p = s.value("params");
     if (!p.is_object()) detail::bad_value(s.source(), s.path("params"), "an object", p);

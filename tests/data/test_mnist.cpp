@@ -182,20 +182,24 @@ TEST(GatherBatch, RejectsBadRangesAndIndices) {
   EXPECT_THROW(gather_batch(Dataset{}, idx, 0, 1), Error);
 }
 
-// The real thing, when scripts/setup.sh has fetched it into data/mnist.
-TEST(RealMnist, SizesAndLabels) {
-  const std::string dir = std::string(ZT_SOURCE_DIR) + "/data/mnist";
+// The real thing, when scripts/setup.sh has fetched it: MNIST (raw IDX) and Fashion-MNIST (gzip).
+class RealData : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RealData, SizesAndNormalisation) {
+  const std::string dir = std::string(ZT_SOURCE_DIR) + "/data/" + GetParam();
   if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte") &&
       !std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << dir << " not present; run scripts/setup.sh";
-  Dataset train = load_mnist(dir, "train");
-  Dataset test = load_mnist(dir, "test");
+  const bool fashion = std::string(GetParam()) == "fashion-mnist";
+  const float mean = fashion ? 0.2860f : 0.1307f, sd = fashion ? 0.3530f : 0.3081f;
+  Dataset train = load_mnist(dir, "train", mean, sd);
+  Dataset test = load_mnist(dir, "test", mean, sd);
   EXPECT_EQ(train.images.shape(), (Shape{60000, 784}));
   EXPECT_EQ(test.images.shape(), (Shape{10000, 784}));
   std::vector<int64_t> counts(10, 0);
   for (int64_t i = 0; i < test.size(); ++i) counts[size_t(test.labels.data<int32_t>()[i])]++;
   for (int64_t c : counts) EXPECT_GT(c, 800);  // every class is well represented
-  // Normalised with MNIST's own statistics: the training mean is ~0 and the stddev ~1.
+  // Normalised with the data set's own statistics: the training mean is ~0 and the stddev ~1.
   double s = 0, s2 = 0;
   const float* x = train.images.data<float>();
   for (int64_t i = 0; i < train.images.numel(); ++i) s += x[i], s2 += double(x[i]) * x[i];
@@ -203,6 +207,9 @@ TEST(RealMnist, SizesAndLabels) {
   EXPECT_NEAR(m, 0.0, 1e-3);
   EXPECT_NEAR(std::sqrt(s2 / double(train.images.numel()) - m * m), 1.0, 1e-3);
 }
+
+INSTANTIATE_TEST_SUITE_P(Datasets, RealData, ::testing::Values("mnist", "fashion-mnist"),
+                         [](const auto& info) { return std::string(info.param) == "mnist" ? "mnist" : "fashion_mnist"; });
 
 }  // namespace
 }  // namespace zt::data

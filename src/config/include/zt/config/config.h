@@ -27,7 +27,7 @@ struct OptimizerConfig {
 };
 
 struct SchedulerConfig {
-  std::string type;  // "" = constant lr; WarmupLR | WarmupDecayLR | WarmupCosineLR | OneCycle
+  std::string type;  // "" = constant lr; WarmupLR | WarmupDecayLR | WarmupCosineLR | OneCycle | LRRangeTest
   nlohmann::json params = nlohmann::json::object();  // validated per type by optim::make_schedule
 };
 
