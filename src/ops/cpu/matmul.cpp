@@ -112,6 +112,25 @@ std::optional<dnnl::matmul> primitive(const Mat& a, const Mat& b, bool three, bo
   }
 }
 
+// Fast dtype conversion for the bf16 fallback (core's converting copy is element-by-element).
+Tensor convert(const Tensor& t_in, DType to) {
+  Tensor t = t_in.contiguous();
+  Tensor out = Tensor::empty(t.shape(), to);
+  const int64_t n = t.numel();
+  detail::dispatch_float(t.dtype(), "matmul", [&](auto in_tag) {
+    using I = decltype(in_tag);
+    detail::dispatch_float(to, "matmul", [&](auto out_tag) {
+      using O = decltype(out_tag);
+      const I* __restrict src = t.data<I>();
+      O* __restrict dst = out.data<O>();
+      parallel_for(n, detail::kGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) detail::st(dst, i, detail::ld(src, i));
+      });
+    });
+  });
+  return out;
+}
+
 // out[b] = op(a)[b] @ op(b)[b] (+ bias), written into a new contiguous tensor of out_shape.
 Tensor product(const Tensor& at, bool ta, const Tensor& bt, bool tb, const Tensor* bias, const Shape& out_shape) {
   const DType dt = at.dtype();
@@ -125,9 +144,9 @@ Tensor product(const Tensor& at, bool ta, const Tensor& bt, bool tb, const Tenso
   }
   auto prim = primitive(a, b, three, bias != nullptr, dt);
   if (!prim) {  // no bf16 kernel on this CPU: compute in f32 and round once, as oneDNN would
-    Tensor bias32 = bias ? bias->to(DType::f32) : Tensor();
-    Tensor r = product(at.to(DType::f32), ta, bt.to(DType::f32), tb, bias ? &bias32 : nullptr, out_shape);
-    return r.to(DType::bf16);
+    Tensor bias32 = bias ? convert(*bias, DType::f32) : Tensor();
+    Tensor r = product(convert(at, DType::f32), ta, convert(bt, DType::f32), tb, bias ? &bias32 : nullptr, out_shape);
+    return convert(r, DType::bf16);
   }
   Tensor bias_c = bias ? bias->contiguous() : Tensor();
   Mat o{out, a.b, a.r, b.c, a.r * b.c, b.c, 1};
