@@ -108,24 +108,26 @@ class Runtime {
   std::vector<Pending> graveyard_;
 };
 
-// Note [wait backoff]: ranks may outnumber cores (4 ranks on 2), and OpenMPI only progresses
-// inside MPI calls. So: spin on MPI_Test briefly, then yield the core, then sleep 50..200 us.
+// Note [wait backoff]: OpenMPI progresses only inside MPI calls (shared-memory fragments need
+// both sides polling), but ranks may outnumber cores (4 on 2). So: spin on MPI_Test briefly,
+// then yield the core between tests, and only after a long wait sleep 50..200 us per test.
 class Backoff {
  public:
   void pause() {
-    ++n_;
-    if (n_ <= kSpin) return;
-    if (n_ <= kSpin + kYield) {
+    double us = std::chrono::duration<double, std::micro>(Clock::now() - start_).count();
+    if (us < kSpinUs) return;
+    if (us < kYieldUs) {
       std::this_thread::yield();
       return;
     }
-    int us = std::min(200, 50 + (n_ - kSpin - kYield) / 4);
-    std::this_thread::sleep_for(std::chrono::microseconds(us));
+    sleep_us_ = std::min(200, sleep_us_ + 10);
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
   }
 
  private:
-  static constexpr int kSpin = 200, kYield = 2000;
-  int n_ = 0;
+  static constexpr double kSpinUs = 50, kYieldUs = 20000;
+  Clock::time_point start_ = Clock::now();
+  int sleep_us_ = 40;
 };
 
 class MpiWork : public Work {
