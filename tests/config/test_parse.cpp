@@ -233,6 +233,9 @@ TEST(ConfigNearest, DistanceThreshold) {
   EXPECT_EQ(nearest("STAGE", keys), "stage");              // case does not count
   EXPECT_EQ(nearest("reduce_bucket_sz", keys), "reduce_bucket_size");
   EXPECT_EQ(nearest("reduce_bkt_sise", keys), "reduce_bucket_size");  // distance 4 <= 15/3
+  EXPECT_EQ(nearest("rduce_bkt_sise", keys), "");                     // distance 5 > 14/3
+  EXPECT_EQ(nearest("stg", keys), "stage");                           // short key: distance 2 allowed
+  EXPECT_EQ(nearest("sxgx", keys), "");                               // distance 3 > 2
   EXPECT_EQ(nearest("xyzzy", keys), "");
   EXPECT_EQ(nearest("", keys), "");
   EXPECT_EQ(nearest("stage", {}), "");
