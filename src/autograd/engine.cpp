@@ -82,6 +82,7 @@ void backward(const Tensor& root, Tensor grad_root) {
   }
   // Collect reachable nodes and count how many edges feed each leaf.
   std::vector<Node*> nodes;
+  std::vector<std::shared_ptr<Node>> keep;  // nodes must outlive the release of saved inputs
   std::unordered_map<TensorImpl*, int> leaf_pending;
   std::vector<Node*> stack{rm->grad_fn.get()};
   std::unordered_map<Node*, bool> seen{{rm->grad_fn.get(), true}};
@@ -95,6 +96,7 @@ void backward(const Tensor& root, Tensor grad_root) {
       if (m->grad_fn) {
         if (!seen[m->grad_fn.get()]) {
           seen[m->grad_fn.get()] = true;
+          keep.push_back(m->grad_fn);
           stack.push_back(m->grad_fn.get());
         }
       } else if (m->requires_grad) {

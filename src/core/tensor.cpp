@@ -194,6 +194,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
   d = norm_dim(d, dim(), "select");
+  if (index < 0) index += impl_->shape[size_t(d)];
   Tensor s = slice(d, index, index + 1);
   Shape sh = s.shape(), st = s.strides();
   sh.erase(sh.begin() + d);

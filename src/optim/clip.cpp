@@ -7,7 +7,7 @@
 
 #include "zt/core/parallel.h"
 
-namespace zt {
+namespace zt::optim {
 namespace {
 
 // Eight independent double accumulators: gcc turns them into vector lanes without needing
@@ -54,4 +54,4 @@ void scale_(float* g, int64_t n, float s) {
   parallel_for(n, kClipGrain, [&](int64_t b, int64_t e) { scale_kernel(g + b, e - b, s); });
 }
 
-}  // namespace zt
+}  // namespace zt::optim

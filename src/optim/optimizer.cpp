@@ -7,7 +7,7 @@
 #include "zt/core/error.h"
 #include "zt/core/parallel.h"
 
-namespace zt {
+namespace zt::optim {
 namespace {
 
 std::string lower(std::string s) {
@@ -211,4 +211,4 @@ std::unique_ptr<FlatOptimizer> FlatOptimizer::create(const OptimizerSpec& spec, 
   ZT_THROW("[optim] unknown optimizer type '", spec.type, "' (allowed: Adam, AdamW, SGD)");
 }
 
-}  // namespace zt
+}  // namespace zt::optim

@@ -9,7 +9,7 @@
 
 #include "zt/core/error.h"
 
-namespace zt {
+namespace zt::optim {
 namespace {
 
 using nlohmann::json;
@@ -363,4 +363,4 @@ std::unique_ptr<LRSchedule> make_schedule(const std::string& type, const nlohman
            "; did you mean '", nearest(type, schedule_types()), "'?)");
 }
 
-}  // namespace zt
+}  // namespace zt::optim

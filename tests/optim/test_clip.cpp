@@ -8,7 +8,7 @@
 #include "zt/core/parallel.h"
 #include "zt/optim/clip.h"
 
-namespace zt {
+namespace zt::optim {
 namespace {
 
 std::vector<float> ramp(int64_t n) {
@@ -74,4 +74,4 @@ TEST(Clip, ScaleBothSidesOfGrain) {
 }
 
 }  // namespace
-}  // namespace zt
+}  // namespace zt::optim

@@ -10,7 +10,7 @@
 #include "zt/core/parallel.h"
 #include "zt/optim/optimizer.h"
 
-namespace zt {
+namespace zt::optim {
 namespace {
 
 using nlohmann::json;
@@ -212,4 +212,4 @@ TEST(Optimizer, RejectsBadSpecs) {
 }
 
 }  // namespace
-}  // namespace zt
+}  // namespace zt::optim

@@ -9,7 +9,7 @@
 #include "zt/core/error.h"
 #include "zt/optim/schedule.h"
 
-namespace zt {
+namespace zt::optim {
 namespace {
 
 using nlohmann::json;
@@ -191,4 +191,4 @@ TEST(Schedule, ValidationErrors) {
 }
 
 }  // namespace
-}  // namespace zt
+}  // namespace zt::optim

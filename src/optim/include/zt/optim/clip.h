@@ -2,7 +2,7 @@
 // Gradient-clipping helpers over flat fp32 buffers (the norm is all-reduced by the caller).
 #include <cstdint>
 
-namespace zt {
+namespace zt::optim {
 
 // Sum of g[i]^2 accumulated in double. Fixed chunking (kClipGrain) and fixed-order partial
 // sums, so the result does not depend on the number of threads.
@@ -17,4 +17,4 @@ void scale_(float* g, int64_t n, float s);
 
 constexpr int64_t kClipGrain = int64_t(1) << 14;
 
-}  // namespace zt
+}  // namespace zt::optim

@@ -10,7 +10,7 @@
 
 #include "zt/core/tensor.h"
 
-namespace zt {
+namespace zt::optim {
 
 struct OptimizerSpec {
   std::string type = "AdamW";  // Adam | AdamW | SGD, case-insensitive
@@ -53,4 +53,4 @@ class FlatOptimizer {
 // Elements per parallel chunk; below this the update runs on the calling thread.
 constexpr int64_t kOptimGrain = int64_t(1) << 14;
 
-}  // namespace zt
+}  // namespace zt::optim

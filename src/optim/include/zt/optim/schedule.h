@@ -9,7 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace zt {
+namespace zt::optim {
 
 // Note [schedule step]: lr(step) is the lr of the update that follows `step` completed
 // optimizer steps (0 for the first). DeepSpeed's engine steps its scheduler after each
@@ -32,4 +32,4 @@ std::unique_ptr<LRSchedule> make_schedule(const std::string& type, const nlohman
 // The schedule types make_schedule accepts (besides "").
 const std::vector<std::string>& schedule_types();
 
-}  // namespace zt
+}  // namespace zt::optim
