@@ -18,7 +18,7 @@ SIZES_MIB = (1, 16, 128)
 
 
 def iters_for(mib):
-    return 100 if mib == 1 else 20 if mib == 16 else 5
+    return max(5, min(100, 100 // mib))  # as bench_comm
 
 
 def time_op(op, iters):

@@ -1,9 +1,11 @@
 // Bus bandwidth of the comm collectives, defined as nccl-tests does (fp32, in-place where the
-// op allows). Run: mpirun -np 2 bench_comm ; rank 0 prints one JSON line per op and size.
+// op allows). Run: mpirun -np 2 bench_comm [MiB ...]; rank 0 prints one JSON line per op and size.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <vector>
 
 #include "zt/comm/group.h"
 
@@ -24,13 +26,16 @@ double time_op(Group& g, int iters, const std::function<void()>& op) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
+    std::vector<int64_t> sizes_mib;  // optional arguments: buffer sizes in MiB
+    for (int i = 1; i < argc; ++i) sizes_mib.push_back(std::atoll(argv[i]));
+    if (sizes_mib.empty()) sizes_mib = {1, 16, 128};
     GroupPtr g = make_group("auto");
     const int n = g->size();
-    for (int64_t mib : {1, 16, 128}) {
+    for (int64_t mib : sizes_mib) {
       const int64_t elems = (mib << 20) / 4 / n * n, bytes = elems * 4;
-      const int iters = mib == 1 ? 100 : mib == 16 ? 20 : 5;
+      const int iters = int(std::clamp<int64_t>(100 / mib, 5, 100));
       Tensor full = Tensor::empty({elems}, DType::f32, MemTag::comm);
       Tensor shard = Tensor::empty({elems / n}, DType::f32, MemTag::comm);
       full.fill_(1.f);
