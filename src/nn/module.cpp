@@ -61,7 +61,7 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator& gen) {
   for (auto& v : w) v = gen.uniform(-bound, bound);
   weight = register_parameter("weight", Tensor::from_vector(w, {out, in}));
   if (has_bias) {
-    std::vector<float> b(size_t(out));
+    std::vector<float> b(static_cast<size_t>(out));
     for (auto& v : b) v = gen.uniform(-bound, bound);
     bias = register_parameter("bias", Tensor::from_vector(b, {out}));
   }

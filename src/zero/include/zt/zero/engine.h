@@ -14,7 +14,6 @@
 #include "zt/optim/optimizer.h"
 #include "zt/zero/layout.h"
 
-namespace zt { namespace optim = ::zt; }  // TEMP until optim moves into zt::optim
 namespace zt::zero {
 
 struct EngineOptions {
