@@ -51,6 +51,17 @@ void append_jsonl(const std::string& path, const nlohmann::json& j) {
   f << j.dump() << '\n';
 }
 
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    f.flush();
+    ZT_CHECK(f.good(), "[run] cannot write ", tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
 std::string mem_summary() {
   MemStats s = Allocator::global().stats();
   std::string out;

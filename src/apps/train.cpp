@@ -61,8 +61,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const std::string metrics = cfg.run.dir + "/metrics.jsonl";
   if (lead) {
     ensure_dir(cfg.run.dir);
-    std::FILE* f = std::fopen(metrics.c_str(), "w");  // a fresh log for a fresh run
-    if (f) std::fclose(f);
+    // Appended, never truncated: an earlier run's log in the same folder is kept.
+    append_jsonl(metrics, {{"event", "start"}, {"world_size", world}, {"total_steps", total_steps},
+                           {"config", cfg.raw}});
     std::fprintf(stderr,
                  "zerotrain: %lld parameters (%lld padded), stage %d, %d rank%s, batch %lld = %lld micro x %lld "
                  "accumulation x %d, %lld steps\n",
@@ -136,10 +137,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                               {"comm_bytes_rank0", group.stats().total_bytes()}};
     if (acc >= 0) summary["test_accuracy"] = acc;
     append_jsonl(metrics, {{"event", "final"}, {"summary", summary}});
-    std::FILE* f = std::fopen((cfg.run.dir + "/summary.json").c_str(), "w");
-    ZT_CHECK(f, "[run] cannot write ", cfg.run.dir, "/summary.json");
-    std::fprintf(f, "%s\n", summary.dump(2).c_str());
-    std::fclose(f);
+    write_file_atomic(cfg.run.dir + "/summary.json", summary.dump(2) + "\n");
     if (acc >= 0) std::printf("test accuracy: %.4f (%lld/%lld)\n", acc, (long long)std::llround(acc * test.size()), (long long)test.size());
     std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; weights and metrics in %s\n", (long long)total_steps,
                  train_s, cfg.run.dir.c_str());

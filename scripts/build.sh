@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds zerotrain into build/ (Release). Usage: scripts/build.sh [BUILD_DIR [cmake args...]]
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${1:-$repo_root/build}"
+shift || true
+if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
+  cmake -S "$repo_root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+fi
+cmake --build "$build_dir" -j"$(nproc)"

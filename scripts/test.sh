@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite: set up (packages, data), build Release and run every test (unit, golden,
+# multi-rank under mpirun, end-to-end), then the same under AddressSanitizer + UBSan.
+# ZT_SKIP_SANITIZE=1 skips the sanitizer pass.
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+scripts/setup.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+jobs="$(nproc)"
+
+echo "[test] Release build"
+scripts/build.sh build >/dev/null
+(cd build && ctest -j"$jobs" --output-on-failure --timeout 900)
+
+if [[ "${ZT_SKIP_SANITIZE:-0}" != 1 ]]; then
+  echo "[test] ASan+UBSan build"
+  scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DZT_SANITIZE=ON -DZT_BUILD_BENCH=OFF >/dev/null
+  # Open MPI's own allocations are not ours to fix: leak checks only for single-process tests.
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j"$jobs" -L unit --output-on-failure --timeout 900)
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=0 ctest -j"$jobs" -LE unit --output-on-failure --timeout 1800)
+fi
