@@ -26,6 +26,7 @@ optim::OptimizerSpec optimizer_spec(const config::Config& c) {
 }
 
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b) {
+  ZT_CHECK(!c.bf16, "[config] 'bf16.enabled' = true is not supported yet (fp32 training only); set it to false");
   zero::EngineOptions o;
   o.stage = c.zero.stage;
   o.gradient_accumulation_steps = b.accumulation;
