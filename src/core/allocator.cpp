@@ -38,9 +38,14 @@ std::string MemStats::breakdown() const {
   for (size_t i = 0; i < kNumMemTags; ++i) {
     if (current[i] == 0) continue;
     s += mem_tag_name(MemTag(i));
-    s += "=" + format_bytes(current[i]) + " ";
+    s += '=';
+    s += format_bytes(current[i]);
+    s += ' ';
   }
-  s += "cached=" + format_bytes(cached) + " total=" + format_bytes(total_current);
+  s += "cached=";
+  s += format_bytes(cached);
+  s += " total=";
+  s += format_bytes(total_current);
   return s;
 }
 

@@ -6,8 +6,12 @@ namespace zt {
 
 std::string shape_str(const Shape& s) {
   std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  out += ']';
+  return out;
 }
 
 int64_t shape_numel(const Shape& s) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zt/core/error.h"
+#include "zt/core/strings.h"
 
 namespace zt::optim {
 namespace {
@@ -15,17 +16,6 @@ namespace {
 using nlohmann::json;
 constexpr double kPi = 3.14159265358979323846;
 
-size_t levenshtein(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 std::vector<std::string> words(const std::string& s) {
   std::vector<std::string> out(1);
@@ -45,7 +35,7 @@ std::string nearest(const std::string& s, const std::vector<std::string>& option
   for (const auto& o : options) {
     long shared = 0;
     for (const auto& w : words(o)) shared += std::count(ws.begin(), ws.end(), w) > 0;
-    const long score = long(levenshtein(s, o)) - 2 * shared;
+    const long score = long(edit_distance(s, o)) - 2 * shared;
     if (score < best_score) best_score = score, best = o;
   }
   return best;
