@@ -179,6 +179,26 @@ TEST_P(Stage, CommunicationPerStepIsTwoOrThreePsi) {
   }
 }
 
+TEST_P(Stage, SteadyStateStepAllocatesNothingNew) {
+  RunSpec s;
+  s.stage = GetParam();
+  const int64_t N = g_world->size();
+  const Data d = make_data(8 * s.micro * s.gas * N);
+  auto model = make_model();
+  zero::Engine engine(*model, g_world, options(s));
+  size_t after_warmup = 0;
+  for (int64_t step = 0; step < 8; ++step) {
+    if (step == 3) after_warmup = Allocator::global().stats().system_allocs;
+    for (int64_t m = 0; m < s.gas; ++m) {
+      const int64_t b = (step * s.gas * N + m * N + g_world->rank()) * s.micro;
+      Tensor loss = ag::cross_entropy(engine.forward(d.x.slice(0, b, b + s.micro)), d.y.slice(0, b, b + s.micro));
+      engine.backward(loss);
+    }
+    engine.step(1e-2);
+  }
+  EXPECT_EQ(Allocator::global().stats().system_allocs, after_warmup);
+}
+
 INSTANTIATE_TEST_SUITE_P(Zero, Stage, ::testing::Values(0, 1, 2, 3), [](const auto& info) {
   return "stage" + std::to_string(info.param);
 });
