@@ -97,11 +97,11 @@ int main(int argc, char** argv) {
       std::fflush(stderr);
     }
     // A rank-local failure must not leave the peers waiting: end the whole job.
-    if (many && !same_everywhere) group->abort(1);
+    if (many && !same_everywhere) group->abort_job(1);
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zerotrain: error: %s\n", e.what());
-    if (group && group->size() > 1) group->abort(1);
+    if (group && group->size() > 1) group->abort_job(1);
     return 1;
   }
 }

@@ -59,7 +59,7 @@ class LocalGroup : public Group {
     return done();
   }
 
-  void abort(int code) override { (void)code; }  // nothing else to end; the caller exits
+  void abort_job(int code) override { (void)code; }  // nothing else to end; the caller exits
 
  private:
   static WorkPtr done() { return std::make_shared<DoneWork>(); }

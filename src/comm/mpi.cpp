@@ -276,7 +276,7 @@ class MpiGroup : public Group {
     return issued(r, Coll::barrier, 0, {}, nullptr);
   }
 
-  void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
+  void abort_job(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
 
  private:
   // Counts bytes at issue time (Note [comm bytes]) and wraps the request.

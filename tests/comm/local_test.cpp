@@ -74,7 +74,7 @@ TEST(CommLocal, RankSizeAndSplit) {
   EXPECT_EQ(sub->rank(), 0);
   EXPECT_EQ(sub->timeout(), 9.0);
   EXPECT_EQ(sub->stats().calls[size_t(Coll::barrier)], 0u);  // stats are per group
-  g->abort(3);  // a no-op for one process
+  g->abort_job(3);  // a no-op for one process
 }
 
 TEST(CommLocal, CollectivesCopyAndCountLikeMpi) {

@@ -1,6 +1,8 @@
 // load(): files, JSON errors with offsets, key=value overrides; resolve_batch's DeepSpeed rule.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "common/error_of.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,16 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected zt::Error";
-  return "";
-}
+using zt::testing_util::error_of;
 
 class ConfigFile : public ::testing::Test {
  protected:

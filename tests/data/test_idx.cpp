@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/error_of.h"
+
 #include "idx_writer.h"
 #include "zt/core/error.h"
 #include "zt/data/mnist.h"
@@ -21,17 +23,7 @@ std::vector<uint8_t> iota_bytes(size_t n) {
   return v;
 }
 
-// Runs fn, which must throw zt::Error, and returns the message.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected zt::Error";
-  return "";
-}
+using zt::testing_util::error_of;
 
 TEST_F(IdxTest, RawImagesRoundTrip) {
   auto payload = iota_bytes(3 * 2 * 4);

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/error_of.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -18,16 +20,7 @@ using ::testing::HasSubstr;
 using testing::idx_bytes;
 using testing::write_file;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected zt::Error";
-  return "";
-}
+using zt::testing_util::error_of;
 
 class MnistTest : public testing::TempDirTest {
  protected:

@@ -61,7 +61,7 @@ class Group {
   double all_reduce_scalar(double v, ReduceOp op = ReduceOp::sum);  // convenience, f32 on the wire
 
   // Ends every process of the job (MPI_Abort); for the CLI after a fatal error. Local: no-op.
-  virtual void abort(int code) = 0;
+  virtual void abort_job(int code) = 0;
 
   void set_timeout(double seconds) { timeout_s_ = seconds; }
   double timeout() const { return timeout_s_; }
