@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Every benchmark beside its PyTorch peer, in one run (~2 minutes once built): MLP training
+# (single process; 2 ranks x ZeRO stages 0-3 vs DDP and ZeroRedundancyOptimizer over gloo),
+# collective bus bandwidth (MPI vs gloo) and matmul GFLOP/s. All JSON lines go to the results
+# file; a summary object with the ratios is printed last.
+#
+# usage: bench/run.sh [RESULTS]        (default bench/results.jsonl; never committed)
+# env:   ZT_BUILD_DIR (default build), STEPS (timed training steps, default 300),
+#        ZT_MNIST_DIR (default data/mnist; scripts/setup.sh fetches it),
+#        ZT_BENCH_OPENBLAS=0 skips the second PyTorch run with OpenBLAS (Debian's torch links the
+#        generic libblas.so.3, which is the slow reference BLAS unless OpenBLAS is installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-bench/results.jsonl}
+BUILD=${ZT_BUILD_DIR:-build}
+STEPS=${STEPS:-300}
+DATA=${ZT_MNIST_DIR:-data/mnist}
+PY=/usr/bin/python3  # Debian's, with torch 1.13; the pyenv python3 on PATH has no torch
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader --mca btl_vader_max_send_size 262144)
+
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
+  [[ -f $DATA/$f ]] || { echo "run.sh: $DATA/$f is missing; run scripts/setup.sh first" >&2; exit 1; }
+done
+[[ -f $BUILD/CMakeCache.txt ]] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j2 --target bench_train zt_bench_matmul bench_comm zerotrain >/dev/null
+bin() { find "$BUILD" -type f -name "$1" -perm -u+x | head -n1; }
+BENCH_TRAIN=$(bin bench_train) BENCH_MATMUL=$(bin zt_bench_matmul) BENCH_COMM=$(bin bench_comm)
+
+# OpenBLAS for a second PyTorch run, unpacked (not installed) into the git-ignored .cache/.
+OPENBLAS_DIR=
+if [[ ${ZT_BENCH_OPENBLAS:-1} != 0 ]]; then
+  lib=.cache/openblas/usr/lib/x86_64-linux-gnu/openblas-openmp
+  if [[ ! -f $lib/libblas.so.3 ]]; then
+    tmp=$(mktemp -d)
+    if (cd "$tmp" && apt-get download libopenblas0-openmp >/dev/null 2>&1); then
+      mkdir -p .cache/openblas && dpkg-deb -x "$tmp"/libopenblas0-openmp_*.deb .cache/openblas
+    else
+      echo "run.sh: could not fetch libopenblas0-openmp; PyTorch runs with its reference BLAS only" >&2
+    fi
+    rm -rf "$tmp"
+  fi
+  [[ -f $lib/libblas.so.3 ]] && OPENBLAS_DIR=$PWD/$lib
+fi
+
+mkdir -p "$(dirname "$OUT")"
+: >"$OUT"
+# Runs a command; its JSON lines get "impl" (when missing) and go to the results file and stdout.
+collect() {
+  local impl=$1
+  shift
+  echo "== $*" >&2
+  "$@" | "$PY" -c '
+import json, sys
+impl, out = sys.argv[1], open(sys.argv[2], "a")
+for line in sys.stdin:
+    if not line.startswith("{"):
+        sys.stderr.write(line)
+        continue
+    row = json.loads(line)
+    row.setdefault("impl", impl)
+    out.write(json.dumps(row) + "\n")
+    out.flush()
+    print(json.dumps(row), flush=True)' "$impl" "$OUT"
+}
+# The same PyTorch command with the reference BLAS, then with OpenBLAS when available.
+collect_torch() {
+  collect pytorch "$PY" "$@"
+  [[ -z $OPENBLAS_DIR ]] || collect pytorch env LD_LIBRARY_PATH="$OPENBLAS_DIR" "$PY" "$@"
+}
+
+collect zerotrain "$BENCH_TRAIN" --threads 2 --steps "$STEPS" --data "$DATA"
+collect_torch bench/torch_train.py --threads 2 --steps "$STEPS" --data "$DATA"
+collect zerotrain "${MPIRUN[@]}" "$BENCH_TRAIN" --threads 1 --stages 0,1,2,3 --steps "$STEPS" --data "$DATA"
+collect_torch bench/torch_train.py --world 2 --steps "$STEPS" --data "$DATA"
+collect zerotrain "${MPIRUN[@]}" "$BENCH_COMM"
+collect pytorch "$PY" bench/comm_peer_torch.py 2
+collect zerotrain "$BENCH_MATMUL"
+collect_torch bench/torch_train.py --matmul --threads 2
+
+echo "== summary ($OUT)" >&2
+"$PY" bench/train/summarize.py "$OUT"

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Summary of a bench/run.sh results file (JSON lines): zerotrain / PyTorch ratios.
+
+usage: summarize.py RESULTS.jsonl   -> one JSON object on stdout
+Ratios > 1 mean zerotrain is faster for throughputs (samples/s, GB/s, GFLOP/s); step-time
+ratios are zerotrain_ms / other_ms, so < 1 means zerotrain is faster. PyTorch numbers are keyed
+by the BLAS its Debian build loaded ("reference" as installed, "openblas-openmp" when run.sh
+puts OpenBLAS on its library path).
+"""
+import json
+import sys
+
+
+def ratio(a, b, digits=3):
+    return round(a / b, digits) if a and b else None
+
+
+def main(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                rows.append(json.loads(line))
+    train = [r for r in rows if r.get("bench") == "mlp_train"]
+    zt = [r for r in train if r["impl"] == "zerotrain"]
+    pt = [r for r in train if r["impl"] == "pytorch"]
+    blases = sorted({r.get("blas", "unknown") for r in pt})
+    out = {"results": path, "notes": "samples/s, GB/s, GFLOP/s ratios: zerotrain/pytorch (>1: zerotrain faster); "
+                                    "step_ms ratios: zerotrain/other (<1: zerotrain faster); step_ms = median"}
+
+    # Single process samples/s.
+    zt1 = next((r for r in zt if r["world"] == 1), None)
+    single = {"zerotrain_samples_per_s": zt1 and zt1["samples_per_s"], "threads": zt1 and zt1["threads"]}
+    for blas in blases:
+        p = next((r for r in pt if r["world"] == 1 and r.get("blas") == blas), None)
+        if p:
+            single[f"pytorch[{blas}]_samples_per_s"] = p["samples_per_s"]
+            single[f"zerotrain_over_pytorch[{blas}]"] = ratio(zt1 and zt1["samples_per_s"], p["samples_per_s"])
+    out["mlp_single_process"] = single
+
+    # Stages at world 2: step time vs zerotrain stage 0, torch DDP (stage 0) and torch ZeRO-1.
+    ztw = {r["stage"]: r for r in zt if r["world"] > 1}
+    stages = {}
+    base = ztw.get(0)
+    for s, r in sorted(ztw.items()):
+        e = {"world": r["world"], "threads": r["threads"], "step_ms": r["step_ms"], "samples_per_s": r["samples_per_s"],
+             "over_stage0": ratio(r["step_ms"], base and base["step_ms"])}
+        for blas in blases:
+            for tstage, name in ((0, "ddp"), (1, "zero1")):
+                p = next((q for q in pt if q["world"] > 1 and q["stage"] == tstage and q.get("blas") == blas), None)
+                if p:
+                    e[f"over_torch_{name}[{blas}]"] = ratio(r["step_ms"], p["step_ms"])
+        stages[f"stage{s}"] = e
+    torch_w = {f"{q['variant']}[{q.get('blas')}]": q["step_ms"] for q in pt if q["world"] > 1}
+    out["mlp_world2_step_ms"] = {"zerotrain": stages, "pytorch": torch_w}
+
+    # Collectives: bus bandwidth per op and size.
+    comm = {}
+    zc = {(r["op"], r["bytes"]): r for r in rows if "busbw_GBps" in r and r.get("backend") != "gloo"}
+    gc = {(r["op"], r["bytes"]): r for r in rows if "busbw_GBps" in r and r.get("backend") == "gloo"}
+    for (op, nbytes), r in sorted(zc.items()):
+        g = gc.get((op, nbytes))
+        comm[f"{op}/{nbytes >> 20}MiB"] = {
+            "zerotrain_backend": r["backend"], "zerotrain_busbw_GBps": r["busbw_GBps"],
+            "gloo_busbw_GBps": g and g["busbw_GBps"],
+            "zerotrain_over_gloo": ratio(r["busbw_GBps"], g and g["busbw_GBps"])}
+    out["comm_busbw"] = comm
+
+    # Matmul GFLOP/s, f32.
+    mm = {}
+    zm = {r["shape"]: r for r in rows if r.get("op") == "matmul" and r.get("impl") == "zerotrain" and r["dtype"] == "f32"}
+    for shape, r in zm.items():
+        e = {"zerotrain_gflops": r["gflops"]}
+        for q in rows:
+            if q.get("op") == "matmul" and q.get("impl") == "pytorch" and q["shape"] == shape and q["dtype"] == "f32":
+                e[f"pytorch[{q.get('blas')}]_gflops"] = q["gflops"]
+                e[f"zerotrain_over_pytorch[{q.get('blas')}]"] = ratio(r["gflops"], q["gflops"])
+        mm[shape] = e
+    zb = {r["shape"]: r["gflops"] for r in rows if r.get("op") == "matmul" and r.get("impl") == "zerotrain"
+          and r["dtype"] == "bf16"}
+    for shape, g in zb.items():
+        mm.setdefault(shape, {})["zerotrain_bf16_gflops"] = g
+    out["matmul_f32"] = mm
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])
