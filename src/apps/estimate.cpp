@@ -23,9 +23,7 @@ int run_estimate(const config::Config& cfg, int world, double memory_gib) {
   int64_t psi = 0;
   for (int64_t n : numels) psi += n;
   const auto opt = optimizer_spec(cfg);
-  std::string t;
-  for (char c : opt.type) t += char(std::tolower(c));
-  const int64_t k = t == "sgd" ? (opt.momentum != 0 ? 4 : 0) : 8;
+  const int64_t k = optim::state_bytes_per_elem(opt);
   std::printf("model: %lld parameters, optimizer %s (%lld state bytes/param), world size %d, fp32\n",
               (long long)psi, opt.type.c_str(), (long long)k, world);
   std::printf("%-6s %14s %14s %14s %14s\n", "stage", "param", "grad", "optim", "total");

@@ -211,4 +211,11 @@ std::unique_ptr<FlatOptimizer> FlatOptimizer::create(const OptimizerSpec& spec, 
   ZT_THROW("[optim] unknown optimizer type '", spec.type, "' (allowed: Adam, AdamW, SGD)");
 }
 
+int64_t state_bytes_per_elem(const OptimizerSpec& spec) {
+  std::string t;
+  for (char c : spec.type) t += char(std::tolower(static_cast<unsigned char>(c)));
+  if (t == "sgd") return spec.momentum != 0.f ? 4 : 0;
+  return 8;  // exp_avg + exp_avg_sq
+}
+
 }  // namespace zt::optim

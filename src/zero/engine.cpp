@@ -12,12 +12,6 @@
 namespace zt::zero {
 
 namespace {
-int64_t optim_bytes_per_elem(const optim::OptimizerSpec& s) {
-  std::string t;
-  for (char c : s.type) t += char(std::tolower(c));
-  if (t == "sgd") return s.momentum != 0 ? 4 : 0;
-  return 8;  // Adam, AdamW: exp_avg + exp_avg_sq
-}
 Tensor flat_view(const Tensor& buf, int64_t begin, int64_t end) { return buf.slice(0, begin, end); }
 }  // namespace
 
@@ -269,7 +263,7 @@ void Engine::for_each_full_param(const std::function<void(const std::string&, co
 MemoryEstimate Engine::expected_memory() const {
   std::vector<bool> persistent;
   for (auto& b : bufs_) persistent.push_back(b->persistent);
-  return estimate_memory(plan_, opts_.stage, world_, optim_bytes_per_elem(opts_.optimizer), persistent);
+  return estimate_memory(plan_, opts_.stage, world_, optim::state_bytes_per_elem(opts_.optimizer), persistent);
 }
 
 int64_t Engine::num_params() const {

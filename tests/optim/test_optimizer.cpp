@@ -213,3 +213,17 @@ TEST(Optimizer, RejectsBadSpecs) {
 
 }  // namespace
 }  // namespace zt::optim
+
+namespace zt::optim {
+namespace {
+TEST(StateBytesPerElem, MatchesWhatTheOptimizerAllocates) {
+  for (auto [type, momentum] : {std::pair{"Adam", 0.f}, {"adamw", 0.f}, {"SGD", 0.9f}, {"sgd", 0.f}}) {
+    OptimizerSpec s;
+    s.type = type;
+    s.momentum = momentum;
+    auto opt = FlatOptimizer::create(s, 100);
+    EXPECT_EQ(int64_t(opt->state_bytes()), 100 * state_bytes_per_elem(s)) << type;
+  }
+}
+}  // namespace
+}  // namespace zt::optim

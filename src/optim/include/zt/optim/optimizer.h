@@ -18,6 +18,10 @@ struct OptimizerSpec {
   bool nesterov = false;
 };
 
+// Bytes of optimizer state per parameter element (Adam/AdamW 8, SGD with momentum 4, else 0),
+// known before any optimizer exists, for memory estimates.
+int64_t state_bytes_per_elem(const OptimizerSpec& spec);
+
 class FlatOptimizer {
  public:
   // n = shard elements. State is allocated here, tagged MemTag::optim: Adam/AdamW 8 bytes per
