@@ -1,5 +1,6 @@
 #pragma once
-// Errors: bad input throws zt::Error with a "[component] what and where" message.
+// Errors: bad input throws zt::Error with a "[component] what and where" message and a kind
+// that callers (the CLI, tests) switch on instead of reading the message text.
 // Internal invariants use ZT_ASSERT, which also throws (library code never exits).
 #include <sstream>
 #include <stdexcept>
@@ -7,9 +8,20 @@
 
 namespace zt {
 
+// What went wrong, by who must act: the user's input (config, data, checkpoint), the job's
+// peers (comm), the machine (out_of_memory), or us (internal); invalid_argument for misuse
+// of an API by a caller that is not a user-facing parser.
+enum class ErrorKind { invalid_argument, config, data, comm, checkpoint, out_of_memory, internal };
+const char* error_kind_name(ErrorKind k);
+
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+  explicit Error(const std::string& msg, ErrorKind kind = ErrorKind::invalid_argument)
+      : std::runtime_error(msg), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
 };
 
 namespace detail {
@@ -20,6 +32,7 @@ std::string concat(const Args&... args) {
   return os.str();
 }
 [[noreturn]] void throw_error(const std::string& msg);
+[[noreturn]] void throw_error(ErrorKind kind, const std::string& msg);
 [[noreturn]] void throw_assert(const char* cond, const char* file, int line, const std::string& msg);
 }  // namespace detail
 
@@ -31,7 +44,14 @@ std::string concat(const Args&... args) {
     if (!(cond)) ::zt::detail::throw_error(::zt::detail::concat(__VA_ARGS__)); \
   } while (0)
 
+// ZT_CHECK_AS(ErrorKind::data, cond, "[component] ", parts...) : the same with a kind.
+#define ZT_CHECK_AS(kind, cond, ...)                                              \
+  do {                                                                            \
+    if (!(cond)) ::zt::detail::throw_error((kind), ::zt::detail::concat(__VA_ARGS__)); \
+  } while (0)
+
 #define ZT_THROW(...) ::zt::detail::throw_error(::zt::detail::concat(__VA_ARGS__))
+#define ZT_THROW_AS(kind, ...) ::zt::detail::throw_error((kind), ::zt::detail::concat(__VA_ARGS__))
 
 #define ZT_ASSERT(cond, ...)                                                          \
   do {                                                                                \
