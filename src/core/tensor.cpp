@@ -54,7 +54,7 @@ float load_as_float(const void* p, DType dt, int64_t i) {
     case DType::bf16: return bf16_to_float(static_cast<const bf16*>(p)[i]);
     case DType::i32: return float(static_cast<const int32_t*>(p)[i]);
     case DType::i64: return float(static_cast<const int64_t*>(p)[i]);
-    case DType::f16: break;
+    case DType::f16: return f16_to_float(static_cast<const f16*>(p)[i]);
   }
   ZT_THROW("[tensor] dtype ", dtype_name(dt), " is not supported here");
 }
@@ -65,7 +65,7 @@ void store_float(void* p, DType dt, int64_t i, float v) {
     case DType::bf16: static_cast<bf16*>(p)[i] = float_to_bf16(v); return;
     case DType::i32: static_cast<int32_t*>(p)[i] = int32_t(v); return;
     case DType::i64: static_cast<int64_t*>(p)[i] = int64_t(v); return;
-    case DType::f16: break;
+    case DType::f16: static_cast<f16*>(p)[i] = float_to_f16(v); return;
   }
   ZT_THROW("[tensor] dtype ", dtype_name(dt), " is not supported here");
 }

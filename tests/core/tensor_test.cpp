@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "zt/core/random.h"
 #include "zt/core/tensor.h"
 
 namespace zt {
@@ -145,6 +146,41 @@ TEST(Bf16, RoundTripThroughTensors) {
   }
   EXPECT_EQ(back[5], 1.0f);  // 1 + 2^-8 is a tie: rounds to the even 1.0
   EXPECT_EQ(t.to(DType::f32).to(DType::bf16).to_vector(), back);
+}
+
+// f16 against the compiler's own _Float16 conversions (IEEE round-to-nearest-even).
+TEST(F16, EveryHalfRoundTripsAndMatchesTheCompiler) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const f16 h{uint16_t(b)};
+    const float f = f16_to_float(h);
+    _Float16 ref;
+    std::memcpy(&ref, &h.bits, 2);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(float(ref)));
+      continue;
+    }
+    EXPECT_EQ(f, float(ref)) << b;
+    EXPECT_EQ(float_to_f16(f).bits, b) << b;
+  }
+}
+
+TEST(F16, RoundingOfFloatsMatchesTheCompiler) {
+  Generator gen(5);
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t u = uint32_t(gen.next_u64());
+    if (i % 2) u = (u & 0x8fffffffu) | 0x30000000u;  // half the draws near the half range
+    float f;
+    std::memcpy(&f, &u, 4);
+    if (std::isnan(f)) continue;
+    const _Float16 ref = _Float16(f);
+    uint16_t rb;
+    std::memcpy(&rb, &ref, 2);
+    ASSERT_EQ(float_to_f16(f).bits, rb) << f;
+  }
+  Tensor t = Tensor::from_vector({1.f, -65504.f, 1e-7f, 70000.f}, {4}, DType::f16);
+  EXPECT_EQ(t.to_vector()[0], 1.f);
+  EXPECT_EQ(t.to_vector()[1], -65504.f);
+  EXPECT_TRUE(std::isinf(t.to_vector()[3]));
 }
 
 }  // namespace
