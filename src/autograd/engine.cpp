@@ -25,7 +25,8 @@ void accumulate(Tensor& slot, const Tensor& g, MemTag tag) {
   } else {
     ZT_CHECK(slot.shape() == g.shape(), "[autograd] gradient shape ", shape_str(g.shape()),
              " does not match ", shape_str(slot.shape()));
-    ops::add_(slot, g);
+    if (slot.dtype() == g.dtype()) ops::add_(slot, g);
+    else ops::axpy_(slot, 1.f, g);
   }
 }
 }  // namespace
@@ -46,6 +47,7 @@ bool is_leaf(const Tensor& t) {
 }
 void add_grad_ready_hook(const Tensor& leaf, GradHook hook) { meta(leaf).grad_ready_hooks.push_back(std::move(hook)); }
 void clear_grad_ready_hooks(const Tensor& leaf) { meta(leaf).grad_ready_hooks.clear(); }
+void set_grad_slot_hook(const Tensor& leaf, GradSlotHook hook) { meta(leaf).grad_slot_hook = std::move(hook); }
 
 bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
@@ -76,6 +78,7 @@ void backward(const Tensor& root, Tensor grad_root) {
   NoGradGuard no_grad;  // backward itself is not recorded
   if (!rm->grad_fn) {   // root is a leaf
     Tensor r = root;
+    if (!meta(r).grad.defined() && meta(r).grad_slot_hook) meta(r).grad_slot_hook(r);
     accumulate(meta(r).grad, grad_root, MemTag::grad);
     for (auto& h : meta(r).grad_ready_hooks) h(r);
     return;
@@ -120,7 +123,10 @@ void backward(const Tensor& root, Tensor grad_root) {
       if (m->grad_fn) {
         if (grads[i].defined()) accumulate(m->grad_fn->grad, grads[i], current_tag());
       } else if (m->requires_grad) {
-        if (grads[i].defined()) accumulate(m->grad, grads[i], MemTag::grad);
+        if (grads[i].defined()) {
+          if (!m->grad.defined() && m->grad_slot_hook) m->grad_slot_hook(in);
+          accumulate(m->grad, grads[i], MemTag::grad);
+        }
         if (--leaf_pending[in.impl()] == 0)
           for (auto& h : m->grad_ready_hooks) h(in);
       }

@@ -37,6 +37,19 @@ std::vector<Module*> Module::parameter_owners() {
   return out;
 }
 
+std::vector<Module*> Module::zero_units() {
+  if (zero_unit_) return {this};
+  std::vector<Module*> out;
+  if (!params_.empty()) out.push_back(this);
+  for (auto& [n, m] : children_)
+    for (Module* u : m->zero_units()) out.push_back(u);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::unit_parameters() const {
+  return zero_unit_ ? named_parameters() : params_;
+}
+
 int64_t Module::num_parameters() const {
   int64_t n = 0;
   for (auto& [name, t] : named_parameters()) n += t.numel();

@@ -1,286 +1,193 @@
+// The step order of DESIGN.md ("One training step"); the state lives in the collaborators.
 #include "zt/zero/engine.h"
 
 #include <cmath>
-#include <unordered_map>
+#include <unordered_set>
 
+#include "grad_reducer.h"
+#include "optim_shard.h"
+#include "param_store.h"
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
 #include "zt/ops/ops.h"
 #include "zt/optim/clip.h"
-#include "engine_buffer.h"
 
 namespace zt::zero {
-
-namespace {
-Tensor flat_view(const Tensor& buf, int64_t begin, int64_t end) { return buf.slice(0, begin, end); }
-}  // namespace
 
 Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     : model_(model), group_(std::move(group)), opts_(std::move(opts)) {
   ZT_CHECK(group_, "[zero] no process group");
-  ZT_CHECK(opts_.stage >= 0 && opts_.stage <= 3, "[zero] zero_optimization.stage must be 0, 1, 2 or 3, got ",
-           opts_.stage);
-  ZT_CHECK(opts_.gradient_accumulation_steps >= 1, "[zero] gradient_accumulation_steps must be >= 1, got ",
-           opts_.gradient_accumulation_steps);
-  world_ = group_->size();
-  rank_ = group_->rank();
-  std::vector<int64_t> numels;
+  ZT_CHECK_AS(ErrorKind::config, opts_.gradient_accumulation_steps >= 1,
+              "[zero] gradient_accumulation_steps must be >= 1, got ", opts_.gradient_accumulation_steps);
+  const Policy policy = make_policy(opts_.stage, opts_.dtype, opts_.grad_accum_dtype, opts_.communication_data_type);
+
+  // Trainable parameters in model order (a tensor registered twice counts once); frozen ones
+  // get neither a gradient nor optimizer state and stay whole on every rank.
+  std::unordered_set<TensorImpl*> seen;
+  std::unordered_map<TensorImpl*, size_t> index;
   for (auto& [name, p] : model_.named_parameters()) {
-    ZT_CHECK(p.dtype() == DType::f32, "[zero] parameter ", name, " is ", dtype_name(p.dtype()), "; expected f32");
+    if (!seen.insert(p.impl()).second) continue;
+    ZT_CHECK(p.dtype() == DType::f32, "[zero] parameter ", name, " is ", dtype_name(p.dtype()),
+             "; models are built in f32 and the engine casts them");
+    if (!autograd::requires_grad(p)) {
+      frozen_.push_back(p);
+      frozen_names_.push_back(name);
+      continue;
+    }
+    index[p.impl()] = params_.size();
     params_.push_back(p);
     names_.push_back(name);
-    numels.push_back(p.numel());
   }
-  ZT_CHECK(!params_.empty(), "[zero] the model has no parameters");
-  if (opts_.stage == 3) {
-    std::unordered_map<TensorImpl*, size_t> index;
-    for (size_t i = 0; i < params_.size(); ++i) index[params_[i].impl()] = i;
-    std::vector<std::vector<size_t>> units;
-    units_ = model_.parameter_owners();
-    for (nn::Module* u : units_) {
-      units.emplace_back();
-      for (auto& [n, p] : u->own_parameters()) units.back().push_back(index.at(p.impl()));
+  ZT_CHECK(!params_.empty(), "[zero] the model has no trainable parameters");
+  PlanInput in;
+  for (auto& p : params_) in.numels.push_back(p.numel());
+  in.optim_state_bytes_per_elem = optim::state_bytes_per_elem(opts_.optimizer);
+  in.reduce_bucket_size = opts_.reduce_bucket_size;
+  in.persistence_threshold = opts_.stage3_param_persistence_threshold;
+  if (policy.shard_parameters()) {
+    for (nn::Module* u : model_.zero_units()) {
+      std::vector<size_t> members;
+      for (auto& [n, p] : u->unit_parameters()) {
+        auto it = index.find(p.impl());
+        if (it == index.end() || !seen.erase(p.impl())) continue;  // frozen, or already in an earlier unit
+        members.push_back(it->second);
+      }
+      if (members.empty()) continue;
+      units_.push_back(u);
+      in.units.push_back(std::move(members));
     }
-    plan_ = plan_units(numels, units, world_);
-  } else {
-    plan_ = plan_buckets(numels, opts_.reduce_bucket_size, world_);
   }
+  plan_ = make_plan(in, policy, group_->size());
 
-  for (size_t bi = 0; bi < plan_.size(); ++bi) {
-    auto b = std::make_unique<Buffer>();
-    b->plan = plan_[bi];
-    b->own = shard_range(b->plan.padded, world_, rank_);
-    const int64_t S = b->own.size();
-    b->persistent = opts_.stage == 3 && b->plan.numel <= opts_.stage3_param_persistence_threshold;
-    // Parameters: copy the model's initial values into the flat layout, then point at it.
-    Tensor full;
-    {
-      TagScope tag(MemTag::param);
-      full = Tensor::zeros({b->plan.padded});
-    }
-    for (auto& s : b->plan.params) flat_view(full, s.offset, s.offset + s.numel).copy_(params_[s.index].reshape({s.numel}));
-    if (opts_.stage == 3) {
-      TagScope tag(MemTag::param);
-      b->param_shard = flat_view(full, b->own.begin, b->own.end).clone();
-      if (b->persistent) {
-        b->full_param = full;
-        bind_params(*b);
-      } else {
-        unbind_params(*b);
-      }
-    } else {
-      b->full_param = full;
-      bind_params(*b);
-    }
-    // Gradients: full and persistent for stages 0-1, a shard for stages 2-3.
-    {
-      TagScope tag(MemTag::grad);
-      if (opts_.stage <= 1) {
-        b->full_grad = Tensor::zeros({b->plan.padded});
-        attach_grad_views(*b);
-      } else {
-        b->grad_shard = Tensor::zeros({S});
-      }
-    }
-    b->opt = optim::FlatOptimizer::create(opts_.optimizer, opts_.stage >= 1 ? S : b->plan.padded);
-    for (auto& s : b->plan.params)
-      autograd::add_grad_ready_hook(params_[s.index], [this, bi](Tensor&) { on_param_ready(bi); });
-    bufs_.push_back(std::move(b));
+  for (auto& p : frozen_) {  // frozen parameters in the working dtype, whole
+    TagScope tag(MemTag::param);
+    Tensor t = ops::cast(p, policy.param_dtype);
+    p.rebind(t.storage(), t.offset(), t.dtype());
   }
-  if (opts_.stage == 3) install_stage3_hooks();
+  store_ = std::make_unique<ParamStore>(
+      plan_, params_, *group_, PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters});
+  std::vector<Tensor> initial;
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) initial.push_back(store_->owned(b));
+  optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(), initial);
+  const int64_t inflight = opts_.max_inflight_reduce_elems > 0 ? opts_.max_inflight_reduce_elems : opts_.reduce_bucket_size;
+  reducer_ = std::make_unique<GradReducer>(plan_, params_, *group_, opts_.overlap_comm, inflight,
+                                           [this](size_t b) { store_->release(b); });
+  if (policy.loss_scaling) scaler_ = std::make_unique<optim::LossScaler>(opts_.loss_scale);
+  if (policy.shard_parameters()) install_unit_hooks();
 }
 
 Engine::~Engine() {
-  for (auto& p : params_) autograd::clear_grad_ready_hooks(p);
   for (nn::Module* u : units_) {
     u->set_pre_hook(nullptr);
     u->set_post_hook(nullptr);
   }
 }
 
-void Engine::bind_params(Buffer& b) {
-  for (auto& s : b.plan.params) {
-    TensorImpl* impl = params_[s.index].impl();
-    impl->storage = b.full_param.storage();
-    impl->offset = b.full_param.offset() + s.offset;
-    impl->strides = contiguous_strides(impl->shape);
+std::string Engine::label(const std::string& what) const {
+  return "step " + std::to_string(steps_ + 1) + ", " + what;
+}
+
+double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+
+// Stage 3: a unit is gathered before its forward (the next ones prefetched) and released after
+// it; when backward reaches the unit it is gathered again; the reducer releases it once its
+// gradient is reduce-scattered.
+void Engine::install_unit_hooks() {
+  for (size_t ui = 0; ui < units_.size(); ++ui) {
+    units_[ui]->set_pre_hook([this, ui](nn::Module&) {
+      store_->gather(ui, true, label("all-gather of unit " + std::to_string(ui)));
+      store_->prefetch(ui, +1, label("prefetch"));
+    });
+    units_[ui]->set_post_hook([this, ui](nn::Module&, const Tensor& out) {
+      Tensor y = out;
+      if (autograd::grad_enabled() && autograd::requires_grad(out))
+        y = autograd::on_backward(out, [this, ui] {
+          store_->gather(ui, true, label("backward all-gather of unit " + std::to_string(ui)));
+          store_->prefetch(ui, -1, label("prefetch"));
+        });
+      store_->release(ui);
+      return y;
+    });
   }
 }
 
-void Engine::unbind_params(Buffer& b) {
-  for (auto& s : b.plan.params) params_[s.index].impl()->storage = nullptr;
-}
-
-void Engine::attach_grad_views(Buffer& b) {
-  for (auto& s : b.plan.params) {
-    const Tensor& p = params_[s.index];
-    autograd::set_grad(p, Tensor::view_of(b.full_grad.storage(), b.full_grad.offset() + s.offset, p.shape(), DType::f32));
-  }
+Tensor Engine::forward(const Tensor& x) {
+  const DType dt = plan_.policy.param_dtype;
+  return model_(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
 }
 
 void Engine::backward(const Tensor& loss) {
-  ++micro_;
-  boundary_pass_ = micro_ % opts_.gradient_accumulation_steps == 0;
-  for (size_t bi = 0; bi < bufs_.size(); ++bi) {
-    Buffer& b = *bufs_[bi];
-    b.pending = int(b.plan.params.size());
-    b.reduce_launched = false;
-    if (opts_.stage == 2) {  // contiguous_gradients: backward writes straight into the bucket
-      TagScope tag(MemTag::comm);
-      b.full_grad = Tensor::zeros({b.plan.padded});
-      attach_grad_views(b);
-    }
-  }
   const int64_t gas = opts_.gradient_accumulation_steps;
-  autograd::backward(gas > 1 ? ag::scale(loss, 1.f / float(gas)) : loss);
-  // Buffers whose parameters got no gradient still take part, so every rank issues the same
-  // collectives in the same order.
-  for (size_t bi = 0; bi < bufs_.size(); ++bi) {
-    Buffer& b = *bufs_[bi];
-    if (b.reduce_launched) continue;
-    if (opts_.stage == 3 && !b.full_grad.defined()) prepare_unit_backward(bi);
-    if (opts_.stage >= 2 || boundary_pass_) launch_reduce(bi);
-  }
-  finish_all_reduces();
-}
-
-void Engine::on_param_ready(size_t bi) {
-  Buffer& b = *bufs_[bi];
-  if (--b.pending > 0 || b.reduce_launched) return;
-  if (opts_.stage >= 2 || boundary_pass_) launch_reduce(bi);
-}
-
-void Engine::launch_reduce(size_t bi) {
-  Buffer& b = *bufs_[bi];
-  b.reduce_launched = true;
-  group_->set_context("step " + std::to_string(steps_ + 1) + ", micro-batch " + std::to_string(micro_) +
-                      ", bucket " + std::to_string(bi));
-  if (opts_.stage == 0) {
-    b.reduce_work = group_->all_reduce_async(b.full_grad);
-  } else {
-    TagScope tag(MemTag::comm);
-    b.recv = Tensor::empty({b.own.size()}, DType::f32);
-    b.reduce_work = group_->reduce_scatter_async(b.full_grad, b.recv);
-  }
-  if (!opts_.overlap_comm) finish_reduce(bi);
-}
-
-void Engine::finish_reduce(size_t bi) {
-  Buffer& b = *bufs_[bi];
-  if (!b.reduce_work) return;
-  b.reduce_work->wait();
-  b.reduce_work = nullptr;
-  const float inv = 1.f / float(world_);
-  if (opts_.stage == 0) {
-    if (world_ > 1) optim::scale_(b.full_grad.data<float>(), b.full_grad.numel(), inv);
-  } else if (opts_.stage == 1) {
-    Tensor own = flat_view(b.full_grad, b.own.begin, b.own.end);
-    own.zero_();
-    ops::axpy_(own, inv, b.recv);
-  } else {
-    ops::axpy_(b.grad_shard, inv, b.recv);
-    b.full_grad = Tensor();
-    for (auto& s : b.plan.params) autograd::set_grad(params_[s.index], Tensor());
-    if (opts_.stage == 3 && !b.persistent) release_unit(bi);
-  }
-  b.recv = Tensor();
-}
-
-void Engine::finish_all_reduces() {
-  for (size_t bi = 0; bi < bufs_.size(); ++bi) finish_reduce(bi);
-  for (size_t bi = 0; bi < bufs_.size(); ++bi)
-    if (opts_.stage == 3 && !bufs_[bi]->persistent) release_unit(bi);
-}
-
-double Engine::local_grad_sumsq() {
-  double s = 0;
-  for (auto& b : bufs_) {
-    if (opts_.stage == 0) s += optim::sum_of_squares(b->full_grad.data<float>(), b->full_grad.numel());
-    else if (opts_.stage == 1) s += optim::sum_of_squares(b->full_grad.data<float>() + b->own.begin, b->own.size());
-    else s += optim::sum_of_squares(b->grad_shard.data<float>(), b->grad_shard.numel());
-  }
-  return s;
-}
-
-void Engine::scale_grads(float c) {
-  for (auto& b : bufs_) {
-    if (opts_.stage == 0) optim::scale_(b->full_grad.data<float>(), b->full_grad.numel(), c);
-    else if (opts_.stage == 1) optim::scale_(b->full_grad.data<float>() + b->own.begin, b->own.size(), c);
-    else optim::scale_(b->grad_shard.data<float>(), b->grad_shard.numel(), c);
-  }
+  ZT_CHECK(micro_ < gas, "[zero] backward() called ", micro_ + 1, " times since the last step(); ",
+           "gradient_accumulation_steps is ", gas);
+  ++micro_;
+  reducer_->begin_backward(micro_ == gas, label("micro-batch " + std::to_string(micro_)));
+  const double s = loss_scale() / double(gas);
+  autograd::backward(s != 1.0 ? ag::scale(loss, float(s)) : loss);
+  reducer_->end_backward();
 }
 
 StepStats Engine::step(double lr) {
-  ZT_CHECK(at_boundary(), "[zero] step() needs ", opts_.gradient_accumulation_steps,
-           " backward() calls since the last step, got ", micro_ % opts_.gradient_accumulation_steps);
-  group_->set_context("step " + std::to_string(steps_ + 1) + ", gradient norm");
-  double sumsq = local_grad_sumsq();
-  if (opts_.stage >= 1) sumsq = group_->all_reduce_scalar(sumsq);  // each rank holds one shard
+  const int64_t gas = opts_.gradient_accumulation_steps;
+  ZT_CHECK(micro_ == gas, "[zero] step() needs ", gas, " backward() call", gas == 1 ? "" : "s",
+           " since the last step, got ", micro_);
+  micro_ = 0;
+  const Policy& pol = plan_.policy;
+  const size_t nb = plan_.buffers.size();
   StepStats st;
-  st.grad_norm = std::sqrt(sumsq);
-  if (opts_.gradient_clipping > 0) {
-    st.clip_coef = optim::clip_coefficient(st.grad_norm, opts_.gradient_clipping);
-    if (st.clip_coef < 1) scale_grads(float(st.clip_coef));
-  }
-  for (size_t bi = 0; bi < bufs_.size(); ++bi) {
-    Buffer& b = *bufs_[bi];
-    switch (opts_.stage) {
-      case 0: b.opt->step(b.full_param.data<float>(), b.full_grad.data<float>(), float(lr)); break;
-      case 1:
-        b.opt->step(b.full_param.data<float>() + b.own.begin, b.full_grad.data<float>() + b.own.begin, float(lr));
-        break;
-      case 2: b.opt->step(b.full_param.data<float>() + b.own.begin, b.grad_shard.data<float>(), float(lr)); break;
-      default: b.opt->step(b.param_shard.data<float>(), b.grad_shard.data<float>(), float(lr)); break;
+  st.loss_scale = loss_scale();
+  if (scaler_) {  // fp16: an overflow on any rank skips the step on every rank
+    bool overflow = false;
+    for (size_t b = 0; b < nb && !overflow; ++b) overflow = ops::has_nonfinite(reducer_->owned(b));
+    comm::CollOptions o;
+    o.op = comm::ReduceOp::max;
+    o.label = label("overflow check");
+    overflow = group_->all_reduce_scalar(overflow ? 1.0 : 0.0, o) > 0;
+    scaler_->update(overflow);  // throws below the minimum scale
+    if (overflow) {
+      st.skipped = true;
+      reducer_->zero();
+      return st;
     }
-    group_->set_context("step " + std::to_string(steps_ + 1) + ", parameter all-gather, bucket " + std::to_string(bi));
-    if (opts_.stage == 1 || opts_.stage == 2 || b.persistent) all_gather_params(b);
-    if (opts_.stage <= 1) b.full_grad.zero_();
-    else b.grad_shard.zero_();
   }
+  double sumsq = 0;
+  for (size_t b = 0; b < nb; ++b) sumsq += ops::sum_of_squares(reducer_->owned(b));
+  if (pol.shard_optimizer()) {  // each rank holds one shard of the gradient
+    comm::CollOptions o;
+    o.label = label("gradient norm");
+    sumsq = group_->all_reduce_scalar(sumsq, o);
+  }
+  st.grad_norm = std::sqrt(sumsq) / st.loss_scale;
+  if (opts_.gradient_clipping > 0) st.clip_coef = optim::clip_coefficient(st.grad_norm, opts_.gradient_clipping);
+  // Unscaling and clipping folded into the update (one pass over the gradients).
+  const float grad_scale = st.loss_scale == 1.0 ? float(st.clip_coef) : float(st.clip_coef / st.loss_scale);
+  for (size_t b = 0; b < nb; ++b) {
+    optim_->update(b, store_->owned(b), reducer_->owned(b), float(lr), grad_scale);
+    store_->publish(b, label("parameter all-gather, bucket " + std::to_string(b)));
+  }
+  reducer_->zero();
+  optim_->finish_step();
   ++steps_;
   return st;
 }
 
-void Engine::all_gather_params(Buffer& b) {
-  if (opts_.stage == 3) {
-    group_->all_gather(b.param_shard, b.full_param);
-    return;
-  }
-  TagScope tag(MemTag::comm);
-  Tensor mine = flat_view(b.full_param, b.own.begin, b.own.end).clone();
-  group_->all_gather(mine, b.full_param);
-}
-
 void Engine::for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn) {
-  for (size_t bi = 0; bi < bufs_.size(); ++bi) {
-    Buffer& b = *bufs_[bi];
-    if (opts_.stage == 3) gather_unit(bi, true);
-    for (auto& s : b.plan.params) fn(names_[s.index], params_[s.index]);
-    if (opts_.stage == 3 && !b.persistent) release_unit(bi);
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    store_->gather(b, true, label("consolidation of buffer " + std::to_string(b)));
+    for (auto& s : plan_.buffers[b].params) fn(names_[s.index], params_[s.index]);
+    store_->release(b);
   }
+  for (size_t i = 0; i < frozen_.size(); ++i) fn(frozen_names_[i], frozen_[i]);
 }
 
-MemoryEstimate Engine::expected_memory() const {
-  std::vector<bool> persistent;
-  for (auto& b : bufs_) persistent.push_back(b->persistent);
-  return estimate_memory(plan_, opts_.stage, world_, optim::state_bytes_per_elem(opts_.optimizer), persistent);
-}
-
-int64_t Engine::num_params() const {
-  int64_t n = 0;
-  for (auto& b : plan_) n += b.numel;
-  return n;
-}
-
-int64_t Engine::padded_params() const {
-  int64_t n = 0;
-  for (auto& b : plan_) n += b.padded;
-  return n;
-}
-
-std::vector<optim::FlatOptimizer*> Engine::optimizers() {
-  std::vector<optim::FlatOptimizer*> out;
-  for (auto& b : bufs_) out.push_back(b->opt.get());
+std::vector<ShardState> Engine::shard_states() {
+  std::vector<ShardState> out;
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    const Range r = plan_.optim_range(b, group_->rank());
+    ShardState s{b, r.begin, r.size(), {{"param", store_->owned(b)}}};
+    for (auto& t : optim_->state(b)) s.tensors.push_back(t);
+    out.push_back(std::move(s));
+  }
   return out;
 }
 

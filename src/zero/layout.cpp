@@ -64,32 +64,4 @@ std::vector<BufferPlan> plan_units(const std::vector<int64_t>& numels, const std
   return out;
 }
 
-MemoryEstimate estimate_memory(const std::vector<BufferPlan>& buffers, int stage, int world,
-                               int64_t optim_bytes_per_elem, const std::vector<bool>& persistent) {
-  ZT_CHECK(stage >= 0 && stage <= 3, "[zero] stage must be 0..3, got ", stage);
-  MemoryEstimate e;
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const int64_t p = buffers[i].padded, s = p / world;
-    const bool keep_full = i < persistent.size() && persistent[i];
-    e.param += 4 * (stage == 3 ? s + (keep_full ? p : 0) : p);
-    e.grad += 4 * (stage >= 2 ? s : p);
-    e.optim += optim_bytes_per_elem * (stage >= 1 ? s : p);
-  }
-  return e;
-}
-
-int64_t max_params_that_fit(int64_t bytes, int stage, int world, int64_t k) {
-  // bytes per parameter, as a fraction a + b/N: solve (a + b/N) * P <= bytes.
-  const double n = world;
-  double per = 0;
-  switch (stage) {
-    case 0: per = 8 + k; break;
-    case 1: per = 8 + k / n; break;
-    case 2: per = 4 + (4 + k) / n; break;
-    case 3: per = (8 + k) / n; break;
-    default: ZT_THROW("[zero] stage must be 0..3, got ", stage);
-  }
-  return int64_t(double(bytes) / per);
-}
-
 }  // namespace zt::zero

@@ -4,8 +4,10 @@
 
 #include "zt/core/error.h"
 #include "zt/zero/layout.h"
+#include "zt/zero/plan.h"
 
 using namespace zt::zero;
+using zt::DType;
 
 TEST(Layout, PaddedSizeRoundsToWorldTimesAlignment) {
   EXPECT_EQ(padded_size(0, 4), 0);
@@ -82,25 +84,46 @@ TEST(Layout, UnitsFollowTheirParameterLists) {
   EXPECT_EQ(u[1].padded, 64);
 }
 
-TEST(Layout, MemoryFormulasMatchTheDesignTable) {
-  // One buffer of P = 960 padded elements (divisible by N=4), Adam (k = 8), fp32.
-  std::vector<BufferPlan> b(1);
-  b[0].numel = 950;
-  b[0].padded = 960;
-  const int64_t P = 960, N = 4;
-  auto s0 = estimate_memory(b, 0, 4, 8), s1 = estimate_memory(b, 1, 4, 8), s2 = estimate_memory(b, 2, 4, 8),
-       s3 = estimate_memory(b, 3, 4, 8);
-  EXPECT_EQ(s0.total(), 16 * P);
-  EXPECT_EQ(s1.total(), 8 * P + 8 * P / N);
-  EXPECT_EQ(s2.total(), 4 * P + 12 * P / N);
-  EXPECT_EQ(s3.total(), 16 * P / N);
-  EXPECT_EQ(estimate_memory(b, 3, 4, 8, {true}).param, 4 * P / N + 4 * P);  // persistent unit
-  EXPECT_THROW(estimate_memory(b, 4, 4, 8), zt::Error);
+Plan one_buffer_plan(int stage, DType dt, std::optional<DType> accum = std::nullopt) {
+  // One buffer of P = 960 padded elements (divisible by N = 4), Adam (k = 8).
+  PlanInput in;
+  in.numels = {950};
+  in.units = {{0}};
+  in.persistence_threshold = 0;
+  return make_plan(in, make_policy(stage, dt, accum, std::nullopt), 4);
 }
 
-TEST(Layout, LargestModelThatFits) {
+TEST(Plan, MemoryFormulasMatchTheDesignTable) {
+  const int64_t P = 960, N = 4;
+  EXPECT_EQ(one_buffer_plan(0, DType::f32).memory().total(), 16 * P);
+  EXPECT_EQ(one_buffer_plan(1, DType::f32).memory().total(), 8 * P + 8 * P / N);
+  EXPECT_EQ(one_buffer_plan(2, DType::f32).memory().total(), 4 * P + 12 * P / N);
+  EXPECT_EQ(one_buffer_plan(3, DType::f32).memory().total(), 16 * P / N);
+  for (DType dt : {DType::bf16, DType::f16}) {  // mixed precision: 2Ψ + 2Ψ + 12Ψ, sharded
+    EXPECT_EQ(one_buffer_plan(0, dt).memory().total(), 16 * P);
+    EXPECT_EQ(one_buffer_plan(1, dt).memory().total(), 4 * P + 12 * P / N);
+    EXPECT_EQ(one_buffer_plan(2, dt).memory().total(), 2 * P + 14 * P / N);
+    EXPECT_EQ(one_buffer_plan(3, dt).memory().total(), 16 * P / N);
+    EXPECT_EQ(one_buffer_plan(2, dt).memory().master, 4 * P / N);
+  }
+  EXPECT_EQ(one_buffer_plan(2, DType::bf16, DType::f32).memory().grad, 4 * P / N);  // fp32 accumulation
+  EXPECT_EQ(one_buffer_plan(0, DType::bf16, DType::f32).memory().grad, 4 * P);
+  PlanInput in;
+  in.numels = {950};
+  in.units = {{0}};
+  in.persistence_threshold = 950;  // the unit stays gathered
+  EXPECT_EQ(make_plan(in, make_policy(3, DType::f32, {}, {}), 4).memory().param, 4 * P / N + 4 * P);
+  EXPECT_THROW(make_policy(4, DType::f32, {}, {}), zt::Error);
+  EXPECT_THROW(make_policy(1, DType::i32, {}, {}), zt::Error);
+}
+
+TEST(Plan, LargestModelThatFits) {
   const int64_t gib = int64_t(1) << 30;
-  EXPECT_EQ(max_params_that_fit(16 * gib, 0, 8, 8), gib);
-  EXPECT_EQ(max_params_that_fit(16 * gib, 3, 8, 8), 8 * gib);
-  EXPECT_GT(max_params_that_fit(16 * gib, 2, 8, 8), max_params_that_fit(16 * gib, 1, 8, 8));
+  auto pol = [](int stage, DType dt) { return make_policy(stage, dt, {}, {}); };
+  EXPECT_EQ(max_params_that_fit(16 * gib, pol(0, DType::f32), 8, 8), gib);
+  EXPECT_EQ(max_params_that_fit(16 * gib, pol(3, DType::f32), 8, 8), 8 * gib);
+  EXPECT_EQ(max_params_that_fit(16 * gib, pol(0, DType::bf16), 8, 8), gib);
+  EXPECT_EQ(max_params_that_fit(16 * gib, pol(3, DType::bf16), 8, 8), 8 * gib);
+  EXPECT_GT(max_params_that_fit(16 * gib, pol(2, DType::f32), 8, 8), max_params_that_fit(16 * gib, pol(1, DType::f32), 8, 8));
+  EXPECT_GT(max_params_that_fit(16 * gib, pol(1, DType::bf16), 8, 8), max_params_that_fit(16 * gib, pol(1, DType::f32), 8, 8));
 }

@@ -18,6 +18,7 @@ namespace autograd {
 // Gradients w.r.t. each input, in input order (an undefined Tensor means "no gradient").
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 using GradHook = std::function<void(Tensor& leaf)>;
+using GradSlotHook = std::function<void(const Tensor& leaf)>;
 
 struct Node {
   uint64_t seq = 0;
@@ -34,6 +35,7 @@ struct AutogradMeta {
   Tensor grad;
   std::shared_ptr<autograd::Node> grad_fn;
   std::vector<autograd::GradHook> grad_ready_hooks;
+  autograd::GradSlotHook grad_slot_hook;
 };
 
 namespace autograd {
@@ -45,6 +47,10 @@ void set_grad(const Tensor& t, Tensor g);   // the engine accumulates into it in
 bool is_leaf(const Tensor& t);
 void add_grad_ready_hook(const Tensor& leaf, GradHook hook);
 void clear_grad_ready_hooks(const Tensor& leaf);
+// Called when a gradient is about to reach a leaf that has no .grad yet: the hook may set_grad()
+// a zeroed slot (a view into a flat bucket) to accumulate into, instead of a fresh tensor.
+// Slots may have another float dtype than the gradient (accumulation converts).
+void set_grad_slot_hook(const Tensor& leaf, GradSlotHook hook);
 
 bool grad_enabled();
 class NoGradGuard {

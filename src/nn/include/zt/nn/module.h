@@ -25,8 +25,13 @@ class Module {
 
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;  // recursive, dotted
   std::vector<Tensor> parameters() const;
-  // Modules that own parameters directly, in registration order (ZeRO-3's units).
+  // Modules that own parameters directly, in registration order.
   std::vector<Module*> parameter_owners();
+  // ZeRO-3's units, in registration order: a module marked as a unit (e.g. a transformer block)
+  // with all its parameters, else every module that owns parameters directly.
+  void set_zero_unit(bool on) { zero_unit_ = on; }
+  std::vector<Module*> zero_units();
+  std::vector<std::pair<std::string, Tensor>> unit_parameters() const;  // of a unit from zero_units()
   const std::vector<std::pair<std::string, Tensor>>& own_parameters() const { return params_; }
   int64_t num_parameters() const;
 
@@ -45,6 +50,7 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   PreHook pre_hook_;
   PostHook post_hook_;
+  bool zero_unit_ = false;
 };
 
 // y = x W^T + b with PyTorch's default initialisation: W, b ~ U(-1/sqrt(in), 1/sqrt(in)).

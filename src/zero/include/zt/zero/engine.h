@@ -1,18 +1,22 @@
 #pragma once
-// The ZeRO engine: packs a model's parameters into flat buffers, partitions optimizer states
-// (stage 1), gradients (stage 2) and parameters (stage 3) over a comm::Group, and runs the
-// step order of DESIGN.md. With a one-rank group it is plain single-process training.
+// The ZeRO engine: packs a model's trainable parameters into flat buffers and partitions
+// optimizer states (stage 1), gradients (stage 2) and parameters (stage 3) over a comm::Group,
+// in fp32 or in 16-bit with fp32 master weights. Its collaborators (plan, parameter store,
+// gradient reducer, optimizer shard) hold the state; this class holds the step order of
+// DESIGN.md. With a one-rank group it is plain single-process training.
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "zt/comm/group.h"
 #include "zt/core/tensor.h"
 #include "zt/nn/module.h"
+#include "zt/optim/loss_scaler.h"
 #include "zt/optim/optimizer.h"
-#include "zt/zero/layout.h"
+#include "zt/zero/plan.h"
 
 namespace zt::zero {
 
@@ -25,13 +29,34 @@ struct EngineOptions {
   int64_t stage3_prefetch_bucket_size = 50'000'000;   // elements gathered ahead
   int64_t stage3_max_live_parameters = 1'000'000'000; // elements gathered at once
   int64_t stage3_param_persistence_threshold = 100'000;  // units this small stay gathered
+  // Most gradient elements whose reduction may be in flight; launching past it first finishes
+  // the oldest (0: reduce_bucket_size). Bounds the full gradients alive at stages 2-3.
+  int64_t max_inflight_reduce_elems = 0;
+  DType dtype = DType::f32;                      // working precision: f32, bf16 (bf16.enabled), f16 (fp16.enabled)
+  std::optional<DType> grad_accum_dtype;         // data_types.grad_accum_dtype (default: dtype)
+  std::optional<DType> communication_data_type;  // default: dtype
+  optim::LossScaleConfig loss_scale;             // fp16 only
   optim::OptimizerSpec optimizer;
 };
 
 struct StepStats {
-  double grad_norm = 0;  // global L2 norm before clipping
+  double grad_norm = 0;     // global L2 norm before clipping (unscaled)
   double clip_coef = 1;
+  bool skipped = false;     // fp16 overflow: no update on any rank
+  double loss_scale = 1;    // the scale this step's gradients carried
 };
+
+// This rank's share of one flat buffer, stage-independent: what a checkpoint saves and what a
+// load at another world size re-partitions. Tensors are handles (copy_ into them to restore).
+struct ShardState {
+  size_t buffer = 0;
+  int64_t offset = 0, numel = 0;  // range inside the buffer's padded layout
+  std::vector<std::pair<std::string, Tensor>> tensors;  // param, master (16-bit runs), optimizer states
+};
+
+class ParamStore;
+class GradReducer;
+class OptimShard;
 
 class Engine {
  public:
@@ -40,53 +65,43 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  Tensor forward(const Tensor& x) { return model_(x); }
-  void backward(const Tensor& loss);  // one micro-batch; scales by 1/gradient_accumulation_steps
-  bool at_boundary() const { return micro_ > 0 && micro_ % opts_.gradient_accumulation_steps == 0; }
-  StepStats step(double lr);          // only at the accumulation boundary
+  Tensor forward(const Tensor& x);    // casts a floating input to the working dtype
+  void backward(const Tensor& loss);  // one micro-batch; scales by loss_scale / accumulation steps
+  bool at_boundary() const { return micro_ == opts_.gradient_accumulation_steps; }
+  StepStats step(double lr);          // exactly at the accumulation boundary
 
-  // Calls fn(name, full parameter) for every parameter (stage 3 gathers unit by unit).
+  // Calls fn(name, full parameter) for every trainable parameter in plan order (stage 3
+  // gathers one unit at a time), then for the frozen ones.
   void for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn);
 
-  const std::vector<BufferPlan>& plan() const { return plan_; }
-  MemoryEstimate expected_memory() const;  // what the allocator must show for param/grad/optim
-  int64_t num_params() const;
-  int64_t padded_params() const;
+  const Plan& plan() const { return plan_; }
+  const Policy& policy() const { return plan_.policy; }
+  MemoryEstimate expected_memory() const { return plan_.memory(); }
+  int64_t num_params() const { return plan_.numel(); }
+  int64_t padded_params() const { return plan_.padded(); }
   const comm::GroupPtr& group() const { return group_; }
   const EngineOptions& options() const { return opts_; }
   int64_t optimizer_steps() const { return steps_; }
-  std::vector<optim::FlatOptimizer*> optimizers();
+  double loss_scale() const;
+  std::vector<ShardState> shard_states();
 
  private:
-  struct Buffer;
-  void bind_params(Buffer& b);  // point the buffer's parameters into full_param
-  void unbind_params(Buffer& b);
-  void attach_grad_views(Buffer& b);
-  void on_param_ready(size_t bi);
-  void launch_reduce(size_t bi);
-  void finish_reduce(size_t bi);
-  void finish_all_reduces();
-  double local_grad_sumsq();
-  void scale_grads(float s);
-  void all_gather_params(Buffer& b);
-  // Stage 3.
-  void install_stage3_hooks();
-  void gather_unit(size_t bi, bool async);
-  void release_unit(size_t bi);
-  void prefetch_after(size_t bi, int dir);
-  void prepare_unit_backward(size_t bi);
+  void install_unit_hooks();
+  std::string label(const std::string& what) const;
 
   nn::Module& model_;
   comm::GroupPtr group_;
   EngineOptions opts_;
-  int world_, rank_;
-  std::vector<Tensor> params_;
-  std::vector<std::string> names_;
-  std::vector<BufferPlan> plan_;
-  std::vector<std::unique_ptr<Buffer>> bufs_;
+  Plan plan_;
+  std::vector<Tensor> params_, frozen_;
+  std::vector<std::string> names_, frozen_names_;
   std::vector<nn::Module*> units_;  // stage 3: unit i owns buffer i
-  int64_t micro_ = 0, steps_ = 0;
-  bool boundary_pass_ = false;  // the backward in progress ends an accumulation window
+  std::unique_ptr<ParamStore> store_;
+  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<OptimShard> optim_;
+  std::unique_ptr<optim::LossScaler> scaler_;
+  int64_t micro_ = 0;  // backward() calls since the last step
+  int64_t steps_ = 0;
 };
 
 }  // namespace zt::zero

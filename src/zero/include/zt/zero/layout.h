@@ -37,17 +37,4 @@ std::vector<BufferPlan> plan_buckets(const std::vector<int64_t>& param_numels, i
 std::vector<BufferPlan> plan_units(const std::vector<int64_t>& param_numels,
                                    const std::vector<std::vector<size_t>>& units, int world);
 
-// Per-rank bytes of model states (fp32 training), DESIGN.md's table with padding:
-// stage 0: 4P+4P+kP, 1: 4P+4P+kP/N, 2: 4P+4P/N+kP/N, 3: 4P/N+4P/N+kP/N (+ persistent units),
-// with P the padded element count and k the optimizer's state bytes per element (8 for Adam).
-struct MemoryEstimate {
-  int64_t param = 0, grad = 0, optim = 0;
-  int64_t total() const { return param + grad + optim; }
-};
-MemoryEstimate estimate_memory(const std::vector<BufferPlan>& buffers, int stage, int world,
-                               int64_t optim_bytes_per_elem, const std::vector<bool>& persistent = {});
-
-// Largest parameter count whose model states fit `bytes_per_rank` at this stage (no padding).
-int64_t max_params_that_fit(int64_t bytes_per_rank, int stage, int world, int64_t optim_bytes_per_elem);
-
 }  // namespace zt::zero

@@ -1,0 +1,142 @@
+#include "grad_reducer.h"
+
+#include "zt/autograd/autograd.h"
+#include "zt/ops/ops.h"
+
+namespace zt::zero {
+
+GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, comm::Group& group, bool overlap,
+                         int64_t max_inflight_elems, Callback on_reduced)
+    : plan_(plan), params_(std::move(params)), group_(group), overlap_(overlap),
+      max_inflight_(max_inflight_elems), on_reduced_(std::move(on_reduced)) {
+  const Policy& pol = plan_.policy;
+  bufs_.resize(plan_.buffers.size());
+  for (size_t b = 0; b < bufs_.size(); ++b) {
+    Buf& buf = bufs_[b];
+    buf.own = shard_range(plan_.buffers[b].padded, plan_.world, group_.rank());
+    if (pol.shard_gradients()) {
+      TagScope tag(MemTag::grad);
+      buf.shard = Tensor::zeros({buf.own.size()}, pol.grad_accum_dtype);
+    } else {
+      allocate_full(b);
+    }
+    for (auto& s : plan_.buffers[b].params) {
+      autograd::add_grad_ready_hook(params_[s.index], [this, b](Tensor&) { on_param_ready(b); });
+      // Note [lazy gradient buckets]: at stages 2-3 a bucket's full gradient exists only from
+      // its first gradient until its reduce-scatter completes, which bounds the peak.
+      if (pol.shard_gradients())
+        autograd::set_grad_slot_hook(params_[s.index], [this, b](const Tensor&) { allocate_full(b); });
+    }
+  }
+}
+
+GradReducer::~GradReducer() {
+  for (auto& p : params_) {
+    autograd::clear_grad_ready_hooks(p);
+    autograd::set_grad_slot_hook(p, nullptr);
+  }
+}
+
+void GradReducer::allocate_full(size_t b) {
+  Buf& buf = bufs_[b];
+  if (buf.full.defined()) return;
+  const Policy& pol = plan_.policy;
+  {
+    TagScope tag(pol.shard_gradients() ? MemTag::comm : MemTag::grad);
+    buf.full = Tensor::zeros({plan_.buffers[b].padded}, pol.full_grad_dtype());
+  }
+  for (auto& s : plan_.buffers[b].params) {
+    const Tensor& p = params_[s.index];
+    autograd::set_grad(p, buf.full.slice(0, s.offset, s.offset + s.numel).view(p.shape()));
+  }
+}
+
+void GradReducer::begin_backward(bool boundary, const std::string& label) {
+  reducing_ = boundary || plan_.policy.reduce_every_micro_batch();
+  label_ = label;
+  for (size_t b = 0; b < bufs_.size(); ++b) {
+    bufs_[b].pending = int(plan_.buffers[b].params.size());
+    bufs_[b].launched = false;
+  }
+}
+
+void GradReducer::on_param_ready(size_t b) {
+  if (--bufs_[b].pending > 0 || bufs_[b].launched || !reducing_) return;
+  launch(b);
+}
+
+void GradReducer::launch(size_t b) {
+  Buf& buf = bufs_[b];
+  const Policy& pol = plan_.policy;
+  allocate_full(b);  // a bucket no gradient reached still takes part, as zeros
+  const int64_t n = plan_.buffers[b].padded;
+  while (!inflight_.empty() && inflight_elems_ + n > max_inflight_) finish(inflight_.front());
+  buf.launched = true;
+  comm::CollOptions o;
+  o.op = comm::ReduceOp::avg;
+  o.label = label_ + ", bucket " + std::to_string(b);
+  TagScope tag(MemTag::comm);
+  Tensor in = buf.full;
+  if (pol.comm_dtype != buf.full.dtype()) in = ops::cast(buf.full, pol.comm_dtype);
+  if (!pol.shard_optimizer()) {
+    buf.wire = in;
+    buf.work = group_.all_reduce_async(buf.wire, o);
+  } else {
+    buf.wire = in;
+    buf.recv = Tensor::empty({buf.own.size()}, pol.comm_dtype);
+    buf.work = group_.reduce_scatter_async(buf.wire, buf.recv, o);
+  }
+  inflight_.push_back(b);
+  inflight_elems_ += n;
+  if (!overlap_) finish(b);
+}
+
+void GradReducer::finish(size_t b) {
+  Buf& buf = bufs_[b];
+  if (!buf.work) return;
+  buf.work->wait();
+  buf.work = nullptr;
+  for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
+    if (*it == b) {
+      inflight_.erase(it);
+      break;
+    }
+  inflight_elems_ -= plan_.buffers[b].padded;
+  const Policy& pol = plan_.policy;
+  if (!pol.shard_optimizer()) {
+    if (!buf.wire.same(buf.full)) ops::cast_into(buf.full, buf.wire);
+  } else if (!pol.shard_gradients()) {
+    Tensor own = buf.full.slice(0, buf.own.begin, buf.own.end);
+    ops::cast_into(own, buf.recv);
+  } else {
+    ops::axpy_(buf.shard, 1.f, buf.recv);
+    for (auto& s : plan_.buffers[b].params) autograd::set_grad(params_[s.index], Tensor());
+    buf.full = Tensor();
+  }
+  buf.wire = Tensor();
+  buf.recv = Tensor();
+  if (on_reduced_) on_reduced_(b);
+}
+
+void GradReducer::end_backward() {
+  if (reducing_)
+    for (size_t b = 0; b < bufs_.size(); ++b)
+      if (!bufs_[b].launched) launch(b);
+  while (!inflight_.empty()) finish(inflight_.front());
+}
+
+Tensor GradReducer::owned(size_t b) const {
+  const Buf& buf = bufs_[b];
+  if (plan_.policy.shard_gradients()) return buf.shard;
+  const Range r = plan_.optim_range(b, group_.rank());
+  return buf.full.slice(0, r.begin, r.end);
+}
+
+void GradReducer::zero() {
+  for (auto& buf : bufs_) {
+    if (buf.shard.defined()) buf.shard.zero_();
+    if (buf.full.defined()) buf.full.zero_();
+  }
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,60 @@
+#pragma once
+// Gradients of every flat buffer: backward writes each parameter's gradient straight into its
+// buffer's full gradient (contiguous_gradients); once every parameter of a buffer is final the
+// buffer is averaged over the ranks (all-reduce at stage 0, reduce-scatter otherwise) in the
+// wire dtype, and at stages 2-3 added into this rank's gradient shard and freed.
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "zt/comm/group.h"
+#include "zt/core/tensor.h"
+#include "zt/zero/plan.h"
+
+namespace zt::zero {
+
+class GradReducer {
+ public:
+  using Callback = std::function<void(size_t buffer)>;
+  // on_reduced(b) runs when buffer b's reduction has completed (stage 3 releases the unit).
+  GradReducer(const Plan& plan, std::vector<Tensor> params, comm::Group& group, bool overlap,
+              int64_t max_inflight_elems, Callback on_reduced);
+  ~GradReducer();
+
+  void begin_backward(bool boundary, const std::string& label);
+  void end_backward();  // launches what no hook launched (same order on every rank), finishes all
+
+  // The averaged gradient over plan.optim_range(b) (valid after the boundary's end_backward).
+  Tensor owned(size_t b) const;
+  void zero();  // after the optimizer step
+
+ private:
+  struct Buf {
+    Range own;
+    Tensor full;   // padded, full_grad_dtype (stages 0-1 persistent, 2-3 during backward)
+    Tensor shard;  // stages 2-3: accumulated over micro-batches
+    Tensor wire, recv;
+    comm::WorkPtr work;
+    int pending = 0;
+    bool launched = false;
+  };
+  void allocate_full(size_t b);
+  void on_param_ready(size_t b);
+  void launch(size_t b);
+  void finish(size_t b);
+
+  const Plan& plan_;
+  std::vector<Tensor> params_;
+  comm::Group& group_;
+  bool overlap_;
+  int64_t max_inflight_;
+  Callback on_reduced_;
+  std::vector<Buf> bufs_;
+  std::deque<size_t> inflight_;
+  int64_t inflight_elems_ = 0;
+  bool reducing_ = false;  // this backward pass reduces (stages 2-3, or the boundary)
+  std::string label_;
+};
+
+}  // namespace zt::zero

@@ -1,0 +1,47 @@
+#pragma once
+// The plan of a run (Note [flat buffers] in layout.h): which flat buffers exist (reduce buckets
+// at stages 0-2, units at stage 3), which stage-3 units stay gathered, and the exact bytes each
+// rank holds. The one source for the engine and `zerotrain estimate`.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zt/zero/layout.h"
+#include "zt/zero/policy.h"
+
+namespace zt::zero {
+
+struct PlanInput {
+  std::vector<int64_t> numels;             // trainable parameters in model order
+  std::vector<std::vector<size_t>> units;  // stage-3 units: indices into numels, each once
+  int64_t optim_state_bytes_per_elem = 8;  // optim::state_bytes_per_elem
+  int64_t reduce_bucket_size = 500'000'000;
+  int64_t persistence_threshold = 100'000;  // stage-3 units this small stay gathered
+};
+
+// Per-rank bytes of model states at rest, by allocator tag.
+struct MemoryEstimate {
+  int64_t param = 0, grad = 0, master = 0, optim = 0;
+  int64_t total() const { return param + grad + master + optim; }
+};
+
+struct Plan {
+  Policy policy;
+  int world = 1;
+  std::vector<BufferPlan> buffers;
+  std::vector<bool> persistent;  // stage 3: unit kept gathered
+  int64_t optim_state_bytes_per_elem = 8;
+
+  int64_t numel() const;   // trainable parameters
+  int64_t padded() const;  // with padding
+  // The range of buffer b whose optimizer state this rank holds (the whole buffer at stage 0).
+  Range optim_range(size_t b, int rank) const;
+  MemoryEstimate memory() const;  // what the allocator shows at rest, per rank
+};
+
+Plan make_plan(const PlanInput& in, const Policy& policy, int world);
+
+// Largest parameter count whose model states fit `bytes_per_rank` (no padding).
+int64_t max_params_that_fit(int64_t bytes_per_rank, const Policy& policy, int world, int64_t optim_bytes_per_elem);
+
+}  // namespace zt::zero

@@ -1,0 +1,53 @@
+#pragma once
+// Working parameters of every flat buffer: full on every rank (stages 0-2) or a shard that is
+// all-gathered on demand (stage 3). Model parameters are views into the full buffer while it
+// exists, and have no storage while a stage-3 unit is released.
+#include <string>
+#include <vector>
+
+#include "zt/comm/group.h"
+#include "zt/core/tensor.h"
+#include "zt/zero/plan.h"
+
+namespace zt::zero {
+
+struct PrefetchLimits {
+  int64_t prefetch_elems = 50'000'000;    // stage3_prefetch_bucket_size
+  int64_t max_live_elems = 1'000'000'000; // stage3_max_live_parameters
+};
+
+class ParamStore {
+ public:
+  // `params` in model order; their current (fp32) values become the initial parameters, one
+  // buffer at a time, so construction holds at most one buffer beyond the model states.
+  ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, PrefetchLimits limits);
+
+  // This rank's working parameters of buffer b over plan.optim_range (the optimizer writes here).
+  Tensor owned(size_t b) const;
+  // After the optimizer wrote owned(b): stages 1-2 all-gather it into the full buffer, a
+  // persistent stage-3 unit refreshes its gathered copy.
+  void publish(size_t b, const std::string& label);
+
+  bool gathered(size_t b) const { return bufs_[b].full.defined(); }
+  void gather(size_t b, bool wait, const std::string& label);  // stage 3
+  void release(size_t b);                                      // stage 3; persistent units stay
+  void prefetch(size_t b, int dir, const std::string& label);  // gathers units after (+1) or before (-1) b
+
+ private:
+  struct Buf {
+    Range own;
+    Tensor full;   // padded, working dtype (stages 0-2 always; stage 3 while gathered)
+    Tensor shard;  // stage 3: this rank's slice
+    comm::WorkPtr gather_work;
+  };
+  void bind(size_t b);
+  void unbind(size_t b);
+
+  const Plan& plan_;
+  std::vector<Tensor> params_;
+  comm::Group& group_;
+  PrefetchLimits limits_;
+  std::vector<Buf> bufs_;
+};
+
+}  // namespace zt::zero

@@ -1,0 +1,78 @@
+#include "zt/zero/plan.h"
+
+#include "zt/core/error.h"
+
+namespace zt::zero {
+
+Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum_dtype,
+                   std::optional<DType> comm_dtype) {
+  ZT_CHECK_AS(ErrorKind::config, stage >= 0 && stage <= 3, "[zero] zero_optimization.stage must be 0, 1, 2 or 3, got ",
+              stage);
+  for (DType d : {param_dtype, grad_accum_dtype.value_or(param_dtype), comm_dtype.value_or(param_dtype)})
+    ZT_CHECK_AS(ErrorKind::config, is_floating(d), "[zero] training dtype must be f32, bf16 or f16, got ", dtype_name(d));
+  Policy p;
+  p.stage = stage;
+  p.param_dtype = param_dtype;
+  p.grad_accum_dtype = grad_accum_dtype.value_or(param_dtype);
+  p.comm_dtype = comm_dtype.value_or(param_dtype);
+  p.fp32_master = param_dtype != DType::f32;
+  p.loss_scaling = param_dtype == DType::f16;
+  return p;
+}
+
+int64_t Plan::numel() const {
+  int64_t n = 0;
+  for (auto& b : buffers) n += b.numel;
+  return n;
+}
+
+int64_t Plan::padded() const {
+  int64_t n = 0;
+  for (auto& b : buffers) n += b.padded;
+  return n;
+}
+
+Range Plan::optim_range(size_t b, int rank) const {
+  const int64_t p = buffers.at(b).padded;
+  return policy.shard_optimizer() ? shard_range(p, world, rank) : Range{0, p};
+}
+
+MemoryEstimate Plan::memory() const {
+  const int64_t pb = int64_t(dtype_size(policy.param_dtype)), ab = int64_t(dtype_size(policy.grad_accum_dtype));
+  MemoryEstimate e;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const int64_t p = buffers[i].padded, s = p / world, o = policy.shard_optimizer() ? s : p;
+    const bool kept = i < persistent.size() && persistent[i];
+    e.param += pb * (policy.shard_parameters() ? s + (kept ? p : 0) : p);
+    e.grad += ab * (policy.shard_gradients() ? s : p);
+    e.master += policy.fp32_master ? 4 * o : 0;
+    e.optim += optim_state_bytes_per_elem * o;
+  }
+  return e;
+}
+
+Plan make_plan(const PlanInput& in, const Policy& policy, int world) {
+  Plan plan;
+  plan.policy = policy;
+  plan.world = world;
+  plan.optim_state_bytes_per_elem = in.optim_state_bytes_per_elem;
+  if (policy.shard_parameters()) {
+    plan.buffers = plan_units(in.numels, in.units, world);
+    for (auto& b : plan.buffers) plan.persistent.push_back(b.numel <= in.persistence_threshold);
+  } else {
+    plan.buffers = plan_buckets(in.numels, in.reduce_bucket_size, world);
+    plan.persistent.assign(plan.buffers.size(), false);
+  }
+  return plan;
+}
+
+int64_t max_params_that_fit(int64_t bytes, const Policy& policy, int world, int64_t k) {
+  // Bytes per parameter as a + b/N, from the same terms as Plan::memory.
+  const double n = world, pb = double(dtype_size(policy.param_dtype)), ab = double(dtype_size(policy.grad_accum_dtype));
+  const double o = double(k) + (policy.fp32_master ? 4.0 : 0.0);
+  const double per = (policy.shard_parameters() ? pb / n : pb) + (policy.shard_gradients() ? ab / n : ab) +
+                     (policy.shard_optimizer() ? o / n : o);
+  return int64_t(double(bytes) / per);
+}
+
+}  // namespace zt::zero

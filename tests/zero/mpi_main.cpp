@@ -1,0 +1,24 @@
+// main() of the ZeRO tests run under mpirun: only rank 0 prints gtest's report, and a failure
+// on any rank fails the job's exit code.
+#include "zero_harness.h"
+
+namespace zt::testing {
+comm::GroupPtr g_world;
+}
+
+int main(int argc, char** argv) {
+  using zt::testing::g_world;
+  ::testing::InitGoogleTest(&argc, argv);
+  g_world = zt::comm::make_group("mpi");
+  g_world->set_timeout(60);
+  if (g_world->rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int rc = RUN_ALL_TESTS();
+  zt::comm::CollOptions max;
+  max.op = zt::comm::ReduceOp::max;
+  const int any = int(g_world->all_reduce_scalar(double(rc), max));
+  g_world.reset();
+  return any;
+}
