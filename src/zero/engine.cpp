@@ -99,16 +99,11 @@ Engine::~Engine() {
 }
 
 void Engine::bind_params(Buffer& b) {
-  for (auto& s : b.plan.params) {
-    TensorImpl* impl = params_[s.index].impl();
-    impl->storage = b.full_param.storage();
-    impl->offset = b.full_param.offset() + s.offset;
-    impl->strides = contiguous_strides(impl->shape);
-  }
+  for (auto& s : b.plan.params) params_[s.index].rebind(b.full_param.storage(), b.full_param.offset() + s.offset);
 }
 
 void Engine::unbind_params(Buffer& b) {
-  for (auto& s : b.plan.params) params_[s.index].impl()->storage = nullptr;
+  for (auto& s : b.plan.params) params_[s.index].release_storage();
 }
 
 void Engine::attach_grad_views(Buffer& b) {
