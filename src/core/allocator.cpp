@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "zt/core/error.h"
+#include "backend.h"
 
 namespace zt {
 
@@ -49,14 +50,35 @@ std::string MemStats::breakdown() const {
   return s;
 }
 
+Storage::Storage(void* data, size_t bytes, size_t block_bytes, MemTag tag, Allocator* owner)
+    : data_(data), bytes_(bytes), block_bytes_(block_bytes), tag_(tag), device_(owner->device()),
+      owner_(owner) {}
+
 Storage::~Storage() { owner_->release(data_, bytes_, block_bytes_, tag_); }
 
-Allocator& Allocator::global() {
-  static Allocator* a = new Allocator();  // never destroyed: storages may outlive statics
-  return *a;
+SystemMemory host_system_memory() {
+  return {[](size_t bytes) { return std::aligned_alloc(kAlign, bytes); }, [](void* p) { std::free(p); }};
 }
 
-std::shared_ptr<Storage> Allocator::allocate(size_t bytes, MemTag tag) {
+Allocator& Allocator::global() { return allocator_for(Device::cpu()); }
+
+Allocator& allocator_for(Device device) {
+  if (device.type == DeviceType::cuda) return detail::cuda_allocator(device.index);
+  ZT_CHECK(device.index == 0, "[core] device ", device, " does not exist (there is one cpu device, index 0)");
+  static Allocator* cpu = new CachingAllocator(Device::cpu(), "cpu", host_system_memory());  // never
+  return *cpu;  // destroyed: storages may outlive statics
+}
+
+Allocator& pinned_host_allocator() { return detail::pinned_host_allocator(); }
+
+bool is_pinned(const Storage& s) { return &s.allocator() == &pinned_host_allocator(); }
+
+CachingAllocator::CachingAllocator(Device device, std::string name, SystemMemory sys)
+    : device_(device), name_(std::move(name)), sys_(sys) {}
+
+CachingAllocator::~CachingAllocator() { release_cached_locked(); }
+
+std::shared_ptr<Storage> CachingAllocator::allocate(size_t bytes, MemTag tag) {
   const size_t cls = size_class(bytes);
   void* p = nullptr;
   {
@@ -70,13 +92,14 @@ std::shared_ptr<Storage> Allocator::allocate(size_t bytes, MemTag tag) {
     } else {
       if (budget_ && stats_.total_current + stats_.cached + cls > budget_) release_cached_locked();
       if (budget_ && stats_.total_current + cls > budget_) {
-        ZT_THROW("[memory] out of budget: allocating ", format_bytes(bytes), " as '",
-                 mem_tag_name(tag), "' would exceed the budget of ", format_bytes(budget_),
-                 " (in use: ", stats_.breakdown(),
-                 "); try a higher zero_optimization.stage, offload, or a smaller micro-batch");
+        ZT_THROW_AS(ErrorKind::out_of_memory, "[memory] out of budget: allocating ", format_bytes(bytes),
+                    " as '", mem_tag_name(tag), "' would exceed the ", where(), "budget of ",
+                    format_bytes(budget_), " (in use: ", stats_.breakdown(),
+                    "); try a higher zero_optimization.stage, offload, or a smaller micro-batch");
       }
-      p = std::aligned_alloc(kAlign, cls);
-      ZT_CHECK(p, "[memory] the system refused ", format_bytes(cls), " for '", mem_tag_name(tag), "'");
+      p = sys_.alloc(cls);
+      ZT_CHECK_AS(ErrorKind::out_of_memory, p, "[memory] the system refused ", format_bytes(cls),
+                  " of ", name_, " memory for '", mem_tag_name(tag), "'");
       ++stats_.system_allocs;
     }
     size_t& cur = stats_.current[size_t(tag)];
@@ -88,7 +111,9 @@ std::shared_ptr<Storage> Allocator::allocate(size_t bytes, MemTag tag) {
   return std::make_shared<Storage>(p, bytes, cls, tag, this);
 }
 
-void Allocator::release(void* data, size_t bytes, size_t block_bytes, MemTag tag) {
+std::string CachingAllocator::where() const { return name_ == "cpu" ? "" : name_ + " "; }
+
+void CachingAllocator::release(void* data, size_t bytes, size_t block_bytes, MemTag tag) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.current[size_t(tag)] -= bytes;
   stats_.total_current -= bytes;
@@ -96,36 +121,36 @@ void Allocator::release(void* data, size_t bytes, size_t block_bytes, MemTag tag
   stats_.cached += block_bytes;
 }
 
-MemStats Allocator::stats() const {
+MemStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }
 
-void Allocator::reset_peaks() {
+void CachingAllocator::reset_peaks() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.peak = stats_.current;
   stats_.total_peak = stats_.total_current;
 }
 
-void Allocator::release_cached() {
+void CachingAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(mu_);
   release_cached_locked();
 }
 
-void Allocator::release_cached_locked() {
+void CachingAllocator::release_cached_locked() {
   for (auto& [cls, blocks] : free_) {
-    for (void* p : blocks) std::free(p);
+    for (void* p : blocks) sys_.free(p);
     stats_.cached -= cls * blocks.size();
     blocks.clear();
   }
 }
 
-void Allocator::set_budget(size_t bytes) {
+void CachingAllocator::set_budget(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   budget_ = bytes;
 }
 
-size_t Allocator::budget() const {
+size_t CachingAllocator::budget() const {
   std::lock_guard<std::mutex> lock(mu_);
   return budget_;
 }

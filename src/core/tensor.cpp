@@ -32,8 +32,9 @@ Shape contiguous_strides(const Shape& s) {
 
 namespace {
 std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> st, int64_t off, Shape shape,
-                                      Shape strides, DType dt) {
+                                      Shape strides, DType dt, Device device) {
   auto impl = std::make_shared<TensorImpl>();
+  impl->device = device;
   impl->storage = std::move(st);
   impl->offset = off;
   impl->shape = std::move(shape);
@@ -69,6 +70,20 @@ void store_float(void* p, DType dt, int64_t i, float v) {
   }
   ZT_THROW("[tensor] dtype ", dtype_name(dt), " is not supported here");
 }
+
+// copy_/fill_/to_vector read and write through host pointers; device tensors need an op.
+void require_host(const Tensor& t, const char* op) {
+  ZT_CHECK(t.device().is_cpu(), "[", op, "] needs a cpu tensor, got one on ", t.device(),
+           " (use the device's ops)");
+}
+
+// Element range [offset, offset + numel) must lie in the storage's bytes at `dt`.
+void check_fits(const Storage& st, int64_t offset, int64_t numel, DType dt, const char* op) {
+  const int64_t cap = int64_t(st.bytes() / dtype_size(dt));
+  ZT_CHECK(offset >= 0, "[", op, "] negative offset ", offset);
+  ZT_CHECK(offset <= cap && numel <= cap - offset, "[", op, "] elements [", offset, ", ", offset + numel,
+           ") of ", dtype_name(dt), " do not fit in a storage of ", st.bytes(), " bytes (", cap, " elements)");
+}
 }  // namespace
 
 void for_each_offset(const Shape& shape, const Shape& strides, int64_t base,
@@ -91,46 +106,76 @@ void for_each_offset(const Shape& shape, const Shape& strides, int64_t base,
   }
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) { return empty(shape, dtype, current_tag()); }
-
-Tensor Tensor::empty(const Shape& shape, DType dtype, MemTag tag) {
-  for (int64_t d : shape) ZT_CHECK(d >= 0, "[tensor] negative dimension in shape ", shape_str(shape));
-  auto st = Allocator::global().allocate(size_t(shape_numel(shape)) * dtype_size(dtype), tag);
-  return Tensor(make_impl(std::move(st), 0, shape, contiguous_strides(shape), dtype));
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return empty(shape, dtype, current_tag(), device);
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor Tensor::empty(const Shape& shape, DType dtype, MemTag tag, Device device) {
+  for (int64_t d : shape) ZT_CHECK(d >= 0, "[tensor] negative dimension in shape ", shape_str(shape));
+  auto st = allocator_for(device).allocate(size_t(shape_numel(shape)) * dtype_size(dtype), tag);
+  return Tensor(make_impl(std::move(st), 0, shape, contiguous_strides(shape), dtype, device));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
   t.zero_();
   return t;
 }
 
-Tensor Tensor::full(const Shape& shape, float value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor Tensor::full(const Shape& shape, float value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
   t.fill_(value);
   return t;
 }
 
-Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& shape, DType dtype) {
+Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& shape, DType dtype, Device device) {
   ZT_CHECK(int64_t(v.size()) == shape_numel(shape), "[tensor] ", v.size(),
            " values do not fill shape ", shape_str(shape));
-  Tensor t = empty(shape, dtype);
+  Tensor t = empty(shape, dtype, device);
+  require_host(t, "tensor");
   for (size_t i = 0; i < v.size(); ++i) store_float(t.raw_data(), dtype, int64_t(i), v[i]);
   return t;
 }
 
-Tensor Tensor::from_ints(const std::vector<int32_t>& v, const Shape& shape) {
+Tensor Tensor::from_ints(const std::vector<int32_t>& v, const Shape& shape, Device device) {
   ZT_CHECK(int64_t(v.size()) == shape_numel(shape), "[tensor] ", v.size(),
            " values do not fill shape ", shape_str(shape));
-  Tensor t = empty(shape, DType::i32);
+  Tensor t = empty(shape, DType::i32, device);
+  require_host(t, "tensor");
   if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * 4);
   return t;
 }
 
 Tensor Tensor::view_of(std::shared_ptr<Storage> storage, int64_t offset, const Shape& shape, DType dtype) {
-  ZT_ASSERT(!storage || size_t(offset + shape_numel(shape)) * dtype_size(dtype) <= storage->bytes(),
-            "view exceeds its storage");
-  return Tensor(make_impl(std::move(storage), offset, shape, contiguous_strides(shape), dtype));
+  ZT_CHECK(storage, "[view_of] storage is null");
+  check_fits(*storage, offset, shape_numel(shape), dtype, "view_of");
+  const Device device = storage->device();
+  return Tensor(make_impl(std::move(storage), offset, shape, contiguous_strides(shape), dtype, device));
+}
+
+// Note [rebind]: ZeRO packs parameters into flat buffers and, at stage 3, releases and re-gathers
+// them every step. The module's handle must keep working, so the shared impl itself is repointed;
+// views taken earlier keep the old storage alive and see none of it.
+void Tensor::rebind(std::shared_ptr<Storage> storage, int64_t offset) {
+  ZT_CHECK(defined(), "[rebind] tensor is undefined");
+  ZT_CHECK(storage, "[rebind] storage is null (use release_storage() to detach)");
+  ZT_CHECK(storage->device() == device(), "[rebind] storage is on ", storage->device(),
+           " but the tensor is on ", device());
+  check_fits(*storage, offset, numel(), dtype(), "rebind");
+  impl_->storage = std::move(storage);
+  impl_->offset = offset;
+  impl_->strides = contiguous_strides(impl_->shape);
+}
+
+void Tensor::release_storage() {
+  ZT_CHECK(defined(), "[release_storage] tensor is undefined");
+  impl_->storage.reset();
+  impl_->offset = 0;
+}
+
+void Tensor::throw_dtype_mismatch(DType asked) const {
+  ZT_THROW("[tensor] data<", dtype_name(asked), ">() on a tensor of dtype ", dtype_name(dtype()),
+           " (use the element type of its dtype, or raw_data() for bytes)");
 }
 
 int64_t Tensor::size(int64_t d) const { return impl_->shape[size_t(norm_dim(d, dim(), "size"))]; }
@@ -169,7 +214,7 @@ Tensor Tensor::view(const Shape& shape) const {
            " elements) as ", shape_str(shape));
   ZT_CHECK(is_contiguous(), "[view] tensor of shape ", shape_str(this->shape()),
            " is not contiguous; use reshape");
-  return Tensor(make_impl(impl_->storage, impl_->offset, s, contiguous_strides(s), impl_->dtype));
+  return Tensor(make_impl(impl_->storage, impl_->offset, s, contiguous_strides(s), impl_->dtype, impl_->device));
 }
 
 Tensor Tensor::reshape(const Shape& shape) const { return is_contiguous() ? view(shape) : contiguous().view(shape); }
@@ -180,7 +225,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   Shape sh = impl_->shape, st = impl_->strides;
   std::swap(sh[size_t(d0)], sh[size_t(d1)]);
   std::swap(st[size_t(d0)], st[size_t(d1)]);
-  return Tensor(make_impl(impl_->storage, impl_->offset, sh, st, impl_->dtype));
+  return Tensor(make_impl(impl_->storage, impl_->offset, sh, st, impl_->dtype, impl_->device));
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
@@ -193,7 +238,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
   Shape sh = impl_->shape;
   sh[size_t(d)] = end - start;
   return Tensor(make_impl(impl_->storage, impl_->offset + start * impl_->strides[size_t(d)], sh,
-                          impl_->strides, impl_->dtype));
+                          impl_->strides, impl_->dtype, impl_->device));
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -203,7 +248,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape sh = s.shape(), st = s.strides();
   sh.erase(sh.begin() + d);
   st.erase(st.begin() + d);
-  return Tensor(make_impl(s.impl_->storage, s.impl_->offset, sh, st, s.impl_->dtype));
+  return Tensor(make_impl(s.impl_->storage, s.impl_->offset, sh, st, s.impl_->dtype, s.impl_->device));
 }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
@@ -211,14 +256,14 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 Tensor Tensor::clone() const { return clone(current_tag()); }
 
 Tensor Tensor::clone(MemTag tag) const {
-  Tensor out = empty(shape(), dtype(), tag);
+  Tensor out = empty(shape(), dtype(), tag, device());
   out.copy_(*this);
   return out;
 }
 
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
-  Tensor out = empty(shape(), dt);
+  Tensor out = empty(shape(), dt, device());
   out.copy_(*this);
   return out;
 }
@@ -226,7 +271,10 @@ Tensor Tensor::to(DType dt) const {
 void Tensor::copy_(const Tensor& src) {
   ZT_CHECK(src.shape() == shape(), "[copy] shape ", shape_str(src.shape()), " does not match ",
            shape_str(shape()));
+  require_host(*this, "copy");
+  require_host(src, "copy");
   if (numel() == 0) return;
+  ZT_CHECK(has_storage() && src.has_storage(), "[copy] tensor has no storage (released)");
   if (src.dtype() == dtype() && is_contiguous() && src.is_contiguous()) {
     std::memmove(raw_data(), src.raw_data(), nbytes());
     return;
@@ -241,6 +289,7 @@ void Tensor::copy_(const Tensor& src) {
 }
 
 void Tensor::fill_(float value) {
+  require_host(*this, "fill");
   void* base = impl_->storage ? impl_->storage->data() : nullptr;
   ZT_CHECK(base || numel() == 0, "[fill] tensor has no storage");
   if (is_contiguous() && dtype() == DType::f32) {
@@ -252,6 +301,7 @@ void Tensor::fill_(float value) {
 }
 
 void Tensor::zero_() {
+  require_host(*this, "zero");
   if (is_contiguous()) {
     if (numel()) std::memset(raw_data(), 0, nbytes());
   } else {
@@ -260,10 +310,11 @@ void Tensor::zero_() {
 }
 
 std::vector<float> Tensor::to_vector() const {
+  require_host(*this, "to_vector");
   std::vector<float> out(static_cast<size_t>(numel()));
   if (out.empty()) return out;
+  ZT_CHECK(has_storage(), "[to_vector] tensor has no storage (released)");
   const void* base = impl_->storage->data();
-  ZT_CHECK(base, "[tensor] tensor has no storage");
   for_each_offset(shape(), strides(), offset(),
                   [&](int64_t i, int64_t off) { out[size_t(i)] = load_as_float(base, dtype(), off); });
   return out;

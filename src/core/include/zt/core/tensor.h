@@ -21,11 +21,13 @@ Shape contiguous_strides(const Shape& s);
 
 struct AutogradMeta;  // defined by the autograd layer
 
+// Fields are written only by Tensor (rebind/release_storage keep the invariants checked).
 struct TensorImpl {
   std::shared_ptr<Storage> storage;  // may be null for a released (ZeRO-3) parameter
   int64_t offset = 0;
   Shape shape, strides;
   DType dtype = DType::f32;
+  Device device;  // kept while released, so a rebind can check it
   std::shared_ptr<AutogradMeta> autograd;
 };
 
@@ -34,14 +36,17 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // Factories (storage tagged with current_tag() unless a tag is given).
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
-  static Tensor empty(const Shape& shape, DType dtype, MemTag tag);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
-  static Tensor full(const Shape& shape, float value, DType dtype = DType::f32);
-  static Tensor from_vector(const std::vector<float>& v, const Shape& shape, DType dtype = DType::f32);
-  static Tensor from_ints(const std::vector<int32_t>& v, const Shape& shape);
-  // A view of `shape` over an existing storage (used for parameters inside flat buffers).
+  // Factories (storage from allocator_for(device), tagged with current_tag() unless a tag is
+  // given). Those that write values need host memory.
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor empty(const Shape& shape, DType dtype, MemTag tag, Device device = Device::cpu());
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, float value, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor from_vector(const std::vector<float>& v, const Shape& shape, DType dtype = DType::f32,
+                            Device device = Device::cpu());
+  static Tensor from_ints(const std::vector<int32_t>& v, const Shape& shape, Device device = Device::cpu());
+  // A contiguous view of `shape` over an existing storage (e.g. a gradient inside a flat
+  // buffer); the same bounds checks as rebind().
   static Tensor view_of(std::shared_ptr<Storage> storage, int64_t offset, const Shape& shape, DType dtype);
 
   bool defined() const { return impl_ != nullptr; }
@@ -51,15 +56,26 @@ class Tensor {
   int64_t size(int64_t d) const;
   int64_t numel() const { return shape_numel(impl_->shape); }
   DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->device; }
   size_t nbytes() const { return size_t(numel()) * dtype_size(dtype()); }
   int64_t offset() const { return impl_->offset; }
   bool is_contiguous() const;
   bool has_storage() const { return impl_->storage != nullptr; }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
 
-  void* raw_data() const;  // start of this view's first element
+  void* raw_data() const;  // start of this view's first element, unchecked (byte-level code)
+  // Typed start; throws ErrorKind::invalid_argument unless T stores this tensor's dtype.
   template <typename T>
-  T* data() const { return static_cast<T*>(raw_data()); }
+  T* data() const {
+    if (dtype() != dtype_of<T>) throw_dtype_mismatch(dtype_of<T>);
+    return static_cast<T*>(raw_data());
+  }
+
+  // Points this tensor (every handle sharing its impl) at `storage`, contiguous from element
+  // `offset`, keeping shape and dtype: a parameter bound into a flat buffer (Note [rebind]).
+  void rebind(std::shared_ptr<Storage> storage, int64_t offset);
+  // Drops the storage (a ZeRO-3 parameter between uses); shape, dtype and device stay.
+  void release_storage();
 
   // Views (no copies) and copies.
   Tensor reshape(const Shape& shape) const;  // view if contiguous, else a contiguous copy
@@ -83,6 +99,8 @@ class Tensor {
   bool same(const Tensor& o) const { return impl_ == o.impl_; }
 
  private:
+  [[noreturn]] void throw_dtype_mismatch(DType asked) const;
+
   std::shared_ptr<TensorImpl> impl_;
 };
 

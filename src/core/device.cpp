@@ -1,0 +1,21 @@
+#include "zt/core/device.h"
+
+#include "backend.h"
+
+namespace zt {
+
+const char* device_type_name(DeviceType t) { return t == DeviceType::cuda ? "cuda" : "cpu"; }
+
+std::string Device::str() const {
+  if (type == DeviceType::cpu && index == 0) return "cpu";
+  return std::string(device_type_name(type)) + ":" + std::to_string(index);
+}
+
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+bool is_available(Device d) {
+  if (d.type == DeviceType::cuda) return detail::cuda_available(d.index);
+  return d.index == 0;
+}
+
+}  // namespace zt
