@@ -167,6 +167,20 @@ void Tensor::rebind(std::shared_ptr<Storage> storage, int64_t offset) {
   impl_->strides = contiguous_strides(impl_->shape);
 }
 
+void Tensor::rebind(std::shared_ptr<Storage> storage, int64_t offset, DType dtype) {
+  ZT_CHECK(defined(), "[rebind] tensor is undefined");
+  ZT_CHECK(storage, "[rebind] storage is null (use release_storage() to detach)");
+  check_fits(*storage, offset, numel(), dtype, "rebind");  // before anything changes
+  const DType old = impl_->dtype;
+  impl_->dtype = dtype;
+  try {
+    rebind(std::move(storage), offset);
+  } catch (...) {
+    impl_->dtype = old;
+    throw;
+  }
+}
+
 void Tensor::release_storage() {
   ZT_CHECK(defined(), "[release_storage] tensor is undefined");
   impl_->storage.reset();

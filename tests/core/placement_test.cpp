@@ -150,3 +150,16 @@ TEST(Placement, DataChecksTheDtype) {
 
 }  // namespace
 }  // namespace zt
+
+namespace zt {
+TEST(Placement, RebindCanChangeTheDtypeAndChecksTheNewSize) {
+  Tensor p = Tensor::zeros({4, 3});
+  Tensor flat = Tensor::zeros({12}, DType::bf16);
+  p.rebind(flat.storage(), 0, DType::bf16);
+  EXPECT_EQ(p.dtype(), DType::bf16);
+  EXPECT_EQ(p.data<bf16>(), flat.data<bf16>());
+  Tensor small = Tensor::zeros({11}, DType::bf16);
+  EXPECT_THROW(p.rebind(small.storage(), 0, DType::f32), Error);
+  EXPECT_EQ(p.dtype(), DType::bf16);  // unchanged by the failed call
+}
+}  // namespace zt

@@ -74,6 +74,8 @@ class Tensor {
   // Points this tensor (every handle sharing its impl) at `storage`, contiguous from element
   // `offset`, keeping shape and dtype: a parameter bound into a flat buffer (Note [rebind]).
   void rebind(std::shared_ptr<Storage> storage, int64_t offset);
+  // The same, also changing the element type (the engine casts f32-built models to 16-bit).
+  void rebind(std::shared_ptr<Storage> storage, int64_t offset, DType dtype);
   // Drops the storage (a ZeRO-3 parameter between uses); shape, dtype and device stay.
   void release_storage();
 
