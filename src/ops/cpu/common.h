@@ -1,43 +1,35 @@
 #pragma once
-// Helpers shared by the CPU kernels (private to zt_ops): dtype dispatch, f32/bf16 loads and
-// stores, a vectorisable exp, and argument checks that name the op.
+// Helpers shared by the CPU kernels (private to zt_ops): dtype dispatch, scalar f32/bf16/f16
+// loads and stores (the block conversions in convert.h are the fast path), a vectorisable exp.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#include "../contract.h"
+#include "convert.h"
 #include "zt/core/parallel.h"
 #include "zt/core/tensor.h"
+#include "zt/ops/ops.h"
 
 namespace zt::ops::detail {
-
-// Elements per parallel chunk for cheap elementwise work (keeps thread overhead < work).
-constexpr int64_t kGrain = 1 << 15;
 
 inline float ld(const float* p, int64_t i) { return p[i]; }
 inline float ld(const bf16* p, int64_t i) { return bf16_to_float(p[i]); }
 inline void st(float* p, int64_t i, float v) { p[i] = v; }
 inline void st(bf16* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
+inline float ld(const f16* p, int64_t i) { return f16_to_float(p[i]); }
+inline void st(f16* p, int64_t i, float v) { p[i] = float_to_f16(v); }
 
-inline void check_float(const Tensor& x, const char* op) {
-  ZT_CHECK(x.defined(), "[", op, "] undefined tensor");
-  ZT_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16, "[", op, "] dtype ", dtype_name(x.dtype()),
-           " is not supported (allowed: f32, bf16)");
-}
-
-inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  ZT_CHECK(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " and ",
-           dtype_name(b.dtype()));
-}
-
-// Calls fn(T{}) with T = float or bf16 for the tensor's dtype.
+// Calls fn(T{}) with T = float, bf16 or f16 for the dtype.
 template <typename Fn>
 decltype(auto) dispatch_float(DType dt, const char* op, Fn&& fn) {
   switch (dt) {
     case DType::f32: return fn(float{});
     case DType::bf16: return fn(bf16{});
+    case DType::f16: return fn(f16{});
     default: break;
   }
-  ZT_THROW("[", op, "] dtype ", dtype_name(dt), " is not supported (allowed: f32, bf16)");
+  ZT_THROW("[", op, "] dtype ", dtype_name(dt), " is not supported (allowed: f32, bf16, f16)");
 }
 
 // exp with ~2 ulp error written as plain arithmetic so loops over it vectorise (Cephes).

@@ -9,7 +9,6 @@ namespace zt::ops {
 
 using detail::check_float;
 using detail::dispatch_float;
-using detail::kGrain;
 using detail::ld;
 using detail::st;
 
@@ -155,41 +154,6 @@ Tensor scale(const Tensor& a, float s) {
 }
 Tensor add_scalar(const Tensor& a, float s) {
   return unary(a, "add_scalar", [s](float v) { return v + s; });
-}
-
-void axpy_(Tensor& dst, float alpha, const Tensor& src_in) {
-  check_float(dst, "axpy_");
-  check_float(src_in, "axpy_");
-  ZT_CHECK(dst.shape() == src_in.shape(), "[axpy_] shapes ", shape_str(dst.shape()), " and ",
-           shape_str(src_in.shape()), " differ");
-  ZT_CHECK(dst.is_contiguous(), "[axpy_] destination of shape ", shape_str(dst.shape()), " must be contiguous");
-  // Convert src to dst's dtype first only if they differ (grad accumulation may mix them).
-  Tensor src = src_in.dtype() == dst.dtype() ? src_in.contiguous() : src_in.to(dst.dtype());
-  dispatch_float(dst.dtype(), "axpy_", [&](auto tag) {
-    using T = decltype(tag);
-    T* __restrict pd = dst.data<T>();
-    const T* __restrict ps = src.data<T>();
-    parallel_for(dst.numel(), kGrain, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) st(pd, i, ld(pd, i) + alpha * ld(ps, i));
-    });
-  });
-}
-
-void add_(Tensor& dst, const Tensor& src) {
-  check_float(dst, "add_");
-  check_float(src, "add_");
-  ZT_CHECK(dst.shape() == src.shape(), "[add_] shapes ", shape_str(dst.shape()), " and ", shape_str(src.shape()),
-           " differ");
-  ZT_CHECK(dst.is_contiguous(), "[add_] destination of shape ", shape_str(dst.shape()), " must be contiguous");
-  Tensor s = src.dtype() == dst.dtype() ? src.contiguous() : src.to(dst.dtype());
-  dispatch_float(dst.dtype(), "add_", [&](auto tag) {
-    using T = decltype(tag);
-    T* __restrict pd = dst.data<T>();
-    const T* __restrict ps = s.data<T>();
-    parallel_for(dst.numel(), kGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) st(pd, i, ld(pd, i) + ld(ps, i));
-    });
-  });
 }
 
 Tensor sum_to(const Tensor& g_in, const Shape& shape) {

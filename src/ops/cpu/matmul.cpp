@@ -123,7 +123,7 @@ Tensor convert(const Tensor& t_in, DType to) {
       using O = decltype(out_tag);
       const I* __restrict src = t.data<I>();
       O* __restrict dst = out.data<O>();
-      parallel_for(n, detail::kGrain, [&](int64_t s, int64_t e) {
+      parallel_for(n, kGrain, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) detail::st(dst, i, detail::ld(src, i));
       });
     });

@@ -10,7 +10,6 @@ namespace zt::ops {
 
 using detail::check_float;
 using detail::dispatch_float;
-using detail::kGrain;
 using detail::ld;
 using detail::st;
 

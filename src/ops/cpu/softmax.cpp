@@ -12,7 +12,6 @@ namespace zt::ops {
 using detail::check_float;
 using detail::dispatch_float;
 using detail::exp_approx;
-using detail::kGrain;
 using detail::ld;
 using detail::st;
 

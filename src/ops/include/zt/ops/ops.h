@@ -1,8 +1,8 @@
 #pragma once
-// Op contracts: forward and backward kernels as pure functions on tensors (no autograd here;
-// the autograd layer records them). Inputs may be strided (they are made contiguous first);
-// outputs are new contiguous tensors tagged current_tag(). Floating ops accept f32 and bf16
-// (bf16 computes in f32 and rounds the result back); binary ops need equal dtypes.
+// Op contracts: forward and backward as pure functions on tensors (no autograd here; the
+// autograd layer records them). Inputs may be strided (they are made contiguous first);
+// outputs are new contiguous tensors tagged current_tag(). Floating ops accept f32, bf16 and
+// f16 (16-bit types compute in f32 and round the result once); binary ops need equal dtypes.
 // Errors name the op: "[matmul] inner dimensions 3 and 4 differ".
 #include <cstdint>
 #include <optional>
@@ -10,6 +10,19 @@
 #include "zt/core/tensor.h"
 
 namespace zt::ops {
+
+// Elements per parallel chunk of cheap elementwise work (below it, one thread does it all).
+inline constexpr int64_t kGrain = int64_t(1) << 15;
+// Fixed chunk of sum_of_squares, as optim::kClipGrain: the result is independent of threads.
+inline constexpr int64_t kReduceChunk = int64_t(1) << 14;
+
+// ---- precision: whole-buffer kernels for mixed-precision training (contiguous fast paths) ----
+Tensor cast(const Tensor& x, DType dt);          // converting copy (f32/bf16/f16), new tensor
+void cast_into(Tensor& dst, const Tensor& src);  // dst contiguous, same numel, any float dtypes
+void scale_(Tensor& x, float s);                 // x *= s in place (x contiguous), f32 compute
+// Sum of x^2 in double with fixed chunking (kReduceChunk); for f32 bitwise equal to optim's.
+double sum_of_squares(const Tensor& x);
+bool has_nonfinite(const Tensor& x);  // any inf or NaN (fp16 overflow check)
 
 // ---- matrix products (oneDNN) ----
 // C = op(A) @ op(B) for 2-D A, B; or batched 3-D with equal batch. op transposes when asked.
@@ -31,8 +44,10 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& a, float s);
 Tensor add_scalar(const Tensor& a, float s);
 Tensor sum_to(const Tensor& g, const Shape& shape);  // sums broadcast dims of g back to `shape`
-void add_(Tensor& dst, const Tensor& src);           // dst += src (same shape), in place
-void axpy_(Tensor& dst, float alpha, const Tensor& src);  // dst += alpha*src, in place
+// dst += src, dst += alpha*src in place: same shape, dst contiguous, dtypes may differ (any
+// float pair; computed in f32, rounded once to dst's dtype).
+void add_(Tensor& dst, const Tensor& src);
+void axpy_(Tensor& dst, float alpha, const Tensor& src);
 
 Tensor relu(const Tensor& x);
 Tensor relu_backward(const Tensor& dy, const Tensor& x);

@@ -1,0 +1,36 @@
+#pragma once
+// Private to zt_ops: the argument checks every op contract shares, and the choice of backend.
+// A contract (src/ops/*.cpp) validates, infers the output shape and dtype, allocates, then calls
+// the backend's kernel (ops::cpu::* in src/ops/cpu; ops::cuda::* when compiled in).
+#include "zt/core/tensor.h"
+
+namespace zt::ops::detail {
+
+// Which kernels run an op. Tensors carry no device yet, so every tensor is on the CPU; once
+// Storage knows its device this reads it (and checks that all inputs agree).
+enum class Backend { cpu };
+inline Backend backend_of(const Tensor&) { return Backend::cpu; }
+
+inline bool is_float(DType dt) { return dt == DType::f32 || dt == DType::bf16 || dt == DType::f16; }
+
+inline void check_float(const Tensor& x, const char* op) {
+  ZT_CHECK(x.defined(), "[", op, "] undefined tensor");
+  ZT_CHECK(is_float(x.dtype()), "[", op, "] dtype ", dtype_name(x.dtype()),
+           " is not supported (allowed: f32, bf16, f16)");
+}
+
+inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  ZT_CHECK(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " and ",
+           dtype_name(b.dtype()));
+}
+
+inline void check_same_shape(const Tensor& a, const Tensor& b, const char* op, const char* na, const char* nb) {
+  ZT_CHECK(a.shape() == b.shape(), "[", op, "] ", na, " ", shape_str(a.shape()), " and ", nb, " ",
+           shape_str(b.shape()), " differ");
+}
+
+inline void check_contiguous(const Tensor& x, const char* op, const char* what) {
+  ZT_CHECK(x.is_contiguous(), "[", op, "] ", what, " of shape ", shape_str(x.shape()), " must be contiguous");
+}
+
+}  // namespace zt::ops::detail

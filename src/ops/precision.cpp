@@ -1,0 +1,97 @@
+// Contracts of the whole-buffer precision ops (casts, in-place scaling and accumulation,
+// squared norms, overflow checks): validate, allocate, dispatch to the backend's kernel.
+#include "contract.h"
+#include "cpu/kernels.h"
+#include "zt/ops/ops.h"
+
+namespace zt::ops {
+
+using detail::Backend;
+using detail::backend_of;
+using detail::check_contiguous;
+using detail::check_float;
+
+namespace {
+void check_float_dtype(DType dt, const char* op) {
+  ZT_CHECK(detail::is_float(dt), "[", op, "] dtype ", dtype_name(dt), " is not supported (allowed: f32, bf16, f16)");
+}
+}  // namespace
+
+Tensor cast(const Tensor& x, DType dt) {
+  check_float(x, "cast");
+  check_float_dtype(dt, "cast");
+  Tensor src = x.contiguous();
+  Tensor out = Tensor::empty(x.shape(), dt);
+  if (out.numel() == 0) return out;
+  switch (backend_of(src)) {
+    case Backend::cpu: cpu::cast(src, out); break;
+  }
+  return out;
+}
+
+void cast_into(Tensor& dst, const Tensor& src) {
+  check_float(dst, "cast_into");
+  check_float(src, "cast_into");
+  check_contiguous(dst, "cast_into", "destination");
+  ZT_CHECK(dst.numel() == src.numel(), "[cast_into] destination ", shape_str(dst.shape()), " has ", dst.numel(),
+           " elements but source ", shape_str(src.shape()), " has ", src.numel());
+  if (dst.numel() == 0) return;
+  Tensor s = src.contiguous();
+  switch (backend_of(dst)) {
+    case Backend::cpu: cpu::cast(s, dst); break;
+  }
+}
+
+void scale_(Tensor& x, float s) {
+  check_float(x, "scale_");
+  check_contiguous(x, "scale_", "tensor");
+  if (x.numel() == 0) return;
+  switch (backend_of(x)) {
+    case Backend::cpu: cpu::scale_(x, s); break;
+  }
+}
+
+void axpy_(Tensor& dst, float alpha, const Tensor& src) {
+  check_float(dst, "axpy_");
+  check_float(src, "axpy_");
+  detail::check_same_shape(dst, src, "axpy_", "destination", "source");
+  check_contiguous(dst, "axpy_", "destination");
+  if (dst.numel() == 0) return;
+  Tensor s = src.contiguous();
+  switch (backend_of(dst)) {
+    case Backend::cpu: cpu::axpy_(dst, alpha, s); break;
+  }
+}
+
+void add_(Tensor& dst, const Tensor& src) {
+  check_float(dst, "add_");
+  check_float(src, "add_");
+  detail::check_same_shape(dst, src, "add_", "destination", "source");
+  check_contiguous(dst, "add_", "destination");
+  if (dst.numel() == 0) return;
+  Tensor s = src.contiguous();
+  switch (backend_of(dst)) {
+    case Backend::cpu: cpu::axpy_(dst, 1.f, s); break;  // x + 1*y rounds exactly as x + y
+  }
+}
+
+double sum_of_squares(const Tensor& x) {
+  check_float(x, "sum_of_squares");
+  Tensor c = x.contiguous();
+  switch (backend_of(c)) {
+    case Backend::cpu: return cpu::sum_of_squares(c);
+  }
+  return 0.0;
+}
+
+bool has_nonfinite(const Tensor& x) {
+  check_float(x, "has_nonfinite");
+  if (x.numel() == 0) return false;
+  Tensor c = x.contiguous();
+  switch (backend_of(c)) {
+    case Backend::cpu: return cpu::has_nonfinite(c);
+  }
+  return false;
+}
+
+}  // namespace zt::ops
