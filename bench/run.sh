@@ -7,6 +7,7 @@
 # usage: bench/run.sh [RESULTS]        (default bench/results.jsonl; never committed)
 # env:   ZT_BUILD_DIR (default build), STEPS (timed training steps, default 300),
 #        ZT_MNIST_DIR (default data/mnist; scripts/setup.sh fetches it),
+#        ZT_BENCH_MEMORY=0 skips the per-stage peak-memory runs of the 53.6M MLP,
 #        ZT_BENCH_OPENBLAS=0 skips the second PyTorch run with OpenBLAS (Debian's torch links the
 #        generic libblas.so.3, which is the slow reference BLAS unless OpenBLAS is installed).
 set -euo pipefail
@@ -70,10 +71,22 @@ collect_torch() {
 
 collect zerotrain "$BENCH_TRAIN" --threads 2 --steps "$STEPS" --data "$DATA"
 collect_torch bench/torch_train.py --threads 2 --steps "$STEPS" --data "$DATA"
+collect zerotrain "$BENCH_TRAIN" --threads 2 --steps "$STEPS" --data "$DATA" --dtype bf16
+collect_torch bench/torch_train.py --threads 2 --steps "$STEPS" --data "$DATA" --dtype bf16
 collect zerotrain "${MPIRUN[@]}" "$BENCH_TRAIN" --threads 1 --stages 0,1,2,3 --steps "$STEPS" --data "$DATA"
 collect_torch bench/torch_train.py --world 2 --steps "$STEPS" --data "$DATA"
 collect zerotrain "${MPIRUN[@]}" "$BENCH_COMM"
 collect pytorch "$PY" bench/comm_peer_torch.py 2
+# Peak memory per rank by stage (one process pair per stage, so the OS's peak RSS is per stage):
+# the 53.6M-parameter MLP 784-4096x4-10 at N = 2, buckets of 8M elements.
+if [[ ${ZT_BENCH_MEMORY:-1} != 0 ]]; then
+  for dt in f32 bf16; do
+    for st in 0 1 2 3; do
+      collect zerotrain "${MPIRUN[@]}" "$BENCH_TRAIN" --threads 1 --stages $st --steps 3 --warmup 1 --data "$DATA" \
+        --hidden 4096,4096,4096,4096 --bucket 8000000 --dtype $dt
+    done
+  done
+fi
 collect zerotrain "$BENCH_MATMUL"
 collect_torch bench/torch_train.py --matmul --threads 2
 

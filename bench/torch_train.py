@@ -78,7 +78,11 @@ def train(model, opt, x, y, args, rank=0, world=1):
         ts = time.perf_counter()
         b = (s % per_epoch) * BATCH + rank * micro
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x[b:b + micro]), y[b:b + micro])
+        # --dtype bf16: PyTorch's CPU autocast (matmuls in bf16, fp32 weights and loss), the peer of
+        # zerotrain's bf16 mixed precision.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
+            logits = model(x[b:b + micro])
+        loss = F.cross_entropy(logits.float(), y[b:b + micro])
         loss.backward()
         opt.step()
         if s >= args.warmup:
@@ -96,6 +100,7 @@ def emit(stage, world, threads, args, res, **extra):
     line = {"bench": "mlp_train", "impl": "pytorch", "stage": stage, "world": world, "threads": threads,
             "batch": BATCH, "steps": args.steps, "samples_per_s": round(sps, 1), "step_ms": round(med, 4),
             "step_ms_mean": round(mean, 4), "final_loss": round(loss, 4), "torch": torch.__version__,
+            "dtype": args.dtype,
             "blas": blas_name()}
     line.update(extra)
     line["timing"] = TIMING
@@ -164,6 +169,7 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--world", type=int, default=1, help="ranks for gloo DDP / ZeRO (1 thread each)")
     p.add_argument("--matmul", action="store_true", help="only the torch.mm GFLOP/s lines")
+    p.add_argument("--dtype", choices=("f32", "bf16"), default="f32", help="bf16: torch.autocast on CPU")
     args = p.parse_args()
     if args.matmul:
         matmul(args)

@@ -2,7 +2,12 @@
 // MNIST batches through zero::Engine. Under `mpirun -np N` every requested stage runs in turn in
 // the same processes, so stage S / stage 0 is measured in one run; rank 0 prints one JSON line
 // per stage. step_ms is the median of rank 0's per-step times; samples_per_s is global batch x
-// timed steps / total timed seconds (the slowest rank's).
+// timed steps / total timed seconds (the slowest rank's). --dtype bf16|f16 trains in mixed
+// precision; --hidden 4096,4096 changes the model; peak memory per rank is reported both from
+// the allocator's tagged peak and as the operating system's peak RSS (run one stage per process
+// for a per-stage RSS figure).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,12 +37,15 @@ struct Args {
   int64_t steps = 300, warmup = 20;
   int threads = 0;  // 0: cores shared by the ranks on this node
   std::string data = "data/mnist", backend = "auto";
+  DType dtype = DType::f32;
+  std::vector<int64_t> hidden = {256, 256};
+  int64_t bucket = 500'000'000;
 };
 
 void usage() {
   std::fprintf(stderr,
                "usage: bench_train [--stages 0,1,2,3] [--steps N] [--warmup N] [--threads T] [--data DIR] "
-               "[--backend auto|local|mpi]\n");
+               "[--backend auto|local|mpi] [--dtype f32|bf16|f16] [--hidden 256,256] [--bucket ELEMS]\n");
 }
 
 std::vector<int> parse_stages(const std::string& s) {
@@ -68,7 +76,15 @@ Args parse(int argc, char** argv) {
     else if (k == "--threads") a.threads = std::atoi(v.c_str());
     else if (k == "--data") a.data = v;
     else if (k == "--backend") a.backend = v;
-    else ZT_THROW("[bench_train] unknown option ", k, "; allowed --stages --steps --warmup --threads --data --backend");
+    else if (k == "--dtype") a.dtype = dtype_from_name(v);
+    else if (k == "--bucket") a.bucket = std::atoll(v.c_str());
+    else if (k == "--hidden") {
+      a.hidden.clear();
+      std::stringstream ss(v);
+      for (std::string item; std::getline(ss, item, ',');) a.hidden.push_back(std::atoll(item.c_str()));
+    } else
+      ZT_THROW("[bench_train] unknown option ", k,
+               "; allowed --stages --steps --warmup --threads --data --backend --dtype --hidden --bucket");
   }
   ZT_CHECK(a.steps > 0 && a.warmup >= 0, "[bench_train] --steps must be > 0 and --warmup >= 0, got ", a.steps, " and ",
            a.warmup);
@@ -83,15 +99,21 @@ int default_threads() {
 
 struct Result {
   double step_ms_median, step_ms_mean, samples_per_s, final_loss;
+  int64_t params, peak_bytes, states_bytes;
 };
 
 // Rank r's micro-batch of global step s: rows [s*64 + r*micro, +micro) of the training set, in
 // file order, wrapping at the end of the epoch (as `zerotrain train` with shuffle off).
 Result run_stage(int stage, const Args& a, const data::Dataset& ds, const comm::GroupPtr& g) {
   const int64_t world = g->size(), micro = kGlobalBatch / world, per_epoch = ds.size() / kGlobalBatch;
-  auto model = nn::make_mlp(784, {256, 256}, 10, "relu", 42);
+  Allocator::global().release_cached();
+  Allocator::global().reset_peaks();
+  const size_t base = Allocator::global().stats().total_current;
+  auto model = nn::make_mlp(784, a.hidden, 10, "relu", 42);
   zero::EngineOptions o;
   o.stage = stage;
+  o.dtype = a.dtype;
+  o.reduce_bucket_size = a.bucket;
   o.optimizer.type = "AdamW";
   o.optimizer.lr = 1e-3f;
   o.optimizer.weight_decay = 0.01f;  // torch.optim.AdamW's default
@@ -112,12 +134,16 @@ Result run_stage(int stage, const Args& a, const data::Dataset& ds, const comm::
     if (s >= a.warmup) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - ts).count());
     if (s + 1 == a.warmup + a.steps) loss = l.item();
   }
-  const double total = g->all_reduce_scalar(std::chrono::duration<double>(Clock::now() - t0).count(), comm::ReduceOp::max);
+  comm::CollOptions max;
+  max.op = comm::ReduceOp::max;
+  const double total = g->all_reduce_scalar(std::chrono::duration<double>(Clock::now() - t0).count(), max);
   double mean = 0;
   for (double m : ms) mean += m / double(ms.size());
   std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
   loss = g->all_reduce_scalar(loss) / double(world);
-  return {ms[ms.size() / 2], mean, double(kGlobalBatch * a.steps) / total, loss};
+  const int64_t peak = int64_t(Allocator::global().stats().total_peak - base);
+  return {ms[ms.size() / 2], mean, double(kGlobalBatch * a.steps) / total, loss,
+          engine.num_params(), peak, engine.expected_memory().total()};
 }
 
 }  // namespace
@@ -136,12 +162,16 @@ int main(int argc, char** argv) {
     for (int stage : a.stages) {
       const Result r = run_stage(stage, a, ds, g);
       if (g->rank() != 0) continue;
+      rusage ru{};
+      getrusage(RUSAGE_SELF, &ru);
       std::printf(
           "{\"bench\":\"mlp_train\",\"impl\":\"zerotrain\",\"backend\":\"%s\",\"stage\":%d,\"world\":%d,\"threads\":%d,"
-          "\"batch\":%lld,\"steps\":%lld,\"samples_per_s\":%.1f,\"step_ms\":%.4f,\"step_ms_mean\":%.4f,"
-          "\"final_loss\":%.4f,\"timing\":\"step_ms=median per step (rank 0); samples_per_s=batch*steps/total\"}\n",
-          g->backend(), stage, world, threads, (long long)kGlobalBatch, (long long)a.steps, r.samples_per_s,
-          r.step_ms_median, r.step_ms_mean, r.final_loss);
+          "\"dtype\":\"%s\",\"params\":%lld,\"batch\":%lld,\"steps\":%lld,\"samples_per_s\":%.1f,\"step_ms\":%.4f,"
+          "\"step_ms_mean\":%.4f,\"final_loss\":%.4f,\"peak_mib\":%.1f,\"states_mib\":%.1f,\"peak_rss_mib\":%.1f,"
+          "\"timing\":\"step_ms=median per step (rank 0); samples_per_s=batch*steps/total\"}\n",
+          g->backend(), stage, world, threads, dtype_name(a.dtype), (long long)r.params, (long long)kGlobalBatch,
+          (long long)a.steps, r.samples_per_s, r.step_ms_median, r.step_ms_mean, r.final_loss,
+          double(r.peak_bytes) / 1048576.0, double(r.states_bytes) / 1048576.0, double(ru.ru_maxrss) / 1024.0);
       std::fflush(stdout);
     }
     return 0;
