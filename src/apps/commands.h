@@ -1,11 +1,21 @@
 #pragma once
+// The commands behind `zerotrain <command>`; main.cpp parses the command line (CLI11) and
+// turns their errors into one line on stderr and an exit status.
+#include <string>
+
 #include "zt/comm/group.h"
 #include "zt/config/config.h"
 
 namespace zt::apps {
 
+struct EstimateOptions {
+  int world = 1;          // ranks to plan for
+  double memory_gib = 0;  // > 0: also the largest model whose states fit this many GiB per rank
+  bool json = false;      // machine-readable JSON on stdout instead of the table
+};
+
 int run_train(const config::Config& cfg, comm::Group& group);
 int run_eval(const config::Config& cfg, const std::string& weights);
-int run_estimate(const config::Config& cfg, int world, double memory_gib);
+int run_estimate(const config::Config& cfg, const EstimateOptions& opt);
 
 }  // namespace zt::apps

@@ -1,5 +1,5 @@
 // `zerotrain estimate`: per-rank bytes of model states for every stage, from the same layout
-// arithmetic the engine uses, before anything runs.
+// arithmetic the engine uses, before anything runs. A table, or with --json one JSON object.
 #include <cstdio>
 
 #include "commands.h"
@@ -8,8 +8,10 @@
 
 namespace zt::apps {
 
-int run_estimate(const config::Config& cfg, int world, double memory_gib) {
-  ZT_CHECK(world >= 1, "[estimate] --world must be >= 1, got ", world);
+namespace {
+
+// Everything estimate knows, as the JSON that --json prints; the table is drawn from it.
+nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& opt) {
   auto model = build_model(cfg);
   std::vector<int64_t> numels;
   std::vector<std::vector<size_t>> units;
@@ -22,12 +24,12 @@ int run_estimate(const config::Config& cfg, int world, double memory_gib) {
   }
   int64_t psi = 0;
   for (int64_t n : numels) psi += n;
-  const auto opt = optimizer_spec(cfg);
-  const int64_t k = optim::state_bytes_per_elem(opt);
-  std::printf("model: %lld parameters, optimizer %s (%lld state bytes/param), world size %d, fp32\n",
-              (long long)psi, opt.type.c_str(), (long long)k, world);
-  std::printf("%-6s %14s %14s %14s %14s\n", "stage", "param", "grad", "optim", "total");
-  nlohmann::json out = nlohmann::json::array();
+  const auto spec = optimizer_spec(cfg);
+  const int64_t k = optim::state_bytes_per_elem(spec);
+  const int world = opt.world;
+  nlohmann::json out = {{"parameters", psi},        {"optimizer", spec.type}, {"optimizer_state_bytes_per_param", k},
+                        {"world_size", world},      {"dtype", "fp32"},        {"stages", nlohmann::json::array()}};
+  if (opt.memory_gib > 0) out["memory_gib"] = opt.memory_gib;
   for (int stage = 0; stage <= 3; ++stage) {
     std::vector<zero::BufferPlan> plan;
     std::vector<bool> persistent;
@@ -38,19 +40,40 @@ int run_estimate(const config::Config& cfg, int world, double memory_gib) {
       plan = zero::plan_buckets(numels, cfg.zero.reduce_bucket_size, world);
     }
     zero::MemoryEstimate e = zero::estimate_memory(plan, stage, world, k, persistent);
-    std::printf("%-6d %14lld %14lld %14lld %14lld  (%s)\n", stage, (long long)e.param, (long long)e.grad,
-                (long long)e.optim, (long long)e.total(), format_bytes(size_t(e.total())).c_str());
     nlohmann::json row = {{"stage", stage}, {"param", e.param}, {"grad", e.grad}, {"optim", e.optim}, {"total", e.total()}};
-    if (memory_gib > 0)
-      row["max_params"] = zero::max_params_that_fit(int64_t(memory_gib * double(1ull << 30)), stage, world, k);
-    out.push_back(row);
+    if (opt.memory_gib > 0)
+      row["max_params"] = zero::max_params_that_fit(int64_t(opt.memory_gib * double(1ull << 30)), stage, world, k);
+    out["stages"].push_back(row);
   }
-  if (memory_gib > 0) {
-    std::printf("largest model whose states fit %.2f GiB per rank:", memory_gib);
-    for (auto& r : out) std::printf("  stage %d: %lld", int(r["stage"]), (long long)r["max_params"].get<int64_t>());
-    std::printf(" parameters\n");
+  return out;
+}
+
+void print_table(const nlohmann::json& j) {
+  std::printf("model: %lld parameters, optimizer %s (%lld state bytes/param), world size %d, %s\n",
+              (long long)j["parameters"].get<int64_t>(), j["optimizer"].get<std::string>().c_str(),
+              (long long)j["optimizer_state_bytes_per_param"].get<int64_t>(), j["world_size"].get<int>(),
+              j["dtype"].get<std::string>().c_str());
+  std::printf("%-6s %14s %14s %14s %14s\n", "stage", "param", "grad", "optim", "total");
+  for (const auto& r : j["stages"]) {
+    const int64_t total = r["total"];
+    std::printf("%-6d %14lld %14lld %14lld %14lld  (%s)\n", r["stage"].get<int>(), (long long)r["param"].get<int64_t>(),
+                (long long)r["grad"].get<int64_t>(), (long long)r["optim"].get<int64_t>(), (long long)total,
+                format_bytes(size_t(total)).c_str());
   }
-  std::printf("json: %s\n", out.dump().c_str());
+  if (!j.contains("memory_gib")) return;
+  std::printf("largest model whose states fit %.2f GiB per rank:", j["memory_gib"].get<double>());
+  for (const auto& r : j["stages"])
+    std::printf("  stage %d: %lld", r["stage"].get<int>(), (long long)r["max_params"].get<int64_t>());
+  std::printf(" parameters\n");
+}
+
+}  // namespace
+
+int run_estimate(const config::Config& cfg, const EstimateOptions& opt) {
+  ZT_CHECK(opt.world >= 1, "[estimate] world size must be >= 1, got ", opt.world);
+  const nlohmann::json j = estimate_json(cfg, opt);
+  if (opt.json) std::printf("%s\n", j.dump(2).c_str());
+  else print_table(j);
   return 0;
 }
 

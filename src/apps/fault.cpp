@@ -17,13 +17,15 @@ FaultPlan FaultPlan::from_env() {
   std::stringstream ss(s);
   std::string part;
   std::getline(ss, f.kind, ':');
-  ZT_CHECK(f.kind == "stall" || f.kind == "exit", "[fault] ZT_FAULT kind '", f.kind, "' unknown (allowed: stall, exit)");
+  ZT_CHECK_AS(ErrorKind::config, f.kind == "stall" || f.kind == "exit", "[fault] ZT_FAULT kind '", f.kind,
+              "' unknown (allowed: stall, exit)");
   while (std::getline(ss, part, ':')) {
     if (part.rfind("rank=", 0) == 0) f.rank = std::atoi(part.c_str() + 5);
     else if (part.rfind("step=", 0) == 0) f.step = std::atoll(part.c_str() + 5);
-    else ZT_THROW("[fault] ZT_FAULT part '", part, "' unknown (expected rank=R or step=K)");
+    else
+      ZT_THROW_AS(ErrorKind::config, "[fault] ZT_FAULT part '", part, "' unknown (expected rank=R or step=K)");
   }
-  ZT_CHECK(f.rank >= 0 && f.step >= 1, "[fault] ZT_FAULT needs rank=R and step=K, got '", s, "'");
+  ZT_CHECK_AS(ErrorKind::config, f.rank >= 0 && f.step >= 1, "[fault] ZT_FAULT needs rank=R and step=K, got '", s, "'");
   return f;
 }
 

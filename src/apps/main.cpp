@@ -1,7 +1,9 @@
-// The zerotrain command line. Errors become one line on stderr and a non-zero exit status:
-// 1 for a failed run, 2 for bad usage.
+// The zerotrain command line (CLI11): train, eval and estimate, each with its own --help.
+// Errors become one line on stderr and an exit status: 1 the run failed, 2 bad usage.
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -10,98 +12,164 @@
 
 namespace {
 
-const char* kUsage =
-    "usage: zerotrain <command> [options] [key=value ...]\n"
-    "\n"
-    "Data-parallel training with ZeRO stages 0-3 (DeepSpeed-style JSON configuration).\n"
-    "\n"
-    "commands:\n"
-    "  train     --config FILE [key=value ...]   train; under mpirun -np N, on N ranks\n"
-    "  eval      --config FILE [--weights FILE]  test accuracy of saved weights\n"
-    "                                            (default: <run.dir>/model.safetensors)\n"
-    "  estimate  --config FILE --world N [--memory-gib G]\n"
-    "                                            per-rank bytes of model states per stage,\n"
-    "                                            and the largest model that fits G GiB\n"
-    "\n"
-    "key=value overrides any configuration key by its dotted path, e.g.\n"
-    "  zero_optimization.stage=3 optimizer.params.lr=3e-4 run.dir=runs/try2\n"
-    "\n"
-    "options:\n"
-    "  -h, --help     show this help (also after a command)\n"
-    "  --version      print the version\n"
-    "\n"
-    "exit status: 0 success, 1 the run failed (the error is printed on one line), 2 bad usage\n";
+using zt::ErrorKind;
+
+constexpr const char* kVersion = "zerotrain 0.1.0";
+constexpr const char* kCommands[] = {"train", "eval", "estimate"};
+
+constexpr const char* kOverridesFooter =
+    "KEY=VALUE overrides any configuration key by its dotted path, e.g.\n"
+    "  zero_optimization.stage=3 optimizer.params.lr=3e-4 run.dir=runs/try2";
+constexpr const char* kExitFooter =
+    "Exit status: 0 success, 1 the run failed (the error is printed on one line), 2 bad usage.";
 
 struct Args {
-  std::string command, config, weights;
-  int world = 0;
-  double memory_gib = 0;
+  std::string config, weights;
   std::vector<std::string> overrides;
-  bool help = false;
+  zt::apps::EstimateOptions estimate;
 };
 
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "zerotrain: %s (see zerotrain --help)\n", msg.c_str());
+// Every command reads a configuration file, then key=value overrides.
+void add_config_options(CLI::App& cmd, Args& a) {
+  cmd.add_option("--config", a.config, "DeepSpeed-style JSON configuration")->required()->type_name("FILE");
+  cmd.add_option("overrides", a.overrides, "configuration keys to override")->type_name("KEY=VALUE");
+  cmd.allow_extras();  // unknown options are reported by check_leftovers, before a stray value
+  cmd.footer(std::string(kOverridesFooter) + "\n\n" + kExitFooter);
+}
+
+// Accepts a T > 0; CLI11's Range would print the type's limits.
+template <typename T>
+CLI::Validator positive(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& s) -> std::string {
+        T v{};
+        return CLI::detail::lexical_cast(s, v) && v > 0 ? "" : "'" + s + "' is not " + what + " > 0";
+      },
+      "");
+}
+
+void build_app(CLI::App& app, Args& a) {
+  app.set_version_flag("--version", kVersion);
+  app.require_subcommand(1);
+  app.footer(std::string(kOverridesFooter) + "\n\n" + kExitFooter);
+  app.get_formatter()->column_width(34);
+
+  CLI::App* train = app.add_subcommand("train", "Train; under mpirun -np N, on N ranks");
+  add_config_options(*train, a);
+
+  CLI::App* eval = app.add_subcommand("eval", "Test accuracy of saved weights");
+  add_config_options(*eval, a);
+  eval->add_option("--weights", a.weights, "safetensors weights (default: <run.dir>/model.safetensors)")
+      ->type_name("FILE");
+
+  CLI::App* est = app.add_subcommand(
+      "estimate", "Per-rank bytes of model states per stage, and the largest model that fits G GiB");
+  add_config_options(*est, a);
+  est->add_option("--world", a.estimate.world, "number of ranks to plan for")
+      ->required()
+      ->type_name("N")
+      ->check(positive<int>("an integer"));
+  est->add_option("--memory-gib", a.estimate.memory_gib, "also print the largest model whose states fit G GiB per rank")
+      ->type_name("G")
+      ->check(positive<double>("a number"));
+  est->add_flag("--json", a.estimate.json, "print one JSON object on stdout instead of the table");
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+int usage_error(const std::string& msg, const std::string& command) {
+  const std::string help = command.empty() ? "zerotrain --help" : "zerotrain " + command + " --help";
+  std::fprintf(stderr, "zerotrain: %s (see %s)\n", one_line(msg).c_str(), help.c_str());
   return 2;
+}
+
+// What CLI11 let through: unknown options, then overrides without '='.
+int check_leftovers(const CLI::App& cmd, const Args& a) {
+  const std::string name = cmd.get_name();
+  if (const auto rest = cmd.remaining(); !rest.empty())
+    return usage_error("unknown option '" + rest.front().substr(0, rest.front().find('=')) + "'", name);
+  for (const std::string& o : a.overrides)
+    if (o.find('=') == std::string::npos || o[0] == '=')
+      return usage_error("'" + o + "' is not an override (they look like key=value)", name);
+  return 0;
+}
+
+// This process's rank and the job's size before the group exists, from the launcher's
+// environment (Open MPI, then MPICH/Hydra); 0 and 1 when not launched by one.
+std::pair<int, int> launcher_rank_and_size() {
+  for (auto [r, s] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+    const char* rank = std::getenv(r);
+    const char* size = std::getenv(s);
+    if (rank && size) return {std::atoi(rank), std::atoi(size)};
+  }
+  return {0, 1};
+}
+
+// Note [errors across ranks]: a config error is the same on every rank (all ranks read the same
+// file and arguments, and validation is deterministic), so rank 0 alone says it and every rank
+// exits 1 by itself. Any other kind may be one rank's alone (data can be node-local or a rank's
+// own shard; a peer can vanish), so that rank says it with its number and ends the whole job,
+// lest its peers wait in a collective for a rank that has left.
+bool same_on_every_rank(ErrorKind k) { return k == ErrorKind::config; }
+
+int run_failed(const std::string& what, ErrorKind kind, zt::comm::Group* group) {
+  auto [rank, size] = group ? std::pair{group->rank(), group->size()} : launcher_rank_and_size();
+  const bool many = size > 1, same = same_on_every_rank(kind);
+  if (!many || rank == 0 || !same) {
+    if (many && !same) std::fprintf(stderr, "zerotrain: error on rank %d: %s\n", rank, one_line(what).c_str());
+    else std::fprintf(stderr, "zerotrain: error: %s\n", one_line(what).c_str());
+    std::fflush(stderr);
+  }
+  if (group && many && !same) group->abort_job(1);
+  return 1;
+}
+
+int run_command(const std::string& command, const Args& a) {
+  zt::comm::GroupPtr group;
+  try {
+    zt::config::Config cfg = zt::config::load(a.config, a.overrides);
+    if (command == "eval")
+      return zt::apps::run_eval(cfg, a.weights.empty() ? cfg.run.dir + "/model.safetensors" : a.weights);
+    if (command == "estimate") return zt::apps::run_estimate(cfg, a.estimate);
+    group = zt::comm::make_group(cfg.run.comm_backend);
+    return zt::apps::run_train(cfg, *group);
+  } catch (const zt::Error& e) {
+    return run_failed(e.what(), e.kind(), group.get());
+  } catch (const std::exception& e) {
+    return run_failed(e.what(), ErrorKind::internal, group.get());
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app("Data-parallel training with ZeRO stages 0-3 (DeepSpeed-style JSON configuration).", "zerotrain");
   Args a;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& s = args[i];
-    auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= args.size()) throw std::invalid_argument(std::string(flag) + " needs a value");
-      return args[++i];
-    };
-    try {
-      if (s == "-h" || s == "--help") a.help = true;
-      else if (s == "--version") return std::printf("zerotrain 0.1.0\n"), 0;
-      else if (s == "--config") a.config = value("--config");
-      else if (s == "--weights") a.weights = value("--weights");
-      else if (s == "--world") a.world = std::stoi(value("--world"));
-      else if (s == "--memory-gib") a.memory_gib = std::stod(value("--memory-gib"));
-      else if (s.rfind("--", 0) == 0) return usage_error("unknown option '" + s + "'");
-      else if (a.command.empty()) a.command = s;
-      else if (s.find('=') != std::string::npos) a.overrides.push_back(s);
-      else return usage_error("unexpected argument '" + s + "' (overrides look like key=value)");
-    } catch (const std::exception& e) {
-      return usage_error(std::string("bad value for ") + s + ": " + e.what());
-    }
+  build_app(app, a);
+  if (argc < 2) {  // a bare `zerotrain` asks what there is: the help, but as a usage error
+    std::fputs(app.help().c_str(), stderr);
+    return 2;
   }
-  if (a.help || a.command.empty()) {
-    std::fputs(kUsage, a.help ? stdout : stderr);
-    return a.help ? 0 : 2;
-  }
-  if (a.command != "train" && a.command != "eval" && a.command != "estimate")
-    return usage_error("unknown command '" + a.command + "' (commands: train, eval, estimate)");
-  if (a.config.empty()) return usage_error(a.command + " needs --config FILE");
-  if (a.command == "estimate" && a.world < 1) return usage_error("estimate needs --world N with N >= 1");
-
-  zt::comm::GroupPtr group;
+  // Before CLI11, whose messages for these would name a later problem instead.
+  const std::string first = argv[1];
+  const bool top_flag = first == "-h" || first == "--help" || first == "--version";
+  if (first[0] == '-' && !top_flag)
+    return usage_error("unknown option '" + first + "' before the command; options follow it, as in zerotrain train --config FILE", "");
+  if (first[0] != '-' && std::find(std::begin(kCommands), std::end(kCommands), first) == std::end(kCommands))
+    return usage_error("unknown command '" + first + "'; the commands are train, eval, estimate", "");
   try {
-    zt::config::Config cfg = zt::config::load(a.config, a.overrides);
-    if (a.command == "eval")
-      return zt::apps::run_eval(cfg, a.weights.empty() ? cfg.run.dir + "/model.safetensors" : a.weights);
-    if (a.command == "estimate") return zt::apps::run_estimate(cfg, a.world, a.memory_gib);
-    group = zt::comm::make_group(cfg.run.comm_backend);
-    return zt::apps::run_train(cfg, *group);
-  } catch (const zt::Error& e) {
-    const bool many = group && group->size() > 1;
-    const bool same_everywhere = std::strncmp(e.what(), "[config]", 8) == 0;
-    if (!many || group->rank() == 0 || !same_everywhere) {
-      if (many) std::fprintf(stderr, "zerotrain: error on rank %d: %s\n", group->rank(), e.what());
-      else std::fprintf(stderr, "zerotrain: error: %s\n", e.what());
-      std::fflush(stderr);
-    }
-    // A rank-local failure must not leave the peers waiting: end the whole job.
-    if (many && !same_everywhere) group->abort_job(1);
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "zerotrain: error: %s\n", e.what());
-    if (group && group->size() > 1) group->abort_job(1);
-    return 1;
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    const auto parsed = app.get_subcommands();
+    return usage_error(e.what(), parsed.empty() ? "" : parsed.front()->get_name());
   }
+  const CLI::App& cmd = *app.get_subcommands().front();
+  if (int code = check_leftovers(cmd, a)) return code;
+  return run_command(cmd.get_name(), a);
 }

@@ -8,7 +8,8 @@
 namespace zt::apps {
 
 std::shared_ptr<nn::Module> build_model(const config::Config& c) {
-  ZT_CHECK(c.model.type == "mlp", "[config] model.type '", c.model.type, "' is not supported (allowed: mlp)");
+  ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp", "[config] model.type '", c.model.type,
+              "' is not supported (allowed: mlp)");
   return nn::make_mlp(c.model.input_dim, c.model.hidden, c.model.num_classes, c.model.activation, c.seed);
 }
 
@@ -26,7 +27,8 @@ optim::OptimizerSpec optimizer_spec(const config::Config& c) {
 }
 
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b) {
-  ZT_CHECK(!c.bf16, "[config] 'bf16.enabled' = true is not supported yet (fp32 training only); set it to false");
+  ZT_CHECK_AS(ErrorKind::config, !c.bf16,
+              "[config] 'bf16.enabled' = true is not supported yet (fp32 training only); set it to false");
   zero::EngineOptions o;
   o.stage = c.zero.stage;
   o.gradient_accumulation_steps = b.accumulation;

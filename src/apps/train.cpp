@@ -49,8 +49,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   data::Dataset test;
   if (cfg.run.eval_at_end) test = data::load_mnist(cfg.data.dir, "test", 0.1307f, 0.3081f, cfg.data.test_limit);
   const int64_t steps_per_epoch = train.size() / bs.train_batch_size;
-  ZT_CHECK(steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ", train.size(),
-           " training samples");
+  ZT_CHECK_AS(ErrorKind::config, steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ",
+              train.size(), " training samples");
   const int64_t total_steps =
       cfg.run.max_steps > 0 ? cfg.run.max_steps : std::max<int64_t>(1, std::llround(cfg.run.epochs * double(steps_per_epoch)));
 

@@ -22,8 +22,8 @@ const char* st_dtype(DType t) {
 DType from_st_dtype(const std::string& s, const std::string& path, const std::string& name) {
   for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64})
     if (s == st_dtype(t)) return t;
-  ZT_THROW("[safetensors] ", path, ": tensor '", name, "' has unsupported dtype '", s,
-           "' (supported: F32, BF16, F16, I32, I64)");
+  ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", path, ": tensor '", name, "' has unsupported dtype '", s,
+              "' (supported: F32, BF16, F16, I32, I64)");
 }
 }  // namespace
 
@@ -41,7 +41,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    ZT_CHECK(f, "[safetensors] cannot write ", tmp);
+    ZT_CHECK_AS(ErrorKind::checkpoint, f, "[safetensors] cannot write ", tmp);
     uint64_t n = h.size();
     f.write(reinterpret_cast<const char*>(&n), 8);
     f.write(h.data(), std::streamsize(h.size()));
@@ -50,9 +50,11 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
       f.write(static_cast<const char*>(c.raw_data()), std::streamsize(c.nbytes()));
     }
     f.flush();
-    ZT_CHECK(f.good(), "[safetensors] writing ", tmp, " failed (disk full?)");
+    ZT_CHECK_AS(ErrorKind::checkpoint, f.good(), "[safetensors] writing ", tmp, " failed (disk full?)");
   }
-  std::filesystem::rename(tmp, path);
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[safetensors] cannot rename ", tmp, " to ", path, ": ", ec.message());
 }
 
 const Tensor* LoadedTensors::find(const std::string& name) const {
@@ -63,22 +65,26 @@ const Tensor* LoadedTensors::find(const std::string& name) const {
 
 LoadedTensors load_safetensors(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  ZT_CHECK(f, "[safetensors] cannot open ", path);
+  ZT_CHECK_AS(ErrorKind::checkpoint, f, "[safetensors] cannot open ", path);
   f.seekg(0, std::ios::end);
   const uint64_t size = uint64_t(f.tellg());
   f.seekg(0);
   uint64_t n = 0;
-  ZT_CHECK(size >= 8 && f.read(reinterpret_cast<char*>(&n), 8), "[safetensors] ", path, ": file of ", size,
-           " bytes is too short for the 8-byte header length");
-  ZT_CHECK(n <= size - 8, "[safetensors] ", path, ": header length ", n, " at byte 0 exceeds the file size ", size);
+  ZT_CHECK_AS(ErrorKind::checkpoint, size >= 8 && f.read(reinterpret_cast<char*>(&n), 8), "[safetensors] ", path,
+              ": file of ", size, " bytes is too short for the 8-byte header length");
+  ZT_CHECK_AS(ErrorKind::checkpoint, n <= size - 8, "[safetensors] ", path, ": header length ", n,
+              " at byte 0 exceeds the file size ", size);
   std::string h(n, '\0');
   f.read(h.data(), std::streamsize(n));
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(h);
   } catch (const nlohmann::json::parse_error& e) {
-    ZT_THROW("[safetensors] ", path, ": malformed JSON header at byte ", 8 + e.byte, ": ", e.what());
+    ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", path, ": malformed JSON header at byte ", 8 + e.byte, ": ",
+                e.what());
   }
+  ZT_CHECK_AS(ErrorKind::checkpoint, header.is_object(), "[safetensors] ", path,
+              ": the JSON header must be an object, got ", header.type_name());
   const uint64_t data_start = 8 + n, data_size = size - data_start;
   LoadedTensors out;
   for (auto& [name, v] : header.items()) {
@@ -90,17 +96,22 @@ LoadedTensors load_safetensors(const std::string& path) {
       DType dt = from_st_dtype(v.at("dtype").get<std::string>(), path, name);
       Shape shape = v.at("shape").get<Shape>();
       auto offs = v.at("data_offsets").get<std::vector<uint64_t>>();
-      ZT_CHECK(offs.size() == 2 && offs[0] <= offs[1] && offs[1] <= data_size, "[safetensors] ", path, ": tensor '",
-               name, "' data_offsets out of range (data section is ", data_size, " bytes)");
+      ZT_CHECK_AS(ErrorKind::checkpoint, offs.size() == 2 && offs[0] <= offs[1] && offs[1] <= data_size,
+                  "[safetensors] ", path, ": tensor '", name, "' data_offsets out of range (data section is ",
+                  data_size, " bytes)");
+      uint64_t bytes = dtype_size(dt);
+      for (int64_t d : shape)
+        ZT_CHECK_AS(ErrorKind::checkpoint, d >= 0 && !__builtin_mul_overflow(bytes, uint64_t(d), &bytes),
+                    "[safetensors] ", path, ": tensor '", name, "' has an invalid shape ", shape_str(shape));
+      ZT_CHECK_AS(ErrorKind::checkpoint, offs[1] - offs[0] == bytes, "[safetensors] ", path, ": tensor '", name,
+                  "' has ", offs[1] - offs[0], " bytes but shape ", shape_str(shape), " needs ", bytes);
       Tensor t = Tensor::empty(shape, dt);
-      ZT_CHECK(offs[1] - offs[0] == t.nbytes(), "[safetensors] ", path, ": tensor '", name, "' has ",
-               offs[1] - offs[0], " bytes but shape ", shape_str(shape), " needs ", t.nbytes());
       f.seekg(std::streamoff(data_start + offs[0]));
-      ZT_CHECK(f.read(static_cast<char*>(t.raw_data()), std::streamsize(t.nbytes())), "[safetensors] ", path,
-               ": short read of tensor '", name, "'");
+      ZT_CHECK_AS(ErrorKind::checkpoint, f.read(static_cast<char*>(t.raw_data()), std::streamsize(t.nbytes())),
+                  "[safetensors] ", path, ": short read of tensor '", name, "'");
       out.tensors.emplace_back(name, t);
     } catch (const nlohmann::json::exception& e) {
-      ZT_THROW("[safetensors] ", path, ": bad header entry for '", name, "': ", e.what());
+      ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", path, ": bad header entry for '", name, "': ", e.what());
     }
   }
   return out;

@@ -15,8 +15,8 @@ void parse_offload(const Section& s) {
            "ratio", "pipeline_read", "pipeline_write", "pipeline"});
   std::string device = "none";
   s.read_choice("device", device, {"none", "cpu", "nvme"});
-  ZT_CHECK(device == "none", "[config] ", s.source(), ": '", s.path("device"), "' = \"", device,
-           "\" is not supported yet (allowed: none)");
+  ZT_CHECK_AS(ErrorKind::config, device == "none", "[config] ", s.source(), ": '", s.path("device"), "' = \"", device,
+              "\" is not supported yet (allowed: none)");
   bool b = false;
   int64_t i = 0;
   double d = 0;
@@ -52,7 +52,8 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   for (const char* key : {"reduce_scatter", "allgather_partitions"}) {
     bool on = true;
     s.read_bool(key, on);
-    ZT_CHECK(on, "[config] ", s.source(), ": '", s.path(key), "' = false is not supported yet (allowed: true)");
+    ZT_CHECK_AS(ErrorKind::config, on, "[config] ", s.source(), ": '", s.path(key),
+                "' = false is not supported yet (allowed: true)");
   }
   // Accepted and validated; tuning knobs our engine does not need.
   bool b = false;
@@ -74,11 +75,11 @@ void parse_optimizer(const Section& s, OptimizerConfig& o) {
   s.read_section("params", [&](const Section& p) {
     p.allow({"lr", "betas", "eps", "weight_decay", "momentum", "nesterov", "torch_adam", "adam_w_mode"});
     for (const char* key : {"betas", "eps", "torch_adam", "adam_w_mode"})
-      ZT_CHECK(adam || !p.has(key), "[config] ", p.source(), ": '", p.path(key),
-               "' applies to Adam/AdamW, not to optimizer type ", written);
+      ZT_CHECK_AS(ErrorKind::config, adam || !p.has(key), "[config] ", p.source(), ": '", p.path(key),
+                  "' applies to Adam/AdamW, not to optimizer type ", written);
     for (const char* key : {"momentum", "nesterov"})
-      ZT_CHECK(!adam || !p.has(key), "[config] ", p.source(), ": '", p.path(key),
-               "' applies to SGD, not to optimizer type ", written);
+      ZT_CHECK_AS(ErrorKind::config, !adam || !p.has(key), "[config] ", p.source(), ": '", p.path(key),
+                  "' applies to SGD, not to optimizer type ", written);
     p.read_number("lr", o.lr, 0, true);
     if (p.has("betas")) {
       const auto& b = p.value("betas");
@@ -94,13 +95,14 @@ void parse_optimizer(const Section& s, OptimizerConfig& o) {
     p.read_number("weight_decay", o.weight_decay, 0, false);
     p.read_number("momentum", o.momentum, 0, false);
     p.read_bool("nesterov", o.nesterov);
-    ZT_CHECK(!o.nesterov || o.momentum > 0, "[config] ", p.source(), ": '", p.path("nesterov"),
-             "' = true needs '", p.path("momentum"), "' > 0");
+    ZT_CHECK_AS(ErrorKind::config, !o.nesterov || o.momentum > 0, "[config] ", p.source(), ": '", p.path("nesterov"),
+                "' = true needs '", p.path("momentum"), "' > 0");
     bool torch_adam = false;  // accepted: our Adam is the same algorithm either way
     p.read_bool("torch_adam", torch_adam);
     p.read_bool("adam_w_mode", adam_w_mode);
-    ZT_CHECK(written != "AdamW" || adam_w_mode, "[config] ", p.source(), ": '", p.path("adam_w_mode"),
-             "' = false contradicts optimizer type AdamW (use type Adam for L2 weight decay)");
+    ZT_CHECK_AS(ErrorKind::config, written != "AdamW" || adam_w_mode, "[config] ", p.source(), ": '",
+                p.path("adam_w_mode"),
+                "' = false contradicts optimizer type AdamW (use type Adam for L2 weight decay)");
   });
   // As in DeepSpeed, type Adam with adam_w_mode (the default) decays weights decoupled (AdamW).
   if (written == "Adam" && adam_w_mode) o.type = "AdamW";
@@ -122,7 +124,8 @@ void parse_fp16(const Section& s) {
            "consecutive_hysteresis", "min_loss_scale"});
   bool enabled = false;
   s.read_bool("enabled", enabled);
-  ZT_CHECK(!enabled, "[config] ", s.source(), ": fp16 is not supported yet; use bf16 (\"bf16\": {\"enabled\": true})");
+  ZT_CHECK_AS(ErrorKind::config, !enabled, "[config] ", s.source(),
+              ": fp16 is not supported yet; use bf16 (\"bf16\": {\"enabled\": true})");
   bool b = false;
   double d = 0;
   int64_t i = 0;
@@ -198,7 +201,8 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   for (const char* key : {"sparse_gradients", "prescale_gradients"}) {
     bool on = false;
     top.read_bool(key, on);
-    ZT_CHECK(!on, "[config] ", source, ": '", key, "' = true is not supported yet (allowed: false)");
+    ZT_CHECK_AS(ErrorKind::config, !on, "[config] ", source, ": '", key,
+                "' = true is not supported yet (allowed: false)");
   }
   top.read_section("model", [&](const Section& s) { parse_model(s, c.model); });
   top.read_section("data", [&](const Section& s) { parse_data(s, c.data); });

@@ -41,7 +41,7 @@ std::string nearest(const std::string& key, const std::vector<std::string>& cand
 namespace detail {
 
 void bad_value(const std::string& source, const std::string& key, const std::string& what, const json& got) {
-  ZT_THROW("[config] ", source, ": '", key, "' must be ", what, ", got ", got.dump());
+  ZT_THROW_AS(ErrorKind::config, "[config] ", source, ": '", key, "' must be ", what, ", got ", got.dump());
 }
 
 std::string join(const std::vector<std::string>& items, const char* sep) {
@@ -76,9 +76,10 @@ void Section::allow(const std::vector<std::string>& known) const {
     if (std::find(known.begin(), known.end(), item.key()) != known.end()) continue;
     std::string near = nearest(item.key(), known);
     if (!near.empty())
-      ZT_THROW("[config] ", source_, ": unknown key '", path(item.key()), "' (did you mean '", path(near), "'?)");
-    ZT_THROW("[config] ", source_, ": unknown key '", path(item.key()), "' (allowed",
-             prefix_.empty() ? "" : " in '" + prefix_ + "'", ": ", join(known), ")");
+      ZT_THROW_AS(ErrorKind::config, "[config] ", source_, ": unknown key '", path(item.key()), "' (did you mean '",
+                  path(near), "'?)");
+    ZT_THROW_AS(ErrorKind::config, "[config] ", source_, ": unknown key '", path(item.key()), "' (allowed",
+                prefix_.empty() ? "" : " in '" + prefix_ + "'", ": ", join(known), ")");
   }
 }
 

@@ -30,11 +30,12 @@ std::string parse_reason(const std::string& what) {
 }  // namespace
 
 void apply_overrides(nlohmann::json& j, const std::vector<std::string>& overrides) {
-  ZT_CHECK(j.is_object(), "[config] overrides need a JSON object at the top level, got ", j.dump());
+  ZT_CHECK_AS(ErrorKind::config, j.is_object(), "[config] overrides need a JSON object at the top level, got ",
+              j.dump());
   for (const auto& o : overrides) {
     const size_t eq = o.find('=');
-    ZT_CHECK(eq != std::string::npos && eq > 0, "[config] override '", o,
-             "' must look like key=value (e.g. optimizer.params.lr=3e-4)");
+    ZT_CHECK_AS(ErrorKind::config, eq != std::string::npos && eq > 0, "[config] override '", o,
+                "' must look like key=value (e.g. optimizer.params.lr=3e-4)");
     const std::string key = o.substr(0, eq), text = o.substr(eq + 1);
     std::vector<std::string> parts;
     std::stringstream ss(key);
@@ -42,13 +43,14 @@ void apply_overrides(nlohmann::json& j, const std::vector<std::string>& override
     nlohmann::json* node = &j;
     std::string walked;
     for (size_t i = 0; i < parts.size(); ++i) {
-      ZT_CHECK(!parts[i].empty() && key.back() != '.', "[config] override '", o, "': empty key segment in '", key, "'");
+      ZT_CHECK_AS(ErrorKind::config, !parts[i].empty() && key.back() != '.', "[config] override '", o,
+                  "': empty key segment in '", key, "'");
       if (i + 1 == parts.size()) break;
       walked += (walked.empty() ? "" : ".") + parts[i];
       nlohmann::json& next = (*node)[parts[i]];  // creates a null for a new section
       if (next.is_null()) next = nlohmann::json::object();
-      ZT_CHECK(next.is_object(), "[config] override '", o, "': '", walked, "' is not an object (it is ",
-               next.dump(), ")");
+      ZT_CHECK_AS(ErrorKind::config, next.is_object(), "[config] override '", o, "': '", walked,
+                  "' is not an object (it is ", next.dump(), ")");
       node = &next;
     }
     // The value is JSON when it parses as JSON (numbers, true/false, lists), else a plain string.
@@ -59,7 +61,8 @@ void apply_overrides(nlohmann::json& j, const std::vector<std::string>& override
 
 Config load(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path, std::ios::binary);
-  ZT_CHECK(in.good(), "[config] ", path, ": cannot open config file (", std::strerror(errno), ")");
+  ZT_CHECK_AS(ErrorKind::config, in.good(), "[config] ", path, ": cannot open config file (", std::strerror(errno),
+              ")");
   std::stringstream buf;
   buf << in.rdbuf();
   const std::string text = buf.str();
@@ -69,16 +72,17 @@ Config load(const std::string& path, const std::vector<std::string>& overrides) 
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is 1-based: the byte at which parsing failed.
     const size_t at = e.byte > 0 ? e.byte - 1 : 0;
-    ZT_THROW("[config] ", path, ": invalid JSON at byte offset ", at, " (", line_col(text, at), "): ",
-             parse_reason(e.what()));
+    ZT_THROW_AS(ErrorKind::config, "[config] ", path, ": invalid JSON at byte offset ", at, " (", line_col(text, at),
+                "): ", parse_reason(e.what()));
   }
-  ZT_CHECK(j.is_object(), "[config] ", path, ": the top level must be a JSON object, got ", j.dump());
+  ZT_CHECK_AS(ErrorKind::config, j.is_object(), "[config] ", path, ": the top level must be a JSON object, got ",
+              j.dump());
   apply_overrides(j, overrides);
   return parse(j, overrides.empty() ? path : path + " (with overrides)");
 }
 
 BatchSizes resolve_batch(const Config& c, int world_size) {
-  ZT_CHECK(world_size >= 1, "[config] world size must be >= 1, got ", world_size);
+  ZT_CHECK(world_size >= 1, "[config] resolve_batch: world size must be >= 1, got ", world_size);
   const int64_t w = world_size, t = c.train_batch_size, m = c.train_micro_batch_size_per_gpu,
                 g = c.gradient_accumulation_steps;
   auto show = [](const char* name, int64_t v) {
@@ -86,20 +90,21 @@ BatchSizes resolve_batch(const Config& c, int world_size) {
   };
   const std::string all = zt::detail::concat(show("train_batch_size", t), ", ", show("train_micro_batch_size_per_gpu", m),
                                          ", ", show("gradient_accumulation_steps", g), ", world size ", w);
-  ZT_CHECK(t > 0 || m > 0, "[config] set train_batch_size or train_micro_batch_size_per_gpu (", all, ")");
+  ZT_CHECK_AS(ErrorKind::config, t > 0 || m > 0, "[config] set train_batch_size or train_micro_batch_size_per_gpu (",
+              all, ")");
   // Divides t by the product of the two known factors; throws unless exact.
   auto derive = [&](int64_t a, int64_t b, const char* missing) {
     int64_t d = 0;
-    ZT_CHECK(!__builtin_mul_overflow(a, b, &d) && t % d == 0, "[config] cannot derive ", missing,
-             ": train_batch_size ", t, " is not a multiple of ", a, " * ", b, " (", all, ")");
+    ZT_CHECK_AS(ErrorKind::config, !__builtin_mul_overflow(a, b, &d) && t % d == 0, "[config] cannot derive ", missing,
+                ": train_batch_size ", t, " is not a multiple of ", a, " * ", b, " (", all, ")");
     return t / d;
   };
   BatchSizes out{t, m, g};
   if (t > 0 && m > 0 && g > 0) {
     int64_t p = 0;
     bool ok = !__builtin_mul_overflow(m, g, &p) && !__builtin_mul_overflow(p, w, &p) && p == t;
-    ZT_CHECK(ok, "[config] train_batch_size ", t, " != train_micro_batch_size_per_gpu ", m,
-             " * gradient_accumulation_steps ", g, " * world size ", w);
+    ZT_CHECK_AS(ErrorKind::config, ok, "[config] train_batch_size ", t, " != train_micro_batch_size_per_gpu ", m,
+                " * gradient_accumulation_steps ", g, " * world size ", w);
   } else if (t > 0 && m > 0) {
     out.accumulation = derive(m, w, "gradient_accumulation_steps");
   } else if (t > 0 && g > 0) {
@@ -111,7 +116,7 @@ BatchSizes resolve_batch(const Config& c, int world_size) {
     out.accumulation = g > 0 ? g : 1;
     bool ok = !__builtin_mul_overflow(m, out.accumulation, &out.train_batch_size) &&
               !__builtin_mul_overflow(out.train_batch_size, w, &out.train_batch_size);
-    ZT_CHECK(ok, "[config] train_batch_size overflows 64 bits (", all, ")");
+    ZT_CHECK_AS(ErrorKind::config, ok, "[config] train_batch_size overflows 64 bits (", all, ")");
   }
   return out;
 }

@@ -19,13 +19,13 @@ std::string resolve_path(const std::string& path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return path;
   if (fs::is_regular_file(path + ".gz", ec)) return path + ".gz";
-  ZT_THROW("[data] ", path, ": no such file (also tried ", path, ".gz)");
+  ZT_THROW_AS(ErrorKind::data, "[data] ", path, ": no such file (also tried ", path, ".gz)");
 }
 
 // Whole (decompressed) file contents.
 std::vector<uint8_t> read_all(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
-  ZT_CHECK(f != nullptr, "[data] ", path, ": cannot open for reading");
+  ZT_CHECK_AS(ErrorKind::data, f != nullptr, "[data] ", path, ": cannot open for reading");
   std::vector<uint8_t> out;
   constexpr unsigned kChunk = 1u << 20;
   for (;;) {
@@ -36,7 +36,7 @@ std::vector<uint8_t> read_all(const std::string& path) {
       int code = 0;
       std::string msg = gzerror(f, &code);
       gzclose(f);
-      ZT_THROW("[data] ", path, ": read error after ", old, " bytes: ", msg);
+      ZT_THROW_AS(ErrorKind::data, "[data] ", path, ": read error after ", old, " bytes: ", msg);
     }
     out.resize(old + size_t(got));
     if (got == 0) break;
@@ -45,8 +45,8 @@ std::vector<uint8_t> read_all(const std::string& path) {
   const char* msg = gzerror(f, &code);
   std::string err = (code != Z_OK && code != Z_STREAM_END) ? msg : "";
   gzclose(f);
-  ZT_CHECK(err.empty(), "[data] ", path, ": corrupt gzip stream after ", out.size(),
-           " decompressed bytes: ", err);
+  ZT_CHECK_AS(ErrorKind::data, err.empty(), "[data] ", path, ": corrupt gzip stream after ", out.size(),
+              " decompressed bytes: ", err);
   return out;
 }
 
@@ -72,34 +72,34 @@ IdxArray read_idx(const std::string& requested) {
   const size_t have = bytes.size();
   const char* what = path.size() > 3 && path.ends_with(".gz") ? " decompressed bytes" : " bytes";
 
-  ZT_CHECK(have >= 4, "[data] ", path, ": truncated: file has ", have, what,
-           " but an IDX header needs at least 4");
+  ZT_CHECK_AS(ErrorKind::data, have >= 4, "[data] ", path, ": truncated: file has ", have, what,
+              " but an IDX header needs at least 4");
   const uint32_t magic = be32(bytes, 0);
-  ZT_CHECK(magic == kMagicLabels || magic == kMagicImages, "[data] ", path,
-           ": bad IDX magic at byte offset 0: found ", hex32(magic), ", expected ",
-           hex32(kMagicLabels), " (labels) or ", hex32(kMagicImages), " (images)");
+  ZT_CHECK_AS(ErrorKind::data, magic == kMagicLabels || magic == kMagicImages, "[data] ", path,
+              ": bad IDX magic at byte offset 0: found ", hex32(magic), ", expected ", hex32(kMagicLabels),
+              " (labels) or ", hex32(kMagicImages), " (images)");
 
   const size_t ndim = magic & 0xff;
   const size_t header = 4 + 4 * ndim;
-  ZT_CHECK(have >= header, "[data] ", path, ": truncated: ", ndim, "-dim IDX header needs ", header,
-           " bytes but file has ", have, what);
+  ZT_CHECK_AS(ErrorKind::data, have >= header, "[data] ", path, ": truncated: ", ndim, "-dim IDX header needs ", header,
+              " bytes but file has ", have, what);
 
   IdxArray out;
   int64_t items = 1;
   for (size_t d = 0; d < ndim; ++d) {
     uint32_t v = be32(bytes, 4 + 4 * d);
-    ZT_CHECK(d == 0 || v > 0, "[data] ", path, ": dimension ", d, " at byte offset ", 4 + 4 * d,
-             " is 0");
+    ZT_CHECK_AS(ErrorKind::data, d == 0 || v > 0, "[data] ", path, ": dimension ", d, " at byte offset ", 4 + 4 * d,
+                " is 0");
     out.dims.push_back(int64_t(v));
-    ZT_CHECK(!__builtin_mul_overflow(items, int64_t(v), &items), "[data] ", path,
-             ": header dimensions overflow 64 bits");
+    ZT_CHECK_AS(ErrorKind::data, !__builtin_mul_overflow(items, int64_t(v), &items), "[data] ", path,
+                ": header dimensions overflow 64 bits");
   }
   const size_t expected = header + size_t(items);
-  ZT_CHECK(have >= expected, "[data] ", path, ": truncated: header says ", out.dims[0],
-           " items (expected ", expected, " bytes) but file has ", have, what);
-  ZT_CHECK(have == expected, "[data] ", path, ": ", have - expected,
-           " trailing bytes: header says ", out.dims[0], " items (expected ", expected,
-           " bytes) but file has ", have, what);
+  ZT_CHECK_AS(ErrorKind::data, have >= expected, "[data] ", path, ": truncated: header says ", out.dims[0],
+              " items (expected ", expected, " bytes) but file has ", have, what);
+  ZT_CHECK_AS(ErrorKind::data, have == expected, "[data] ", path, ": ", have - expected,
+              " trailing bytes: header says ", out.dims[0], " items (expected ", expected, " bytes) but file has ",
+              have, what);
 
   bytes.erase(bytes.begin(), bytes.begin() + std::ptrdiff_t(header));
   out.bytes = std::move(bytes);

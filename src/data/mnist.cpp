@@ -35,12 +35,12 @@ Dataset load_mnist(const std::string& dir, const std::string& split, float mean,
 
   IdxArray img = read_idx(img_path);
   IdxArray lbl = read_idx(lbl_path);
-  ZT_CHECK(img.dims.size() == 3, "[data] ", img_path, ": expected an images file (3 dims), got ",
-           img.dims.size(), " dim(s)");
-  ZT_CHECK(lbl.dims.size() == 1, "[data] ", lbl_path, ": expected a labels file (1 dim), got ",
-           lbl.dims.size(), " dims");
-  ZT_CHECK(img.dims[0] == lbl.dims[0], "[data] ", img_path, " has ", img.dims[0], " images but ",
-           lbl_path, " has ", lbl.dims[0], " labels");
+  ZT_CHECK_AS(ErrorKind::data, img.dims.size() == 3, "[data] ", img_path, ": expected an images file (3 dims), got ",
+              img.dims.size(), " dim(s)");
+  ZT_CHECK_AS(ErrorKind::data, lbl.dims.size() == 1, "[data] ", lbl_path, ": expected a labels file (1 dim), got ",
+              lbl.dims.size(), " dims");
+  ZT_CHECK_AS(ErrorKind::data, img.dims[0] == lbl.dims[0], "[data] ", img_path, " has ", img.dims[0], " images but ",
+              lbl_path, " has ", lbl.dims[0], " labels");
 
   const int64_t n = limit > 0 ? std::min(limit, img.dims[0]) : img.dims[0];
   const int64_t features = img.dims[1] * img.dims[2];
@@ -59,8 +59,8 @@ Dataset load_mnist(const std::string& dir, const std::string& split, float mean,
   int32_t* y = ds.labels.data<int32_t>();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = lbl.bytes[size_t(i)];
-    ZT_CHECK(v < kNumClasses, "[data] ", lbl_path, ": label ", v, " of sample ", i,
-             " (byte offset ", 8 + i, ") is outside 0..", kNumClasses - 1);
+    ZT_CHECK_AS(ErrorKind::data, v < kNumClasses, "[data] ", lbl_path, ": label ", v, " of sample ", i,
+                " (byte offset ", 8 + i, ") is outside 0..", kNumClasses - 1);
     y[i] = int32_t(v);
   }
   return ds;
