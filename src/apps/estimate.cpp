@@ -4,45 +4,35 @@
 
 #include "commands.h"
 #include "session.h"
-#include "zt/zero/layout.h"
+#include "zt/zero/engine.h"
 
 namespace zt::apps {
 
 namespace {
 
-// Everything estimate knows, as the JSON that --json prints; the table is drawn from it.
+// Everything estimate knows, as the JSON that --json prints; the table is drawn from it. The
+// numbers come from zero::plan_model, the plan the engine itself makes.
 nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& opt) {
   auto model = build_model(cfg);
-  std::vector<int64_t> numels;
-  std::vector<std::vector<size_t>> units;
-  for (nn::Module* u : model->parameter_owners()) {
-    units.emplace_back();
-    for (auto& [n, p] : u->own_parameters()) {
-      units.back().push_back(numels.size());
-      numels.push_back(p.numel());
-    }
-  }
-  int64_t psi = 0;
-  for (int64_t n : numels) psi += n;
   const auto spec = optimizer_spec(cfg);
-  const int64_t k = optim::state_bytes_per_elem(spec);
   const int world = opt.world;
-  nlohmann::json out = {{"parameters", psi},        {"optimizer", spec.type}, {"optimizer_state_bytes_per_param", k},
-                        {"world_size", world},      {"dtype", "fp32"},        {"stages", nlohmann::json::array()}};
+  zero::EngineOptions eo = engine_options(cfg, config::BatchSizes{1, 1, 1});
+  nlohmann::json out = {{"parameters", model->num_parameters()},
+                        {"optimizer", spec.type},
+                        {"optimizer_state_bytes_per_param", optim::state_bytes_per_elem(spec)},
+                        {"world_size", world},
+                        {"dtype", eo.dtype == DType::f32 ? "fp32" : eo.dtype == DType::bf16 ? "bf16" : "fp16"},
+                        {"stages", nlohmann::json::array()}};
   if (opt.memory_gib > 0) out["memory_gib"] = opt.memory_gib;
   for (int stage = 0; stage <= 3; ++stage) {
-    std::vector<zero::BufferPlan> plan;
-    std::vector<bool> persistent;
-    if (stage == 3) {
-      plan = zero::plan_units(numels, units, world);
-      for (auto& b : plan) persistent.push_back(b.numel <= cfg.zero.stage3_param_persistence_threshold);
-    } else {
-      plan = zero::plan_buckets(numels, cfg.zero.reduce_bucket_size, world);
-    }
-    zero::MemoryEstimate e = zero::estimate_memory(plan, stage, world, k, persistent);
-    nlohmann::json row = {{"stage", stage}, {"param", e.param}, {"grad", e.grad}, {"optim", e.optim}, {"total", e.total()}};
+    eo.stage = stage;
+    const zero::Plan plan = zero::plan_model(*model, eo, world);
+    const zero::MemoryEstimate e = plan.memory();
+    nlohmann::json row = {{"stage", stage}, {"param", e.param}, {"grad", e.grad}, {"master", e.master},
+                          {"optim", e.optim}, {"total", e.total()}};
     if (opt.memory_gib > 0)
-      row["max_params"] = zero::max_params_that_fit(int64_t(opt.memory_gib * double(1ull << 30)), stage, world, k);
+      row["max_params"] = zero::max_params_that_fit(int64_t(opt.memory_gib * double(1ull << 30)), plan.policy, world,
+                                                    plan.optim_state_bytes_per_elem);
     out["stages"].push_back(row);
   }
   return out;
@@ -53,11 +43,12 @@ void print_table(const nlohmann::json& j) {
               (long long)j["parameters"].get<int64_t>(), j["optimizer"].get<std::string>().c_str(),
               (long long)j["optimizer_state_bytes_per_param"].get<int64_t>(), j["world_size"].get<int>(),
               j["dtype"].get<std::string>().c_str());
-  std::printf("%-6s %14s %14s %14s %14s\n", "stage", "param", "grad", "optim", "total");
+  std::printf("%-6s %14s %14s %14s %14s %14s\n", "stage", "param", "grad", "master", "optim", "total");
   for (const auto& r : j["stages"]) {
     const int64_t total = r["total"];
-    std::printf("%-6d %14lld %14lld %14lld %14lld  (%s)\n", r["stage"].get<int>(), (long long)r["param"].get<int64_t>(),
-                (long long)r["grad"].get<int64_t>(), (long long)r["optim"].get<int64_t>(), (long long)total,
+    std::printf("%-6d %14lld %14lld %14lld %14lld %14lld  (%s)\n", r["stage"].get<int>(),
+                (long long)r["param"].get<int64_t>(), (long long)r["grad"].get<int64_t>(),
+                (long long)r["master"].get<int64_t>(), (long long)r["optim"].get<int64_t>(), (long long)total,
                 format_bytes(size_t(total)).c_str());
   }
   if (!j.contains("memory_gib")) return;

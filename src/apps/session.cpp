@@ -26,10 +26,25 @@ optim::OptimizerSpec optimizer_spec(const config::Config& c) {
   return s;
 }
 
+namespace {
+// DeepSpeed's dtype names in the config ("" = the working dtype).
+std::optional<DType> ds_dtype(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  return name == "fp32" ? DType::f32 : name == "fp16" ? DType::f16 : DType::bf16;
+}
+}  // namespace
+
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b) {
-  ZT_CHECK_AS(ErrorKind::config, !c.bf16,
-              "[config] 'bf16.enabled' = true is not supported yet (fp32 training only); set it to false");
   zero::EngineOptions o;
+  o.dtype = c.bf16 ? DType::bf16 : c.fp16.enabled ? DType::f16 : DType::f32;
+  o.communication_data_type = ds_dtype(c.communication_data_type);
+  o.grad_accum_dtype = ds_dtype(c.grad_accum_dtype);
+  o.loss_scale.loss_scale = c.fp16.loss_scale;
+  o.loss_scale.initial_scale_power = c.fp16.initial_scale_power;
+  o.loss_scale.loss_scale_window = c.fp16.loss_scale_window;
+  o.loss_scale.hysteresis = c.fp16.hysteresis;
+  o.loss_scale.consecutive_hysteresis = c.fp16.consecutive_hysteresis;
+  o.loss_scale.min_loss_scale = c.fp16.min_loss_scale;
   o.stage = c.zero.stage;
   o.gradient_accumulation_steps = b.accumulation;
   o.gradient_clipping = c.gradient_clipping;

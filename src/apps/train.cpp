@@ -12,6 +12,7 @@
 #include "zt/ckpt/safetensors.h"
 #include "zt/comm/group.h"
 #include "zt/core/parallel.h"
+#include "zt/ops/ops.h"
 #include "zt/optim/schedule.h"
 
 namespace zt::apps {
@@ -78,7 +79,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   std::vector<int64_t> order;
   int64_t order_epoch = -1;
   double loss_sum = 0;
-  int64_t loss_count = 0;
+  int64_t loss_count = 0, skipped = 0;
   for (int64_t step = 0; step < total_steps; ++step) {
     fault.maybe_fire(rank, step + 1);
     const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
@@ -94,9 +95,16 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       loss_sum += loss.item() / double(bs.accumulation);
       engine.backward(loss);
     }
-    const double lr = schedule->lr(step);
+    // The schedule follows applied updates: an fp16 step skipped on overflow does not advance it (as DeepSpeed).
+    const double lr = schedule->lr(engine.optimizer_steps());
     zero::StepStats st = engine.step(lr);
     ++loss_count;
+    if (st.skipped) {
+      ++skipped;
+      if (lead)
+        std::fprintf(stderr, "step %lld: fp16 gradient overflow, step skipped on every rank (loss scale %g -> %g)\n",
+                     (long long)(step + 1), st.loss_scale, engine.loss_scale());
+    }
     const bool print = (step + 1) % std::max<int64_t>(1, cfg.steps_per_print) == 0 || step + 1 == total_steps;
     if (!print) continue;
     group.set_context("step " + std::to_string(step + 1) + ", loss report");
@@ -111,28 +119,34 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     last = now;
     last_step = step + 1;
     if (!lead) continue;
-    std::fprintf(stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f | %.0f samples/s | ETA %s | %s\n",
+    const std::string scale = engine.policy().loss_scaling ? " | loss-scale " + std::to_string(int64_t(engine.loss_scale())) : "";
+    std::fprintf(stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %.0f samples/s | ETA %s | %s\n",
                  (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg,
-                 lr, st.grad_norm, sps, fmt_eta(eta).c_str(), mem_summary().c_str());
+                 lr, st.grad_norm, scale.c_str(), sps, fmt_eta(eta).c_str(), mem_summary().c_str());
     MemStats ms = Allocator::global().stats();
     nlohmann::json mem;
     for (size_t t = 0; t < kNumMemTags; ++t) mem[mem_tag_name(MemTag(t))] = ms.current[t];
     mem["peak"] = ms.total_peak;
     append_jsonl(metrics, {{"step", step + 1}, {"epoch", double(step + 1) / double(steps_per_epoch)},
                            {"loss", loss_avg}, {"lr", lr}, {"grad_norm", st.grad_norm}, {"samples_per_s", sps},
-                           {"elapsed_s", elapsed}, {"comm_bytes", group.stats().total_bytes()}, {"memory", mem}});
+                           {"elapsed_s", elapsed}, {"comm_bytes", group.stats().total_bytes()}, {"memory", mem},
+                           {"loss_scale", engine.loss_scale()}, {"skipped_steps", skipped}});
   }
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
 
   double acc = -1;
   if (cfg.run.eval_at_end) acc = evaluate(test, 1000, [&](const Tensor& x) { return engine.forward(x); });
-  // Consolidated weights: every rank takes part in the gathers; rank 0 writes.
+  // Consolidated weights, in fp32 whatever the working precision: every rank takes part in the
+  // gathers (one unit at a time at stage 3); only rank 0 keeps a copy and writes.
   std::vector<std::pair<std::string, Tensor>> weights;
-  engine.for_each_full_param([&](const std::string& n, const Tensor& p) { weights.emplace_back(n, p.clone()); });
+  engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
+    if (lead) weights.emplace_back(n, ops::cast(p, DType::f32));
+  });
   if (lead) {
     ckpt::save_safetensors(cfg.run.dir + "/model.safetensors", weights, {{"format", "zerotrain"}});
     nlohmann::json summary = {{"steps", total_steps}, {"train_seconds", train_s}, {"world_size", world},
                               {"stage", cfg.zero.stage}, {"parameters", engine.num_params()},
+                              {"dtype", dtype_name(engine.policy().param_dtype)}, {"skipped_steps", skipped},
                               {"samples_per_s", double(total_steps * bs.train_batch_size) / train_s},
                               {"comm_bytes_rank0", group.stats().total_bytes()}};
     if (acc >= 0) summary["test_accuracy"] = acc;

@@ -119,23 +119,17 @@ void parse_scheduler(const Section& s, SchedulerConfig& sc) {
   }
 }
 
-void parse_fp16(const Section& s) {
+void parse_fp16(const Section& s, Fp16Config& f) {
   s.allow({"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
            "consecutive_hysteresis", "min_loss_scale"});
-  bool enabled = false;
-  s.read_bool("enabled", enabled);
-  ZT_CHECK_AS(ErrorKind::config, !enabled, "[config] ", s.source(),
-              ": fp16 is not supported yet; use bf16 (\"bf16\": {\"enabled\": true})");
-  bool b = false;
-  double d = 0;
-  int64_t i = 0;
-  s.read_bool("auto_cast", b);
-  s.read_number("loss_scale", d, 0, false);
-  s.read_int("initial_scale_power", i, 0);
-  s.read_int("loss_scale_window", i, 1);
-  s.read_int("hysteresis", i, 1);
-  s.read_bool("consecutive_hysteresis", b);
-  s.read_number("min_loss_scale", d, 0, true);
+  s.read_bool("enabled", f.enabled);
+  s.read_bool("auto_cast", f.auto_cast);
+  s.read_number("loss_scale", f.loss_scale, 0, false);
+  s.read_int("initial_scale_power", f.initial_scale_power, 0, 120);
+  s.read_int("loss_scale_window", f.loss_scale_window, 1);
+  s.read_int("hysteresis", f.hysteresis, 1);
+  s.read_bool("consecutive_hysteresis", f.consecutive_hysteresis);
+  s.read_number("min_loss_scale", f.min_loss_scale, 0, true);
 }
 
 void parse_model(const Section& s, ModelConfig& m) {
@@ -178,7 +172,7 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   top.allow({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
              "gradient_clipping", "steps_per_print", "seed", "wall_clock_breakdown", "bf16", "fp16", "optimizer",
              "scheduler", "zero_optimization", "zero_allow_untested_optimizer", "sparse_gradients",
-             "prescale_gradients", "model", "data", "run"});
+             "prescale_gradients", "communication_data_type", "data_types", "model", "data", "run"});
   // Batch keys: absent or null means "derive from the others" (resolve_batch).
   for (auto [key, dst] : {std::pair{"train_batch_size", &c.train_batch_size},
                           std::pair{"train_micro_batch_size_per_gpu", &c.train_micro_batch_size_per_gpu},
@@ -192,7 +186,14 @@ Config parse(const nlohmann::json& j, const std::string& source) {
     s.allow({"enabled"});
     s.read_bool("enabled", c.bf16);
   });
-  top.read_section("fp16", parse_fp16);
+  top.read_section("fp16", [&](const Section& s) { parse_fp16(s, c.fp16); });
+  ZT_CHECK_AS(ErrorKind::config, !(c.bf16 && c.fp16.enabled), "[config] ", source,
+              ": 'bf16.enabled' and 'fp16.enabled' are both true; choose one");
+  top.read_choice("communication_data_type", c.communication_data_type, {"fp32", "fp16", "bf16"});
+  top.read_section("data_types", [&](const Section& s) {
+    s.allow({"grad_accum_dtype"});
+    s.read_choice("grad_accum_dtype", c.grad_accum_dtype, {"fp32", "fp16", "bf16"});
+  });
   top.read_section("optimizer", [&](const Section& s) { parse_optimizer(s, c.optimizer); });
   top.read_section("scheduler", [&](const Section& s) { parse_scheduler(s, c.scheduler); });
   top.read_section("zero_optimization", [&](const Section& s) { parse_zero(s, c.zero); });

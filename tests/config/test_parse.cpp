@@ -208,9 +208,32 @@ TEST(ConfigParse, OutOfRange) {
   EXPECT_THAT(error_of({{"scheduler", {{"type", "WarmupCosine"}}}}), HasSubstr("did you mean \"WarmupCosineLR\"?"));
 }
 
+TEST(ConfigParse, MixedPrecisionKeysAsDeepSpeed) {
+  Config c = parse(json{{"fp16", {{"enabled", true}, {"initial_scale_power", 12}, {"hysteresis", 3},
+                                  {"loss_scale_window", 50}, {"min_loss_scale", 0.5}}},
+                        {"communication_data_type", "fp32"},
+                        {"data_types", {{"grad_accum_dtype", "fp32"}}}});
+  EXPECT_TRUE(c.fp16.enabled);
+  EXPECT_EQ(c.fp16.initial_scale_power, 12);
+  EXPECT_EQ(c.fp16.hysteresis, 3);
+  EXPECT_EQ(c.fp16.loss_scale_window, 50);
+  EXPECT_EQ(c.fp16.min_loss_scale, 0.5);
+  EXPECT_EQ(c.fp16.loss_scale, 0);
+  EXPECT_EQ(c.communication_data_type, "fp32");
+  EXPECT_EQ(c.grad_accum_dtype, "fp32");
+  Config d = parse(json::object());  // DeepSpeed's defaults
+  EXPECT_FALSE(d.fp16.enabled);
+  EXPECT_EQ(d.fp16.initial_scale_power, 16);
+  EXPECT_EQ(d.fp16.loss_scale_window, 1000);
+  EXPECT_EQ(d.fp16.hysteresis, 2);
+  EXPECT_EQ(d.fp16.min_loss_scale, 1);
+  EXPECT_EQ(d.communication_data_type, "");
+  EXPECT_THAT(error_of({{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}}), HasSubstr("choose one"));
+  EXPECT_THAT(error_of({{"communication_data_type", "fp8"}}), HasSubstr("one of fp32, fp16, bf16"));
+  EXPECT_THAT(error_of({{"data_types", {{"grad_accum_dtyp", "fp32"}}}}), HasSubstr("did you mean 'data_types.grad_accum_dtype'"));
+}
+
 TEST(ConfigParse, UnsupportedFeaturesSaySo) {
-  EXPECT_THAT(error_of({{"fp16", {{"enabled", true}}}}), HasSubstr("fp16 is not supported yet; use bf16"));
-  EXPECT_NO_THROW(parse(json{{"fp16", {{"enabled", false}}}}));
   EXPECT_THAT(error_of({{"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}}),
               HasSubstr("'zero_optimization.offload_optimizer.device' = \"cpu\" is not supported yet (allowed: none)"));
   EXPECT_THAT(error_of({{"zero_optimization", {{"offload_param", {{"device", "nvme"}, {"nvme_path", "/x"}}}}}}),

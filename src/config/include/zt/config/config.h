@@ -42,6 +42,16 @@ struct ZeroConfig {
   int64_t stage3_param_persistence_threshold = 100'000;
 };
 
+// DeepSpeed's fp16 section (dynamic loss scaling unless loss_scale > 0).
+struct Fp16Config {
+  bool enabled = false;
+  bool auto_cast = false;  // accepted: floating inputs are always cast to the working dtype
+  double loss_scale = 0;   // > 0: static scale
+  int initial_scale_power = 16, loss_scale_window = 1000, hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1;
+};
+
 struct ModelConfig {
   std::string type = "mlp";           // mlp
   std::vector<int64_t> hidden = {256, 256};
@@ -78,6 +88,9 @@ struct Config {
   uint64_t seed = 42;
   bool wall_clock_breakdown = false;
   bool bf16 = false;               // bf16.enabled
+  Fp16Config fp16;
+  std::string communication_data_type;  // "" (the working dtype), fp32, fp16, bf16
+  std::string grad_accum_dtype;         // data_types.grad_accum_dtype: "" (the working dtype), fp32, fp16, bf16
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;

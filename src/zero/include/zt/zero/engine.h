@@ -54,6 +54,10 @@ struct ShardState {
   std::vector<std::pair<std::string, Tensor>> tensors;  // param, master (16-bit runs), optimizer states
 };
 
+// The plan an Engine with these options would make for `model` at this world size, without
+// building it (what `zerotrain estimate` prints).
+Plan plan_model(nn::Module& model, const EngineOptions& opts, int world);
+
 class ParamStore;
 class GradReducer;
 class OptimShard;
