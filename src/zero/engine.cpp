@@ -153,14 +153,15 @@ void Engine::on_param_ready(size_t bi) {
 void Engine::launch_reduce(size_t bi) {
   Buffer& b = *bufs_[bi];
   b.reduce_launched = true;
-  group_->set_context("step " + std::to_string(steps_ + 1) + ", micro-batch " + std::to_string(micro_) +
-                      ", bucket " + std::to_string(bi));
+  comm::CollOptions co;
+  co.label = "step " + std::to_string(steps_ + 1) + ", micro-batch " + std::to_string(micro_) + ", bucket " +
+             std::to_string(bi);
   if (opts_.stage == 0) {
-    b.reduce_work = group_->all_reduce_async(b.full_grad);
+    b.reduce_work = group_->all_reduce_async(b.full_grad, co);
   } else {
     TagScope tag(MemTag::comm);
     b.recv = Tensor::empty({b.own.size()}, DType::f32);
-    b.reduce_work = group_->reduce_scatter_async(b.full_grad, b.recv);
+    b.reduce_work = group_->reduce_scatter_async(b.full_grad, b.recv, co);
   }
   if (!opts_.overlap_comm) finish_reduce(bi);
 }
@@ -213,9 +214,9 @@ void Engine::scale_grads(float c) {
 StepStats Engine::step(double lr) {
   ZT_CHECK(at_boundary(), "[zero] step() needs ", opts_.gradient_accumulation_steps,
            " backward() calls since the last step, got ", micro_ % opts_.gradient_accumulation_steps);
-  group_->set_context("step " + std::to_string(steps_ + 1) + ", gradient norm");
   double sumsq = local_grad_sumsq();
-  if (opts_.stage >= 1) sumsq = group_->all_reduce_scalar(sumsq);  // each rank holds one shard
+  if (opts_.stage >= 1)  // each rank holds one shard
+    sumsq = group_->all_reduce_scalar(sumsq, "step " + std::to_string(steps_ + 1) + ", gradient norm");
   StepStats st;
   st.grad_norm = std::sqrt(sumsq);
   if (opts_.gradient_clipping > 0) {
@@ -232,8 +233,8 @@ StepStats Engine::step(double lr) {
       case 2: b.opt->step(b.full_param.data<float>() + b.own.begin, b.grad_shard.data<float>(), float(lr)); break;
       default: b.opt->step(b.param_shard.data<float>(), b.grad_shard.data<float>(), float(lr)); break;
     }
-    group_->set_context("step " + std::to_string(steps_ + 1) + ", parameter all-gather, bucket " + std::to_string(bi));
-    if (opts_.stage == 1 || opts_.stage == 2 || b.persistent) all_gather_params(b);
+    if (opts_.stage == 1 || opts_.stage == 2 || b.persistent)
+      all_gather_params(b, "step " + std::to_string(steps_ + 1) + ", parameter all-gather, bucket " + std::to_string(bi));
     if (opts_.stage <= 1) b.full_grad.zero_();
     else b.grad_shard.zero_();
   }
@@ -241,14 +242,14 @@ StepStats Engine::step(double lr) {
   return st;
 }
 
-void Engine::all_gather_params(Buffer& b) {
+void Engine::all_gather_params(Buffer& b, const std::string& label) {
   if (opts_.stage == 3) {
-    group_->all_gather(b.param_shard, b.full_param);
+    group_->all_gather(b.param_shard, b.full_param, label);
     return;
   }
   TagScope tag(MemTag::comm);
   Tensor mine = flat_view(b.full_param, b.own.begin, b.own.end).clone();
-  group_->all_gather(mine, b.full_param);
+  group_->all_gather(mine, b.full_param, label);
 }
 
 void Engine::for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn) {

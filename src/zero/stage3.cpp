@@ -30,8 +30,8 @@ void Engine::gather_unit(size_t bi, bool wait) {
       TagScope tag(MemTag::param);
       b.full_param = Tensor::empty({b.plan.padded}, DType::f32);
     }
-    group_->set_context("step " + std::to_string(steps_ + 1) + ", all-gather of unit " + std::to_string(bi));
-    b.gather_work = group_->all_gather_async(b.param_shard, b.full_param);
+    b.gather_work = group_->all_gather_async(
+        b.param_shard, b.full_param, "step " + std::to_string(steps_ + 1) + ", all-gather of unit " + std::to_string(bi));
   }
   if (wait && b.gather_work) {
     b.gather_work->wait();

@@ -68,7 +68,7 @@ class Engine {
   void finish_all_reduces();
   double local_grad_sumsq();
   void scale_grads(float s);
-  void all_gather_params(Buffer& b);
+  void all_gather_params(Buffer& b, const std::string& label = "");
   // Stage 3.
   void install_stage3_hooks();
   void gather_unit(size_t bi, bool async);
