@@ -11,7 +11,8 @@
 //
 // Errors: a timeout, a failed peer or an MPI error throws ErrorKind::comm; misuse (shapes,
 // dtypes, layout, root, an op the dtype cannot take) throws ErrorKind::invalid_argument on
-// every rank alike, before anything is sent, and consumes no sequence number.
+// every rank alike, from checks shared by all backends that run before anything is sent and
+// take no sequence number.
 #include <array>
 #include <cstdint>
 #include <memory>
