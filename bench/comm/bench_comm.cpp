@@ -1,10 +1,12 @@
-// Bus bandwidth of the comm collectives, defined as nccl-tests does (fp32, in-place where the
-// op allows). Run: mpirun -np 2 bench_comm [MiB ...]; rank 0 prints one JSON line per op and size.
+// Bus bandwidth of the comm collectives, defined as nccl-tests does (in-place where the op
+// allows). Run: mpirun -np 2 bench_comm [--dtype f32|bf16|f16] [MiB ...]; rank 0 prints one
+// JSON line per op and size.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "zt/comm/group.h"
@@ -29,15 +31,20 @@ double time_op(Group& g, int iters, const std::function<void()>& op) {
 int main(int argc, char** argv) {
   try {
     std::vector<int64_t> sizes_mib;  // optional arguments: buffer sizes in MiB
-    for (int i = 1; i < argc; ++i) sizes_mib.push_back(std::atoll(argv[i]));
+    DType dt = DType::f32;
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--dtype" && i + 1 < argc) dt = dtype_from_name(argv[++i]);
+      else sizes_mib.push_back(std::atoll(argv[i]));
+    }
+    const int64_t esize = int64_t(dtype_size(dt));
     if (sizes_mib.empty()) sizes_mib = {1, 16, 128};
     GroupPtr g = make_group("auto");
     const int n = g->size();
     for (int64_t mib : sizes_mib) {
-      const int64_t elems = (mib << 20) / 4 / n * n, bytes = elems * 4;
+      const int64_t elems = (mib << 20) / esize / n * n, bytes = elems * esize;
       const int iters = int(std::clamp<int64_t>(100 / mib, 5, 100));
-      Tensor full = Tensor::empty({elems}, DType::f32, MemTag::comm);
-      Tensor shard = Tensor::empty({elems / n}, DType::f32, MemTag::comm);
+      Tensor full = Tensor::empty({elems}, dt, MemTag::comm);
+      Tensor shard = Tensor::empty({elems / n}, dt, MemTag::comm);
       full.fill_(1.f);
       shard.fill_(1.f);
       struct Case {
@@ -53,9 +60,9 @@ int main(int argc, char** argv) {
         double s = time_op(*g, iters, c.run);
         double algbw = double(bytes) / s / 1e9;
         if (g->rank() == 0)
-          std::printf("{\"op\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,\"bytes\":%lld,\"iters\":%d,"
+          std::printf("{\"op\":\"%s\",\"backend\":\"%s\",\"dtype\":\"%s\",\"ranks\":%d,\"bytes\":%lld,\"iters\":%d,"
                       "\"time_us\":%.1f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-                      c.op, g->backend(), n, (long long)bytes, iters, s * 1e6, algbw, algbw * c.factor);
+                      c.op, g->backend(), dtype_name(dt), n, (long long)bytes, iters, s * 1e6, algbw, algbw * c.factor);
         std::fflush(stdout);
       }
     }

@@ -107,8 +107,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     }
     const bool print = (step + 1) % std::max<int64_t>(1, cfg.steps_per_print) == 0 || step + 1 == total_steps;
     if (!print) continue;
-    group.set_context("step " + std::to_string(step + 1) + ", loss report");
-    const double loss_avg = group.all_reduce_scalar(loss_sum / double(loss_count)) / world;
+    const double loss_avg =
+        group.all_reduce_scalar(loss_sum / double(loss_count), "step " + std::to_string(step + 1) + ", loss report") /
+        world;
     loss_sum = 0;
     loss_count = 0;
     const auto now = Clock::now();

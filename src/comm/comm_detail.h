@@ -1,6 +1,6 @@
 #pragma once
-// Internal to zt_comm: backend factories (one of mpi.cpp / no_mpi.cpp is compiled) and the
-// argument checks every backend shares, so local and MPI reject the same inputs alike.
+// Internal to zt_comm: backend factories (one of mpi.cpp / no_mpi.cpp is compiled), the
+// argument checks Group runs before any backend sees a call, and element-wise helpers.
 #include <string>
 
 #include "zt/comm/group.h"
@@ -8,18 +8,29 @@
 namespace zt::comm::detail {
 
 GroupPtr make_local_group();
-GroupPtr make_mpi_group();  // throws in a build without MPI
-bool mpi_available();
+GroupPtr make_mpi_group();  // throws ErrorKind::comm in a build without MPI
 
-// Contiguous, has storage, and a dtype the wire supports (f32, i32, i64).
+// All throw ErrorKind::invalid_argument. Buffers: defined, with storage, contiguous; avg only
+// on floating dtypes; pairs share a dtype and have size-consistent element counts.
 void check_buffer(Coll c, const Tensor& t, const char* what);
+void check_op(Coll c, ReduceOp op, DType d);
 void check_reduce_scatter(int size, const Tensor& in, const Tensor& out);
 void check_all_gather(int size, const Tensor& in, const Tensor& out);
 void check_root(int size, int root);
 // True when the byte ranges of a and b intersect (both contiguous).
 bool overlaps(const Tensor& a, const Tensor& b);
 
-// "[comm] all_gather timed out after 5.0 s on rank 1 of 2 (step 3): a peer stalled or died"
-std::string timeout_message(Coll c, double seconds, int rank, int size, const std::string& context);
+// A Work that is complete when made (local and fake backends).
+WorkPtr done_work(uint64_t seq);
+void copy_bytes(const Tensor& in, Tensor& out);  // same nbytes; aliasing allowed
+// t = t / size (avg) or t * size (fake sum), in fp32 for floating dtypes with one rounding
+// for 16-bit; integers multiply with two's-complement wrap-around, as MPI_SUM does.
+void divide_(Tensor& t, int size);
+void multiply_(Tensor& t, int size);
+
+// "[comm] all_gather timed out after 5.0 s on rank 1 of 2 (#17, step 3): a peer stalled or died"
+std::string timeout_message(Coll c, uint64_t seq, double seconds, int rank, int size, const std::string& label);
+// "all_gather #17 (step 3)": how other errors name the collective they come from.
+std::string call_name(Coll c, uint64_t seq, const std::string& label);
 
 }  // namespace zt::comm::detail

@@ -1,10 +1,21 @@
-// Backend-independent parts of the comm layer: names, stats, checks, backend selection.
+// Backend-independent parts of the comm layer: names, checks, sequence numbers, byte counts,
+// backend selection, and the element-wise helpers the backends share.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "comm_detail.h"
 
 namespace zt::comm {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+  }
+  return "unknown";
+}
 
 const char* coll_name(Coll c) {
   switch (c) {
@@ -23,10 +34,65 @@ uint64_t CommStats::total_bytes() const {
   return sum;
 }
 
-double Group::all_reduce_scalar(double v, ReduceOp op) {
+void Group::set_timeout(double seconds) {
+  ZT_CHECK(seconds > 0, "[comm] timeout must be positive, got ", seconds, " s");
+  timeout_s_ = seconds;
+}
+
+Group::Call Group::next_call(Coll coll, const CollOptions& opts) {
+  ZT_CHECK(opts.timeout_s >= 0, "[comm] ", coll_name(coll), ": timeout_s must be >= 0 (0 = the group's ",
+           timeout_s_, " s), got ", opts.timeout_s);
+  return Call{coll, opts.op, ++seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
+}
+
+void Group::count(Coll c, uint64_t bytes) {
+  stats_.bytes[size_t(c)] += bytes;
+  stats_.calls[size_t(c)] += 1;
+}
+
+// Each collective: shared checks (so every backend rejects the same inputs alike, before any
+// sequence number is taken), then the backend, then the bytes at issue time (Note [comm bytes]).
+WorkPtr Group::all_reduce_async(Tensor& buf, const CollOptions& opts) {
+  detail::check_buffer(Coll::all_reduce, buf, "buffer");
+  detail::check_op(Coll::all_reduce, opts.op, buf.dtype());
+  WorkPtr w = do_all_reduce(buf, next_call(Coll::all_reduce, opts));
+  count(Coll::all_reduce, 2 * buf.nbytes());
+  return w;
+}
+
+WorkPtr Group::reduce_scatter_async(const Tensor& in, Tensor& out, const CollOptions& opts) {
+  detail::check_reduce_scatter(size(), in, out);
+  detail::check_op(Coll::reduce_scatter, opts.op, in.dtype());
+  WorkPtr w = do_reduce_scatter(in, out, next_call(Coll::reduce_scatter, opts));
+  count(Coll::reduce_scatter, in.nbytes());
+  return w;
+}
+
+WorkPtr Group::all_gather_async(const Tensor& in, Tensor& out, const CollOptions& opts) {
+  detail::check_all_gather(size(), in, out);
+  WorkPtr w = do_all_gather(in, out, next_call(Coll::all_gather, opts));
+  count(Coll::all_gather, out.nbytes());
+  return w;
+}
+
+WorkPtr Group::broadcast_async(Tensor& buf, int root, const CollOptions& opts) {
+  detail::check_buffer(Coll::broadcast, buf, "buffer");
+  detail::check_root(size(), root);
+  WorkPtr w = do_broadcast(buf, root, next_call(Coll::broadcast, opts));
+  count(Coll::broadcast, buf.nbytes());
+  return w;
+}
+
+WorkPtr Group::barrier_async(const CollOptions& opts) {
+  WorkPtr w = do_barrier(next_call(Coll::barrier, opts));
+  count(Coll::barrier, 0);
+  return w;
+}
+
+double Group::all_reduce_scalar(double v, const CollOptions& opts) {
   Tensor t = Tensor::empty({1}, DType::f32, MemTag::comm);
   *t.data<float>() = float(v);
-  all_reduce(t, op);
+  all_reduce(t, opts);
   return double(*t.data<float>());
 }
 
@@ -48,9 +114,11 @@ void check_buffer(Coll c, const Tensor& t, const char* what) {
            " tensor is undefined or has no storage");
   ZT_CHECK(t.is_contiguous(), "[comm] ", coll_name(c), ": ", what, " tensor of shape ",
            shape_str(t.shape()), " must be contiguous");
-  DType d = t.dtype();
-  ZT_CHECK(d == DType::f32 || d == DType::i32 || d == DType::i64, "[comm] ", coll_name(c), ": ",
-           what, " dtype ", dtype_name(d), " is not supported; allowed: f32, i32, i64");
+}
+
+void check_op(Coll c, ReduceOp op, DType d) {
+  ZT_CHECK(op != ReduceOp::avg || is_floating(d), "[comm] ", coll_name(c), ": op avg needs a floating dtype (f32, bf16, f16), got ",
+           dtype_name(d));
 }
 
 static void check_pair(Coll c, const Tensor& in, const Tensor& out) {
@@ -85,12 +153,68 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   return pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
-std::string timeout_message(Coll c, double seconds, int rank, int size, const std::string& context) {
+namespace {
+class DoneWork : public Work {
+ public:
+  using Work::Work;
+  void wait() override {}
+  bool test() override { return true; }
+};
+
+// Applies f in fp32 to every element of a floating tensor, rounding 16-bit results once.
+template <typename F>
+void map_floating(Tensor& t, F f) {
+  const int64_t n = t.numel();
+  switch (t.dtype()) {
+    case DType::f32:
+      for (float *p = t.data<float>(), *e = p + n; p != e; ++p) *p = f(*p);
+      return;
+    case DType::bf16:
+      for (bf16 *p = t.data<bf16>(), *e = p + n; p != e; ++p) *p = float_to_bf16(f(bf16_to_float(*p)));
+      return;
+    case DType::f16:
+      for (f16 *p = t.data<f16>(), *e = p + n; p != e; ++p) *p = float_to_f16(f(f16_to_float(*p)));
+      return;
+    case DType::i32:
+    case DType::i64: break;
+  }
+  ZT_ASSERT(false, "[comm] map_floating on ", dtype_name(t.dtype()));
+}
+
+template <typename T, typename U>
+void multiply_int(Tensor& t, int size) {
+  for (T *p = t.data<T>(), *e = p + t.numel(); p != e; ++p) *p = T(U(*p) * U(size));
+}
+}  // namespace
+
+WorkPtr done_work(uint64_t seq) { return std::make_shared<DoneWork>(seq); }
+
+void copy_bytes(const Tensor& in, Tensor& out) {
+  ZT_ASSERT(in.nbytes() == out.nbytes());
+  if (in.nbytes() > 0 && in.raw_data() != out.raw_data()) std::memmove(out.raw_data(), in.raw_data(), in.nbytes());
+}
+
+void divide_(Tensor& t, int size) {
+  const float s = float(size);
+  map_floating(t, [s](float x) { return x / s; });
+}
+
+void multiply_(Tensor& t, int size) {
+  if (t.dtype() == DType::i32) return multiply_int<int32_t, uint32_t>(t, size);
+  if (t.dtype() == DType::i64) return multiply_int<int64_t, uint64_t>(t, size);
+  const float s = float(size);
+  map_floating(t, [s](float x) { return x * s; });
+}
+
+std::string call_name(Coll c, uint64_t seq, const std::string& label) {
+  return zt::detail::concat(coll_name(c), " #", seq, label.empty() ? "" : " (" + label + ")");
+}
+
+std::string timeout_message(Coll c, uint64_t seq, double seconds, int rank, int size, const std::string& label) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", seconds);
-  std::string ctx = context.empty() ? "" : " (" + context + ")";
-  return zt::detail::concat("[comm] ", coll_name(c), " timed out after ", secs, " s on rank ", rank, " of ",
-                size, ctx, ": a peer stalled or died");
+  return zt::detail::concat("[comm] ", coll_name(c), " timed out after ", secs, " s on rank ", rank, " of ", size,
+                            " (#", seq, label.empty() ? "" : ", " + label, "): a peer stalled or died");
 }
 
 }  // namespace detail

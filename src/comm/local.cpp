@@ -1,17 +1,9 @@
-// The "local" backend: a group of one process. Collectives reduce to copies (or nothing) but
-// validate and count bytes exactly like the MPI backend, so engine logic is testable alone.
-#include <cstring>
-
+// The "local" backend: a group of one process. Collectives reduce to copies (or nothing); the
+// checks, sequence numbers and byte counts are Group's, exactly as for the MPI backend.
 #include "comm_detail.h"
 
 namespace zt::comm::detail {
 namespace {
-
-class DoneWork : public Work {
- public:
-  void wait() override {}
-  bool test() override { return true; }
-};
 
 class LocalGroup : public Group {
  public:
@@ -26,47 +18,21 @@ class LocalGroup : public Group {
     return g;
   }
 
-  WorkPtr all_reduce_async(Tensor& buf, ReduceOp op) override {
-    (void)op;  // the sum or max over one rank is the buffer itself
-    check_buffer(Coll::all_reduce, buf, "buffer");
-    count(Coll::all_reduce, 2 * buf.nbytes());
-    return done();
-  }
-
-  WorkPtr reduce_scatter_async(const Tensor& in, Tensor& out) override {
-    check_reduce_scatter(1, in, out);
-    count(Coll::reduce_scatter, in.nbytes());
-    copy(in, out);
-    return done();
-  }
-
-  WorkPtr all_gather_async(const Tensor& in, Tensor& out) override {
-    check_all_gather(1, in, out);
-    count(Coll::all_gather, out.nbytes());
-    copy(in, out);
-    return done();
-  }
-
-  WorkPtr broadcast_async(Tensor& buf, int root) override {
-    check_buffer(Coll::broadcast, buf, "buffer");
-    check_root(1, root);
-    count(Coll::broadcast, buf.nbytes());
-    return done();
-  }
-
-  WorkPtr barrier_async() override {
-    count(Coll::barrier, 0);
-    return done();
-  }
-
   void abort_job(int code) override { (void)code; }  // nothing else to end; the caller exits
 
- private:
-  static WorkPtr done() { return std::make_shared<DoneWork>(); }
-  static void copy(const Tensor& in, Tensor& out) {
-    if (in.nbytes() > 0 && in.raw_data() != out.raw_data())
-      std::memmove(out.raw_data(), in.raw_data(), in.nbytes());
+ protected:
+  // Sum, avg and max over one rank are the buffer itself (avg: x / 1 is exact in fp32).
+  WorkPtr do_all_reduce(Tensor&, const Call& c) override { return done_work(c.seq); }
+  WorkPtr do_reduce_scatter(const Tensor& in, Tensor& out, const Call& c) override {
+    copy_bytes(in, out);
+    return done_work(c.seq);
   }
+  WorkPtr do_all_gather(const Tensor& in, Tensor& out, const Call& c) override {
+    copy_bytes(in, out);
+    return done_work(c.seq);
+  }
+  WorkPtr do_broadcast(Tensor&, int, const Call& c) override { return done_work(c.seq); }
+  WorkPtr do_barrier(const Call& c) override { return done_work(c.seq); }
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The "mpi" backend (OpenMPI). Each Group owns a duplicated communicator; collectives use the
 // non-blocking MPI calls so Work::wait() can poll with a timeout instead of hanging forever.
+// bf16 and f16 travel as 2-byte elements reduced by user-defined ops (Note [16-bit reductions]).
 #include <mpi.h>
 
 #include <algorithm>
@@ -19,12 +20,36 @@ namespace {
 using Clock = std::chrono::steady_clock;
 bool g_runtime_gone = false;  // set when the Runtime static is destroyed at exit
 
-void check_mpi(int rc, const char* call) {
+// `where` names the collective ("all_reduce #3 (step 2)") when there is one.
+void check_mpi(int rc, const char* call, const std::string& where = "") {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  ZT_THROW("[comm] ", call, " failed: ", std::string(msg, size_t(len)));
+  ZT_THROW_AS(ErrorKind::comm, "[comm] ", where, where.empty() ? "" : ": ", call, " failed: ",
+              std::string(msg, size_t(len)));
+}
+
+// Note [16-bit reductions]: MPI has no bf16/f16 arithmetic, so each 2-byte type gets a
+// user-defined op that widens both operands to fp32, adds (or compares) and rounds back to
+// nearest even. Every pairwise step rounds once, so with more than two ranks the result may
+// differ from a single rounding of the exact sum by the order MPI chose; max never rounds.
+// avg is this sum followed by an fp32 division by the group size and one more rounding.
+template <typename T, float (*widen)(T), T (*narrow)(float)>
+void sum16(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = narrow(widen(a[i]) + widen(b[i]));
+}
+
+template <typename T, float (*widen)(T)>
+void max16(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = widen(a[i]), y = widen(b[i]);
+    if (x != x || x > y) b[i] = a[i];  // NaN wins, as in torch.max
+  }
 }
 
 bool mpi_finalized() {
@@ -75,6 +100,12 @@ class Runtime {
     return graveyard_.size();
   }
 
+  // The user-defined op for a 16-bit dtype; sum serves avg too (divided when done).
+  MPI_Op op16(DType d, ReduceOp op) const {
+    const bool max = op == ReduceOp::max;
+    return d == DType::bf16 ? (max ? bf16_max_ : bf16_sum_) : (max ? f16_max_ : f16_sum_);
+  }
+
   ~Runtime() {
     g_runtime_gone = true;
     if (!owns_ || mpi_finalized()) return;
@@ -86,6 +117,7 @@ class Runtime {
       new std::vector<Pending>(std::move(graveyard_));  // leaked on purpose: no MPI calls now
       return;
     }
+    for (MPI_Op* op : {&bf16_sum_, &bf16_max_, &f16_sum_, &f16_max_}) MPI_Op_free(op);
     MPI_Finalize();
   }
 
@@ -99,11 +131,17 @@ class Runtime {
       check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
       owns_ = true;
     }
-    ZT_CHECK(provided >= MPI_THREAD_FUNNELED, "[comm] MPI provides thread level ", provided,
-             ", need at least MPI_THREAD_FUNNELED (", MPI_THREAD_FUNNELED, ")");
+    ZT_CHECK_AS(ErrorKind::comm, provided >= MPI_THREAD_FUNNELED, "[comm] MPI provides thread level ", provided,
+                ", need at least MPI_THREAD_FUNNELED (", MPI_THREAD_FUNNELED, ")");
+    // Commutative: a + b and max(a, b) round the same either way round.
+    check_mpi(MPI_Op_create(&sum16<bf16, bf16_to_float, float_to_bf16>, 1, &bf16_sum_), "MPI_Op_create");
+    check_mpi(MPI_Op_create(&max16<bf16, bf16_to_float>, 1, &bf16_max_), "MPI_Op_create");
+    check_mpi(MPI_Op_create(&sum16<f16, f16_to_float, float_to_f16>, 1, &f16_sum_), "MPI_Op_create");
+    check_mpi(MPI_Op_create(&max16<f16, f16_to_float>, 1, &f16_max_), "MPI_Op_create");
   }
 
   bool owns_ = false;
+  MPI_Op bf16_sum_ = MPI_OP_NULL, bf16_max_ = MPI_OP_NULL, f16_sum_ = MPI_OP_NULL, f16_max_ = MPI_OP_NULL;
   std::mutex mu_;
   std::vector<Pending> graveyard_;
 };
@@ -132,11 +170,10 @@ class Backoff {
 
 class MpiWork : public Work {
  public:
-  MpiWork(MPI_Request req, Coll coll, std::shared_ptr<Comm> comm, int rank, int size,
-          double timeout, std::string context, std::vector<Tensor> keep, std::function<void()> on_done)
-      : req_(req), coll_(coll), comm_(std::move(comm)), rank_(rank), size_(size),
-        timeout_(timeout), context_(std::move(context)), keep_(std::move(keep)),
-        on_done_(std::move(on_done)) {}
+  MpiWork(MPI_Request req, Coll coll, uint64_t seq, std::shared_ptr<Comm> comm, int rank, int size,
+          double timeout, std::string label, std::vector<Tensor> keep, std::function<void()> on_done)
+      : Work(seq), req_(req), coll_(coll), comm_(std::move(comm)), rank_(rank), size_(size),
+        timeout_(timeout), label_(std::move(label)), keep_(std::move(keep)), on_done_(std::move(on_done)) {}
 
   ~MpiWork() override {
     if (!done_ && !g_runtime_gone && !mpi_finalized()) Runtime::get().abandon({req_, std::move(keep_), comm_});
@@ -145,10 +182,10 @@ class MpiWork : public Work {
   bool test() override {
     if (done_) return true;
     int flag = 0;
-    check_mpi(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    check_mpi(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE), "MPI_Test", call_name(coll_, seq(), label_));
     if (!flag) return false;
     done_ = true;
-    if (on_done_) on_done_();  // e.g. copy out of a staging buffer
+    if (on_done_) on_done_();  // copy out of a staging buffer, divide for avg
     keep_.clear();
     return true;
   }
@@ -159,7 +196,7 @@ class MpiWork : public Work {
     Backoff backoff;
     while (!test()) {
       if (std::chrono::duration<double>(Clock::now() - start).count() > timeout_)
-        ZT_THROW(timeout_message(coll_, timeout_, rank_, size_, context_));
+        ZT_THROW_AS(ErrorKind::comm, timeout_message(coll_, seq(), timeout_, rank_, size_, label_));
       backoff.pause();
     }
   }
@@ -170,7 +207,7 @@ class MpiWork : public Work {
   std::shared_ptr<Comm> comm_;
   int rank_, size_;
   double timeout_;
-  std::string context_;
+  std::string label_;
   std::vector<Tensor> keep_;  // buffers must outlive the request
   std::function<void()> on_done_;
   bool done_ = false;
@@ -179,11 +216,17 @@ class MpiWork : public Work {
 MPI_Datatype mpi_dtype(DType d) {
   switch (d) {
     case DType::f32: return MPI_FLOAT;
+    case DType::bf16:
+    case DType::f16: return MPI_UINT16_T;  // opaque 2-byte elements; see mpi_op
     case DType::i32: return MPI_INT32_T;
     case DType::i64: return MPI_INT64_T;
-    default: break;
   }
-  ZT_THROW("[comm] dtype ", dtype_name(d), " has no MPI type; allowed: f32, i32, i64");
+  ZT_THROW("[comm] dtype ", dtype_name(d), " has no MPI type");
+}
+
+MPI_Op mpi_op(ReduceOp op, DType d) {
+  if (d == DType::bf16 || d == DType::f16) return Runtime::get().op16(d, op);
+  return op == ReduceOp::max ? MPI_MAX : MPI_SUM;  // avg: a sum, divided when done
 }
 
 int mpi_count(Coll c, int64_t n) {
@@ -208,7 +251,7 @@ class MpiGroup : public Group {
 
   // Blocking (MPI has no non-blocking split): every rank of this group must call it.
   std::shared_ptr<Group> split(int color, int key) override {
-    ZT_CHECK(color >= 0, "[comm] split: color ", color, " must be >= 0");
+    ZT_CHECK(color >= 0, "[comm] split: color ", color, " must be >= 0");  // MPI_UNDEFINED is negative
     MPI_Comm c = MPI_COMM_NULL;
     check_mpi(MPI_Comm_split(comm_->c, color, key, &c), "MPI_Comm_split");
     auto g = std::make_shared<MpiGroup>(c);
@@ -216,33 +259,39 @@ class MpiGroup : public Group {
     return g;
   }
 
-  WorkPtr all_reduce_async(Tensor& buf, ReduceOp op) override {
-    check_buffer(Coll::all_reduce, buf, "buffer");
-    int n = mpi_count(Coll::all_reduce, buf.numel());
-    MPI_Op mop = op == ReduceOp::sum ? MPI_SUM : MPI_MAX;
+  void abort_job(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
+
+ protected:
+  WorkPtr do_all_reduce(Tensor& buf, const Call& c) override {
+    int n = mpi_count(c.coll, buf.numel());
+    std::function<void()> on_done;
+    if (c.op == ReduceOp::avg) on_done = [buf, size = size_]() mutable { divide_(buf, size); };
     MPI_Request r;
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), n, mpi_dtype(buf.dtype()), mop, comm_->c, &r),
-              "MPI_Iallreduce");
-    return issued(r, Coll::all_reduce, 2 * buf.nbytes(), {buf}, nullptr);
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), n, mpi_dtype(buf.dtype()), mpi_op(c.op, buf.dtype()),
+                             comm_->c, &r),
+              "MPI_Iallreduce", call_name(c.coll, c.seq, c.label));
+    return issued(r, c, {buf}, std::move(on_done));
   }
 
-  WorkPtr reduce_scatter_async(const Tensor& in, Tensor& out) override {
-    check_reduce_scatter(size_, in, out);
-    int n = mpi_count(Coll::reduce_scatter, out.numel());
+  WorkPtr do_reduce_scatter(const Tensor& in, Tensor& out, const Call& c) override {
+    int n = mpi_count(c.coll, out.numel());
     // MPI forbids aliased buffers: reduce into a staging buffer and copy when done.
     Tensor dst = overlaps(in, out) ? staging_like(out) : out;
     std::function<void()> on_done;
-    if (!dst.same(out)) on_done = [dst, out]() mutable { out.copy_(dst); };
+    if (!dst.same(out) || c.op == ReduceOp::avg)
+      on_done = [dst, out, avg = c.op == ReduceOp::avg, size = size_]() mutable {
+        if (!dst.same(out)) copy_bytes(dst, out);
+        if (avg) divide_(out, size);
+      };
     MPI_Request r;
     check_mpi(MPI_Ireduce_scatter_block(in.raw_data(), dst.raw_data(), n, mpi_dtype(in.dtype()),
-                                        MPI_SUM, comm_->c, &r),
-              "MPI_Ireduce_scatter_block");
-    return issued(r, Coll::reduce_scatter, in.nbytes(), {in, out, dst}, std::move(on_done));
+                                        mpi_op(c.op, in.dtype()), comm_->c, &r),
+              "MPI_Ireduce_scatter_block", call_name(c.coll, c.seq, c.label));
+    return issued(r, c, {in, out, dst}, std::move(on_done));
   }
 
-  WorkPtr all_gather_async(const Tensor& in, Tensor& out) override {
-    check_all_gather(size_, in, out);
-    int n = mpi_count(Coll::all_gather, in.numel());
+  WorkPtr do_all_gather(const Tensor& in, Tensor& out, const Call& c) override {
+    int n = mpi_count(c.coll, in.numel());
     const void* send = in.raw_data();
     Tensor src = in;
     if (overlaps(in, out)) {
@@ -257,34 +306,29 @@ class MpiGroup : public Group {
     }
     MPI_Datatype dt = mpi_dtype(in.dtype());
     MPI_Request r;
-    check_mpi(MPI_Iallgather(send, n, dt, out.raw_data(), n, dt, comm_->c, &r), "MPI_Iallgather");
-    return issued(r, Coll::all_gather, out.nbytes(), {in, out, src}, nullptr);
+    check_mpi(MPI_Iallgather(send, n, dt, out.raw_data(), n, dt, comm_->c, &r), "MPI_Iallgather",
+              call_name(c.coll, c.seq, c.label));
+    return issued(r, c, {in, out, src}, nullptr);
   }
 
-  WorkPtr broadcast_async(Tensor& buf, int root) override {
-    check_buffer(Coll::broadcast, buf, "buffer");
-    check_root(size_, root);
-    int n = mpi_count(Coll::broadcast, buf.numel());
+  WorkPtr do_broadcast(Tensor& buf, int root, const Call& c) override {
+    int n = mpi_count(c.coll, buf.numel());
     MPI_Request r;
-    check_mpi(MPI_Ibcast(buf.raw_data(), n, mpi_dtype(buf.dtype()), root, comm_->c, &r), "MPI_Ibcast");
-    return issued(r, Coll::broadcast, buf.nbytes(), {buf}, nullptr);
+    check_mpi(MPI_Ibcast(buf.raw_data(), n, mpi_dtype(buf.dtype()), root, comm_->c, &r), "MPI_Ibcast",
+              call_name(c.coll, c.seq, c.label));
+    return issued(r, c, {buf}, nullptr);
   }
 
-  WorkPtr barrier_async() override {
+  WorkPtr do_barrier(const Call& c) override {
     MPI_Request r;
-    check_mpi(MPI_Ibarrier(comm_->c, &r), "MPI_Ibarrier");
-    return issued(r, Coll::barrier, 0, {}, nullptr);
+    check_mpi(MPI_Ibarrier(comm_->c, &r), "MPI_Ibarrier", call_name(c.coll, c.seq, c.label));
+    return issued(r, c, {}, nullptr);
   }
-
-  void abort_job(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
 
  private:
-  // Counts bytes at issue time (Note [comm bytes]) and wraps the request.
-  WorkPtr issued(MPI_Request r, Coll c, uint64_t bytes, std::vector<Tensor> keep,
-                 std::function<void()> on_done) {
-    count(c, bytes);
+  WorkPtr issued(MPI_Request r, const Call& c, std::vector<Tensor> keep, std::function<void()> on_done) {
     Runtime::get().reap();
-    return std::make_shared<MpiWork>(r, c, comm_, rank_, size_, timeout(), context(), std::move(keep),
+    return std::make_shared<MpiWork>(r, c.coll, c.seq, comm_, rank_, size_, c.timeout_s, c.label, std::move(keep),
                                      std::move(on_done));
   }
 
@@ -294,6 +338,14 @@ class MpiGroup : public Group {
 
 }  // namespace
 
+}  // namespace zt::comm::detail
+
+namespace zt::comm {
+
+bool mpi_available() { return true; }
+
+namespace detail {
+
 GroupPtr make_mpi_group() {
   Runtime::get();  // MPI_Init_thread once; finalized when the process ends
   MPI_Comm c = MPI_COMM_NULL;
@@ -301,6 +353,5 @@ GroupPtr make_mpi_group() {
   return std::make_shared<MpiGroup>(c);
 }
 
-bool mpi_available() { return true; }
-
-}  // namespace zt::comm::detail
+}  // namespace detail
+}  // namespace zt::comm

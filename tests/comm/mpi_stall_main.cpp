@@ -11,10 +11,9 @@ int main() {
   GroupPtr g = make_group("mpi");
   if (g->rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(120));
   g->set_timeout(1.0);
-  g->set_context("stall test");
   zt::Tensor t = zt::Tensor::zeros({4});
   try {
-    g->all_reduce(t);
+    g->all_reduce(t, "stall test");
   } catch (const zt::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -26,6 +26,7 @@ TEST(CommMpi, RankAndSizeMatchTheLaunch) {
   EXPECT_EQ(g->rank(), std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")));
   EXPECT_STREQ(g->backend(), "mpi");
   EXPECT_TRUE(launched_by_mpirun());
+  EXPECT_TRUE(mpi_available());
   GroupPtr a = make_group("auto");  // collective: every rank duplicates the world
   EXPECT_STREQ(a->backend(), "mpi");
   EXPECT_EQ(a->rank(), g->rank());
@@ -186,12 +187,13 @@ TEST(CommMpi, ByteCountersFollowTheNote) {
 TEST(CommMpi, BadInputThrowsOnEveryRankWithoutHanging) {
   GroupPtr g = make_group("mpi");
   const int n = g->size();
-  Tensor bf = Tensor::zeros({4}, DType::bf16);
+  Tensor i32 = Tensor::zeros({4}, DType::i32);
   try {
-    g->all_reduce(bf);
-    FAIL() << "bf16 accepted";
+    g->all_reduce(i32, ReduceOp::avg);
+    FAIL() << "avg of integers accepted";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "[comm] all_reduce: buffer dtype bf16 is not supported; allowed: f32, i32, i64");
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    EXPECT_STREQ(e.what(), "[comm] all_reduce: op avg needs a floating dtype (f32, bf16, f16), got i32");
   }
   Tensor in = Tensor::zeros({int64_t(n) * 3 + 1}), out = Tensor::zeros({3});
   EXPECT_THROW(g->reduce_scatter(in, out), Error);
@@ -203,6 +205,7 @@ TEST(CommMpi, BadInputThrowsOnEveryRankWithoutHanging) {
   EXPECT_THROW(g->broadcast(out, n), Error);
   EXPECT_THROW(g->broadcast(out, -1), Error);
   EXPECT_EQ(g->stats().total_bytes(), 0u);  // nothing was issued
+  EXPECT_EQ(g->last_seq(), 0u);             // nor numbered
   g->barrier();                             // and the group still works
 }
 

@@ -11,9 +11,12 @@ TEST(CommNoMpi, MpiBackendIsNotAvailable) {
     make_group("mpi");
     FAIL() << "mpi group created in a build without MPI";
   } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::comm);
     EXPECT_STREQ(e.what(), "[comm] backend 'mpi' is not available in this build");
   }
+  EXPECT_FALSE(mpi_available());
   EXPECT_STREQ(make_group("local")->backend(), "local");
+  EXPECT_STREQ(make_fake_group(1, 2)->backend(), "fake");
 }
 
 }  // namespace

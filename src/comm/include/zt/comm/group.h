@@ -1,12 +1,18 @@
 #pragma once
-// Process groups and collectives (c10d-style). Every collective has an async form returning a
-// Work; wait() blocks up to the group's timeout and rethrows failures with the collective's
-// name and the caller's context ("step 12, bucket 3"), so nothing hangs silently.
+// Process groups and collectives in PyTorch c10d's shape: every collective takes per-call
+// options (reduction, timeout, a label) and its async form returns a Work with a sequence
+// number; wait() blocks up to the timeout and rethrows failures naming the collective, its
+// number and label ("step 12, bucket 3"), so nothing hangs silently.
 //
 // Byte accounting (Note [comm bytes]): per call, on this rank, we count the payload that an
 // optimal algorithm moves in and out in units of the buffer: reduce_scatter counts its input
 // bytes, all_gather its output bytes, all_reduce twice its buffer (reduce-scatter + all-gather),
 // broadcast its buffer. Hence a ZeRO step moves 2Ψ (stages 0-2) or 3Ψ (stage 3) elements.
+//
+// Errors: a timeout, a failed peer or an MPI error throws ErrorKind::comm; misuse (shapes,
+// dtypes, layout, root, an op the dtype cannot take) throws ErrorKind::invalid_argument on
+// every rank alike, from checks shared by all backends that run before anything is sent and
+// take no sequence number.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -16,10 +22,30 @@
 
 namespace zt::comm {
 
-enum class ReduceOp { sum, max };
+// avg = sum / size, computed in fp32 for f32, bf16 and f16 (16-bit: one rounding after the
+// division); integers take sum and max only.
+enum class ReduceOp { sum, avg, max };
+const char* reduce_op_name(ReduceOp op);
+
 enum class Coll { all_reduce, reduce_scatter, all_gather, broadcast, barrier };
 constexpr size_t kNumColl = 5;
 const char* coll_name(Coll c);
+
+// Implicit constructors keep call sites short: all_reduce(t, ReduceOp::max),
+// all_gather(in, out, "step 3"), reduce_scatter(in, out, {ReduceOp::avg, "bucket 1", 30.0}).
+// (Not an aggregate: GCC 12 warns on designated initializers that omit trailing members.)
+struct CollOptions {
+  ReduceOp op = ReduceOp::sum;  // read by all_reduce and reduce_scatter only
+  double timeout_s = 0;         // 0 = the group's default (set_timeout)
+  std::string label;            // named in errors, e.g. "step 3, micro-batch 2, bucket 1"
+
+  CollOptions() = default;
+  CollOptions(ReduceOp reduce_op) : op(reduce_op) {}
+  CollOptions(std::string call_label) : label(std::move(call_label)) {}
+  CollOptions(const char* call_label) : label(call_label) {}
+  CollOptions(ReduceOp reduce_op, std::string call_label, double timeout = 0)
+      : op(reduce_op), timeout_s(timeout), label(std::move(call_label)) {}
+};
 
 struct CommStats {
   std::array<uint64_t, kNumColl> bytes{};
@@ -29,9 +55,16 @@ struct CommStats {
 
 class Work {
  public:
+  explicit Work(uint64_t seq) : seq_(seq) {}
   virtual ~Work() = default;
-  virtual void wait() = 0;   // throws zt::Error on failure or timeout
-  virtual bool test() = 0;   // true when complete (never throws for timeout)
+  virtual void wait() = 0;  // throws zt::Error on failure or timeout
+  virtual bool test() = 0;  // true when complete (never throws for timeout)
+  // Per group, 1 for the first collective launched and +1 for each next, in launch order;
+  // ranks launch in the same order, so the same number names the same collective everywhere.
+  uint64_t seq() const { return seq_; }
+
+ private:
+  uint64_t seq_;
 };
 using WorkPtr = std::shared_ptr<Work>;
 
@@ -41,49 +74,82 @@ class Group {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* backend() const = 0;
-  // Ranks with the same color form a group, ordered by key (then by old rank).
+  // Ranks with the same color form a group, ordered by key (then by old rank). The new group
+  // starts its own sequence numbers and statistics and inherits the default timeout.
   virtual std::shared_ptr<Group> split(int color, int key) = 0;
 
-  // Tensors must be contiguous, f32/i32/i64, and stay alive until wait() returns.
-  virtual WorkPtr all_reduce_async(Tensor& buf, ReduceOp op = ReduceOp::sum) = 0;  // in place
-  // in.numel() == size() * out.numel(); out = sum over ranks of in's slice [rank*n, (rank+1)*n).
-  virtual WorkPtr reduce_scatter_async(const Tensor& in, Tensor& out) = 0;
+  // Tensors must be contiguous (f32, bf16, f16, i32 or i64), and stay alive until wait().
+  WorkPtr all_reduce_async(Tensor& buf, const CollOptions& opts = {});  // in place
+  // in.numel() == size() * out.numel(); out = op over ranks of in's slice [rank*n, (rank+1)*n).
+  WorkPtr reduce_scatter_async(const Tensor& in, Tensor& out, const CollOptions& opts = {});
   // out.numel() == size() * in.numel(); out's slice r = rank r's in.
-  virtual WorkPtr all_gather_async(const Tensor& in, Tensor& out) = 0;
-  virtual WorkPtr broadcast_async(Tensor& buf, int root) = 0;
-  virtual WorkPtr barrier_async() = 0;
+  WorkPtr all_gather_async(const Tensor& in, Tensor& out, const CollOptions& opts = {});
+  WorkPtr broadcast_async(Tensor& buf, int root, const CollOptions& opts = {});
+  WorkPtr barrier_async(const CollOptions& opts = {});
 
-  void all_reduce(Tensor& buf, ReduceOp op = ReduceOp::sum) { all_reduce_async(buf, op)->wait(); }
-  void reduce_scatter(const Tensor& in, Tensor& out) { reduce_scatter_async(in, out)->wait(); }
-  void all_gather(const Tensor& in, Tensor& out) { all_gather_async(in, out)->wait(); }
-  void broadcast(Tensor& buf, int root) { broadcast_async(buf, root)->wait(); }
-  void barrier() { barrier_async()->wait(); }
-  double all_reduce_scalar(double v, ReduceOp op = ReduceOp::sum);  // convenience, f32 on the wire
+  void all_reduce(Tensor& buf, const CollOptions& opts = {}) { all_reduce_async(buf, opts)->wait(); }
+  void reduce_scatter(const Tensor& in, Tensor& out, const CollOptions& opts = {}) {
+    reduce_scatter_async(in, out, opts)->wait();
+  }
+  void all_gather(const Tensor& in, Tensor& out, const CollOptions& opts = {}) {
+    all_gather_async(in, out, opts)->wait();
+  }
+  void broadcast(Tensor& buf, int root, const CollOptions& opts = {}) { broadcast_async(buf, root, opts)->wait(); }
+  void barrier(const CollOptions& opts = {}) { barrier_async(opts)->wait(); }
+  double all_reduce_scalar(double v, const CollOptions& opts = {});  // convenience, f32 on the wire
 
   // Ends every process of the job (MPI_Abort); for the CLI after a fatal error. Local: no-op.
   virtual void abort_job(int code) = 0;
 
-  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  void set_timeout(double seconds);  // the default for calls whose options leave it 0
   double timeout() const { return timeout_s_; }
-  void set_context(std::string ctx) { context_ = std::move(ctx); }  // named in timeout errors
-  const std::string& context() const { return context_; }
+  uint64_t last_seq() const { return seq_; }  // 0 before the first collective
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = CommStats{}; }
 
  protected:
-  void count(Coll c, uint64_t bytes) {
-    stats_.bytes[size_t(c)] += bytes;
-    stats_.calls[size_t(c)] += 1;
-  }
+  // What a backend needs to launch one collective that passed the shared checks.
+  struct Call {
+    Coll coll;
+    ReduceOp op;
+    uint64_t seq;
+    double timeout_s;  // resolved: the call's or the group's
+    std::string label;
+  };
+  virtual WorkPtr do_all_reduce(Tensor& buf, const Call& c) = 0;
+  virtual WorkPtr do_reduce_scatter(const Tensor& in, Tensor& out, const Call& c) = 0;
+  virtual WorkPtr do_all_gather(const Tensor& in, Tensor& out, const Call& c) = 0;
+  virtual WorkPtr do_broadcast(Tensor& buf, int root, const Call& c) = 0;
+  virtual WorkPtr do_barrier(const Call& c) = 0;
+
+ private:
+  Call next_call(Coll coll, const CollOptions& opts);  // takes the next sequence number
+  void count(Coll c, uint64_t bytes);
+
   double timeout_s_ = 300.0;
-  std::string context_;
+  uint64_t seq_ = 0;
   CommStats stats_;
 };
 using GroupPtr = std::shared_ptr<Group>;
 
 // "local" (one process), "mpi", or "auto" (mpi when launched by mpirun, else local).
-// "mpi" in a build without MPI throws "[comm] backend 'mpi' is not available in this build".
+// "mpi" in a build without MPI throws ErrorKind::comm
+// "[comm] backend 'mpi' is not available in this build".
 GroupPtr make_group(const std::string& backend);
 bool launched_by_mpirun();
+bool mpi_available();  // whether this build has the mpi backend
+
+// Note [fake group]: a group of `size` ranks inside one process, as c10d's FakeProcessGroup,
+// so the engine's N-rank arithmetic (shards, padding, averaging, byte counts) runs in unit
+// tests. Semantics: every peer contributes exactly what this rank contributes, and nothing
+// ever waits or times out.
+//   all_reduce:     sum -> buf * size; avg -> buf; max -> buf
+//   reduce_scatter: out = this rank's slice of in; times size for sum
+//   all_gather:     every slice of out = in
+//   broadcast, barrier: no-op (the root already holds what every rank holds)
+//   split:          every peer picks this rank's color and key, so the group is (rank, size)
+// 16-bit products round once (fp32 multiply, then round); byte counts, sequence numbers and
+// checks are those of the real backends. backend() is "fake".
+GroupPtr make_fake_group(int rank, int size);
 
 }  // namespace zt::comm
