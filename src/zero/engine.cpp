@@ -82,7 +82,11 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
         b->grad_shard = Tensor::zeros({S});
       }
     }
-    b->opt = optim::FlatOptimizer::create(opts_.optimizer, opts_.stage >= 1 ? S : b->plan.padded);
+    {
+      TagScope tag(MemTag::optim);
+      const int64_t n = opts_.stage >= 1 ? S : b->plan.padded;
+      for (size_t k = 0; k < optim::state_names(opts_.optimizer).size(); ++k) b->opt.states.push_back(Tensor::zeros({n}));
+    }
     for (auto& s : b->plan.params)
       autograd::add_grad_ready_hook(params_[s.index], [this, bi](Tensor&) { on_param_ready(bi); });
     bufs_.push_back(std::move(b));
@@ -224,14 +228,19 @@ StepStats Engine::step(double lr) {
   }
   for (size_t bi = 0; bi < bufs_.size(); ++bi) {
     Buffer& b = *bufs_[bi];
+    optim::UpdateArgs a;
     switch (opts_.stage) {
-      case 0: b.opt->step(b.full_param.data<float>(), b.full_grad.data<float>(), float(lr)); break;
+      case 0: a.param = b.full_param, a.grad = b.full_grad; break;
       case 1:
-        b.opt->step(b.full_param.data<float>() + b.own.begin, b.full_grad.data<float>() + b.own.begin, float(lr));
+        a.param = flat_view(b.full_param, b.own.begin, b.own.end), a.grad = flat_view(b.full_grad, b.own.begin, b.own.end);
         break;
-      case 2: b.opt->step(b.full_param.data<float>() + b.own.begin, b.grad_shard.data<float>(), float(lr)); break;
-      default: b.opt->step(b.param_shard.data<float>(), b.grad_shard.data<float>(), float(lr)); break;
+      case 2: a.param = flat_view(b.full_param, b.own.begin, b.own.end), a.grad = b.grad_shard; break;
+      default: a.param = b.param_shard, a.grad = b.grad_shard; break;
     }
+    a.states = b.opt.states;
+    a.lr = float(lr);
+    a.step = ++b.opt.step;
+    optim::update(opts_.optimizer, a);
     group_->set_context("step " + std::to_string(steps_ + 1) + ", parameter all-gather, bucket " + std::to_string(bi));
     if (opts_.stage == 1 || opts_.stage == 2 || b.persistent) all_gather_params(b);
     if (opts_.stage <= 1) b.full_grad.zero_();
@@ -276,12 +285,6 @@ int64_t Engine::padded_params() const {
   int64_t n = 0;
   for (auto& b : plan_) n += b.padded;
   return n;
-}
-
-std::vector<optim::FlatOptimizer*> Engine::optimizers() {
-  std::vector<optim::FlatOptimizer*> out;
-  for (auto& b : bufs_) out.push_back(b->opt.get());
-  return out;
 }
 
 }  // namespace zt::zero

@@ -6,6 +6,12 @@
 
 namespace zt::zero {
 
+// This rank's optimizer state for one buffer's shard (optim::update is stateless).
+struct OptimShard {
+  std::vector<Tensor> states;  // optim::state_names() order, fp32, MemTag::optim
+  int64_t step = 0;            // updates done
+};
+
 struct Engine::Buffer {
   BufferPlan plan;
   Range own;                  // this rank's range of the padded buffer
@@ -15,7 +21,7 @@ struct Engine::Buffer {
   Tensor full_grad;           // stages 0-1: always (grad); stages 2-3: during backward (comm)
   Tensor grad_shard;          // stages 2-3: reduced, accumulated gradient shard
   Tensor recv;                // reduce-scatter output in flight
-  std::unique_ptr<optim::FlatOptimizer> opt;
+  OptimShard opt;
   int pending = 0;            // parameters whose gradient is not final in this backward
   bool reduce_launched = false;
   comm::WorkPtr reduce_work, gather_work;

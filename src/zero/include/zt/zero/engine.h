@@ -55,7 +55,6 @@ class Engine {
   const comm::GroupPtr& group() const { return group_; }
   const EngineOptions& options() const { return opts_; }
   int64_t optimizer_steps() const { return steps_; }
-  std::vector<optim::FlatOptimizer*> optimizers();
 
  private:
   struct Buffer;
