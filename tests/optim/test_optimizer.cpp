@@ -1,9 +1,11 @@
-// FlatOptimizer against PyTorch 1.13 golden trajectories (tests/golden/optim.json, written by
-// tests/optim/gen_optim_golden.py), on both sides of the parallel grain.
+// optim::update against PyTorch 1.13 golden trajectories (tests/golden/optim.json, written by
+// tests/optim/gen_optim_golden.py) in f32 and mixed precision, on both sides of the grain.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "zt/core/allocator.h"
@@ -37,193 +39,311 @@ OptimizerSpec spec_of(const json& c) {
   return s;
 }
 
-// Runs every golden case on a buffer of `reps` copies of the 7-element vector, so a large
-// `reps` exercises the parallel path; every copy must follow torch's trajectory.
-void check_golden(int64_t reps) {
-  set_num_threads(2);  // make the parallel branch really split across threads
-  ASSERT_GT(golden()["cases"].size(), 0u);
-  for (const auto& c : golden()["cases"]) {
-    SCOPED_TRACE(c["name"].get<std::string>());
-    const auto init = c["init"].get<std::vector<float>>();
-    const int64_t k = int64_t(init.size()), n = k * reps;
-    std::vector<float> p(static_cast<size_t>(n)), g(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) p[size_t(i)] = init[size_t(i % k)];
-    auto opt = FlatOptimizer::create(spec_of(c), n);
-    const auto& lrs = c["lrs"];
-    for (size_t s = 0; s < lrs.size(); ++s) {
-      const auto gs = c["grads"][s].get<std::vector<float>>();
-      for (int64_t i = 0; i < n; ++i) g[size_t(i)] = gs[size_t(i % k)];
-      opt->step(p.data(), g.data(), lrs[s].get<float>());
-      const auto want = c["params"][s].get<std::vector<float>>();
-      for (int64_t i = 0; i < n; ++i) {
-        const float w = want[size_t(i % k)];
-        ASSERT_NEAR(p[size_t(i)], w, 1e-6f * std::max(1.f, std::fabs(w))) << "step " << s << " elem " << i;
-      }
-    }
-    EXPECT_EQ(opt->steps(), int64_t(lrs.size()));
-    for (auto& [name, t] : opt->state()) {
-      ASSERT_TRUE(c["final_state"].contains(name)) << name;
-      const auto want = c["final_state"][name].get<std::vector<float>>();
-      const float* v = t.data<float>();
-      for (int64_t i = 0; i < n; ++i)
-        ASSERT_NEAR(v[i], want[size_t(i % k)], 1e-6f * std::max(1.f, std::fabs(want[size_t(i % k)])))
-            << name << " elem " << i;
-    }
-    EXPECT_EQ(opt->state().size(), c["final_state"].size());
+// `reps` copies of a 7-element vector, so a large `reps` exercises the parallel path.
+Tensor repeated(const std::vector<float>& v, int64_t reps, DType dt) {
+  std::vector<float> out;
+  for (int64_t r = 0; r < reps; ++r) out.insert(out.end(), v.begin(), v.end());
+  return Tensor::from_vector(out, {int64_t(out.size())}, dt);
+}
+
+std::vector<Tensor> zero_states(const OptimizerSpec& s, int64_t n) {
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < state_names(s).size(); ++k) out.push_back(Tensor::zeros({n}));
+  return out;
+}
+
+void expect_near_all(const Tensor& t, const std::vector<float>& want, float rel, const std::string& what) {
+  const auto got = t.to_vector();
+  const size_t k = want.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float w = want[i % k];
+    ASSERT_NEAR(got[i], w, rel * std::max(1.f, std::fabs(w))) << what << " elem " << i;
   }
 }
 
-TEST(Optimizer, GoldenSmallSerial) {
-  static_assert(7 * 3 < kOptimGrain);
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.numel() == b.numel() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+// Every golden case: the fp32 weights (master, or f32 params) within 1e-6 of torch; with a
+// master, params are exactly the master rounded and within one ulp of their dtype of torch's.
+void check_golden(int64_t reps) {
+  set_num_threads(2);  // make the parallel branch really split across threads
+  ASSERT_EQ(golden()["cases"].size(), 20u);
+  for (const auto& c : golden()["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const OptimizerSpec spec = spec_of(c);
+    const DType pd = dtype_from_name(c["param_dtype"].get<std::string>());
+    const DType gd = dtype_from_name(c["grad_dtype"].get<std::string>());
+    const auto init = c["init"].get<std::vector<float>>();
+    UpdateArgs a;
+    a.param = repeated(init, reps, pd);
+    if (c["master"].get<bool>()) a.master = repeated(init, reps, DType::f32);
+    const int64_t n = a.param.numel();
+    a.states = zero_states(spec, n);
+    a.grad_scale = c["grad_scale"].get<float>();
+    const float ulp = pd == DType::bf16 ? 1.f / 128 : pd == DType::f16 ? 1.f / 1024 : 1e-6f;
+    for (size_t s = 0; s < c["lrs"].size(); ++s) {
+      a.grad = repeated(c["grads"][s].get<std::vector<float>>(), reps, gd);
+      a.lr = c["lrs"][s].get<float>();
+      a.step = int64_t(s) + 1;
+      update(spec, a);
+      const auto want = c["params"][s].get<std::vector<float>>();
+      expect_near_all(a.master.defined() ? a.master : a.param, want, 1e-6f, "step " + std::to_string(s));
+      if (a.master.defined()) {
+        ASSERT_TRUE(bitwise_equal(a.param, a.master.to(pd))) << "param is not round(master) at step " << s;
+        expect_near_all(a.param, c["low_params"][s].get<std::vector<float>>(), ulp, "low param step " + std::to_string(s));
+      }
+    }
+    const auto names = state_names(spec);
+    ASSERT_EQ(names.size(), c["final_state"].size());
+    for (size_t k = 0; k < names.size(); ++k) {
+      ASSERT_TRUE(c["final_state"].contains(names[k])) << names[k];
+      expect_near_all(a.states[k], c["final_state"][names[k]].get<std::vector<float>>(), 1e-6f, names[k]);
+    }
+  }
+}
+
+TEST(Update, MatchesTorchGoldenBelowTheGrain) {
+  static_assert(7 * 3 <= kOptimGrain);
   check_golden(3);
 }
 
-TEST(Optimizer, GoldenLargeParallel) { check_golden(kOptimGrain / 7 * 3 + 5); }
+TEST(Update, MatchesTorchGoldenAboveTheGrain) { check_golden(kOptimGrain / 7 * 3 + 5); }
 
-// Element-wise updates: a buffer above the grain must give bit-identical results to the same
-// elements updated below it, for every optimizer variant.
-TEST(Optimizer, ParallelEqualsSerialBitwise) {
-  set_num_threads(2);
-  const int64_t n = 2 * kOptimGrain + 123, half = n / 2;
-  ASSERT_LT(n - half, kOptimGrain * 2);
-  for (const char* type : {"Adam", "AdamW", "SGD"}) {
-    for (float wd : {0.f, 0.05f}) {
-      OptimizerSpec s;
-      s.type = type;
-      s.weight_decay = wd;
-      s.momentum = std::string(type) == "SGD" ? 0.8f : 0.f;
-      s.nesterov = wd > 0 && std::string(type) == "SGD";
-      std::vector<float> p(static_cast<size_t>(n)), g(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) p[size_t(i)] = std::sin(0.01f * float(i));
-      std::vector<float> q = p;
-      auto big = FlatOptimizer::create(s, n);
-      // Same elements in pieces smaller than the grain (serial path).
-      std::vector<std::unique_ptr<FlatOptimizer>> small;
-      std::vector<int64_t> starts;
-      for (int64_t b = 0; b < n; b += kOptimGrain / 2) {
-        starts.push_back(b);
-        small.push_back(FlatOptimizer::create(s, std::min(kOptimGrain / 2, n - b)));
+struct Variant {
+  const char* type;
+  float wd, momentum;
+  bool nesterov;
+};
+const Variant kVariants[] = {{"Adam", 0, 0, false},   {"Adam", 0.05f, 0, false},   {"AdamW", 0.05f, 0, false},
+                             {"SGD", 0, 0, false},    {"SGD", 0.05f, 0, false},    {"SGD", 0, 0.8f, false},
+                             {"SGD", 0.05f, 0.8f, false}, {"SGD", 0.05f, 0.8f, true}};
+struct Precision {
+  DType param, grad;
+  bool master;
+};
+const Precision kPrecisions[] = {{DType::f32, DType::f32, false}, {DType::f32, DType::bf16, false},
+                                 {DType::bf16, DType::bf16, true}, {DType::f16, DType::f16, true},
+                                 {DType::bf16, DType::f32, true},  {DType::f16, DType::bf16, true}};
+
+OptimizerSpec spec_of(const Variant& v) {
+  OptimizerSpec s;
+  s.type = v.type;
+  s.weight_decay = v.wd;
+  s.momentum = v.momentum;
+  s.nesterov = v.nesterov;
+  return s;
+}
+
+// Three updates of n elements, in pieces of `piece` elements each, on `threads` threads.
+// Returns param, master and states.
+std::vector<Tensor> run_pieces(const OptimizerSpec& s, const Precision& pr, int64_t n, int64_t piece, int threads) {
+  set_num_threads(threads);
+  std::vector<float> p(static_cast<size_t>(n)), g(p.size());
+  for (int64_t i = 0; i < n; ++i) p[size_t(i)] = std::sin(0.01f * float(i));
+  Tensor param = Tensor::from_vector(p, {n}, pr.param), master = pr.master ? param.to(DType::f32) : Tensor();
+  std::vector<Tensor> states = zero_states(s, n);
+  for (int step = 1; step <= 3; ++step) {
+    for (int64_t i = 0; i < n; ++i) g[size_t(i)] = 50.f * std::cos(0.003f * float(i * step));
+    Tensor grad = Tensor::from_vector(g, {n}, pr.grad);
+    for (int64_t b = 0; b < n; b += piece) {
+      const int64_t e = std::min(n, b + piece);
+      UpdateArgs a;
+      a.param = param.slice(0, b, e);
+      if (master.defined()) a.master = master.slice(0, b, e);
+      a.grad = grad.slice(0, b, e);
+      for (auto& t : states) a.states.push_back(t.slice(0, b, e));
+      a.lr = 0.01f;
+      a.step = step;
+      a.grad_scale = 0.02f;
+      update(s, a);
+    }
+  }
+  std::vector<Tensor> out{param};
+  if (master.defined()) out.push_back(master);
+  out.insert(out.end(), states.begin(), states.end());
+  return out;
+}
+
+// Element-wise updates: the same elements updated in one call above the grain (parallel) or
+// in pieces below it (serial), on 1 or 2 threads, give bit-identical results in every dtype.
+TEST(Update, ResultsDoNotDependOnChunkingOrThreads) {
+  const int64_t n = 2 * kOptimGrain + 123;
+  for (const Variant& v : kVariants) {
+    for (const Precision& pr : kPrecisions) {
+      SCOPED_TRACE(std::string(v.type) + " wd " + std::to_string(v.wd) + " mom " + std::to_string(v.momentum) +
+                   " param " + dtype_name(pr.param) + " grad " + dtype_name(pr.grad));
+      const OptimizerSpec s = spec_of(v);
+      const auto whole2 = run_pieces(s, pr, n, n, 2), whole1 = run_pieces(s, pr, n, n, 1);
+      const auto pieces = run_pieces(s, pr, n, kOptimGrain / 2, 2);
+      ASSERT_EQ(whole2.size(), pieces.size());
+      for (size_t k = 0; k < whole2.size(); ++k) {
+        EXPECT_TRUE(bitwise_equal(whole2[k], pieces[k])) << "tensor " << k;
+        EXPECT_TRUE(bitwise_equal(whole2[k], whole1[k])) << "tensor " << k;
       }
-      for (int step = 0; step < 3; ++step) {
-        for (int64_t i = 0; i < n; ++i) g[size_t(i)] = std::cos(0.003f * float(i * (step + 1)));
-        big->step(p.data(), g.data(), 0.01f);
-        for (size_t j = 0; j < small.size(); ++j) small[j]->step(q.data() + starts[j], g.data() + starts[j], 0.01f);
-      }
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(p[size_t(i)], q[size_t(i)]) << type << " wd " << wd << " elem " << i;
     }
   }
 }
 
-TEST(Optimizer, StateIsTaggedOptimAndSized) {
-  const int64_t n = 1000;
-  auto optim_bytes = [] { return Allocator::global().stats().of(MemTag::optim); };
-  struct Case { const char* type; float momentum; size_t bytes; size_t tensors; };
-  for (Case c : {Case{"Adam", 0.f, size_t(8 * n), 2}, Case{"adamw", 0.f, size_t(8 * n), 2}, Case{"SGD", 0.9f, size_t(4 * n), 1},
-                 Case{"sgd", 0.f, 0, 0}}) {
-    SCOPED_TRACE(c.type);
-    const size_t before = optim_bytes();
+// grad_scale is one float multiply: scaling inside equals pre-scaling an f32 gradient.
+TEST(Update, GradScaleEqualsPrescaledGradient) {
+  for (const Variant& v : kVariants) {
+    const OptimizerSpec s = spec_of(v);
+    const int64_t n = 257;
+    std::vector<float> g(n);
+    for (int64_t i = 0; i < n; ++i) g[size_t(i)] = 1000.f * std::sin(float(i));
+    const float scale = 0.37f / 1024;
+    UpdateArgs a, b;
+    a.param = Tensor::full({n}, 0.5f), b.param = Tensor::full({n}, 0.5f);
+    a.states = zero_states(s, n), b.states = zero_states(s, n);
+    a.grad = Tensor::from_vector(g, {n});
+    for (auto& x : g) x *= scale;
+    b.grad = Tensor::from_vector(g, {n});
+    a.grad_scale = scale;
+    a.lr = b.lr = 0.01f;
+    for (int step = 1; step <= 2; ++step) {
+      a.step = b.step = step;
+      update(s, a);
+      update(s, b);
+    }
+    EXPECT_TRUE(bitwise_equal(a.param, b.param)) << v.type;
+  }
+}
+
+// An f32 master beside f32 params follows exactly the in-place f32 trajectory.
+TEST(Update, F32MasterMatchesInPlaceF32) {
+  for (const Variant& v : kVariants) {
+    const OptimizerSpec s = spec_of(v);
+    const auto plain = run_pieces(s, {DType::f32, DType::f32, false}, 100, 100, 1);
+    const auto with_master = run_pieces(s, {DType::f32, DType::f32, true}, 100, 100, 1);
+    EXPECT_TRUE(bitwise_equal(plain[0], with_master[0])) << v.type;
+    EXPECT_TRUE(bitwise_equal(plain[0], with_master[1])) << v.type;
+  }
+}
+
+// Restoring the states and continuing at the next step number continues the same trajectory.
+TEST(Update, ResumeFromCopiedStatesMatchesUninterrupted) {
+  for (const Variant& v : kVariants) {
+    const OptimizerSpec s = spec_of(v);
+    const int64_t n = 9;
+    UpdateArgs a;
+    a.param = Tensor::full({n}, 0.5f);
+    a.states = zero_states(s, n);
+    a.lr = 0.1f;
+    auto grad = [&](int step) {
+      std::vector<float> g(n);
+      for (int64_t i = 0; i < n; ++i) g[size_t(i)] = float(i - 4) * 0.1f + float(step);
+      return Tensor::from_vector(g, {n});
+    };
+    UpdateArgs b = a;
+    for (int step = 1; step <= 4; ++step) {
+      if (step == 3) {  // b resumes from a's state after two updates
+        b.param = a.param.clone();
+        b.states.clear();
+        for (auto& t : a.states) b.states.push_back(t.clone());
+      }
+      a.grad = grad(step), a.step = step;
+      update(s, a);
+      if (step >= 3) b.grad = grad(step), b.step = step, update(s, b);
+    }
+    EXPECT_TRUE(bitwise_equal(a.param, b.param)) << v.type;
+  }
+}
+
+// As torch's lazy momentum_buffer: step 1 sets the buffer to the gradient, whatever it held.
+TEST(Update, SgdStepOneInitialisesMomentumFromTheGradient) {
+  OptimizerSpec s = spec_of(Variant{"SGD", 0.f, 0.9f, false});
+  UpdateArgs a;
+  a.param = Tensor::full({4}, 1.f);
+  a.grad = Tensor::full({4}, 0.25f);
+  a.states = {Tensor::full({4}, 7.f)};
+  a.lr = 0.1f;
+  update(s, a);
+  EXPECT_EQ(a.states[0].to_vector(), std::vector<float>(4, 0.25f));
+  a.step = 2;
+  update(s, a);
+  EXPECT_EQ(a.states[0].to_vector(), std::vector<float>(4, 0.25f * 0.9f + 0.25f));
+}
+
+TEST(Update, ZeroElementsIsANoOp) {
+  OptimizerSpec s;
+  UpdateArgs a;
+  a.param = Tensor::empty({0});
+  a.grad = Tensor::empty({0});
+  a.states = zero_states(s, 0);
+  EXPECT_NO_THROW(update(s, a));
+}
+
+TEST(StateNames, FollowTheOptimizerAndSizeItsState) {
+  struct Case {
+    const char* type;
+    float momentum;
+    std::vector<std::string> names;
+  };
+  for (const Case& c : {Case{"Adam", 0.f, {"exp_avg", "exp_avg_sq"}}, Case{"adamw", 0.f, {"exp_avg", "exp_avg_sq"}},
+                        Case{"SGD", 0.9f, {"momentum_buffer"}}, Case{"sgd", 0.f, {}}}) {
     OptimizerSpec s;
     s.type = c.type;
     s.momentum = c.momentum;
-    {
-      auto opt = FlatOptimizer::create(s, n);
-      EXPECT_EQ(opt->state_bytes(), c.bytes);
-      EXPECT_EQ(optim_bytes() - before, c.bytes);
-      EXPECT_EQ(opt->state().size(), c.tensors);
-      EXPECT_EQ(opt->size(), n);
-      for (auto& [name, t] : opt->state()) {
-        EXPECT_EQ(t.storage()->tag(), MemTag::optim) << name;
-        EXPECT_EQ(t.shape(), Shape{n});
-      }
-    }
-    EXPECT_EQ(optim_bytes(), before);
+    EXPECT_EQ(state_names(s), c.names) << c.type;
+    EXPECT_EQ(state_bytes_per_elem(s), 4 * int64_t(c.names.size())) << c.type;
   }
 }
 
-TEST(Optimizer, AdamStateNamesForCheckpoints) {
-  auto opt = FlatOptimizer::create(OptimizerSpec{}, 4);
-  auto st = opt->state();
-  ASSERT_EQ(st.size(), 2u);
-  EXPECT_EQ(st[0].first, "exp_avg");
-  EXPECT_EQ(st[1].first, "exp_avg_sq");
-  EXPECT_EQ(opt->spec().type, "AdamW");
-}
-
-// Restoring steps and state from a checkpoint continues the same trajectory.
-TEST(Optimizer, ResumeFromStateMatchesUninterrupted) {
-  for (const char* type : {"AdamW", "SGD"}) {
-    OptimizerSpec s;
-    s.type = type;
-    s.momentum = 0.9f;
-    s.weight_decay = 0.01f;
-    const int64_t n = 9;
-    std::vector<float> p(n, 0.5f), g(n), q;
-    auto a = FlatOptimizer::create(s, n);
-    auto grad = [&](int step) { for (int64_t i = 0; i < n; ++i) g[size_t(i)] = float(i - 4) * 0.1f + float(step); };
-    for (int step = 0; step < 2; ++step) grad(step), a->step(p.data(), g.data(), 0.1f);
-    q = p;
-    auto b = FlatOptimizer::create(s, n);
-    b->set_steps(a->steps());
-    auto sa = a->state(), sb = b->state();
-    for (size_t k = 0; k < sa.size(); ++k) sb[k].second.copy_(sa[k].second);
-    for (int step = 2; step < 4; ++step) {
-      grad(step);
-      a->step(p.data(), g.data(), 0.1f);
-      b->step(q.data(), g.data(), 0.1f);
-    }
-    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(p[size_t(i)], q[size_t(i)]) << type;
-  }
-}
-
-TEST(Optimizer, ZeroSizeShardIsANoOp) {
-  auto opt = FlatOptimizer::create(OptimizerSpec{}, 0);
-  opt->step(nullptr, nullptr, 0.1f);
-  EXPECT_EQ(opt->steps(), 1);
-  EXPECT_EQ(opt->state_bytes(), 0u);
-}
-
-void expect_error(const OptimizerSpec& s, const std::string& part) {
+void expect_error(const std::function<void()>& fn, ErrorKind kind, const std::string& part) {
   try {
-    FlatOptimizer::create(s, 4);
+    fn();
     ADD_FAILURE() << "no error, expected: " << part;
   } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
     EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
 }
 
-TEST(Optimizer, RejectsBadSpecs) {
-  OptimizerSpec s;
-  s.type = "Lamb";
-  expect_error(s, "unknown optimizer type 'Lamb' (allowed: Adam, AdamW, SGD)");
-  s = {};
-  s.lr = -1.f;
-  expect_error(s, "lr must be >= 0");
-  s = {};
-  s.beta2 = 1.f;
-  expect_error(s, "beta2 must be in [0, 1)");
-  s = {};
-  s.type = "SGD";
-  s.nesterov = true;
-  expect_error(s, "nesterov requires momentum > 0");
-  s = {};
-  s.weight_decay = -0.1f;
-  expect_error(s, "weight_decay must be >= 0");
-  EXPECT_THROW(FlatOptimizer::create(OptimizerSpec{}, -1), Error);
-}
-
-}  // namespace
-}  // namespace zt::optim
-
-namespace zt::optim {
-namespace {
-TEST(StateBytesPerElem, MatchesWhatTheOptimizerAllocates) {
-  for (auto [type, momentum] : {std::pair{"Adam", 0.f}, {"adamw", 0.f}, {"SGD", 0.9f}, {"sgd", 0.f}}) {
+TEST(Validate, RejectsBadSpecsAsConfigErrors) {
+  auto bad = [](auto edit, const std::string& part) {
     OptimizerSpec s;
-    s.type = type;
-    s.momentum = momentum;
-    auto opt = FlatOptimizer::create(s, 100);
-    EXPECT_EQ(int64_t(opt->state_bytes()), 100 * state_bytes_per_elem(s)) << type;
-  }
+    edit(s);
+    expect_error([&] { validate(s); }, ErrorKind::config, part);
+    expect_error([&] { state_names(s); }, ErrorKind::config, part);
+  };
+  bad([](OptimizerSpec& s) { s.type = "Lamb"; }, "unknown optimizer type 'Lamb' (allowed: Adam, AdamW, SGD)");
+  bad([](OptimizerSpec& s) { s.lr = -1.f; }, "lr must be >= 0");
+  bad([](OptimizerSpec& s) { s.beta2 = 1.f; }, "beta2 must be in [0, 1)");
+  bad([](OptimizerSpec& s) { s.eps = NAN; }, "eps must be >= 0");
+  bad([](OptimizerSpec& s) { s.type = "SGD", s.nesterov = true; }, "nesterov requires momentum > 0");
+  bad([](OptimizerSpec& s) { s.type = "SGD", s.momentum = -1; }, "momentum must be >= 0");
+  bad([](OptimizerSpec& s) { s.weight_decay = -0.1f; }, "weight_decay must be >= 0");
+  EXPECT_NO_THROW(validate(OptimizerSpec{}));
 }
+
+TEST(Update, RejectsBadArguments) {
+  const OptimizerSpec adam;
+  auto good = [&] {
+    UpdateArgs a;
+    a.param = Tensor::zeros({6});
+    a.grad = Tensor::zeros({6});
+    a.states = zero_states(adam, 6);
+    return a;
+  };
+  auto bad = [&](auto edit, const std::string& part) {
+    UpdateArgs a = good();
+    edit(a);
+    expect_error([&] { update(adam, a); }, ErrorKind::invalid_argument, part);
+  };
+  EXPECT_NO_THROW(update(adam, good()));
+  bad([](UpdateArgs& a) { a.param = Tensor::zeros({6}, DType::bf16); }, "bf16 params need an fp32 master");
+  bad([](UpdateArgs& a) { a.master = Tensor::zeros({6}, DType::bf16); }, "master must be f32");
+  bad([](UpdateArgs& a) { a.grad = Tensor::zeros({5}); }, "grad has 5 elements, param has 6");
+  bad([](UpdateArgs& a) { a.grad = Tensor::zeros({6}, DType::i32); }, "must be f32, bf16 or f16");
+  bad([](UpdateArgs& a) { a.param = Tensor::zeros({3, 2}).transpose(0, 1); }, "param must be contiguous");
+  bad([](UpdateArgs& a) { a.states.pop_back(); }, "AdamW takes 2 state tensors, got 1");
+  bad([](UpdateArgs& a) { a.states[1] = Tensor::zeros({6}, DType::bf16); }, "states must be f32");
+  bad([](UpdateArgs& a) { a.step = 0; }, "step is 1-based");
+  bad([](UpdateArgs& a) { a.lr = NAN; }, "lr must be >= 0");
+  expect_error([&] { update(OptimizerSpec{"Lamb"}, good()); }, ErrorKind::config, "unknown optimizer type");
+}
+
 }  // namespace
 }  // namespace zt::optim

@@ -1,11 +1,9 @@
 #pragma once
-// Optimizers over one flat fp32 buffer (a rank's ZeRO shard). Semantics equal PyTorch 1.13's
-// single-tensor (foreach=False) Adam, AdamW and SGD, with the same float operation order.
-#include <cstddef>
+// Stateless optimizer updates over one flat range (a rank's ZeRO shard), as llm.c's
+// adamw_update: the caller owns parameters, master weights, gradients and state tensors.
+// Semantics equal PyTorch 1.13's single-tensor (foreach=False) Adam, AdamW and SGD.
 #include <cstdint>
-#include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "zt/core/tensor.h"
@@ -18,43 +16,34 @@ struct OptimizerSpec {
   bool nesterov = false;
 };
 
-// Bytes of optimizer state per parameter element (Adam/AdamW 8, SGD with momentum 4, else 0),
-// known before any optimizer exists, for memory estimates.
+// Throws zt::Error (ErrorKind::config) for an unknown type or an out-of-range hyper-parameter.
+void validate(const OptimizerSpec& spec);
+
+// Names of the fp32 state tensors, one element per parameter each, in UpdateArgs::states order
+// and as checkpoints name them: Adam/AdamW {exp_avg, exp_avg_sq}, SGD with momentum
+// {momentum_buffer}, plain SGD {}. Validates the spec.
+std::vector<std::string> state_names(const OptimizerSpec& spec);
+
+// 4 * state_names(spec).size(): known before any state exists, for memory estimates.
 int64_t state_bytes_per_elem(const OptimizerSpec& spec);
 
-class FlatOptimizer {
- public:
-  // n = shard elements. State is allocated here, tagged MemTag::optim: Adam/AdamW 8 bytes per
-  // element (exp_avg, exp_avg_sq), SGD with momentum 4 (momentum_buffer), plain SGD none.
-  // Throws zt::Error for an unknown type or an out-of-range hyper-parameter.
-  static std::unique_ptr<FlatOptimizer> create(const OptimizerSpec& spec, int64_t n);
-  virtual ~FlatOptimizer() = default;
-
-  // One update of params[0, n) from grads[0, n) with this step's lr (from the schedule);
-  // increments steps(). params and grads must not overlap each other or the state.
-  virtual void step(float* params, const float* grads, float lr) = 0;
-
-  int64_t steps() const { return steps_; }
-  void set_steps(int64_t s);  // after loading state from a checkpoint
-  int64_t size() const { return n_; }
-  const OptimizerSpec& spec() const { return spec_; }
-
-  // Named state tensors ("exp_avg", "exp_avg_sq" / "momentum_buffer"), shape {n}, for
-  // checkpoints; they are handles, so copy_() into them restores the state.
-  virtual std::vector<std::pair<std::string, Tensor>> state() = 0;
-  size_t state_bytes() const { return state_bytes_; }
-
- protected:
-  FlatOptimizer(const OptimizerSpec& spec, int64_t n) : spec_(spec), n_(n) {}
-  static Tensor make_state(int64_t n);  // zero-filled f32 {n}, MemTag::optim
-
-  OptimizerSpec spec_;
-  int64_t n_ = 0;
-  int64_t steps_ = 0;
-  size_t state_bytes_ = 0;
+struct UpdateArgs {
+  Tensor param;                // working params: f32, bf16 or f16; contiguous, n elements
+  Tensor master;               // optional fp32 master; undefined => param must be f32, updated in place
+  Tensor grad;                 // f32, bf16 or f16, contiguous, n elements
+  std::vector<Tensor> states;  // fp32, contiguous, n each, in state_names() order (zeroed by the caller)
+  float lr = 0;
+  int64_t step = 1;            // 1-based number of this update (Adam bias correction; SGD: step 1
+                               // initialises the momentum buffer from the gradient, as torch does lazily)
+  float grad_scale = 1.f;      // the gradient used is grad * grad_scale (clipping and 1/loss_scale folded)
 };
 
-// Elements per parallel chunk; below this the update runs on the calling thread.
+// One update of n elements. With a master, the master is updated and param = round(master) in
+// param's dtype, in the same pass. Element-wise, so results do not depend on the thread count.
+// Throws zt::Error: ErrorKind::config for a bad spec, invalid_argument for bad arguments.
+void update(const OptimizerSpec& spec, const UpdateArgs& a);
+
+// Elements per parallel chunk; at or below this the update runs on the calling thread.
 constexpr int64_t kOptimGrain = int64_t(1) << 14;
 
 }  // namespace zt::optim

@@ -1,0 +1,130 @@
+#pragma once
+// Internal: the one element loop every optimizer rule runs in, templated per dtype combination
+// so each instantiation is branch-free and vectorises (Note [update loop]).
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "zt/core/dtype.h"
+#include "zt/core/parallel.h"
+#include "zt/optim/optimizer.h"
+
+namespace zt::optim::detail {
+
+// Note [update loop]: one pass reads the weight (master if any, else param), the gradient in
+// its dtype, scales it by one float multiply (torch's grad.mul_(scale)), applies the rule and
+// writes the master and the rounded param. Rules keep PyTorch 1.13's float operation order;
+// the files that define them build with -ffp-contract=off and spell every fused multiply-add
+// as std::fma, so the rounding does not depend on the compiler's contraction choices (the
+// fmas sit where gcc contracted the previous FlatOptimizer, keeping its results bit-identical).
+
+// Every helper the loop calls must inline, or the loop does not vectorise (gcc stops inlining
+// once the 156 instantiations grow the unit).
+#define ZT_ALWAYS_INLINE inline __attribute__((always_inline))
+
+// Note [branch-free f16]: core's f16 conversions branch per class (subnormal, normal, inf/NaN),
+// which stops gcc vectorising. These compute every class and select, with the same results
+// bit for bit (tests/optim/test_update.cpp checks every half and a sweep of floats).
+ZT_ALWAYS_INLINE uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+ZT_ALWAYS_INLINE float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+ZT_ALWAYS_INLINE float f16_to_float_vec(f16 v) {
+  const uint32_t h = v.bits, em = (h & 0x7fffu) << 13, exp = em & 0x0f800000u;
+  const uint32_t normal = em + (uint32_t(127 - 15) << 23);
+  const uint32_t special = normal + (uint32_t(128 - 16) << 23);                   // inf, NaN
+  const uint32_t sub = bits_of(float_of(em + (113u << 23)) - float_of(113u << 23));  // zero, subnormal
+  const uint32_t u = exp == 0x0f800000u ? special : exp == 0 ? sub : normal;
+  return float_of(u | ((h & 0x8000u) << 16));
+}
+
+ZT_ALWAYS_INLINE f16 float_to_f16_vec(float f) {
+  const uint32_t x = bits_of(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  const uint32_t nan = 0x7e00u | ((ax >> 13) & 0x3ffu);
+  const uint32_t sub = bits_of(float_of(ax) + 0.5f) - 0x3f000000u;  // the half ulp 2^-24 at the float ulp
+  const uint32_t normal = (ax + 0xc8000fffu + ((ax >> 13) & 1u)) >> 13;  // rebias, round to nearest even
+  const uint32_t o = ax > 0x7f800000u ? nan : ax >= 0x477ff000u ? 0x7c00u : ax < 0x38800000u ? sub : normal;
+  return f16{uint16_t(sign | o)};
+}
+
+ZT_ALWAYS_INLINE float to_float(float v) { return v; }
+ZT_ALWAYS_INLINE float to_float(bf16 v) { return bf16_to_float(v); }
+ZT_ALWAYS_INLINE float to_float(f16 v) { return f16_to_float_vec(v); }
+
+template <typename T>
+ZT_ALWAYS_INLINE T from_float(float v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else if constexpr (std::is_same_v<T, bf16>) return float_to_bf16(v);
+  else return float_to_f16_vec(v);
+}
+
+// s0/s1: the rule's state arrays (nullptr where it has fewer); rule(w, g, s0, s1, i) returns
+// the new weight and updates its states at i.
+template <typename P, typename G, bool kMaster, typename Rule>
+void update_range(P* __restrict param, float* __restrict master, const G* __restrict grad,
+                  float* __restrict s0, float* __restrict s1, int64_t n, float scale, const Rule rule) {
+  static_assert(kMaster || std::is_same_v<P, float>, "low-precision params need a master");
+  for (int64_t i = 0; i < n; ++i) {
+    const float w = kMaster ? master[i] : to_float(param[i]);
+    const float g = to_float(grad[i]) * scale;
+    const float out = rule(w, g, s0, s1, i);
+    if constexpr (kMaster) master[i] = out;
+    param[i] = from_float<P>(out);
+  }
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr;
+}
+
+template <typename F>
+void with_dtype(DType d, F&& f) {
+  switch (d) {
+    case DType::f32: f(float{}); break;
+    case DType::bf16: f(bf16{}); break;
+    default: f(f16{}); break;  // update() admits only f32, bf16, f16
+  }
+}
+
+// Runs the rule over a's range in kOptimGrain chunks, instantiated for a's dtype combination.
+template <typename Rule>
+void run(const UpdateArgs& a, const Rule& rule) {
+  const int64_t n = a.param.numel();
+  float* s0 = a.states.size() > 0 ? ptr<float>(a.states[0]) : nullptr;
+  float* s1 = a.states.size() > 1 ? ptr<float>(a.states[1]) : nullptr;
+  float* m = ptr<float>(a.master);
+  const float scale = a.grad_scale;
+  with_dtype(a.grad.dtype(), [&](auto g_tag) {
+    using G = decltype(g_tag);
+    const G* g = ptr<G>(a.grad);
+    if (!m) {
+      float* p = ptr<float>(a.param);
+      parallel_for(n, kOptimGrain, [&](int64_t b, int64_t e) {
+        update_range<float, G, false>(p + b, nullptr, g + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr,
+                                      e - b, scale, rule);
+      });
+      return;
+    }
+    with_dtype(a.param.dtype(), [&](auto p_tag) {
+      using P = decltype(p_tag);
+      P* p = ptr<P>(a.param);
+      parallel_for(n, kOptimGrain, [&](int64_t b, int64_t e) {
+        update_range<P, G, true>(p + b, m + b, g + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, e - b,
+                                 scale, rule);
+      });
+    });
+  });
+}
+
+void update_adam(const OptimizerSpec& spec, bool decoupled, const UpdateArgs& a);
+void update_sgd(const OptimizerSpec& spec, const UpdateArgs& a);
+
+}  // namespace zt::optim::detail
