@@ -24,7 +24,7 @@ namespace zt::optim::detail {
 
 // Note [branch-free f16]: core's f16 conversions branch per class (subnormal, normal, inf/NaN),
 // which stops gcc vectorising. These compute every class and select, with the same results
-// bit for bit (tests/optim/test_update.cpp checks every half and a sweep of floats).
+// bit for bit (tests/optim/test_update_loop.cpp checks every half and a sweep of floats).
 ZT_ALWAYS_INLINE uint32_t bits_of(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
