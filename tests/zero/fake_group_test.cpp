@@ -97,7 +97,9 @@ TEST(FakeGroup, PeakMemoryFallsWithTheStageAndStaysWithinStatesPlusInFlight) {
         const Peak p = peak_of(stage, N, dt);
         const std::string where = "stage " + std::to_string(stage) + " N=" + std::to_string(N) + " " + dtype_name(dt);
         EXPECT_LE(double(p.total), 1.1 * double(p.states + p.allowance + p.activation)) << where;
-        if (stage > 0) EXPECT_LT(p.total, prev) << where;
+        if (stage > 0) {
+          EXPECT_LT(p.total, prev) << where;
+        }
         prev = p.total;
         std::printf("[peak] %s: peak %lld bytes, states %lld, allowance %lld, activations %lld\n", where.c_str(),
                     (long long)p.total, (long long)p.states, (long long)p.allowance, (long long)p.activation);
