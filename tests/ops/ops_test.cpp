@@ -53,7 +53,7 @@ TEST(Ops, ErrorsNameTheOp) {
   expect_error([] { ops::matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 2})); }, "[matmul] inner dimensions 3 and 4");
   expect_error([] { ops::add(Tensor::zeros({2, 3}), Tensor::zeros({4})); }, "[broadcast]");
   expect_error([] { ops::add(Tensor::zeros({2}), Tensor::zeros({2}, DType::bf16)); }, "[add] dtypes differ");
-  expect_error([] { ops::relu(Tensor::from_ints({1}, {1})); }, "allowed: f32, bf16");
+  expect_error([] { ops::relu(Tensor::from_ints({1}, {1})); }, "allowed: f32, bf16, f16");
   expect_error([] { ops::linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), nullptr); }, "[linear]");
   expect_error([] { ops::cross_entropy(Tensor::zeros({2, 3}), Tensor::from_ints({0, 3}, {2})); },
                "target 3 at row 1 is outside [0, 3)");
@@ -98,13 +98,42 @@ TEST(Ops, MatmulEmptyInnerDimension) {
   EXPECT_EQ(ops::matmul(Tensor::zeros({0, 4}), Tensor::zeros({4, 3})).shape(), (Shape{0, 3}));
 }
 
-TEST(Ops, Bf16MatmulMatchesF32WithinRounding) {
-  Tensor a = randn({64, 96}, 12), b = randn({96, 32}, 13);
-  Tensor ab = a.to(DType::bf16), bb = b.to(DType::bf16);
-  Tensor ref = ops::matmul(ab.to(DType::f32), bb.to(DType::f32));
-  Tensor got = ops::matmul(ab, bb);
-  EXPECT_EQ(got.dtype(), DType::bf16);
-  expect_all_near(got, ref, 1e-2f);
+// Both sides of Note [low-precision fallback]: oneDNN's 16-bit kernel where the CPU has one,
+// and the forced f32 fallback, which must equal the f32 product of the same values rounded once.
+TEST(Ops, LowPrecisionMatmulOnBothSidesOfTheFallback) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor a = randn({64, 96}, 12, dt), b = randn({32, 96}, 13, dt), bias = randn({32}, 14, dt);
+    Tensor a3 = randn({2, 5, 7}, 15, dt), b3 = randn({2, 7, 3}, 16, dt);
+    auto run_all = [&] {
+      return std::vector<Tensor>{ops::matmul(a, b, false, true), ops::linear(a, b, &bias), ops::matmul(a3, b3),
+                                 ops::matmul(b, a.transpose(0, 1))};
+    };
+    auto reference = [&] {
+      Tensor a32 = ops::cast(a, DType::f32), b32 = ops::cast(b, DType::f32), bias32 = ops::cast(bias, DType::f32);
+      return std::vector<Tensor>{
+          ops::cast(ops::matmul(a32, b32, false, true), dt), ops::cast(ops::linear(a32, b32, &bias32), dt),
+          ops::cast(ops::matmul(ops::cast(a3, DType::f32), ops::cast(b3, DType::f32)), dt),
+          ops::cast(ops::matmul(b32, a32.transpose(0, 1)), dt)};
+    };
+    const std::vector<Tensor> want = reference();
+
+    const int64_t before = ops::matmul_fallback_count();
+    const std::vector<Tensor> native = run_all();
+    EXPECT_EQ(ops::matmul_fallback_count() - before, ops::matmul_native(dt) ? 0 : 4);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(native[i].dtype(), dt);
+      expect_all_near(native[i], want[i], dt == DType::bf16 ? 8e-3f : 1e-3f);  // summation order differs
+    }
+
+    ops::set_matmul_lowp_fallback_for_testing(true);
+    const int64_t forced_before = ops::matmul_fallback_count();
+    const std::vector<Tensor> forced = run_all();
+    ops::set_matmul_lowp_fallback_for_testing(false);
+    EXPECT_EQ(ops::matmul_fallback_count() - forced_before, 4);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(forced[i].to_vector(), want[i].to_vector()) << "product " << i;
+  }
+  EXPECT_TRUE(ops::matmul_native(DType::f32));
 }
 
 TEST(Ops, LinearOneDimensionalInput) {

@@ -6,6 +6,8 @@
 // Errors name the op: "[matmul] inner dimensions 3 and 4 differ".
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "zt/core/tensor.h"
 
@@ -15,6 +17,9 @@ namespace zt::ops {
 inline constexpr int64_t kGrain = int64_t(1) << 15;
 // Fixed chunk of sum_of_squares, as optim::kClipGrain: the result is independent of threads.
 inline constexpr int64_t kReduceChunk = int64_t(1) << 14;
+
+// Backends compiled in ("cpu"; later "cuda"): every op runs on each, tests run on each.
+std::vector<std::string> backends();
 
 // ---- precision: whole-buffer kernels for mixed-precision training (contiguous fast paths) ----
 Tensor cast(const Tensor& x, DType dt);          // converting copy (f32/bf16/f16), new tensor
