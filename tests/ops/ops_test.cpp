@@ -181,6 +181,35 @@ TEST(Ops, LargeAndSmallSizesAgree) {
                   vw[size_t(o * 7500 + i)] + vw[size_t(o * 7500 + 2500 + i)] + vw[size_t(o * 7500 + 5000 + i)], 1e-5);
 }
 
+// The 16-bit contract: an op on bf16/f16 values equals the f32 op on the same values, rounded
+// once; on both sides of the parallel grain and through the block conversions' tails.
+TEST(Ops, SixteenBitOpsEqualTheF32OpRoundedOnce) {
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int64_t rows : {3, 3000}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " rows=" + std::to_string(rows));
+      Tensor a = randn({rows, 70}, 30, dt), b = randn({70}, 31, dt), dy = randn({rows, 70}, 32, dt);
+      Tensor a32 = ops::cast(a, DType::f32), b32 = ops::cast(b, DType::f32), dy32 = ops::cast(dy, DType::f32);
+      auto same = [&](const Tensor& got, const Tensor& f32_result, const char* what) {
+        EXPECT_EQ(got.dtype(), dt) << what;
+        EXPECT_EQ(got.to_vector(), ops::cast(f32_result, dt).to_vector()) << what;
+      };
+      same(ops::add(a, b), ops::add(a32, b32), "add");
+      same(ops::mul(a, a), ops::mul(a32, a32), "mul");
+      same(ops::scale(a, 0.37f), ops::scale(a32, 0.37f), "scale");
+      same(ops::gelu(a), ops::gelu(a32), "gelu");
+      same(ops::gelu_backward(dy, a), ops::gelu_backward(dy32, a32), "gelu_backward");
+      same(ops::relu_backward(dy, a), ops::relu_backward(dy32, a32), "relu_backward");
+      same(ops::softmax(a), ops::softmax(a32), "softmax");
+      same(ops::log_softmax_backward(dy, a), ops::log_softmax_backward(dy32, a32), "log_softmax_backward");
+      same(ops::sum(a, 0, false), ops::sum(a32, 0, false), "sum over rows");
+      same(ops::sum_to(a, {70}), ops::sum_to(a32, {70}), "sum_to");
+      auto ce = ops::cross_entropy(a, Tensor::from_ints(std::vector<int32_t>(size_t(rows), 5), {rows}));
+      auto ce32 = ops::cross_entropy(a32, Tensor::from_ints(std::vector<int32_t>(size_t(rows), 5), {rows}));
+      EXPECT_EQ(ce.loss.dtype(), DType::f32);
+      EXPECT_EQ(ce.loss.item(), ce32.loss.item()) << "cross_entropy computes in f32";
+    }
+}
+
 TEST(Ops, InPlaceAccumulation) {
   Tensor d = Tensor::from_vector({1, 2, 3}, {3});
   ops::add_(d, Tensor::from_vector({1, 1, 1}, {3}));
