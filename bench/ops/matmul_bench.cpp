@@ -1,4 +1,6 @@
-// Matmul throughput (GFLOP/s) through zt::ops::matmul, f32 and bf16; prints JSON lines.
+// Matmul throughput (GFLOP/s) through zt::ops::matmul in f32, bf16 and f16 (oneDNN's 16-bit
+// kernel where the CPU has one, and the forced f32 fallback beside it); prints JSON lines.
+// Also the whole-buffer precision ops (GB/s moved) that mixed-precision training runs each step.
 #include <chrono>
 #include <cstdio>
 
@@ -7,29 +9,70 @@
 
 using namespace zt;
 
-static double gflops(int64_t m, int64_t k, int64_t n, DType dt) {
-  Generator g(1);
-  std::vector<float> va(size_t(m * k)), vb(size_t(k * n));
-  for (auto& v : va) v = g.uniform(-1, 1);
-  for (auto& v : vb) v = g.uniform(-1, 1);
-  Tensor a = Tensor::from_vector(va, {m, k}, dt), b = Tensor::from_vector(vb, {k, n}, dt);
-  ops::matmul(a, b);  // warm-up creates the primitive
+namespace {
+
+template <typename F>
+double seconds_per_call(F f) {
+  f();  // warm-up (creates the primitive)
   int iters = 0;
-  auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   double sec = 0;
   while (sec < 1.0) {
-    ops::matmul(a, b);
+    f();
     ++iters;
     sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  return 2.0 * double(m) * double(k) * double(n) * iters / sec / 1e9;
+  return sec / iters;
 }
 
-int main() {
-  for (DType dt : {DType::f32, DType::bf16}) {
-    std::printf("{\"op\":\"matmul\",\"shape\":\"64x784@784x256\",\"dtype\":\"%s\",\"gflops\":%.2f}\n", dtype_name(dt),
-                gflops(64, 784, 256, dt));
-    std::printf("{\"op\":\"matmul\",\"shape\":\"1024x1024@1024x1024\",\"dtype\":\"%s\",\"gflops\":%.2f}\n",
-                dtype_name(dt), gflops(1024, 1024, 1024, dt));
+Tensor uniform(const Shape& s, DType dt) {
+  Generator g(1);
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+  for (auto& x : v) x = g.uniform(-1, 1);
+  return Tensor::from_vector(v, s, dt);
+}
+
+void matmul_line(int64_t m, int64_t k, int64_t n, DType dt, bool fallback) {
+  Tensor a = uniform({m, k}, dt), b = uniform({k, n}, dt);
+  ops::set_matmul_lowp_fallback_for_testing(fallback);
+  const double s = seconds_per_call([&] { ops::matmul(a, b); });
+  ops::set_matmul_lowp_fallback_for_testing(false);
+  const char* path = dt == DType::f32 ? "f32" : (fallback || !ops::matmul_native(dt) ? "f32_fallback" : "onednn_lowp");
+  std::printf("{\"op\":\"matmul\",\"shape\":\"%ldx%ld@%ldx%ld\",\"dtype\":\"%s\",\"path\":\"%s\",\"gflops\":%.2f}\n",
+              long(m), long(k), long(k), long(n), dtype_name(dt), path, 2.0 * double(m * k * n) / s / 1e9);
+}
+
+void buffer_line(const char* op, DType dst, DType src, int64_t n) {
+  Tensor d = uniform({n}, dst), s = uniform({n}, src);
+  double sec = 0;
+  double bytes = double(n) * double(dtype_size(src));
+  if (std::string(op) == "cast_into") {
+    sec = seconds_per_call([&] { ops::cast_into(d, s); });
+    bytes += double(n) * double(dtype_size(dst));
+  } else if (std::string(op) == "axpy_") {
+    sec = seconds_per_call([&] { ops::axpy_(d, 1e-3f, s); });
+    bytes += 2.0 * double(n) * double(dtype_size(dst));
+  } else {
+    sec = seconds_per_call([&] { (void)ops::sum_of_squares(s); });
   }
+  std::printf("{\"op\":\"%s\",\"n\":%ld,\"dst\":\"%s\",\"src\":\"%s\",\"gbps\":%.2f}\n", op, long(n), dtype_name(dst),
+              dtype_name(src), bytes / sec / 1e9);
+}
+
+}  // namespace
+
+int main() {
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{64, 784, 256}, {1024, 1024, 1024}}) {
+    matmul_line(m, k, n, DType::f32, false);
+    for (DType dt : {DType::bf16, DType::f16}) {
+      if (ops::matmul_native(dt)) matmul_line(m, k, n, dt, false);
+      matmul_line(m, k, n, dt, true);
+    }
+  }
+  const int64_t n = int64_t(1) << 24;
+  buffer_line("cast_into", DType::bf16, DType::f32, n);
+  buffer_line("cast_into", DType::f32, DType::f16, n);
+  buffer_line("axpy_", DType::f32, DType::bf16, n);
+  buffer_line("axpy_", DType::bf16, DType::bf16, n);
+  buffer_line("sum_of_squares", DType::f32, DType::bf16, n);
 }

@@ -1,5 +1,5 @@
-// Differentiable ops: forward kernel + a recorded node whose backward calls the matching
-// backward kernel. Gradients are computed only for inputs that require them.
+// Differentiable ops: thin wrappers that call an op's forward in zt::ops and record a node
+// whose backward calls the op's backward beside it. Gradients only for inputs that need them.
 #include "zt/autograd/functions.h"
 
 #include <memory>
@@ -23,19 +23,13 @@ Tensor detached(const Tensor& t) {
   return Tensor(std::move(impl));
 }
 
-// Gradient of a broadcast input: reduce only when the shapes differ.
-Tensor reduce_to(const Tensor& g, const Shape& shape) { return g.shape() == shape ? g : ops::sum_to(g, shape); }
+Grads two(ops::BinaryGrads g) { return Grads{std::move(g.da), std::move(g.db)}; }
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  Tensor out = ops::matmul(a, b);
   const bool ga = requires_grad(a), gb = requires_grad(b);
-  return record(out, {a, b}, "matmul", [a, b, ga, gb](const Tensor& g) {
-    Grads r(2);
-    if (ga) r[0] = ops::matmul(g, b, false, true);  // dA = dC @ B^T
-    if (gb) r[1] = ops::matmul(a, g, true, false);  // dB = A^T @ dC
-    return r;
-  });
+  return record(ops::matmul(a, b), {a, b}, "matmul",
+                [a, b, ga, gb](const Tensor& g) { return two(ops::matmul_backward(g, a, b, ga, gb)); });
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b) {
@@ -56,29 +50,25 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = ops::add(a, b);
   const bool ga = requires_grad(a), gb = requires_grad(b);
-  return record(out, {a, b}, "add", [sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
-    return Grads{ga ? reduce_to(g, sa) : Tensor(), gb ? reduce_to(g, sb) : Tensor()};
+  return record(ops::add(a, b), {a, b}, "add", [sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
+    return two(ops::add_backward(g, sa, sb, ga, gb));
   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = ops::sub(a, b);
   const bool ga = requires_grad(a), gb = requires_grad(b);
-  return record(out, {a, b}, "sub", [sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
-    return Grads{ga ? reduce_to(g, sa) : Tensor(), gb ? reduce_to(ops::scale(g, -1.f), sb) : Tensor()};
+  return record(ops::sub(a, b), {a, b}, "sub", [sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
+    return two(ops::sub_backward(g, sa, sb, ga, gb));
   });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = ops::mul(a, b);
   const bool ga = requires_grad(a), gb = requires_grad(b);
   // Save only what the other gradient needs.
   Tensor sa = gb ? a : Tensor(), sb = ga ? b : Tensor();
-  return record(out, {a, b}, "mul", [sa, sb, shape_a = a.shape(), shape_b = b.shape(), ga, gb](const Tensor& g) {
-    return Grads{ga ? reduce_to(ops::mul(g, sb), shape_a) : Tensor(),
-                 gb ? reduce_to(ops::mul(g, sa), shape_b) : Tensor()};
+  return record(ops::mul(a, b), {a, b}, "mul", [sa, sb, as = a.shape(), bs = b.shape(), ga, gb](const Tensor& g) {
+    return two(ops::mul_backward(g, sa, sb, as, bs, ga, gb));
   });
 }
 
@@ -96,28 +86,25 @@ Tensor gelu(const Tensor& x) {
 
 Tensor sum(const Tensor& x) {
   return record(ops::sum(x), {x}, "sum", [shape = x.shape(), dt = x.dtype()](const Tensor& g) {
-    return Grads{Tensor::full(shape, g.item(), dt)};
+    return Grads{ops::sum_backward(g, shape, dt)};
   });
 }
 
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
   return record(ops::sum(x, dim, keepdim), {x}, "sum_dim", [shape = x.shape(), dim, keepdim](const Tensor& g) {
-    return Grads{ops::expand_reduced(g, shape, dim, keepdim, 1.f)};
+    return Grads{ops::sum_backward(g, shape, dim, keepdim)};
   });
 }
 
 Tensor mean(const Tensor& x) {
-  const float f = 1.f / float(x.numel());
-  return record(ops::mean(x), {x}, "mean", [shape = x.shape(), dt = x.dtype(), f](const Tensor& g) {
-    return Grads{Tensor::full(shape, g.item() * f, dt)};
+  return record(ops::mean(x), {x}, "mean", [shape = x.shape(), dt = x.dtype()](const Tensor& g) {
+    return Grads{ops::mean_backward(g, shape, dt)};
   });
 }
 
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim) {
-  Tensor out = ops::mean(x, dim, keepdim);
-  const float f = 1.f / float(x.size(dim));
-  return record(out, {x}, "mean_dim", [shape = x.shape(), dim, keepdim, f](const Tensor& g) {
-    return Grads{ops::expand_reduced(g, shape, dim, keepdim, f)};
+  return record(ops::mean(x, dim, keepdim), {x}, "mean_dim", [shape = x.shape(), dim, keepdim](const Tensor& g) {
+    return Grads{ops::mean_backward(g, shape, dim, keepdim)};
   });
 }
 

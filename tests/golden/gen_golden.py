@@ -5,6 +5,8 @@ Run: /usr/bin/python3 tests/golden/gen_golden.py   (fixed seeds: the output is r
 Each case: op, dtype, inputs (stored shape, "t" = use the transposed view of the last two
 dims, data), params, out, upstream gradient and the gradient of every float input.
 bf16 cases compute in torch's bfloat16 (cross_entropy: f32 log-probs of bf16 logits).
+f16 cases state our contract for f16 (torch 1.13 has few f16 CPU kernels): inputs and the
+upstream gradient are f16 values, the op runs in f32, outputs and gradients round once to f16.
 """
 import json
 import os
@@ -13,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DT = {"f32": torch.float32, "bf16": torch.bfloat16}
+DT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
 def flat(t):
@@ -24,7 +26,7 @@ def rand(shape, dtype, scale=1.0):
     x = torch.randn(shape) * scale
     if dtype == "f32":
         return torch.round(x * 1e4) / 1e4  # short decimals parse to the same float in C++
-    return x.to(torch.bfloat16)
+    return x.to(DT[dtype])
 
 
 class Builder:
@@ -33,23 +35,26 @@ class Builder:
 
     def case(self, name, op, dtype, specs, fn, params=None, targets=None, grad=True, scale=1.0):
         """specs: list of (shape, transposed). fn(inputs) -> output tensor."""
-        ins, leaves, records = [], [], []
+        ins, records = [], []
+        f16 = dtype == "f16"  # computed in f32 from f16 values, rounded once (see above)
         for shape, t in specs:
             stored = rand(shape, dtype, scale)
             x = stored.transpose(-1, -2) if t else stored
-            x = x.detach().requires_grad_(grad)
+            x = (x.float() if f16 else x).detach().requires_grad_(grad)
             ins.append(x)
             records.append({"shape": list(shape), "t": t, "data": flat(stored)})
         out = fn(*ins)
+        out_rec = out.half() if f16 and op != "cross_entropy" else out
         c = {"name": name, "op": op, "dtype": dtype, "inputs": records, "params": params or {},
-             "out": {"shape": list(out.shape), "data": flat(out)}}
+             "out": {"shape": list(out.shape), "data": flat(out_rec)}}
         if targets is not None:
             c["targets"] = targets
         if grad:
-            up = rand(tuple(out.shape), dtype if out.dtype == torch.bfloat16 else "f32")
+            lowp = out.dtype == torch.bfloat16 or (f16 and op != "cross_entropy")
+            up = rand(tuple(out.shape), dtype if lowp else "f32")
             out.backward(up.to(out.dtype))
             c["upstream"] = {"shape": list(out.shape), "data": flat(up)}
-            c["grads"] = [{"shape": list(x.shape), "data": flat(x.grad)} for x in ins]
+            c["grads"] = [{"shape": list(x.shape), "data": flat(x.grad.half() if f16 else x.grad)} for x in ins]
         self.cases.append(c)
 
     def write(self, fname):
@@ -64,7 +69,7 @@ def main():
     b = Builder()
 
     mm = lambda x, y: x @ y
-    for dt in ("f32", "bf16"):
+    for dt in ("f32", "bf16", "f16"):
         b.case("mm_3x5x4", "matmul", dt, [((3, 5), False), ((5, 4), False)], mm)
         b.case("mm_odd_17x33x9", "matmul", dt, [((17, 33), False), ((33, 9), False)], mm)
         b.case("mm_batched", "matmul", dt, [((2, 3, 4), False), ((2, 4, 5), False)], mm)
@@ -76,7 +81,7 @@ def main():
     b.write("matmul.json")
 
     lin = lambda x, w, bias=None: F.linear(x, w, bias)
-    for dt in ("f32", "bf16"):
+    for dt in ("f32", "bf16", "f16"):
         b.case("linear_bias", "linear", dt, [((4, 6), False), ((3, 6), False), ((3,), False)], lin)
     b.case("linear_3d", "linear", "f32", [((2, 3, 6), False), ((5, 6), False), ((5,), False)], lin)
     b.case("linear_nobias", "linear", "f32", [((5, 6), False), ((3, 6), False)], lin)
@@ -100,17 +105,21 @@ def main():
     b.case("add_bf16_bcast", "add", "bf16", [((4, 9), False), ((9,), False)], add)
     b.case("mul_bf16", "mul", "bf16", [((37,), False), ((37,), False)], mul)
     b.case("sub_bf16", "sub", "bf16", [((3, 5), False), ((3, 1), False)], sub)
+    b.case("add_f16_bcast", "add", "f16", [((4, 9), False), ((9,), False)], add)
+    b.case("mul_f16_bcast", "mul", "f16", [((3, 1, 5), False), ((4, 1), False)], mul)
+    b.case("sub_f16", "sub", "f16", [((3, 5), False), ((3, 1), False)], sub)
+    b.case("scale_f16", "scale", "f16", [((37,), False)], lambda x: x * 0.5, {"s": 0.5})
     b.case("scale", "scale", "f32", [((4, 9), False)], lambda x: x * -2.5, {"s": -2.5})
     b.case("scale_bf16", "scale", "bf16", [((37,), False)], lambda x: x * 0.5, {"s": 0.5})
     b.case("add_scalar", "add_scalar", "f32", [((37,), False)], lambda x: x + 1.5, {"s": 1.5}, grad=False)
-    for dt in ("f32", "bf16"):
+    for dt in ("f32", "bf16", "f16"):
         b.case("relu_37", "relu", dt, [((37,), False)], F.relu)
         b.case("gelu_37", "gelu", dt, [((37,), False)], lambda x: F.gelu(x, approximate="tanh"), scale=3.0)
     b.case("relu_t", "relu", "f32", [((9, 4), True)], F.relu)
     b.case("gelu_t", "gelu", "f32", [((9, 4), True)], lambda x: F.gelu(x, approximate="tanh"), scale=2.0)
     b.write("elementwise.json")
 
-    for dt in ("f32", "bf16"):
+    for dt in ("f32", "bf16", "f16"):
         b.case("sum_all_37", "sum", dt, [((37,), False)], lambda x: x.sum())
         b.case("mean_dim1_3d", "mean_dim", dt, [((2, 3, 5), False)], lambda x: x.mean(1), {"dim": 1, "keepdim": False})
     b.case("sum_all_t", "sum", "f32", [((9, 4), True)], lambda x: x.sum())
@@ -125,7 +134,7 @@ def main():
     b.write("reduce.json")
 
     for name, fn in (("softmax", lambda x: F.softmax(x, -1)), ("log_softmax", lambda x: F.log_softmax(x, -1))):
-        for dt in ("f32", "bf16"):
+        for dt in ("f32", "bf16", "f16"):
             b.case(name + "_4x10", name, dt, [((4, 10), False)], fn)
             # bf16 with huge logits only measures rounding noise of near-one-hot rows.
             b.case(name + "_large", name, dt, [((3, 8), False)], fn, scale=30.0 if dt == "f32" else 4.0)
@@ -138,7 +147,7 @@ def main():
         tt = torch.tensor(targets, dtype=torch.long)
         return lambda x: F.cross_entropy(x.float(), tt, ignore_index=ignore)
 
-    for dt in ("f32", "bf16"):
+    for dt in ("f32", "bf16", "f16"):
         t = [3, -100, 0, 6, 2]
         b.case("ce_5x7_ignore", "cross_entropy", dt, [((5, 7), False)], ce(t), {"ignore_index": -100}, targets=t)
     t = [4]

@@ -53,7 +53,7 @@ TEST(Ops, ErrorsNameTheOp) {
   expect_error([] { ops::matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 2})); }, "[matmul] inner dimensions 3 and 4");
   expect_error([] { ops::add(Tensor::zeros({2, 3}), Tensor::zeros({4})); }, "[broadcast]");
   expect_error([] { ops::add(Tensor::zeros({2}), Tensor::zeros({2}, DType::bf16)); }, "[add] dtypes differ");
-  expect_error([] { ops::relu(Tensor::from_ints({1}, {1})); }, "allowed: f32, bf16");
+  expect_error([] { ops::relu(Tensor::from_ints({1}, {1})); }, "allowed: f32, bf16, f16");
   expect_error([] { ops::linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), nullptr); }, "[linear]");
   expect_error([] { ops::cross_entropy(Tensor::zeros({2, 3}), Tensor::from_ints({0, 3}, {2})); },
                "target 3 at row 1 is outside [0, 3)");
@@ -98,13 +98,42 @@ TEST(Ops, MatmulEmptyInnerDimension) {
   EXPECT_EQ(ops::matmul(Tensor::zeros({0, 4}), Tensor::zeros({4, 3})).shape(), (Shape{0, 3}));
 }
 
-TEST(Ops, Bf16MatmulMatchesF32WithinRounding) {
-  Tensor a = randn({64, 96}, 12), b = randn({96, 32}, 13);
-  Tensor ab = a.to(DType::bf16), bb = b.to(DType::bf16);
-  Tensor ref = ops::matmul(ab.to(DType::f32), bb.to(DType::f32));
-  Tensor got = ops::matmul(ab, bb);
-  EXPECT_EQ(got.dtype(), DType::bf16);
-  expect_all_near(got, ref, 1e-2f);
+// Both sides of Note [low-precision fallback]: oneDNN's 16-bit kernel where the CPU has one,
+// and the forced f32 fallback, which must equal the f32 product of the same values rounded once.
+TEST(Ops, LowPrecisionMatmulOnBothSidesOfTheFallback) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor a = randn({64, 96}, 12, dt), b = randn({32, 96}, 13, dt), bias = randn({32}, 14, dt);
+    Tensor a3 = randn({2, 5, 7}, 15, dt), b3 = randn({2, 7, 3}, 16, dt);
+    auto run_all = [&] {
+      return std::vector<Tensor>{ops::matmul(a, b, false, true), ops::linear(a, b, &bias), ops::matmul(a3, b3),
+                                 ops::matmul(b, a.transpose(0, 1))};
+    };
+    auto reference = [&] {
+      Tensor a32 = ops::cast(a, DType::f32), b32 = ops::cast(b, DType::f32), bias32 = ops::cast(bias, DType::f32);
+      return std::vector<Tensor>{
+          ops::cast(ops::matmul(a32, b32, false, true), dt), ops::cast(ops::linear(a32, b32, &bias32), dt),
+          ops::cast(ops::matmul(ops::cast(a3, DType::f32), ops::cast(b3, DType::f32)), dt),
+          ops::cast(ops::matmul(b32, a32.transpose(0, 1)), dt)};
+    };
+    const std::vector<Tensor> want = reference();
+
+    const int64_t before = ops::matmul_fallback_count();
+    const std::vector<Tensor> native = run_all();
+    EXPECT_EQ(ops::matmul_fallback_count() - before, ops::matmul_native(dt) ? 0 : 4);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(native[i].dtype(), dt);
+      expect_all_near(native[i], want[i], dt == DType::bf16 ? 8e-3f : 1e-3f);  // summation order differs
+    }
+
+    ops::set_matmul_lowp_fallback_for_testing(true);
+    const int64_t forced_before = ops::matmul_fallback_count();
+    const std::vector<Tensor> forced = run_all();
+    ops::set_matmul_lowp_fallback_for_testing(false);
+    EXPECT_EQ(ops::matmul_fallback_count() - forced_before, 4);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(forced[i].to_vector(), want[i].to_vector()) << "product " << i;
+  }
+  EXPECT_TRUE(ops::matmul_native(DType::f32));
 }
 
 TEST(Ops, LinearOneDimensionalInput) {
@@ -150,6 +179,35 @@ TEST(Ops, LargeAndSmallSizesAgree) {
     for (int64_t i = 0; i < 2500; i += 499)
       EXPECT_NEAR(vs[size_t(o * 2500 + i)],
                   vw[size_t(o * 7500 + i)] + vw[size_t(o * 7500 + 2500 + i)] + vw[size_t(o * 7500 + 5000 + i)], 1e-5);
+}
+
+// The 16-bit contract: an op on bf16/f16 values equals the f32 op on the same values, rounded
+// once; on both sides of the parallel grain and through the block conversions' tails.
+TEST(Ops, SixteenBitOpsEqualTheF32OpRoundedOnce) {
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int64_t rows : {3, 3000}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " rows=" + std::to_string(rows));
+      Tensor a = randn({rows, 70}, 30, dt), b = randn({70}, 31, dt), dy = randn({rows, 70}, 32, dt);
+      Tensor a32 = ops::cast(a, DType::f32), b32 = ops::cast(b, DType::f32), dy32 = ops::cast(dy, DType::f32);
+      auto same = [&](const Tensor& got, const Tensor& f32_result, const char* what) {
+        EXPECT_EQ(got.dtype(), dt) << what;
+        EXPECT_EQ(got.to_vector(), ops::cast(f32_result, dt).to_vector()) << what;
+      };
+      same(ops::add(a, b), ops::add(a32, b32), "add");
+      same(ops::mul(a, a), ops::mul(a32, a32), "mul");
+      same(ops::scale(a, 0.37f), ops::scale(a32, 0.37f), "scale");
+      same(ops::gelu(a), ops::gelu(a32), "gelu");
+      same(ops::gelu_backward(dy, a), ops::gelu_backward(dy32, a32), "gelu_backward");
+      same(ops::relu_backward(dy, a), ops::relu_backward(dy32, a32), "relu_backward");
+      same(ops::softmax(a), ops::softmax(a32), "softmax");
+      same(ops::log_softmax_backward(dy, a), ops::log_softmax_backward(dy32, a32), "log_softmax_backward");
+      same(ops::sum(a, 0, false), ops::sum(a32, 0, false), "sum over rows");
+      same(ops::sum_to(a, {70}), ops::sum_to(a32, {70}), "sum_to");
+      auto ce = ops::cross_entropy(a, Tensor::from_ints(std::vector<int32_t>(size_t(rows), 5), {rows}));
+      auto ce32 = ops::cross_entropy(a32, Tensor::from_ints(std::vector<int32_t>(size_t(rows), 5), {rows}));
+      EXPECT_EQ(ce.loss.dtype(), DType::f32);
+      EXPECT_EQ(ce.loss.item(), ce32.loss.item()) << "cross_entropy computes in f32";
+    }
 }
 
 TEST(Ops, InPlaceAccumulation) {

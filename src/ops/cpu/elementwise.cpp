@@ -1,38 +1,23 @@
-// Elementwise kernels: numpy-broadcasting binary ops, scalar ops, in-place accumulation and
-// activations. bf16 values are widened to f32, computed, and rounded back once.
+// CPU elementwise kernels: numpy-broadcasting binary ops, scalar ops and activations. Values
+// are converted blockwise to f32 (convert.h), computed, and rounded once to the output dtype.
 #include <algorithm>
+#include <vector>
 
 #include "common.h"
-#include "zt/ops/ops.h"
+#include "kernels.h"
 
-namespace zt::ops {
+namespace zt::ops::cpu {
 
-using detail::check_float;
 using detail::dispatch_float;
 using detail::ld;
 using detail::st;
 
-Shape broadcast_shape(const Shape& a, const Shape& b) {
-  const size_t n = std::max(a.size(), b.size());
-  Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    ZT_CHECK(da == db || da == 1 || db == 1, "[broadcast] shapes ", shape_str(a), " and ", shape_str(b),
-             " are incompatible at dimension ", i, " (", da, " vs ", db, ")");
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 namespace {
 
-enum class BinOp { add, sub, mul };
-
-template <BinOp op>
+template <Binary op>
 inline float apply(float x, float y) {
-  if constexpr (op == BinOp::add) return x + y;
-  if constexpr (op == BinOp::sub) return x - y;
+  if constexpr (op == Binary::add) return x + y;
+  if constexpr (op == Binary::sub) return x - y;
   return x * y;
 }
 
@@ -45,34 +30,33 @@ Shape broadcast_strides(const Shape& s, const Shape& out) {
   return st;
 }
 
-// Inner loop over one output row; strides are 0 or 1 so each case vectorises.
-template <BinOp op, typename T>
-void row(const T* __restrict a, int64_t sa, const T* __restrict b, int64_t sb, T* __restrict o, int64_t n) {
-  if (sa == 1 && sb == 1) {
-    for (int64_t i = 0; i < n; ++i) st(o, i, apply<op>(ld(a, i), ld(b, i)));
-  } else if (sa == 1) {
-    const float y = ld(b, 0);
-    for (int64_t i = 0; i < n; ++i) st(o, i, apply<op>(ld(a, i), y));
-  } else if (sb == 1) {
-    const float x = ld(a, 0);
-    for (int64_t i = 0; i < n; ++i) st(o, i, apply<op>(x, ld(b, i)));
-  } else {
-    const float v = apply<op>(ld(a, 0), ld(b, 0));
-    for (int64_t i = 0; i < n; ++i) st(o, i, v);
+// f32 values of n elements at p with stride 0 (one value repeated) or 1.
+template <typename T>
+const float* values(const T* p, int64_t stride, float* buf, int64_t n) {
+  if (stride == 1) return as_f32(p, buf, n);
+  std::fill(buf, buf + n, ld(p, 0));
+  return buf;
+}
+
+// o[0..n) = a op b where a and b step by 0 or 1, block by block.
+template <Binary op, typename T>
+void row(const T* a, int64_t sa, const T* b, int64_t sb, T* o, int64_t n) {
+  alignas(64) float ba[kBlock], bb[kBlock], bo[kBlock];
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t len = std::min(kBlock, n - i);
+    const float* __restrict x = values(a + i * sa, sa, ba, len);
+    const float* __restrict y = values(b + i * sb, sb, bb, len);
+    float* __restrict r = out_f32(o + i, bo);
+    for (int64_t k = 0; k < len; ++k) r[k] = apply<op>(x[k], y[k]);
+    from_f32(r, o + i, len);
   }
 }
 
-template <BinOp op>
-Tensor binary(const Tensor& a_in, const Tensor& b_in, const char* name) {
-  check_float(a_in, name);
-  check_float(b_in, name);
-  detail::check_same_dtype(a_in, b_in, name);
-  const Shape out_shape = broadcast_shape(a_in.shape(), b_in.shape());
-  Tensor a = a_in.contiguous(), b = b_in.contiguous();
-  Tensor out = Tensor::empty(out_shape, a.dtype());
+template <Binary op>
+void binary_impl(const Tensor& a, const Tensor& b, Tensor& out) {
+  const Shape& out_shape = out.shape();
   const int64_t n = out.numel();
-  if (n == 0) return out;
-  dispatch_float(a.dtype(), name, [&](auto tag) {
+  dispatch_float(a.dtype(), "binary", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
@@ -98,46 +82,45 @@ Tensor binary(const Tensor& a_in, const Tensor& b_in, const char* name) {
       }
     });
   });
-  return out;
 }
 
-// out = f(x) elementwise on a contiguous copy.
+// o = f(x) on f32 blocks; f(const float* x, float* o, len).
 template <typename F>
-Tensor unary(const Tensor& x_in, const char* name, F f) {
-  check_float(x_in, name);
-  Tensor x = x_in.contiguous();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), name, [&](auto tag) {
+void map1(const Tensor& x, Tensor& out, F f) {
+  dispatch_float(x.dtype(), "unary", [&](auto tag) {
     using T = decltype(tag);
-    const T* __restrict px = x.data<T>();
-    T* __restrict po = out.data<T>();
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
     parallel_for(x.numel(), kGrain, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) st(po, i, f(ld(px, i)));
+      alignas(64) float bx[kBlock], bo[kBlock];
+      for (int64_t i = s; i < e; i += kBlock) {
+        const int64_t len = std::min(kBlock, e - i);
+        float* r = out_f32(po + i, bo);
+        f(as_f32(px + i, bx, len), r, len);
+        from_f32(r, po + i, len);
+      }
     });
   });
-  return out;
 }
 
-// out = f(dy, x) elementwise (activation backward).
+// o = f(dy, x) on f32 blocks; f(const float* dy, const float* x, float* o, len).
 template <typename F>
-Tensor unary_backward(const Tensor& dy_in, const Tensor& x_in, const char* name, F f) {
-  check_float(dy_in, name);
-  check_float(x_in, name);
-  detail::check_same_dtype(dy_in, x_in, name);
-  ZT_CHECK(dy_in.shape() == x_in.shape(), "[", name, "] dy ", shape_str(dy_in.shape()), " and x ",
-           shape_str(x_in.shape()), " differ");
-  Tensor dy = dy_in.contiguous(), x = x_in.contiguous();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), name, [&](auto tag) {
+void map2(const Tensor& dy, const Tensor& x, Tensor& out, F f) {
+  dispatch_float(x.dtype(), "unary_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* __restrict pd = dy.data<T>();
-    const T* __restrict px = x.data<T>();
-    T* __restrict po = out.data<T>();
+    const T* pd = dy.data<T>();
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
     parallel_for(x.numel(), kGrain, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) st(po, i, f(ld(pd, i), ld(px, i)));
+      alignas(64) float bd[kBlock], bx[kBlock], bo[kBlock];
+      for (int64_t i = s; i < e; i += kBlock) {
+        const int64_t len = std::min(kBlock, e - i);
+        float* r = out_f32(po + i, bo);
+        f(as_f32(pd + i, bd, len), as_f32(px + i, bx, len), r, len);
+        from_f32(r, po + i, len);
+      }
     });
   });
-  return out;
 }
 
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
@@ -145,31 +128,60 @@ constexpr float kGeluA = 0.044715f;
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary<BinOp::add>(a, b, "add"); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary<BinOp::sub>(a, b, "sub"); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary<BinOp::mul>(a, b, "mul"); }
-
-Tensor scale(const Tensor& a, float s) {
-  return unary(a, "scale", [s](float v) { return v * s; });
-}
-Tensor add_scalar(const Tensor& a, float s) {
-  return unary(a, "add_scalar", [s](float v) { return v + s; });
-}
-
-Tensor sum_to(const Tensor& g_in, const Shape& shape) {
-  check_float(g_in, "sum_to");
-  const Shape& gs = g_in.shape();
-  bool ok = shape.size() <= gs.size();
-  for (size_t i = 0; ok && i < shape.size(); ++i) {
-    const int64_t d = shape[i], g = gs[gs.size() - shape.size() + i];
-    ok = d == g || d == 1;
+void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out) {
+  switch (op) {
+    case Binary::add: return binary_impl<Binary::add>(a, b, out);
+    case Binary::sub: return binary_impl<Binary::sub>(a, b, out);
+    case Binary::mul: return binary_impl<Binary::mul>(a, b, out);
   }
-  ZT_CHECK(ok, "[sum_to] cannot reduce ", shape_str(gs), " to ", shape_str(shape));
-  if (shape == gs) return g_in.clone();  // nothing to reduce (also covers 0-d)
-  Tensor g = g_in.contiguous();
-  Tensor out = Tensor::empty(shape, g.dtype());
+}
+
+void unary(Unary op, float s, const Tensor& x, Tensor& out) {
+  switch (op) {
+    case Unary::scale:
+      return map1(x, out, [s](const float* __restrict v, float* __restrict o, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) o[i] = v[i] * s;
+      });
+    case Unary::add_scalar:
+      return map1(x, out, [s](const float* __restrict v, float* __restrict o, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) o[i] = v[i] + s;
+      });
+    case Unary::relu:
+      return map1(x, out, [](const float* __restrict v, float* __restrict o, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) o[i] = v[i] > 0.f ? v[i] : 0.f;
+      });
+    case Unary::gelu:
+      return map1(x, out, [](const float* __restrict v, float* __restrict o, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          const float t = detail::tanh_approx(kGeluC * (v[i] + kGeluA * v[i] * v[i] * v[i]));
+          o[i] = 0.5f * v[i] * (1.f + t);
+        }
+      });
+  }
+}
+
+void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out) {
+  switch (op) {
+    case Unary::relu:
+      return map2(dy, x, out, [](const float* __restrict d, const float* __restrict v, float* __restrict o, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) o[i] = v[i] > 0.f ? d[i] : 0.f;
+      });
+    case Unary::gelu:
+      return map2(dy, x, out, [](const float* __restrict d, const float* __restrict v, float* __restrict o, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          const float t = detail::tanh_approx(kGeluC * (v[i] + kGeluA * v[i] * v[i] * v[i]));
+          const float du = kGeluC * (1.f + 3.f * kGeluA * v[i] * v[i]);
+          o[i] = d[i] * (0.5f * (1.f + t) + 0.5f * v[i] * (1.f - t * t) * du);
+        }
+      });
+    default: ZT_THROW("[unary_backward] no backward kernel for this op");
+  }
+}
+
+void sum_to(const Tensor& g, Tensor& out) {
+  const Shape& gs = g.shape();
+  const Shape& shape = out.shape();
   const int64_t n = g.numel(), m = out.numel();
-  if (m == 0) return out;
   std::vector<float> acc(size_t(m), 0.f);
   if (n > 0) {
     const Shape so = broadcast_strides(shape, gs);
@@ -180,18 +192,19 @@ Tensor sum_to(const Tensor& g_in, const Shape& shape) {
     dispatch_float(g.dtype(), "sum_to", [&](auto tag) {
       using T = decltype(tag);
       const T* pg = g.data<T>();
+      std::vector<float> buf(static_cast<size_t>(inner));
       for (int64_t r = 0; r < rows; ++r) {
         int64_t rem = r, oo = 0;
         for (size_t d = nd - 1; d-- > 0;) {
           oo += rem % gs[d] * so[d];
           rem /= gs[d];
         }
-        const T* __restrict src = pg + r * inner;
+        const float* __restrict src = as_f32(pg + r * inner, buf.data(), inner);
         if (io == 1) {
-          for (int64_t i = 0; i < inner; ++i) pa[oo + i] += ld(src, i);
+          for (int64_t i = 0; i < inner; ++i) pa[oo + i] += src[i];
         } else {
           float s = 0.f;
-          for (int64_t i = 0; i < inner; ++i) s += ld(src, i);
+          for (int64_t i = 0; i < inner; ++i) s += src[i];
           pa[oo] += s;
         }
       }
@@ -202,28 +215,6 @@ Tensor sum_to(const Tensor& g_in, const Shape& shape) {
     T* po = out.data<T>();
     for (int64_t i = 0; i < m; ++i) st(po, i, acc[size_t(i)]);
   });
-  return out;
 }
 
-Tensor relu(const Tensor& x) {
-  return unary(x, "relu", [](float v) { return v > 0.f ? v : 0.f; });
-}
-Tensor relu_backward(const Tensor& dy, const Tensor& x) {
-  return unary_backward(dy, x, "relu_backward", [](float d, float v) { return v > 0.f ? d : 0.f; });
-}
-
-Tensor gelu(const Tensor& x) {
-  return unary(x, "gelu", [](float v) {
-    const float t = detail::tanh_approx(kGeluC * (v + kGeluA * v * v * v));
-    return 0.5f * v * (1.f + t);
-  });
-}
-Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
-  return unary_backward(dy, x, "gelu_backward", [](float d, float v) {
-    const float t = detail::tanh_approx(kGeluC * (v + kGeluA * v * v * v));
-    const float du = kGeluC * (1.f + 3.f * kGeluA * v * v);
-    return d * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du);
-  });
-}
-
-}  // namespace zt::ops
+}  // namespace zt::ops::cpu

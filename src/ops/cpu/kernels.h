@@ -1,11 +1,40 @@
 #pragma once
 // The CPU backend: one kernel per op. Callers (the contracts in src/ops/*.cpp) have validated
-// the arguments, made inputs contiguous and allocated outputs; kernels only compute.
+// the arguments, made inputs contiguous (matmul takes strided views) and allocated outputs;
+// kernels only compute. 16-bit floats compute in f32 and round once on the way out.
 #include <cstdint>
 
 #include "zt/core/tensor.h"
 
 namespace zt::ops::cpu {
+
+// ---- matrix products (matmul.cpp): out = op(a) @ op(b) (+ bias), 2-D or batched 3-D ----
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor* bias, Tensor& out);
+bool matmul_native(DType dt);
+void set_matmul_lowp_fallback(bool force);
+int64_t matmul_fallback_count();
+size_t matmul_cache_size();
+
+// ---- elementwise (elementwise.cpp) ----
+enum class Binary { add, sub, mul };
+enum class Unary { scale, add_scalar, relu, gelu };
+void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out);  // out has the broadcast shape
+void unary(Unary op, float s, const Tensor& x, Tensor& out);
+void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out);  // relu, gelu
+void sum_to(const Tensor& g, Tensor& out);  // sums g's broadcast dimensions into out
+
+// ---- reductions (reduce.cpp); x viewed as [outer, r, inner] around the reduced dimension ----
+double sum_all(const Tensor& x);
+void sum_dim(const Tensor& x, int64_t outer, int64_t r, int64_t inner, float factor, Tensor& out);
+void expand_reduced(const Tensor& dy, int64_t outer, int64_t r, int64_t inner, float factor, Tensor& out);
+void argmax(const Tensor& x, Tensor& out);  // over the last dimension, into i32
+
+// ---- softmax family over the last dimension (softmax.cpp), computed in f32 ----
+void softmax(const Tensor& x, bool log, Tensor& out);  // out may be f32 for 16-bit x
+void softmax_backward(const Tensor& dy, const Tensor& y, bool log, Tensor& out);
+// dlogits = k * (exp(log_probs) - onehot(target)), zero rows where target == ignore_index.
+void cross_entropy_backward(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, float k,
+                            Tensor& out);
 
 // ---- precision (precision.cpp) ----
 void cast(const Tensor& src, Tensor& dst);  // same numel, any float dtypes

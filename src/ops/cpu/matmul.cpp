@@ -1,5 +1,8 @@
-// Matrix products through oneDNN. Transposes and strided views become memory strides (no
+// CPU matrix products through oneDNN. Transposes and strided views become memory strides (no
 // copies); primitives are cached by (shapes, strides, dtype, bias) so steady state creates none.
+// 16-bit products use oneDNN's bf16/f16 kernels (fp32 accumulation) where the CPU has them,
+// else Note [low-precision fallback].
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -9,13 +12,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "common.h"
-#include "zt/ops/ops.h"
+#include "kernels.h"
 
-namespace zt::ops {
-
+namespace zt::ops::cpu {
 namespace {
-
-using detail::check_float;
 
 // A logical (batch x rows x cols) view of a 2-D or 3-D tensor: elem(b, r, c) at b*sb + r*sr + c*sc.
 struct Mat {
@@ -69,7 +69,11 @@ dnnl::stream& stream() {
 }
 
 dnnl::memory::data_type dnnl_type(DType dt) {
-  return dt == DType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+  switch (dt) {
+    case DType::bf16: return dnnl::memory::data_type::bf16;
+    case DType::f16: return dnnl::memory::data_type::f16;
+    default: return dnnl::memory::data_type::f32;
+  }
 }
 
 dnnl::memory::desc md(const Mat& m, bool three, DType dt) {
@@ -81,21 +85,26 @@ dnnl::memory::desc md(const Mat& m, bool three, DType dt) {
 struct Cache {
   std::mutex mu;
   std::map<std::vector<int64_t>, dnnl::matmul> prims;
-  bool bf16_unsupported = false;
+  bool unsupported[2] = {false, false};  // bf16, f16: oneDNN created no primitive once
 };
+bool& unsupported(Cache& c, DType dt) { return c.unsupported[dt == DType::f16 ? 1 : 0]; }
+
+std::atomic<bool> g_force_fallback{false};
+std::atomic<int64_t> g_fallbacks{0};
 Cache& cache() {
   static Cache* c = new Cache();  // never destroyed: may be used during static teardown
   return *c;
 }
 
-// Returns the cached primitive, or nullopt if oneDNN has no implementation (bf16 without AVX-512).
+// Returns the cached primitive, or nullopt if oneDNN has no implementation for a 16-bit dtype
+// (bf16 needs AVX-512; oneDNN 2.6 has no f16 matmul on CPU).
 std::optional<dnnl::matmul> primitive(const Mat& a, const Mat& b, bool three, bool bias, DType dt) {
   std::vector<int64_t> key{three, bias, int64_t(dt), a.b, a.r, a.c, b.c, a.sb, a.sr, a.sc, b.sb, b.sr, b.sc};
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.prims.find(key);
   if (it != c.prims.end()) return it->second;
-  if (dt == DType::bf16 && c.bf16_unsupported) return std::nullopt;
+  if (dt != DType::f32 && unsupported(c, dt)) return std::nullopt;
   Mat out{Tensor(), a.b, a.r, b.c, a.r * b.c, b.c, 1};
   Mat bias_m{Tensor(), 1, 1, b.c, b.c, b.c, 1};
   try {
@@ -105,48 +114,43 @@ std::optional<dnnl::matmul> primitive(const Mat& a, const Mat& b, bool three, bo
     c.prims.emplace(key, prim);
     return prim;
   } catch (const dnnl::error& e) {
-    ZT_CHECK(dt == DType::bf16, "[matmul] oneDNN could not create an f32 matmul for ", a.r, "x", a.c, " @ ", b.r,
-             "x", b.c, ": ", e.what());
-    c.bf16_unsupported = true;
+    ZT_CHECK_AS(ErrorKind::internal, dt != DType::f32, "[matmul] oneDNN could not create an f32 matmul for ", a.r,
+                "x", a.c, " @ ", b.r, "x", b.c, ": ", e.what());
+    unsupported(c, dt) = true;
     return std::nullopt;
   }
 }
 
-// Fast dtype conversion for the bf16 fallback (core's converting copy is element-by-element).
-Tensor convert(const Tensor& t_in, DType to) {
-  Tensor t = t_in.contiguous();
-  Tensor out = Tensor::empty(t.shape(), to);
-  const int64_t n = t.numel();
-  detail::dispatch_float(t.dtype(), "matmul", [&](auto in_tag) {
-    using I = decltype(in_tag);
-    detail::dispatch_float(to, "matmul", [&](auto out_tag) {
-      using O = decltype(out_tag);
-      const I* __restrict src = t.data<I>();
-      O* __restrict dst = out.data<O>();
-      parallel_for(n, kGrain, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) detail::st(dst, i, detail::ld(src, i));
-      });
-    });
-  });
+Tensor widen(const Tensor& t) {
+  Tensor c = t.contiguous();
+  Tensor out = Tensor::empty(c.shape(), DType::f32);
+  cast(c, out);
   return out;
 }
 
-// out[b] = op(a)[b] @ op(b)[b] (+ bias), written into a new contiguous tensor of out_shape.
-Tensor product(const Tensor& at, bool ta, const Tensor& bt, bool tb, const Tensor* bias, const Shape& out_shape) {
+// Note [low-precision fallback]: without a 16-bit kernel, inputs are widened to f32, multiplied
+// by the f32 kernel and rounded once: what oneDNN's kernel computes, up to summation order.
+void product(const Tensor& at, bool ta, const Tensor& bt, bool tb, const Tensor* bias, Tensor& out) {
   const DType dt = at.dtype();
   const bool three = at.dim() == 3;
-  Tensor out = Tensor::empty(out_shape, dt);
-  if (out.numel() == 0) return out;
   Mat a = make_plain(at, ta), b = make_plain(bt, tb);
   if (a.c == 0) {  // empty inner dimension: the product is zero (plus the bias)
     out.zero_();
-    return bias ? add(out, *bias) : out;
+    if (bias) {
+      Tensor rows = out.view({-1, out.size(-1)});
+      for (int64_t r = 0; r < rows.size(0); ++r) rows.select(0, r).copy_(*bias);
+    }
+    return;
   }
-  auto prim = primitive(a, b, three, bias != nullptr, dt);
-  if (!prim) {  // no bf16 kernel on this CPU: compute in f32 and round once, as oneDNN would
-    Tensor bias32 = bias ? convert(*bias, DType::f32) : Tensor();
-    Tensor r = product(convert(at, DType::f32), ta, convert(bt, DType::f32), tb, bias ? &bias32 : nullptr, out_shape);
-    return convert(r, DType::bf16);
+  std::optional<dnnl::matmul> prim;
+  if (dt == DType::f32 || !g_force_fallback.load()) prim = primitive(a, b, three, bias != nullptr, dt);
+  if (!prim) {
+    g_fallbacks.fetch_add(1);
+    Tensor bias32 = bias ? widen(*bias) : Tensor();
+    Tensor r = Tensor::empty(out.shape(), DType::f32);
+    product(widen(at), ta, widen(bt), tb, bias ? &bias32 : nullptr, r);
+    cast(r, out);
+    return;
   }
   Tensor bias_c = bias ? bias->contiguous() : Tensor();
   Mat o{out, a.b, a.r, b.c, a.r * b.c, b.c, 1};
@@ -159,76 +163,27 @@ Tensor product(const Tensor& at, bool ta, const Tensor& bt, bool tb, const Tenso
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(md(bm, three, dt), eng, bias_c.raw_data()));
   prim->execute(stream(), args);
   stream().wait();
-  return out;
 }
 
 }  // namespace
+
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor* bias, Tensor& out) {
+  product(a, trans_a, b, trans_b, bias, out);
+}
+
+bool matmul_native(DType dt) {
+  if (dt == DType::f32) return true;
+  Tensor x = Tensor::zeros({2, 2}, dt);
+  const Mat m = describe(x, false);
+  return primitive(m, m, false, false, dt).has_value();
+}
+
+void set_matmul_lowp_fallback(bool force) { g_force_fallback.store(force); }
+int64_t matmul_fallback_count() { return g_fallbacks.load(); }
 
 size_t matmul_cache_size() {
   std::lock_guard<std::mutex> lock(cache().mu);
   return cache().prims.size();
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
-  check_float(a, "matmul");
-  check_float(b, "matmul");
-  detail::check_same_dtype(a, b, "matmul");
-  ZT_CHECK((a.dim() == 2 || a.dim() == 3) && a.dim() == b.dim(), "[matmul] needs two 2-D or two 3-D tensors, got ",
-           shape_str(a.shape()), " and ", shape_str(b.shape()));
-  const Mat ma = describe(a, trans_a), mb = describe(b, trans_b);
-  ZT_CHECK(ma.c == mb.r, "[matmul] inner dimensions ", ma.c, " and ", mb.r, " differ (shapes ", shape_str(a.shape()),
-           trans_a ? "^T" : "", " and ", shape_str(b.shape()), trans_b ? "^T" : "", ")");
-  ZT_CHECK(ma.b == mb.b, "[matmul] batch sizes ", ma.b, " and ", mb.b, " differ");
-  Shape out = a.dim() == 3 ? Shape{ma.b, ma.r, mb.c} : Shape{ma.r, mb.c};
-  return product(a, trans_a, b, trans_b, nullptr, out);
-}
-
-namespace {
-// x [..., in] as a 2-D [rows, in] matrix (a view when possible).
-Tensor flatten_rows(const Tensor& x) {
-  if (x.dim() == 2) return x;
-  return x.reshape({-1, x.size(-1)});
-}
-Shape with_last(const Shape& s, int64_t last) {
-  Shape r = s;
-  r.back() = last;
-  return r;
-}
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b) {
-  check_float(x, "linear");
-  check_float(w, "linear");
-  detail::check_same_dtype(x, w, "linear");
-  ZT_CHECK(x.dim() >= 1 && w.dim() == 2, "[linear] needs x [..., in] and w [out, in], got ", shape_str(x.shape()),
-           " and ", shape_str(w.shape()));
-  ZT_CHECK(x.size(-1) == w.size(1), "[linear] x has ", x.size(-1), " input features but w ",
-           shape_str(w.shape()), " expects ", w.size(1));
-  if (b) {
-    check_float(*b, "linear");
-    detail::check_same_dtype(x, *b, "linear");
-    ZT_CHECK(b->dim() == 1 && b->size(0) == w.size(0), "[linear] bias shape ", shape_str(b->shape()),
-             " does not match ", w.size(0), " outputs");
-  }
-  Tensor x2 = x.dim() == 1 ? x.reshape({1, x.size(0)}) : flatten_rows(x);
-  Tensor y = product(x2, false, w, true, b, {x2.size(0), w.size(0)});
-  return y.view(with_last(x.shape(), w.size(0)));
-}
-
-LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool has_bias) {
-  check_float(dy, "linear_backward");
-  detail::check_same_dtype(dy, w, "linear_backward");
-  ZT_CHECK(dy.dim() >= 1 && dy.size(-1) == w.size(0), "[linear_backward] dy ", shape_str(dy.shape()),
-           " does not match w ", shape_str(w.shape()));
-  Tensor dy2 = dy.dim() == 1 ? dy.reshape({1, dy.size(0)}) : flatten_rows(dy);
-  Tensor x2 = x.dim() == 1 ? x.reshape({1, x.size(0)}) : flatten_rows(x);
-  ZT_CHECK(x2.size(0) == dy2.size(0), "[linear_backward] x ", shape_str(x.shape()), " and dy ",
-           shape_str(dy.shape()), " have different row counts");
-  LinearGrads g;
-  if (need_dx) g.dx = product(dy2, false, w, false, nullptr, {dy2.size(0), w.size(1)}).view(x.shape());
-  g.dw = product(dy2, true, x2, false, nullptr, w.shape());
-  if (has_bias) g.db = sum(dy2, 0, false);
-  return g;
-}
-
-}  // namespace zt::ops
+}  // namespace zt::ops::cpu

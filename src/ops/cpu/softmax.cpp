@@ -1,184 +1,119 @@
-// Softmax family over the last dimension (max-subtracted, so large logits are safe) and the
-// fused cross-entropy loss. Rows run in parallel; each row is a few vectorisable passes.
+// CPU softmax-family kernels over the last dimension, in f32 whatever the storage dtype
+// (max-subtracted, so large logits are safe). Rows run in parallel, a few passes each.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "common.h"
-#include "zt/ops/ops.h"
+#include "kernels.h"
 
-namespace zt::ops {
+namespace zt::ops::cpu {
 
-using detail::check_float;
 using detail::dispatch_float;
 using detail::exp_approx;
-using detail::ld;
-using detail::st;
 
 namespace {
 
-int64_t last_dim(const Tensor& x, const char* op) {
-  ZT_CHECK(x.dim() >= 1, "[", op, "] needs at least one dimension, got a 0-d tensor");
-  return x.size(-1);
-}
+// Per-thread f32 scratch for a few rows of c values.
+struct Rows {
+  explicit Rows(int64_t c, int n) : buf(size_t(c) * size_t(n)), c_(c) {}
+  float* operator[](int i) { return buf.data() + size_t(i) * size_t(c_); }
+  std::vector<float> buf;
+  int64_t c_;
+};
 
-template <typename T>
-float row_max(const T* __restrict p, int64_t n) {
-  float m = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, ld(p, i));
-  return m;
-}
-
-// Computes log_softmax (log=true) or softmax of each row of x into out (f32 or bf16).
+// log_softmax (log=true) or softmax of each row of x into out (any float dtypes).
 template <typename T, typename U>
 void softmax_rows(const T* px, U* po, int64_t rows, int64_t c, bool log) {
   parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)), [&](int64_t r0, int64_t r1) {
-    std::vector<float> buf(static_cast<size_t>(c));
+    Rows buf(c, 3);
     for (int64_t r = r0; r < r1; ++r) {
-      const T* __restrict x = px + r * c;
-      U* __restrict y = po + r * c;
-      float* __restrict e = buf.data();
-      const float m = row_max(x, c);
+      const float* __restrict x = as_f32(px + r * c, buf[0], c);
+      float* __restrict e = buf[1];
+      float* __restrict y = out_f32(po + r * c, buf[2]);
+      float m = -INFINITY;
+      for (int64_t i = 0; i < c; ++i) m = std::max(m, x[i]);
       float s = 0.f;
       for (int64_t i = 0; i < c; ++i) {
-        e[i] = exp_approx(ld(x, i) - m);
+        e[i] = exp_approx(x[i] - m);
         s += e[i];
       }
       if (log) {
         const float lse = m + std::log(s);
-        for (int64_t i = 0; i < c; ++i) st(y, i, ld(x, i) - lse);
+        for (int64_t i = 0; i < c; ++i) y[i] = x[i] - lse;
       } else {
         const float inv = 1.f / s;
-        for (int64_t i = 0; i < c; ++i) st(y, i, e[i] * inv);
+        for (int64_t i = 0; i < c; ++i) y[i] = e[i] * inv;
       }
+      from_f32(y, po + r * c, c);
     }
   });
 }
 
-Tensor softmax_impl(const Tensor& x_in, bool log, const char* op) {
-  check_float(x_in, op);
-  const int64_t c = last_dim(x_in, op);
-  Tensor x = x_in.contiguous();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  if (x.numel() == 0) return out;
-  dispatch_float(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    softmax_rows(x.data<T>(), out.data<T>(), x.numel() / c, c, log);
+}  // namespace
+
+void softmax(const Tensor& x, bool log, Tensor& out) {
+  const int64_t c = x.size(-1), rows = x.numel() / c;
+  dispatch_float(x.dtype(), "softmax", [&](auto xt) {
+    using T = decltype(xt);
+    dispatch_float(out.dtype(), "softmax", [&](auto ot) {
+      using U = decltype(ot);
+      softmax_rows(x.data<T>(), out.data<U>(), rows, c, log);
+    });
   });
-  return out;
 }
 
 // softmax: dx = y * (dy - sum(dy*y)); log_softmax: dx = dy - exp(y) * sum(dy).
-Tensor softmax_backward_impl(const Tensor& dy_in, const Tensor& y_in, bool log, const char* op) {
-  check_float(dy_in, op);
-  check_float(y_in, op);
-  detail::check_same_dtype(dy_in, y_in, op);
-  ZT_CHECK(dy_in.shape() == y_in.shape(), "[", op, "] dy ", shape_str(dy_in.shape()), " and y ",
-           shape_str(y_in.shape()), " differ");
-  const int64_t c = last_dim(y_in, op);
-  Tensor dy = dy_in.contiguous(), y = y_in.contiguous();
-  Tensor out = Tensor::empty(y.shape(), y.dtype());
-  if (y.numel() == 0) return out;
-  dispatch_float(y.dtype(), op, [&](auto tag) {
+void softmax_backward(const Tensor& dy, const Tensor& y, bool log, Tensor& out) {
+  const int64_t c = y.size(-1), rows = y.numel() / c;
+  dispatch_float(y.dtype(), "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* pd = dy.data<T>();
     const T* py = y.data<T>();
     T* po = out.data<T>();
-    parallel_for(y.numel() / c, std::max<int64_t>(1, kGrain / c), [&](int64_t r0, int64_t r1) {
+    parallel_for(rows, std::max<int64_t>(1, kGrain / c), [&](int64_t r0, int64_t r1) {
+      Rows buf(c, 3);
       for (int64_t r = r0; r < r1; ++r) {
-        const T* __restrict d = pd + r * c;
-        const T* __restrict yy = py + r * c;
-        T* __restrict o = po + r * c;
+        const float* __restrict d = as_f32(pd + r * c, buf[0], c);
+        const float* __restrict yy = as_f32(py + r * c, buf[1], c);
+        float* __restrict o = out_f32(po + r * c, buf[2]);
         float s = 0.f;
         if (log) {
-          for (int64_t i = 0; i < c; ++i) s += ld(d, i);
-          for (int64_t i = 0; i < c; ++i) st(o, i, ld(d, i) - exp_approx(ld(yy, i)) * s);
+          for (int64_t i = 0; i < c; ++i) s += d[i];
+          for (int64_t i = 0; i < c; ++i) o[i] = d[i] - exp_approx(yy[i]) * s;
         } else {
-          for (int64_t i = 0; i < c; ++i) s += ld(d, i) * ld(yy, i);
-          for (int64_t i = 0; i < c; ++i) st(o, i, ld(yy, i) * (ld(d, i) - s));
+          for (int64_t i = 0; i < c; ++i) s += d[i] * yy[i];
+          for (int64_t i = 0; i < c; ++i) o[i] = yy[i] * (d[i] - s);
         }
+        from_f32(o, po + r * c, c);
       }
     });
   });
-  return out;
 }
 
-void check_targets(const Tensor& logits, const Tensor& targets, const char* op) {
-  check_float(logits, op);
-  ZT_CHECK(logits.dim() == 2, "[", op, "] logits must be [N, C], got ", shape_str(logits.shape()));
-  ZT_CHECK(targets.dtype() == DType::i32, "[", op, "] targets must be i32, got ", dtype_name(targets.dtype()));
-  ZT_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "[", op, "] targets ",
-           shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()));
-}
-
-}  // namespace
-
-Tensor softmax(const Tensor& x) { return softmax_impl(x, false, "softmax"); }
-Tensor log_softmax(const Tensor& x) { return softmax_impl(x, true, "log_softmax"); }
-Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
-  return softmax_backward_impl(dy, y, false, "softmax_backward");
-}
-Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
-  return softmax_backward_impl(dy, y, true, "log_softmax_backward");
-}
-
-// Note: when every target is ignored the loss is 0 (torch gives NaN) and the gradient is zero,
-// so a micro-batch of padding cannot poison training.
-CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index) {
-  check_targets(logits_in, targets_in, "cross_entropy");
-  Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
-  const int64_t n = logits.size(0), c = logits.size(1);
-  CrossEntropyResult res;
-  res.log_probs = Tensor::empty({n, c}, DType::f32);
-  float* lp = res.log_probs.data<float>();
-  if (n * c > 0) {
-    dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
-      using T = decltype(tag);
-      softmax_rows(logits.data<T>(), lp, n, c, true);
-    });
-  }
+void cross_entropy_backward(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, float k,
+                            Tensor& out) {
+  const int64_t n = log_probs.size(0), c = log_probs.size(1);
+  const float* lp = log_probs.data<float>();
   const int32_t* pt = targets.data<int32_t>();
-  double total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (pt[i] == ignore_index) continue;
-    ZT_CHECK(pt[i] >= 0 && pt[i] < c, "[cross_entropy] target ", pt[i], " at row ", i, " is outside [0, ", c,
-             ") and is not ignore_index ", ignore_index);
-    total -= lp[i * c + pt[i]];
-    ++res.count;
-  }
-  res.loss = Tensor::full({}, res.count ? float(total / double(res.count)) : 0.f, DType::f32);
-  return res;
-}
-
-Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, const Tensor& targets_in,
-                              int64_t ignore_index, DType logits_dtype) {
-  check_targets(saved.log_probs, targets_in, "cross_entropy_backward");
-  Tensor targets = targets_in.contiguous();
-  const int64_t n = saved.log_probs.size(0), c = saved.log_probs.size(1);
-  Tensor out = Tensor::empty({n, c}, logits_dtype);
-  const float* lp = saved.log_probs.data<float>();
-  const int32_t* pt = targets.data<int32_t>();
-  const float k = saved.count ? dloss / float(saved.count) : 0.f;
-  for (int64_t r = 0; r < n; ++r)  // validate before the parallel loop (no throwing inside it)
-    ZT_CHECK(pt[r] == ignore_index || (pt[r] >= 0 && pt[r] < c), "[cross_entropy_backward] target ", pt[r],
-             " at row ", r, " is outside [0, ", c, ")");
-  dispatch_float(logits_dtype, "cross_entropy_backward", [&](auto tag) {
+  dispatch_float(out.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     T* po = out.data<T>();
     parallel_for(n, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)), [&](int64_t r0, int64_t r1) {
+      Rows buf(c, 1);
       for (int64_t r = r0; r < r1; ++r) {
-        T* __restrict o = po + r * c;
+        float* __restrict o = out_f32(po + r * c, buf[0]);
         const float* __restrict l = lp + r * c;
-        const bool skip = pt[r] == ignore_index || saved.count == 0;
-        if (skip) {
-          for (int64_t i = 0; i < c; ++i) st(o, i, 0.f);
-          continue;
+        if (pt[r] == ignore_index || k == 0.f) {
+          std::fill(o, o + c, 0.f);
+        } else {
+          for (int64_t i = 0; i < c; ++i) o[i] = k * exp_approx(l[i]);
+          o[pt[r]] -= k;
         }
-        for (int64_t i = 0; i < c; ++i) st(o, i, k * (exp_approx(l[i]) - (i == pt[r] ? 1.f : 0.f)));
+        from_f32(o, po + r * c, c);
       }
     });
   });
-  return out;
 }
 
-}  // namespace zt::ops
+}  // namespace zt::ops::cpu

@@ -6,6 +6,8 @@
 // Errors name the op: "[matmul] inner dimensions 3 and 4 differ".
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "zt/core/tensor.h"
 
@@ -16,6 +18,9 @@ inline constexpr int64_t kGrain = int64_t(1) << 15;
 // Fixed chunk of sum_of_squares, as optim::kClipGrain: the result is independent of threads.
 inline constexpr int64_t kReduceChunk = int64_t(1) << 14;
 
+// Backends compiled in ("cpu"; later "cuda"): every op runs on each, tests run on each.
+std::vector<std::string> backends();
+
 // ---- precision: whole-buffer kernels for mixed-precision training (contiguous fast paths) ----
 Tensor cast(const Tensor& x, DType dt);          // converting copy (f32/bf16/f16), new tensor
 void cast_into(Tensor& dst, const Tensor& src);  // dst contiguous, same numel, any float dtypes
@@ -24,9 +29,15 @@ void scale_(Tensor& x, float s);                 // x *= s in place (x contiguou
 double sum_of_squares(const Tensor& x);
 bool has_nonfinite(const Tensor& x);  // any inf or NaN (fp16 overflow check)
 
-// ---- matrix products (oneDNN) ----
+// Gradients of a two-input op; each is undefined unless asked for.
+struct BinaryGrads {
+  Tensor da, db;
+};
+
+// ---- matrix products (oneDNN; bf16/f16 accumulate in f32) ----
 // C = op(A) @ op(B) for 2-D A, B; or batched 3-D with equal batch. op transposes when asked.
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+BinaryGrads matmul_backward(const Tensor& dy, const Tensor& a, const Tensor& b, bool need_a, bool need_b);
 // y = x @ w^T + b; x [..., in], w [out, in], b [out] (optional) -> [..., out].
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b);
 struct LinearGrads {
@@ -35,12 +46,23 @@ struct LinearGrads {
 LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool has_bias);
 // Number of cached oneDNN matmul primitives (steady state adds none; tests check this).
 size_t matmul_cache_size();
+// Whether this CPU has a oneDNN kernel for products in dt. Where a 16-bit dtype has none, its
+// products widen to f32 and round once (the fallback); tests can force that path.
+bool matmul_native(DType dt);
+void set_matmul_lowp_fallback_for_testing(bool force);
+int64_t matmul_fallback_count();  // 16-bit products computed through the fallback so far
 
 // ---- elementwise (numpy broadcasting for binary ops) ----
 Shape broadcast_shape(const Shape& a, const Shape& b);  // throws "[broadcast] ..." if incompatible
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
+// Backward of add/sub/mul: gradients reduced back to each input's (broadcast) shape.
+BinaryGrads add_backward(const Tensor& dy, const Shape& a, const Shape& b, bool need_a, bool need_b);
+BinaryGrads sub_backward(const Tensor& dy, const Shape& a, const Shape& b, bool need_a, bool need_b);
+// a is read only when need_b and b only when need_a (the other may be undefined).
+BinaryGrads mul_backward(const Tensor& dy, const Tensor& a, const Tensor& b, const Shape& a_shape,
+                         const Shape& b_shape, bool need_a, bool need_b);
 Tensor scale(const Tensor& a, float s);
 Tensor add_scalar(const Tensor& a, float s);
 Tensor sum_to(const Tensor& g, const Shape& shape);  // sums broadcast dims of g back to `shape`
@@ -59,10 +81,15 @@ Tensor sum(const Tensor& x);                                 // all elements -> 
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim);
 Tensor mean(const Tensor& x);                                // -> shape []
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim);
+// Backward of the reductions above: dy (one element, or the reduced shape) spread over in_shape.
+Tensor sum_backward(const Tensor& dy, const Shape& in_shape, DType dt);
+Tensor mean_backward(const Tensor& dy, const Shape& in_shape, DType dt);
+Tensor sum_backward(const Tensor& dy, const Shape& in_shape, int64_t dim, bool keepdim);
+Tensor mean_backward(const Tensor& dy, const Shape& in_shape, int64_t dim, bool keepdim);
 // Backward of sum/mean over `dim`: expands dy (reduced shape) back to `in_shape`.
 Tensor expand_reduced(const Tensor& dy, const Shape& in_shape, int64_t dim, bool keepdim, float factor);
 
-// ---- softmax family (over the last dimension) ----
+// ---- softmax family (over the last dimension; computed in f32, output in x's dtype) ----
 Tensor softmax(const Tensor& x);
 Tensor softmax_backward(const Tensor& dy, const Tensor& y);  // y = softmax output
 Tensor log_softmax(const Tensor& x);

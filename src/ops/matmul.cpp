@@ -1,0 +1,111 @@
+// Contracts of the matrix products (matmul, linear) and their backward: shape and dtype checks,
+// output allocation, dispatch to the backend.
+#include "contract.h"
+#include "cpu/kernels.h"
+#include "zt/ops/ops.h"
+
+namespace zt::ops {
+
+using detail::Backend;
+using detail::backend_of;
+using detail::check_float;
+
+namespace {
+
+// (batch, rows, cols) of op(t) for a 2-D or 3-D t.
+struct Dims {
+  int64_t b, r, c;
+};
+Dims dims(const Tensor& t, bool trans) {
+  const bool three = t.dim() == 3;
+  const int64_t r = t.size(three ? 1 : 0), c = t.size(three ? 2 : 1);
+  return {three ? t.size(0) : 1, trans ? c : r, trans ? r : c};
+}
+
+// Allocates out_shape and runs out = op(a) @ op(b) (+ bias) on the backend.
+Tensor product(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor* bias, const Shape& out_shape) {
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  if (out.numel() == 0) return out;
+  switch (backend_of(a)) {
+    case Backend::cpu: cpu::matmul(a, ta, b, tb, bias, out); break;
+  }
+  return out;
+}
+
+// x [..., in] as a 2-D [rows, in] matrix (a view when possible).
+Tensor rows_of(const Tensor& x) {
+  if (x.dim() == 1) return x.reshape({1, x.size(0)});
+  return x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
+}
+
+Shape with_last(const Shape& s, int64_t last) {
+  Shape r = s;
+  r.back() = last;
+  return r;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  check_float(a, "matmul");
+  check_float(b, "matmul");
+  detail::check_same_dtype(a, b, "matmul");
+  ZT_CHECK((a.dim() == 2 || a.dim() == 3) && a.dim() == b.dim(), "[matmul] needs two 2-D or two 3-D tensors, got ",
+           shape_str(a.shape()), " and ", shape_str(b.shape()));
+  const Dims da = dims(a, trans_a), db = dims(b, trans_b);
+  ZT_CHECK(da.c == db.r, "[matmul] inner dimensions ", da.c, " and ", db.r, " differ (shapes ", shape_str(a.shape()),
+           trans_a ? "^T" : "", " and ", shape_str(b.shape()), trans_b ? "^T" : "", ")");
+  ZT_CHECK(da.b == db.b, "[matmul] batch sizes ", da.b, " and ", db.b, " differ");
+  return product(a, trans_a, b, trans_b, nullptr, a.dim() == 3 ? Shape{da.b, da.r, db.c} : Shape{da.r, db.c});
+}
+
+BinaryGrads matmul_backward(const Tensor& dy, const Tensor& a, const Tensor& b, bool need_a, bool need_b) {
+  BinaryGrads g;
+  if (need_a) g.da = matmul(dy, b, false, true);  // dA = dC @ B^T
+  if (need_b) g.db = matmul(a, dy, true, false);  // dB = A^T @ dC
+  return g;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b) {
+  check_float(x, "linear");
+  check_float(w, "linear");
+  detail::check_same_dtype(x, w, "linear");
+  ZT_CHECK(x.dim() >= 1 && w.dim() == 2, "[linear] needs x [..., in] and w [out, in], got ", shape_str(x.shape()),
+           " and ", shape_str(w.shape()));
+  ZT_CHECK(x.size(-1) == w.size(1), "[linear] x has ", x.size(-1), " input features but w ",
+           shape_str(w.shape()), " expects ", w.size(1));
+  if (b) {
+    check_float(*b, "linear");
+    detail::check_same_dtype(x, *b, "linear");
+    ZT_CHECK(b->dim() == 1 && b->size(0) == w.size(0), "[linear] bias shape ", shape_str(b->shape()),
+             " does not match ", w.size(0), " outputs");
+  }
+  Tensor x2 = rows_of(x);
+  Tensor y = product(x2, false, w, true, b, {x2.size(0), w.size(0)});
+  return y.view(with_last(x.shape(), w.size(0)));
+}
+
+LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool has_bias) {
+  check_float(dy, "linear_backward");
+  detail::check_same_dtype(dy, w, "linear_backward");
+  ZT_CHECK(dy.dim() >= 1 && dy.size(-1) == w.size(0), "[linear_backward] dy ", shape_str(dy.shape()),
+           " does not match w ", shape_str(w.shape()));
+  Tensor dy2 = rows_of(dy), x2 = rows_of(x);
+  ZT_CHECK(x2.size(0) == dy2.size(0), "[linear_backward] x ", shape_str(x.shape()), " and dy ",
+           shape_str(dy.shape()), " have different row counts");
+  LinearGrads g;
+  if (need_dx) g.dx = product(dy2, false, w, false, nullptr, {dy2.size(0), w.size(1)}).view(x.shape());
+  g.dw = product(dy2, true, x2, false, nullptr, w.shape());
+  if (has_bias) g.db = sum(dy2, 0, false);
+  return g;
+}
+
+size_t matmul_cache_size() { return cpu::matmul_cache_size(); }
+bool matmul_native(DType dt) {
+  ZT_CHECK(detail::is_float(dt), "[matmul] dtype ", dtype_name(dt), " is not a float type");
+  return cpu::matmul_native(dt);
+}
+void set_matmul_lowp_fallback_for_testing(bool force) { cpu::set_matmul_lowp_fallback(force); }
+int64_t matmul_fallback_count() { return cpu::matmul_fallback_count(); }
+
+}  // namespace zt::ops

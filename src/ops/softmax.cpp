@@ -1,0 +1,112 @@
+// Contracts of the softmax family over the last dimension and the fused cross-entropy loss,
+// with their backward. Kernels compute in f32 whatever the input dtype.
+#include "contract.h"
+#include "cpu/kernels.h"
+#include "zt/ops/ops.h"
+
+namespace zt::ops {
+
+using detail::Backend;
+using detail::backend_of;
+using detail::check_float;
+
+namespace {
+
+void check_rows(const Tensor& x, const char* op) {
+  ZT_CHECK(x.dim() >= 1, "[", op, "] needs at least one dimension, got a 0-d tensor");
+}
+
+Tensor softmax_impl(const Tensor& x_in, bool log, const char* op) {
+  check_float(x_in, op);
+  check_rows(x_in, op);
+  Tensor x = x_in.contiguous();
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  if (out.numel() == 0) return out;
+  switch (backend_of(x)) {
+    case Backend::cpu: cpu::softmax(x, log, out); break;
+  }
+  return out;
+}
+
+Tensor softmax_backward_impl(const Tensor& dy_in, const Tensor& y_in, bool log, const char* op) {
+  check_float(dy_in, op);
+  check_float(y_in, op);
+  detail::check_same_dtype(dy_in, y_in, op);
+  detail::check_same_shape(dy_in, y_in, op, "dy", "y");
+  check_rows(y_in, op);
+  Tensor dy = dy_in.contiguous(), y = y_in.contiguous();
+  Tensor out = Tensor::empty(y.shape(), y.dtype());
+  if (out.numel() == 0) return out;
+  switch (backend_of(y)) {
+    case Backend::cpu: cpu::softmax_backward(dy, y, log, out); break;
+  }
+  return out;
+}
+
+void check_targets(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const char* op) {
+  check_float(logits, op);
+  ZT_CHECK(logits.dim() == 2, "[", op, "] logits must be [N, C], got ", shape_str(logits.shape()));
+  ZT_CHECK(targets.dtype() == DType::i32, "[", op, "] targets must be i32, got ", dtype_name(targets.dtype()));
+  ZT_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "[", op, "] targets ",
+           shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()));
+  Tensor t = targets.contiguous();
+  const int32_t* pt = t.data<int32_t>();
+  const int64_t c = logits.size(1);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    ZT_CHECK(pt[i] == ignore_index || (pt[i] >= 0 && pt[i] < c), "[", op, "] target ", pt[i], " at row ", i,
+             " is outside [0, ", c, ") and is not ignore_index ", ignore_index);
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x) { return softmax_impl(x, false, "softmax"); }
+Tensor log_softmax(const Tensor& x) { return softmax_impl(x, true, "log_softmax"); }
+Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
+  return softmax_backward_impl(dy, y, false, "softmax_backward");
+}
+Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
+  return softmax_backward_impl(dy, y, true, "log_softmax_backward");
+}
+
+// Note [all targets ignored]: the loss is 0 (torch gives NaN) and the gradient is zero, so a
+// micro-batch of padding cannot poison training.
+CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index) {
+  check_targets(logits_in, targets_in, ignore_index, "cross_entropy");
+  Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
+  const int64_t n = logits.size(0), c = logits.size(1);
+  CrossEntropyResult res;
+  res.log_probs = Tensor::empty({n, c}, DType::f32);  // f32 whatever the logits' dtype
+  if (n * c > 0) {
+    switch (backend_of(logits)) {
+      case Backend::cpu: cpu::softmax(logits, true, res.log_probs); break;
+    }
+  }
+  const float* lp = res.log_probs.data<float>();
+  const int32_t* pt = targets.data<int32_t>();
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (pt[i] == ignore_index) continue;
+    total -= lp[i * c + pt[i]];
+    ++res.count;
+  }
+  res.loss = Tensor::full({}, res.count ? float(total / double(res.count)) : 0.f, DType::f32);
+  return res;
+}
+
+Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, const Tensor& targets_in,
+                              int64_t ignore_index, DType logits_dtype) {
+  check_targets(saved.log_probs, targets_in, ignore_index, "cross_entropy_backward");
+  ZT_CHECK(detail::is_float(logits_dtype), "[cross_entropy_backward] logits dtype ", dtype_name(logits_dtype),
+           " is not a float type");
+  Tensor targets = targets_in.contiguous();
+  const int64_t n = saved.log_probs.size(0), c = saved.log_probs.size(1);
+  Tensor out = Tensor::empty({n, c}, logits_dtype);
+  if (out.numel() == 0) return out;
+  const float k = saved.count ? dloss / float(saved.count) : 0.f;  // Note [all targets ignored]
+  switch (backend_of(out)) {
+    case Backend::cpu: cpu::cross_entropy_backward(saved.log_probs, targets, ignore_index, k, out); break;
+  }
+  return out;
+}
+
+}  // namespace zt::ops
