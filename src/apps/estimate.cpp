@@ -40,7 +40,8 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
       plan = zero::plan_buckets(numels, cfg.zero.reduce_bucket_size, world);
     }
     zero::MemoryEstimate e = zero::estimate_memory(plan, stage, world, k, persistent);
-    nlohmann::json row = {{"stage", stage}, {"param", e.param}, {"grad", e.grad}, {"optim", e.optim}, {"total", e.total()}};
+    nlohmann::json row = {
+        {"stage", stage}, {"param", e.param}, {"grad", e.grad}, {"optim", e.optim}, {"total", e.total()}};
     if (opt.memory_gib > 0)
       row["max_params"] = zero::max_params_that_fit(int64_t(opt.memory_gib * double(1ull << 30)), stage, world, k);
     out["stages"].push_back(row);
