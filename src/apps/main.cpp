@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
@@ -158,7 +159,7 @@ int main(int argc, char** argv) {
   const std::string first = argv[1];
   const bool top_flag = first == "-h" || first == "--help" || first == "--version";
   if (first[0] == '-' && !top_flag)
-    return usage_error("unknown option '" + first + "' before the command; options follow it, as in zerotrain train --config FILE", "");
+    return usage_error("unknown option '" + first + "' before the command (options follow the command)", "");
   if (first[0] != '-' && std::find(std::begin(kCommands), std::end(kCommands), first) == std::end(kCommands))
     return usage_error("unknown command '" + first + "'; the commands are train, eval, estimate", "");
   try {

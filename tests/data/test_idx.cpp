@@ -23,6 +23,7 @@ std::vector<uint8_t> iota_bytes(size_t n) {
   return v;
 }
 
+using zt::testing_util::error_kind_of;
 using zt::testing_util::error_of;
 
 TEST_F(IdxTest, RawImagesRoundTrip) {
@@ -138,6 +139,28 @@ TEST_F(IdxTest, CorruptGzipStreamNamesFile) {
   write_file(path("cut.gz"), gz, false);
   std::string msg = error_of([&] { read_idx(path("cut.gz")); });
   EXPECT_THAT(msg, HasSubstr(path("cut.gz")));
+}
+
+// The CLI decides on the kind (Note [errors across ranks] in src/apps/main.cpp).
+TEST_F(IdxTest, ATruncatedFileIsADataError) {
+  auto bytes = idx_bytes(0x803, {3, 2, 2}, iota_bytes(12));
+  write_file(path("whole"), bytes, false);
+  EXPECT_NO_THROW(read_idx(path("whole")));
+  bytes.resize(bytes.size() - 3);
+  write_file(path("img"), bytes, false);
+  EXPECT_EQ(error_kind_of([&] { read_idx(path("img")); }), ErrorKind::data);
+  write_file(path("hdr"), {0, 0, 8}, false);  // shorter than the magic
+  EXPECT_EQ(error_kind_of([&] { read_idx(path("hdr")); }), ErrorKind::data);
+  write_file(path("lbl.gz"), idx_bytes(0x801, {10}, {1, 2, 3}), true);
+  EXPECT_EQ(error_kind_of([&] { read_idx(path("lbl")); }), ErrorKind::data);
+}
+
+TEST_F(IdxTest, MissingCorruptAndTrailingFilesAreDataErrors) {
+  EXPECT_EQ(error_kind_of([&] { read_idx(path("nope")); }), ErrorKind::data);
+  write_file(path("magic"), idx_bytes(0x12345678, {1}, {0}), false);
+  EXPECT_EQ(error_kind_of([&] { read_idx(path("magic")); }), ErrorKind::data);
+  write_file(path("trail"), idx_bytes(0x801, {2}, {1, 2, 3, 4}), false);
+  EXPECT_EQ(error_kind_of([&] { read_idx(path("trail")); }), ErrorKind::data);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ using ::testing::HasSubstr;
 using testing::idx_bytes;
 using testing::write_file;
 
+using zt::testing_util::error_kind_of;
 using zt::testing_util::error_of;
 
 class MnistTest : public testing::TempDirTest {
@@ -173,6 +174,23 @@ TEST(GatherBatch, RejectsBadRangesAndIndices) {
   EXPECT_THAT(error_of([&] { gather_batch(ds, idx, 0, 3); }),
               HasSubstr("index 4 at position 2 is outside the dataset of 4 samples"));
   EXPECT_THROW(gather_batch(Dataset{}, idx, 0, 1), Error);
+}
+
+// Files that disagree are the user's data; arguments a caller got wrong are misuse.
+TEST_F(MnistTest, BadFilesAreDataErrorsAndBadArgumentsAreMisuse) {
+  write_split("train", 4, 2, 2, false, /*n_labels=*/3);
+  EXPECT_EQ(error_kind_of([&] { load_mnist(dir_.string(), "train", 0.f, 1.f); }), ErrorKind::data);
+  write_split("t10k", 4, 2, 2, false);
+  EXPECT_NO_THROW(load_mnist(dir_.string(), "test", 0.f, 1.f));
+  EXPECT_EQ(error_kind_of([&] { load_mnist(dir_.string(), "valid", 0.f, 1.f); }), ErrorKind::invalid_argument);
+  write_file(path("t10k-labels-idx1-ubyte"), idx_bytes(0x801, {4}, {0, 1, 12, 3}), false);  // label 12
+  EXPECT_EQ(error_kind_of([&] { load_mnist(dir_.string(), "test", 0.f, 1.f); }), ErrorKind::data);
+
+  Dataset ds;
+  ds.images = Tensor::zeros({4, 2});
+  ds.labels = Tensor::from_ints({0, 1, 2, 3}, {4});
+  std::vector<int64_t> idx = {0, 1, 4};
+  EXPECT_EQ(error_kind_of([&] { gather_batch(ds, idx, 0, 4); }), ErrorKind::invalid_argument);
 }
 
 // The real thing, when scripts/setup.sh has fetched it: MNIST (raw IDX) and Fashion-MNIST (gzip).
