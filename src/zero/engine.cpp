@@ -198,10 +198,14 @@ StepStats Engine::step(double lr) {
 }
 
 void Engine::for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn) {
-  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
-    store_->gather(b, true, label("consolidation of buffer " + std::to_string(b)));
-    for (auto& s : plan_.buffers[b].params) fn(names_[s.index], params_[s.index]);
-    store_->release(b);
+  if (!plan_.policy.shard_parameters()) {  // all gathered: model order
+    for (size_t i = 0; i < params_.size(); ++i) fn(names_[i], params_[i]);
+  } else {  // one unit at a time (units are in model order)
+    for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+      store_->gather(b, true, label("consolidation of unit " + std::to_string(b)));
+      for (auto& s : plan_.buffers[b].params) fn(names_[s.index], params_[s.index]);
+      store_->release(b);
+    }
   }
   for (size_t i = 0; i < frozen_.size(); ++i) fn(frozen_names_[i], frozen_[i]);
 }

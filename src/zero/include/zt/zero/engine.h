@@ -74,7 +74,7 @@ class Engine {
   bool at_boundary() const { return micro_ == opts_.gradient_accumulation_steps; }
   StepStats step(double lr);          // exactly at the accumulation boundary
 
-  // Calls fn(name, full parameter) for every trainable parameter in plan order (stage 3
+  // Calls fn(name, full parameter) for every trainable parameter in model order (stage 3
   // gathers one unit at a time), then for the frozen ones.
   void for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn);
 
