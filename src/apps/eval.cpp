@@ -1,9 +1,11 @@
-// `zerotrain eval`: test accuracy of saved weights (a single process needs no engine).
+// `zerotrain eval`: test accuracy of saved weights (a single process needs no engine), in the
+// configuration's working precision, so it reproduces what training printed.
 #include <cstdio>
 
 #include "commands.h"
 #include "session.h"
 #include "zt/ckpt/safetensors.h"
+#include "zt/ops/ops.h"
 
 namespace zt::apps {
 
@@ -19,8 +21,17 @@ int run_eval(const config::Config& cfg, const std::string& weights_path) {
     Tensor dst = p;
     dst.copy_(*t);
   }
+  const DType dt = engine_options(cfg, config::BatchSizes{1, 1, 1}).dtype;
+  if (dt != DType::f32) {
+    for (auto& [name, p] : model->named_parameters()) {
+      TagScope tag(MemTag::param);
+      Tensor c = ops::cast(p, dt);
+      p.rebind(c.storage(), c.offset(), dt);
+    }
+  }
   data::Dataset test = data::load_mnist(cfg.data.dir, "test", 0.1307f, 0.3081f, cfg.data.test_limit);
-  const double acc = evaluate(test, 1000, [&](const Tensor& x) { return (*model)(x); });
+  const double acc =
+      evaluate(test, 1000, [&](const Tensor& x) { return (*model)(dt == DType::f32 ? x : ops::cast(x, dt)); });
   std::printf("test accuracy: %.4f (%lld/%lld)\n", acc, (long long)std::llround(acc * test.size()),
               (long long)test.size());
   return 0;

@@ -83,7 +83,7 @@ void write_file_atomic(const std::string& path, const std::string& text) {
 std::string mem_summary() {
   MemStats s = Allocator::global().stats();
   std::string out;
-  for (MemTag t : {MemTag::param, MemTag::grad, MemTag::optim, MemTag::activation, MemTag::comm}) {
+  for (MemTag t : {MemTag::param, MemTag::grad, MemTag::master, MemTag::optim, MemTag::activation, MemTag::comm}) {
     if (s.peak_of(t) == 0) continue;
     out += std::string(mem_tag_name(t)) + "=" + format_bytes(s.of(t)) + " ";
   }

@@ -214,15 +214,20 @@ TEST(Cli, TruncatedDataNamesTheFileAndNothingSavedIsLost) {
   EXPECT_EQ(kept, "precious");
 }
 
-class StageRun : public ::testing::TestWithParam<int> {};
+struct StageCase {
+  int stage;
+  std::string precision;  // "" (fp32), "bf16.enabled=true", "fp16.enabled=true"
+};
+void PrintTo(const StageCase& c, std::ostream* os) { *os << "stage " << c.stage << " " << c.precision; }
+class StageRun : public ::testing::TestWithParam<StageCase> {};
 
-// A short run per stage on 2 ranks: metrics, summary, weights; memory equals `estimate`;
-// `eval` of the saved weights reproduces the accuracy that training printed.
+// A short run per stage and precision on 2 ranks: metrics, summary, weights; memory equals
+// `estimate`; `eval` of the saved weights reproduces the accuracy that training printed.
 TEST_P(StageRun, TrainsEstimatesAndEvaluates) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
-  const int stage = GetParam();
-  const std::string dir = tmpdir("stage" + std::to_string(stage));
-  const std::string args = kConfig + " zero_optimization.stage=" + std::to_string(stage) +
+  const int stage = GetParam().stage;
+  const std::string dir = tmpdir("stage" + std::to_string(stage) + GetParam().precision.substr(0, 4));
+  const std::string args = kConfig + " " + GetParam().precision + " zero_optimization.stage=" + std::to_string(stage) +
                            " zero_optimization.stage3_param_persistence_threshold=0 data.train_limit=6400"
                            " data.test_limit=2000 run.max_steps=40 steps_per_print=20 run.dir=" + dir;
   Result t = run(kMpi + "2 " + kBin + " train" + args);
@@ -244,7 +249,9 @@ TEST_P(StageRun, TrainsEstimatesAndEvaluates) {
   const auto& row = js["stages"][stage];
   EXPECT_EQ(row["param"], last_step["memory"]["param"]) << e.out;
   EXPECT_EQ(row["grad"], last_step["memory"]["grad"]) << e.out;
+  EXPECT_EQ(row["master"], last_step["memory"]["master"]) << e.out;
   EXPECT_EQ(row["optim"], last_step["memory"]["optim"]) << e.out;
+  EXPECT_EQ(row["master"].get<int64_t>() > 0, !GetParam().precision.empty()) << e.out;
 
   Result ev = run(kBin + " eval" + args);
   ASSERT_EQ(ev.code, 0) << ev.out;
@@ -253,8 +260,16 @@ TEST_P(StageRun, TrainsEstimatesAndEvaluates) {
   EXPECT_NE(ev.out.find(want), std::string::npos) << ev.out << " vs " << want;
 }
 
-INSTANTIATE_TEST_SUITE_P(Zero, StageRun, ::testing::Values(0, 1, 2, 3),
-                         [](const auto& info) { return "stage" + std::to_string(info.param); });
+std::vector<StageCase> stage_cases() {
+  std::vector<StageCase> out;
+  for (std::string p : {"", "bf16.enabled=true", "fp16.enabled=true"})
+    for (int stage = 0; stage <= 3; ++stage) out.push_back({stage, p});
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(Zero, StageRun, ::testing::ValuesIn(stage_cases()), [](const auto& info) {
+  const std::string& p = info.param.precision;
+  return (p.empty() ? std::string("fp32") : p.substr(0, 4)) + "_stage" + std::to_string(info.param.stage);
+});
 
 TEST(Cli, StalledRankEndsTheJobWithTheCollectiveNamed) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
@@ -284,6 +299,17 @@ TEST(Cli, MnistMlpReachesTargetAccuracy) {
   ASSERT_EQ(r.code, 0) << r.out;
   const double acc = read_json(dir + "/summary.json")["test_accuracy"];
   EXPECT_GE(acc, 0.975) << r.out;
+}
+
+// The same job in bf16 (parameters, gradients and matrix products in bf16, fp32 master and Adam).
+TEST(Cli, MnistMlpInBf16ReachesTheSameTargetAccuracy) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("mnist_bf16");
+  Result r = run(kMpi + "2 " + kBin + " train" + kConfig + " bf16.enabled=true run.dir=" + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto summary = read_json(dir + "/summary.json");
+  EXPECT_EQ(summary["dtype"], "bf16");
+  EXPECT_GE(summary["test_accuracy"].get<double>(), 0.975) << r.out;
 }
 
 }  // namespace
