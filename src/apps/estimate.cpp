@@ -13,7 +13,7 @@ namespace {
 // Everything estimate knows, as the JSON that --json prints; the table is drawn from it. The
 // numbers come from zero::plan_model, the plan the engine itself makes.
 nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& opt) {
-  auto model = build_model(cfg);
+  auto model = build_model(cfg, /*deferred=*/true);
   const auto spec = optimizer_spec(cfg);
   const int world = opt.world;
   zero::EngineOptions eo = engine_options(cfg, config::BatchSizes{1, 1, 1});

@@ -1,15 +1,18 @@
 #include "session.h"
 
 #include <filesystem>
+#include <optional>
 #include <fstream>
 
 #include "zt/core/allocator.h"
 
 namespace zt::apps {
 
-std::shared_ptr<nn::Module> build_model(const config::Config& c) {
+std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) {
   ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp", "[config] model.type '", c.model.type,
               "' is not supported (allowed: mlp)");
+  std::optional<nn::DeferredInit> defer;
+  if (deferred) defer.emplace();
   return nn::make_mlp(c.model.input_dim, c.model.hidden, c.model.num_classes, c.model.activation, c.seed);
 }
 

@@ -12,7 +12,9 @@
 
 namespace zt::apps {
 
-std::shared_ptr<nn::Module> build_model(const config::Config& c);
+// deferred: parameters get shapes only; the engine materialises them into its flat layout
+// (stage 3: one unit at a time), and `estimate` needs no memory for them at all.
+std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred = false);
 optim::OptimizerSpec optimizer_spec(const config::Config& c);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
 

@@ -55,7 +55,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const int64_t total_steps =
       cfg.run.max_steps > 0 ? cfg.run.max_steps : std::max<int64_t>(1, std::llround(cfg.run.epochs * double(steps_per_epoch)));
 
-  auto model = build_model(cfg);
+  auto model = build_model(cfg, /*deferred=*/true);
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
   auto schedule = optim::make_schedule(cfg.scheduler.type, cfg.scheduler.params, cfg.optimizer.lr, total_steps);
 

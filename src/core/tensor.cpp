@@ -116,6 +116,11 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, MemTag tag, Device device)
   return Tensor(make_impl(std::move(st), 0, shape, contiguous_strides(shape), dtype, device));
 }
 
+Tensor Tensor::unallocated(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape) ZT_CHECK(d >= 0, "[tensor] negative dimension in shape ", shape_str(shape));
+  return Tensor(make_impl(nullptr, 0, shape, contiguous_strides(shape), dtype, device));
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   t.zero_();

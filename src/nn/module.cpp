@@ -6,6 +6,14 @@
 
 namespace zt::nn {
 
+namespace {
+thread_local bool t_deferred = false;
+}  // namespace
+
+DeferredInit::DeferredInit() : prev_(t_deferred) { t_deferred = true; }
+DeferredInit::~DeferredInit() { t_deferred = prev_; }
+bool deferred_init_enabled() { return t_deferred; }
+
 Tensor Module::operator()(const Tensor& x) {
   if (pre_hook_) pre_hook_(*this);
   Tensor y = forward(x);
@@ -62,23 +70,56 @@ Tensor Module::register_parameter(const std::string& name, Tensor t) {
   return t;
 }
 
+Tensor Module::register_parameter(const std::string& name, const Shape& shape, Init init) {
+  if (!t_deferred) {
+    Tensor t = Tensor::empty(shape, DType::f32);
+    init(t);
+    return register_parameter(name, t);
+  }
+  Tensor t = register_parameter(name, Tensor::unallocated(shape, DType::f32));
+  deferred_.emplace_back(t.impl(), std::move(init));
+  return t;
+}
+
+std::unordered_map<const TensorImpl*, Init> Module::deferred_initializers() const {
+  std::unordered_map<const TensorImpl*, Init> out;
+  for (auto& [impl, init] : deferred_) out.emplace(impl, init);
+  for (auto& [n, m] : children_)
+    for (auto& kv : m->deferred_initializers()) out.insert(kv);
+  return out;
+}
+
 void Module::register_module(const std::string& name, std::shared_ptr<Module> m) {
   children_.emplace_back(name, std::move(m));
 }
 
-Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator& gen) {
-  ZT_CHECK(in > 0 && out > 0, "[Linear] sizes must be positive, got in=", in, " out=", out);
-  // kaiming_uniform_(a=sqrt(5)) reduces to U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as does the bias.
-  const float bound = 1.f / std::sqrt(float(in));
-  std::vector<float> w(size_t(in * out));
-  for (auto& v : w) v = gen.uniform(-bound, bound);
-  weight = register_parameter("weight", Tensor::from_vector(w, {out, in}));
-  if (has_bias) {
-    std::vector<float> b(static_cast<size_t>(out));
-    for (auto& v : b) v = gen.uniform(-bound, bound);
-    bias = register_parameter("bias", Tensor::from_vector(b, {out}));
-  }
+namespace {
+// Reads `n` uniform draws in order; PyTorch's kaiming_uniform_(a=sqrt(5)) for the weight reduces
+// to U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as does the bias.
+Init uniform_init(std::shared_ptr<Generator> gen, float bound) {
+  return [gen = std::move(gen), bound](Tensor& t) {
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen->uniform(-bound, bound);
+  };
 }
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias, std::shared_ptr<Generator> gen) {
+  ZT_CHECK(in > 0 && out > 0, "[Linear] sizes must be positive, got in=", in, " out=", out);
+  const float bound = 1.f / std::sqrt(float(in));
+  weight = register_parameter("weight", {out, in}, uniform_init(gen, bound));
+  if (has_bias) bias = register_parameter("bias", {out}, uniform_init(gen, bound));
+}
+
+namespace {
+std::shared_ptr<Generator> borrowed(Generator& gen) {  // the caller's generator, used right away
+  ZT_CHECK(!t_deferred, "[Linear] a Generator& cannot defer initialisation; pass a shared_ptr<Generator>");
+  return std::shared_ptr<Generator>(&gen, [](Generator*) {});
+}
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator& gen)
+    : Linear(in, out, has_bias, borrowed(gen)) {}
 
 Tensor Linear::forward(const Tensor& x) { return ag::linear(x, weight, bias.defined() ? &bias : nullptr); }
 
@@ -101,7 +142,7 @@ Tensor Sequential::forward(const Tensor& x) {
 
 std::shared_ptr<Module> make_mlp(int64_t input, const std::vector<int64_t>& hidden, int64_t classes,
                                  const std::string& activation, uint64_t seed) {
-  Generator gen(seed);
+  auto gen = std::make_shared<Generator>(seed);
   TagScope tag(MemTag::param);
   auto layers = std::make_shared<Sequential>();
   int64_t prev = input;

@@ -85,13 +85,29 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   plan_ = make_plan(m.input, m.policy, group_->size());
   const Policy& policy = plan_.policy;
 
-  for (auto& p : frozen_) {  // frozen parameters in the working dtype, whole
+  const auto inits = model_.deferred_initializers();
+  const ParamStore::Materialize materialize = [&inits](const Tensor& p, Tensor& values) {
+    auto it = inits.find(p.impl());
+    ZT_CHECK(it != inits.end(), "[zero] a parameter of shape ", shape_str(p.shape()), " has no values and no initialiser");
+    it->second(values);
+  };
+  // Frozen parameters: whole, in the working dtype (deferred ones are materialised first, so
+  // with frozen parameters a deferred model draws its initial values in another order).
+  for (auto& p : frozen_) {
     TagScope tag(MemTag::param);
-    Tensor t = ops::cast(p, policy.param_dtype);
+    Tensor t = Tensor::empty(p.shape(), policy.param_dtype);
+    if (p.has_storage()) {
+      ops::cast_into(t, p);
+    } else {
+      Tensor values = Tensor::empty(p.shape(), DType::f32, MemTag::workspace);
+      materialize(p, values);
+      ops::cast_into(t, values);
+    }
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
   store_ = std::make_unique<ParamStore>(
-      plan_, params_, *group_, PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters});
+      plan_, params_, *group_, PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters},
+      materialize);
   std::vector<Tensor> initial;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) initial.push_back(store_->owned(b));
   optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(), initial);

@@ -4,31 +4,62 @@
 
 namespace zt::zero {
 
-ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, PrefetchLimits limits)
+ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, PrefetchLimits limits,
+                       const Materialize& materialize)
     : plan_(plan), params_(std::move(params)), group_(group), limits_(limits) {
   const Policy& pol = plan_.policy;
-  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
-    const BufferPlan& bp = plan_.buffers[b];
-    Buf buf;
-    buf.own = shard_range(bp.padded, plan_.world, group_.rank());
+  const size_t nb = plan_.buffers.size();
+  bufs_.resize(nb);
+  for (size_t b = 0; b < nb; ++b) bufs_[b].own = shard_range(plan_.buffers[b].padded, plan_.world, group_.rank());
+  if (!pol.shard_parameters()) {
+    for (size_t b = 0; b < nb; ++b) {
+      TagScope tag(MemTag::param);
+      bufs_[b].full = Tensor::zeros({plan_.buffers[b].padded}, pol.param_dtype);
+    }
+    // Model order, whatever the bucket order: deferred initialisers share one generator.
+    std::vector<std::pair<size_t, const ParamSlot*>> where(params_.size());
+    for (size_t b = 0; b < nb; ++b)
+      for (auto& s : plan_.buffers[b].params) where[s.index] = {b, &s};
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto [b, s] = where[i];
+      write_initial(i, bufs_[b].full.slice(0, s->offset, s->offset + s->numel), materialize);
+    }
+    for (size_t b = 0; b < nb; ++b) bind(b);
+    return;
+  }
+  for (size_t b = 0; b < nb; ++b) {  // stage 3: one unit at a time (units are in model order)
+    Buf& buf = bufs_[b];
     Tensor full;
     {
-      TagScope tag(pol.shard_parameters() && !plan_.persistent[b] ? MemTag::comm : MemTag::param);
-      full = Tensor::zeros({bp.padded}, pol.param_dtype);
+      TagScope tag(plan_.persistent[b] ? MemTag::param : MemTag::comm);
+      full = Tensor::zeros({plan_.buffers[b].padded}, pol.param_dtype);
     }
-    for (auto& s : bp.params) {
-      Tensor dst = full.slice(0, s.offset, s.offset + s.numel);
-      ops::cast_into(dst, params_[s.index].reshape({s.numel}));
-    }
-    if (pol.shard_parameters()) {
+    for (auto& s : plan_.buffers[b].params)
+      write_initial(s.index, full.slice(0, s.offset, s.offset + s.numel), materialize);
+    {
       TagScope tag(MemTag::param);
       buf.shard = full.slice(0, buf.own.begin, buf.own.end).clone();
     }
-    if (!pol.shard_parameters() || plan_.persistent[b]) buf.full = full;
-    bufs_.push_back(std::move(buf));
-    if (bufs_.back().full.defined()) bind(b);
-    else unbind(b);
+    if (plan_.persistent[b]) {
+      buf.full = full;
+      bind(b);
+    } else {
+      unbind(b);
+    }
   }
+}
+
+void ParamStore::write_initial(size_t index, Tensor dst, const Materialize& materialize) const {
+  const Tensor& p = params_[index];
+  if (p.has_storage()) {
+    ops::cast_into(dst, p);
+    return;
+  }
+  ZT_CHECK(materialize, "[zero] parameter ", index, " has no values and no initialiser");
+  TagScope tag(MemTag::workspace);
+  Tensor values = Tensor::empty(p.shape(), DType::f32);
+  materialize(p, values);
+  ops::cast_into(dst, values);
 }
 
 void ParamStore::bind(size_t b) {

@@ -2,6 +2,7 @@
 // Working parameters of every flat buffer: full on every rank (stages 0-2) or a shard that is
 // all-gathered on demand (stage 3). Model parameters are views into the full buffer while it
 // exists, and have no storage while a stage-3 unit is released.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,14 @@ struct PrefetchLimits {
 
 class ParamStore {
  public:
-  // `params` in model order; their current (fp32) values become the initial parameters, one
-  // buffer at a time, so construction holds at most one buffer beyond the model states.
-  ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, PrefetchLimits limits);
+  // Fills the f32 values of a parameter that has no storage yet (Note [deferred init] in nn).
+  using Materialize = std::function<void(const Tensor& param, Tensor& values)>;
+
+  // `params` in model order; their current values, or for deferred ones what `materialize`
+  // gives, become the initial parameters, written straight into the flat layout (stage 3: one
+  // unit at a time, so construction holds one unit beyond the shards).
+  ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, PrefetchLimits limits,
+             const Materialize& materialize);
 
   // This rank's working parameters of buffer b over plan.optim_range (the optimizer writes here).
   Tensor owned(size_t b) const;
@@ -42,6 +48,7 @@ class ParamStore {
   };
   void bind(size_t b);
   void unbind(size_t b);
+  void write_initial(size_t index, Tensor dst, const Materialize& materialize) const;
 
   const Plan& plan_;
   std::vector<Tensor> params_;

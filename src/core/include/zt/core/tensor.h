@@ -48,6 +48,9 @@ class Tensor {
   // A contiguous view of `shape` over an existing storage (e.g. a gradient inside a flat
   // buffer); the same bounds checks as rebind().
   static Tensor view_of(std::shared_ptr<Storage> storage, int64_t offset, const Shape& shape, DType dtype);
+  // Shape and dtype without memory: a parameter whose values are materialised later (ZeRO-3
+  // builds models partitioned), to be given storage by rebind().
+  static Tensor unallocated(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return impl_->shape; }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,25 @@
 #include "zt/core/tensor.h"
 
 namespace zt::nn {
+
+// Fills a parameter's f32 values (shape as registered); draws from the model's generator, so
+// parameters must be materialised in registration order to get the same values.
+using Init = std::function<void(Tensor& values)>;
+
+// Note [deferred init]: while a DeferredInit is alive, parameters registered with an Init get
+// a shape but no memory; the ZeRO engine materialises them one buffer (stage 3: one unit) at
+// a time, straight into its flat layout, as DeepSpeed's zero.Init does. Values equal eager init.
+class DeferredInit {
+ public:
+  DeferredInit();
+  ~DeferredInit();
+  DeferredInit(const DeferredInit&) = delete;
+  DeferredInit& operator=(const DeferredInit&) = delete;
+
+ private:
+  bool prev_;
+};
+bool deferred_init_enabled();
 
 class Module {
  public:
@@ -34,6 +54,8 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> unit_parameters() const;  // of a unit from zero_units()
   const std::vector<std::pair<std::string, Tensor>>& own_parameters() const { return params_; }
   int64_t num_parameters() const;
+  // Initialisers of parameters registered while deferred (recursive), by tensor.
+  std::unordered_map<const TensorImpl*, Init> deferred_initializers() const;
 
   void set_pre_hook(PreHook h) { pre_hook_ = std::move(h); }
   void set_post_hook(PostHook h) { post_hook_ = std::move(h); }
@@ -41,12 +63,15 @@ class Module {
  protected:
   virtual Tensor forward(const Tensor& x) = 0;
   Tensor register_parameter(const std::string& name, Tensor t);
+  // Eager: allocates and runs `init` now; under DeferredInit: shape only (Note [deferred init]).
+  Tensor register_parameter(const std::string& name, const Shape& shape, Init init);
   void register_module(const std::string& name, std::shared_ptr<Module> m);
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
 
  private:
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
   std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<const TensorImpl*, Init>> deferred_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   PreHook pre_hook_;
   PostHook post_hook_;
@@ -56,7 +81,9 @@ class Module {
 // y = x W^T + b with PyTorch's default initialisation: W, b ~ U(-1/sqrt(in), 1/sqrt(in)).
 class Linear : public Module {
  public:
-  Linear(int64_t in, int64_t out, bool bias, Generator& gen);
+  Linear(int64_t in, int64_t out, bool bias, Generator& gen);  // eager
+  // May defer (Note [deferred init]); draws from `gen` when materialised.
+  Linear(int64_t in, int64_t out, bool bias, std::shared_ptr<Generator> gen);
   const char* type_name() const override { return "Linear"; }
   Tensor weight, bias;
 
