@@ -150,6 +150,25 @@ TEST_P(Defect, Fp16RunThatKeepsOverflowingEndsWithTheMinimumScaleError) {
   EXPECT_NE(msg.find("minimum"), std::string::npos) << msg;
 }
 
+// A module marked as a stage-3 unit (as a transformer block would be) is gathered, reduced and
+// released as one flat buffer with all its parameters, and training is unchanged.
+TEST(Stage3Units, AMarkedModuleIsOneUnit) {
+  RunSpec s;
+  s.stage = 3;
+  s.steps = 6;
+  const Data d = make_data(s.steps * s.micro * s.gas * g_world->size());
+  auto make = [] {
+    auto m = std::static_pointer_cast<nn::Module>(std::make_shared<TwiceUsed>());
+    m->set_zero_unit(true);
+    return m;
+  };
+  auto model = make();
+  EXPECT_EQ(zero::plan_model(*model, options(s), int(g_world->size())).buffers.size(), 1u);
+  auto plain = std::static_pointer_cast<nn::Module>(std::make_shared<TwiceUsed>());
+  EXPECT_EQ(zero::plan_model(*plain, options(s), int(g_world->size())).buffers.size(), 2u);  // default: a and b
+  expect_same_trajectory(train(s, g_world, d, make()), reference(s, d, make), trajectory_tolerance(s.dtype));
+}
+
 INSTANTIATE_TEST_SUITE_P(Zero, Defect, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "stage" + std::to_string(info.param); });
 

@@ -1,0 +1,52 @@
+#include "model_layout.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "zt/autograd/autograd.h"
+
+namespace zt::zero {
+
+ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
+  ModelLayout m;
+  m.policy = make_policy(opts.stage, opts.dtype, opts.grad_accum_dtype, opts.communication_data_type);
+  std::unordered_set<TensorImpl*> seen;
+  std::unordered_map<TensorImpl*, size_t> index;
+  for (auto& [name, p] : model.named_parameters()) {
+    if (!seen.insert(p.impl()).second) continue;
+    ZT_CHECK(p.dtype() == DType::f32, "[zero] parameter ", name, " is ", dtype_name(p.dtype()),
+             "; models are built in f32 and the engine casts them");
+    if (!autograd::requires_grad(p)) {
+      m.frozen.push_back(p);
+      m.frozen_names.push_back(name);
+      continue;
+    }
+    index[p.impl()] = m.params.size();
+    m.params.push_back(p);
+    m.names.push_back(name);
+  }
+  ZT_CHECK(!m.params.empty(), "[zero] the model has no trainable parameters");
+  for (auto& p : m.params) m.input.numels.push_back(p.numel());
+  m.input.optim_state_bytes_per_elem = optim::state_bytes_per_elem(opts.optimizer);
+  m.input.reduce_bucket_size = opts.reduce_bucket_size;
+  m.input.persistence_threshold = opts.stage3_param_persistence_threshold;
+  if (!m.policy.shard_parameters()) return m;
+  for (nn::Module* u : model.zero_units()) {
+    std::vector<size_t> members;
+    for (auto& [n, p] : u->unit_parameters()) {
+      auto it = index.find(p.impl());
+      if (it == index.end() || !seen.erase(p.impl())) continue;  // frozen, or already in an earlier unit
+      members.push_back(it->second);
+    }
+    if (members.empty()) continue;
+    m.units.push_back(u);
+    m.input.units.push_back(std::move(members));
+  }
+  return m;
+}
+Plan plan_model(nn::Module& model, const EngineOptions& opts, int world) {
+  ModelLayout m = layout_model(model, opts);
+  return make_plan(m.input, m.policy, world);
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,23 @@
+#pragma once
+// What the plan needs from a model: its trainable parameters in model order (a tensor
+// registered twice counts once), the stage-3 units, and the frozen parameters.
+#include <string>
+#include <vector>
+
+#include "zt/nn/module.h"
+#include "zt/zero/engine.h"
+
+namespace zt::zero {
+
+struct ModelLayout {
+  Policy policy;
+  PlanInput input;
+  std::vector<Tensor> params, frozen;
+  std::vector<std::string> names, frozen_names;
+  std::vector<nn::Module*> units;
+};
+
+// Frozen parameters get neither a gradient nor optimizer state and stay whole on every rank.
+ModelLayout layout_model(nn::Module& model, const EngineOptions& opts);
+
+}  // namespace zt::zero
