@@ -23,8 +23,12 @@ def main(path):
             if line.startswith("{"):
                 rows.append(json.loads(line))
     train = [r for r in rows if r.get("bench") == "mlp_train"]
-    zt = [r for r in train if r["impl"] == "zerotrain"]
-    pt = [r for r in train if r["impl"] == "pytorch"]
+    # Throughput rows: the 784-256-256-10 MLP; rows of models over 1M parameters are the memory runs.
+    memory = [r for r in train if r["impl"] == "zerotrain" and r.get("params", 0) > 1_000_000]
+    zt_all = [r for r in train if r["impl"] == "zerotrain" and r.get("params", 0) <= 1_000_000]
+    zt = [r for r in zt_all if r.get("dtype", "f32") == "f32"]
+    pt_all = [r for r in train if r["impl"] == "pytorch"]
+    pt = [r for r in pt_all if r.get("dtype", "f32") == "f32"]
     blases = sorted({r.get("blas", "unknown") for r in pt})
     out = {"results": path, "notes": "samples/s, GB/s, GFLOP/s ratios: zerotrain/pytorch (>1: zerotrain faster); "
                                     "step_ms ratios: zerotrain/other (<1: zerotrain faster); step_ms = median"}
@@ -38,6 +42,25 @@ def main(path):
             single[f"pytorch[{blas}]_samples_per_s"] = p["samples_per_s"]
             single[f"zerotrain_over_pytorch[{blas}]"] = ratio(zt1 and zt1["samples_per_s"], p["samples_per_s"])
     out["mlp_single_process"] = single
+
+    # bf16 mixed precision, single process: zerotrain bf16 vs PyTorch CPU autocast (bf16).
+    zb = next((r for r in zt_all if r["world"] == 1 and r.get("dtype") == "bf16"), None)
+    bf = {"zerotrain_bf16_samples_per_s": zb and zb["samples_per_s"],
+          "zerotrain_bf16_over_f32": ratio(zb and zb["samples_per_s"], zt1 and zt1["samples_per_s"])}
+    for blas in blases:
+        p = next((r for r in pt_all if r["world"] == 1 and r.get("dtype") == "bf16" and r.get("blas") == blas), None)
+        if p:
+            bf[f"pytorch_autocast[{blas}]_samples_per_s"] = p["samples_per_s"]
+            bf[f"zerotrain_over_pytorch_autocast[{blas}]"] = ratio(zb and zb["samples_per_s"], p["samples_per_s"])
+    out["mlp_bf16_single_process"] = bf
+
+    # Peak memory per rank by stage (one process pair per stage): allocator's tagged peak, model
+    # states at rest, and the operating system's peak RSS.
+    mem = {}
+    for r in memory:
+        mem[f"{r['dtype']}/stage{r['stage']}"] = {k: r.get(k) for k in ("params", "world", "peak_mib", "states_mib",
+                                                                       "peak_rss_mib")}
+    out["peak_memory_per_rank"] = mem
 
     # Stages at world 2: step time vs zerotrain stage 0, torch DDP (stage 0) and torch ZeRO-1.
     ztw = {r["stage"]: r for r in zt if r["world"] > 1}
