@@ -19,50 +19,18 @@ namespace zt::optim::detail {
 // fmas sit where gcc contracted the previous FlatOptimizer, keeping its results bit-identical).
 
 // Every helper the loop calls must inline, or the loop does not vectorise (gcc stops inlining
-// once the 156 instantiations grow the unit).
-#define ZT_ALWAYS_INLINE inline __attribute__((always_inline))
-
-// Note [branch-free f16]: core's f16 conversions branch per class (subnormal, normal, inf/NaN),
-// which stops gcc vectorising. These compute every class and select, with the same results
-// bit for bit (tests/optim/test_update_loop.cpp checks every half and a sweep of floats).
-ZT_ALWAYS_INLINE uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-ZT_ALWAYS_INLINE float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-ZT_ALWAYS_INLINE float f16_to_float_vec(f16 v) {
-  const uint32_t h = v.bits, em = (h & 0x7fffu) << 13, exp = em & 0x0f800000u;
-  const uint32_t normal = em + (uint32_t(127 - 15) << 23);
-  const uint32_t special = normal + (uint32_t(128 - 16) << 23);                   // inf, NaN
-  const uint32_t sub = bits_of(float_of(em + (113u << 23)) - float_of(113u << 23));  // zero, subnormal
-  const uint32_t u = exp == 0x0f800000u ? special : exp == 0 ? sub : normal;
-  return float_of(u | ((h & 0x8000u) << 16));
-}
-
-ZT_ALWAYS_INLINE f16 float_to_f16_vec(float f) {
-  const uint32_t x = bits_of(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-  const uint32_t nan = 0x7e00u | ((ax >> 13) & 0x3ffu);
-  const uint32_t sub = bits_of(float_of(ax) + 0.5f) - 0x3f000000u;  // the half ulp 2^-24 at the float ulp
-  const uint32_t normal = (ax + 0xc8000fffu + ((ax >> 13) & 1u)) >> 13;  // rebias, round to nearest even
-  const uint32_t o = ax > 0x7f800000u ? nan : ax >= 0x477ff000u ? 0x7c00u : ax < 0x38800000u ? sub : normal;
-  return f16{uint16_t(sign | o)};
-}
+// once the 156 instantiations grow the unit): ZT_ALWAYS_INLINE, and core's conversions are
+// branch-free and always inlined (Note [branch-free f16] in zt/core/dtype.h).
 
 ZT_ALWAYS_INLINE float to_float(float v) { return v; }
 ZT_ALWAYS_INLINE float to_float(bf16 v) { return bf16_to_float(v); }
-ZT_ALWAYS_INLINE float to_float(f16 v) { return f16_to_float_vec(v); }
+ZT_ALWAYS_INLINE float to_float(f16 v) { return f16_to_float(v); }
 
 template <typename T>
 ZT_ALWAYS_INLINE T from_float(float v) {
   if constexpr (std::is_same_v<T, float>) return v;
   else if constexpr (std::is_same_v<T, bf16>) return float_to_bf16(v);
-  else return float_to_f16_vec(v);
+  else return float_to_f16(v);
 }
 
 // s0/s1: the rule's state arrays (nullptr where it has fewer); rule(w, g, s0, s1, i) returns

@@ -177,6 +177,22 @@ TEST(F16, RoundingOfFloatsMatchesTheCompiler) {
     std::memcpy(&rb, &ref, 2);
     ASSERT_EQ(float_to_f16(f).bits, rb) << f;
   }
+  // Every class at its boundaries: subnormal/normal, overflow to inf, inf, NaN payloads, ties.
+  auto check = [](uint32_t x) {
+    float f;
+    std::memcpy(&f, &x, 4);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(f16_to_float(float_to_f16(f))));
+      return;
+    }
+    const _Float16 ref = _Float16(f);
+    uint16_t rb;
+    std::memcpy(&rb, &ref, 2);
+    ASSERT_EQ(float_to_f16(f).bits, rb) << std::hex << "float 0x" << x;
+  };
+  for (uint32_t edge : {0x38800000u, 0x477ff000u, 0x7f800000u, 0x33000000u, 0x33000001u})
+    for (uint32_t d = 0; d < 64; ++d) check(edge - 32 + d), check((edge - 32 + d) | 0x80000000u);
+  for (uint32_t m = 0; m < (1u << 13); ++m) check(0x3f800000u | m);  // every rounding of a mantissa tail
   Tensor t = Tensor::from_vector({1.f, -65504.f, 1e-7f, 70000.f}, {4}, DType::f16);
   EXPECT_EQ(t.to_vector()[0], 1.f);
   EXPECT_EQ(t.to_vector()[1], -65504.f);

@@ -38,39 +38,45 @@ struct f16 {
   uint16_t bits = 0;
 };
 
-inline float f16_to_float(f16 v) {
-  const uint32_t h = v.bits, sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+// Kernels that convert inside vectorised loops need these inlined (gcc stops inlining in
+// large units, and an out-of-line call keeps a loop scalar).
+#define ZT_ALWAYS_INLINE inline __attribute__((always_inline))
+
+// Note [branch-free f16]: every class (normal, subnormal, inf/NaN) is computed and the result
+// selected, so loops over these conversions vectorise; checked bit for bit against the
+// compiler's _Float16 (tests/core/tensor_test.cpp).
+ZT_ALWAYS_INLINE float f16_to_float(f16 v) {
   uint32_t u;
-  if (exp == 0) {  // zero or subnormal: mant * 2^-24, exact in float
-    float f = float(mant) * 5.9604644775390625e-8f;
-    std::memcpy(&u, &f, 4);
-    u |= sign;
-  } else if (exp == 31) {
-    u = sign | 0x7f800000u | (mant << 13);
-  } else {
-    u = sign | ((exp + 112) << 23) | (mant << 13);
-  }
   float f;
+  const uint32_t h = v.bits, em = (h & 0x7fffu) << 13, exp = em & 0x0f800000u;
+  const uint32_t normal = em + (uint32_t(127 - 15) << 23);
+  const uint32_t special = normal + (uint32_t(128 - 16) << 23);  // inf, NaN
+  uint32_t a = em + (113u << 23), b = 113u << 23;                // zero, subnormal: exact float arithmetic
+  float fa, fb;
+  std::memcpy(&fa, &a, 4);
+  std::memcpy(&fb, &b, 4);
+  const float sub_f = fa - fb;
+  uint32_t sub;
+  std::memcpy(&sub, &sub_f, 4);
+  u = (exp == 0x0f800000u ? special : exp == 0 ? sub : normal) | ((h & 0x8000u) << 16);
   std::memcpy(&f, &u, 4);
   return f;
 }
 
-inline f16 float_to_f16(float f) {
+ZT_ALWAYS_INLINE f16 float_to_f16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return f16{uint16_t(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u))};
-  if (ax >= 0x477ff000u) return f16{uint16_t(sign | 0x7c00u)};  // >= 65520 rounds to inf
-  if (ax < 0x38800000u) {  // half subnormal: adding 0.5 puts the half ulp (2^-24) at the float ulp
-    float a;
-    std::memcpy(&a, &ax, 4);
-    a += 0.5f;
-    uint32_t u;
-    std::memcpy(&u, &a, 4);
-    return f16{uint16_t(sign | (u - 0x3f000000u))};
-  }
-  const uint32_t odd = (ax >> 13) & 1u;  // rebias the exponent and round to nearest even
-  return f16{uint16_t(sign | ((ax + 0xc8000fffu + odd) >> 13))};
+  const uint32_t nan = 0x7e00u | ((ax >> 13) & 0x3ffu);
+  float a;
+  std::memcpy(&a, &ax, 4);
+  const float shifted = a + 0.5f;  // a half subnormal's ulp (2^-24) lands on the float ulp
+  uint32_t sub;
+  std::memcpy(&sub, &shifted, 4);
+  sub -= 0x3f000000u;
+  const uint32_t normal = (ax + 0xc8000fffu + ((ax >> 13) & 1u)) >> 13;  // rebias, round to nearest even
+  const uint32_t o = ax > 0x7f800000u ? nan : ax >= 0x477ff000u ? 0x7c00u : ax < 0x38800000u ? sub : normal;
+  return f16{uint16_t(sign | o)};
 }
 
 // The DType whose elements are stored as T (what Tensor::data<T>() checks against).
