@@ -180,4 +180,23 @@ std::vector<ShardState> Engine::shard_states() {
   return out;
 }
 
+Engine::Counters Engine::counters() const {
+  Counters c;
+  c.optimizer_steps = steps_;
+  if (scaler_) c.loss_scaler = scaler_->state();
+  return c;
+}
+
+void Engine::load_counters(const Counters& c) {
+  ZT_CHECK(c.optimizer_steps >= 0, "[zero] optimizer step count must be >= 0, got ", c.optimizer_steps);
+  ZT_CHECK(micro_ == 0, "[zero] counters can only be loaded between steps");
+  steps_ = c.optimizer_steps;
+  optim_->set_steps(c.optimizer_steps);
+  if (scaler_ && c.loss_scaler) scaler_->load(*c.loss_scaler);
+}
+
+void Engine::refresh_params() {
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) store_->publish(b, label("parameter refresh, buffer " + std::to_string(b)));
+}
+
 }  // namespace zt::zero

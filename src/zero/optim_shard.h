@@ -19,6 +19,7 @@ class OptimShard {
   // One update of buffer b: params and grads are this rank's range, any float dtypes.
   void update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale);
   void finish_step() { ++steps_; }
+  void set_steps(int64_t s) { steps_ = s; }
   int64_t steps() const { return steps_; }
   // Named tensors of buffer b: "master" (16-bit runs) then the optimizer's states.
   std::vector<std::pair<std::string, Tensor>> state(size_t b) const;

@@ -89,6 +89,20 @@ class Engine {
   double loss_scale() const;
   std::vector<ShardState> shard_states();
 
+  // Trainable parameters in model order (plan slots index these) and their names.
+  const std::vector<Tensor>& params() const { return params_; }
+  const std::vector<std::string>& param_names() const { return names_; }
+  // The counters a checkpoint restores beside the shard states.
+  struct Counters {
+    int64_t optimizer_steps = 0;
+    std::optional<optim::LossScaler::State> loss_scaler;  // fp16 only
+  };
+  Counters counters() const;
+  void load_counters(const Counters& c);
+  // After shard states were written (a checkpoint load): every rank's full working parameters
+  // are rebuilt from the owned ranges (stages 1-2 and persistent stage-3 units all-gather).
+  void refresh_params();
+
  private:
   void install_unit_hooks();
   std::string label(const std::string& what) const;

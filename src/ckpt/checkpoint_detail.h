@@ -1,0 +1,18 @@
+#pragma once
+// Shared by checkpoint save and load (private to zt_ckpt).
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "zt/comm/group.h"
+
+namespace zt::ckpt::detail {
+
+std::string shard_file_name(int rank);  // rank_00003.bin
+std::string entry_key(size_t buffer, const std::string& tensor);  // b2.exp_avg
+
+// Every rank passes its own error ("" if none); if any rank failed, every rank throws: the
+// failing rank its message, the others one naming that rank. No rank is left waiting.
+void agree(comm::Group& g, const std::string& error, const std::string& what);
+
+}  // namespace zt::ckpt::detail

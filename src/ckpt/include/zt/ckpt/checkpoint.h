@@ -1,0 +1,43 @@
+#pragma once
+// Sharded checkpoints (Note [checkpoint format]): a directory per tag with metadata.json and one
+// shard file per rank, written by every rank in parallel, committed by renames (the `latest`
+// pointer moves last), loadable at any world size and stage by re-partitioning per parameter.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "zt/zero/engine.h"
+
+namespace zt::ckpt {
+
+constexpr int kCheckpointFormat = 1;
+
+struct SaveOptions {
+  std::string dir;       // checkpoint.dir: holds one folder per tag and `latest`
+  std::string tag;       // e.g. step_00000040
+  int keep_last = 0;     // > 0: remove older tags beyond this many (never the one just saved)
+  nlohmann::json extra;  // the run's own state: step, data position, config (kept verbatim)
+};
+
+// Collective over the engine's group. Throws zt::Error (checkpoint) on any rank's failure,
+// leaving earlier checkpoints and `latest` untouched. Returns the committed folder.
+std::string save_checkpoint(zero::Engine& engine, const SaveOptions& opts);
+
+// `which` is "latest" (the tag `dir/latest` names), a tag inside dir, or a checkpoint folder.
+std::string resolve_checkpoint(const std::string& dir, const std::string& which);
+
+// Collective: loads parameters, fp32 master, optimizer states and counters into an engine of
+// any world size and stage (same model, precision and optimizer). Verifies the checksum of
+// every shard file it reads. Returns the saved `extra`.
+nlohmann::json load_checkpoint(zero::Engine& engine, const std::string& path);
+
+// metadata.json of a checkpoint folder, checked for format and fields.
+nlohmann::json read_metadata(const std::string& path);
+// Recomputes every shard file's checksum and size; throws naming the first bad file.
+void verify_checkpoint(const std::string& path);
+// Tags in dir, oldest first (by the step in their metadata), and which one `latest` names.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+}  // namespace zt::ckpt
