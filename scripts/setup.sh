@@ -14,7 +14,7 @@ die() { echo "[setup] error: $*" >&2; exit 1; }
 # --- Debian packages ---------------------------------------------------------------------
 # ocl-icd-opencl-dev + opencl-c-headers: Debian's oneDNN CMake config calls find_package(OpenCL).
 packages=(g++ cmake make libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
-          nlohmann-json3-dev libcli11-dev googletest libgtest-dev libbenchmark-dev zlib1g-dev
+          nlohmann-json3-dev libcli11-dev libxxhash-dev googletest libgtest-dev libbenchmark-dev zlib1g-dev
           python3-torch python3-numpy)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 
