@@ -153,7 +153,8 @@ void parse_data(const Section& s, DataConfig& d) {
 
 void parse_run(const Section& s, RunConfig& r) {
   s.allow({"dir", "epochs", "max_steps", "threads", "comm_backend", "comm_timeout_s", "memory_budget_mb",
-           "eval_at_end"});
+           "eval_at_end", "resume"});
+  s.read_string("resume", r.resume);
   s.read_string("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
   s.read_int("max_steps", r.max_steps, 0);
@@ -164,6 +165,13 @@ void parse_run(const Section& s, RunConfig& r) {
   s.read_bool("eval_at_end", r.eval_at_end);
 }
 
+void parse_checkpoint(const Section& s, CheckpointConfig& c) {
+  s.allow({"dir", "every_steps", "keep_last"});
+  s.read_string("dir", c.dir);
+  s.read_int("every_steps", c.every_steps, 0);
+  s.read_int("keep_last", c.keep_last, 0);
+}
+
 }  // namespace
 
 Config parse(const nlohmann::json& j, const std::string& source) {
@@ -172,7 +180,7 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   top.allow({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
              "gradient_clipping", "steps_per_print", "seed", "wall_clock_breakdown", "bf16", "fp16", "optimizer",
              "scheduler", "zero_optimization", "zero_allow_untested_optimizer", "sparse_gradients",
-             "prescale_gradients", "communication_data_type", "data_types", "model", "data", "run"});
+             "prescale_gradients", "communication_data_type", "data_types", "checkpoint", "model", "data", "run"});
   // Batch keys: absent or null means "derive from the others" (resolve_batch).
   for (auto [key, dst] : {std::pair{"train_batch_size", &c.train_batch_size},
                           std::pair{"train_micro_batch_size_per_gpu", &c.train_micro_batch_size_per_gpu},
@@ -208,6 +216,8 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   top.read_section("model", [&](const Section& s) { parse_model(s, c.model); });
   top.read_section("data", [&](const Section& s) { parse_data(s, c.data); });
   top.read_section("run", [&](const Section& s) { parse_run(s, c.run); });
+  top.read_section("checkpoint", [&](const Section& s) { parse_checkpoint(s, c.checkpoint); });
+  if (c.checkpoint.dir.empty()) c.checkpoint.dir = c.run.dir + "/checkpoints";
   c.raw = j;
   return c;
 }

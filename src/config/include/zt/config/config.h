@@ -76,6 +76,14 @@ struct RunConfig {
   double comm_timeout_s = 300.0;
   int64_t memory_budget_mb = 0;       // 0 = unlimited
   bool eval_at_end = true;
+  std::string resume;                 // "" (start fresh), "latest", a tag in checkpoint.dir, or a folder
+};
+
+// Sharded checkpoints of a run (zt/ckpt/checkpoint.h).
+struct CheckpointConfig {
+  std::string dir;          // default <run.dir>/checkpoints
+  int64_t every_steps = 0;  // save every this many steps and at the end; 0: no checkpoints
+  int keep_last = 0;        // 0: keep all
 };
 
 struct Config {
@@ -98,6 +106,7 @@ struct Config {
   ModelConfig model;
   DataConfig data;
   RunConfig run;
+  CheckpointConfig checkpoint;
 
   nlohmann::json raw;  // the validated JSON after overrides (written into the run directory)
 };
