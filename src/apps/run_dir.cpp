@@ -62,9 +62,7 @@ RunDir::RunDir(std::string dir) : dir_(std::move(dir)) {
 }
 
 RunDir::~RunDir() {
-  if (lock_fd_ < 0) return;
-  [[maybe_unused]] const int rc = ::ftruncate(lock_fd_, 0);  // free: nobody named (a killed run's line stays, unread)
-  ::close(lock_fd_);  // releases the flock
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock; the line stays, read only while locked
 }
 
 void RunDir::remove_stale_temporaries() {

@@ -6,7 +6,8 @@
 // Note [run directory]: a run holds an flock on `zerotrain.lock` in the folder from start to
 // end (the file says who: pid, host, start time), so a second run on the same folder stops at
 // once with that line instead of tearing the first one's outputs. The lock file is never
-// removed: removing it would let two runs lock two different files of that name. Temporaries
+// removed (that would let two runs lock two different files of that name), and its line, the
+// last holder's, is read only while the lock is held. Temporaries
 // left by a killed run (unique names, Note [atomic files]) are removed by the next holder.
 // The outputs commit in one order: weights and summary are written and fsynced under
 // temporary names, then the weights are renamed, then the summary, the folder is fsynced, and
