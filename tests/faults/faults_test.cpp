@@ -55,31 +55,55 @@ Result run(const std::string& cmd, int limit_s = 120) {
   return {status_code(pclose(p)), out};
 }
 
-// A command in the background (sh execs it: the pid is the command's), output to a file.
-struct Background {
-  pid_t pid = -1;
-  std::string log;
+// A command in the background (sh execs it: the pid is the command's), output to a file;
+// ended with SIGTERM if the test leaves before waiting for it.
+class Background {
+ public:
+  Background(const std::string& cmd, const std::string& log) : log_(log) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string full = "cd " ZT_SOURCE_DIR " && exec " + cmd + " > " + log + " 2>&1";
+      execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~Background() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    wait();
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+
+  pid_t pid() const { return pid_; }
   Result wait() {
     int st = 0;
-    waitpid(pid, &st, 0);
-    std::ifstream f(log);
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+    std::ifstream f(log_);
     return {status_code(st), std::string((std::istreambuf_iterator<char>(f)), {})};
   }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
 };
-Background start(const std::string& cmd, const std::string& log) {
-  Background b{fork(), log};
-  if (b.pid == 0) {
-    const std::string full = "cd " ZT_SOURCE_DIR " && exec " + cmd + " > " + log + " 2>&1";
-    execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return b;
-}
 
 bool have_mnist() { return fs::exists(fs::path(ZT_SOURCE_DIR) / "data/mnist/t10k-labels-idx1-ubyte"); }
 
+// Everything a run of this binary writes, removed at the end (one folder per process, so that
+// concurrent ctest jobs and worktrees never share one).
+const fs::path kRoot = fs::temp_directory_path() / ("zt_faults_" + std::to_string(::getpid()));
+struct RemoveRoot : ::testing::Environment {
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(kRoot, ec);
+  }
+};
+const auto* const kRemoveRoot = ::testing::AddGlobalTestEnvironment(new RemoveRoot);
+
 std::string tmpdir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("zt_faults_" + name);
+  fs::path d = kRoot / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d.string();
@@ -167,7 +191,7 @@ std::string holder_pid(const std::string& dir) {
 TEST(Faults, ASecondRunOnTheSameDirectoryFailsNamingTheHolderAndTheFirstFinishesIntact) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
   const std::string dir = tmpdir("concurrent");
-  Background first = start(kMpi + kBin + " train" + kArgs + " run.max_steps=2000 run.dir=" + dir, dir + ".log");
+  Background first(kMpi + kBin + " train" + kArgs + " run.max_steps=2000 run.dir=" + dir, dir + ".log");
   std::string pid;
   ASSERT_TRUE(wait_for([&] { return !(pid = holder_pid(dir)).empty(); })) << "the first run never locked " << dir;
   ASSERT_EQ(kill(std::stoi(pid), SIGSTOP), 0);
@@ -378,14 +402,14 @@ TEST(Faults, SigtermSaysInterruptedOnceAndLeavesTheDirectoryConsistent) {
   for (const std::string& launcher : {kMpi, std::string()}) {
     const std::string dir = tmpdir(launcher.empty() ? "sigterm_alone" : "sigterm_mpirun");
     const Saved before = earlier_run(dir);
-    Background b = start(launcher + kBin + " train" + kArgs + " run.max_steps=100000000 run.dir=" + dir, dir + ".log");
+    Background b(launcher + kBin + " train" + kArgs + " run.max_steps=100000000 run.dir=" + dir, dir + ".log");
     const auto metrics_lines = [&] {
       const std::string m = read_bytes(dir + "/metrics.jsonl");
       return std::count(m.begin(), m.end(), '\n');
     };
     const auto base = metrics_lines();
     ASSERT_TRUE(wait_for([&] { return metrics_lines() >= base + 2; })) << "training never started";
-    kill(b.pid, SIGTERM);
+    kill(b.pid(), SIGTERM);
     Result r = b.wait();
     EXPECT_NE(r.code, 0) << r.out;
     if (launcher.empty()) {
