@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "agree.h"
 #include "commands.h"
 #include "zt/core/error.h"
 
@@ -22,7 +23,8 @@ constexpr const char* kOverridesFooter =
     "KEY=VALUE overrides any configuration key by its dotted path, e.g.\n"
     "  zero_optimization.stage=3 optimizer.params.lr=3e-4 run.dir=runs/try2";
 constexpr const char* kExitFooter =
-    "Exit status: 0 success, 1 the run failed (the error is printed on one line), 2 bad usage.";
+    "Exit status: 0 success, 1 the run failed (the error is printed on one line), 2 bad usage,\n"
+    "143 (130) training stopped by SIGTERM (SIGINT); under mpirun, mpirun's own status is 1.";
 
 struct Args {
   std::string config, weights;
@@ -129,6 +131,15 @@ int run_failed(const std::string& what, ErrorKind kind, zt::comm::Group* group) 
   return 1;
 }
 
+// Note [agreed stops]: every rank raised the same stop after a vote; rank 0 says it, nobody aborts.
+int agreed_stop(const zt::apps::AgreedStop& e, zt::comm::Group* group) {
+  if (!group || group->rank() == 0) {
+    std::fprintf(stderr, "zerotrain: %s%s\n", e.interrupted() ? "" : "error: ", one_line(e.what()).c_str());
+    std::fflush(stderr);
+  }
+  return e.exit_code();
+}
+
 int run_command(const std::string& command, const Args& a) {
   zt::comm::GroupPtr group;
   try {
@@ -138,6 +149,8 @@ int run_command(const std::string& command, const Args& a) {
     if (command == "estimate") return zt::apps::run_estimate(cfg, a.estimate);
     group = zt::comm::make_group(cfg.run.comm_backend);
     return zt::apps::run_train(cfg, *group);
+  } catch (const zt::apps::AgreedStop& e) {
+    return agreed_stop(e, group.get());
   } catch (const zt::Error& e) {
     return run_failed(e.what(), e.kind(), group.get());
   } catch (const std::exception& e) {

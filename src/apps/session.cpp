@@ -1,8 +1,6 @@
 #include "session.h"
 
-#include <filesystem>
 #include <optional>
-#include <fstream>
 
 #include "zt/core/allocator.h"
 
@@ -58,29 +56,6 @@ zero::EngineOptions engine_options(const config::Config& c, const config::BatchS
   o.stage3_param_persistence_threshold = c.zero.stage3_param_persistence_threshold;
   o.optimizer = optimizer_spec(c);
   return o;
-}
-
-void ensure_dir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  ZT_CHECK(!ec, "[run] cannot create run directory ", dir, ": ", ec.message());
-}
-
-void append_jsonl(const std::string& path, const nlohmann::json& j) {
-  std::ofstream f(path, std::ios::app);
-  ZT_CHECK(f, "[run] cannot append to ", path);
-  f << j.dump() << '\n';
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << text;
-    f.flush();
-    ZT_CHECK(f.good(), "[run] cannot write ", tmp);
-  }
-  std::filesystem::rename(tmp, path);
 }
 
 std::string mem_summary() {

@@ -22,10 +22,6 @@ zero::EngineOptions engine_options(const config::Config& c, const config::BatchS
 template <typename Forward>
 double evaluate(const data::Dataset& ds, int64_t batch, Forward&& forward);
 
-// Run-directory helpers: make the folder; append one JSON line (rank 0 only calls these).
-void ensure_dir(const std::string& dir);
-void append_jsonl(const std::string& path, const nlohmann::json& j);
-void write_file_atomic(const std::string& path, const std::string& text);  // temp name, then rename
 std::string mem_summary();  // "param=1.0MiB grad=... peak=..."
 
 }  // namespace zt::apps

@@ -1,15 +1,19 @@
 // `zerotrain train`: data-parallel training with the ZeRO engine, progress on stderr (rank 0),
-// metrics as JSON lines in the run directory, final weights as safetensors.
+// metrics as JSON lines in the run directory, final weights as safetensors. Every reason to stop
+// early (a signal, a non-finite loss, rank 0's failed write) is agreed by all ranks
+// (Note [agreed stops]); outputs are committed together (Note [run directory]).
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <thread>
 
+#include "agree.h"
 #include "commands.h"
 #include "fault.h"
+#include "run_dir.h"
 #include "session.h"
 #include "zt/autograd/functions.h"
-#include "zt/ckpt/safetensors.h"
 #include "zt/comm/group.h"
 #include "zt/core/parallel.h"
 #include "zt/ops/ops.h"
@@ -35,16 +39,74 @@ void pick_threads(const config::Config& c) {
   const int cores = int(std::thread::hardware_concurrency());
   set_num_threads(std::max(1, cores / local));
 }
+
+// Rank 0's work on the run directory: its first error is kept for the next vote instead of
+// thrown, so that no other rank is left waiting (Note [agreed stops]).
+struct LeadWork {
+  explicit LeadWork(bool is_lead) : lead(is_lead) {}
+  bool lead;
+  ErrorKind kind = ErrorKind::internal;
+  std::string error;
+
+  template <typename Fn>
+  void operator()(Fn&& fn) {
+    if (!lead || !error.empty()) return;
+    try {
+      fn();
+    } catch (const Error& e) {
+      kind = e.kind();
+      error = e.what();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  bool failed() const { return !error.empty(); }
+};
+
+// Turns a vote to stop into the same AgreedStop on every rank; `when` is "at step 3 of 10".
+// Until the final commit nothing saved has changed, and the message says so.
+void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when, const std::string& dir,
+                   bool before_commit = true) {
+  const std::string kept = before_commit ? "; nothing from this run was saved (model.safetensors and summary.json in " +
+                                               dir + " are unchanged)"
+                                         : "";
+  if (v.lead_failed) throw AgreedStop(lead.error + kept, lead.kind, 1);
+  if (v.bad_loss_rank >= 0)
+    throw AgreedStop(detail::concat("[train] the loss is not finite ", when, " on rank ", v.bad_loss_rank,
+                                    ": training diverged (lower optimizer.params.lr or set gradient_clipping)", kept),
+                     ErrorKind::config, 1);
+  if (v.signal)
+    throw AgreedStop(detail::concat("interrupted by ", v.signal == SIGINT ? "SIGINT" : "SIGTERM", " ", when,
+                                    ", every rank stopped", kept),
+                     ErrorKind::internal, 128 + v.signal);
+}
+
+// Weights that are NaN or infinite are never saved over earlier ones.
+void check_finite(const std::vector<std::pair<std::string, Tensor>>& weights, int64_t steps) {
+  for (const auto& [name, t] : weights) {
+    const float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      ZT_CHECK_AS(ErrorKind::config, std::isfinite(p[i]), "[train] the weights after step ", steps, " are not finite ('",
+                  name, "' holds ", p[i], "): training diverged (lower optimizer.params.lr or set gradient_clipping)");
+  }
+}
 }  // namespace
 
 int run_train(const config::Config& cfg, comm::Group& group) {
   const int rank = group.rank(), world = group.size();
   const bool lead = rank == 0;
   group.set_timeout(cfg.run.comm_timeout_s);
+  install_stop_signals();
   pick_threads(cfg);
   if (cfg.run.memory_budget_mb > 0) Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);
   const config::BatchSizes bs = config::resolve_batch(cfg, world);  // before anything runs
   const FaultPlan fault = FaultPlan::from_env();
+  // Rank 0 alone writes the run directory; it locks it first, before anything slow.
+  std::unique_ptr<RunDir> run_dir;
+  LeadWork on_lead(lead);
+  on_lead([&] { run_dir = std::make_unique<RunDir>(cfg.run.dir); });
+  stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "run directory"), on_lead, "before step 1",
+                cfg.run.dir, false);
 
   data::Dataset train = data::load_mnist(cfg.data.dir, "train", 0.1307f, 0.3081f, cfg.data.train_limit);
   data::Dataset test;
@@ -59,12 +121,12 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
   auto schedule = optim::make_schedule(cfg.scheduler.type, cfg.scheduler.params, cfg.optimizer.lr, total_steps);
 
-  const std::string metrics = cfg.run.dir + "/metrics.jsonl";
   if (lead) {
-    ensure_dir(cfg.run.dir);
     // Appended, never truncated: an earlier run's log in the same folder is kept.
-    append_jsonl(metrics, {{"event", "start"}, {"world_size", world}, {"total_steps", total_steps},
-                           {"config", cfg.raw}});
+    on_lead([&] {
+      run_dir->append_metrics(
+          {{"event", "start"}, {"world_size", world}, {"total_steps", total_steps}, {"config", cfg.raw}});
+    });
     std::fprintf(stderr,
                  "zerotrain: %lld parameters (%lld padded), stage %d, %d rank%s, batch %lld = %lld micro x %lld "
                  "accumulation x %d, %lld steps\n",
@@ -87,17 +149,24 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       order = data::epoch_order(train.size(), cfg.seed, epoch, cfg.data.shuffle);
       order_epoch = epoch;
     }
+    double step_loss = 0;
     for (int64_t m = 0; m < bs.accumulation; ++m) {
       // Global batch layout: micro-batch m of every rank, rank-major inside each micro-batch.
       const int64_t begin = in_epoch * bs.train_batch_size + (m * world + rank) * bs.micro;
       data::Batch b = data::gather_batch(train, order, begin, begin + bs.micro);
       Tensor loss = ag::cross_entropy(engine.forward(b.x), b.y);
-      loss_sum += loss.item() / double(bs.accumulation);
+      step_loss += loss.item() / double(bs.accumulation);
       engine.backward(loss);
     }
     // The schedule follows applied updates: an fp16 step skipped on overflow does not advance it (as DeepSpeed).
     const double lr = schedule->lr(engine.optimizer_steps());
     zero::StepStats st = engine.step(lr);
+    // A non-finite loss stops the run, except where fp16 loss scaling skipped the step for it.
+    const bool bad_loss = !std::isfinite(step_loss) && !st.skipped;
+    const std::string at = "at step " + std::to_string(step + 1) + " of " + std::to_string(total_steps);
+    stop_if_voted(agree(group, {stop_signal(), bad_loss ? rank : -1, on_lead.failed()}, "step " + std::to_string(step + 1) + ", stop vote"),
+                  on_lead, at, cfg.run.dir);
+    loss_sum += step_loss;
     ++loss_count;
     if (st.skipped) {
       ++skipped;
@@ -128,10 +197,12 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     nlohmann::json mem;
     for (size_t t = 0; t < kNumMemTags; ++t) mem[mem_tag_name(MemTag(t))] = ms.current[t];
     mem["peak"] = ms.total_peak;
-    append_jsonl(metrics, {{"step", step + 1}, {"epoch", double(step + 1) / double(steps_per_epoch)},
-                           {"loss", loss_avg}, {"lr", lr}, {"grad_norm", st.grad_norm}, {"samples_per_s", sps},
-                           {"elapsed_s", elapsed}, {"comm_bytes", group.stats().total_bytes()}, {"memory", mem},
-                           {"loss_scale", engine.loss_scale()}, {"skipped_steps", skipped}});
+    on_lead([&] {
+      run_dir->append_metrics({{"step", step + 1}, {"epoch", double(step + 1) / double(steps_per_epoch)},
+                               {"loss", loss_avg}, {"lr", lr}, {"grad_norm", st.grad_norm}, {"samples_per_s", sps},
+                               {"elapsed_s", elapsed}, {"comm_bytes", group.stats().total_bytes()}, {"memory", mem},
+                               {"loss_scale", engine.loss_scale()}, {"skipped_steps", skipped}});
+    });
   }
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
 
@@ -143,16 +214,26 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
     if (lead) weights.emplace_back(n, ops::cast(p, DType::f32));
   });
+  nlohmann::json summary = {{"steps", total_steps}, {"train_seconds", train_s}, {"world_size", world},
+                            {"stage", cfg.zero.stage}, {"parameters", engine.num_params()},
+                            {"dtype", dtype_name(engine.policy().param_dtype)}, {"skipped_steps", skipped},
+                            {"samples_per_s", double(total_steps * bs.train_batch_size) / train_s},
+                            {"comm_bytes_rank0", group.stats().total_bytes()}};
+  if (acc >= 0) summary["test_accuracy"] = acc;
+  // Two votes (Note [agreed stops]): after rank 0 wrote the outputs under temporary names, and
+  // after it committed them, so no rank finalizes while rank 0 may still block in I/O.
+  std::unique_ptr<RunDir::Staged> staged;
+  on_lead([&] {
+    fault.maybe_fire(rank, total_steps + 1);  // ZT_FAULT step K+1 of a K-step run: the final save
+    check_finite(weights, total_steps);
+    staged = run_dir->stage(weights, summary);
+  });
+  stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "final save, outputs written"), on_lead,
+                "before saving", cfg.run.dir);
+  on_lead([&] { run_dir->commit(*staged, {{"event", "final"}, {"summary", summary}}); });
+  stop_if_voted(agree(group, {0, -1, on_lead.failed()}, "final save, outputs committed"), on_lead, "", cfg.run.dir,
+                false);
   if (lead) {
-    ckpt::save_safetensors(cfg.run.dir + "/model.safetensors", weights, {{"format", "zerotrain"}});
-    nlohmann::json summary = {{"steps", total_steps}, {"train_seconds", train_s}, {"world_size", world},
-                              {"stage", cfg.zero.stage}, {"parameters", engine.num_params()},
-                              {"dtype", dtype_name(engine.policy().param_dtype)}, {"skipped_steps", skipped},
-                              {"samples_per_s", double(total_steps * bs.train_batch_size) / train_s},
-                              {"comm_bytes_rank0", group.stats().total_bytes()}};
-    if (acc >= 0) summary["test_accuracy"] = acc;
-    append_jsonl(metrics, {{"event", "final"}, {"summary", summary}});
-    write_file_atomic(cfg.run.dir + "/summary.json", summary.dump(2) + "\n");
     if (acc >= 0) std::printf("test accuracy: %.4f (%lld/%lld)\n", acc, (long long)std::llround(acc * test.size()), (long long)test.size());
     std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; weights and metrics in %s\n", (long long)total_steps,
                  train_s, cfg.run.dir.c_str());

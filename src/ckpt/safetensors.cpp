@@ -27,8 +27,8 @@ DType from_st_dtype(const std::string& s, const std::string& path, const std::st
 }
 }  // namespace
 
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+void write_safetensors(AtomicFile& out, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   size_t off = 0;
@@ -38,23 +38,21 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');  // keep the data 8-byte aligned, as the spec suggests
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    ZT_CHECK_AS(ErrorKind::checkpoint, f, "[safetensors] cannot write ", tmp);
-    uint64_t n = h.size();
-    f.write(reinterpret_cast<const char*>(&n), 8);
-    f.write(h.data(), std::streamsize(h.size()));
-    for (auto& [name, t] : tensors) {
-      Tensor c = t.contiguous();
-      f.write(static_cast<const char*>(c.raw_data()), std::streamsize(c.nbytes()));
-    }
-    f.flush();
-    ZT_CHECK_AS(ErrorKind::checkpoint, f.good(), "[safetensors] writing ", tmp, " failed (disk full?)");
+  const uint64_t n = h.size();
+  out.write(&n, 8);
+  out.write(h);
+  for (auto& [name, t] : tensors) {
+    Tensor c = t.contiguous();
+    out.write(c.raw_data(), c.nbytes());
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[safetensors] cannot rename ", tmp, " to ", path, ": ", ec.message());
+}
+
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  AtomicFile f(path, ErrorKind::checkpoint, "[safetensors]");
+  write_safetensors(f, tensors, metadata);
+  f.commit();
+  sync_dir(folder_of(path), ErrorKind::checkpoint, "[safetensors]");
 }
 
 const Tensor* LoadedTensors::find(const std::string& name) const {

@@ -1,0 +1,41 @@
+#pragma once
+// Stopping every rank together: stop signals, and a vote at fixed points of a run.
+//
+// Note [agreed stops]: a reason to stop that one rank sees (its loss is not finite, it got
+// SIGTERM, rank 0 could not write an output) is voted on in a collective with the group's
+// timeout, so every rank stops at the same point and none is left waiting in a collective or
+// in MPI_Finalize. Then rank 0 says why in one line and every rank exits with the same status,
+// without MPI_Abort. A rank that misses the vote (it stalled, e.g. in a write to a hung
+// filesystem) is named by the others' timeout, which ends the job as any comm error does.
+#include <string>
+
+#include "zt/comm/group.h"
+#include "zt/core/error.h"
+
+namespace zt::apps {
+
+// Raised on every rank alike after a vote; main prints it on rank 0 only and returns exit_code.
+class AgreedStop : public Error {
+ public:
+  AgreedStop(const std::string& msg, ErrorKind kind, int exit_code) : Error(msg, kind), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }  // 1, or 128 + the signal (143 for SIGTERM)
+  bool interrupted() const { return exit_code_ > 128; }
+
+ private:
+  int exit_code_;
+};
+
+// SIGTERM and SIGINT set a flag (async-signal-safe) instead of ending the process at once;
+// the run reads it at its next vote.
+void install_stop_signals();
+int stop_signal();  // 0, or the number of the first stop signal received
+
+struct Vote {
+  int signal = 0;            // a stop signal some rank received
+  int bad_loss_rank = -1;    // a rank whose loss is not finite (the highest, if several)
+  bool lead_failed = false;  // rank 0 could not write an output
+};
+// Every rank's vote combined in one all_reduce (max) named `label`, with the group's timeout.
+Vote agree(comm::Group& group, const Vote& mine, const std::string& label);
+
+}  // namespace zt::apps

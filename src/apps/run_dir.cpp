@@ -1,0 +1,129 @@
+#include "run_dir.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+
+#include "zt/ckpt/safetensors.h"
+
+namespace zt::apps {
+
+namespace {
+constexpr ErrorKind kIo = ErrorKind::checkpoint;  // the run's outputs could not be written
+
+std::string holder_line() {
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  char when[32] = "";
+  const std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return detail::concat("pid ", ::getpid(), " on host ", host, " since ", when);
+}
+
+std::string read_holder(int fd) {
+  char buf[256];
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string s(buf, size_t(std::max<ssize_t>(n, 0)));
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s.empty() ? "holder unknown" : s;
+}
+}  // namespace
+
+RunDir::RunDir(std::string dir) : dir_(std::move(dir)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  ZT_CHECK_AS(kIo, !ec, "[run] cannot create run directory ", dir_, ": ", ec.message());
+  const std::string lock = path(kLockName);
+  check_output_path(lock, kIo, "[run]");
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
+  ZT_CHECK_AS(kIo, lock_fd_ >= 0, "[run] cannot open the lock file ", lock, ": ", std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    const std::string holder = read_holder(lock_fd_);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    ZT_CHECK_AS(kIo, err == EWOULDBLOCK, "[run] cannot lock ", lock, ": ", std::strerror(err));
+    ZT_THROW_AS(ErrorKind::config, "[run] run.dir ", dir_, " is in use by another run (", holder, ", lock file ", lock,
+                "): wait for it to end or choose another run.dir");
+  }
+  // Who holds it, for the next run's message; best effort (on a full disk the lock still holds).
+  const std::string me = holder_line() + "\n";
+  [[maybe_unused]] const bool named =
+      ::ftruncate(lock_fd_, 0) == 0 && ::pwrite(lock_fd_, me.data(), me.size(), 0) == ssize_t(me.size());
+  remove_stale_temporaries();
+  for (const char* name : kOutputs) check_output_path(path(name), kIo, "[run]");
+}
+
+RunDir::~RunDir() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock; the line stays, read only while locked
+}
+
+void RunDir::remove_stale_temporaries() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* base : {"model.safetensors", "summary.json"})
+      if (is_temp_name_of(name, base) && entry.is_regular_file(ec)) std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+void RunDir::append_metrics(const nlohmann::json& record) {
+  const std::string file = path("metrics.jsonl"), line = record.dump() + "\n";
+  // O_NONBLOCK: a FIFO put there meanwhile fails (ENXIO) or is caught by fstat, never blocks.
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
+  if (fd < 0 && errno == ENXIO) check_output_path(file, kIo, "[run]");
+  ZT_CHECK_AS(kIo, fd >= 0, "[run] cannot append to ", file, ": ", std::strerror(errno));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    check_output_path(file, kIo, "[run]");
+    ZT_THROW_AS(kIo, "[run] ", file, " is not a regular file");
+  }
+  int err = 0;  // a partial line is cut off again, so every line of the file stays JSON
+  for (size_t done = 0; done < line.size() && !err;) {
+    const ssize_t w = ::write(fd, line.data() + done, line.size() - done);
+    if (w > 0) done += size_t(w);
+    else if (w == 0) err = ENOSPC;
+    else if (errno != EINTR) err = errno;
+  }
+  if (err && ::ftruncate(fd, st.st_size) != 0)
+    std::fprintf(stderr, "zerotrain: warning: %s may end in a partial line\n", file.c_str());
+  if (::close(fd) != 0 && !err && errno != EINTR) err = errno;
+  ZT_CHECK_AS(kIo, !err, "[run] appending to ", file, " failed: ", std::strerror(err));
+}
+
+std::unique_ptr<RunDir::Staged> RunDir::stage(const std::vector<std::pair<std::string, Tensor>>& weights,
+                                              const nlohmann::json& summary) {
+  auto s = std::make_unique<Staged>();
+  s->weights = std::make_unique<AtomicFile>(path("model.safetensors"), kIo, "[run]");
+  ckpt::write_safetensors(*s->weights, weights, {{"format", "zerotrain"}});
+  s->weights->finish();
+  s->summary = std::make_unique<AtomicFile>(path("summary.json"), kIo, "[run]");
+  s->summary->write(summary.dump(2) + "\n");
+  s->summary->finish();
+  return s;
+}
+
+void RunDir::commit(Staged& staged, const nlohmann::json& final_record) {
+  staged.weights->commit();
+  try {
+    staged.summary->commit();  // last: summary.json describes the weights beside it
+  } catch (const Error& e) {
+    ZT_THROW_AS(e.kind(), e.what(), " (model.safetensors was already replaced; summary.json is the earlier one)");
+  }
+  sync_dir(dir_, kIo, "[run]");
+  try {
+    append_metrics(final_record);
+  } catch (const Error& e) {
+    ZT_THROW_AS(e.kind(), e.what(), " (model.safetensors and summary.json were saved in ", dir_, ")");
+  }
+}
+
+}  // namespace zt::apps
