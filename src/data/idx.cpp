@@ -14,14 +14,15 @@
 #include "zt/core/error.h"
 
 // Note [bounded IDX reads]
-// A gzip file can inflate a thousandfold, so nothing is decoded before the header has been
-// read and checked, and then never more than the header promises: the payload is read with
-// exactly its size, growing the buffer only as bytes arrive, and trailing data is detected by
-// decoding at most kTrailProbe more bytes. A raw file's size is known from fstat, so a
-// truncated or padded raw file is rejected before its payload is read. The input is gzip when
-// it starts with the gzip magic (1f 8b); concatenated gzip members are read as one stream, and
-// anything else after the last member is an error. Files and memory share the decoder, so the
-// fuzz targets (parse_idx) exercise the code that reads real files.
+// A gzip file can inflate a thousandfold, so nothing is decoded before the header has been read
+// and checked, and then never more than the header promises: the payload is read with exactly
+// its size into a buffer that grows (at most doubling) only as bytes arrive, so a short file
+// claiming a large payload costs little, and trailing data is detected by decoding at most
+// kTrailProbe more bytes. A raw file's size is known from fstat, so a truncated or padded raw
+// file is rejected before its payload is read. The input is gzip when it starts with the gzip
+// magic (1f 8b); concatenated gzip members are read as one stream, and anything else after the
+// last member is an error. Files and memory share the decoder, so the fuzz targets (parse_idx)
+// exercise the code that reads real files.
 
 namespace zt::data {
 namespace detail {
@@ -30,8 +31,7 @@ namespace {
 constexpr uint32_t kMagicLabels = 0x00000801;  // uint8 payload, 1 dim
 constexpr uint32_t kMagicImages = 0x00000803;  // uint8 payload, 3 dims
 constexpr size_t kInputChunk = 64u << 10;      // compressed (or raw) bytes read per system call
-constexpr size_t kPayloadChunk = 16u << 20;    // decoded bytes per step of the payload
-constexpr size_t kInitialReserve = 64u << 20;  // the most reserved before bytes have arrived
+constexpr size_t kInitialReserve = 1u << 20;   // the most reserved before bytes have arrived
 constexpr size_t kTrailProbe = 64u << 10;      // the most decoded past the payload
 
 uint32_t be32(const uint8_t* b) {
@@ -242,8 +242,9 @@ IdxArray IdxReader::read() {
   std::vector<uint8_t>& b = out.bytes;
   b.reserve(r.gzip ? std::min<uint64_t>(r.payload, kInitialReserve) : r.payload);  // raw: size already checked
   while (b.size() < r.payload) {
-    const size_t old = b.size(), step = size_t(std::min<uint64_t>(r.payload - old, kPayloadChunk));
-    if (old + step > b.capacity()) b.reserve(size_t(std::min<uint64_t>(r.payload, std::max(2 * old, old + step))));
+    const size_t old = b.size();
+    if (old == b.capacity()) b.reserve(size_t(std::min<uint64_t>(r.payload, 2 * old)));
+    const size_t step = size_t(std::min<uint64_t>(r.payload, b.capacity()) - old);
     b.resize(old + step);
     const size_t got = r.read_some(b.data() + old, step);
     b.resize(old + got);

@@ -67,6 +67,9 @@ Dataset load_mnist(const std::string& dir, const std::string& split, float mean,
   const MemStats before = Allocator::global().stats();
   if (const size_t budget = Allocator::global().budget(); budget > 0 && before.total_current + need > budget)
     too_big("in use: " + format_bytes(before.total_current));
+  // The payloads before the tensors: nothing is allocated for what a header merely claims.
+  IdxArray img = img_file.read();
+  IdxArray lbl = lbl_file.read();
   Dataset ds;
   try {
     ds.images = Tensor::empty({n, features}, DType::f32, MemTag::workspace);
@@ -75,8 +78,6 @@ Dataset load_mnist(const std::string& dir, const std::string& split, float mean,
     if (e.kind() != ErrorKind::out_of_memory) throw;
     too_big(e.what());
   }
-  IdxArray img = img_file.read();
-  IdxArray lbl = lbl_file.read();
 
   std::array<float, 256> lut;
   for (int v = 0; v < 256; ++v) lut[size_t(v)] = (float(v) / 255.0f - mean) / stddev;

@@ -115,7 +115,8 @@ TEST_F(SafetensorsHostile, DuplicateKeysAreRejected) {
   const std::string dup = R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
                           R"( "w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})";
   EXPECT_THAT(load_error(dup, 16), HasSubstr(": duplicate key 'w' in the JSON header"));
-  EXPECT_THAT(load_error(entry("[2]", "[0, 8]").insert(7, R"("dtype": "I32", )"), 8), HasSubstr("duplicate key 'dtype'"));
+  EXPECT_THAT(load_error(entry("[2]", "[0, 8]").insert(7, R"("dtype": "I32", )"), 8),
+              HasSubstr("duplicate key 'dtype'"));
 }
 
 TEST_F(SafetensorsHostile, OffsetsOutOfRangeAreRejected) {

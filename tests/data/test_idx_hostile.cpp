@@ -108,8 +108,8 @@ TEST_F(IdxHostile, GzipBombsAreRejectedQuicklyWithBoundedMemory) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_LT(grew, size_t(1) << 20) << name;  // ...that would have inflated to 64 or 256 MiB
     EXPECT_LT(secs, 1.0) << name;
-    EXPECT_THAT(msg, HasSubstr(path(name) + ": at least 65536 trailing bytes at byte offset 18: header says 10 "
-                                            "items (expected 18 bytes) but file has at least 65554 decompressed bytes"));
+    EXPECT_THAT(msg, HasSubstr(path(name) + ": at least 65536 trailing bytes at byte offset 18: header says 10 items "
+                                            "(expected 18 bytes) but file has at least 65554 decompressed bytes"));
     EXPECT_EQ(error_kind_of([&] { read_idx(path(name)); }), ErrorKind::data);
   }
   // The same member without the zeros is a good file, so it is the bomb that is rejected.

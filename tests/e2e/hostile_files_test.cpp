@@ -143,4 +143,20 @@ TEST_F(EvalHostile, AnEmptyTestSetIsAnError) {
   expect_one_line_error(eval(weights_, empty), "the test split in " + empty + " has no samples");
 }
 
+// The budget error named the model's remedies (offload, a higher stage) for data it could not hold.
+TEST(TrainHostile, ABudgetSmallerThanTheDataSaysWhatTheDataNeeds) {
+  const std::string dir = tmpdir("budget_" + std::to_string(getpid()));
+  write_split(dir, "train", 3000);  // 3000 * 784 * 4 + 3000 * 4 = 9420000 bytes > 8 MiB
+  write_split(dir, "t10k", 10);
+  const std::string args =
+      kConfig + " data.dir=" + dir + " run.dir=" + dir + "/run run.max_steps=1 run.memory_budget_mb=8";
+  const Result r = run(kBin + " train" + args);
+  expect_one_line_error(r, "the train split in " + dir + " (3000 samples of 784 features) needs 8.98MiB");
+  EXPECT_NE(r.out.find("memory budget of 8.00MiB"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("offload"), std::string::npos) << r.out;
+  const Result fits = run(kBin + " train" + args + " data.train_limit=128");  // the model and 128 samples fit
+  EXPECT_EQ(fits.code, 0) << fits.out;
+  fs::remove_all(dir);
+}
+
 }  // namespace
