@@ -99,6 +99,8 @@ nlohmann::json parse_json(const std::string& src, const std::string& h) {
   } catch (const nlohmann::json::parse_error& e) {
     ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", src, ": malformed JSON header at byte ", 8 + e.byte, ": ",
                 e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range: a number beyond a double
+    ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", src, ": malformed JSON header: ", e.what());
   }
 }
 

@@ -159,6 +159,13 @@ TEST_F(SafetensorsHostile, UnknownOrMistypedDtypesAreRejected) {
   EXPECT_THAT(load_error(R"({"w": {"dtype": "F32", "shape": [2]}})", 8), HasSubstr("tensor 'w' has no 'data_offsets'"));
 }
 
+// Found by fuzzing: the parser reports such a number as out_of_range, not as a parse error.
+TEST_F(SafetensorsHostile, ANumberBeyondADoubleIsAMalformedHeader) {
+  EXPECT_THAT(load_error(R"({"__metadata__": 3E333333})", 0),
+              HasSubstr(": malformed JSON header: [json.exception.out_of_range.406] number overflow"));
+  EXPECT_THAT(load_error(entry("[1E400]", "[0, 8]"), 8), HasSubstr("number overflow parsing '1E400'"));
+}
+
 // eval loads weights into float parameters: an integer tensor of the right shape is refused.
 TEST_F(SafetensorsHostile, WeightsMustBePresentFloatingAndOfTheModelsShape) {
   save_safetensors(path("m.safetensors"), {{"w", Tensor::zeros({2, 3})},
