@@ -1,14 +1,36 @@
 #include "zt/ckpt/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+
+// Note [safetensors validation]
+// Everything in a file is checked before it is trusted, and every failure is ErrorKind::checkpoint
+// naming the file: the header length (at most kMaxHeader, as the reference implementation
+// enforces), the JSON nesting (at most the format's three levels, checked by a scan before
+// parsing, so no value is deep enough to overflow a recursive walk), duplicate keys (the parser
+// would keep only the last), metadata (a flat string -> string map), each tensor's dtype, shape
+// (non-negative integers whose product, in bytes, fits 64 bits) and data_offsets (inside the
+// data section, the shape's size, and overlapping no other tensor). parse_safetensors and
+// load_safetensors share all of it, so the fuzz target exercises what reads real files.
 
 namespace zt::ckpt {
 
 namespace {
+
+constexpr uint64_t kMaxHeader = 100'000'000;  // bytes, as in the reference implementation
+constexpr int kMaxDepth = 3;                  // {name: {"shape": [...]}}
+
 const char* st_dtype(DType t) {
   switch (t) {
     case DType::f32: return "F32";
@@ -19,12 +41,182 @@ const char* st_dtype(DType t) {
   }
   return "?";
 }
-DType from_st_dtype(const std::string& s, const std::string& path, const std::string& name) {
+
+DType from_st_dtype(const std::string& s, const std::string& src, const std::string& name) {
   for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64})
     if (s == st_dtype(t)) return t;
-  ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", path, ": tensor '", name, "' has unsupported dtype '", s,
-              "' (supported: F32, BF16, F16, I32, I64)");
+  ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", src, ": tensor '", name, "' has unsupported dtype '",
+              s.substr(0, 32), "' (supported: F32, BF16, F16, I32, I64)");
 }
+
+// A JSON value in a message: numbers as written, anything else by its type.
+std::string describe(const nlohmann::json& v) {
+  if (v.is_number()) return v.dump();
+  return (v.is_object() || v.is_array() ? "an " : "a ") + std::string(v.type_name());
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+// The nesting depth is checked before parsing: brackets outside strings.
+void check_depth(const std::string& src, const std::string& h) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < h.size(); ++i) {
+    const char c = h[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ZT_CHECK_AS(ErrorKind::checkpoint, ++depth <= kMaxDepth, "[safetensors] ", src,
+                  ": the JSON header nests deeper than the format's ", kMaxDepth, " levels at byte offset ", 8 + i);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+}
+
+nlohmann::json parse_json(const std::string& src, const std::string& h) {
+  check_depth(src, h);
+  std::vector<std::set<std::string>> keys;  // per open object
+  auto unique_keys = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
+    using E = nlohmann::json::parse_event_t;
+    if (ev == E::object_start) keys.emplace_back();
+    else if (ev == E::object_end) keys.pop_back();
+    else if (ev == E::key)
+      ZT_CHECK_AS(ErrorKind::checkpoint, keys.back().insert(v.get<std::string>()).second, "[safetensors] ", src,
+                  ": duplicate key '", v.get<std::string>().substr(0, 64), "' in the JSON header");
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(h, unique_keys);
+  } catch (const nlohmann::json::parse_error& e) {
+    ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", src, ": malformed JSON header at byte ", 8 + e.byte, ": ",
+                e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range: a number beyond a double
+    ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", src, ": malformed JSON header: ", e.what());
+  }
+}
+
+// A non-negative integer that fits int64, or an error naming `what`.
+int64_t non_negative(const nlohmann::json& v, const std::string& src, const std::string& what) {
+  ZT_CHECK_AS(ErrorKind::checkpoint, v.is_number_integer() && (v.is_number_unsigned() || v.get<int64_t>() >= 0) &&
+                                         v.get<uint64_t>() <= uint64_t(INT64_MAX),
+              "[safetensors] ", src, ": ", what, " is ", describe(v), ", not a non-negative integer");
+  return v.get<int64_t>();
+}
+
+Entry parse_entry(const std::string& src, const std::string& name, const nlohmann::json& v, uint64_t data_size) {
+  const std::string where = "tensor '" + name + "'";
+  ZT_CHECK_AS(ErrorKind::checkpoint, v.is_object(), "[safetensors] ", src, ": ", where, " is ", describe(v),
+              ", not an object");
+  for (const char* field : {"dtype", "shape", "data_offsets"})
+    ZT_CHECK_AS(ErrorKind::checkpoint, v.contains(field), "[safetensors] ", src, ": ", where, " has no '", field, "'");
+  const auto& dt = v["dtype"];
+  const auto& shape = v["shape"];
+  const auto& offs = v["data_offsets"];
+  ZT_CHECK_AS(ErrorKind::checkpoint, dt.is_string(), "[safetensors] ", src, ": ", where, ": dtype is ", describe(dt),
+              ", not a string");
+  ZT_CHECK_AS(ErrorKind::checkpoint, shape.is_array(), "[safetensors] ", src, ": ", where, ": shape is ",
+              describe(shape), ", not an array");
+  ZT_CHECK_AS(ErrorKind::checkpoint, offs.is_array() && offs.size() == 2, "[safetensors] ", src, ": ", where,
+              ": data_offsets must be an array [begin, end]");
+  Entry e{name, from_st_dtype(dt.get<std::string>(), src, name), {}, 0, 0};
+  // The product of the non-zero dims, so that every partial product (strides too) fits as well.
+  uint64_t bytes = dtype_size(e.dtype);
+  bool empty = false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    e.shape.push_back(non_negative(shape[d], src, where + ": shape entry " + std::to_string(d)));
+    empty = empty || e.shape.back() == 0;
+    ZT_CHECK_AS(ErrorKind::checkpoint,
+                e.shape.back() == 0 || (!__builtin_mul_overflow(bytes, uint64_t(e.shape.back()), &bytes) &&
+                                        bytes <= uint64_t(INT64_MAX)),
+                "[safetensors] ", src, ": ", where, ": the shape's size in bytes overflows 63 bits at entry ", d);
+  }
+  if (empty) bytes = 0;
+  e.begin = uint64_t(non_negative(offs[0], src, where + ": data_offsets[0]"));
+  e.end = uint64_t(non_negative(offs[1], src, where + ": data_offsets[1]"));
+  ZT_CHECK_AS(ErrorKind::checkpoint, e.begin <= e.end && e.end <= data_size, "[safetensors] ", src, ": ", where,
+              " data_offsets [", e.begin, ", ", e.end, "] out of range (data section is ", data_size, " bytes)");
+  ZT_CHECK_AS(ErrorKind::checkpoint, e.end - e.begin == bytes, "[safetensors] ", src, ": ", where, " has ",
+              e.end - e.begin, " bytes but shape ", shape_str(e.shape), " needs ", bytes);
+  return e;
+}
+
+// The header's tensors in file order, checked against a data section of data_size bytes.
+std::vector<Entry> parse_header(const std::string& src, const std::string& h, uint64_t data_size,
+                                std::map<std::string, std::string>& metadata) {
+  const nlohmann::json header = parse_json(src, h);
+  ZT_CHECK_AS(ErrorKind::checkpoint, header.is_object(), "[safetensors] ", src,
+              ": the JSON header must be an object, got ", header.type_name());
+  std::vector<Entry> entries;
+  for (auto& [name, v] : header.items()) {
+    if (name != "__metadata__") {
+      entries.push_back(parse_entry(src, name, v, data_size));
+      continue;
+    }
+    ZT_CHECK_AS(ErrorKind::checkpoint, v.is_object(), "[safetensors] ", src, ": __metadata__ is ", describe(v),
+                ", not an object of strings");
+    for (auto& [k, m] : v.items()) {
+      ZT_CHECK_AS(ErrorKind::checkpoint, m.is_string(), "[safetensors] ", src, ": __metadata__ '", k.substr(0, 64),
+                  "' is ", describe(m), "; metadata values must be strings");
+      metadata[k] = m.get<std::string>();
+    }
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
+  for (size_t i = 1; i < entries.size(); ++i) {
+    const Entry &a = entries[i - 1], &b = entries[i];
+    ZT_CHECK_AS(ErrorKind::checkpoint, b.begin >= a.end, "[safetensors] ", src, ": tensors '", a.name, "' [", a.begin,
+                ", ", a.end, ") and '", b.name, "' [", b.begin, ", ", b.end, ") overlap in the data section");
+  }
+  return entries;
+}
+
+uint64_t header_length(const std::string& src, const uint8_t* first8, uint64_t size) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | first8[i];  // little-endian
+  ZT_CHECK_AS(ErrorKind::checkpoint, n <= size - 8, "[safetensors] ", src, ": header length ", n,
+              " at byte 0 exceeds the file size ", size);
+  ZT_CHECK_AS(ErrorKind::checkpoint, n <= kMaxHeader, "[safetensors] ", src, ": header length ", n,
+              " at byte 0 exceeds the format's limit of ", kMaxHeader, " bytes");
+  return n;
+}
+
+const char* file_type(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  return "not a regular file";
+}
+
+// Reads exactly n bytes at `off`, or says what was short.
+void read_at(int fd, void* dst, uint64_t n, uint64_t off, const std::string& src, const std::string& what) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, size_t(std::min<uint64_t>(n, 1u << 30)), off_t(off));
+    if (r < 0 && errno == EINTR) continue;
+    ZT_CHECK_AS(ErrorKind::checkpoint, r > 0, "[safetensors] ", src, ": short read of ", what, " at byte ", off,
+                r < 0 ? std::string(": ") + std::strerror(errno) : std::string(" (the file shrank)"));
+    p += r, n -= uint64_t(r), off += uint64_t(r);
+  }
+}
+
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 }  // namespace
 
 void write_safetensors(AtomicFile& out, const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -61,56 +253,58 @@ const Tensor* LoadedTensors::find(const std::string& name) const {
   return nullptr;
 }
 
+const Tensor& LoadedTensors::weight(const std::string& name, const Shape& shape) const {
+  const Tensor* t = find(name);
+  ZT_CHECK_AS(ErrorKind::checkpoint, t, "[safetensors] ", source, " has no tensor '", name,
+              "' (the config's model does not match)");
+  ZT_CHECK_AS(ErrorKind::checkpoint, is_floating(t->dtype()), "[safetensors] ", source, ": tensor '", name,
+              "' has dtype ", st_dtype(t->dtype()), "; weights must be F32, BF16 or F16");
+  ZT_CHECK_AS(ErrorKind::checkpoint, t->shape() == shape, "[safetensors] ", source, ": tensor '", name,
+              "' has shape ", shape_str(t->shape()), ", the model expects ", shape_str(shape));
+  return *t;
+}
+
 LoadedTensors load_safetensors(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  ZT_CHECK_AS(ErrorKind::checkpoint, f, "[safetensors] cannot open ", path);
-  f.seekg(0, std::ios::end);
-  const uint64_t size = uint64_t(f.tellg());
-  f.seekg(0);
-  uint64_t n = 0;
-  ZT_CHECK_AS(ErrorKind::checkpoint, size >= 8 && f.read(reinterpret_cast<char*>(&n), 8), "[safetensors] ", path,
-              ": file of ", size, " bytes is too short for the 8-byte header length");
-  ZT_CHECK_AS(ErrorKind::checkpoint, n <= size - 8, "[safetensors] ", path, ": header length ", n,
-              " at byte 0 exceeds the file size ", size);
+  struct stat st {};
+  ZT_CHECK_AS(ErrorKind::checkpoint, ::stat(path.c_str(), &st) == 0, "[safetensors] cannot open ", path, ": ",
+              std::strerror(errno));
+  ZT_CHECK_AS(ErrorKind::checkpoint, S_ISREG(st.st_mode), "[safetensors] ", path, " is ", file_type(st.st_mode),
+              ", not a regular file");
+  // Non-blocking, so a FIFO swapped in after the stat cannot block the open; fstat decides.
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+  ZT_CHECK_AS(ErrorKind::checkpoint, f.fd >= 0, "[safetensors] cannot open ", path, ": ", std::strerror(errno));
+  ZT_CHECK_AS(ErrorKind::checkpoint, ::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode), "[safetensors] ", path, " is ",
+              file_type(st.st_mode), ", not a regular file");
+  const uint64_t size = uint64_t(st.st_size);
+  ZT_CHECK_AS(ErrorKind::checkpoint, size >= 8, "[safetensors] ", path, ": file of ", size,
+              " bytes is too short for the 8-byte header length");
+  uint8_t first8[8];
+  read_at(f.fd, first8, 8, 0, path, "the header length");
+  const uint64_t n = header_length(path, first8, size);
   std::string h(n, '\0');
-  f.read(h.data(), std::streamsize(n));
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(h);
-  } catch (const nlohmann::json::parse_error& e) {
-    ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", path, ": malformed JSON header at byte ", 8 + e.byte, ": ",
-                e.what());
-  }
-  ZT_CHECK_AS(ErrorKind::checkpoint, header.is_object(), "[safetensors] ", path,
-              ": the JSON header must be an object, got ", header.type_name());
-  const uint64_t data_start = 8 + n, data_size = size - data_start;
+  read_at(f.fd, h.data(), n, 8, path, "the header");
   LoadedTensors out;
-  for (auto& [name, v] : header.items()) {
-    if (name == "__metadata__") {
-      for (auto& [k, m] : v.items()) out.metadata[k] = m.is_string() ? m.get<std::string>() : m.dump();
-      continue;
-    }
-    try {
-      DType dt = from_st_dtype(v.at("dtype").get<std::string>(), path, name);
-      Shape shape = v.at("shape").get<Shape>();
-      auto offs = v.at("data_offsets").get<std::vector<uint64_t>>();
-      ZT_CHECK_AS(ErrorKind::checkpoint, offs.size() == 2 && offs[0] <= offs[1] && offs[1] <= data_size,
-                  "[safetensors] ", path, ": tensor '", name, "' data_offsets out of range (data section is ",
-                  data_size, " bytes)");
-      uint64_t bytes = dtype_size(dt);
-      for (int64_t d : shape)
-        ZT_CHECK_AS(ErrorKind::checkpoint, d >= 0 && !__builtin_mul_overflow(bytes, uint64_t(d), &bytes),
-                    "[safetensors] ", path, ": tensor '", name, "' has an invalid shape ", shape_str(shape));
-      ZT_CHECK_AS(ErrorKind::checkpoint, offs[1] - offs[0] == bytes, "[safetensors] ", path, ": tensor '", name,
-                  "' has ", offs[1] - offs[0], " bytes but shape ", shape_str(shape), " needs ", bytes);
-      Tensor t = Tensor::empty(shape, dt);
-      f.seekg(std::streamoff(data_start + offs[0]));
-      ZT_CHECK_AS(ErrorKind::checkpoint, f.read(static_cast<char*>(t.raw_data()), std::streamsize(t.nbytes())),
-                  "[safetensors] ", path, ": short read of tensor '", name, "'");
-      out.tensors.emplace_back(name, t);
-    } catch (const nlohmann::json::exception& e) {
-      ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", path, ": bad header entry for '", name, "': ", e.what());
-    }
+  out.source = path;
+  for (const Entry& e : parse_header(path, h, size - 8 - n, out.metadata)) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    read_at(f.fd, t.raw_data(), e.end - e.begin, 8 + n + e.begin, path, "tensor '" + e.name + "'");
+    out.tensors.emplace_back(e.name, t);
+  }
+  return out;
+}
+
+LoadedTensors parse_safetensors(const void* data, size_t size, const std::string& name) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  ZT_CHECK_AS(ErrorKind::checkpoint, size >= 8, "[safetensors] ", name, ": file of ", size,
+              " bytes is too short for the 8-byte header length");
+  const uint64_t n = header_length(name, bytes, size);
+  LoadedTensors out;
+  out.source = name;
+  const std::string h(reinterpret_cast<const char*>(bytes) + 8, n);
+  for (const Entry& e : parse_header(name, h, size - 8 - n, out.metadata)) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    if (e.end > e.begin) std::memcpy(t.raw_data(), bytes + 8 + n + e.begin, e.end - e.begin);
+    out.tensors.emplace_back(e.name, t);
   }
   return out;
 }

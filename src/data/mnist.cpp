@@ -2,10 +2,13 @@
 #include "zt/data/mnist.h"
 
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
 
+#include "idx_reader.h"
+#include "zt/core/allocator.h"
 #include "zt/core/parallel.h"
 #include "zt/core/random.h"
 
@@ -33,20 +36,48 @@ Dataset load_mnist(const std::string& dir, const std::string& split, float mean,
   const std::string img_path = (std::filesystem::path(dir) / (prefix + "-images-idx3-ubyte")).string();
   const std::string lbl_path = (std::filesystem::path(dir) / (prefix + "-labels-idx1-ubyte")).string();
 
-  IdxArray img = read_idx(img_path);
-  IdxArray lbl = read_idx(lbl_path);
-  ZT_CHECK_AS(ErrorKind::data, img.dims.size() == 3, "[data] ", img_path, ": expected an images file (3 dims), got ",
-              img.dims.size(), " dim(s)");
-  ZT_CHECK_AS(ErrorKind::data, lbl.dims.size() == 1, "[data] ", lbl_path, ": expected a labels file (1 dim), got ",
-              lbl.dims.size(), " dims");
-  ZT_CHECK_AS(ErrorKind::data, img.dims[0] == lbl.dims[0], "[data] ", img_path, " has ", img.dims[0], " images but ",
-              lbl_path, " has ", lbl.dims[0], " labels");
+  // Both headers first: nothing is decoded for a pair of files that cannot make a data set.
+  detail::IdxReader img_file = detail::IdxReader::open(img_path);
+  detail::IdxReader lbl_file = detail::IdxReader::open(lbl_path);
+  const std::vector<int64_t>& idims = img_file.dims();
+  const std::vector<int64_t>& ldims = lbl_file.dims();
+  ZT_CHECK_AS(ErrorKind::data, idims.size() == 3, "[data] ", img_file.name(),
+              ": expected an images file (3 dims), got ", idims.size(), " dim(s)");
+  ZT_CHECK_AS(ErrorKind::data, ldims.size() == 1, "[data] ", lbl_file.name(),
+              ": expected a labels file (1 dim), got ", ldims.size(), " dims");
+  ZT_CHECK_AS(ErrorKind::data, idims[0] == ldims[0], "[data] ", img_file.name(), " has ", idims[0], " images but ",
+              lbl_file.name(), " has ", ldims[0], " labels");
+  ZT_CHECK_AS(ErrorKind::data, idims[0] > 0, "[data] the ", split, " split in ", dir, " has no samples (",
+              lbl_file.name(), " and ", img_file.name(), " say 0 items)");
 
-  const int64_t n = limit > 0 ? std::min(limit, img.dims[0]) : img.dims[0];
-  const int64_t features = img.dims[1] * img.dims[2];
+  const int64_t n = limit > 0 ? std::min(limit, idims[0]) : idims[0];
+  const int64_t features = idims[1] * idims[2];  // < 2^64 / n: the header's product is checked
+  size_t need = SIZE_MAX, image_bytes = 0;  // saturated: too much either way
+  if (!__builtin_mul_overflow(size_t(n) * size_t(features), sizeof(float), &image_bytes) &&
+      image_bytes <= SIZE_MAX - size_t(n) * sizeof(int32_t))
+    need = image_bytes + size_t(n) * sizeof(int32_t);
+  auto too_big = [&](const std::string& detail) {
+    const size_t budget = Allocator::global().budget();
+    ZT_THROW_AS(ErrorKind::out_of_memory, "[data] the ", split, " split in ", dir, " (", n, " samples of ", features,
+                " features) needs ", format_bytes(need), " as f32 images and i32 labels, more than ",
+                budget ? "the memory budget of " + format_bytes(budget) + " leaves" : std::string("can be allocated"),
+                " (", detail, "); ", budget ? "raise the budget or " : "", "load fewer samples (data.", split,
+                "_limit)");
+  };
+  const MemStats before = Allocator::global().stats();
+  if (const size_t budget = Allocator::global().budget(); budget > 0 && before.total_current + need > budget)
+    too_big("in use: " + format_bytes(before.total_current));
+  // The payloads before the tensors: nothing is allocated for what a header merely claims.
+  IdxArray img = img_file.read();
+  IdxArray lbl = lbl_file.read();
   Dataset ds;
-  ds.images = Tensor::empty({n, features}, DType::f32, MemTag::workspace);
-  ds.labels = Tensor::empty({n}, DType::i32, MemTag::workspace);
+  try {
+    ds.images = Tensor::empty({n, features}, DType::f32, MemTag::workspace);
+    ds.labels = Tensor::empty({n}, DType::i32, MemTag::workspace);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::out_of_memory) throw;
+    too_big(e.what());
+  }
 
   std::array<float, 256> lut;
   for (int v = 0; v < 256; ++v) lut[size_t(v)] = (float(v) / 255.0f - mean) / stddev;
@@ -59,7 +90,7 @@ Dataset load_mnist(const std::string& dir, const std::string& split, float mean,
   int32_t* y = ds.labels.data<int32_t>();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = lbl.bytes[size_t(i)];
-    ZT_CHECK_AS(ErrorKind::data, v < kNumClasses, "[data] ", lbl_path, ": label ", v, " of sample ", i,
+    ZT_CHECK_AS(ErrorKind::data, v < kNumClasses, "[data] ", lbl_file.name(), ": label ", v, " of sample ", i,
                 " (byte offset ", 8 + i, ") is outside 0..", kNumClasses - 1);
     y[i] = int32_t(v);
   }

@@ -2,13 +2,13 @@
 // ErrorKind::checkpoint with the file named.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "common/error_of.h"
+#include "safetensors_files.h"
 #include "zt/ckpt/safetensors.h"
 
 namespace zt::ckpt {
@@ -18,25 +18,7 @@ using ::testing::HasSubstr;
 using zt::testing_util::error_kind_of;
 using zt::testing_util::error_of;
 
-class Safetensors : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("zt_ckpt_" + std::to_string(getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  // A file as the format lays it out: 8-byte little-endian header length, header, data.
-  std::string write_raw(const std::string& name, const std::string& header, size_t data_bytes) {
-    std::ofstream f(path(name), std::ios::binary);
-    const uint64_t n = header.size();
-    f.write(reinterpret_cast<const char*>(&n), 8);
-    f << header << std::string(data_bytes, '\0');
-    return path(name);
-  }
-  std::filesystem::path dir_;
-};
+class Safetensors : public testing::SafetensorsFiles {};
 
 TEST_F(Safetensors, RoundTripKeepsValuesShapesAndMetadata) {
   Tensor w = Tensor::from_vector({1.5f, -2.f, 3.25f, 0.f, 7.f, -1e-3f}, {2, 3});

@@ -87,7 +87,7 @@ TEST_F(IdxTest, TruncatedPayloadNamesSizes) {
   write_file(path("img"), bytes, false);
   std::string msg = error_of([&] { read_idx(path("img")); });
   EXPECT_THAT(msg, HasSubstr(path("img")));
-  EXPECT_THAT(msg, HasSubstr("truncated: header says 3 items (expected 28 bytes) but file has 25 bytes"));
+  EXPECT_THAT(msg, HasSubstr("truncated at byte offset 25: header says 3 items (expected 28 bytes) but file has 25 bytes"));
 }
 
 TEST_F(IdxTest, TruncatedGzipPayloadSaysDecompressed) {

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "idx_writer.h"
+#include "zt/core/allocator.h"
 #include "zt/core/error.h"
 #include "zt/data/mnist.h"
 
@@ -113,6 +114,36 @@ TEST_F(MnistTest, BadArguments) {
   EXPECT_THAT(error_of([&] { load_mnist(dir_.string(), "train", 0.1f, 0.3f, -1); }), HasSubstr("limit"));
   EXPECT_THAT(error_of([&] { load_mnist(dir_.string(), "test"); }),
               HasSubstr(path("t10k-images-idx3-ubyte") + ": no such file"));
+}
+
+// A split whose files hold no samples cannot be evaluated (it printed "0.0000 (0/0)").
+TEST_F(MnistTest, AnEmptySplitIsADataError) {
+  write_file(path("t10k-images-idx3-ubyte"), idx_bytes(0x803, {0, 28, 28}, {}), false);
+  write_file(path("t10k-labels-idx1-ubyte"), idx_bytes(0x801, {0}, {}), false);
+  EXPECT_EQ(error_kind_of([&] { load_mnist(dir_.string(), "test"); }), ErrorKind::data);
+  EXPECT_THAT(error_of([&] { load_mnist(dir_.string(), "test", 0.1f, 0.3f, 5); }),
+              HasSubstr("the test split in " + dir_.string() + " has no samples (" + path("t10k-labels-idx1-ubyte")));
+  write_split("t10k", 1, 28, 28, false);
+  EXPECT_EQ(load_mnist(dir_.string(), "test").size(), 1);
+}
+
+// A memory budget too small for the data says what the data needs, not how to shard the model.
+TEST_F(MnistTest, ABudgetTooSmallForTheDataSaysWhatTheDataNeeds) {
+  write_split("train", 100, 28, 28, false);  // 100 * 784 * 4 + 100 * 4 = 314000 bytes
+  struct BudgetGuard {
+    ~BudgetGuard() { Allocator::global().set_budget(0); }
+  } guard;
+  const size_t in_use = Allocator::global().stats().total_current;
+  Allocator::global().set_budget(in_use + 200000);
+  const std::string msg = error_of([&] { load_mnist(dir_.string(), "train"); });
+  EXPECT_THAT(msg, HasSubstr("the train split in " + dir_.string() + " (100 samples of 784 features) needs 306.6KiB"));
+  EXPECT_THAT(msg, HasSubstr("more than the memory budget of " + format_bytes(in_use + 200000) + " leaves"));
+  EXPECT_THAT(msg, HasSubstr("data.train_limit"));
+  EXPECT_THAT(msg, ::testing::Not(HasSubstr("offload")));
+  EXPECT_EQ(error_kind_of([&] { load_mnist(dir_.string(), "train"); }), ErrorKind::out_of_memory);
+  EXPECT_EQ(load_mnist(dir_.string(), "train", 0.1f, 0.3f, 50).size(), 50);  // half of it fits
+  Allocator::global().set_budget(in_use + 400000);
+  EXPECT_EQ(load_mnist(dir_.string(), "train").size(), 100);
 }
 
 TEST(EpochOrder, DeterministicPermutation) {

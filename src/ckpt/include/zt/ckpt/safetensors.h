@@ -2,6 +2,7 @@
 // safetensors files (8-byte little-endian header length, JSON header, raw little-endian data),
 // the format Hugging Face uses for weights. Writes go to a unique temporary name, are fsynced,
 // then renamed (Note [atomic files]), so an existing file is never left half-written.
+#include <cstddef>
 #include <map>
 #include <string>
 #include <utility>
@@ -19,11 +20,21 @@ void write_safetensors(AtomicFile& out, const std::vector<std::pair<std::string,
                        const std::map<std::string, std::string>& metadata = {});
 
 struct LoadedTensors {
-  std::vector<std::pair<std::string, Tensor>> tensors;  // in file order of offsets
+  std::string source;                                    // the file (or buffer name) read
+  std::vector<std::pair<std::string, Tensor>> tensors;  // in file order (by data offsets)
   std::map<std::string, std::string> metadata;
   const Tensor* find(const std::string& name) const;
+  // `name` as the weights of a parameter of `shape`: present, of that shape and a floating
+  // dtype (F32, BF16, F16); else ErrorKind::checkpoint naming the file, the tensor and why.
+  const Tensor& weight(const std::string& name, const Shape& shape) const;
 };
-// Errors name the file and what is wrong (bad header length, offsets past the end, ...).
+// Every malformed file is ErrorKind::checkpoint naming the file and what is wrong (Note
+// [safetensors validation] in safetensors.cpp): bad header length, JSON nested deeper than the
+// format, duplicate keys, non-string metadata, unknown dtype, a shape that is not non-negative
+// integers or whose size overflows, offsets out of range or overlapping another tensor.
+// `path` must be a regular file; anything else is refused before it is opened.
 LoadedTensors load_safetensors(const std::string& path);
+// The same from a file's bytes in memory (for fuzzing); `name` stands for the file in errors.
+LoadedTensors parse_safetensors(const void* data, size_t size, const std::string& name = "<memory>");
 
 }  // namespace zt::ckpt

@@ -1,5 +1,6 @@
 #pragma once
 // MNIST / Fashion-MNIST IDX files (raw or gzip), and deterministic sampling from a seed.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -8,14 +9,19 @@
 
 namespace zt::data {
 
-// One IDX file: magic 0x00000803 (images, uint8, [n, rows, cols]) or 0x00000801 (labels, [n]).
-// Errors name the file and, for a short or corrupt file, the expected and actual size or the
-// byte offset of the bad field.
+// One IDX file: magic 0x00000803 (images, uint8, [n, rows, cols]) or 0x00000801 (labels, [n]),
+// raw or gzip (told by the gzip magic). The header is checked before the payload is read, and
+// never more is decoded than it says (plus a bounded look for trailing bytes). Errors are
+// ErrorKind::data and name the file and, for a short or corrupt file, the byte offset and the
+// expected and actual size.
 struct IdxArray {
   std::vector<int64_t> dims;
   std::vector<uint8_t> bytes;  // row-major uint8 payload
 };
-IdxArray read_idx(const std::string& path);  // reads `path`, or `path`.gz if only that exists
+// Reads `path`, or `path`.gz if only that exists; it must be a regular file (checked before opening).
+IdxArray read_idx(const std::string& path);
+// The same from a file's bytes in memory (for fuzzing); `name` stands for the file in errors.
+IdxArray parse_idx(const void* data, size_t size, const std::string& name = "<memory>");
 
 struct Dataset {
   Tensor images;  // [n, rows*cols] f32, normalised (x/255 - mean) / std
@@ -24,6 +30,8 @@ struct Dataset {
 };
 // split: "train" or "test"; file names as in the original distribution
 // ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]). limit > 0 keeps the first `limit`.
+// Both headers are checked before either payload is read; an empty split is a data error, and
+// a split larger than the memory budget leaves is ErrorKind::out_of_memory saying its size.
 Dataset load_mnist(const std::string& dir, const std::string& split, float mean = 0.1307f,
                    float stddev = 0.3081f, int64_t limit = 0);
 
