@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Every benchmark beside its PyTorch peer, in one run (~2 minutes once built): MLP training
 # (single process; 2 ranks x ZeRO stages 0-3 vs DDP and ZeroRedundancyOptimizer over gloo),
-# collective bus bandwidth (MPI vs gloo) and matmul GFLOP/s. All JSON lines go to the results
+# collective bus bandwidth (MPI vs gloo), checkpoint save/load vs the disk, and matmul GFLOP/s. All JSON lines go to the results
 # file; a summary object with the ratios is printed last.
 #
 # usage: bench/run.sh [RESULTS]        (default bench/results.jsonl; never committed)
 # env:   ZT_BUILD_DIR (default build), STEPS (timed training steps, default 300),
 #        ZT_MNIST_DIR (default data/mnist; scripts/setup.sh fetches it),
+#        ZT_BENCH_CKPT_DIR (default .cache/bench_ckpt; checkpoints of the bench, removed after),
 #        ZT_BENCH_MEMORY=0 skips the per-stage peak-memory runs of the 53.6M MLP,
 #        ZT_BENCH_OPENBLAS=0 skips the second PyTorch run with OpenBLAS (Debian's torch links the
 #        generic libblas.so.3, which is the slow reference BLAS unless OpenBLAS is installed).
@@ -23,9 +24,10 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
   [[ -f $DATA/$f ]] || { echo "run.sh: $DATA/$f is missing; run scripts/setup.sh first" >&2; exit 1; }
 done
 [[ -f $BUILD/CMakeCache.txt ]] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j2 --target bench_train zt_bench_matmul bench_comm zerotrain >/dev/null
+cmake --build "$BUILD" -j2 --target bench_train zt_bench_matmul bench_comm bench_ckpt zerotrain >/dev/null
 bin() { find "$BUILD" -type f -name "$1" -perm -u+x | head -n1; }
 BENCH_TRAIN=$(bin bench_train) BENCH_MATMUL=$(bin zt_bench_matmul) BENCH_COMM=$(bin bench_comm)
+BENCH_CKPT=$(bin bench_ckpt) ZEROTRAIN=$(bin zerotrain)
 
 # OpenBLAS for a second PyTorch run, unpacked (not installed) into the git-ignored .cache/.
 OPENBLAS_DIR=
@@ -77,6 +79,12 @@ collect zerotrain "${MPIRUN[@]}" "$BENCH_TRAIN" --threads 1 --stages 0,1,2,3 --s
 collect_torch bench/torch_train.py --world 2 --steps "$STEPS" --data "$DATA"
 collect zerotrain "${MPIRUN[@]}" "$BENCH_COMM"
 collect pytorch "$PY" bench/comm_peer_torch.py 2
+# Checkpoint save/load GB/s per rank beside the disk's write+fsync (473 MB of AdamW states, N = 2),
+# then `zerotrain export` of that checkpoint in its own process: peak allocator bytes and RSS.
+CKPT_DIR=${ZT_BENCH_CKPT_DIR:-.cache/bench_ckpt}
+collect zerotrain "${MPIRUN[@]}" "$BENCH_CKPT" --dir "$CKPT_DIR" --keep
+collect zerotrain "$ZEROTRAIN" export "$CKPT_DIR" --out "$CKPT_DIR/model.safetensors" --json
+rm -rf "$CKPT_DIR"
 # Peak memory per rank by stage (one process pair per stage, so the OS's peak RSS is per stage):
 # the 53.6M-parameter MLP 784-4096x4-10 at N = 2, buckets of 8M elements.
 if [[ ${ZT_BENCH_MEMORY:-1} != 0 ]]; then

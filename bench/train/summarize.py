@@ -105,6 +105,19 @@ def main(path):
     for shape, g in zb.items():
         mm.setdefault(shape, {})["zerotrain_bf16_gflops"] = g
     out["matmul_f32"] = mm
+
+    # Checkpoints (bench_ckpt at N = 2): GB/s per rank beside the disk's write+fsync in the same
+    # run, and the streamed export's peak memory (allocator and resident) against its file size.
+    ck = {r["op"]: r for r in rows if r.get("bench") == "ckpt"}
+    if ck:
+        disk = ck.get("disk_write_fsync", {}).get("gb_per_s_per_rank")
+        out["checkpoint_per_rank"] = {
+            op: {"gb_per_s_per_rank": r["gb_per_s_per_rank"], "over_disk": ratio(r["gb_per_s_per_rank"], disk)}
+            for op, r in ck.items() if "gb_per_s_per_rank" in r}
+    ex = [r for r in rows if r.get("bench") == "export"]
+    if ex:
+        out["export_memory"] = [{k: r.get(k) for k in ("dtype", "file_bytes", "largest_buffer_bytes",
+                                                       "alloc_peak_bytes", "max_rss_bytes", "gb_per_s")} for r in ex]
     print(json.dumps(out, indent=2))
 
 

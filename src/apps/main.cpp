@@ -1,4 +1,5 @@
-// The zerotrain command line (CLI11): train, eval and estimate, each with its own --help.
+// The zerotrain command line (CLI11): train, eval, estimate and the checkpoint tools (export,
+// import, ckpt), each with its own --help.
 // Errors become one line on stderr and an exit status: 1 the run failed, 2 bad usage.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "agree.h"
+#include "ckpt_commands.h"
 #include "commands.h"
 #include "zt/core/error.h"
 
@@ -17,7 +19,7 @@ namespace {
 using zt::ErrorKind;
 
 constexpr const char* kVersion = "zerotrain 0.1.0";
-constexpr const char* kCommands[] = {"train", "eval", "estimate"};
+constexpr const char* kCommands[] = {"train", "eval", "estimate", "export", "import", "ckpt"};
 
 constexpr const char* kOverridesFooter =
     "KEY=VALUE overrides any configuration key by its dotted path, e.g.\n"
@@ -30,6 +32,7 @@ struct Args {
   std::string config, weights;
   std::vector<std::string> overrides;
   zt::apps::EstimateOptions estimate;
+  zt::apps::CkptToolOptions tools;  // export, import, ckpt
 };
 
 // Every command reads a configuration file, then key=value overrides.
@@ -76,6 +79,8 @@ void build_app(CLI::App& app, Args& a) {
       ->type_name("G")
       ->check(positive<double>("a number"));
   est->add_flag("--json", a.estimate.json, "print one JSON object on stdout instead of the table");
+
+  add_config_options(*zt::apps::add_ckpt_commands(app, a.tools), a);  // import takes a configuration
 }
 
 std::string one_line(std::string s) {
@@ -143,11 +148,13 @@ int agreed_stop(const zt::apps::AgreedStop& e, zt::comm::Group* group) {
 int run_command(const std::string& command, const Args& a) {
   zt::comm::GroupPtr group;
   try {
+    if (zt::apps::is_ckpt_tool(command)) return zt::apps::run_ckpt_tool(command, a.tools);
     zt::config::Config cfg = zt::config::load(a.config, a.overrides);
     if (command == "eval")
       return zt::apps::run_eval(cfg, a.weights.empty() ? cfg.run.dir + "/model.safetensors" : a.weights);
     if (command == "estimate") return zt::apps::run_estimate(cfg, a.estimate);
     group = zt::comm::make_group(cfg.run.comm_backend);
+    if (command == "import") return zt::apps::run_import(cfg, *group, a.tools);
     return zt::apps::run_train(cfg, *group);
   } catch (const zt::apps::AgreedStop& e) {
     return agreed_stop(e, group.get());
@@ -174,7 +181,7 @@ int main(int argc, char** argv) {
   if (first[0] == '-' && !top_flag)
     return usage_error("unknown option '" + first + "' before the command (options follow the command)", "");
   if (first[0] != '-' && std::find(std::begin(kCommands), std::end(kCommands), first) == std::end(kCommands))
-    return usage_error("unknown command '" + first + "'; the commands are train, eval, estimate", "");
+    return usage_error("unknown command '" + first + "'; the commands are train, eval, estimate, export, import, ckpt", "");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

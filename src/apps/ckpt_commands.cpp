@@ -1,0 +1,210 @@
+// The checkpoint tools of the command line: export (streamed consolidation to safetensors),
+// import (safetensors -> a step-0 checkpoint of the configured engine), ckpt ls | verify.
+// ckpt inspect is in ckpt_inspect.cpp.
+#include "ckpt_commands.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "session.h"
+#include "zt/ckpt/checkpoint.h"
+#include "zt/ckpt/export.h"
+#include "zt/core/allocator.h"
+#include "zt/core/error.h"
+
+namespace zt::apps {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int run_ckpt_inspect(const CkptToolOptions& o);  // ckpt_inspect.cpp
+std::string checkpoint_folder(const std::string& path, const std::string& tag);
+
+CLI::App* add_ckpt_commands(CLI::App& app, CkptToolOptions& o) {
+  CLI::App* ex = app.add_subcommand("export", "Consolidated weights of a checkpoint as one safetensors file, streamed");
+  ex->add_option("checkpoint", o.path, "a checkpoint folder, or a checkpoint.dir (its latest unless --tag)")
+      ->required()
+      ->type_name("CKPT");
+  ex->add_option("--out", o.out, "the safetensors file to write")->required()->type_name("FILE");
+  ex->add_option("--tag", o.tag, "the tag inside a checkpoint.dir (default: latest)")->type_name("TAG");
+  ex->add_option("--dtype", o.dtype, "dtype of the written tensors (default f32)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->type_name("f32|bf16|f16");
+  ex->add_flag("--json", o.json, "print the statistics (sizes, seconds, peak memory) as one JSON line");
+
+  CLI::App* im = app.add_subcommand(
+      "import", "Start training from safetensors weights: saves a step-0 checkpoint of the configured run");
+  im->add_option("safetensors", o.path, "weights named as the model's parameters")->required()->type_name("FILE");
+  im->add_option("--out", o.out, "the checkpoint.dir to save into")->required()->type_name("DIR");
+  im->add_option("--tag", o.tag, "the tag of the saved checkpoint (default: step_00000000)")->type_name("TAG");
+
+  CLI::App* ck = app.add_subcommand("ckpt", "Checkpoint folders: ls, verify, inspect");
+  ck->require_subcommand(1);
+  CLI::App* ls = ck->add_subcommand("ls", "Tags in a checkpoint.dir with step, world size, stage; * marks latest");
+  CLI::App* verify = ck->add_subcommand("verify", "Check every shard file's size and checksum; exit 1 naming a bad file");
+  CLI::App* inspect = ck->add_subcommand("inspect", "Layout and state of a checkpoint: parameters, buffers, counters");
+  for (CLI::App* sub : {ls, verify, inspect}) {
+    sub->add_option("dir", o.path, "a checkpoint.dir, or one checkpoint folder")->required()->type_name("DIR");
+    sub->callback([&o, sub] { o.action = sub->get_name(); });
+  }
+  ls->add_flag("--json", o.json, "one JSON array on stdout");
+  inspect->add_option("--tag", o.tag, "the tag inside DIR (default: latest)")->type_name("TAG");
+  inspect->add_flag("--json", o.json, "one JSON object on stdout");
+  return im;
+}
+
+bool is_ckpt_tool(const std::string& command) { return command == "export" || command == "ckpt"; }
+
+// A folder with metadata.json is the checkpoint; else a checkpoint.dir and a tag (or latest).
+std::string checkpoint_folder(const std::string& path, const std::string& tag) {
+  if (tag.empty() && fs::exists(fs::path(path) / "metadata.json")) return path;
+  ZT_CHECK_AS(ErrorKind::checkpoint, fs::is_directory(path), "[ckpt] ", path, " is not a folder");
+  return ckpt::resolve_checkpoint(path, tag.empty() ? "latest" : tag);
+}
+
+namespace {
+
+double max_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) * 1024.0;  // KiB on Linux
+}
+
+int run_export(const CkptToolOptions& o) {
+  const std::string folder = checkpoint_folder(o.path, o.tag);
+  Allocator& a = Allocator::global();
+  a.reset_peaks();
+  const size_t before = a.stats().total_current;
+  const auto t0 = std::chrono::steady_clock::now();
+  ckpt::ExportOptions eo;
+  eo.dtype = dtype_from_name(o.dtype);
+  const ckpt::ExportStats st = ckpt::export_safetensors(folder, o.out, eo);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const size_t peak = a.stats().total_peak - before;
+  if (o.json) {
+    const json j = {{"bench", "export"},           {"checkpoint", folder},
+                    {"out", o.out},                {"dtype", o.dtype},
+                    {"tensors", st.tensors},       {"file_bytes", st.file_bytes},
+                    {"largest_buffer_bytes", st.largest_buffer_bytes},
+                    {"seconds", s},                {"gb_per_s", double(st.file_bytes) / s / 1e9},
+                    {"alloc_peak_bytes", peak},    {"max_rss_bytes", max_rss_bytes()}};
+    std::printf("%s\n", j.dump().c_str());
+  }
+  std::fprintf(stderr,
+               "zerotrain: exported %lld tensors (%s, %s) from %s to %s in %.2f s; peak memory %s in buffers "
+               "(largest checkpoint buffer %s), %s resident\n",
+               (long long)st.tensors, format_bytes(st.file_bytes).c_str(), o.dtype.c_str(), folder.c_str(),
+               o.out.c_str(), s, format_bytes(peak).c_str(), format_bytes(st.largest_buffer_bytes).c_str(),
+               format_bytes(size_t(max_rss_bytes())).c_str());
+  return 0;
+}
+
+std::string latest_tag(const std::string& dir) {
+  try {
+    return fs::path(ckpt::resolve_checkpoint(dir, "latest")).filename().string();
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+int run_ls(const CkptToolOptions& o) {
+  ZT_CHECK_AS(ErrorKind::checkpoint, fs::is_directory(o.path), "[ckpt] ", o.path, " is not a folder");
+  const std::string latest = latest_tag(o.path);
+  json rows = json::array();
+  for (const std::string& tag : ckpt::list_checkpoints(o.path)) {
+    const json m = ckpt::read_metadata((fs::path(o.path) / tag).string());
+    rows.push_back({{"tag", tag}, {"step", m.value("step", int64_t(0))}, {"world_size", m["world_size"]},
+                    {"stage", m["stage"]}, {"dtype", m["dtype"]}, {"latest", tag == latest}});
+  }
+  if (o.json) {
+    std::printf("%s\n", rows.dump().c_str());
+    return 0;
+  }
+  if (rows.empty()) {
+    std::printf("no checkpoints in %s\n", o.path.c_str());
+    return 0;
+  }
+  size_t w = 3;
+  for (const auto& r : rows) w = std::max(w, r["tag"].get<std::string>().size());
+  std::printf("%-*s  %10s  %5s  %5s  %5s  %s\n", int(w), "TAG", "STEP", "WORLD", "STAGE", "DTYPE", "LATEST");
+  for (const auto& r : rows)
+    std::printf("%-*s  %10lld  %5d  %5d  %5s  %s\n", int(w), r["tag"].get<std::string>().c_str(),
+                (long long)r["step"].get<int64_t>(), r["world_size"].get<int>(), r["stage"].get<int>(),
+                r["dtype"].get<std::string>().c_str(), r["latest"].get<bool>() ? "*" : "");
+  return 0;
+}
+
+// Every checkpoint folder in DIR (or DIR itself): each line says ok or why not; exit 1 if any failed.
+int run_verify(const CkptToolOptions& o) {
+  std::vector<std::string> folders;
+  if (fs::exists(fs::path(o.path) / "metadata.json")) {
+    folders.push_back(o.path);
+  } else {
+    ZT_CHECK_AS(ErrorKind::checkpoint, fs::is_directory(o.path), "[ckpt] ", o.path, " is not a folder");
+    for (const auto& d : fs::directory_iterator(o.path)) {
+      const std::string name = d.path().filename().string();
+      if (d.is_directory() && fs::exists(d.path() / "metadata.json") && name.find(".partial") == std::string::npos)
+        folders.push_back(d.path().string());
+    }
+    std::sort(folders.begin(), folders.end());
+    ZT_CHECK_AS(ErrorKind::checkpoint, !folders.empty(), "[ckpt] no checkpoint in ", o.path);
+    const std::string latest = latest_tag(o.path);
+    if (fs::exists(fs::path(o.path) / "latest"))
+      ZT_CHECK_AS(ErrorKind::checkpoint, !latest.empty() && fs::is_directory(fs::path(o.path) / latest), "[ckpt] ",
+                  (fs::path(o.path) / "latest").string(), " names '", latest, "', which is not a checkpoint here");
+  }
+  std::string first_error;
+  int bad = 0;
+  for (const std::string& f : folders) {
+    try {
+      ckpt::verify_checkpoint(f);
+      const json m = ckpt::read_metadata(f);
+      uint64_t bytes = 0;
+      for (const auto& s : m["shards"]) bytes += s["bytes"].get<uint64_t>();
+      std::printf("ok      %s (%zu shard files, %s)\n", f.c_str(), m["shards"].size(), format_bytes(bytes).c_str());
+    } catch (const Error& e) {
+      std::printf("FAILED  %s: %s\n", f.c_str(), e.what());
+      if (bad++ == 0) first_error = e.what();
+    }
+  }
+  std::fflush(stdout);
+  ZT_CHECK_AS(ErrorKind::checkpoint, bad == 0, "[ckpt] ", bad, " of ", folders.size(), " checkpoints failed verification; ",
+              first_error);
+  return 0;
+}
+
+}  // namespace
+
+int run_ckpt_tool(const std::string& command, const CkptToolOptions& o) {
+  if (command == "export") return run_export(o);
+  if (o.action == "ls") return run_ls(o);
+  if (o.action == "verify") return run_verify(o);
+  return run_ckpt_inspect(o);
+}
+
+int run_import(const config::Config& cfg, comm::Group& group, const CkptToolOptions& o) {
+  group.set_timeout(cfg.run.comm_timeout_s);
+  const config::BatchSizes bs = config::resolve_batch(cfg, group.size());
+  auto model = build_model(cfg, /*deferred=*/true);
+  zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
+  const ckpt::ImportReport rep = ckpt::import_safetensors(engine, o.path);
+  const json extra = {{"step", 0}, {"imported_from", fs::absolute(o.path).string()}, {"config", cfg.raw}};
+  const std::string saved =
+      ckpt::save_checkpoint(engine, {o.out, o.tag.empty() ? "step_00000000" : o.tag, 0, extra});
+  if (group.rank() == 0) {
+    if (!rep.unused.empty())
+      std::fprintf(stderr, "zerotrain: %zu tensors of %s are no parameter of the model, first '%s'; not imported\n",
+                   rep.unused.size(), o.path.c_str(), rep.unused.front().c_str());
+    std::fprintf(stderr,
+                 "zerotrain: imported %lld parameters from %s; step-0 checkpoint %s (world %d, stage %d, %s); "
+                 "train from it with checkpoint.dir=%s run.resume=latest\n",
+                 (long long)rep.tensors, o.path.c_str(), saved.c_str(), group.size(), cfg.zero.stage,
+                 dtype_name(engine.policy().param_dtype), o.out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace zt::apps

@@ -1,0 +1,32 @@
+#pragma once
+// `zerotrain export`, `zerotrain import` and `zerotrain ckpt ls|verify|inspect`: checkpoint
+// tools. main.cpp registers them with add_ckpt_commands and runs them like the others.
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "zt/comm/group.h"
+#include "zt/config/config.h"
+
+namespace zt::apps {
+
+struct CkptToolOptions {
+  std::string action;  // ckpt: ls | verify | inspect
+  std::string path;    // export, ckpt: a checkpoint folder or a checkpoint.dir; import: the safetensors file
+  std::string out;     // export: the safetensors file; import: the checkpoint.dir to save into
+  std::string tag;     // export, inspect: a tag inside DIR (default: latest); import: the tag saved
+  std::string dtype = "f32";  // export
+  bool json = false;          // export, ckpt ls, ckpt inspect: JSON on stdout
+};
+
+// Adds export, import and ckpt to `app`; returns import, to which the caller adds --config and
+// the overrides (its one positional, the file, comes first).
+CLI::App* add_ckpt_commands(CLI::App& app, CkptToolOptions& o);
+bool is_ckpt_tool(const std::string& command);  // export, ckpt: no configuration needed
+
+int run_ckpt_tool(const std::string& command, const CkptToolOptions& o);
+// Builds the configured model and engine on this process set, imports the file, saves a
+// step-0 checkpoint that `train` resumes from (run.resume). Collective.
+int run_import(const config::Config& cfg, comm::Group& group, const CkptToolOptions& o);
+
+}  // namespace zt::apps
