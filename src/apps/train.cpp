@@ -13,6 +13,7 @@
 #include "fault.h"
 #include "run_dir.h"
 #include "session.h"
+#include "zt/ckpt/checkpoint.h"
 #include "zt/autograd/functions.h"
 #include "zt/comm/group.h"
 #include "zt/core/parallel.h"
@@ -120,6 +121,30 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   auto model = build_model(cfg, /*deferred=*/true);
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
   auto schedule = optim::make_schedule(cfg.scheduler.type, cfg.scheduler.params, cfg.optimizer.lr, total_steps);
+  // Resume: parameters, master, optimizer states and counters from a checkpoint saved at any
+  // world size and stage; the data position is the step (same global batch, same seed).
+  int64_t first_step = 0, skipped = 0;
+  if (!cfg.run.resume.empty()) {
+    const std::string path = ckpt::resolve_checkpoint(cfg.checkpoint.dir, cfg.run.resume);
+    const nlohmann::json extra = ckpt::load_checkpoint(engine, path);
+    first_step = extra.value("step", int64_t(0));
+    skipped = extra.value("skipped_steps", int64_t(0));
+    const int64_t saved_batch = extra.value("train_batch_size", bs.train_batch_size);
+    ZT_CHECK_AS(ErrorKind::config, saved_batch == bs.train_batch_size, "[train] ", path, " was saved with train_batch_size ",
+                saved_batch, "; this run has ", bs.train_batch_size, " (the data position is counted in steps of it)");
+    ZT_CHECK_AS(ErrorKind::config, first_step < total_steps, "[train] ", path, " is at step ", first_step,
+                "; this run has ", total_steps, " steps in all (raise run.max_steps or run.epochs)");
+    if (lead) std::fprintf(stderr, "zerotrain: resumed from %s at step %lld\n", path.c_str(), (long long)first_step);
+  }
+  auto save = [&](int64_t steps_done) {
+    char tag[32];
+    std::snprintf(tag, sizeof tag, "step_%08lld", (long long)steps_done);
+    ckpt::SaveOptions o{cfg.checkpoint.dir, tag, cfg.checkpoint.keep_last,
+                        {{"step", steps_done}, {"train_batch_size", bs.train_batch_size}, {"skipped_steps", skipped},
+                         {"seed", cfg.seed}, {"config", cfg.raw}}};
+    const std::string path = ckpt::save_checkpoint(engine, o);
+    if (lead) std::fprintf(stderr, "zerotrain: checkpoint %s\n", path.c_str());
+  };
 
   if (lead) {
     // Appended, never truncated: an earlier run's log in the same folder is kept.
@@ -141,8 +166,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   std::vector<int64_t> order;
   int64_t order_epoch = -1;
   double loss_sum = 0;
-  int64_t loss_count = 0, skipped = 0;
-  for (int64_t step = 0; step < total_steps; ++step) {
+  int64_t loss_count = 0;
+  last_step = first_step;
+  for (int64_t step = first_step; step < total_steps; ++step) {
     fault.maybe_fire(rank, step + 1);
     const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
     if (epoch != order_epoch) {
@@ -174,6 +200,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
         std::fprintf(stderr, "step %lld: fp16 gradient overflow, step skipped on every rank (loss scale %g -> %g)\n",
                      (long long)(step + 1), st.loss_scale, engine.loss_scale());
     }
+    const int64_t every = cfg.checkpoint.every_steps;
+    if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) save(step + 1);
     const bool print = (step + 1) % std::max<int64_t>(1, cfg.steps_per_print) == 0 || step + 1 == total_steps;
     if (!print) continue;
     const double loss_avg =
@@ -185,7 +213,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     const double dt = std::chrono::duration<double>(now - last).count();
     const double elapsed = std::chrono::duration<double>(now - t0).count();
     const double sps = double((step + 1 - last_step) * bs.train_batch_size) / std::max(dt, 1e-9);
-    const double eta = elapsed / double(step + 1) * double(total_steps - step - 1);
+    const double eta = elapsed / double(step + 1 - first_step) * double(total_steps - step - 1);
     last = now;
     last_step = step + 1;
     if (!lead) continue;
@@ -217,7 +245,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   nlohmann::json summary = {{"steps", total_steps}, {"train_seconds", train_s}, {"world_size", world},
                             {"stage", cfg.zero.stage}, {"parameters", engine.num_params()},
                             {"dtype", dtype_name(engine.policy().param_dtype)}, {"skipped_steps", skipped},
-                            {"samples_per_s", double(total_steps * bs.train_batch_size) / train_s},
+                            {"samples_per_s", double((total_steps - first_step) * bs.train_batch_size) / train_s},
                             {"comm_bytes_rank0", group.stats().total_bytes()}};
   if (acc >= 0) summary["test_accuracy"] = acc;
   // Two votes (Note [agreed stops]): after rank 0 wrote the outputs under temporary names, and

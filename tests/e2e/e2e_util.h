@@ -1,0 +1,77 @@
+#pragma once
+// Shared by the end-to-end tests: run the zerotrain binary (directly or under mpirun) from the
+// source folder, and read what it wrote.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace zt::e2e {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out;  // stdout + stderr
+};
+
+inline Result run(const std::string& cmd) {
+  const std::string full = "cd " ZT_SOURCE_DIR " && " + cmd + " 2>&1";
+  FILE* p = popen(full.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+inline bool have_mnist() { return fs::exists(fs::path(ZT_SOURCE_DIR) / "data/mnist/t10k-labels-idx1-ubyte"); }
+
+// A fresh, empty folder under the temporary directory.
+inline std::string tmpdir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("zt_e2e_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+inline std::string write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path;
+}
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+inline int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+inline int count_of(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace zt::e2e

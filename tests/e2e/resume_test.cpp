@@ -1,0 +1,79 @@
+// Checkpoints through `zerotrain train`: a run stopped at step 20 and resumed (run.resume=latest)
+// logs the same losses as one that never stopped, bit for bit at the same world size and stage;
+// resumed at another world size and stage it follows within fp32 reduction order.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "e2e_util.h"
+
+using namespace zt::e2e;
+
+namespace {
+
+const std::string kBin = ZT_BIN;
+const std::string kMpi = std::string(ZT_MPIRUN) + " -np ";
+const std::string kArgs =
+    " --config configs/mnist_mlp.json data.train_limit=6400 run.eval_at_end=false steps_per_print=10"
+    " gradient_accumulation_steps=2 train_batch_size=64";
+
+// step -> logged loss, from a run directory's metrics.jsonl.
+std::map<int64_t, double> losses(const std::string& dir) {
+  std::map<int64_t, double> out;
+  for (const auto& j : read_jsonl(dir + "/metrics.jsonl"))
+    if (j.contains("step") && j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  return out;
+}
+
+struct Case {
+  std::string precision;  // "" or "bf16.enabled=true"
+  int stage_saved, stage_resumed, np_saved, np_resumed;
+};
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.precision << " stage " << c.stage_saved << "->" << c.stage_resumed << " np " << c.np_saved << "->"
+      << c.np_resumed;
+}
+class Resume : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const Case c = GetParam();
+  const std::string whole = tmpdir("resume_whole"), parts = tmpdir("resume_parts");
+  const std::string common = kArgs + " " + c.precision + " run.max_steps=40";
+  auto train = [&](int np, int stage, const std::string& dir, const std::string& more) {
+    return run(kMpi + std::to_string(np) + " " + kBin + " train" + common +
+               " zero_optimization.stage=" + std::to_string(stage) + " run.dir=" + dir + more);
+  };
+  Result a = train(c.np_saved, c.stage_saved, whole, "");
+  ASSERT_EQ(a.code, 0) << a.out;
+  // Stopped after 20 of the 40 steps (the schedule is the 40-step one: total_num_steps=40).
+  Result b = train(c.np_saved, c.stage_saved, parts, " checkpoint.every_steps=20 run.max_steps=20 scheduler.params.total_num_steps=40");
+  ASSERT_EQ(b.code, 0) << b.out;
+  Result r = train(c.np_resumed, c.stage_resumed, parts, " run.resume=latest scheduler.params.total_num_steps=40");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
+  const auto want = losses(whole), got = losses(parts);
+  for (int64_t step : {30, 40}) {
+    ASSERT_TRUE(got.count(step) && want.count(step)) << r.out;
+    if (c.np_saved == c.np_resumed && c.stage_saved == c.stage_resumed) EXPECT_EQ(got.at(step), want.at(step)) << step;
+    else EXPECT_NEAR(got.at(step), want.at(step), 1e-4 * std::max(1.0, want.at(step))) << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Train, Resume,
+                         ::testing::Values(Case{"", 2, 2, 2, 2}, Case{"bf16.enabled=true", 3, 3, 2, 2},
+                                           Case{"", 2, 3, 2, 1}, Case{"", 0, 2, 1, 2}));
+
+TEST(Resume, ALaterStepThanTheRunHasIsAClearError) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("resume_late");
+  ASSERT_EQ(run(kBin + " train" + kArgs + " run.max_steps=4 checkpoint.every_steps=4 run.dir=" + dir).code, 0);
+  Result r = run(kBin + " train" + kArgs + " run.max_steps=4 run.resume=latest run.dir=" + dir);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("is at step 4; this run has 4 steps in all"), std::string::npos) << r.out;
+  Result m = run(kBin + " train" + kArgs + " run.max_steps=8 run.resume=step_99 run.dir=" + dir);
+  EXPECT_EQ(m.code, 1);
+  EXPECT_NE(m.out.find("no checkpoint 'step_99'"), std::string::npos) << m.out;
+}
+
+}  // namespace
