@@ -102,6 +102,14 @@ struct Config {
   nlohmann::json raw;  // the validated JSON after overrides (written into the run directory)
 };
 
+// Deepest nesting of objects and lists accepted in a config file, an override's value, or the
+// json given to parse() (Note [hostile JSON] in json_check.h); real configs need 4.
+inline constexpr int kMaxJsonDepth = 64;
+// Largest run.threads (OpenMP fails at tens of thousands of threads).
+inline constexpr int kMaxThreads = 1024;
+// Largest run.memory_budget_mb: its bytes must fit in int64.
+inline constexpr int64_t kMaxMemoryBudgetMb = INT64_MAX >> 20;
+
 // Parse and validate. `source` names the file in error messages.
 Config parse(const nlohmann::json& j, const std::string& source = "<config>");
 Config load(const std::string& path, const std::vector<std::string>& overrides = {});
