@@ -139,18 +139,11 @@ void parse_model(const Section& s, ModelConfig& m) {
   s.read_choice("activation", m.activation, {"relu", "gelu"});
   s.read_int("input_dim", m.input_dim, 1);
   s.read_int("num_classes", m.num_classes, 2);
-  // Parameters (weights and biases) and their fp32 bytes must fit in int64, or every size
-  // computed from them overflows.
-  int64_t params = 0, prev = m.input_dim, layer = 0, bytes = 0;
-  bool ok = true;
-  for (size_t i = 0; i <= m.hidden.size() && ok; ++i) {
-    const int64_t out = i < m.hidden.size() ? m.hidden[i] : m.num_classes;
-    ok = !__builtin_mul_overflow(prev, out, &layer) && !__builtin_add_overflow(layer, out, &layer) &&
-         !__builtin_add_overflow(params, layer, &params);
-    prev = out;
-  }
-  ZT_CHECK_AS(ErrorKind::config, ok && !__builtin_mul_overflow(params, int64_t(4), &bytes), "[config] ", s.source(),
-              ": model.input_dim ", m.input_dim, ", model.hidden ", detail::clip(nlohmann::json(m.hidden).dump()),
+  // Parameters and their fp32 bytes must fit in int64, or every size computed from them overflows.
+  const std::optional<int64_t> params = mlp_parameter_count(m);
+  int64_t bytes = 0;
+  ZT_CHECK_AS(ErrorKind::config, params && !__builtin_mul_overflow(*params, int64_t(4), &bytes), "[config] ",
+              s.source(), ": model.input_dim ", m.input_dim, ", model.hidden ", detail::clip(nlohmann::json(m.hidden).dump()),
               " and model.num_classes ", m.num_classes, " give more parameters than 64-bit sizes can count");
 }
 
@@ -178,6 +171,18 @@ void parse_run(const Section& s, RunConfig& r) {
 }
 
 }  // namespace
+
+std::optional<int64_t> mlp_parameter_count(const ModelConfig& m) {
+  int64_t params = 0, prev = m.input_dim, layer = 0;
+  for (size_t i = 0; i <= m.hidden.size(); ++i) {
+    const int64_t out = i < m.hidden.size() ? m.hidden[i] : m.num_classes;
+    if (__builtin_mul_overflow(prev, out, &layer) || __builtin_add_overflow(layer, out, &layer) ||
+        __builtin_add_overflow(params, layer, &params))
+      return std::nullopt;
+    prev = out;
+  }
+  return params;
+}
 
 Config parse(const nlohmann::json& j, const std::string& source) {
   // Before anything copies or prints j (Note [hostile JSON]).

@@ -70,7 +70,9 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator& gen) {
   ZT_CHECK(in > 0 && out > 0, "[Linear] sizes must be positive, got in=", in, " out=", out);
   // kaiming_uniform_(a=sqrt(5)) reduces to U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as does the bias.
   const float bound = 1.f / std::sqrt(float(in));
-  std::vector<float> w(size_t(in * out));
+  int64_t n = 0;
+  ZT_CHECK(!__builtin_mul_overflow(in, out, &n), "[Linear] in=", in, " times out=", out, " overflows int64");
+  std::vector<float> w(static_cast<size_t>(n));
   for (auto& v : w) v = gen.uniform(-bound, bound);
   weight = register_parameter("weight", Tensor::from_vector(w, {out, in}));
   if (has_bias) {

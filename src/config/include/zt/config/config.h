@@ -123,6 +123,9 @@ struct BatchSizes {
 };
 BatchSizes resolve_batch(const Config& c, int world_size);
 
+// Weights and biases of the MLP that `m` describes; nullopt when the count overflows int64.
+std::optional<int64_t> mlp_parameter_count(const ModelConfig& m);
+
 // Closest of `candidates` to `key` by edit distance ("" if none is close).
 std::string nearest(const std::string& key, const std::vector<std::string>& candidates);
 
