@@ -82,7 +82,10 @@ Config load(const std::string& path, const std::vector<std::string>& overrides) 
               ")");
   std::stringstream buf;
   buf << in.rdbuf();
-  const std::string text = buf.str();
+  return load_text(buf.str(), path, overrides);
+}
+
+Config load_text(const std::string& text, const std::string& path, const std::vector<std::string>& overrides) {
   // Before parsing: deep nesting would overflow the stack later (Note [hostile JSON]).
   const size_t deep = detail::depth_exceeded_at(text, kMaxJsonDepth);
   ZT_CHECK_AS(ErrorKind::config, deep == std::string::npos, "[config] ", path, ": JSON nests deeper than ",
@@ -95,7 +98,10 @@ Config load(const std::string& path, const std::vector<std::string>& overrides) 
     // e.byte is 1-based: the byte at which parsing failed.
     const size_t at = e.byte > 0 ? e.byte - 1 : 0;
     ZT_THROW_AS(ErrorKind::config, "[config] ", path, ": invalid JSON at byte offset ", at, " (", line_col(text, at),
-                "): ", parse_reason(e.what()));
+                "): ", detail::clip(parse_reason(e.what())));
+  } catch (const nlohmann::json::exception& e) {  // out_of_range: a number too large for a double
+    const std::string what = e.what();
+    ZT_THROW_AS(ErrorKind::config, "[config] ", path, ": invalid JSON: ", detail::clip(what.substr(what.find("] ") + 2)));
   }
   ZT_CHECK_AS(ErrorKind::config, j.is_object(), "[config] ", path, ": the top level must be a JSON object, got ",
               detail::short_dump(j));

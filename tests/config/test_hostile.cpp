@@ -71,6 +71,14 @@ TEST_F(HostileFile, NestingUpToTheLimitIsParsedAndBracketsInsideStringsDoNotCoun
   EXPECT_EQ(load(quoted).run.dir, std::string(100, '[') + "\"[");
 }
 
+TEST_F(HostileFile, ANumberTooLargeForADoubleIsAConfigErrorQuotedShortened) {  // found by fuzz_config
+  auto p = write("big.json", "{\"seed\": 1E" + std::string(500, '9') + "}");
+  const std::string msg = error_of([&] { load(p); });
+  EXPECT_THAT(msg, HasSubstr("[config] " + p + ": invalid JSON: number overflow parsing '1E999"));
+  EXPECT_LT(msg.size(), 300u);
+  EXPECT_EQ(error_kind_of([&] { load(p); }), ErrorKind::config);
+}
+
 TEST(HostileOverride, AnOverrideNested53000LevelsDeepIsRejectedNamingItShortened) {
   const std::string o = "model=" + nested_text(53'000);
   json j = json::object();

@@ -113,6 +113,8 @@ inline constexpr int64_t kMaxMemoryBudgetMb = INT64_MAX >> 20;
 // Parse and validate. `source` names the file in error messages.
 Config parse(const nlohmann::json& j, const std::string& source = "<config>");
 Config load(const std::string& path, const std::vector<std::string>& overrides = {});
+// load() of text already read; `path` names it in messages.
+Config load_text(const std::string& text, const std::string& path, const std::vector<std::string>& overrides = {});
 // Apply "a.b.c=value" overrides to raw JSON (value parsed as JSON, else taken as a string).
 void apply_overrides(nlohmann::json& j, const std::vector<std::string>& overrides);
 
