@@ -56,7 +56,7 @@ CLI::Validator memory_gib_validator() {
       [](std::string& s) -> std::string {
         double v = 0;
         const bool ok = CLI::detail::lexical_cast(s, v) && v > 0 && v < zt::apps::kMaxMemoryGib;
-        return ok ? "" : "'" + s + "' is not a number of GiB in (0, 8589934592)";
+        return ok ? "" : "'" + s + "' is not a number > 0 (GiB, below 8589934592)";
       },
       "");
 }

@@ -90,7 +90,7 @@ TEST(HostileCli, MemoryGibMustBeAPositiveSizeWhoseBytesFit) {
   for (const char* g : {"1e10", "inf", "nan", "-3", "0"}) {
     Result r = run(kBin + " estimate" + kConfig + " --world 1 --memory-gib " + g);
     EXPECT_EQ(r.code, 2) << g << ": " << r.out;
-    EXPECT_TRUE(has(r, "is not a number of GiB in (0, 8589934592)")) << r.out;
+    EXPECT_TRUE(has(r, "is not a number > 0 (GiB, below 8589934592)")) << r.out;
   }
   // The largest accepted budget over many ranks: counts clamp, none is negative.
   Result r = run(kBin + " estimate" + kConfig + " --world 1000 --memory-gib 8589934591 --json");
