@@ -52,8 +52,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   group.set_timeout(cfg.run.comm_timeout_s);
   pick_threads(cfg);
   if (cfg.run.memory_budget_mb > 0) {
-    ZT_CHECK_AS(ErrorKind::config, cfg.run.memory_budget_mb <= config::kMaxMemoryBudgetMb, "[config] 'run.memory_budget_mb' = ",
-                cfg.run.memory_budget_mb, " MiB overflows 64 bits as bytes");
+    ZT_CHECK_AS(ErrorKind::config, cfg.run.memory_budget_mb <= config::kMaxMemoryBudgetMb,
+                "[config] 'run.memory_budget_mb' = ", cfg.run.memory_budget_mb, " MiB overflows 64 bits as bytes");
     Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);
   }
   const config::BatchSizes bs = config::resolve_batch(cfg, world);  // before anything runs
@@ -65,7 +65,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const int64_t steps_per_epoch = train.size() / bs.train_batch_size;
   ZT_CHECK_AS(ErrorKind::config, steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ",
               train.size(), " training samples");
-  const int64_t total_steps = cfg.run.max_steps > 0 ? cfg.run.max_steps : steps_for_epochs(cfg.run.epochs, steps_per_epoch);
+  const int64_t total_steps =
+      cfg.run.max_steps > 0 ? cfg.run.max_steps : steps_for_epochs(cfg.run.epochs, steps_per_epoch);
   fault.check_reachable(world, total_steps);
 
   auto model = build_model(cfg);

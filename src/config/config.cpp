@@ -143,8 +143,9 @@ void parse_model(const Section& s, ModelConfig& m) {
   const std::optional<int64_t> params = mlp_parameter_count(m);
   int64_t bytes = 0;
   ZT_CHECK_AS(ErrorKind::config, params && !__builtin_mul_overflow(*params, int64_t(4), &bytes), "[config] ",
-              s.source(), ": model.input_dim ", m.input_dim, ", model.hidden ", detail::clip(nlohmann::json(m.hidden).dump()),
-              " and model.num_classes ", m.num_classes, " give more parameters than 64-bit sizes can count");
+              s.source(), ": model.input_dim ", m.input_dim, ", model.hidden ",
+              detail::clip(nlohmann::json(m.hidden).dump()), " and model.num_classes ", m.num_classes,
+              " give more parameters than 64-bit sizes can count");
 }
 
 void parse_data(const Section& s, DataConfig& d) {

@@ -101,7 +101,8 @@ Config load_text(const std::string& text, const std::string& path, const std::ve
                 "): ", detail::clip(parse_reason(e.what())));
   } catch (const nlohmann::json::exception& e) {  // out_of_range: a number too large for a double
     const std::string what = e.what();
-    ZT_THROW_AS(ErrorKind::config, "[config] ", path, ": invalid JSON: ", detail::clip(what.substr(what.find("] ") + 2)));
+    ZT_THROW_AS(ErrorKind::config, "[config] ", path, ": invalid JSON: ",
+                detail::clip(what.substr(what.find("] ") + 2)));
   }
   ZT_CHECK_AS(ErrorKind::config, j.is_object(), "[config] ", path, ": the top level must be a JSON object, got ",
               detail::short_dump(j));
