@@ -13,9 +13,10 @@ die() { echo "[setup] error: $*" >&2; exit 1; }
 
 # --- Debian packages ---------------------------------------------------------------------
 # ocl-icd-opencl-dev + opencl-c-headers: Debian's oneDNN CMake config calls find_package(OpenCL).
+# clang + libclang-rt-14-dev (libFuzzer, sanitizers) + libomp-dev (clang's OpenMP): scripts/fuzz.sh.
 packages=(g++ cmake make libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libcli11-dev libxxhash-dev googletest libgtest-dev libbenchmark-dev zlib1g-dev
-          python3-torch python3-numpy)
+          python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 if [[ "${ZT_SKIP_APT:-0}" != 1 ]]; then

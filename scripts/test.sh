@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: set up (packages, data), build Release and run every test (unit, golden,
 # multi-rank under mpirun, end-to-end), then the same under AddressSanitizer + UBSan.
-# ZT_SKIP_SANITIZE=1 skips the sanitizer pass.
+# ZT_SKIP_SANITIZE=1 skips the sanitizer pass; ZT_SKIP_FUZZ=1 the fuzz targets (ZT_FUZZ_SECONDS
+# each, default 20; scripts/fuzz.sh).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -12,6 +13,12 @@ jobs="$(nproc)"
 echo "[test] Release build"
 scripts/build.sh build >/dev/null
 (cd build && ctest -j"$jobs" --output-on-failure --timeout 900)
+
+# Every libFuzzer target for a short bounded time, so a parser regression fails CI.
+if [[ "${ZT_SKIP_FUZZ:-0}" != 1 ]]; then
+  echo "[test] fuzz targets (clang, ASan+UBSan), ${ZT_FUZZ_SECONDS:-20} s each"
+  scripts/fuzz.sh "${ZT_FUZZ_SECONDS:-20}"
+fi
 
 if [[ "${ZT_SKIP_SANITIZE:-0}" != 1 ]]; then
   echo "[test] ASan+UBSan build"

@@ -8,6 +8,9 @@
 
 namespace zt::apps {
 
+// --memory-gib stays below 2^33 GiB, so its bytes fit in int64.
+inline constexpr double kMaxMemoryGib = 8589934592.0;
+
 struct EstimateOptions {
   int world = 1;          // ranks to plan for
   double memory_gib = 0;  // > 0: also the largest model whose states fit this many GiB per rank

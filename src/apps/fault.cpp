@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
@@ -10,23 +11,53 @@
 
 namespace zt::apps {
 
-FaultPlan FaultPlan::from_env() {
+namespace {
+// A decimal integer in [lo, hi] and nothing else (atoi read "x" as 0).
+bool parse_int(const std::string& s, int64_t lo, int64_t hi, int64_t& out) {
+  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  out = std::stoll(s);
+  return out >= lo && out <= hi;
+}
+}  // namespace
+
+FaultPlan FaultPlan::parse(const std::string& spec) {
   FaultPlan f;
-  const char* s = std::getenv("ZT_FAULT");
-  if (!s || !*s) return f;
-  std::stringstream ss(s);
+  if (spec.empty()) return f;
+  std::stringstream ss(spec);
   std::string part;
   std::getline(ss, f.kind, ':');
   ZT_CHECK_AS(ErrorKind::config, f.kind == "stall" || f.kind == "exit", "[fault] ZT_FAULT kind '", f.kind,
               "' unknown (allowed: stall, exit)");
+  bool has_rank = false, has_step = false;
   while (std::getline(ss, part, ':')) {
-    if (part.rfind("rank=", 0) == 0) f.rank = std::atoi(part.c_str() + 5);
-    else if (part.rfind("step=", 0) == 0) f.step = std::atoll(part.c_str() + 5);
-    else
-      ZT_THROW_AS(ErrorKind::config, "[fault] ZT_FAULT part '", part, "' unknown (expected rank=R or step=K)");
+    const bool is_rank = part.rfind("rank=", 0) == 0, is_step = part.rfind("step=", 0) == 0;
+    ZT_CHECK_AS(ErrorKind::config, is_rank || is_step, "[fault] ZT_FAULT part '", part,
+                "' unknown (expected rank=R or step=K)");
+    bool& seen = is_rank ? has_rank : has_step;
+    ZT_CHECK_AS(ErrorKind::config, !seen, "[fault] ZT_FAULT gives '", part.substr(0, 4), "' twice in '", spec, "'");
+    seen = true;
+    int64_t v = 0;
+    const bool ok = is_rank ? parse_int(part.substr(5), 0, INT32_MAX, v) : parse_int(part.substr(5), 1, INT64_MAX, v);
+    ZT_CHECK_AS(ErrorKind::config, ok, "[fault] ZT_FAULT '", part, "': ",
+                is_rank ? "the rank must be an integer >= 0" : "the step must be an integer >= 1");
+    if (is_rank) f.rank = int(v);
+    else f.step = v;
   }
-  ZT_CHECK_AS(ErrorKind::config, f.rank >= 0 && f.step >= 1, "[fault] ZT_FAULT needs rank=R and step=K, got '", s, "'");
+  ZT_CHECK_AS(ErrorKind::config, has_rank && has_step, "[fault] ZT_FAULT needs rank=R and step=K, got '", spec, "'");
   return f;
+}
+
+FaultPlan FaultPlan::from_env() {
+  const char* s = std::getenv("ZT_FAULT");
+  return parse(s ? s : "");
+}
+
+void FaultPlan::check_reachable(int world, int64_t total_steps) const {
+  if (kind.empty()) return;
+  ZT_CHECK_AS(ErrorKind::config, rank < world, "[fault] ZT_FAULT rank=", rank, " never fires: the job has ", world,
+              " rank", world == 1 ? "" : "s", " (0..", world - 1, ")");
+  ZT_CHECK_AS(ErrorKind::config, step <= total_steps, "[fault] ZT_FAULT step=", step, " never fires: the run has ",
+              total_steps, " steps");
 }
 
 void FaultPlan::maybe_fire(int rank_now, int64_t step_now) const {

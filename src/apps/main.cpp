@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,17 @@ CLI::Validator positive(const std::string& what) {
       "");
 }
 
+// --memory-gib: finite, > 0, and its bytes fit in int64 (below 8 EiB).
+CLI::Validator memory_gib_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        double v = 0;
+        const bool ok = CLI::detail::lexical_cast(s, v) && v > 0 && v < zt::apps::kMaxMemoryGib;
+        return ok ? "" : "'" + s + "' is not a number > 0 (GiB, below 8589934592)";
+      },
+      "");
+}
+
 void build_app(CLI::App& app, Args& a) {
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
@@ -77,7 +89,7 @@ void build_app(CLI::App& app, Args& a) {
       ->check(positive<int>("an integer"));
   est->add_option("--memory-gib", a.estimate.memory_gib, "also print the largest model whose states fit G GiB per rank")
       ->type_name("G")
-      ->check(positive<double>("a number"));
+      ->check(memory_gib_validator());
   est->add_flag("--json", a.estimate.json, "print one JSON object on stdout instead of the table");
 
   add_config_options(*zt::apps::add_ckpt_commands(app, a.tools), a);  // import takes a configuration
@@ -153,6 +165,12 @@ int run_command(const std::string& command, const Args& a) {
     if (command == "eval")
       return zt::apps::run_eval(cfg, a.weights.empty() ? cfg.run.dir + "/model.safetensors" : a.weights);
     if (command == "estimate") return zt::apps::run_estimate(cfg, a.estimate);
+    // Under mpirun, "local" would make each rank train alone, all into one run.dir.
+    const int launched = launcher_rank_and_size().second;
+    ZT_CHECK_AS(ErrorKind::config, !(cfg.run.comm_backend == "local" && zt::comm::launched_by_mpirun() && launched > 1),
+                "[config] run.comm_backend = local under mpirun with ", launched,
+                " ranks would run that many separate trainings into one run.dir; use auto or mpi under mpirun, or "
+                "local without it");
     group = zt::comm::make_group(cfg.run.comm_backend);
     if (command == "import") return zt::apps::run_import(cfg, *group, a.tools);
     return zt::apps::run_train(cfg, *group);
@@ -160,6 +178,8 @@ int run_command(const std::string& command, const Args& a) {
     return agreed_stop(e, group.get());
   } catch (const zt::Error& e) {
     return run_failed(e.what(), e.kind(), group.get());
+  } catch (const std::bad_alloc&) {  // a last resort: sizes we know are checked before allocating
+    return run_failed("out of memory: an allocation failed (std::bad_alloc)", ErrorKind::out_of_memory, group.get());
   } catch (const std::exception& e) {
     return run_failed(e.what(), ErrorKind::internal, group.get());
   }

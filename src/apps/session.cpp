@@ -1,5 +1,10 @@
 #include "session.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <new>
 #include <optional>
 
 #include "zt/core/allocator.h"
@@ -9,9 +14,24 @@ namespace zt::apps {
 std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) {
   ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp", "[config] model.type '", c.model.type,
               "' is not supported (allowed: mlp)");
+  // parse() checked that the count and its fp32 bytes fit in int64.
+  const int64_t params = config::mlp_parameter_count(c.model).value_or(0), bytes = params * 4;
+  const std::string needs = "the model's " + std::to_string(params) + " parameters need " +
+                            std::to_string(bytes) + " bytes (" + format_bytes(size_t(bytes)) + ") in fp32";
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const double machine = pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+  ZT_CHECK_AS(ErrorKind::out_of_memory, machine == 0 || double(bytes) <= machine, "[model] ", needs,
+              ", more than this machine's ", format_bytes(size_t(machine)), " of memory");
   std::optional<nn::DeferredInit> defer;
   if (deferred) defer.emplace();
-  return nn::make_mlp(c.model.input_dim, c.model.hidden, c.model.num_classes, c.model.activation, c.seed);
+  try {
+    return nn::make_mlp(c.model.input_dim, c.model.hidden, c.model.num_classes, c.model.activation, c.seed);
+  } catch (const std::bad_alloc&) {
+    ZT_THROW_AS(ErrorKind::out_of_memory, "[model] ", needs, "; the system refused the memory");
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::out_of_memory) throw;
+    ZT_THROW_AS(ErrorKind::out_of_memory, "[model] ", needs, ": ", e.what());
+  }
 }
 
 optim::OptimizerSpec optimizer_spec(const config::Config& c) {

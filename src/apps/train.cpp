@@ -91,6 +91,15 @@ void check_finite(const std::vector<std::pair<std::string, Tensor>>& weights, in
                   name, "' holds ", p[i], "): training diverged (lower optimizer.params.lr or set gradient_clipping)");
   }
 }
+
+// run.epochs in steps, rounded, at least 1; a count past int64 is a config error (llround's
+// result would be unspecified and the run would take one step).
+int64_t steps_for_epochs(double epochs, int64_t steps_per_epoch) {
+  const double steps = std::round(epochs * double(steps_per_epoch));
+  ZT_CHECK_AS(ErrorKind::config, std::isfinite(steps) && steps < 9.2e18, "[config] 'run.epochs' = ", epochs, " at ",
+              steps_per_epoch, " steps per epoch gives more steps than int64 can count");
+  return std::max<int64_t>(1, int64_t(steps));
+}
 }  // namespace
 
 int run_train(const config::Config& cfg, comm::Group& group) {
@@ -99,7 +108,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   group.set_timeout(cfg.run.comm_timeout_s);
   install_stop_signals();
   pick_threads(cfg);
-  if (cfg.run.memory_budget_mb > 0) Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);
+  if (cfg.run.memory_budget_mb > 0) {
+    ZT_CHECK_AS(ErrorKind::config, cfg.run.memory_budget_mb <= config::kMaxMemoryBudgetMb,
+                "[config] 'run.memory_budget_mb' = ", cfg.run.memory_budget_mb, " MiB overflows 64 bits as bytes");
+    Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);
+  }
   const config::BatchSizes bs = config::resolve_batch(cfg, world);  // before anything runs
   const FaultPlan fault = FaultPlan::from_env();
   // Rank 0 alone writes the run directory; it locks it first, before anything slow.
@@ -116,7 +129,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   ZT_CHECK_AS(ErrorKind::config, steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ",
               train.size(), " training samples");
   const int64_t total_steps =
-      cfg.run.max_steps > 0 ? cfg.run.max_steps : std::max<int64_t>(1, std::llround(cfg.run.epochs * double(steps_per_epoch)));
+      cfg.run.max_steps > 0 ? cfg.run.max_steps : steps_for_epochs(cfg.run.epochs, steps_per_epoch);
+  fault.check_reachable(world, total_steps);
 
   auto model = build_model(cfg, /*deferred=*/true);
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));

@@ -139,6 +139,13 @@ void parse_model(const Section& s, ModelConfig& m) {
   s.read_choice("activation", m.activation, {"relu", "gelu"});
   s.read_int("input_dim", m.input_dim, 1);
   s.read_int("num_classes", m.num_classes, 2);
+  // Parameters and their fp32 bytes must fit in int64, or every size computed from them overflows.
+  const std::optional<int64_t> params = mlp_parameter_count(m);
+  int64_t bytes = 0;
+  ZT_CHECK_AS(ErrorKind::config, params && !__builtin_mul_overflow(*params, int64_t(4), &bytes), "[config] ",
+              s.source(), ": model.input_dim ", m.input_dim, ", model.hidden ",
+              detail::clip(nlohmann::json(m.hidden).dump()), " and model.num_classes ", m.num_classes,
+              " give more parameters than 64-bit sizes can count");
 }
 
 void parse_data(const Section& s, DataConfig& d) {
@@ -158,10 +165,10 @@ void parse_run(const Section& s, RunConfig& r) {
   s.read_string("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
   s.read_int("max_steps", r.max_steps, 0);
-  s.read_int("threads", r.threads, 0);
+  s.read_int("threads", r.threads, 0, kMaxThreads);
   s.read_choice("comm_backend", r.comm_backend, {"auto", "local", "mpi"});
   s.read_number("comm_timeout_s", r.comm_timeout_s, 0, true);
-  s.read_int("memory_budget_mb", r.memory_budget_mb, 0);
+  s.read_int("memory_budget_mb", r.memory_budget_mb, 0, kMaxMemoryBudgetMb);
   s.read_bool("eval_at_end", r.eval_at_end);
 }
 
@@ -174,7 +181,23 @@ void parse_checkpoint(const Section& s, CheckpointConfig& c) {
 
 }  // namespace
 
+std::optional<int64_t> mlp_parameter_count(const ModelConfig& m) {
+  int64_t params = 0, prev = m.input_dim, layer = 0;
+  for (size_t i = 0; i <= m.hidden.size(); ++i) {
+    const int64_t out = i < m.hidden.size() ? m.hidden[i] : m.num_classes;
+    if (__builtin_mul_overflow(prev, out, &layer) || __builtin_add_overflow(layer, out, &layer) ||
+        __builtin_add_overflow(params, layer, &params))
+      return std::nullopt;
+    prev = out;
+  }
+  return params;
+}
+
 Config parse(const nlohmann::json& j, const std::string& source) {
+  // Before anything copies or prints j (Note [hostile JSON]).
+  const std::string deep = detail::deep_key(j, kMaxJsonDepth);
+  ZT_CHECK_AS(ErrorKind::config, deep.empty(), "[config] ", source, ": '", deep, "' nests deeper than ",
+              kMaxJsonDepth, " levels of lists and objects (the limit)");
   Config c;
   Section top(j, "", source);
   top.allow({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",

@@ -40,8 +40,88 @@ std::string nearest(const std::string& key, const std::vector<std::string>& cand
 
 namespace detail {
 
+namespace {
+constexpr int kDumpDepth = 4;  // deeper lists and objects print as [...] and {...}
+constexpr auto kReplace = json::error_handler_t::replace;  // invalid UTF-8 prints, never throws
+
+void dump_into(const json& v, std::string& out, size_t max_chars, int depth) {
+  if (v.is_string()) {  // only the part that can be shown is escaped
+    const auto& s = v.get_ref<const std::string&>();
+    out += json(s.substr(0, max_chars + 1)).dump(-1, ' ', false, kReplace);
+    return;
+  }
+  if (!v.is_structured()) {
+    out += v.dump(-1, ' ', false, kReplace);
+    return;
+  }
+  const bool obj = v.is_object();
+  if (depth >= kDumpDepth && !v.empty()) {
+    out += obj ? "{...}" : "[...]";
+    return;
+  }
+  out += obj ? '{' : '[';
+  for (auto it = v.begin(); it != v.end() && out.size() <= max_chars; ++it) {
+    if (it != v.begin()) out += ',';
+    if (obj) out += json(it.key()).dump(-1, ' ', false, kReplace) + ':';
+    dump_into(*it, out, max_chars, depth + 1);
+  }
+  out += obj ? '}' : ']';
+}
+}  // namespace
+
+std::string clip(const std::string& s, size_t max_chars) {
+  if (s.size() <= max_chars) return s;
+  return s.substr(0, max_chars) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
+std::string short_dump(const json& v, size_t max_chars) {
+  std::string out;
+  dump_into(v, out, max_chars, 0);
+  return out.size() <= max_chars ? out : out.substr(0, max_chars) + "...";
+}
+
+size_t depth_exceeded_at(const std::string& text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::string::npos;
+}
+
+std::string deep_key(const json& j, int limit) {
+  struct Item {
+    const json* v;
+    int depth;
+    std::string key;
+  };
+  if (!j.is_structured()) return "";
+  std::vector<Item> stack{{&j, 1, "<top level>"}};
+  while (!stack.empty()) {
+    Item item = std::move(stack.back());
+    stack.pop_back();
+    if (item.depth > limit) return clip(item.key);
+    for (auto it = item.v->begin(); it != item.v->end(); ++it) {
+      if (!it->is_structured()) continue;
+      const bool top = item.depth == 1 && j.is_object();
+      stack.push_back({&*it, item.depth + 1, top ? it.key() : item.key});
+    }
+  }
+  return "";
+}
+
 void bad_value(const std::string& source, const std::string& key, const std::string& what, const json& got) {
-  ZT_THROW_AS(ErrorKind::config, "[config] ", source, ": '", key, "' must be ", what, ", got ", got.dump());
+  ZT_THROW_AS(ErrorKind::config, "[config] ", source, ": '", key, "' must be ", what, ", got ", short_dump(got));
 }
 
 std::string join(const std::vector<std::string>& items, const char* sep) {
@@ -74,11 +154,12 @@ Section::Section(const json& j, std::string prefix, const std::string& source)
 void Section::allow(const std::vector<std::string>& known) const {
   for (const auto& item : j_.items()) {
     if (std::find(known.begin(), known.end(), item.key()) != known.end()) continue;
-    std::string near = nearest(item.key(), known);
+    const std::string key = clip(item.key());
+    std::string near = nearest(key, known);
     if (!near.empty())
-      ZT_THROW_AS(ErrorKind::config, "[config] ", source_, ": unknown key '", path(item.key()), "' (did you mean '",
+      ZT_THROW_AS(ErrorKind::config, "[config] ", source_, ": unknown key '", path(key), "' (did you mean '",
                   path(near), "'?)");
-    ZT_THROW_AS(ErrorKind::config, "[config] ", source_, ": unknown key '", path(item.key()), "' (allowed",
+    ZT_THROW_AS(ErrorKind::config, "[config] ", source_, ": unknown key '", path(key), "' (allowed",
                 prefix_.empty() ? "" : " in '" + prefix_ + "'", ": ", join(known), ")");
   }
 }

@@ -13,6 +13,21 @@ namespace zt::config::detail {
 
 using nlohmann::json;
 
+// Note [hostile JSON]: nlohmann parses and destroys without recursion, but dump(), copies and
+// comparisons recurse, so a value nested 50,000 levels deep overflows the stack. load() rejects
+// text nested deeper than kMaxJsonDepth before parsing it, parse() rejects such a json before
+// copying it, and messages quote values through short_dump (bounded in depth and length).
+
+// At most `max_chars` of `s`, with "..." and the full length when cut.
+std::string clip(const std::string& s, size_t max_chars = 80);
+// `v` as JSON text, at most about `max_chars` long; recursion stops a few levels down ("...").
+std::string short_dump(const json& v, size_t max_chars = 80);
+// Byte offset in JSON text where nesting first exceeds `limit` ([ and { outside strings), or npos.
+size_t depth_exceeded_at(const std::string& text, int limit);
+// The first top-level key under which `j` nests deeper than `limit` ("<top level>" for j
+// itself), or "" when it does not; walks with an explicit stack.
+std::string deep_key(const json& j, int limit);
+
 // "[config] <source>: '<key>' must be <what>, got <value>"
 [[noreturn]] void bad_value(const std::string& source, const std::string& key, const std::string& what,
                             const json& got);

@@ -27,35 +27,52 @@ std::string parse_reason(const std::string& what) {
   return p == std::string::npos ? what : what.substr(p + 2);
 }
 
+// True when `s` is valid UTF-8 (nlohmann cannot write a string that is not).
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 void apply_overrides(nlohmann::json& j, const std::vector<std::string>& overrides) {
   ZT_CHECK_AS(ErrorKind::config, j.is_object(), "[config] overrides need a JSON object at the top level, got ",
-              j.dump());
+              detail::short_dump(j));
   for (const auto& o : overrides) {
+    const std::string shown = detail::clip(o);  // an override may be megabytes long
     const size_t eq = o.find('=');
-    ZT_CHECK_AS(ErrorKind::config, eq != std::string::npos && eq > 0, "[config] override '", o,
+    ZT_CHECK_AS(ErrorKind::config, eq != std::string::npos && eq > 0, "[config] override '", shown,
                 "' must look like key=value (e.g. optimizer.params.lr=3e-4)");
+    ZT_CHECK_AS(ErrorKind::config, valid_utf8(o), "[config] override '", shown, "' is not valid UTF-8");
     const std::string key = o.substr(0, eq), text = o.substr(eq + 1);
     std::vector<std::string> parts;
     std::stringstream ss(key);
     for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+    // The value is JSON when it parses as JSON (numbers, true/false, lists), else a plain string.
+    // nlohmann parses without recursion; the sections the key walks count as levels too.
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    const bool deep = parts.size() >= size_t(kMaxJsonDepth) ||
+                      !detail::deep_key(value, kMaxJsonDepth - int(parts.size())).empty();
+    ZT_CHECK_AS(ErrorKind::config, !deep, "[config] override '", shown, "' nests deeper than ", kMaxJsonDepth,
+                " levels of sections, lists and objects (the limit)");
     nlohmann::json* node = &j;
     std::string walked;
     for (size_t i = 0; i < parts.size(); ++i) {
-      ZT_CHECK_AS(ErrorKind::config, !parts[i].empty() && key.back() != '.', "[config] override '", o,
-                  "': empty key segment in '", key, "'");
+      ZT_CHECK_AS(ErrorKind::config, !parts[i].empty() && key.back() != '.', "[config] override '", shown,
+                  "': empty key segment in '", detail::clip(key), "'");
       if (i + 1 == parts.size()) break;
       walked += (walked.empty() ? "" : ".") + parts[i];
       nlohmann::json& next = (*node)[parts[i]];  // creates a null for a new section
       if (next.is_null()) next = nlohmann::json::object();
-      ZT_CHECK_AS(ErrorKind::config, next.is_object(), "[config] override '", o, "': '", walked,
-                  "' is not an object (it is ", next.dump(), ")");
+      ZT_CHECK_AS(ErrorKind::config, next.is_object(), "[config] override '", shown, "': '", detail::clip(walked),
+                  "' is not an object (it is ", detail::short_dump(next), ")");
       node = &next;
     }
-    // The value is JSON when it parses as JSON (numbers, true/false, lists), else a plain string.
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
-    (*node)[parts.back()] = value.is_discarded() ? nlohmann::json(text) : value;
+    (*node)[parts.back()] = value.is_discarded() ? nlohmann::json(text) : std::move(value);
   }
 }
 
@@ -65,7 +82,15 @@ Config load(const std::string& path, const std::vector<std::string>& overrides) 
               ")");
   std::stringstream buf;
   buf << in.rdbuf();
-  const std::string text = buf.str();
+  return load_text(buf.str(), path, overrides);
+}
+
+Config load_text(const std::string& text, const std::string& path, const std::vector<std::string>& overrides) {
+  // Before parsing: deep nesting would overflow the stack later (Note [hostile JSON]).
+  const size_t deep = detail::depth_exceeded_at(text, kMaxJsonDepth);
+  ZT_CHECK_AS(ErrorKind::config, deep == std::string::npos, "[config] ", path, ": JSON nests deeper than ",
+              kMaxJsonDepth, " levels at byte offset ", deep, " (", line_col(text, deep), "; the limit is ",
+              kMaxJsonDepth, ")");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -73,10 +98,14 @@ Config load(const std::string& path, const std::vector<std::string>& overrides) 
     // e.byte is 1-based: the byte at which parsing failed.
     const size_t at = e.byte > 0 ? e.byte - 1 : 0;
     ZT_THROW_AS(ErrorKind::config, "[config] ", path, ": invalid JSON at byte offset ", at, " (", line_col(text, at),
-                "): ", parse_reason(e.what()));
+                "): ", detail::clip(parse_reason(e.what())));
+  } catch (const nlohmann::json::exception& e) {  // out_of_range: a number too large for a double
+    const std::string what = e.what();
+    ZT_THROW_AS(ErrorKind::config, "[config] ", path, ": invalid JSON: ",
+                detail::clip(what.substr(what.find("] ") + 2)));
   }
   ZT_CHECK_AS(ErrorKind::config, j.is_object(), "[config] ", path, ": the top level must be a JSON object, got ",
-              j.dump());
+              detail::short_dump(j));
   apply_overrides(j, overrides);
   return parse(j, overrides.empty() ? path : path + " (with overrides)");
 }

@@ -16,6 +16,8 @@ thread_local MemTag t_current_tag = MemTag::activation;
 size_t size_class(size_t bytes) {
   if (bytes == 0) bytes = 1;
   size_t step = bytes < (1u << 20) ? kAlign : (64u << 10);
+  ZT_CHECK_AS(ErrorKind::out_of_memory, bytes <= SIZE_MAX - step, "[memory] cannot allocate ", bytes,
+              " bytes (more than any machine has)");
   return (bytes + step - 1) / step * step;
 }
 }  // namespace

@@ -16,7 +16,9 @@ std::string shape_str(const Shape& s) {
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    ZT_CHECK_AS(ErrorKind::invalid_argument, !__builtin_mul_overflow(n, d, &n), "[tensor] shape ", shape_str(s),
+                " has more elements than int64 can count");
   return n;
 }
 
@@ -25,7 +27,9 @@ Shape contiguous_strides(const Shape& s) {
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= s[i];
+    if (i > 0)  // the outermost dimension's extent never enters a stride
+      ZT_CHECK_AS(ErrorKind::invalid_argument, !__builtin_mul_overflow(acc, s[i], &acc), "[tensor] shape ",
+                  shape_str(s), " has more elements than int64 can count");
   }
   return st;
 }
@@ -112,7 +116,11 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, MemTag tag, Device device) {
   for (int64_t d : shape) ZT_CHECK(d >= 0, "[tensor] negative dimension in shape ", shape_str(shape));
-  auto st = allocator_for(device).allocate(size_t(shape_numel(shape)) * dtype_size(dtype), tag);
+  size_t bytes = 0;
+  ZT_CHECK_AS(ErrorKind::out_of_memory, !__builtin_mul_overflow(size_t(shape_numel(shape)), dtype_size(dtype), &bytes),
+              "[tensor] a ", dtype_name(dtype), " tensor of shape ", shape_str(shape),
+              " would need more bytes than size_t can count");
+  auto st = allocator_for(device).allocate(bytes, tag);
   return Tensor(make_impl(std::move(st), 0, shape, contiguous_strides(shape), dtype, device));
 }
 

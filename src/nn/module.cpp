@@ -106,6 +106,8 @@ Init uniform_init(std::shared_ptr<Generator> gen, float bound) {
 
 Linear::Linear(int64_t in, int64_t out, bool has_bias, std::shared_ptr<Generator> gen) {
   ZT_CHECK(in > 0 && out > 0, "[Linear] sizes must be positive, got in=", in, " out=", out);
+  int64_t n = 0;
+  ZT_CHECK(!__builtin_mul_overflow(in, out, &n), "[Linear] in=", in, " times out=", out, " overflows int64");
   const float bound = 1.f / std::sqrt(float(in));
   weight = register_parameter("weight", {out, in}, uniform_init(gen, bound));
   if (has_bias) bias = register_parameter("bias", {out}, uniform_init(gen, bound));

@@ -1,5 +1,7 @@
 #include "zt/zero/plan.h"
 
+#include <limits>
+
 #include "zt/core/error.h"
 
 namespace zt::zero {
@@ -72,7 +74,8 @@ int64_t max_params_that_fit(int64_t bytes, const Policy& policy, int world, int6
   const double o = double(k) + (policy.fp32_master ? 4.0 : 0.0);
   const double per = (policy.shard_parameters() ? pb / n : pb) + (policy.shard_gradients() ? ab / n : ab) +
                      (policy.shard_optimizer() ? o / n : o);
-  return int64_t(double(bytes) / per);
+  const double fit = double(bytes) / per;  // clamped: a huge budget over many ranks overflows int64
+  return fit >= 9.2e18 ? std::numeric_limits<int64_t>::max() : int64_t(fit);
 }
 
 }  // namespace zt::zero

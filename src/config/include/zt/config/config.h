@@ -111,9 +111,19 @@ struct Config {
   nlohmann::json raw;  // the validated JSON after overrides (written into the run directory)
 };
 
+// Deepest nesting of objects and lists accepted in a config file, an override's value, or the
+// json given to parse() (Note [hostile JSON] in json_check.h); real configs need 4.
+inline constexpr int kMaxJsonDepth = 64;
+// Largest run.threads (OpenMP fails at tens of thousands of threads).
+inline constexpr int kMaxThreads = 1024;
+// Largest run.memory_budget_mb: its bytes must fit in int64.
+inline constexpr int64_t kMaxMemoryBudgetMb = INT64_MAX >> 20;
+
 // Parse and validate. `source` names the file in error messages.
 Config parse(const nlohmann::json& j, const std::string& source = "<config>");
 Config load(const std::string& path, const std::vector<std::string>& overrides = {});
+// load() of text already read; `path` names it in messages.
+Config load_text(const std::string& text, const std::string& path, const std::vector<std::string>& overrides = {});
 // Apply "a.b.c=value" overrides to raw JSON (value parsed as JSON, else taken as a string).
 void apply_overrides(nlohmann::json& j, const std::vector<std::string>& overrides);
 
@@ -123,6 +133,9 @@ struct BatchSizes {
   int64_t train_batch_size, micro, accumulation;
 };
 BatchSizes resolve_batch(const Config& c, int world_size);
+
+// Weights and biases of the MLP that `m` describes; nullopt when the count overflows int64.
+std::optional<int64_t> mlp_parameter_count(const ModelConfig& m);
 
 // Closest of `candidates` to `key` by edit distance ("" if none is close).
 std::string nearest(const std::string& key, const std::vector<std::string>& candidates);

@@ -1,0 +1,41 @@
+// The configuration file and key=value overrides, as `zerotrain --config FILE KEY=VALUE...`
+// reads them. Input: the file's text, then NUL-separated overrides. Every rejection must be a
+// config error; what is accepted must be usable (printable, sizes that count).
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "zt/config/config.h"
+#include "zt/core/error.h"
+
+using namespace zt;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string in(reinterpret_cast<const char*>(data), size);
+  const size_t nul = in.find('\0');
+  std::vector<std::string> overrides;
+  for (size_t at = nul; at != std::string::npos;) {
+    const size_t next = in.find('\0', at + 1);
+    overrides.push_back(in.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1));
+    at = next;
+  }
+  try {
+    const config::Config c = config::load_text(in.substr(0, nul), "fuzz.json", overrides);
+    (void)c.raw.dump();  // a run writes it into metrics.jsonl: must not throw
+    if (!config::mlp_parameter_count(c.model)) std::abort();
+    if (c.run.threads < 0 || c.run.threads > config::kMaxThreads) std::abort();
+    if (c.run.memory_budget_mb < 0 || c.run.memory_budget_mb > config::kMaxMemoryBudgetMb) std::abort();
+    for (int world : {1, 3}) {
+      try {
+        const config::BatchSizes b = config::resolve_batch(c, world);
+        if (b.micro < 1 || b.accumulation < 1 || b.train_batch_size != b.micro * b.accumulation * world) std::abort();
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::config) std::abort();
+      }
+    }
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::config) std::abort();
+  }
+  return 0;
+}

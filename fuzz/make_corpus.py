@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Writes the committed seed corpus under fuzz/corpus/<target>/: a few small valid inputs per
+target, and one or two near misses. Rerun after changing it; the files are committed."""
+import gzip
+import json
+import os
+import struct
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(target, name, data):
+    d = os.path.join(here, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+# --- fuzz_config: file text, then NUL-separated overrides -------------------------------
+with open(os.path.join(here, "..", "configs", "mnist_mlp.json"), "rb") as f:
+    put("fuzz_config", "mnist_mlp.json", f.read())
+put("fuzz_config", "empty_object", "{}")
+put("fuzz_config", "deepspeed_fp16_stage3", json.dumps({
+    "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2, "gradient_clipping": 1.0,
+    "fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": 12, "hysteresis": 2},
+    "optimizer": {"type": "Adam", "params": {"lr": 3e-4, "betas": [0.9, 0.95], "adam_w_mode": False}},
+    "scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 1e-5, "cycle_max_lr": 1e-3}},
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": 5e8, "offload_param": {"device": "none"},
+                          "stage3_param_persistence_threshold": 1e4},
+    "communication_data_type": "fp32", "data_types": {"grad_accum_dtype": "fp32"},
+    "model": {"hidden": [64, 32], "activation": "gelu"},
+    "run": {"epochs": 0.5, "threads": 2, "memory_budget_mb": 512, "comm_backend": "local"}}))
+put("fuzz_config", "with_overrides",
+    '{"train_batch_size": 32, "optimizer": {"type": "SGD", "params": {"momentum": 0.9}}}'
+    "\0zero_optimization.stage=2\0optimizer.params.lr=3e-4\0model.hidden=[128,64]\0run.dir=runs/x"
+    "\0bf16.enabled=true")
+put("fuzz_config", "bad_key", '{"zero_optimization": {"stagee": 1}, "train_batch_size": "x"}')
+
+# --- fuzz_idx: raw IDX ----------------------------------------------------------------------
+labels = struct.pack(">II", 0x801, 6) + bytes([3, 1, 4, 1, 5, 9])
+images = struct.pack(">IIII", 0x803, 2, 3, 3) + bytes(range(18))
+put("fuzz_idx", "labels", labels)
+put("fuzz_idx", "images", images)
+put("fuzz_idx", "truncated_images", images[:20])
+put("fuzz_idx", "huge_count", struct.pack(">IIII", 0x803, 0xFFFFFFFF, 28, 28) + bytes(8))
+
+# --- fuzz_idx_gzip: first byte even = gzip the rest, odd = the rest is the .gz file -------------
+put("fuzz_idx_gzip", "labels_plain", b"\0" + labels)
+put("fuzz_idx_gzip", "images_plain", b"\0" + images)
+put("fuzz_idx_gzip", "labels_gz", b"\1" + gzip.compress(labels, mtime=0))
+put("fuzz_idx_gzip", "images_gz_cut", b"\1" + gzip.compress(images, mtime=0)[:-6])
+
+
+# --- fuzz_safetensors ---------------------------------------------------------------------
+def safetensors(tensors, metadata=None):
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+f32 = struct.pack("<6f", 0.5, -1, 2, 3.25, 0, 1e-3)
+put("fuzz_safetensors", "one_f32", safetensors({"0.weight": ("F32", [2, 3], f32)}))
+put("fuzz_safetensors", "mixed_with_metadata", safetensors({
+    "0.weight": ("F32", [2, 3], f32), "0.bias": ("BF16", [2], b"\x80\x3f\x00\x40"),
+    "2.weight": ("F16", [1, 2], b"\x00\x3c\x00\xc0")}, {"format": "zerotrain"}))
+put("fuzz_safetensors", "empty", safetensors({}))
+put("fuzz_safetensors", "offsets_past_end",
+    safetensors({"w": ("F32", [2, 3], f32)})[:-8])

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, clang with ASan+UBSan, in build-fuzz/) and runs each for
+# SECONDS (default 60) from its committed seeds (fuzz/corpus/<target>/, never written) and a
+# working corpus that grows across runs (build-fuzz/corpus/<target>/).
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]  (default: every target with a seed folder)
+# Env: ZT_FUZZ_DIR = build folder (default <repo>/build-fuzz).
+# A finding (crash, sanitizer report, leak, timeout, out of memory) stops with status 1 and
+# names the reproducer, which `build-fuzz/fuzz/<target> FILE` replays.
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+seconds="${1:-60}"
+[[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || { echo "[fuzz] SECONDS must be a positive integer, got '$seconds'" >&2; exit 2; }
+shift || true
+build="${ZT_FUZZ_DIR:-$repo_root/build-fuzz}"
+if (($#)); then
+  targets=("$@")
+else
+  targets=()
+  for d in fuzz/corpus/*/; do targets+=("$(basename "$d")"); done
+fi
+
+command -v clang++ >/dev/null || { echo "[fuzz] clang++ not found (scripts/setup.sh installs it)" >&2; exit 1; }
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZT_FUZZ=ON \
+    -DZT_BUILD_TESTS=OFF -DZT_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
+fi
+cmake --build "$build" -j"$(nproc)" --target fuzzers >/dev/null
+
+for t in "${targets[@]}"; do
+  seeds="fuzz/corpus/$t"
+  [[ -x "$build/fuzz/$t" && -d "$seeds" ]] || { echo "[fuzz] unknown target '$t' (no $build/fuzz/$t or $seeds)" >&2; exit 2; }
+  work="$build/corpus/$t" findings="$build/findings/$t" log="$build/logs/$t.log"
+  mkdir -p "$work" "$findings" "$(dirname "$log")"
+  # -timeout: one input taking 10 s is a hang; -rss_limit_mb: 2 GiB is an out-of-memory finding.
+  if ! "$build/fuzz/$t" "$work" "$seeds" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+       -artifact_prefix="$findings/" -print_final_stats=1 >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "[fuzz] $t: FINDING after $(grep -c . "$log") log lines; reproducer: $(ls -t "$findings" | head -1 | sed "s|^|$findings/|")" >&2
+    exit 1
+  fi
+  runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")"
+  echo "[fuzz] $t: ${runs:-?} executions in ${seconds} s, corpus $(find "$work" -type f | wc -l) files" \
+       "($(du -sb "$work" | cut -f1) bytes), no finding"
+done

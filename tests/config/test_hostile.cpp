@@ -1,0 +1,167 @@
+// Hostile configurations (issue 11): nesting deep enough to overflow the stack, huge values
+// quoted in messages, sizes that overflow 64 bits, thread counts OpenMP cannot start. Each ends
+// with one config error; none crashes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "common/error_of.h"
+#include "zt/config/config.h"
+#include "zt/core/error.h"
+
+namespace zt::config {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using json = nlohmann::json;
+using zt::testing_util::error_kind_of;
+using zt::testing_util::error_of;
+
+// Nested deeper than any recursive copy or dump survives (built without recursion).
+json nested_lists(int depth) {
+  json v = json::array();
+  for (int i = 1; i < depth; ++i) {
+    json outer = json::array();
+    outer.push_back(std::move(v));
+    v = std::move(outer);
+  }
+  return v;
+}
+
+std::string nested_text(int depth) { return std::string(size_t(depth), '[') + std::string(size_t(depth), ']'); }
+
+class HostileFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("zt_hostile_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::string p = (dir_ / name).string();
+    std::ofstream(p) << text;
+    return p;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(HostileFile, AFileNested53000LevelsDeepIsRejectedWithTheOffsetAndTheLimit) {
+  auto p = write("deep.json", "{\"model\": " + nested_text(53'000) + "}");
+  const std::string msg = error_of([&] { load(p); });
+  EXPECT_THAT(msg, HasSubstr("[config] " + p + ": JSON nests deeper than 64 levels at byte offset 73 (line 1, "
+                             "column 74; the limit is 64)"));
+  EXPECT_LT(msg.size(), 300u);
+}
+
+TEST_F(HostileFile, NestingUpToTheLimitIsParsedAndBracketsInsideStringsDoNotCount) {
+  // 63 lists inside the top-level object: 64 levels, accepted by the reader (then rejected as a
+  // model section, by type, not by depth).
+  auto ok = write("ok.json", "{\"model\": " + nested_text(63) + "}");
+  EXPECT_THAT(error_of([&] { load(ok); }), HasSubstr("'model' must be an object, got [[[[[...]]]]]"));
+  auto over = write("over.json", "{\"model\": " + nested_text(64) + "}");
+  EXPECT_THAT(error_of([&] { load(over); }), HasSubstr("nests deeper than 64 levels"));
+  auto quoted = write("quoted.json", "{\"run\": {\"dir\": \"" + std::string(100, '[') + "\\\"[\"}}");
+  EXPECT_EQ(load(quoted).run.dir, std::string(100, '[') + "\"[");
+}
+
+TEST_F(HostileFile, ANumberTooLargeForADoubleIsAConfigErrorQuotedShortened) {  // found by fuzz_config
+  auto p = write("big.json", "{\"seed\": 1E" + std::string(500, '9') + "}");
+  const std::string msg = error_of([&] { load(p); });
+  EXPECT_THAT(msg, HasSubstr("[config] " + p + ": invalid JSON: number overflow parsing '1E999"));
+  EXPECT_LT(msg.size(), 300u);
+  EXPECT_EQ(error_kind_of([&] { load(p); }), ErrorKind::config);
+}
+
+TEST(HostileOverride, AnOverrideNested53000LevelsDeepIsRejectedNamingItShortened) {
+  const std::string o = "model=" + nested_text(53'000);
+  json j = json::object();
+  const std::string msg = error_of([&] { apply_overrides(j, {o}); });
+  EXPECT_THAT(msg, HasSubstr("[config] override 'model=[[[["));
+  EXPECT_THAT(msg, HasSubstr("(106006 bytes)' nests deeper than 64 levels"));
+  EXPECT_LT(msg.size(), 300u);
+  EXPECT_EQ(error_kind_of([&] { apply_overrides(j, {o}); }), ErrorKind::config);
+}
+
+TEST(HostileOverride, TheSectionsAKeyWalksCountTowardsTheLimit) {
+  json j = json::object();
+  apply_overrides(j, {"a.b=" + nested_text(62)});  // top, a, then 62 lists: 64 levels
+  EXPECT_THAT(error_of([&] { apply_overrides(j, {"a.b=" + nested_text(63)}); }), HasSubstr("nests deeper"));
+  std::string key = "k";
+  for (int i = 0; i < 70'000; ++i) key += ".k";
+  EXPECT_THAT(error_of([&] { apply_overrides(j, {key + "=1"}); }), HasSubstr("nests deeper than 64 levels"));
+}
+
+TEST(HostileOverride, AnOverrideThatIsNotUtf8IsRejected) {
+  json j = json::object();
+  EXPECT_THAT(error_of([&] { apply_overrides(j, {"run.dir=\xff\xfe"}); }), HasSubstr("is not valid UTF-8"));
+}
+
+TEST(HostileParse, ParseRejectsADeepValueBeforeCopyingItNamingTheSection) {
+  json j = {{"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_num_steps", nested_lists(300'000)}}}}}};
+  const std::string msg = error_of([&] { parse(j, "cfg.json"); });
+  EXPECT_THAT(msg, HasSubstr("[config] cfg.json: 'scheduler' nests deeper than 64 levels"));
+  // Top level, scheduler, params, then 61 lists: 64 levels.
+  json shallow = {{"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_num_steps", nested_lists(61)}}}}}};
+  EXPECT_EQ(parse(shallow).scheduler.params["warmup_num_steps"], nested_lists(61));
+}
+
+TEST(HostileParse, ValuesQuotedInMessagesAreShortened) {
+  json long_string = {{"run", {{"dir", 7}}}, {"model", std::string(100'000, 'x')}};
+  std::string msg = error_of([&] { parse(long_string, "cfg.json"); });
+  EXPECT_THAT(msg, HasSubstr("'model' must be an object, got \"xxxx"));
+  EXPECT_LT(msg.size(), 200u);
+  json wide = {{"model", {{"hidden", json(std::vector<double>(100'000, 0.5))}}}};
+  msg = error_of([&] { parse(wide, "cfg.json"); });
+  EXPECT_THAT(msg, HasSubstr("'model.hidden' must be a list of positive integers, got [0.5,0.5,"));
+  EXPECT_LT(msg.size(), 250u);
+  // Short values print whole, as nlohmann's compact dump does.
+  EXPECT_THAT(error_of(([&] { parse({{"model", {{"hidden", {1, "a", {{"b", nullptr}}}}}}}, "c"); })),
+              HasSubstr("got [1,\"a\",{\"b\":null}]"));
+  // A key of 100,000 characters is quoted shortened too.
+  msg = error_of([&] { parse({{std::string(100'000, 'k'), 1}}, "cfg.json"); });
+  EXPECT_THAT(msg, HasSubstr("unknown key 'kkkk"));
+  EXPECT_LT(msg.size(), 600u);
+}
+
+TEST(HostileParse, ModelSizesWhoseProductOverflowsAreConfigErrors) {
+  for (const json& model :
+       {json{{"hidden", {4611686018427387904LL}}}, json{{"input_dim", 3037000500LL}, {"hidden", {3037000500LL}}},
+        json{{"hidden", {2147483648LL, 2147483648LL}}},  // 2^62 weights: the fp32 bytes overflow
+        json{{"hidden", {1}}, {"num_classes", 9223372036854775807LL}}}) {
+    const std::string msg = error_of([&] { parse({{"model", model}}, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr("give more parameters than 64-bit sizes can count")) << model.dump();
+    EXPECT_THAT(msg, HasSubstr("model.hidden [")) << model.dump();
+  }
+  // Large but countable: accepted here (allocation is the model's concern).
+  EXPECT_EQ(parse({{"model", {{"hidden", {1'000'000'000'000LL}}}}}).model.hidden[0], 1'000'000'000'000LL);
+}
+
+TEST(HostileParse, ThreadsAreBoundedAndTheRangeIsSaid) {
+  EXPECT_THAT(error_of([&] { parse({{"run", {{"threads", 100'000}}}}, "cfg.json"); }),
+              HasSubstr("'run.threads' must be an integer in 0..1024, got 100000"));
+  EXPECT_EQ(parse({{"run", {{"threads", kMaxThreads}}}}).run.threads, 1024);
+  EXPECT_EQ(parse({{"run", {{"threads", 0}}}}).run.threads, 0);
+}
+
+TEST(HostileParse, AMemoryBudgetWhoseBytesOverflowIsRejected) {
+  EXPECT_THAT(error_of([&] { parse({{"run", {{"memory_budget_mb", 17592186044416LL}}}}, "cfg.json"); }),
+              HasSubstr("'run.memory_budget_mb' must be an integer in 0..8796093022207"));
+  EXPECT_EQ(parse({{"run", {{"memory_budget_mb", kMaxMemoryBudgetMb}}}}).run.memory_budget_mb, kMaxMemoryBudgetMb);
+}
+
+TEST(HostileParse, EpochsMustBeFiniteAndPositive) {
+  for (const json& e : {json(0), json(-1), json(std::numeric_limits<double>::infinity()), json("2")})
+    EXPECT_THAT(error_of([&] { parse({{"run", {{"epochs", e}}}}, "cfg.json"); }),
+                HasSubstr("'run.epochs' must be a positive number")) << e.dump();
+  EXPECT_EQ(parse({{"run", {{"epochs", 1e16}}}}).run.epochs, 1e16);  // the step count is train's to check
+}
+
+}  // namespace
+}  // namespace zt::config
