@@ -1,6 +1,7 @@
 #include "fault.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
@@ -26,13 +27,19 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
   std::stringstream ss(spec);
   std::string part;
   std::getline(ss, f.kind, ':');
-  ZT_CHECK_AS(ErrorKind::config, f.kind == "stall" || f.kind == "exit", "[fault] ZT_FAULT kind '", f.kind,
-              "' unknown (allowed: stall, exit)");
+  ZT_CHECK_AS(ErrorKind::config, f.kind == "stall" || f.kind == "exit" || f.kind == "kill", "[fault] ZT_FAULT kind '",
+              f.kind, "' unknown (allowed: stall, exit, kill)");
   bool has_rank = false, has_step = false;
   while (std::getline(ss, part, ':')) {
+    if (part.rfind("at=", 0) == 0) {
+      ZT_CHECK_AS(ErrorKind::config, part == "at=step" || part == "at=save", "[fault] ZT_FAULT '", part,
+                  "' unknown (allowed: at=step, at=save)");
+      f.at_save = part == "at=save";
+      continue;
+    }
     const bool is_rank = part.rfind("rank=", 0) == 0, is_step = part.rfind("step=", 0) == 0;
     ZT_CHECK_AS(ErrorKind::config, is_rank || is_step, "[fault] ZT_FAULT part '", part,
-                "' unknown (expected rank=R or step=K)");
+                "' unknown (expected rank=R, step=K or at=step|save)");
     bool& seen = is_rank ? has_rank : has_step;
     ZT_CHECK_AS(ErrorKind::config, !seen, "[fault] ZT_FAULT gives '", part.substr(0, 4), "' twice in '", spec, "'");
     seen = true;
@@ -56,16 +63,27 @@ void FaultPlan::check_reachable(int world, int64_t total_steps) const {
   if (kind.empty()) return;
   ZT_CHECK_AS(ErrorKind::config, rank < world, "[fault] ZT_FAULT rank=", rank, " never fires: the job has ", world,
               " rank", world == 1 ? "" : "s", " (0..", world - 1, ")");
-  ZT_CHECK_AS(ErrorKind::config, step <= total_steps, "[fault] ZT_FAULT step=", step, " never fires: the run has ",
-              total_steps, " steps");
+  const int64_t last = at_save ? total_steps : total_steps + 1;  // step K+1: the final save
+  ZT_CHECK_AS(ErrorKind::config, step <= last, "[fault] ZT_FAULT step=", step, " never fires: the run has ",
+              total_steps, " steps", at_save ? "" : " (step K+1 is the final save)");
 }
 
-void FaultPlan::maybe_fire(int rank_now, int64_t step_now) const {
-  if (kind.empty() || rank_now != rank || step_now != step) return;
-  std::fprintf(stderr, "zerotrain: fault injection: rank %d %s at step %lld\n", rank, kind.c_str(), (long long)step);
+namespace {
+void fire(const FaultPlan& f, const char* where) {
+  std::fprintf(stderr, "zerotrain: fault injection: rank %d %s %s %lld\n", f.rank, f.kind.c_str(), where, (long long)f.step);
   std::fflush(stderr);
-  if (kind == "exit") std::_Exit(3);
+  if (f.kind == "exit") std::_Exit(3);
+  if (f.kind == "kill") std::raise(SIGKILL);
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // stall until the job is torn down
+}
+}  // namespace
+
+void FaultPlan::maybe_fire(int rank_now, int64_t step_now) const {
+  if (!kind.empty() && !at_save && rank_now == rank && step_now == step) fire(*this, "at step");
+}
+
+void FaultPlan::maybe_fire_in_save(int rank_now, int64_t step_now) const {
+  if (!kind.empty() && at_save && rank_now == rank && step_now == step) fire(*this, "in the checkpoint after step");
 }
 
 }  // namespace zt::apps

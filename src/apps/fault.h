@@ -1,21 +1,25 @@
 #pragma once
 // Fault injection for tests: ZT_FAULT="stall:rank=1:step=3" makes rank 1 stop answering before
-// step 3; "exit:rank=1:step=3" makes it exit with status 3. A spec that does not parse, or names
-// a rank or step the run never reaches, is a config error (it would never fire).
+// step 3; "exit:rank=1:step=3" makes it exit with status 3; "kill:..." sends it SIGKILL (kill -9).
+// Step K+1 of a K-step run is the final save. With ":at=save" it fires instead inside the
+// checkpoint saved after step K, once this rank's shard file is written and before the commit.
+// A spec that does not parse, or names a rank or step the run never reaches, is a config error.
 #include <cstdint>
 #include <string>
 
 namespace zt::apps {
 
 struct FaultPlan {
-  std::string kind;  // "" (none), "stall", "exit"
+  std::string kind;  // "" (none), "stall", "exit", "kill"
   int rank = -1;
   int64_t step = -1;
+  bool at_save = false;  // fires inside the checkpoint save after `step`
   static FaultPlan parse(const std::string& spec);  // "" gives no fault
   static FaultPlan from_env();                      // parse(ZT_FAULT)
-  // Throws unless the fault can fire: rank < world and step <= total_steps.
+  // Throws unless the fault can fire: rank < world and step <= total_steps (+1 for the final save).
   void check_reachable(int world, int64_t total_steps) const;
-  void maybe_fire(int rank, int64_t step) const;
+  void maybe_fire(int rank, int64_t step) const;          // before step `step` (not at=save)
+  void maybe_fire_in_save(int rank, int64_t step) const;  // in the checkpoint after `step` (at=save)
 };
 
 }  // namespace zt::apps

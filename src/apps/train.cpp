@@ -155,7 +155,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     std::snprintf(tag, sizeof tag, "step_%08lld", (long long)steps_done);
     ckpt::SaveOptions o{cfg.checkpoint.dir, tag, cfg.checkpoint.keep_last,
                         {{"step", steps_done}, {"train_batch_size", bs.train_batch_size}, {"skipped_steps", skipped},
-                         {"seed", cfg.seed}, {"config", cfg.raw}}};
+                         {"seed", cfg.seed}, {"config", cfg.raw}},
+                        [&] { fault.maybe_fire_in_save(rank, steps_done); }};
     const std::string path = ckpt::save_checkpoint(engine, o);
     if (lead) std::fprintf(stderr, "zerotrain: checkpoint %s\n", path.c_str());
   };

@@ -136,6 +136,7 @@ std::string save_checkpoint(zero::Engine& e, const SaveOptions& o) {
   const std::string shard = (partial / detail::shard_file_name(g.rank())).string();
   try {
     write_shard(shard, states, e.plan(), g.rank(), expected, bytes, sum);
+    if (o.after_shard_written) o.after_shard_written();
   } catch (const std::exception& ex) {
     err = ex.what();
   }

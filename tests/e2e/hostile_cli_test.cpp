@@ -108,7 +108,9 @@ TEST(HostileCli, FaultSpecsThatAreMalformedOrCannotFireAreRejected) {
       {"stall:rank=0:step=3x", "ZT_FAULT 'step=3x': the step must be an integer >= 1"},
       {"exit:rank=0:step=1:rank=1", "ZT_FAULT gives 'rank' twice"},
       {"exit:rank=1:step=3", "ZT_FAULT rank=1 never fires: the job has 1 rank (0..0)"},
-      {"exit:rank=0:step=6", "ZT_FAULT step=6 never fires: the run has 5 steps"}};
+      {"exit:rank=0:step=7", "ZT_FAULT step=7 never fires: the run has 5 steps (step K+1 is the final save)"},
+      {"exit:rank=0:step=6:at=save", "ZT_FAULT step=6 never fires: the run has 5 steps"},
+      {"exit:rank=0:step=2:at=later", "ZT_FAULT 'at=later' unknown (allowed: at=step, at=save)"}};
   for (const auto& [spec, want] : cases) {
     Result r = run(std::string("ZT_FAULT=") + spec + " " + kBin + " train" + kConfig + kSmall +
                    " run.max_steps=5 run.dir=" + d + "/run");

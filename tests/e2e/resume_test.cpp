@@ -38,7 +38,11 @@ class Resume : public ::testing::TestWithParam<Case> {};
 TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
   const Case c = GetParam();
-  const std::string whole = tmpdir("resume_whole"), parts = tmpdir("resume_parts");
+  // One folder pair per case: ctest runs the cases of this binary in parallel.
+  std::string id = "_";  // appending only: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string
+  for (int v : {c.stage_saved, c.stage_resumed, c.np_saved, c.np_resumed}) id += std::to_string(v);
+  if (!c.precision.empty()) id += "bf16";
+  const std::string whole = tmpdir("resume_whole" + id), parts = tmpdir("resume_parts" + id);
   const std::string common = kArgs + " " + c.precision + " run.max_steps=40";
   auto train = [&](int np, int stage, const std::string& dir, const std::string& more) {
     return run(kMpi + std::to_string(np) + " " + kBin + " train" + common +

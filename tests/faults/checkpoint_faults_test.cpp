@@ -1,0 +1,56 @@
+// Checkpoint faults under mpirun (issue 9): a rank that exits or is killed (SIGKILL, as kill -9)
+// in the middle of a save leaves the previous checkpoint `latest` and loadable; a disk that
+// fills during a save fails that save on every rank saying how many bytes the file needed,
+// and keeps the previous checkpoint.
+#include "faults_util.h"
+
+using namespace zt::faults;
+
+namespace {
+
+const std::string kCkpt = " checkpoint.every_steps=10 run.max_steps=20";
+
+// ckpt verify exits 0 on every checkpoint in the folder, and `latest` names `tag`.
+void expect_latest_is(const std::string& ckpt_dir, const std::string& tag) {
+  EXPECT_EQ(read_bytes(ckpt_dir + "/latest"), tag + "\n");
+  Result v = run(kBin + " ckpt verify " + ckpt_dir);
+  EXPECT_EQ(v.code, 0) << v.out;
+}
+
+class KilledInSave : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KilledInSave, LeavesThePreviousLatestLoadable) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("killed_" + GetParam()), ckpt = dir + "/checkpoints";
+  // Rank 1 dies after writing its shard of the step-20 checkpoint; rank 0 waits at the vote.
+  Result r = run("env ZT_FAULT=" + GetParam() + ":rank=1:step=20:at=save " + kMpi + kBin + kTrain + kCkpt +
+                 " run.comm_timeout_s=5 run.dir=" + dir);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("fault injection: rank 1 " + GetParam() + " in the checkpoint after step 20"), std::string::npos)
+      << r.out;
+  expect_latest_is(ckpt, "step_00000010");
+  EXPECT_FALSE(fs::exists(ckpt + "/step_00000020")) << "a half-written checkpoint was committed";
+  Result resumed = run(kMpi + kBin + kTrain + " run.resume=latest run.dir=" + dir);
+  EXPECT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resumed from " + ckpt + "/step_00000010 at step 10"), std::string::npos) << resumed.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ckpt, KilledInSave, ::testing::Values("exit", "kill"));
+
+// 25k parameters of AdamW state: about 150 KB per rank file; the first checkpoint fits, the
+// second does not.
+TEST_F(FullDisk, ASaveThatDoesNotFitFailsSayingTheBytesNeededAndKeepsThePrevious) {
+  const std::string dir = tmpdir("ckpt_full"), ckpt = mnt_ + "/checkpoints";
+  Result first = run(kMpi + kBin + kTrain + " checkpoint.every_steps=10 run.max_steps=10 checkpoint.dir=" + ckpt +
+                     " run.dir=" + dir);
+  ASSERT_EQ(first.code, 0) << first.out;
+  fill_leaving(64 << 10);
+  Result r = run(kMpi + kBin + kTrain + kCkpt + " run.resume=latest checkpoint.dir=" + ckpt + " run.dir=" + dir);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(the file needs "), std::string::npos) << r.out;
+  fs::remove(mnt_ + "/filler");
+  expect_latest_is(ckpt, "step_00000010");
+}
+
+}  // namespace
