@@ -10,7 +10,8 @@
 
 #include "checkpoint_reader.h"
 #include "file_io.h"
-#include "safetensors_index.h"
+#include "safetensors_detail.h"
+#include "zt/ckpt/safetensors.h"
 #include "zt/ckpt/export.h"
 #include "zt/core/error.h"
 
@@ -36,7 +37,7 @@ json export_header(const detail::CheckpointReader& r, DType dt, uint64_t& data_b
   data_bytes = 0;
   for (size_t i = 0; i < r.num_params(); ++i) {
     const uint64_t n = uint64_t(r.param_numel(i)) * dtype_size(dt);
-    h[r.param_name(i)] = {{"dtype", detail::safetensors_dtype(dt)},
+    h[r.param_name(i)] = {{"dtype", safetensors_dtype_name(dt)},
                           {"shape", r.param_shape(i)},
                           {"data_offsets", {data_bytes, data_bytes + n}}};
     data_bytes += n;
@@ -84,7 +85,7 @@ ExportStats export_safetensors(const std::string& checkpoint, const std::string&
   const DType saved = r.tensor_dtype(o.tensor);
   ExportStats st;
   uint64_t data_bytes = 0;
-  const std::string header = detail::safetensors_header(export_header(r, o.dtype, data_bytes));
+  const std::string header = detail::encode_safetensors_header(export_header(r, o.dtype, data_bytes));
   for (const auto& b : r.metadata()["buffers"])
     st.largest_buffer_bytes = std::max(st.largest_buffer_bytes, b["numel"].get<uint64_t>() * dtype_size(o.dtype));
 

@@ -2,11 +2,12 @@
 // parameter against the file's header (so a mismatch is the same error everywhere), then reads
 // only the byte ranges of the elements it owns and converts them into its shard state.
 #include <algorithm>
+#include <map>
 
 #include "checkpoint_detail.h"
 #include "file_io.h"
-#include "safetensors_index.h"
 #include "zt/ckpt/export.h"
+#include "zt/ckpt/safetensors.h"
 #include "zt/core/error.h"
 
 namespace zt::ckpt {
@@ -14,30 +15,32 @@ namespace zt::ckpt {
 namespace {
 
 // The file's tensor for each trainable parameter, in model order; the rest of the file unused.
-std::vector<const detail::IndexedTensor*> match(const detail::SafetensorsIndex& idx, zero::Engine& e,
-                                                ImportReport& rep) {
-  std::vector<const detail::IndexedTensor*> out;
+std::vector<const SafetensorsEntry*> match(const SafetensorsHeader& file, zero::Engine& e, ImportReport& rep) {
+  std::map<std::string, const SafetensorsEntry*> by_name;
+  for (const auto& t : file.tensors) by_name[t.name] = &t;
+  std::vector<const SafetensorsEntry*> out;
   const auto& names = e.param_names();
   for (size_t i = 0; i < names.size(); ++i) {
-    auto it = idx.tensors.find(names[i]);
-    ZT_CHECK_AS(ErrorKind::checkpoint, it != idx.tensors.end(), "[import] ", idx.path, " has no tensor '", names[i],
+    auto it = by_name.find(names[i]);
+    ZT_CHECK_AS(ErrorKind::checkpoint, it != by_name.end(), "[import] ", file.source, " has no tensor '", names[i],
                 "' (a parameter of the model)");
+    const SafetensorsEntry& t = *it->second;
     const Shape& want = e.params()[i].shape();
-    ZT_CHECK_AS(ErrorKind::checkpoint, it->second.shape == want, "[import] ", idx.path, ": parameter '", names[i],
-                "' has shape ", shape_str(it->second.shape), " in the file and ", shape_str(want), " in the model");
-    ZT_CHECK_AS(ErrorKind::checkpoint, is_floating(it->second.dtype), "[import] ", idx.path, ": parameter '",
-                names[i], "' is ", dtype_name(it->second.dtype), " in the file, not a floating dtype");
-    out.push_back(&it->second);
+    ZT_CHECK_AS(ErrorKind::checkpoint, t.shape == want, "[import] ", file.source, ": parameter '", names[i],
+                "' has shape ", shape_str(t.shape), " in the file and ", shape_str(want), " in the model");
+    ZT_CHECK_AS(ErrorKind::checkpoint, is_floating(t.dtype), "[import] ", file.source, ": parameter '", names[i],
+                "' is ", dtype_name(t.dtype), " in the file, not a floating dtype");
+    out.push_back(&t);
   }
-  for (const auto& [name, t] : idx.tensors)
-    if (std::find(names.begin(), names.end(), name) == names.end()) rep.unused.push_back(name);
+  for (const auto& t : file.tensors)
+    if (std::find(names.begin(), names.end(), t.name) == names.end()) rep.unused.push_back(t.name);
   rep.tensors = int64_t(names.size());
   return out;
 }
 
 void import_states(zero::Engine& e, const std::string& path, ImportReport& rep) {
-  const detail::SafetensorsIndex idx = detail::read_safetensors_index(path);
-  const std::vector<const detail::IndexedTensor*> file = match(idx, e, rep);
+  const SafetensorsHeader header = read_safetensors_header(path);
+  const std::vector<const SafetensorsEntry*> file = match(header, e, rep);
   detail::FileReader f(path);
   const zero::Plan& plan = e.plan();
   for (auto& s : e.shard_states()) {
@@ -51,7 +54,7 @@ void import_states(zero::Engine& e, const std::string& path, ImportReport& rep) 
     for (auto& slot : plan.buffers[s.buffer].params) {
       const zero::Range r = zero::intersect(mine, {slot.offset, slot.offset + slot.numel});
       if (r.empty()) continue;
-      const detail::IndexedTensor& t = *file[slot.index];
+      const SafetensorsEntry& t = *file[slot.index];
       Tensor raw = Tensor::empty({r.size()}, t.dtype, MemTag::workspace);
       f.read_at(raw.raw_data(), raw.nbytes(), t.begin + uint64_t(r.begin - slot.offset) * dtype_size(t.dtype));
       for (Tensor& dst : targets) dst.slice(0, r.begin - mine.begin, r.end - mine.begin).copy_(raw);

@@ -1,5 +1,7 @@
 #include "zt/ckpt/safetensors.h"
 
+#include "safetensors_detail.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,12 +28,7 @@
 
 namespace zt::ckpt {
 
-namespace {
-
-constexpr uint64_t kMaxHeader = 100'000'000;  // bytes, as in the reference implementation
-constexpr int kMaxDepth = 3;                  // {name: {"shape": [...]}}
-
-const char* st_dtype(DType t) {
+const char* safetensors_dtype_name(DType t) {
   switch (t) {
     case DType::f32: return "F32";
     case DType::bf16: return "BF16";
@@ -41,6 +38,13 @@ const char* st_dtype(DType t) {
   }
   return "?";
 }
+
+namespace {
+
+const char* st_dtype(DType t) { return safetensors_dtype_name(t); }
+
+constexpr uint64_t kMaxHeader = 100'000'000;  // bytes, as in the reference implementation
+constexpr int kMaxDepth = 3;                  // {name: {"shape": [...]}}
 
 DType from_st_dtype(const std::string& s, const std::string& src, const std::string& name) {
   for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64})
@@ -55,12 +59,7 @@ std::string describe(const nlohmann::json& v) {
   return (v.is_object() || v.is_array() ? "an " : "a ") + std::string(v.type_name());
 }
 
-struct Entry {
-  std::string name;
-  DType dtype;
-  Shape shape;
-  uint64_t begin, end;
-};
+using Entry = SafetensorsEntry;  // offsets relative to the data section until returned
 
 // The nesting depth is checked before parsing: brackets outside strings.
 void check_depth(const std::string& src, const std::string& h) {
@@ -211,13 +210,24 @@ void read_at(int fd, void* dst, uint64_t n, uint64_t off, const std::string& src
 }
 
 struct Fd {
-  int fd;
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
   ~Fd() {
     if (fd >= 0) ::close(fd);
   }
 };
 
 }  // namespace
+
+std::string detail::encode_safetensors_header(const nlohmann::json& header) {
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  const uint64_t n = h.size();
+  return std::string(reinterpret_cast<const char*>(&n), 8) + h;
+}
 
 void write_safetensors(AtomicFile& out, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
@@ -228,11 +238,7 @@ void write_safetensors(AtomicFile& out, const std::vector<std::pair<std::string,
     header[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {off, off + t.nbytes()}}};
     off += t.nbytes();
   }
-  std::string h = header.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');  // keep the data 8-byte aligned, as the spec suggests
-  const uint64_t n = h.size();
-  out.write(&n, 8);
-  out.write(h);
+  out.write(detail::encode_safetensors_header(header));
   for (auto& [name, t] : tensors) {
     Tensor c = t.contiguous();
     out.write(c.raw_data(), c.nbytes());
@@ -264,30 +270,48 @@ const Tensor& LoadedTensors::weight(const std::string& name, const Shape& shape)
   return *t;
 }
 
-LoadedTensors load_safetensors(const std::string& path) {
+namespace {
+// Opens a regular file (refusing anything else before it can block) and parses its header.
+struct OpenedFile {
+  Fd f{-1};
+  SafetensorsHeader header;
+};
+OpenedFile open_safetensors(const std::string& path) {
   struct stat st {};
   ZT_CHECK_AS(ErrorKind::checkpoint, ::stat(path.c_str(), &st) == 0, "[safetensors] cannot open ", path, ": ",
               std::strerror(errno));
   ZT_CHECK_AS(ErrorKind::checkpoint, S_ISREG(st.st_mode), "[safetensors] ", path, " is ", file_type(st.st_mode),
               ", not a regular file");
   // Non-blocking, so a FIFO swapped in after the stat cannot block the open; fstat decides.
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
-  ZT_CHECK_AS(ErrorKind::checkpoint, f.fd >= 0, "[safetensors] cannot open ", path, ": ", std::strerror(errno));
-  ZT_CHECK_AS(ErrorKind::checkpoint, ::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode), "[safetensors] ", path, " is ",
+  OpenedFile o{Fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)}, {}};
+  ZT_CHECK_AS(ErrorKind::checkpoint, o.f.fd >= 0, "[safetensors] cannot open ", path, ": ", std::strerror(errno));
+  ZT_CHECK_AS(ErrorKind::checkpoint, ::fstat(o.f.fd, &st) == 0 && S_ISREG(st.st_mode), "[safetensors] ", path, " is ",
               file_type(st.st_mode), ", not a regular file");
   const uint64_t size = uint64_t(st.st_size);
   ZT_CHECK_AS(ErrorKind::checkpoint, size >= 8, "[safetensors] ", path, ": file of ", size,
               " bytes is too short for the 8-byte header length");
   uint8_t first8[8];
-  read_at(f.fd, first8, 8, 0, path, "the header length");
+  read_at(o.f.fd, first8, 8, 0, path, "the header length");
   const uint64_t n = header_length(path, first8, size);
   std::string h(n, '\0');
-  read_at(f.fd, h.data(), n, 8, path, "the header");
+  read_at(o.f.fd, h.data(), n, 8, path, "the header");
+  o.header.source = path;
+  o.header.tensors = parse_header(path, h, size - 8 - n, o.header.metadata);
+  for (auto& e : o.header.tensors) e.begin += 8 + n, e.end += 8 + n;
+  return o;
+}
+}  // namespace
+
+SafetensorsHeader read_safetensors_header(const std::string& path) { return open_safetensors(path).header; }
+
+LoadedTensors load_safetensors(const std::string& path) {
+  const OpenedFile o = open_safetensors(path);
   LoadedTensors out;
   out.source = path;
-  for (const Entry& e : parse_header(path, h, size - 8 - n, out.metadata)) {
+  out.metadata = o.header.metadata;
+  for (const Entry& e : o.header.tensors) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
-    read_at(f.fd, t.raw_data(), e.end - e.begin, 8 + n + e.begin, path, "tensor '" + e.name + "'");
+    read_at(o.f.fd, t.raw_data(), e.end - e.begin, e.begin, path, "tensor '" + e.name + "'");
     out.tensors.emplace_back(e.name, t);
   }
   return out;

@@ -34,6 +34,21 @@ struct LoadedTensors {
 // integers or whose size overflows, offsets out of range or overlapping another tensor.
 // `path` must be a regular file; anything else is refused before it is opened.
 LoadedTensors load_safetensors(const std::string& path);
+// The header alone, validated as load_safetensors validates it, for ranged reads of big files:
+// each tensor's dtype, shape and absolute byte range [begin, end) in the file, in file order.
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+struct SafetensorsHeader {
+  std::string source;
+  std::vector<SafetensorsEntry> tensors;
+  std::map<std::string, std::string> metadata;
+};
+SafetensorsHeader read_safetensors_header(const std::string& path);
+const char* safetensors_dtype_name(DType t);  // "F32", "BF16", ...
 // The same from a file's bytes in memory (for fuzzing); `name` stands for the file in errors.
 LoadedTensors parse_safetensors(const void* data, size_t size, const std::string& name = "<memory>");
 
