@@ -1,6 +1,7 @@
 #pragma once
 // Fault injection for tests (Note [fault injection]): ZT_FAULT="stall:rank=1:step=3" makes
 // rank 1 stop answering before step 3; "exit:rank=1:step=3" makes it exit with status 3.
+// In a K-step run, step=K+1 fires in the final save (rank 0: before it writes the outputs).
 #include <cstdint>
 #include <string>
 
