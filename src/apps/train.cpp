@@ -87,8 +87,9 @@ void check_finite(const std::vector<std::pair<std::string, Tensor>>& weights, in
   for (const auto& [name, t] : weights) {
     const float* p = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i)
-      ZT_CHECK_AS(ErrorKind::config, std::isfinite(p[i]), "[train] the weights after step ", steps, " are not finite ('",
-                  name, "' holds ", p[i], "): training diverged (lower optimizer.params.lr or set gradient_clipping)");
+      ZT_CHECK_AS(ErrorKind::config, std::isfinite(p[i]), "[train] the weights after step ", steps,
+                  " are not finite ('", name, "' holds ", p[i],
+                  "): training diverged (lower optimizer.params.lr or set gradient_clipping)");
   }
 }
 
@@ -204,9 +205,10 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     zero::StepStats st = engine.step(lr);
     // A non-finite loss stops the run, except where fp16 loss scaling skipped the step for it.
     const bool bad_loss = !std::isfinite(step_loss) && !st.skipped;
-    const std::string at = "at step " + std::to_string(step + 1) + " of " + std::to_string(total_steps);
-    stop_if_voted(agree(group, {stop_signal(), bad_loss ? rank : -1, on_lead.failed()}, "step " + std::to_string(step + 1) + ", stop vote"),
-                  on_lead, at, cfg.run.dir);
+    const Vote vote = agree(group, {stop_signal(), bad_loss ? rank : -1, on_lead.failed()},
+                            "step " + std::to_string(step + 1) + ", stop vote");
+    stop_if_voted(vote, on_lead, "at step " + std::to_string(step + 1) + " of " + std::to_string(total_steps),
+                  cfg.run.dir);
     loss_sum += step_loss;
     ++loss_count;
     if (st.skipped) {

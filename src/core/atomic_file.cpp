@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <utility>
 
 namespace zt {
 
@@ -72,8 +73,8 @@ AtomicFile::AtomicFile(std::string path, ErrorKind kind, std::string who)
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   if (fd_ < 0) {
     const int err = errno;
-    tmp_.clear();  // not ours: never removed
-    ZT_THROW_AS(kind_, who_, " cannot create a temporary beside ", path_, ": ", std::strerror(err));
+    const std::string tmp = std::exchange(tmp_, "");  // not ours: never removed
+    ZT_THROW_AS(kind_, who_, " cannot create ", tmp, " (the temporary for ", path_, "): ", std::strerror(err));
   }
 }
 

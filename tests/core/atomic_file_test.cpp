@@ -81,7 +81,8 @@ TEST_F(AtomicFileTest, ANonRegularDestinationIsAnErrorNamingIt) {
   ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0644), 0);
   fs::create_directory(path("dir"));
   fs::create_symlink("/dev/null", path("dev"));
-  EXPECT_THAT(error_of([&] { AtomicFile f(path("fifo")); }), HasSubstr(path("fifo") + " is a FIFO, not a regular file"));
+  EXPECT_THAT(error_of([&] { AtomicFile f(path("fifo")); }),
+              HasSubstr(path("fifo") + " is a FIFO, not a regular file"));
   EXPECT_THAT(error_of([&] { AtomicFile f(path("dir")); }), HasSubstr(path("dir") + " is a directory"));
   EXPECT_THAT(error_of([&] { AtomicFile f(path("dev"), ErrorKind::config, "[x]"); }),
               HasSubstr("[x] " + path("dev") + " is a character device"));

@@ -131,7 +131,8 @@ TEST(Faults, RankZeroStalledInTheFinalSaveEndsTheJobWithinTheTimeout) {
   const std::string dir = tmpdir("stall_save");
   const Saved before = earlier_run(dir);
   const auto t0 = std::chrono::steady_clock::now();
-  Result r = run("env ZT_FAULT=stall:rank=0:step=21 " + kMpi + kBin + kTrain + " run.comm_timeout_s=3 run.dir=" + dir, 90);
+  Result r =
+      run("env ZT_FAULT=stall:rank=0:step=21 " + kMpi + kBin + kTrain + " run.comm_timeout_s=3 run.dir=" + dir, 90);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_LT(r.code, 124) << "killed by the test's time limit: the job hung\n" << r.out;
