@@ -22,12 +22,6 @@ using nlohmann::json;
 
 namespace detail {
 
-std::string shard_file_name(int rank) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "rank_%05d.bin", rank);
-  return buf;
-}
-
 std::string entry_key(size_t buffer, const std::string& tensor) { return "b" + std::to_string(buffer) + "." + tensor; }
 
 void agree(comm::Group& g, const std::string& error, const std::string& what) {
@@ -202,19 +196,6 @@ std::string resolve_checkpoint(const std::string& dir, const std::string& which)
   ZT_CHECK_AS(ErrorKind::checkpoint, fs::is_directory(which), "[ckpt] no checkpoint '", which, "' (neither a tag in '",
               dir, "' nor a folder)");
   return which;
-}
-
-json read_metadata(const std::string& path) {
-  const fs::path p = fs::path(path) / "metadata.json";
-  std::ifstream f(p);
-  ZT_CHECK_AS(ErrorKind::checkpoint, f.good(), "[ckpt] ", p.string(), " does not exist (not a checkpoint folder)");
-  json m = json::parse(f, nullptr, false, true);
-  ZT_CHECK_AS(ErrorKind::checkpoint, !m.is_discarded() && m.is_object(), "[ckpt] ", p.string(), " is not valid JSON");
-  ZT_CHECK_AS(ErrorKind::checkpoint, m.value("format", 0) == kCheckpointFormat, "[ckpt] ", p.string(),
-              ": format ", m.value("format", 0), " is not supported (this build reads format ", kCheckpointFormat, ")");
-  for (const char* key : {"world_size", "stage", "dtype", "params", "buffers", "entries", "shards", "counters"})
-    ZT_CHECK_AS(ErrorKind::checkpoint, m.contains(key), "[ckpt] ", p.string(), " has no '", key, "'");
-  return m;
 }
 
 void verify_checkpoint(const std::string& path) {

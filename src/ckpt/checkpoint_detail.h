@@ -4,11 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "zt/ckpt/metadata.h"
 #include "zt/comm/group.h"
 
 namespace zt::ckpt::detail {
 
-std::string shard_file_name(int rank);  // rank_00003.bin
+using ckpt::shard_file_name;
 std::string entry_key(size_t buffer, const std::string& tensor);  // b2.exp_avg
 
 // Every rank passes its own error ("" if none); if any rank failed, every rank throws: the

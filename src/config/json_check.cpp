@@ -80,25 +80,6 @@ std::string short_dump(const json& v, size_t max_chars) {
   return out.size() <= max_chars ? out : out.substr(0, max_chars) + "...";
 }
 
-size_t depth_exceeded_at(const std::string& text, int limit) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return i;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return std::string::npos;
-}
-
 std::string deep_key(const json& j, int limit) {
   struct Item {
     const json* v;

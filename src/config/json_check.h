@@ -22,8 +22,6 @@ using nlohmann::json;
 std::string clip(const std::string& s, size_t max_chars = 80);
 // `v` as JSON text, at most about `max_chars` long; recursion stops a few levels down ("...").
 std::string short_dump(const json& v, size_t max_chars = 80);
-// Byte offset in JSON text where nesting first exceeds `limit` ([ and { outside strings), or npos.
-size_t depth_exceeded_at(const std::string& text, int limit);
 // The first top-level key under which `j` nests deeper than `limit` ("<top level>" for j
 // itself), or "" when it does not; walks with an explicit stack.
 std::string deep_key(const json& j, int limit);

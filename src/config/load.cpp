@@ -6,6 +6,7 @@
 
 #include "json_check.h"
 #include "zt/config/config.h"
+#include "zt/core/strings.h"
 #include "zt/core/error.h"
 
 namespace zt::config {
@@ -87,7 +88,7 @@ Config load(const std::string& path, const std::vector<std::string>& overrides) 
 
 Config load_text(const std::string& text, const std::string& path, const std::vector<std::string>& overrides) {
   // Before parsing: deep nesting would overflow the stack later (Note [hostile JSON]).
-  const size_t deep = detail::depth_exceeded_at(text, kMaxJsonDepth);
+  const size_t deep = json_depth_exceeded_at(text, kMaxJsonDepth);
   ZT_CHECK_AS(ErrorKind::config, deep == std::string::npos, "[config] ", path, ": JSON nests deeper than ",
               kMaxJsonDepth, " levels at byte offset ", deep, " (", line_col(text, deep), "; the limit is ",
               kMaxJsonDepth, ")");

@@ -9,11 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "zt/ckpt/metadata.h"
 #include "zt/zero/engine.h"
 
 namespace zt::ckpt {
-
-constexpr int kCheckpointFormat = 1;
 
 struct SaveOptions {
   std::string dir;       // checkpoint.dir: holds one folder per tag and `latest`
@@ -35,8 +34,6 @@ std::string resolve_checkpoint(const std::string& dir, const std::string& which)
 // every shard file it reads. Returns the saved `extra`.
 nlohmann::json load_checkpoint(zero::Engine& engine, const std::string& path);
 
-// metadata.json of a checkpoint folder, checked for format and fields.
-nlohmann::json read_metadata(const std::string& path);
 // Recomputes every shard file's checksum and size; throws naming the first bad file.
 void verify_checkpoint(const std::string& path);
 // Tags in dir, oldest first (by the step in their metadata), and which one `latest` names.

@@ -7,4 +7,8 @@ namespace zt {
 
 size_t edit_distance(const std::string& a, const std::string& b);  // Levenshtein
 
+// Byte offset in JSON text where nesting first exceeds `limit` ([ and { outside strings), or
+// npos: checked before parsing outside input, since walking a deep value recurses.
+size_t json_depth_exceeded_at(const std::string& text, int limit);
+
 }  // namespace zt

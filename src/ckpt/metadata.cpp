@@ -1,0 +1,162 @@
+// Note [checkpoint metadata validation]: metadata.json is outside input (a file anyone can
+// edit), so read_metadata checks every field the loader, export and the tools use, with its
+// type and range, before any of them trusts it; whatever is wrong is ErrorKind::checkpoint
+// naming the file and the field. Deep nesting is refused before parsing (walking it recurses).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "zt/ckpt/metadata.h"
+#include "zt/core/error.h"
+#include "zt/core/dtype.h"
+#include "zt/core/strings.h"
+
+namespace zt::ckpt {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string shard_file_name(int rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rank_%05d.bin", rank);
+  return buf;
+}
+
+namespace {
+
+constexpr int kMaxDepth = 80;  // the run's config (64 levels at most) sits under extra.config
+
+struct Checker {
+  const std::string& file;
+
+  [[noreturn]] void bad(const std::string& field, const std::string& what) const {
+    ZT_THROW_AS(ErrorKind::checkpoint, "[ckpt] ", file, ": '", field, "' ", what);
+  }
+  const json& at(const json& obj, const std::string& key, const std::string& field) const {
+    if (!obj.is_object() || !obj.contains(key)) bad(field, "is missing");
+    return obj.at(key);
+  }
+  int64_t integer(const json& v, const std::string& field, int64_t lo, int64_t hi) const {
+    if (!v.is_number_integer()) bad(field, "must be an integer");
+    const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
+    if (x < lo || x > hi) bad(field, "is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return x;
+  }
+  const std::string& string(const json& v, const std::string& field) const {
+    if (!v.is_string()) bad(field, "must be a string");
+    return v.get_ref<const std::string&>();
+  }
+  const json& array(const json& v, const std::string& field, size_t size = SIZE_MAX) const {
+    if (!v.is_array()) bad(field, "must be an array");
+    if (size != SIZE_MAX && v.size() != size) bad(field, "must have " + std::to_string(size) + " entries");
+    return v;
+  }
+  DType dtype(const json& v, const std::string& field) const {
+    const std::string& s = string(v, field);
+    for (DType t : {DType::f32, DType::bf16, DType::f16})
+      if (s == dtype_name(t)) return t;
+    bad(field, "is '" + s.substr(0, 16) + "', not f32, bf16 or f16");
+  }
+};
+
+void validate(const json& m, const std::string& file) {
+  const Checker c{file};
+  constexpr int64_t kBig = int64_t(1) << 50;
+  c.integer(c.at(m, "format", "format"), "format", kCheckpointFormat, kCheckpointFormat);
+  const int64_t world = c.integer(c.at(m, "world_size", "world_size"), "world_size", 1, 1 << 20);
+  c.integer(c.at(m, "stage", "stage"), "stage", 0, 3);
+  c.dtype(c.at(m, "dtype", "dtype"), "dtype");
+  c.string(c.at(m, "optimizer", "optimizer"), "optimizer");
+  const json& params = c.array(c.at(m, "params", "params"), "params");
+  std::vector<int64_t> numel(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string f = "params[" + std::to_string(i) + "]";
+    c.string(c.at(params[i], "name", f + ".name"), f + ".name");
+    int64_t n = 1;
+    for (const auto& d : c.array(c.at(params[i], "shape", f + ".shape"), f + ".shape"))
+      if (__builtin_mul_overflow(n, c.integer(d, f + ".shape", 0, kBig), &n) || n > kBig) c.bad(f + ".shape", "is too large");
+    numel[i] = n;
+  }
+  const json& buffers = c.array(c.at(m, "buffers", "buffers"), "buffers");
+  std::vector<int> placed(params.size(), 0);
+  std::vector<int64_t> per_rank(buffers.size());
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const std::string f = "buffers[" + std::to_string(b) + "]";
+    const int64_t used = c.integer(c.at(buffers[b], "numel", f + ".numel"), f + ".numel", 0, kBig);
+    const int64_t padded = c.integer(c.at(buffers[b], "padded", f + ".padded"), f + ".padded", used, kBig);
+    if (padded % world) c.bad(f + ".padded", "is not divisible by world_size " + std::to_string(world));
+    per_rank[b] = padded / world;
+    for (const auto& s : c.array(c.at(buffers[b], "params", f + ".params"), f + ".params")) {
+      c.array(s, f + ".params[]", 3);
+      const int64_t i = c.integer(s[0], f + ".params[].index", 0, int64_t(params.size()) - 1);
+      const int64_t off = c.integer(s[1], f + ".params[].offset", 0, used);
+      const int64_t n = c.integer(s[2], f + ".params[].numel", 0, used - off);
+      if (n != numel[size_t(i)]) c.bad(f + ".params[]", "gives parameter " + std::to_string(i) + " the wrong size");
+      ++placed[size_t(i)];
+    }
+  }
+  for (size_t i = 0; i < placed.size(); ++i)
+    if (placed[i] != 1) c.bad("buffers", "place parameter " + std::to_string(i) + " " + std::to_string(placed[i]) + " times");
+  const json& entries = c.at(m, "entries", "entries");
+  if (!entries.is_object()) c.bad("entries", "must be an object");
+  int64_t file_bytes = 0;
+  for (const auto& [key, e] : entries.items()) {
+    const std::string f = "entries." + key.substr(0, 32);
+    size_t b = 0;
+    if (key.size() < 3 || key[0] != 'b' || (b = std::strtoull(key.c_str() + 1, nullptr, 10)) >= buffers.size())
+      c.bad(f, "names no saved buffer");
+    const DType dt = c.dtype(c.at(e, "dtype", f + ".dtype"), f + ".dtype");
+    const int64_t off = c.integer(c.at(e, "offset", f + ".offset"), f + ".offset", 0, kBig);
+    c.integer(c.at(e, "numel", f + ".numel"), f + ".numel", per_rank[b], per_rank[b]);
+    file_bytes = std::max(file_bytes, off + per_rank[b] * int64_t(dtype_size(dt)));
+  }
+  const json& shards = c.array(c.at(m, "shards", "shards"), "shards", size_t(world));
+  for (int64_t r = 0; r < world; ++r) {
+    const std::string f = "shards[" + std::to_string(r) + "]";
+    if (c.string(c.at(shards[size_t(r)], "file", f + ".file"), f + ".file") != shard_file_name(int(r)))
+      c.bad(f + ".file", "must be " + shard_file_name(int(r)));
+    const std::string& sum = c.string(c.at(shards[size_t(r)], "xxh64", f + ".xxh64"), f + ".xxh64");
+    if (sum.size() != 16 || sum.find_first_not_of("0123456789abcdef") != std::string::npos)
+      c.bad(f + ".xxh64", "must be 16 hex digits");
+    c.integer(c.at(shards[size_t(r)], "bytes", f + ".bytes"), f + ".bytes", file_bytes, file_bytes);
+  }
+  const json& counters = c.at(m, "counters", "counters");
+  c.integer(c.at(counters, "optimizer_steps", "counters.optimizer_steps"), "counters.optimizer_steps", 0, kBig);
+  if (counters.contains("loss_scaler")) {
+    const json& s = counters["loss_scaler"];
+    if (!c.at(s, "scale", "counters.loss_scaler.scale").is_number()) c.bad("counters.loss_scaler.scale", "must be a number");
+    for (const char* k : {"cur_hysteresis", "last_overflow_iter", "cur_iter", "skipped_steps"})
+      c.integer(c.at(s, k, std::string("counters.loss_scaler.") + k), std::string("counters.loss_scaler.") + k, -1, kBig);
+  }
+  if (m.contains("extra") && !m["extra"].is_object()) c.bad("extra", "must be an object");
+  if (m.contains("step")) c.integer(m["step"], "step", 0, kBig);
+}
+
+}  // namespace
+
+json parse_metadata(const std::string& text, const std::string& file) {
+  const size_t deep = json_depth_exceeded_at(text, kMaxDepth);
+  ZT_CHECK_AS(ErrorKind::checkpoint, deep == std::string::npos, "[ckpt] ", file, ": nesting deeper than ", kMaxDepth,
+              " levels at byte ", deep);
+  json m = json::parse(text, nullptr, false, true);
+  ZT_CHECK_AS(ErrorKind::checkpoint, !m.is_discarded() && m.is_object(), "[ckpt] ", file, " is not a JSON object");
+  validate(m, file);
+  return m;
+}
+
+json read_metadata(const std::string& path) {
+  const fs::path p = fs::path(path) / "metadata.json";
+  std::error_code ec;
+  ZT_CHECK_AS(ErrorKind::checkpoint, fs::is_regular_file(p, ec), "[ckpt] ", p.string(),
+              fs::exists(p, ec) ? " is not a regular file" : " does not exist (not a checkpoint folder)");
+  std::ifstream f(p);
+  std::stringstream text;
+  text << f.rdbuf();
+  ZT_CHECK_AS(ErrorKind::checkpoint, f.good() || f.eof(), "[ckpt] cannot read ", p.string());
+  return parse_metadata(text.str(), p.string());
+}
+
+}  // namespace zt::ckpt
