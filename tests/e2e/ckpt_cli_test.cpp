@@ -3,6 +3,8 @@
 // was saved; verify exits 1 naming a corrupt file; usage errors exit 2; importing weights of
 // another model names the parameter and both shapes.
 #include <gtest/gtest.h>
+
+#include "e2e_util.h"
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -19,41 +21,14 @@ using nlohmann::json;
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout + stderr
-};
-
-Result run(const std::string& cmd) {
-  const std::string full = "cd " ZT_SOURCE_DIR " && " + cmd + " 2>&1";
-  FILE* p = popen(full.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
+using namespace zt::e2e;
 
 const std::string kBin = ZT_BIN;
 const std::string kMpirun = ZT_MPIRUN;
 const std::string kConfig = " --config configs/mnist_mlp.json";
 
-bool have_mnist() { return fs::exists(fs::path(ZT_SOURCE_DIR) / "data/mnist/train-labels-idx1-ubyte"); }
 
-std::string tmpdir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("zt_e2e_ckpt_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // name -> (dtype, shape, bytes) of a safetensors file, read here without the library.
 std::map<std::string, std::tuple<std::string, json, std::string>> tensors_of(const std::string& path) {

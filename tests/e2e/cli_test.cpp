@@ -3,74 +3,16 @@
 // stage under mpirun, estimate == measured memory, eval of the saved weights, fault injection
 // ending the job, and nothing saved lost to a failing run.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <algorithm>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
-#include <string>
-#include <vector>
-
-namespace fs = std::filesystem;
+#include "e2e_util.h"
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout + stderr
-};
-
-Result run(const std::string& cmd) {
-  std::string full = "cd " ZT_SOURCE_DIR " && " + cmd + " 2>&1";
-  FILE* p = popen(full.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
+using namespace zt::e2e;
 
 const std::string kBin = ZT_BIN;
 const std::string kMpi = std::string(ZT_MPIRUN) + " -np ";
 const std::string kConfig = " --config configs/mnist_mlp.json";
-
-bool have_mnist() { return fs::exists(fs::path(ZT_SOURCE_DIR) / "data/mnist/t10k-labels-idx1-ubyte"); }
-
-std::string tmpdir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("zt_e2e_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-
-std::string write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-  return path;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  return nlohmann::json::parse(f);
-}
-
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<nlohmann::json> out;
-  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
-int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
-
-int count_of(const std::string& s, const std::string& what) {
-  int n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
 
 TEST(Cli, TopLevelHelpAndVersionExitZero) {
   Result h = run(kBin + " --help");

@@ -8,30 +8,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "run_cli.h"
-
-namespace fs = std::filesystem;
+#include "e2e_util.h"
 
 namespace {
 
-using zt::e2e::Result;
-using zt::e2e::run;
+using namespace zt::e2e;
 
 const std::string kBin = ZT_BIN;
 const std::string kConfig = " --config configs/mnist_mlp.json";
 // A quick run on the first 640 samples: 10 steps per epoch at batch 64.
 const std::string kSmall = " data.train_limit=640 run.eval_at_end=false";
-
-bool have_mnist() { return fs::exists(fs::path(ZT_SOURCE_DIR) / "data/mnist/train-labels-idx1-ubyte"); }
-
-std::string tmpdir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("zt_hostile_e2e_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-
-int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
 bool has(const Result& r, const std::string& what) { return r.out.find(what) != std::string::npos; }
 
@@ -56,12 +42,21 @@ TEST(HostileCli, ModelsTooLargeToCountOrAllocateEndWithOneLineSayingWhy) {
   EXPECT_EQ(count.code, 1) << count.out;
   EXPECT_EQ(count_lines(count.out), 1) << count.out;
   EXPECT_TRUE(has(count, "give more parameters than 64-bit sizes can count")) << count.out;
-  Result alloc = run(kBin + " estimate" + kConfig + " --world 1 'model.hidden=[1000000000000]'");
+  // estimate plans it (the model is built with shapes only); eval, which needs it whole, says why
+  // it cannot; train fails at the first buffer the system refuses.
+  Result plan = run(kBin + " estimate" + kConfig + " --world 1024 --json 'model.hidden=[1000000000000]'");
+  EXPECT_EQ(plan.code, 0) << plan.out;
+  EXPECT_TRUE(has(plan, "\"parameters\": 795000000000010")) << plan.out;
+  Result alloc = run(kBin + " eval" + kConfig + " 'model.hidden=[1000000000000]'");
   EXPECT_EQ(alloc.code, 1) << alloc.out;
   EXPECT_EQ(count_lines(alloc.out), 1) << alloc.out;
   EXPECT_TRUE(has(alloc, "zerotrain: error: [model] the model's 795000000000010 parameters need "
                          "3180000000000040 bytes")) << alloc.out;
   EXPECT_FALSE(has(alloc, "bad_alloc")) << alloc.out;
+  Result train = run(kBin + " train" + kConfig + " 'model.hidden=[1000000000000]' run.dir=" + tmpdir("huge") + "/run");
+  EXPECT_EQ(train.code, 1) << train.out;
+  EXPECT_EQ(count_lines(train.out), 1) << train.out;
+  EXPECT_TRUE(has(train, "the system refused")) << train.out;
 }
 
 TEST(HostileCli, ThreadsBeyondTheLimitAreAConfigErrorSayingTheRange) {
