@@ -188,14 +188,6 @@ uint64_t header_length(const std::string& src, const uint8_t* first8, uint64_t s
   return n;
 }
 
-const char* file_type(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISSOCK(m)) return "a socket";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  return "not a regular file";
-}
 
 // Reads exactly n bytes at `off`, or says what was short.
 void read_at(int fd, void* dst, uint64_t n, uint64_t off, const std::string& src, const std::string& what) {
@@ -280,13 +272,13 @@ OpenedFile open_safetensors(const std::string& path) {
   struct stat st {};
   ZT_CHECK_AS(ErrorKind::checkpoint, ::stat(path.c_str(), &st) == 0, "[safetensors] cannot open ", path, ": ",
               std::strerror(errno));
-  ZT_CHECK_AS(ErrorKind::checkpoint, S_ISREG(st.st_mode), "[safetensors] ", path, " is ", file_type(st.st_mode),
+  ZT_CHECK_AS(ErrorKind::checkpoint, S_ISREG(st.st_mode), "[safetensors] ", path, " is ", file_type_name(st.st_mode),
               ", not a regular file");
   // Non-blocking, so a FIFO swapped in after the stat cannot block the open; fstat decides.
   OpenedFile o{Fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)}, {}};
   ZT_CHECK_AS(ErrorKind::checkpoint, o.f.fd >= 0, "[safetensors] cannot open ", path, ": ", std::strerror(errno));
   ZT_CHECK_AS(ErrorKind::checkpoint, ::fstat(o.f.fd, &st) == 0 && S_ISREG(st.st_mode), "[safetensors] ", path, " is ",
-              file_type(st.st_mode), ", not a regular file");
+              file_type_name(st.st_mode), ", not a regular file");
   const uint64_t size = uint64_t(st.st_size);
   ZT_CHECK_AS(ErrorKind::checkpoint, size >= 8, "[safetensors] ", path, ": file of ", size,
               " bytes is too short for the 8-byte header length");

@@ -14,8 +14,8 @@
 
 namespace zt {
 
-namespace {
-const char* file_type(mode_t m) {
+const char* file_type_name(unsigned mode) {
+  const mode_t m = mode_t(mode);
   if (S_ISFIFO(m)) return "a FIFO";
   if (S_ISDIR(m)) return "a directory";
   if (S_ISCHR(m)) return "a character device";
@@ -23,7 +23,6 @@ const char* file_type(mode_t m) {
   if (S_ISSOCK(m)) return "a socket";
   return "not a regular file";
 }
-}  // namespace
 
 std::string folder_of(const std::string& path) {
   const std::string parent = std::filesystem::path(path).parent_path().string();
@@ -52,7 +51,7 @@ bool is_temp_name_of(const std::string& name, const std::string& base) {
 void check_output_path(const std::string& path, ErrorKind kind, const std::string& who) {
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return;  // absent (or a dangling link, which rename replaces)
-  ZT_CHECK_AS(kind, S_ISREG(st.st_mode), who, " ", path, " is ", file_type(st.st_mode),
+  ZT_CHECK_AS(kind, S_ISREG(st.st_mode), who, " ", path, " is ", file_type_name(st.st_mode),
               ", not a regular file: remove it or write elsewhere");
 }
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "idx_reader.h"
+#include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
 
 // Note [bounded IDX reads]
@@ -47,21 +48,13 @@ std::string hex32(uint32_t v) {
   return os.str();
 }
 
-const char* file_type(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISSOCK(m)) return "a socket";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  return "not a regular file";
-}
 
 // `path` if it exists, else `path`.gz; either must be a regular file (a FIFO would block in open).
 std::string resolve_path(const std::string& path) {
   for (const std::string& p : {path, path + ".gz"}) {
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) continue;
-    ZT_CHECK_AS(ErrorKind::data, S_ISREG(st.st_mode), "[data] ", p, " is ", file_type(st.st_mode),
+    ZT_CHECK_AS(ErrorKind::data, S_ISREG(st.st_mode), "[data] ", p, " is ", file_type_name(st.st_mode),
                 ", not a regular file");
     return p;
   }
@@ -214,7 +207,7 @@ IdxReader IdxReader::open(const std::string& requested) {
               std::strerror(errno));
   struct stat st {};
   ZT_CHECK_AS(ErrorKind::data, ::fstat(impl->fd, &st) == 0 && S_ISREG(st.st_mode), "[data] ", impl->name, " is ",
-              file_type(st.st_mode), ", not a regular file");
+              file_type_name(st.st_mode), ", not a regular file");
   impl->raw_total = uint64_t(st.st_size);
   return IdxReader(std::move(impl));
 }

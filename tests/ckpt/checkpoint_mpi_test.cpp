@@ -6,51 +6,15 @@
 #include <fstream>
 #include <random>
 
-#include "zero_harness.h"
+#include "ckpt_test_util.h"
 #include "zt/ckpt/checkpoint.h"
 
 using namespace zt;
 using namespace zt::testing;
 namespace fs = std::filesystem;
 
-namespace zt::testing {
-comm::GroupPtr g_world;
-}
 
 namespace {
-
-// A folder every rank of the job agrees on (rank 0 draws its name).
-std::string shared_tmpdir(const std::string& what) {
-  Tensor id = Tensor::zeros({1}, DType::i64);
-  if (g_world->rank() == 0) id.data<int64_t>()[0] = int64_t(std::random_device{}() & 0x7fffffff);
-  g_world->broadcast(id, 0);
-  const std::string dir = (fs::temp_directory_path() / ("zt_ckpt_" + what + "_" + std::to_string(id.data<int64_t>()[0]))).string();
-  g_world->barrier();
-  return dir;
-}
-
-// The ranks [0, n) as a group (others get nullptr and sit out).
-comm::GroupPtr first_ranks(int n) {
-  comm::GroupPtr g = g_world->split(g_world->rank() < n ? 0 : 1, g_world->rank());
-  return g_world->rank() < n ? g : nullptr;
-}
-
-std::vector<std::vector<float>> full_params(zero::Engine& e) {
-  std::vector<std::vector<float>> out;
-  e.for_each_full_param([&](const std::string&, const Tensor& p) { out.push_back(p.to_vector()); });
-  return out;
-}
-
-// Steps [from, to) on `e`; returns the global mean loss per step.
-std::vector<double> run_steps(zero::Engine& e, const RunSpec& s, const Data& d, int64_t from, int64_t to) {
-  std::vector<double> losses;
-  for (int64_t step = from; step < to; ++step) {
-    const double l = train_step(e, s, d, step);
-    e.step(1e-2);
-    losses.push_back(e.group()->all_reduce_scalar(l) / double(e.group()->size()));
-  }
-  return losses;
-}
 
 class Resume : public ::testing::TestWithParam<std::tuple<int, DType>> {};
 
@@ -217,19 +181,3 @@ TEST(Ckpt, LatestMovesLastAndKeepLastPrunesTheOldest) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  g_world = comm::make_group("auto");
-  g_world->set_timeout(60);
-  if (g_world->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int rc = RUN_ALL_TESTS();
-  comm::CollOptions max;
-  max.op = comm::ReduceOp::max;
-  const int any = int(g_world->all_reduce_scalar(double(rc), max));
-  g_world.reset();
-  return any;
-}

@@ -19,9 +19,6 @@ using namespace zt;
 using namespace zt::testing;
 namespace fs = std::filesystem;
 
-namespace zt::testing {
-comm::GroupPtr g_world;
-}
 
 namespace {
 
@@ -283,19 +280,3 @@ TEST(PythonReader, ExportsAndTheValuesTheyHold) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  g_world = comm::make_group("auto");
-  g_world->set_timeout(60);
-  if (g_world->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int rc = RUN_ALL_TESTS();
-  comm::CollOptions max;
-  max.op = comm::ReduceOp::max;
-  const int any = int(g_world->all_reduce_scalar(double(rc), max));
-  g_world.reset();
-  return any;
-}

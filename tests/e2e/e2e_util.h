@@ -21,8 +21,10 @@ struct Result {
   std::string out;  // stdout + stderr
 };
 
-inline Result run(const std::string& cmd) {
-  const std::string full = "cd " ZT_SOURCE_DIR " && " + cmd + " 2>&1";
+// limit_s > 0: under `timeout`, so a regression that blocks fails instead of hanging the suite.
+inline Result run(const std::string& cmd, int limit_s = 0) {
+  const std::string bounded = limit_s > 0 ? "timeout -k 5 " + std::to_string(limit_s) + " " + cmd : cmd;
+  const std::string full = "cd " ZT_SOURCE_DIR " && " + bounded + " 2>&1";
   FILE* p = popen(full.c_str(), "r");
   std::string out;
   char buf[4096];

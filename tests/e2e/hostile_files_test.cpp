@@ -15,41 +15,19 @@
 #include <string>
 #include <vector>
 
+#include "e2e_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout + stderr
-};
+using namespace zt::e2e;
 
-// Under `timeout`, so that a regression that blocks fails instead of hanging the suite.
-Result run(const std::string& cmd) {
-  const std::string full = "cd " ZT_SOURCE_DIR " && timeout 30 " + cmd + " 2>&1";
-  FILE* p = popen(full.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
+Result run30(const std::string& cmd) { return run(cmd, 30); }
 
 const std::string kBin = ZT_BIN;
 const std::string kConfig = " --config configs/mnist_mlp.json";
 
-std::string tmpdir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("zt_e2e_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
@@ -87,14 +65,14 @@ class EvalHostile : public ::testing::Test {
     fs::create_directories(dir_ + "/data");
     write_split(dir_ + "/data", "train", 64);
     write_split(dir_ + "/data", "t10k", 10);
-    const Result r = run(kBin + " train" + kConfig + " data.dir=" + dir_ + "/data run.dir=" + dir_ +
+    const Result r = run30(kBin + " train" + kConfig + " data.dir=" + dir_ + "/data run.dir=" + dir_ +
                          "/run run.max_steps=1 run.eval_at_end=false");
     ASSERT_EQ(r.code, 0) << r.out;
     weights_ = dir_ + "/run/model.safetensors";
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static Result eval(const std::string& weights, const std::string& data = dir_ + "/data") {
-    return run(kBin + " eval" + kConfig + " data.dir=" + data + " --weights " + weights);
+    return run30(kBin + " eval" + kConfig + " data.dir=" + data + " --weights " + weights);
   }
   static std::string dir_, weights_;
 };
@@ -118,7 +96,7 @@ TEST_F(EvalHostile, WeightsThatAreAFifoAreRefused) {
 
 // The same bytes with the first tensor's dtype F32 -> I32 were loaded as weights.
 TEST_F(EvalHostile, IntegerWeightsAreRefusedNamingTheTensor) {
-  std::string bytes = read_bytes(weights_);
+  std::string bytes = slurp(weights_);
   const size_t at = bytes.find("\"F32\"");
   ASSERT_NE(at, std::string::npos);
   bytes.replace(at, 5, "\"I32\"");
@@ -150,11 +128,11 @@ TEST(TrainHostile, ABudgetSmallerThanTheDataSaysWhatTheDataNeeds) {
   write_split(dir, "t10k", 10);
   const std::string args =
       kConfig + " data.dir=" + dir + " run.dir=" + dir + "/run run.max_steps=1 run.memory_budget_mb=8";
-  const Result r = run(kBin + " train" + args);
+  const Result r = run30(kBin + " train" + args);
   expect_one_line_error(r, "the train split in " + dir + " (3000 samples of 784 features) needs 8.98MiB");
   EXPECT_NE(r.out.find("memory budget of 8.00MiB"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("offload"), std::string::npos) << r.out;
-  const Result fits = run(kBin + " train" + args + " data.train_limit=128");  // the model and 128 samples fit
+  const Result fits = run30(kBin + " train" + args + " data.train_limit=128");  // the model and 128 samples fit
   EXPECT_EQ(fits.code, 0) << fits.out;
   fs::remove_all(dir);
 }

@@ -1,5 +1,5 @@
-// main() of the ZeRO tests run under mpirun: only rank 0 prints gtest's report, and a failure
-// on any rank fails the job's exit code.
+// main() of the multi-rank tests (zero, ckpt), alone or under mpirun: only rank 0 prints
+// gtest's report, and a failure on any rank fails the job's exit code.
 #include "zero_harness.h"
 
 namespace zt::testing {
@@ -9,7 +9,7 @@ comm::GroupPtr g_world;
 int main(int argc, char** argv) {
   using zt::testing::g_world;
   ::testing::InitGoogleTest(&argc, argv);
-  g_world = zt::comm::make_group("mpi");
+  g_world = zt::comm::make_group("auto");  // alone: one local rank; under mpirun: the job
   g_world->set_timeout(60);
   if (g_world->rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();

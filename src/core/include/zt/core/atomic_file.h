@@ -28,6 +28,8 @@ void check_output_path(const std::string& path, ErrorKind kind, const std::strin
 // fsync of a folder, after renames into it; throws `kind` naming it.
 void sync_dir(const std::string& dir, ErrorKind kind, const std::string& who);
 std::string folder_of(const std::string& path);  // "." for a bare file name
+// What a stat mode that is not a regular file is, for messages: "a FIFO", "a directory", ...
+const char* file_type_name(unsigned mode);
 
 class AtomicFile {
  public:
