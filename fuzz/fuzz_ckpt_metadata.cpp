@@ -12,7 +12,8 @@ using namespace zt;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    const nlohmann::json m = ckpt::parse_metadata(std::string(reinterpret_cast<const char*>(data), size), "metadata.json");
+    const nlohmann::json m =
+        ckpt::parse_metadata(std::string(reinterpret_cast<const char*>(data), size), "metadata.json");
     if (m["shards"].size() != m["world_size"].get<size_t>()) std::abort();
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::checkpoint) std::abort();

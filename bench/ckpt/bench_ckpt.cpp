@@ -88,11 +88,16 @@ int main(int argc, char** argv) {
     bool keep = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--hidden" && i + 1 < argc) hidden = parse_list(argv[++i]);
-      else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-      else if (a == "--bucket" && i + 1 < argc) bucket = std::atoll(argv[++i]);
-      else if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
-      else if (a == "--keep") keep = true;
+      if (a == "--hidden" && i + 1 < argc)
+        hidden = parse_list(argv[++i]);
+      else if (a == "--dir" && i + 1 < argc)
+        dir = argv[++i];
+      else if (a == "--bucket" && i + 1 < argc)
+        bucket = std::atoll(argv[++i]);
+      else if (a == "--repeat" && i + 1 < argc)
+        repeat = std::max(1, std::atoi(argv[++i]));
+      else if (a == "--keep")
+        keep = true;
     }
     comm::GroupPtr g = comm::make_group("auto");
     g->set_timeout(600);
@@ -109,7 +114,8 @@ int main(int argc, char** argv) {
     // What this rank's shard file will hold.
     uint64_t rank_bytes = 0;
     for (auto& s : e.shard_states())
-      for (auto& [n, t] : s.tensors) rank_bytes += uint64_t(e.plan().buffers[s.buffer].padded / world) * dtype_size(t.dtype());
+      for (auto& [n, t] : s.tensors)
+        rank_bytes += uint64_t(e.plan().buffers[s.buffer].padded / world) * dtype_size(t.dtype());
 
     std::vector<double> disk, save, load;
     std::string path;
@@ -126,19 +132,26 @@ int main(int argc, char** argv) {
       path = ckpt::save_checkpoint(e, {dir, "step_" + std::to_string(r), 1, {{"step", r}}});
       save.push_back(slowest(*g, since(t0)));
 
-      for (const auto& s : ckpt::read_metadata(path)["shards"]) drop_from_cache(path + "/" + s["file"].get<std::string>());
+      for (const auto& s : ckpt::read_metadata(path)["shards"])
+        drop_from_cache(path + "/" + s["file"].get<std::string>());
       g->barrier();
       t0 = Clock::now();
       ckpt::load_checkpoint(e, path);
       load.push_back(slowest(*g, since(t0)));
     }
     const double gb = double(rank_bytes) / 1e9;
-    const nlohmann::json common = {{"bench", "ckpt"}, {"world", world}, {"params", e.num_params()},
-                                   {"rank_bytes", rank_bytes}, {"repeat", repeat}};
+    const nlohmann::json common = {{"bench", "ckpt"},
+                                   {"world", world},
+                                   {"params", e.num_params()},
+                                   {"rank_bytes", rank_bytes},
+                                   {"repeat", repeat}};
     auto line = [&](const std::string& op, const std::vector<double>& all) {
       const double s = median(all);
       nlohmann::json j = common;
-      j.update({{"op", op}, {"seconds", s}, {"seconds_each", all}, {"gb_per_s_per_rank", gb / s},
+      j.update({{"op", op},
+                {"seconds", s},
+                {"seconds_each", all},
+                {"gb_per_s_per_rank", gb / s},
                 {"gb_per_s_total", gb * world / s}});
       if (op != "disk_write_fsync") j["vs_disk"] = median(disk) / s;
       if (rank == 0) std::printf("%s\n", j.dump().c_str());
@@ -155,9 +168,13 @@ int main(int argc, char** argv) {
       const ckpt::ExportStats st = ckpt::export_safetensors(path, dir + "/model.safetensors");
       const double s = since(t0);
       nlohmann::json j = common;
-      j.update({{"op", "export"}, {"seconds", s}, {"file_bytes", st.file_bytes},
-                {"gb_per_s", double(st.file_bytes) / 1e9 / s}, {"alloc_peak_bytes", a.stats().total_peak - before},
-                {"largest_buffer_bytes", st.largest_buffer_bytes}, {"checkpoint", path}});
+      j.update({{"op", "export"},
+                {"seconds", s},
+                {"file_bytes", st.file_bytes},
+                {"gb_per_s", double(st.file_bytes) / 1e9 / s},
+                {"alloc_peak_bytes", a.stats().total_peak - before},
+                {"largest_buffer_bytes", st.largest_buffer_bytes},
+                {"checkpoint", path}});
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
     }

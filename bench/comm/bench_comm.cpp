@@ -33,8 +33,10 @@ int main(int argc, char** argv) {
     std::vector<int64_t> sizes_mib;  // optional arguments: buffer sizes in MiB
     DType dt = DType::f32;
     for (int i = 1; i < argc; ++i) {
-      if (std::string(argv[i]) == "--dtype" && i + 1 < argc) dt = dtype_from_name(argv[++i]);
-      else sizes_mib.push_back(std::atoll(argv[i]));
+      if (std::string(argv[i]) == "--dtype" && i + 1 < argc)
+        dt = dtype_from_name(argv[++i]);
+      else
+        sizes_mib.push_back(std::atoll(argv[i]));
     }
     const int64_t esize = int64_t(dtype_size(dt));
     if (sizes_mib.empty()) sizes_mib = {1, 16, 128};
@@ -60,9 +62,10 @@ int main(int argc, char** argv) {
         double s = time_op(*g, iters, c.run);
         double algbw = double(bytes) / s / 1e9;
         if (g->rank() == 0)
-          std::printf("{\"op\":\"%s\",\"backend\":\"%s\",\"dtype\":\"%s\",\"ranks\":%d,\"bytes\":%lld,\"iters\":%d,"
-                      "\"time_us\":%.1f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-                      c.op, g->backend(), dtype_name(dt), n, (long long)bytes, iters, s * 1e6, algbw, algbw * c.factor);
+          std::printf(
+              "{\"op\":\"%s\",\"backend\":\"%s\",\"dtype\":\"%s\",\"ranks\":%d,\"bytes\":%lld,\"iters\":%d,"
+              "\"time_us\":%.1f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
+              c.op, g->backend(), dtype_name(dt), n, (long long)bytes, iters, s * 1e6, algbw, algbw * c.factor);
         std::fflush(stdout);
       }
     }

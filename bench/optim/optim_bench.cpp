@@ -46,9 +46,10 @@ int main(int argc, char** argv) {
     // Traffic per element: states read and written, grad read, weight read, master and param written.
     const double states = double(a.states.size()) * 8, w = c.master ? 4 + 4 + dtype_size(c.param) : 8;
     const double bytes = double(n) * (states + double(dtype_size(c.grad)) + w);
-    std::printf("{\"bench\":\"optim_update\",\"type\":\"%s\",\"param\":\"%s\",\"grad\":\"%s\",\"master\":%s,"
-                "\"n\":%lld,\"threads\":%d,\"ms\":%.3f,\"gbps\":%.2f}\n",
-                c.type, dtype_name(c.param), dtype_name(c.grad), c.master ? "true" : "false", (long long)n,
-                num_threads(), 1e3 * sec / iters, bytes * iters / sec / 1e9);
+    std::printf(
+        "{\"bench\":\"optim_update\",\"type\":\"%s\",\"param\":\"%s\",\"grad\":\"%s\",\"master\":%s,"
+        "\"n\":%lld,\"threads\":%d,\"ms\":%.3f,\"gbps\":%.2f}\n",
+        c.type, dtype_name(c.param), dtype_name(c.grad), c.master ? "true" : "false", (long long)n, num_threads(),
+        1e3 * sec / iters, bytes * iters / sec / 1e9);
   }
 }

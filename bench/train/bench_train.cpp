@@ -70,14 +70,22 @@ Args parse(int argc, char** argv) {
     }
     ZT_CHECK(i + 1 < argc, "[bench_train] option ", k, " needs a value");
     const std::string v = argv[++i];
-    if (k == "--stages") a.stages = parse_stages(v);
-    else if (k == "--steps") a.steps = std::atoll(v.c_str());
-    else if (k == "--warmup") a.warmup = std::atoll(v.c_str());
-    else if (k == "--threads") a.threads = std::atoi(v.c_str());
-    else if (k == "--data") a.data = v;
-    else if (k == "--backend") a.backend = v;
-    else if (k == "--dtype") a.dtype = dtype_from_name(v);
-    else if (k == "--bucket") a.bucket = std::atoll(v.c_str());
+    if (k == "--stages")
+      a.stages = parse_stages(v);
+    else if (k == "--steps")
+      a.steps = std::atoll(v.c_str());
+    else if (k == "--warmup")
+      a.warmup = std::atoll(v.c_str());
+    else if (k == "--threads")
+      a.threads = std::atoi(v.c_str());
+    else if (k == "--data")
+      a.data = v;
+    else if (k == "--backend")
+      a.backend = v;
+    else if (k == "--dtype")
+      a.dtype = dtype_from_name(v);
+    else if (k == "--bucket")
+      a.bucket = std::atoll(v.c_str());
     else if (k == "--hidden") {
       a.hidden.clear();
       std::stringstream ss(v);
@@ -142,7 +150,7 @@ Result run_stage(int stage, const Args& a, const data::Dataset& ds, const comm::
   std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
   loss = g->all_reduce_scalar(loss) / double(world);
   const int64_t peak = int64_t(Allocator::global().stats().total_peak - base);
-  return {ms[ms.size() / 2], mean, double(kGlobalBatch * a.steps) / total, loss,
+  return {ms[ms.size() / 2],   mean, double(kGlobalBatch * a.steps) / total, loss,
           engine.num_params(), peak, engine.expected_memory().total()};
 }
 

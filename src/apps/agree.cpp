@@ -13,7 +13,7 @@ extern "C" void on_stop_signal(int sig) {
 }  // namespace
 
 void install_stop_signals() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // reads and writes go on; the flag is read between steps

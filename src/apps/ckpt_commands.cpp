@@ -44,7 +44,8 @@ CLI::App* add_ckpt_commands(CLI::App& app, CkptToolOptions& o) {
   CLI::App* ck = app.add_subcommand("ckpt", "Checkpoint folders: ls, verify, inspect");
   ck->require_subcommand(1);
   CLI::App* ls = ck->add_subcommand("ls", "Tags in a checkpoint.dir with step, world size, stage; * marks latest");
-  CLI::App* verify = ck->add_subcommand("verify", "Check every shard file's size and checksum; exit 1 naming a bad file");
+  CLI::App* verify =
+      ck->add_subcommand("verify", "Check every shard file's size and checksum; exit 1 naming a bad file");
   CLI::App* inspect = ck->add_subcommand("inspect", "Layout and state of a checkpoint: parameters, buffers, counters");
   for (CLI::App* sub : {ls, verify, inspect}) {
     sub->add_option("dir", o.path, "a checkpoint.dir, or one checkpoint folder")->required()->type_name("DIR");
@@ -85,12 +86,17 @@ int run_export(const CkptToolOptions& o) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const size_t peak = a.stats().total_peak - before;
   if (o.json) {
-    const json j = {{"bench", "export"},           {"checkpoint", folder},
-                    {"out", o.out},                {"dtype", o.dtype},
-                    {"tensors", st.tensors},       {"file_bytes", st.file_bytes},
+    const json j = {{"bench", "export"},
+                    {"checkpoint", folder},
+                    {"out", o.out},
+                    {"dtype", o.dtype},
+                    {"tensors", st.tensors},
+                    {"file_bytes", st.file_bytes},
                     {"largest_buffer_bytes", st.largest_buffer_bytes},
-                    {"seconds", s},                {"gb_per_s", double(st.file_bytes) / s / 1e9},
-                    {"alloc_peak_bytes", peak},    {"max_rss_bytes", max_rss_bytes()}};
+                    {"seconds", s},
+                    {"gb_per_s", double(st.file_bytes) / s / 1e9},
+                    {"alloc_peak_bytes", peak},
+                    {"max_rss_bytes", max_rss_bytes()}};
     std::printf("%s\n", j.dump().c_str());
   }
   std::fprintf(stderr,
@@ -116,8 +122,12 @@ int run_ls(const CkptToolOptions& o) {
   json rows = json::array();
   for (const std::string& tag : ckpt::list_checkpoints(o.path)) {
     const json m = ckpt::read_metadata((fs::path(o.path) / tag).string());
-    rows.push_back({{"tag", tag}, {"step", m.value("step", int64_t(0))}, {"world_size", m["world_size"]},
-                    {"stage", m["stage"]}, {"dtype", m["dtype"]}, {"latest", tag == latest}});
+    rows.push_back({{"tag", tag},
+                    {"step", m.value("step", int64_t(0))},
+                    {"world_size", m["world_size"]},
+                    {"stage", m["stage"]},
+                    {"dtype", m["dtype"]},
+                    {"latest", tag == latest}});
   }
   if (o.json) {
     std::printf("%s\n", rows.dump().c_str());
@@ -171,8 +181,8 @@ int run_verify(const CkptToolOptions& o) {
     }
   }
   std::fflush(stdout);
-  ZT_CHECK_AS(ErrorKind::checkpoint, bad == 0, "[ckpt] ", bad, " of ", folders.size(), " checkpoints failed verification; ",
-              first_error);
+  ZT_CHECK_AS(ErrorKind::checkpoint, bad == 0, "[ckpt] ", bad, " of ", folders.size(),
+              " checkpoints failed verification; ", first_error);
   return 0;
 }
 
@@ -192,8 +202,7 @@ int run_import(const config::Config& cfg, comm::Group& group, const CkptToolOpti
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
   const ckpt::ImportReport rep = ckpt::import_safetensors(engine, o.path);
   const json extra = {{"step", 0}, {"imported_from", fs::absolute(o.path).string()}, {"config", cfg.raw}};
-  const std::string saved =
-      ckpt::save_checkpoint(engine, {o.out, o.tag.empty() ? "step_00000000" : o.tag, 0, extra});
+  const std::string saved = ckpt::save_checkpoint(engine, {o.out, o.tag.empty() ? "step_00000000" : o.tag, 0, extra});
   if (group.rank() == 0) {
     if (!rep.unused.empty())
       std::fprintf(stderr, "zerotrain: %zu tensors of %s are no parameter of the model, first '%s'; not imported\n",

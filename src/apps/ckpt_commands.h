@@ -11,10 +11,10 @@
 namespace zt::apps {
 
 struct CkptToolOptions {
-  std::string action;  // ckpt: ls | verify | inspect
-  std::string path;    // export, ckpt: a checkpoint folder or a checkpoint.dir; import: the safetensors file
-  std::string out;     // export: the safetensors file; import: the checkpoint.dir to save into
-  std::string tag;     // export, inspect: a tag inside DIR (default: latest); import: the tag saved
+  std::string action;         // ckpt: ls | verify | inspect
+  std::string path;           // export, ckpt: a checkpoint folder or a checkpoint.dir; import: the safetensors file
+  std::string out;            // export: the safetensors file; import: the checkpoint.dir to save into
+  std::string tag;            // export, inspect: a tag inside DIR (default: latest); import: the tag saved
   std::string dtype = "f32";  // export
   bool json = false;          // export, ckpt ls, ckpt inspect: JSON on stdout
 };

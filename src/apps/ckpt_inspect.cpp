@@ -37,19 +37,31 @@ json describe(const std::string& folder, const json& m) {
       if (i < params.size()) params[i].update({{"buffer", b}, {"offset", s[1]}});
       members.push_back(i);
     }
-    buffers.push_back({{"numel", buf["numel"]}, {"padded", buf["padded"]},
-                       {"shard", buf["padded"].get<int64_t>() / world}, {"params", members}});
+    buffers.push_back({{"numel", buf["numel"]},
+                       {"padded", buf["padded"]},
+                       {"shard", buf["padded"].get<int64_t>() / world},
+                       {"params", members}});
   }
   json states = json::array();  // the tensors saved for buffer 0, in file order
   for (const auto& [key, e] : m["entries"].items())
-    if (key.rfind("b0.", 0) == 0) states.push_back({{"name", key.substr(3)}, {"dtype", e["dtype"]}, {"offset", e["offset"]}});
+    if (key.rfind("b0.", 0) == 0)
+      states.push_back({{"name", key.substr(3)}, {"dtype", e["dtype"]}, {"offset", e["offset"]}});
   std::sort(states.begin(), states.end(), [](const json& a, const json& b) { return a["offset"] < b["offset"]; });
   for (auto& s : states) s.erase("offset");
-  return {{"path", folder},          {"tag", m.value("tag", "")},       {"format", m["format"]},
-          {"step", m.value("step", int64_t(0))}, {"world_size", world},   {"stage", m["stage"]},
-          {"dtype", m["dtype"]},     {"optimizer", m.value("optimizer", "")},
-          {"counters", m["counters"]}, {"params", params},              {"buffers", buffers},
-          {"states", states},        {"shards", m["shards"]},           {"extra", m.value("extra", json::object())}};
+  return {{"path", folder},
+          {"tag", m.value("tag", "")},
+          {"format", m["format"]},
+          {"step", m.value("step", int64_t(0))},
+          {"world_size", world},
+          {"stage", m["stage"]},
+          {"dtype", m["dtype"]},
+          {"optimizer", m.value("optimizer", "")},
+          {"counters", m["counters"]},
+          {"params", params},
+          {"buffers", buffers},
+          {"states", states},
+          {"shards", m["shards"]},
+          {"extra", m.value("extra", json::object())}};
 }
 
 void print_table(const json& d) {
@@ -103,8 +115,10 @@ void print_table(const json& d) {
 int run_ckpt_inspect(const CkptToolOptions& o) {
   const std::string folder = checkpoint_folder(o.path, o.tag);
   const json d = describe(folder, ckpt::read_metadata(folder));
-  if (o.json) std::printf("%s\n", d.dump().c_str());
-  else print_table(d);
+  if (o.json)
+    std::printf("%s\n", d.dump().c_str());
+  else
+    print_table(d);
   return 0;
 }
 

@@ -21,15 +21,17 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
                         {"optimizer", spec.type},
                         {"optimizer_state_bytes_per_param", optim::state_bytes_per_elem(spec)},
                         {"world_size", world},
-                        {"dtype", eo.dtype == DType::f32 ? "fp32" : eo.dtype == DType::bf16 ? "bf16" : "fp16"},
+                        {"dtype", eo.dtype == DType::f32    ? "fp32"
+                                  : eo.dtype == DType::bf16 ? "bf16"
+                                                            : "fp16"},
                         {"stages", nlohmann::json::array()}};
   if (opt.memory_gib > 0) out["memory_gib"] = opt.memory_gib;
   for (int stage = 0; stage <= 3; ++stage) {
     eo.stage = stage;
     const zero::Plan plan = zero::plan_model(*model, eo, world);
     const zero::MemoryEstimate e = plan.memory();
-    nlohmann::json row = {{"stage", stage}, {"param", e.param}, {"grad", e.grad}, {"master", e.master},
-                          {"optim", e.optim}, {"total", e.total()}};
+    nlohmann::json row = {{"stage", stage},     {"param", e.param}, {"grad", e.grad},
+                          {"master", e.master}, {"optim", e.optim}, {"total", e.total()}};
     if (opt.memory_gib > 0)
       row["max_params"] = zero::max_params_that_fit(int64_t(opt.memory_gib * double(1ull << 30)), plan.policy, world,
                                                     plan.optim_state_bytes_per_elem);
@@ -65,8 +67,10 @@ int run_estimate(const config::Config& cfg, const EstimateOptions& opt) {
   ZT_CHECK(opt.memory_gib >= 0 && opt.memory_gib < kMaxMemoryGib, "[estimate] memory_gib must be in [0, ",
            kMaxMemoryGib, "), got ", opt.memory_gib);
   const nlohmann::json j = estimate_json(cfg, opt);
-  if (opt.json) std::printf("%s\n", j.dump(2).c_str());
-  else print_table(j);
+  if (opt.json)
+    std::printf("%s\n", j.dump(2).c_str());
+  else
+    print_table(j);
   return 0;
 }
 

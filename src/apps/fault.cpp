@@ -2,8 +2,8 @@
 
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
@@ -45,10 +45,12 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
     seen = true;
     int64_t v = 0;
     const bool ok = is_rank ? parse_int(part.substr(5), 0, INT32_MAX, v) : parse_int(part.substr(5), 1, INT64_MAX, v);
-    ZT_CHECK_AS(ErrorKind::config, ok, "[fault] ZT_FAULT '", part, "': ",
-                is_rank ? "the rank must be an integer >= 0" : "the step must be an integer >= 1");
-    if (is_rank) f.rank = int(v);
-    else f.step = v;
+    ZT_CHECK_AS(ErrorKind::config, ok, "[fault] ZT_FAULT '", part,
+                "': ", is_rank ? "the rank must be an integer >= 0" : "the step must be an integer >= 1");
+    if (is_rank)
+      f.rank = int(v);
+    else
+      f.step = v;
   }
   ZT_CHECK_AS(ErrorKind::config, has_rank && has_step, "[fault] ZT_FAULT needs rank=R and step=K, got '", spec, "'");
   return f;
@@ -70,7 +72,8 @@ void FaultPlan::check_reachable(int world, int64_t total_steps) const {
 
 namespace {
 void fire(const FaultPlan& f, const char* where) {
-  std::fprintf(stderr, "zerotrain: fault injection: rank %d %s %s %lld\n", f.rank, f.kind.c_str(), where, (long long)f.step);
+  std::fprintf(stderr, "zerotrain: fault injection: rank %d %s %s %lld\n", f.rank, f.kind.c_str(), where,
+               (long long)f.step);
   std::fflush(stderr);
   if (f.kind == "exit") std::_Exit(3);
   if (f.kind == "kill") std::raise(SIGKILL);

@@ -13,7 +13,7 @@ struct FaultPlan {
   std::string kind;  // "" (none), "stall", "exit", "kill"
   int rank = -1;
   int64_t step = -1;
-  bool at_save = false;  // fires inside the checkpoint save after `step`
+  bool at_save = false;                             // fires inside the checkpoint save after `step`
   static FaultPlan parse(const std::string& spec);  // "" gives no fault
   static FaultPlan from_env();                      // parse(ZT_FAULT)
   // Throws unless the fault can fire: rank < world and step <= total_steps (+1 for the final save).

@@ -80,8 +80,8 @@ void build_app(CLI::App& app, Args& a) {
   eval->add_option("--weights", a.weights, "safetensors weights (default: <run.dir>/model.safetensors)")
       ->type_name("FILE");
 
-  CLI::App* est = app.add_subcommand(
-      "estimate", "Per-rank bytes of model states per stage, and the largest model that fits G GiB");
+  CLI::App* est =
+      app.add_subcommand("estimate", "Per-rank bytes of model states per stage, and the largest model that fits G GiB");
   add_config_options(*est, a);
   est->add_option("--world", a.estimate.world, "number of ranks to plan for")
       ->required()
@@ -140,8 +140,10 @@ int run_failed(const std::string& what, ErrorKind kind, zt::comm::Group* group) 
   auto [rank, size] = group ? std::pair{group->rank(), group->size()} : launcher_rank_and_size();
   const bool many = size > 1, same = same_on_every_rank(kind);
   if (!many || rank == 0 || !same) {
-    if (many && !same) std::fprintf(stderr, "zerotrain: error on rank %d: %s\n", rank, one_line(what).c_str());
-    else std::fprintf(stderr, "zerotrain: error: %s\n", one_line(what).c_str());
+    if (many && !same)
+      std::fprintf(stderr, "zerotrain: error on rank %d: %s\n", rank, one_line(what).c_str());
+    else
+      std::fprintf(stderr, "zerotrain: error: %s\n", one_line(what).c_str());
     std::fflush(stderr);
   }
   if (group && many && !same) group->abort_job(1);
@@ -201,7 +203,8 @@ int main(int argc, char** argv) {
   if (first[0] == '-' && !top_flag)
     return usage_error("unknown option '" + first + "' before the command (options follow the command)", "");
   if (first[0] != '-' && std::find(std::begin(kCommands), std::end(kCommands), first) == std::end(kCommands))
-    return usage_error("unknown command '" + first + "'; the commands are train, eval, estimate, export, import, ckpt", "");
+    return usage_error("unknown command '" + first + "'; the commands are train, eval, estimate, export, import, ckpt",
+                       "");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

@@ -80,7 +80,7 @@ void RunDir::append_metrics(const nlohmann::json& record) {
   const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
   if (fd < 0 && errno == ENXIO) check_output_path(file, kIo, "[run]");
   ZT_CHECK_AS(kIo, fd >= 0, "[run] cannot append to ", file, ": ", std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     check_output_path(file, kIo, "[run]");
@@ -89,9 +89,12 @@ void RunDir::append_metrics(const nlohmann::json& record) {
   int err = 0;  // a partial line is cut off again, so every line of the file stays JSON
   for (size_t done = 0; done < line.size() && !err;) {
     const ssize_t w = ::write(fd, line.data() + done, line.size() - done);
-    if (w > 0) done += size_t(w);
-    else if (w == 0) err = ENOSPC;
-    else if (errno != EINTR) err = errno;
+    if (w > 0)
+      done += size_t(w);
+    else if (w == 0)
+      err = ENOSPC;
+    else if (errno != EINTR)
+      err = errno;
   }
   if (err && ::ftruncate(fd, st.st_size) != 0)
     std::fprintf(stderr, "zerotrain: warning: %s may end in a partial line\n", file.c_str());

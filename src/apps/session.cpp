@@ -16,8 +16,8 @@ std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) 
               "' is not supported (allowed: mlp)");
   // parse() checked that the count and its fp32 bytes fit in int64.
   const int64_t params = config::mlp_parameter_count(c.model).value_or(0), bytes = params * 4;
-  const std::string needs = "the model's " + std::to_string(params) + " parameters need " +
-                            std::to_string(bytes) + " bytes (" + format_bytes(size_t(bytes)) + ") in fp32";
+  const std::string needs = "the model's " + std::to_string(params) + " parameters need " + std::to_string(bytes) +
+                            " bytes (" + format_bytes(size_t(bytes)) + ") in fp32";
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   const double machine = pages > 0 && page > 0 ? double(pages) * double(page) : 0;
   // A deferred model takes no memory here (estimate plans models bigger than this machine; the

@@ -13,8 +13,8 @@
 #include "fault.h"
 #include "run_dir.h"
 #include "session.h"
-#include "zt/ckpt/checkpoint.h"
 #include "zt/autograd/functions.h"
+#include "zt/ckpt/checkpoint.h"
 #include "zt/comm/group.h"
 #include "zt/core/parallel.h"
 #include "zt/ops/ops.h"
@@ -145,8 +145,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     first_step = extra.value("step", int64_t(0));
     skipped = extra.value("skipped_steps", int64_t(0));
     const int64_t saved_batch = extra.value("train_batch_size", bs.train_batch_size);
-    ZT_CHECK_AS(ErrorKind::config, saved_batch == bs.train_batch_size, "[train] ", path, " was saved with train_batch_size ",
-                saved_batch, "; this run has ", bs.train_batch_size, " (the data position is counted in steps of it)");
+    ZT_CHECK_AS(ErrorKind::config, saved_batch == bs.train_batch_size, "[train] ", path,
+                " was saved with train_batch_size ", saved_batch, "; this run has ", bs.train_batch_size,
+                " (the data position is counted in steps of it)");
     ZT_CHECK_AS(ErrorKind::config, first_step < total_steps, "[train] ", path, " is at step ", first_step,
                 "; this run has ", total_steps, " steps in all (raise run.max_steps or run.epochs)");
     if (lead) std::fprintf(stderr, "zerotrain: resumed from %s at step %lld\n", path.c_str(), (long long)first_step);
@@ -154,9 +155,14 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   auto save = [&](int64_t steps_done) {
     char tag[32];
     std::snprintf(tag, sizeof tag, "step_%08lld", (long long)steps_done);
-    ckpt::SaveOptions o{cfg.checkpoint.dir, tag, cfg.checkpoint.keep_last,
-                        {{"step", steps_done}, {"train_batch_size", bs.train_batch_size}, {"skipped_steps", skipped},
-                         {"seed", cfg.seed}, {"config", cfg.raw}},
+    ckpt::SaveOptions o{cfg.checkpoint.dir,
+                        tag,
+                        cfg.checkpoint.keep_last,
+                        {{"step", steps_done},
+                         {"train_batch_size", bs.train_batch_size},
+                         {"skipped_steps", skipped},
+                         {"seed", cfg.seed},
+                         {"config", cfg.raw}},
                         [&] { fault.maybe_fire_in_save(rank, steps_done); }};
     const std::string path = ckpt::save_checkpoint(engine, o);
     if (lead) std::fprintf(stderr, "zerotrain: checkpoint %s\n", path.c_str());
@@ -172,8 +178,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                  "zerotrain: %lld parameters (%lld padded), stage %d, %d rank%s, batch %lld = %lld micro x %lld "
                  "accumulation x %d, %lld steps\n",
                  (long long)engine.num_params(), (long long)engine.padded_params(), cfg.zero.stage, world,
-                 world == 1 ? "" : "s", (long long)bs.train_batch_size, (long long)bs.micro,
-                 (long long)bs.accumulation, world, (long long)total_steps);
+                 world == 1 ? "" : "s", (long long)bs.train_batch_size, (long long)bs.micro, (long long)bs.accumulation,
+                 world, (long long)total_steps);
   }
 
   const auto t0 = Clock::now();
@@ -234,19 +240,28 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     last = now;
     last_step = step + 1;
     if (!lead) continue;
-    const std::string scale = engine.policy().loss_scaling ? " | loss-scale " + std::to_string(int64_t(engine.loss_scale())) : "";
-    std::fprintf(stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %.0f samples/s | ETA %s | %s\n",
-                 (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg,
-                 lr, st.grad_norm, scale.c_str(), sps, fmt_eta(eta).c_str(), mem_summary().c_str());
+    const std::string scale =
+        engine.policy().loss_scaling ? " | loss-scale " + std::to_string(int64_t(engine.loss_scale())) : "";
+    std::fprintf(
+        stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %.0f samples/s | ETA %s | %s\n",
+        (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg, lr,
+        st.grad_norm, scale.c_str(), sps, fmt_eta(eta).c_str(), mem_summary().c_str());
     MemStats ms = Allocator::global().stats();
     nlohmann::json mem;
     for (size_t t = 0; t < kNumMemTags; ++t) mem[mem_tag_name(MemTag(t))] = ms.current[t];
     mem["peak"] = ms.total_peak;
     on_lead([&] {
-      run_dir->append_metrics({{"step", step + 1}, {"epoch", double(step + 1) / double(steps_per_epoch)},
-                               {"loss", loss_avg}, {"lr", lr}, {"grad_norm", st.grad_norm}, {"samples_per_s", sps},
-                               {"elapsed_s", elapsed}, {"comm_bytes", group.stats().total_bytes()}, {"memory", mem},
-                               {"loss_scale", engine.loss_scale()}, {"skipped_steps", skipped}});
+      run_dir->append_metrics({{"step", step + 1},
+                               {"epoch", double(step + 1) / double(steps_per_epoch)},
+                               {"loss", loss_avg},
+                               {"lr", lr},
+                               {"grad_norm", st.grad_norm},
+                               {"samples_per_s", sps},
+                               {"elapsed_s", elapsed},
+                               {"comm_bytes", group.stats().total_bytes()},
+                               {"memory", mem},
+                               {"loss_scale", engine.loss_scale()},
+                               {"skipped_steps", skipped}});
     });
   }
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -259,9 +274,13 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
     if (lead) weights.emplace_back(n, ops::cast(p, DType::f32));
   });
-  nlohmann::json summary = {{"steps", total_steps}, {"train_seconds", train_s}, {"world_size", world},
-                            {"stage", cfg.zero.stage}, {"parameters", engine.num_params()},
-                            {"dtype", dtype_name(engine.policy().param_dtype)}, {"skipped_steps", skipped},
+  nlohmann::json summary = {{"steps", total_steps},
+                            {"train_seconds", train_s},
+                            {"world_size", world},
+                            {"stage", cfg.zero.stage},
+                            {"parameters", engine.num_params()},
+                            {"dtype", dtype_name(engine.policy().param_dtype)},
+                            {"skipped_steps", skipped},
                             {"samples_per_s", double((total_steps - first_step) * bs.train_batch_size) / train_s},
                             {"comm_bytes_rank0", group.stats().total_bytes()}};
   if (acc >= 0) summary["test_accuracy"] = acc;
@@ -279,7 +298,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   stop_if_voted(agree(group, {0, -1, on_lead.failed()}, "final save, outputs committed"), on_lead, "", cfg.run.dir,
                 false);
   if (lead) {
-    if (acc >= 0) std::printf("test accuracy: %.4f (%lld/%lld)\n", acc, (long long)std::llround(acc * test.size()), (long long)test.size());
+    if (acc >= 0)
+      std::printf("test accuracy: %.4f (%lld/%lld)\n", acc, (long long)std::llround(acc * test.size()),
+                  (long long)test.size());
     std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; weights and metrics in %s\n", (long long)total_steps,
                  train_s, cfg.run.dir.c_str());
   }

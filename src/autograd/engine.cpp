@@ -23,10 +23,12 @@ void accumulate(Tensor& slot, const Tensor& g, MemTag tag) {
   if (!slot.defined()) {
     slot = g.clone(tag);
   } else {
-    ZT_CHECK(slot.shape() == g.shape(), "[autograd] gradient shape ", shape_str(g.shape()),
-             " does not match ", shape_str(slot.shape()));
-    if (slot.dtype() == g.dtype()) ops::add_(slot, g);
-    else ops::axpy_(slot, 1.f, g);
+    ZT_CHECK(slot.shape() == g.shape(), "[autograd] gradient shape ", shape_str(g.shape()), " does not match ",
+             shape_str(slot.shape()));
+    if (slot.dtype() == g.dtype())
+      ops::add_(slot, g);
+    else
+      ops::axpy_(slot, 1.f, g);
   }
 }
 }  // namespace
@@ -111,8 +113,7 @@ void backward(const Tensor& root, Tensor grad_root) {
   rm->grad_fn->grad = grad_root;
   for (Node* n : nodes) {
     // A node no gradient reached still passes "none" on, so leaf hooks fire.
-    std::vector<Tensor> grads =
-        n->grad.defined() ? n->backward(n->grad) : std::vector<Tensor>(n->inputs.size());
+    std::vector<Tensor> grads = n->grad.defined() ? n->backward(n->grad) : std::vector<Tensor>(n->inputs.size());
     ZT_ASSERT(grads.size() == n->inputs.size(), "node ", n->name, " returned ", grads.size(), " gradients for ",
               n->inputs.size(), " inputs");
     n->grad = Tensor();

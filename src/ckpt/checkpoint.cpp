@@ -62,7 +62,8 @@ json describe(zero::Engine& e, const std::vector<zero::ShardState>& states, json
   for (auto& s : states) {
     const int64_t n = plan.buffers[s.buffer].padded / plan.world;
     for (auto& [name, t] : s.tensors) {
-      entries[detail::entry_key(s.buffer, name)] = {{"dtype", dtype_name(t.dtype())}, {"offset", file_bytes}, {"numel", n}};
+      entries[detail::entry_key(s.buffer, name)] = {
+          {"dtype", dtype_name(t.dtype())}, {"offset", file_bytes}, {"numel", n}};
       file_bytes += uint64_t(n) * dtype_size(t.dtype());
     }
   }
@@ -71,8 +72,8 @@ json describe(zero::Engine& e, const std::vector<zero::ShardState>& states, json
 }
 
 // This rank's canonical slice of every shard-state tensor, in `entries` order.
-void write_shard(const std::string& path, const std::vector<zero::ShardState>& states, const zero::Plan& plan,
-                 int rank, uint64_t expected, uint64_t& bytes, uint64_t& sum) {
+void write_shard(const std::string& path, const std::vector<zero::ShardState>& states, const zero::Plan& plan, int rank,
+                 uint64_t expected, uint64_t& bytes, uint64_t& sum) {
   detail::FileWriter w(path, expected);
   for (auto& s : states) {
     const zero::Range c = zero::shard_range(plan.buffers[s.buffer].padded, plan.world, rank);
@@ -87,8 +88,9 @@ void write_shard(const std::string& path, const std::vector<zero::ShardState>& s
 }
 
 void check_tag(const std::string& tag) {
-  ZT_CHECK_AS(ErrorKind::checkpoint, !tag.empty() && tag.find('/') == std::string::npos && tag[0] != '.' &&
-                                         tag != "latest" && tag.find(".partial") == std::string::npos,
+  ZT_CHECK_AS(ErrorKind::checkpoint,
+              !tag.empty() && tag.find('/') == std::string::npos && tag[0] != '.' && tag != "latest" &&
+                  tag.find(".partial") == std::string::npos,
               "[ckpt] '", tag, "' is not a usable checkpoint tag (a plain folder name, not 'latest')");
 }
 
@@ -186,7 +188,8 @@ std::string resolve_checkpoint(const std::string& dir, const std::string& which)
   if (which == "latest") {
     const fs::path p = fs::path(dir) / "latest";
     std::ifstream f(p);
-    ZT_CHECK_AS(ErrorKind::checkpoint, f.good(), "[ckpt] ", p.string(), " does not exist: no checkpoint to resume from");
+    ZT_CHECK_AS(ErrorKind::checkpoint, f.good(), "[ckpt] ", p.string(),
+                " does not exist: no checkpoint to resume from");
     std::string tag;
     std::getline(f, tag);
     ZT_CHECK_AS(ErrorKind::checkpoint, !tag.empty(), "[ckpt] ", p.string(), " is empty");

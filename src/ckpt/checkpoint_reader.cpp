@@ -26,9 +26,9 @@ CheckpointReader::CheckpointReader(const std::string& path) : path_(path), meta_
       for (const auto& s : buffers[b]["params"]) {
         const size_t i = s[0];
         const int64_t off = s[1], n = s[2];
-        ZT_CHECK_AS(ErrorKind::checkpoint, i < names_.size() && off >= 0 && off + n <= padded_[b],
-                    "[ckpt] ", path, ": buffer ", b, " lists parameter ", i, " at [", off, ", ", off + n,
-                    ") outside its ", padded_[b], " elements");
+        ZT_CHECK_AS(ErrorKind::checkpoint, i < names_.size() && off >= 0 && off + n <= padded_[b], "[ckpt] ", path,
+                    ": buffer ", b, " lists parameter ", i, " at [", off, ", ", off + n, ") outside its ", padded_[b],
+                    " elements");
         where_[i] = {b, off};
       }
     }
@@ -76,8 +76,7 @@ const FileReader& CheckpointReader::shard(int rank) {
   return *slot;
 }
 
-void CheckpointReader::read_param_elements(const std::string& tensor, size_t i, int64_t begin, int64_t end,
-                                           void* dst) {
+void CheckpointReader::read_param_elements(const std::string& tensor, size_t i, int64_t begin, int64_t end, void* dst) {
   ZT_CHECK_AS(ErrorKind::invalid_argument, i < names_.size() && 0 <= begin && begin <= end && end <= param_numel(i),
               "[ckpt] elements [", begin, ", ", end, ") of parameter ", i, " do not exist");
   const auto [b, off] = where_[i];

@@ -11,8 +11,8 @@
 #include "checkpoint_reader.h"
 #include "file_io.h"
 #include "safetensors_detail.h"
-#include "zt/ckpt/safetensors.h"
 #include "zt/ckpt/export.h"
+#include "zt/ckpt/safetensors.h"
 #include "zt/core/error.h"
 
 namespace zt::ckpt {
@@ -97,8 +97,8 @@ ExportStats export_safetensors(const std::string& checkpoint, const std::string&
     for (size_t i = 0; i < r.num_params(); ++i) {
       const int64_t n = r.param_numel(i), chunk = std::min(n, o.chunk_elems);
       // One buffer for reading and converting: Note [in-place conversion].
-      Tensor buf = Tensor::empty({int64_t((size_t(chunk) * std::max(in, out_size) + 3) / 4)}, DType::f32,
-                                 MemTag::workspace);
+      Tensor buf =
+          Tensor::empty({int64_t((size_t(chunk) * std::max(in, out_size) + 3) / 4)}, DType::f32, MemTag::workspace);
       char* base = static_cast<char*>(buf.raw_data());
       for (int64_t a = 0; a < n; a += chunk) {
         const size_t k = size_t(std::min(n, a + chunk) - a);

@@ -36,8 +36,8 @@ void FileWriter::write(const void* data, size_t bytes) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;
-    ZT_CHECK_AS(ErrorKind::checkpoint, n > 0, "[ckpt] cannot write ", path_, " after ", written_, " bytes: ",
-                n < 0 ? errno_text() : "no progress", " (the file needs ", expected_, " bytes)");
+    ZT_CHECK_AS(ErrorKind::checkpoint, n > 0, "[ckpt] cannot write ", path_, " after ", written_,
+                " bytes: ", n < 0 ? errno_text() : "no progress", " (the file needs ", expected_, " bytes)");
     p += n;
     bytes -= size_t(n);
     written_ += uint64_t(n);

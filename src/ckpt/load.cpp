@@ -31,8 +31,8 @@ void check_compatible(const detail::CheckpointReader& r, zero::Engine& e) {
   const std::string dt = dtype_name(e.policy().param_dtype);
   ZT_CHECK_AS(ErrorKind::checkpoint, m["dtype"] == dt, "[ckpt] ", path, " was saved in ", m["dtype"].get<std::string>(),
               "; this run trains in ", dt, " (set bf16/fp16 as when it was saved)");
-  ZT_CHECK_AS(ErrorKind::checkpoint, m.value("optimizer", "") == e.options().optimizer.type, "[ckpt] ", path,
-              " holds ", m.value("optimizer", ""), " state; this run uses ", e.options().optimizer.type);
+  ZT_CHECK_AS(ErrorKind::checkpoint, m.value("optimizer", "") == e.options().optimizer.type, "[ckpt] ", path, " holds ",
+              m.value("optimizer", ""), " state; this run uses ", e.options().optimizer.type);
 }
 
 void load_states(zero::Engine& e, detail::CheckpointReader& r) {

@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "zt/ckpt/metadata.h"
-#include "zt/core/error.h"
 #include "zt/core/dtype.h"
+#include "zt/core/error.h"
 #include "zt/core/strings.h"
 
 namespace zt::ckpt {
@@ -42,7 +42,8 @@ struct Checker {
   int64_t integer(const json& v, const std::string& field, int64_t lo, int64_t hi) const {
     if (!v.is_number_integer()) bad(field, "must be an integer");
     const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
-    if (x < lo || x > hi) bad(field, "is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (x < lo || x > hi)
+      bad(field, "is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return x;
   }
   const std::string& string(const json& v, const std::string& field) const {
@@ -77,7 +78,8 @@ void validate(const json& m, const std::string& file) {
     c.string(c.at(params[i], "name", f + ".name"), f + ".name");
     int64_t n = 1;
     for (const auto& d : c.array(c.at(params[i], "shape", f + ".shape"), f + ".shape"))
-      if (__builtin_mul_overflow(n, c.integer(d, f + ".shape", 0, kBig), &n) || n > kBig) c.bad(f + ".shape", "is too large");
+      if (__builtin_mul_overflow(n, c.integer(d, f + ".shape", 0, kBig), &n) || n > kBig)
+        c.bad(f + ".shape", "is too large");
     numel[i] = n;
   }
   const json& buffers = c.array(c.at(m, "buffers", "buffers"), "buffers");
@@ -99,7 +101,8 @@ void validate(const json& m, const std::string& file) {
     }
   }
   for (size_t i = 0; i < placed.size(); ++i)
-    if (placed[i] != 1) c.bad("buffers", "place parameter " + std::to_string(i) + " " + std::to_string(placed[i]) + " times");
+    if (placed[i] != 1)
+      c.bad("buffers", "place parameter " + std::to_string(i) + " " + std::to_string(placed[i]) + " times");
   const json& entries = c.at(m, "entries", "entries");
   if (!entries.is_object()) c.bad("entries", "must be an object");
   int64_t file_bytes = 0;
@@ -127,9 +130,11 @@ void validate(const json& m, const std::string& file) {
   c.integer(c.at(counters, "optimizer_steps", "counters.optimizer_steps"), "counters.optimizer_steps", 0, kBig);
   if (counters.contains("loss_scaler")) {
     const json& s = counters["loss_scaler"];
-    if (!c.at(s, "scale", "counters.loss_scaler.scale").is_number()) c.bad("counters.loss_scaler.scale", "must be a number");
+    if (!c.at(s, "scale", "counters.loss_scaler.scale").is_number())
+      c.bad("counters.loss_scaler.scale", "must be a number");
     for (const char* k : {"cur_hysteresis", "last_overflow_iter", "cur_iter", "skipped_steps"})
-      c.integer(c.at(s, k, std::string("counters.loss_scaler.") + k), std::string("counters.loss_scaler.") + k, -1, kBig);
+      c.integer(c.at(s, k, std::string("counters.loss_scaler.") + k), std::string("counters.loss_scaler.") + k, -1,
+                kBig);
   }
   if (m.contains("extra") && !m["extra"].is_object()) c.bad("extra", "must be an object");
   if (m.contains("step")) c.integer(m["step"], "step", 0, kBig);

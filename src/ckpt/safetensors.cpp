@@ -30,11 +30,16 @@ namespace zt::ckpt {
 
 const char* safetensors_dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "F32";
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
+    case DType::f32:
+      return "F32";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
   }
   return "?";
 }
@@ -68,8 +73,10 @@ void check_depth(const std::string& src, const std::string& h) {
   for (size_t i = 0; i < h.size(); ++i) {
     const char c = h[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -86,8 +93,10 @@ nlohmann::json parse_json(const std::string& src, const std::string& h) {
   std::vector<std::set<std::string>> keys;  // per open object
   auto unique_keys = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
     using E = nlohmann::json::parse_event_t;
-    if (ev == E::object_start) keys.emplace_back();
-    else if (ev == E::object_end) keys.pop_back();
+    if (ev == E::object_start)
+      keys.emplace_back();
+    else if (ev == E::object_end)
+      keys.pop_back();
     else if (ev == E::key)
       ZT_CHECK_AS(ErrorKind::checkpoint, keys.back().insert(v.get<std::string>()).second, "[safetensors] ", src,
                   ": duplicate key '", v.get<std::string>().substr(0, 64), "' in the JSON header");
@@ -105,8 +114,9 @@ nlohmann::json parse_json(const std::string& src, const std::string& h) {
 
 // A non-negative integer that fits int64, or an error naming `what`.
 int64_t non_negative(const nlohmann::json& v, const std::string& src, const std::string& what) {
-  ZT_CHECK_AS(ErrorKind::checkpoint, v.is_number_integer() && (v.is_number_unsigned() || v.get<int64_t>() >= 0) &&
-                                         v.get<uint64_t>() <= uint64_t(INT64_MAX),
+  ZT_CHECK_AS(ErrorKind::checkpoint,
+              v.is_number_integer() && (v.is_number_unsigned() || v.get<int64_t>() >= 0) &&
+                  v.get<uint64_t>() <= uint64_t(INT64_MAX),
               "[safetensors] ", src, ": ", what, " is ", describe(v), ", not a non-negative integer");
   return v.get<int64_t>();
 }
@@ -134,8 +144,8 @@ Entry parse_entry(const std::string& src, const std::string& name, const nlohman
     e.shape.push_back(non_negative(shape[d], src, where + ": shape entry " + std::to_string(d)));
     empty = empty || e.shape.back() == 0;
     ZT_CHECK_AS(ErrorKind::checkpoint,
-                e.shape.back() == 0 || (!__builtin_mul_overflow(bytes, uint64_t(e.shape.back()), &bytes) &&
-                                        bytes <= uint64_t(INT64_MAX)),
+                e.shape.back() == 0 ||
+                    (!__builtin_mul_overflow(bytes, uint64_t(e.shape.back()), &bytes) && bytes <= uint64_t(INT64_MAX)),
                 "[safetensors] ", src, ": ", where, ": the shape's size in bytes overflows 63 bits at entry ", d);
   }
   if (empty) bytes = 0;
@@ -187,7 +197,6 @@ uint64_t header_length(const std::string& src, const uint8_t* first8, uint64_t s
               " at byte 0 exceeds the format's limit of ", kMaxHeader, " bytes");
   return n;
 }
-
 
 // Reads exactly n bytes at `off`, or says what was short.
 void read_at(int fd, void* dst, uint64_t n, uint64_t off, const std::string& src, const std::string& what) {
@@ -257,8 +266,8 @@ const Tensor& LoadedTensors::weight(const std::string& name, const Shape& shape)
               "' (the config's model does not match)");
   ZT_CHECK_AS(ErrorKind::checkpoint, is_floating(t->dtype()), "[safetensors] ", source, ": tensor '", name,
               "' has dtype ", st_dtype(t->dtype()), "; weights must be F32, BF16 or F16");
-  ZT_CHECK_AS(ErrorKind::checkpoint, t->shape() == shape, "[safetensors] ", source, ": tensor '", name,
-              "' has shape ", shape_str(t->shape()), ", the model expects ", shape_str(shape));
+  ZT_CHECK_AS(ErrorKind::checkpoint, t->shape() == shape, "[safetensors] ", source, ": tensor '", name, "' has shape ",
+              shape_str(t->shape()), ", the model expects ", shape_str(shape));
   return *t;
 }
 

@@ -10,20 +10,28 @@ namespace zt::comm {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
   }
   return "unknown";
 }
 
 const char* coll_name(Coll c) {
   switch (c) {
-    case Coll::all_reduce: return "all_reduce";
-    case Coll::reduce_scatter: return "reduce_scatter";
-    case Coll::all_gather: return "all_gather";
-    case Coll::broadcast: return "broadcast";
-    case Coll::barrier: return "barrier";
+    case Coll::all_reduce:
+      return "all_reduce";
+    case Coll::reduce_scatter:
+      return "reduce_scatter";
+    case Coll::all_gather:
+      return "all_gather";
+    case Coll::broadcast:
+      return "broadcast";
+    case Coll::barrier:
+      return "barrier";
   }
   return "unknown";
 }
@@ -40,8 +48,8 @@ void Group::set_timeout(double seconds) {
 }
 
 Group::Call Group::next_call(Coll coll, const CollOptions& opts) {
-  ZT_CHECK(opts.timeout_s >= 0, "[comm] ", coll_name(coll), ": timeout_s must be >= 0 (0 = the group's ",
-           timeout_s_, " s), got ", opts.timeout_s);
+  ZT_CHECK(opts.timeout_s >= 0, "[comm] ", coll_name(coll), ": timeout_s must be >= 0 (0 = the group's ", timeout_s_,
+           " s), got ", opts.timeout_s);
   return Call{coll, opts.op, ++seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
 }
 
@@ -112,39 +120,36 @@ namespace detail {
 void check_buffer(Coll c, const Tensor& t, const char* what) {
   ZT_CHECK(t.defined() && t.has_storage(), "[comm] ", coll_name(c), ": ", what,
            " tensor is undefined or has no storage");
-  ZT_CHECK(t.is_contiguous(), "[comm] ", coll_name(c), ": ", what, " tensor of shape ",
-           shape_str(t.shape()), " must be contiguous");
+  ZT_CHECK(t.is_contiguous(), "[comm] ", coll_name(c), ": ", what, " tensor of shape ", shape_str(t.shape()),
+           " must be contiguous");
 }
 
 void check_op(Coll c, ReduceOp op, DType d) {
-  ZT_CHECK(op != ReduceOp::avg || is_floating(d), "[comm] ", coll_name(c), ": op avg needs a floating dtype (f32, bf16, f16), got ",
-           dtype_name(d));
+  ZT_CHECK(op != ReduceOp::avg || is_floating(d), "[comm] ", coll_name(c),
+           ": op avg needs a floating dtype (f32, bf16, f16), got ", dtype_name(d));
 }
 
 static void check_pair(Coll c, const Tensor& in, const Tensor& out) {
   check_buffer(c, in, "input");
   check_buffer(c, out, "output");
-  ZT_CHECK(in.dtype() == out.dtype(), "[comm] ", coll_name(c), ": input dtype ",
-           dtype_name(in.dtype()), " differs from output dtype ", dtype_name(out.dtype()));
+  ZT_CHECK(in.dtype() == out.dtype(), "[comm] ", coll_name(c), ": input dtype ", dtype_name(in.dtype()),
+           " differs from output dtype ", dtype_name(out.dtype()));
 }
 
 void check_reduce_scatter(int size, const Tensor& in, const Tensor& out) {
   check_pair(Coll::reduce_scatter, in, out);
-  ZT_CHECK(in.numel() == int64_t(size) * out.numel(), "[comm] reduce_scatter: input has ",
-           in.numel(), " elements, expected group size ", size, " x output ", out.numel(), " = ",
-           int64_t(size) * out.numel());
+  ZT_CHECK(in.numel() == int64_t(size) * out.numel(), "[comm] reduce_scatter: input has ", in.numel(),
+           " elements, expected group size ", size, " x output ", out.numel(), " = ", int64_t(size) * out.numel());
 }
 
 void check_all_gather(int size, const Tensor& in, const Tensor& out) {
   check_pair(Coll::all_gather, in, out);
-  ZT_CHECK(out.numel() == int64_t(size) * in.numel(), "[comm] all_gather: output has ",
-           out.numel(), " elements, expected group size ", size, " x input ", in.numel(), " = ",
-           int64_t(size) * in.numel());
+  ZT_CHECK(out.numel() == int64_t(size) * in.numel(), "[comm] all_gather: output has ", out.numel(),
+           " elements, expected group size ", size, " x input ", in.numel(), " = ", int64_t(size) * in.numel());
 }
 
 void check_root(int size, int root) {
-  ZT_CHECK(root >= 0 && root < size, "[comm] broadcast: root ", root, " is outside the group [0, ",
-           size, ")");
+  ZT_CHECK(root >= 0 && root < size, "[comm] broadcast: root ", root, " is outside the group [0, ", size, ")");
 }
 
 bool overlaps(const Tensor& a, const Tensor& b) {
@@ -176,7 +181,8 @@ void map_floating(Tensor& t, F f) {
       for (f16 *p = t.data<f16>(), *e = p + n; p != e; ++p) *p = float_to_f16(f(f16_to_float(*p)));
       return;
     case DType::i32:
-    case DType::i64: break;
+    case DType::i64:
+      break;
   }
   ZT_ASSERT(false, "[comm] map_floating on ", dtype_name(t.dtype()));
 }

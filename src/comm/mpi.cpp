@@ -26,8 +26,8 @@ void check_mpi(int rc, const char* call, const std::string& where = "") {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  ZT_THROW_AS(ErrorKind::comm, "[comm] ", where, where.empty() ? "" : ": ", call, " failed: ",
-              std::string(msg, size_t(len)));
+  ZT_THROW_AS(ErrorKind::comm, "[comm] ", where, where.empty() ? "" : ": ", call,
+              " failed: ", std::string(msg, size_t(len)));
 }
 
 // Note [16-bit reductions]: MPI has no bf16/f16 arithmetic, so each 2-byte type gets a
@@ -112,8 +112,7 @@ class Runtime {
     auto deadline = Clock::now() + std::chrono::seconds(2);
     while (reap() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (!graveyard_.empty()) {
-      std::fprintf(stderr, "[comm] not calling MPI_Finalize: %zu collective(s) never completed\n",
-                   graveyard_.size());
+      std::fprintf(stderr, "[comm] not calling MPI_Finalize: %zu collective(s) never completed\n", graveyard_.size());
       new std::vector<Pending>(std::move(graveyard_));  // leaked on purpose: no MPI calls now
       return;
     }
@@ -170,10 +169,18 @@ class Backoff {
 
 class MpiWork : public Work {
  public:
-  MpiWork(MPI_Request req, Coll coll, uint64_t seq, std::shared_ptr<Comm> comm, int rank, int size,
-          double timeout, std::string label, std::vector<Tensor> keep, std::function<void()> on_done)
-      : Work(seq), req_(req), coll_(coll), comm_(std::move(comm)), rank_(rank), size_(size),
-        timeout_(timeout), label_(std::move(label)), keep_(std::move(keep)), on_done_(std::move(on_done)) {}
+  MpiWork(MPI_Request req, Coll coll, uint64_t seq, std::shared_ptr<Comm> comm, int rank, int size, double timeout,
+          std::string label, std::vector<Tensor> keep, std::function<void()> on_done)
+      : Work(seq),
+        req_(req),
+        coll_(coll),
+        comm_(std::move(comm)),
+        rank_(rank),
+        size_(size),
+        timeout_(timeout),
+        label_(std::move(label)),
+        keep_(std::move(keep)),
+        on_done_(std::move(on_done)) {}
 
   ~MpiWork() override {
     if (!done_ && !g_runtime_gone && !mpi_finalized()) Runtime::get().abandon({req_, std::move(keep_), comm_});
@@ -215,11 +222,15 @@ class MpiWork : public Work {
 
 MPI_Datatype mpi_dtype(DType d) {
   switch (d) {
-    case DType::f32: return MPI_FLOAT;
+    case DType::f32:
+      return MPI_FLOAT;
     case DType::bf16:
-    case DType::f16: return MPI_UINT16_T;  // opaque 2-byte elements; see mpi_op
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
+    case DType::f16:
+      return MPI_UINT16_T;  // opaque 2-byte elements; see mpi_op
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
   }
   ZT_THROW("[comm] dtype ", dtype_name(d), " has no MPI type");
 }
@@ -230,8 +241,8 @@ MPI_Op mpi_op(ReduceOp op, DType d) {
 }
 
 int mpi_count(Coll c, int64_t n) {
-  ZT_CHECK(n <= INT_MAX, "[comm] ", coll_name(c), ": ", n, " elements exceed MPI's int count limit (",
-           INT_MAX, "); split the buffer");
+  ZT_CHECK(n <= INT_MAX, "[comm] ", coll_name(c), ": ", n, " elements exceed MPI's int count limit (", INT_MAX,
+           "); split the buffer");
   return int(n);
 }
 

@@ -11,8 +11,8 @@ using detail::Section;
 
 // Offload sections are accepted only when they offload nothing (not implemented yet).
 void parse_offload(const Section& s) {
-  s.allow({"device", "pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "fast_init",
-           "ratio", "pipeline_read", "pipeline_write", "pipeline"});
+  s.allow({"device", "pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "fast_init", "ratio",
+           "pipeline_read", "pipeline_write", "pipeline"});
   std::string device = "none";
   s.read_choice("device", device, {"none", "cpu", "nvme"});
   ZT_CHECK_AS(ErrorKind::config, device == "none", "[config] ", s.source(), ": '", s.path("device"), "' = \"", device,
@@ -71,7 +71,7 @@ void parse_optimizer(const Section& s, OptimizerConfig& o) {
   o.type = written;
   const bool adam = written != "SGD";
   o.weight_decay = written == "AdamW" ? 0.01 : 0.0;  // PyTorch's defaults
-  bool adam_w_mode = true;                            // DeepSpeed's default for type Adam
+  bool adam_w_mode = true;                           // DeepSpeed's default for type Adam
   s.read_section("params", [&](const Section& p) {
     p.allow({"lr", "betas", "eps", "weight_decay", "momentum", "nesterov", "torch_adam", "adam_w_mode"});
     for (const char* key : {"betas", "eps", "torch_adam", "adam_w_mode"})
@@ -159,8 +159,8 @@ void parse_data(const Section& s, DataConfig& d) {
 }
 
 void parse_run(const Section& s, RunConfig& r) {
-  s.allow({"dir", "epochs", "max_steps", "threads", "comm_backend", "comm_timeout_s", "memory_budget_mb",
-           "eval_at_end", "resume"});
+  s.allow({"dir", "epochs", "max_steps", "threads", "comm_backend", "comm_timeout_s", "memory_budget_mb", "eval_at_end",
+           "resume"});
   s.read_string("resume", r.resume);
   s.read_string("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
@@ -196,14 +196,31 @@ std::optional<int64_t> mlp_parameter_count(const ModelConfig& m) {
 Config parse(const nlohmann::json& j, const std::string& source) {
   // Before anything copies or prints j (Note [hostile JSON]).
   const std::string deep = detail::deep_key(j, kMaxJsonDepth);
-  ZT_CHECK_AS(ErrorKind::config, deep.empty(), "[config] ", source, ": '", deep, "' nests deeper than ",
-              kMaxJsonDepth, " levels of lists and objects (the limit)");
+  ZT_CHECK_AS(ErrorKind::config, deep.empty(), "[config] ", source, ": '", deep, "' nests deeper than ", kMaxJsonDepth,
+              " levels of lists and objects (the limit)");
   Config c;
   Section top(j, "", source);
-  top.allow({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-             "gradient_clipping", "steps_per_print", "seed", "wall_clock_breakdown", "bf16", "fp16", "optimizer",
-             "scheduler", "zero_optimization", "zero_allow_untested_optimizer", "sparse_gradients",
-             "prescale_gradients", "communication_data_type", "data_types", "checkpoint", "model", "data", "run"});
+  top.allow({"train_batch_size",
+             "train_micro_batch_size_per_gpu",
+             "gradient_accumulation_steps",
+             "gradient_clipping",
+             "steps_per_print",
+             "seed",
+             "wall_clock_breakdown",
+             "bf16",
+             "fp16",
+             "optimizer",
+             "scheduler",
+             "zero_optimization",
+             "zero_allow_untested_optimizer",
+             "sparse_gradients",
+             "prescale_gradients",
+             "communication_data_type",
+             "data_types",
+             "checkpoint",
+             "model",
+             "data",
+             "run"});
   // Batch keys: absent or null means "derive from the others" (resolve_batch).
   for (auto [key, dst] : {std::pair{"train_batch_size", &c.train_batch_size},
                           std::pair{"train_micro_batch_size_per_gpu", &c.train_micro_batch_size_per_gpu},

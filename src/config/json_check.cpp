@@ -17,7 +17,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-
 std::string fmt_double(double v) {
   std::ostringstream os;
   os << v;
@@ -41,7 +40,7 @@ std::string nearest(const std::string& key, const std::vector<std::string>& cand
 namespace detail {
 
 namespace {
-constexpr int kDumpDepth = 4;  // deeper lists and objects print as [...] and {...}
+constexpr int kDumpDepth = 4;                              // deeper lists and objects print as [...] and {...}
 constexpr auto kReplace = json::error_handler_t::replace;  // invalid UTF-8 prints, never throws
 
 void dump_into(const json& v, std::string& out, size_t max_chars, int depth) {
@@ -147,7 +146,8 @@ void Section::allow(const std::vector<std::string>& known) const {
 
 void Section::read_int(const std::string& key, int64_t& out, int64_t lo, int64_t hi) const {
   if (!has(key)) return;
-  std::string what = hi != std::numeric_limits<int64_t>::max() ? "an integer in " + std::to_string(lo) + ".." + std::to_string(hi)
+  std::string what = hi != std::numeric_limits<int64_t>::max()
+                         ? "an integer in " + std::to_string(lo) + ".." + std::to_string(hi)
                      : lo == 1 ? "a positive integer"
                      : lo == 0 ? "a non-negative integer"
                                : "an integer >= " + std::to_string(lo);
@@ -175,8 +175,7 @@ void Section::read_u64(const std::string& key, uint64_t& out) const {
   out = uint64_t(i);
 }
 
-void Section::read_number(const std::string& key, double& out, double lo, bool lo_open, double hi,
-                          bool hi_open) const {
+void Section::read_number(const std::string& key, double& out, double lo, bool lo_open, double hi, bool hi_open) const {
   if (!has(key)) return;
   std::string what;
   if (std::isinf(hi))

@@ -6,8 +6,8 @@
 
 #include "json_check.h"
 #include "zt/config/config.h"
-#include "zt/core/strings.h"
 #include "zt/core/error.h"
+#include "zt/core/strings.h"
 
 namespace zt::config {
 namespace {
@@ -16,8 +16,10 @@ namespace {
 std::string line_col(const std::string& text, size_t byte) {
   size_t line = 1, col = 1;
   for (size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') ++line, col = 1;
-    else ++col;
+    if (text[i] == '\n')
+      ++line, col = 1;
+    else
+      ++col;
   }
   return "line " + std::to_string(line) + ", column " + std::to_string(col);
 }
@@ -56,8 +58,8 @@ void apply_overrides(nlohmann::json& j, const std::vector<std::string>& override
     // The value is JSON when it parses as JSON (numbers, true/false, lists), else a plain string.
     // nlohmann parses without recursion; the sections the key walks count as levels too.
     nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
-    const bool deep = parts.size() >= size_t(kMaxJsonDepth) ||
-                      !detail::deep_key(value, kMaxJsonDepth - int(parts.size())).empty();
+    const bool deep =
+        parts.size() >= size_t(kMaxJsonDepth) || !detail::deep_key(value, kMaxJsonDepth - int(parts.size())).empty();
     ZT_CHECK_AS(ErrorKind::config, !deep, "[config] override '", shown, "' nests deeper than ", kMaxJsonDepth,
                 " levels of sections, lists and objects (the limit)");
     nlohmann::json* node = &j;
@@ -102,8 +104,8 @@ Config load_text(const std::string& text, const std::string& path, const std::ve
                 "): ", detail::clip(parse_reason(e.what())));
   } catch (const nlohmann::json::exception& e) {  // out_of_range: a number too large for a double
     const std::string what = e.what();
-    ZT_THROW_AS(ErrorKind::config, "[config] ", path, ": invalid JSON: ",
-                detail::clip(what.substr(what.find("] ") + 2)));
+    ZT_THROW_AS(ErrorKind::config, "[config] ", path,
+                ": invalid JSON: ", detail::clip(what.substr(what.find("] ") + 2)));
   }
   ZT_CHECK_AS(ErrorKind::config, j.is_object(), "[config] ", path, ": the top level must be a JSON object, got ",
               detail::short_dump(j));
@@ -118,8 +120,9 @@ BatchSizes resolve_batch(const Config& c, int world_size) {
   auto show = [](const char* name, int64_t v) {
     return v > 0 ? zt::detail::concat(name, " ", v) : zt::detail::concat(name, " (not set)");
   };
-  const std::string all = zt::detail::concat(show("train_batch_size", t), ", ", show("train_micro_batch_size_per_gpu", m),
-                                         ", ", show("gradient_accumulation_steps", g), ", world size ", w);
+  const std::string all =
+      zt::detail::concat(show("train_batch_size", t), ", ", show("train_micro_batch_size_per_gpu", m), ", ",
+                         show("gradient_accumulation_steps", g), ", world size ", w);
   ZT_CHECK_AS(ErrorKind::config, t > 0 || m > 0, "[config] set train_batch_size or train_micro_batch_size_per_gpu (",
               all, ")");
   // Divides t by the product of the two known factors; throws unless exact.

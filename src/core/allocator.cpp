@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "zt/core/error.h"
 #include "backend.h"
+#include "zt/core/error.h"
 
 namespace zt {
 
@@ -29,10 +29,14 @@ const char* mem_tag_name(MemTag t) {
 
 std::string format_bytes(size_t b) {
   char buf[32];
-  if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2fGiB", double(b) / (1ull << 30));
-  else if (b >= (1u << 20)) std::snprintf(buf, sizeof buf, "%.2fMiB", double(b) / (1u << 20));
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1fKiB", double(b) / 1024);
-  else std::snprintf(buf, sizeof buf, "%zuB", b);
+  if (b >= (1ull << 30))
+    std::snprintf(buf, sizeof buf, "%.2fGiB", double(b) / (1ull << 30));
+  else if (b >= (1u << 20))
+    std::snprintf(buf, sizeof buf, "%.2fMiB", double(b) / (1u << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1fKiB", double(b) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%zuB", b);
   return buf;
 }
 
@@ -53,8 +57,7 @@ std::string MemStats::breakdown() const {
 }
 
 Storage::Storage(void* data, size_t bytes, size_t block_bytes, MemTag tag, Allocator* owner)
-    : data_(data), bytes_(bytes), block_bytes_(block_bytes), tag_(tag), device_(owner->device()),
-      owner_(owner) {}
+    : data_(data), bytes_(bytes), block_bytes_(block_bytes), tag_(tag), device_(owner->device()), owner_(owner) {}
 
 Storage::~Storage() { owner_->release(data_, bytes_, block_bytes_, tag_); }
 
@@ -94,14 +97,14 @@ std::shared_ptr<Storage> CachingAllocator::allocate(size_t bytes, MemTag tag) {
     } else {
       if (budget_ && stats_.total_current + stats_.cached + cls > budget_) release_cached_locked();
       if (budget_ && stats_.total_current + cls > budget_) {
-        ZT_THROW_AS(ErrorKind::out_of_memory, "[memory] out of budget: allocating ", format_bytes(bytes),
-                    " as '", mem_tag_name(tag), "' would exceed the ", where(), "budget of ",
-                    format_bytes(budget_), " (in use: ", stats_.breakdown(),
+        ZT_THROW_AS(ErrorKind::out_of_memory, "[memory] out of budget: allocating ", format_bytes(bytes), " as '",
+                    mem_tag_name(tag), "' would exceed the ", where(), "budget of ", format_bytes(budget_),
+                    " (in use: ", stats_.breakdown(),
                     "); try a higher zero_optimization.stage, offload, or a smaller micro-batch");
       }
       p = sys_.alloc(cls);
-      ZT_CHECK_AS(ErrorKind::out_of_memory, p, "[memory] the system refused ", format_bytes(cls),
-                  " of ", name_, " memory for '", mem_tag_name(tag), "'");
+      ZT_CHECK_AS(ErrorKind::out_of_memory, p, "[memory] the system refused ", format_bytes(cls), " of ", name_,
+                  " memory for '", mem_tag_name(tag), "'");
       ++stats_.system_allocs;
     }
     size_t& cur = stats_.current[size_t(tag)];

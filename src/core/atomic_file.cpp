@@ -49,7 +49,7 @@ bool is_temp_name_of(const std::string& name, const std::string& base) {
 }
 
 void check_output_path(const std::string& path, ErrorKind kind, const std::string& who) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return;  // absent (or a dangling link, which rename replaces)
   ZT_CHECK_AS(kind, S_ISREG(st.st_mode), who, " ", path, " is ", file_type_name(st.st_mode),
               ", not a regular file: remove it or write elsewhere");

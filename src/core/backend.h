@@ -6,7 +6,7 @@
 namespace zt::detail {
 
 bool cuda_available(int index);
-Allocator& cuda_allocator(int index);     // throws when the device is not available
-Allocator& pinned_host_allocator();       // cudaHostAlloc with CUDA, ordinary host memory without
+Allocator& cuda_allocator(int index);  // throws when the device is not available
+Allocator& pinned_host_allocator();    // cudaHostAlloc with CUDA, ordinary host memory without
 
 }  // namespace zt::detail

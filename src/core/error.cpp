@@ -4,13 +4,20 @@ namespace zt {
 
 const char* error_kind_name(ErrorKind k) {
   switch (k) {
-    case ErrorKind::invalid_argument: return "invalid_argument";
-    case ErrorKind::config: return "config";
-    case ErrorKind::data: return "data";
-    case ErrorKind::comm: return "comm";
-    case ErrorKind::checkpoint: return "checkpoint";
-    case ErrorKind::out_of_memory: return "out_of_memory";
-    case ErrorKind::internal: return "internal";
+    case ErrorKind::invalid_argument:
+      return "invalid_argument";
+    case ErrorKind::config:
+      return "config";
+    case ErrorKind::data:
+      return "data";
+    case ErrorKind::comm:
+      return "comm";
+    case ErrorKind::checkpoint:
+      return "checkpoint";
+    case ErrorKind::out_of_memory:
+      return "out_of_memory";
+    case ErrorKind::internal:
+      return "internal";
   }
   return "unknown";
 }

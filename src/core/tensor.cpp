@@ -35,8 +35,8 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 namespace {
-std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> st, int64_t off, Shape shape,
-                                      Shape strides, DType dt, Device device) {
+std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> st, int64_t off, Shape shape, Shape strides, DType dt,
+                                      Device device) {
   auto impl = std::make_shared<TensorImpl>();
   impl->device = device;
   impl->storage = std::move(st);
@@ -55,38 +55,52 @@ int64_t norm_dim(int64_t d, int64_t ndim, const char* op) {
 
 float load_as_float(const void* p, DType dt, int64_t i) {
   switch (dt) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::bf16: return bf16_to_float(static_cast<const bf16*>(p)[i]);
-    case DType::i32: return float(static_cast<const int32_t*>(p)[i]);
-    case DType::i64: return float(static_cast<const int64_t*>(p)[i]);
-    case DType::f16: return f16_to_float(static_cast<const f16*>(p)[i]);
+    case DType::f32:
+      return static_cast<const float*>(p)[i];
+    case DType::bf16:
+      return bf16_to_float(static_cast<const bf16*>(p)[i]);
+    case DType::i32:
+      return float(static_cast<const int32_t*>(p)[i]);
+    case DType::i64:
+      return float(static_cast<const int64_t*>(p)[i]);
+    case DType::f16:
+      return f16_to_float(static_cast<const f16*>(p)[i]);
   }
   ZT_THROW("[tensor] dtype ", dtype_name(dt), " is not supported here");
 }
 
 void store_float(void* p, DType dt, int64_t i, float v) {
   switch (dt) {
-    case DType::f32: static_cast<float*>(p)[i] = v; return;
-    case DType::bf16: static_cast<bf16*>(p)[i] = float_to_bf16(v); return;
-    case DType::i32: static_cast<int32_t*>(p)[i] = int32_t(v); return;
-    case DType::i64: static_cast<int64_t*>(p)[i] = int64_t(v); return;
-    case DType::f16: static_cast<f16*>(p)[i] = float_to_f16(v); return;
+    case DType::f32:
+      static_cast<float*>(p)[i] = v;
+      return;
+    case DType::bf16:
+      static_cast<bf16*>(p)[i] = float_to_bf16(v);
+      return;
+    case DType::i32:
+      static_cast<int32_t*>(p)[i] = int32_t(v);
+      return;
+    case DType::i64:
+      static_cast<int64_t*>(p)[i] = int64_t(v);
+      return;
+    case DType::f16:
+      static_cast<f16*>(p)[i] = float_to_f16(v);
+      return;
   }
   ZT_THROW("[tensor] dtype ", dtype_name(dt), " is not supported here");
 }
 
 // copy_/fill_/to_vector read and write through host pointers; device tensors need an op.
 void require_host(const Tensor& t, const char* op) {
-  ZT_CHECK(t.device().is_cpu(), "[", op, "] needs a cpu tensor, got one on ", t.device(),
-           " (use the device's ops)");
+  ZT_CHECK(t.device().is_cpu(), "[", op, "] needs a cpu tensor, got one on ", t.device(), " (use the device's ops)");
 }
 
 // Element range [offset, offset + numel) must lie in the storage's bytes at `dt`.
 void check_fits(const Storage& st, int64_t offset, int64_t numel, DType dt, const char* op) {
   const int64_t cap = int64_t(st.bytes() / dtype_size(dt));
   ZT_CHECK(offset >= 0, "[", op, "] negative offset ", offset);
-  ZT_CHECK(offset <= cap && numel <= cap - offset, "[", op, "] elements [", offset, ", ", offset + numel,
-           ") of ", dtype_name(dt), " do not fit in a storage of ", st.bytes(), " bytes (", cap, " elements)");
+  ZT_CHECK(offset <= cap && numel <= cap - offset, "[", op, "] elements [", offset, ", ", offset + numel, ") of ",
+           dtype_name(dt), " do not fit in a storage of ", st.bytes(), " bytes (", cap, " elements)");
 }
 }  // namespace
 
@@ -142,8 +156,8 @@ Tensor Tensor::full(const Shape& shape, float value, DType dtype, Device device)
 }
 
 Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& shape, DType dtype, Device device) {
-  ZT_CHECK(int64_t(v.size()) == shape_numel(shape), "[tensor] ", v.size(),
-           " values do not fill shape ", shape_str(shape));
+  ZT_CHECK(int64_t(v.size()) == shape_numel(shape), "[tensor] ", v.size(), " values do not fill shape ",
+           shape_str(shape));
   Tensor t = empty(shape, dtype, device);
   require_host(t, "tensor");
   for (size_t i = 0; i < v.size(); ++i) store_float(t.raw_data(), dtype, int64_t(i), v[i]);
@@ -151,8 +165,8 @@ Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& shape, DTyp
 }
 
 Tensor Tensor::from_ints(const std::vector<int32_t>& v, const Shape& shape, Device device) {
-  ZT_CHECK(int64_t(v.size()) == shape_numel(shape), "[tensor] ", v.size(),
-           " values do not fill shape ", shape_str(shape));
+  ZT_CHECK(int64_t(v.size()) == shape_numel(shape), "[tensor] ", v.size(), " values do not fill shape ",
+           shape_str(shape));
   Tensor t = empty(shape, DType::i32, device);
   require_host(t, "tensor");
   if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * 4);
@@ -172,8 +186,8 @@ Tensor Tensor::view_of(std::shared_ptr<Storage> storage, int64_t offset, const S
 void Tensor::rebind(std::shared_ptr<Storage> storage, int64_t offset) {
   ZT_CHECK(defined(), "[rebind] tensor is undefined");
   ZT_CHECK(storage, "[rebind] storage is null (use release_storage() to detach)");
-  ZT_CHECK(storage->device() == device(), "[rebind] storage is on ", storage->device(),
-           " but the tensor is on ", device());
+  ZT_CHECK(storage->device() == device(), "[rebind] storage is on ", storage->device(), " but the tensor is on ",
+           device());
   check_fits(*storage, offset, numel(), dtype(), "rebind");
   impl_->storage = std::move(storage);
   impl_->offset = offset;
@@ -233,14 +247,13 @@ Tensor Tensor::view(const Shape& shape) const {
     }
   }
   if (infer >= 0) {
-    ZT_CHECK(known > 0 && numel() % known == 0, "[view] cannot view ", shape_str(this->shape()),
-             " as ", shape_str(shape));
+    ZT_CHECK(known > 0 && numel() % known == 0, "[view] cannot view ", shape_str(this->shape()), " as ",
+             shape_str(shape));
     s[size_t(infer)] = numel() / known;
   }
-  ZT_CHECK(shape_numel(s) == numel(), "[view] cannot view ", shape_str(this->shape()), " (", numel(),
-           " elements) as ", shape_str(shape));
-  ZT_CHECK(is_contiguous(), "[view] tensor of shape ", shape_str(this->shape()),
-           " is not contiguous; use reshape");
+  ZT_CHECK(shape_numel(s) == numel(), "[view] cannot view ", shape_str(this->shape()), " (", numel(), " elements) as ",
+           shape_str(shape));
+  ZT_CHECK(is_contiguous(), "[view] tensor of shape ", shape_str(this->shape()), " is not contiguous; use reshape");
   return Tensor(make_impl(impl_->storage, impl_->offset, s, contiguous_strides(s), impl_->dtype, impl_->device));
 }
 
@@ -264,8 +277,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
            ") out of bounds for dimension ", d, " of size ", n);
   Shape sh = impl_->shape;
   sh[size_t(d)] = end - start;
-  return Tensor(make_impl(impl_->storage, impl_->offset + start * impl_->strides[size_t(d)], sh,
-                          impl_->strides, impl_->dtype, impl_->device));
+  return Tensor(make_impl(impl_->storage, impl_->offset + start * impl_->strides[size_t(d)], sh, impl_->strides,
+                          impl_->dtype, impl_->device));
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -296,8 +309,7 @@ Tensor Tensor::to(DType dt) const {
 }
 
 void Tensor::copy_(const Tensor& src) {
-  ZT_CHECK(src.shape() == shape(), "[copy] shape ", shape_str(src.shape()), " does not match ",
-           shape_str(shape()));
+  ZT_CHECK(src.shape() == shape(), "[copy] shape ", shape_str(src.shape()), " does not match ", shape_str(shape()));
   require_host(*this, "copy");
   require_host(src, "copy");
   if (numel() == 0) return;

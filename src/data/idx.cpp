@@ -48,7 +48,6 @@ std::string hex32(uint32_t v) {
   return os.str();
 }
 
-
 // `path` if it exists, else `path`.gz; either must be a regular file (a FIFO would block in open).
 std::string resolve_path(const std::string& path) {
   for (const std::string& p : {path, path + ".gz"}) {
@@ -144,8 +143,10 @@ struct IdxReader::Impl {
       const int rc = inflate(&zs, Z_NO_FLUSH);
       in += give_in - zs.avail_in, in_avail -= give_in - zs.avail_in;
       got += give_out - zs.avail_out;
-      if (rc == Z_STREAM_END) member_end = true;
-      else if (rc == Z_BUF_ERROR && in_avail == 0) continue;  // needs more input
+      if (rc == Z_STREAM_END)
+        member_end = true;
+      else if (rc == Z_BUF_ERROR && in_avail == 0)
+        continue;  // needs more input
       else
         ZT_CHECK_AS(ErrorKind::data, rc == Z_OK, "[data] ", name, ": corrupt gzip stream at decompressed byte offset ",
                     decoded + got, ": ", zs.msg ? zs.msg : zError(rc));
@@ -173,8 +174,8 @@ struct IdxReader::Impl {
     uint64_t items = 1;
     for (size_t d = 0; d < ndim; ++d) {
       const uint32_t v = be32(b + 4 + 4 * d);
-      ZT_CHECK_AS(ErrorKind::data, d == 0 || v > 0, "[data] ", name, ": dimension ", d, " at byte offset ",
-                  4 + 4 * d, " is 0");
+      ZT_CHECK_AS(ErrorKind::data, d == 0 || v > 0, "[data] ", name, ": dimension ", d, " at byte offset ", 4 + 4 * d,
+                  " is 0");
       dims.push_back(int64_t(v));
       ZT_CHECK_AS(ErrorKind::data, !__builtin_mul_overflow(items, uint64_t(v), &items) && items <= uint64_t(INT64_MAX),
                   "[data] ", name, ": header dimensions overflow 64 bits");
@@ -188,9 +189,9 @@ struct IdxReader::Impl {
     const uint64_t expected = header + payload;
     ZT_CHECK_AS(ErrorKind::data, have >= expected, "[data] ", name, ": truncated at byte offset ", have,
                 ": header says ", dims[0], " items (expected ", expected, " bytes) but file has ", have, unit());
-    ZT_CHECK_AS(ErrorKind::data, have == expected, "[data] ", name, ": ", at_least ? "at least " : "",
-                have - expected, " trailing bytes at byte offset ", expected, ": header says ", dims[0],
-                " items (expected ", expected, " bytes) but file has ", at_least ? "at least " : "", have, unit());
+    ZT_CHECK_AS(ErrorKind::data, have == expected, "[data] ", name, ": ", at_least ? "at least " : "", have - expected,
+                " trailing bytes at byte offset ", expected, ": header says ", dims[0], " items (expected ", expected,
+                " bytes) but file has ", at_least ? "at least " : "", have, unit());
   }
 };
 
@@ -203,8 +204,8 @@ IdxReader IdxReader::open(const std::string& requested) {
   impl->name = resolve_path(requested);
   // Non-blocking, so a FIFO swapped in after the stat cannot block the open; fstat decides.
   impl->fd = ::open(impl->name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  ZT_CHECK_AS(ErrorKind::data, impl->fd >= 0, "[data] ", impl->name, ": cannot open for reading: ",
-              std::strerror(errno));
+  ZT_CHECK_AS(ErrorKind::data, impl->fd >= 0, "[data] ", impl->name,
+              ": cannot open for reading: ", std::strerror(errno));
   struct stat st {};
   ZT_CHECK_AS(ErrorKind::data, ::fstat(impl->fd, &st) == 0 && S_ISREG(st.st_mode), "[data] ", impl->name, " is ",
               file_type_name(st.st_mode), ", not a regular file");

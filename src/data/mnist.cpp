@@ -26,10 +26,8 @@ uint64_t mix64(uint64_t x) {
 
 }  // namespace
 
-Dataset load_mnist(const std::string& dir, const std::string& split, float mean, float stddev,
-                   int64_t limit) {
-  ZT_CHECK(split == "train" || split == "test", "[data] unknown split '", split,
-           "' (allowed: train, test)");
+Dataset load_mnist(const std::string& dir, const std::string& split, float mean, float stddev, int64_t limit) {
+  ZT_CHECK(split == "train" || split == "test", "[data] unknown split '", split, "' (allowed: train, test)");
   ZT_CHECK(stddev > 0.0f, "[data] normalisation stddev must be > 0, got ", stddev);
   ZT_CHECK(limit >= 0, "[data] limit must be >= 0, got ", limit);
   const std::string prefix = split == "train" ? "train" : "t10k";
@@ -43,8 +41,8 @@ Dataset load_mnist(const std::string& dir, const std::string& split, float mean,
   const std::vector<int64_t>& ldims = lbl_file.dims();
   ZT_CHECK_AS(ErrorKind::data, idims.size() == 3, "[data] ", img_file.name(),
               ": expected an images file (3 dims), got ", idims.size(), " dim(s)");
-  ZT_CHECK_AS(ErrorKind::data, ldims.size() == 1, "[data] ", lbl_file.name(),
-              ": expected a labels file (1 dim), got ", ldims.size(), " dims");
+  ZT_CHECK_AS(ErrorKind::data, ldims.size() == 1, "[data] ", lbl_file.name(), ": expected a labels file (1 dim), got ",
+              ldims.size(), " dims");
   ZT_CHECK_AS(ErrorKind::data, idims[0] == ldims[0], "[data] ", img_file.name(), " has ", idims[0], " images but ",
               lbl_file.name(), " has ", ldims[0], " labels");
   ZT_CHECK_AS(ErrorKind::data, idims[0] > 0, "[data] the ", split, " split in ", dir, " has no samples (",
@@ -52,7 +50,7 @@ Dataset load_mnist(const std::string& dir, const std::string& split, float mean,
 
   const int64_t n = limit > 0 ? std::min(limit, idims[0]) : idims[0];
   const int64_t features = idims[1] * idims[2];  // < 2^64 / n: the header's product is checked
-  size_t need = SIZE_MAX, image_bytes = 0;  // saturated: too much either way
+  size_t need = SIZE_MAX, image_bytes = 0;       // saturated: too much either way
   if (!__builtin_mul_overflow(size_t(n) * size_t(features), sizeof(float), &image_bytes) &&
       image_bytes <= SIZE_MAX - size_t(n) * sizeof(int32_t))
     need = image_bytes + size_t(n) * sizeof(int32_t);
@@ -108,15 +106,12 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool s
   return gen.permutation(n);
 }
 
-Batch gather_batch(const Dataset& ds, const std::vector<int64_t>& indices, int64_t begin,
-                   int64_t end) {
+Batch gather_batch(const Dataset& ds, const std::vector<int64_t>& indices, int64_t begin, int64_t end) {
   ZT_CHECK(ds.images.defined() && ds.labels.defined(), "[data] gather_batch: empty dataset");
-  ZT_CHECK(0 <= begin && begin <= end && end <= int64_t(indices.size()),
-           "[data] gather_batch: range [", begin, ", ", end, ") is outside the ", indices.size(),
-           " indices");
+  ZT_CHECK(0 <= begin && begin <= end && end <= int64_t(indices.size()), "[data] gather_batch: range [", begin, ", ",
+           end, ") is outside the ", indices.size(), " indices");
   ZT_CHECK(ds.images.dim() == 2 && ds.images.dtype() == DType::f32 && ds.images.is_contiguous(),
-           "[data] gather_batch: images must be contiguous f32 [n, features], got ",
-           shape_str(ds.images.shape()));
+           "[data] gather_batch: images must be contiguous f32 [n, features], got ", shape_str(ds.images.shape()));
   const int64_t b = end - begin, features = ds.images.size(1), n = ds.size();
   Batch out;
   out.x = Tensor::empty({b, features}, DType::f32);

@@ -120,8 +120,7 @@ std::shared_ptr<Generator> borrowed(Generator& gen) {  // the caller's generator
 }
 }  // namespace
 
-Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator& gen)
-    : Linear(in, out, has_bias, borrowed(gen)) {}
+Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator& gen) : Linear(in, out, has_bias, borrowed(gen)) {}
 
 Tensor Linear::forward(const Tensor& x) { return ag::linear(x, weight, bias.defined() ? &bias : nullptr); }
 

@@ -20,13 +20,12 @@ inline void check_float(const Tensor& x, const char* op) {
 }
 
 inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  ZT_CHECK(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " and ",
-           dtype_name(b.dtype()));
+  ZT_CHECK(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
 }
 
 inline void check_same_shape(const Tensor& a, const Tensor& b, const char* op, const char* na, const char* nb) {
-  ZT_CHECK(a.shape() == b.shape(), "[", op, "] ", na, " ", shape_str(a.shape()), " and ", nb, " ",
-           shape_str(b.shape()), " differ");
+  ZT_CHECK(a.shape() == b.shape(), "[", op, "] ", na, " ", shape_str(a.shape()), " and ", nb, " ", shape_str(b.shape()),
+           " differ");
 }
 
 inline void check_contiguous(const Tensor& x, const char* op, const char* what) {

@@ -35,7 +35,9 @@ Tensor binary(cpu::Binary op, const Tensor& a_in, const Tensor& b_in, const char
   if (out.numel() == 0) return out;
   Tensor a = a_in.contiguous(), b = b_in.contiguous();
   switch (backend_of(a)) {
-    case Backend::cpu: cpu::binary(op, a, b, out); break;
+    case Backend::cpu:
+      cpu::binary(op, a, b, out);
+      break;
   }
   return out;
 }
@@ -46,7 +48,9 @@ Tensor unary(cpu::Unary op, float s, const Tensor& x_in, const char* name) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   if (out.numel() == 0) return out;
   switch (backend_of(x)) {
-    case Backend::cpu: cpu::unary(op, s, x, out); break;
+    case Backend::cpu:
+      cpu::unary(op, s, x, out);
+      break;
   }
   return out;
 }
@@ -60,7 +64,9 @@ Tensor unary_backward(cpu::Unary op, const Tensor& dy_in, const Tensor& x_in, co
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   if (out.numel() == 0) return out;
   switch (backend_of(x)) {
-    case Backend::cpu: cpu::unary_backward(op, dy, x, out); break;
+    case Backend::cpu:
+      cpu::unary_backward(op, dy, x, out);
+      break;
   }
   return out;
 }
@@ -82,8 +88,8 @@ BinaryGrads sub_backward(const Tensor& dy, const Shape& a, const Shape& b, bool 
   return {need_a ? reduce_to(dy, a) : Tensor(), need_b ? reduce_to(scale(dy, -1.f), b) : Tensor()};
 }
 
-BinaryGrads mul_backward(const Tensor& dy, const Tensor& a, const Tensor& b, const Shape& a_shape,
-                         const Shape& b_shape, bool need_a, bool need_b) {
+BinaryGrads mul_backward(const Tensor& dy, const Tensor& a, const Tensor& b, const Shape& a_shape, const Shape& b_shape,
+                         bool need_a, bool need_b) {
   return {need_a ? reduce_to(mul(dy, b), a_shape) : Tensor(), need_b ? reduce_to(mul(dy, a), b_shape) : Tensor()};
 }
 
@@ -104,7 +110,9 @@ Tensor sum_to(const Tensor& g_in, const Shape& shape) {
   Tensor out = Tensor::empty(shape, g.dtype());
   if (out.numel() == 0) return out;
   switch (backend_of(g)) {
-    case Backend::cpu: cpu::sum_to(g, out); break;
+    case Backend::cpu:
+      cpu::sum_to(g, out);
+      break;
   }
   return out;
 }

@@ -27,7 +27,9 @@ Tensor product(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor*
   Tensor out = Tensor::empty(out_shape, a.dtype());
   if (out.numel() == 0) return out;
   switch (backend_of(a)) {
-    case Backend::cpu: cpu::matmul(a, ta, b, tb, bias, out); break;
+    case Backend::cpu:
+      cpu::matmul(a, ta, b, tb, bias, out);
+      break;
   }
   return out;
 }
@@ -72,8 +74,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b) {
   detail::check_same_dtype(x, w, "linear");
   ZT_CHECK(x.dim() >= 1 && w.dim() == 2, "[linear] needs x [..., in] and w [out, in], got ", shape_str(x.shape()),
            " and ", shape_str(w.shape()));
-  ZT_CHECK(x.size(-1) == w.size(1), "[linear] x has ", x.size(-1), " input features but w ",
-           shape_str(w.shape()), " expects ", w.size(1));
+  ZT_CHECK(x.size(-1) == w.size(1), "[linear] x has ", x.size(-1), " input features but w ", shape_str(w.shape()),
+           " expects ", w.size(1));
   if (b) {
     check_float(*b, "linear");
     detail::check_same_dtype(x, *b, "linear");
@@ -91,8 +93,8 @@ LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, 
   ZT_CHECK(dy.dim() >= 1 && dy.size(-1) == w.size(0), "[linear_backward] dy ", shape_str(dy.shape()),
            " does not match w ", shape_str(w.shape()));
   Tensor dy2 = rows_of(dy), x2 = rows_of(x);
-  ZT_CHECK(x2.size(0) == dy2.size(0), "[linear_backward] x ", shape_str(x.shape()), " and dy ",
-           shape_str(dy.shape()), " have different row counts");
+  ZT_CHECK(x2.size(0) == dy2.size(0), "[linear_backward] x ", shape_str(x.shape()), " and dy ", shape_str(dy.shape()),
+           " have different row counts");
   LinearGrads g;
   if (need_dx) g.dx = product(dy2, false, w, false, nullptr, {dy2.size(0), w.size(1)}).view(x.shape());
   g.dw = product(dy2, true, x2, false, nullptr, w.shape());

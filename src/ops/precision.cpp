@@ -24,7 +24,9 @@ Tensor cast(const Tensor& x, DType dt) {
   Tensor out = Tensor::empty(x.shape(), dt);
   if (out.numel() == 0) return out;
   switch (backend_of(src)) {
-    case Backend::cpu: cpu::cast(src, out); break;
+    case Backend::cpu:
+      cpu::cast(src, out);
+      break;
   }
   return out;
 }
@@ -38,7 +40,9 @@ void cast_into(Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   Tensor s = src.contiguous();
   switch (backend_of(dst)) {
-    case Backend::cpu: cpu::cast(s, dst); break;
+    case Backend::cpu:
+      cpu::cast(s, dst);
+      break;
   }
 }
 
@@ -47,7 +51,9 @@ void scale_(Tensor& x, float s) {
   check_contiguous(x, "scale_", "tensor");
   if (x.numel() == 0) return;
   switch (backend_of(x)) {
-    case Backend::cpu: cpu::scale_(x, s); break;
+    case Backend::cpu:
+      cpu::scale_(x, s);
+      break;
   }
 }
 
@@ -59,7 +65,9 @@ void axpy_(Tensor& dst, float alpha, const Tensor& src) {
   if (dst.numel() == 0) return;
   Tensor s = src.contiguous();
   switch (backend_of(dst)) {
-    case Backend::cpu: cpu::axpy_(dst, alpha, s); break;
+    case Backend::cpu:
+      cpu::axpy_(dst, alpha, s);
+      break;
   }
 }
 
@@ -71,7 +79,9 @@ void add_(Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   Tensor s = src.contiguous();
   switch (backend_of(dst)) {
-    case Backend::cpu: cpu::axpy_(dst, 1.f, s); break;  // x + 1*y rounds exactly as x + y
+    case Backend::cpu:
+      cpu::axpy_(dst, 1.f, s);
+      break;  // x + 1*y rounds exactly as x + y
   }
 }
 
@@ -79,7 +89,8 @@ double sum_of_squares(const Tensor& x) {
   check_float(x, "sum_of_squares");
   Tensor c = x.contiguous();
   switch (backend_of(c)) {
-    case Backend::cpu: return cpu::sum_of_squares(c);
+    case Backend::cpu:
+      return cpu::sum_of_squares(c);
   }
   return 0.0;
 }
@@ -89,7 +100,8 @@ bool has_nonfinite(const Tensor& x) {
   if (x.numel() == 0) return false;
   Tensor c = x.contiguous();
   switch (backend_of(c)) {
-    case Backend::cpu: return cpu::has_nonfinite(c);
+    case Backend::cpu:
+      return cpu::has_nonfinite(c);
   }
   return false;
 }

@@ -25,17 +25,22 @@ struct Split {
 Split split(const Shape& s, int64_t d) {
   Split p;
   for (int64_t i = 0; i < int64_t(s.size()); ++i) {
-    if (i < d) p.outer *= s[size_t(i)];
-    else if (i == d) p.r = s[size_t(i)];
-    else p.inner *= s[size_t(i)];
+    if (i < d)
+      p.outer *= s[size_t(i)];
+    else if (i == d)
+      p.r = s[size_t(i)];
+    else
+      p.inner *= s[size_t(i)];
   }
   return p;
 }
 
 Shape reduced_shape(const Shape& s, int64_t d, bool keepdim) {
   Shape out = s;
-  if (keepdim) out[size_t(d)] = 1;
-  else out.erase(out.begin() + d);
+  if (keepdim)
+    out[size_t(d)] = 1;
+  else
+    out.erase(out.begin() + d);
   return out;
 }
 
@@ -45,7 +50,9 @@ Tensor sum_all(const Tensor& x_in, bool mean, const char* op) {
   double total = 0;
   if (x.numel() > 0) {
     switch (backend_of(x)) {
-      case Backend::cpu: total = cpu::sum_all(x); break;
+      case Backend::cpu:
+        total = cpu::sum_all(x);
+        break;
     }
   }
   const double factor = mean ? 1.0 / double(x.numel()) : 1.0;
@@ -61,7 +68,9 @@ Tensor sum_dim(const Tensor& x_in, int64_t dim, bool keepdim, bool mean, const c
   if (out.numel() == 0) return out;
   const float factor = mean ? 1.f / float(p.r) : 1.f;
   switch (backend_of(x)) {
-    case Backend::cpu: cpu::sum_dim(x, p.outer, p.r, p.inner, factor, out); break;
+    case Backend::cpu:
+      cpu::sum_dim(x, p.outer, p.r, p.inner, factor, out);
+      break;
   }
   return out;
 }
@@ -99,7 +108,9 @@ Tensor expand_reduced(const Tensor& dy_in, const Shape& in_shape, int64_t dim, b
   if (out.numel() == 0) return out;
   const Split p = split(in_shape, d);
   switch (backend_of(dy)) {
-    case Backend::cpu: cpu::expand_reduced(dy, p.outer, p.r, p.inner, factor, out); break;
+    case Backend::cpu:
+      cpu::expand_reduced(dy, p.outer, p.r, p.inner, factor, out);
+      break;
   }
   return out;
 }
@@ -112,7 +123,9 @@ Tensor argmax(const Tensor& x_in) {
   Tensor out = Tensor::empty(Shape(x.shape().begin(), x.shape().end() - 1), DType::i32);
   if (out.numel() == 0) return out;
   switch (backend_of(x)) {
-    case Backend::cpu: cpu::argmax(x, out); break;
+    case Backend::cpu:
+      cpu::argmax(x, out);
+      break;
   }
   return out;
 }

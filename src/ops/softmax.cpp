@@ -23,7 +23,9 @@ Tensor softmax_impl(const Tensor& x_in, bool log, const char* op) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   if (out.numel() == 0) return out;
   switch (backend_of(x)) {
-    case Backend::cpu: cpu::softmax(x, log, out); break;
+    case Backend::cpu:
+      cpu::softmax(x, log, out);
+      break;
   }
   return out;
 }
@@ -38,7 +40,9 @@ Tensor softmax_backward_impl(const Tensor& dy_in, const Tensor& y_in, bool log, 
   Tensor out = Tensor::empty(y.shape(), y.dtype());
   if (out.numel() == 0) return out;
   switch (backend_of(y)) {
-    case Backend::cpu: cpu::softmax_backward(dy, y, log, out); break;
+    case Backend::cpu:
+      cpu::softmax_backward(dy, y, log, out);
+      break;
   }
   return out;
 }
@@ -47,8 +51,8 @@ void check_targets(const Tensor& logits, const Tensor& targets, int64_t ignore_i
   check_float(logits, op);
   ZT_CHECK(logits.dim() == 2, "[", op, "] logits must be [N, C], got ", shape_str(logits.shape()));
   ZT_CHECK(targets.dtype() == DType::i32, "[", op, "] targets must be i32, got ", dtype_name(targets.dtype()));
-  ZT_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "[", op, "] targets ",
-           shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()));
+  ZT_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "[", op, "] targets ", shape_str(targets.shape()),
+           " do not match logits ", shape_str(logits.shape()));
   Tensor t = targets.contiguous();
   const int32_t* pt = t.data<int32_t>();
   const int64_t c = logits.size(1);
@@ -78,7 +82,9 @@ CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_
   res.log_probs = Tensor::empty({n, c}, DType::f32);  // f32 whatever the logits' dtype
   if (n * c > 0) {
     switch (backend_of(logits)) {
-      case Backend::cpu: cpu::softmax(logits, true, res.log_probs); break;
+      case Backend::cpu:
+        cpu::softmax(logits, true, res.log_probs);
+        break;
     }
   }
   const float* lp = res.log_probs.data<float>();
@@ -104,7 +110,9 @@ Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, cons
   if (out.numel() == 0) return out;
   const float k = saved.count ? dloss / float(saved.count) : 0.f;  // Note [all targets ignored]
   switch (backend_of(out)) {
-    case Backend::cpu: cpu::cross_entropy_backward(saved.log_probs, targets, ignore_index, k, out); break;
+    case Backend::cpu:
+      cpu::cross_entropy_backward(saved.log_probs, targets, ignore_index, k, out);
+      break;
   }
   return out;
 }

@@ -19,8 +19,8 @@ namespace zt::optim {
 
 void validate(const LossScaleConfig& c) {
   constexpr auto cfg = ErrorKind::config;
-  ZT_CHECK_AS(cfg, std::isfinite(c.loss_scale) && c.loss_scale >= 0, "[fp16] loss_scale must be >= 0 (0 = dynamic), got ",
-              c.loss_scale);
+  ZT_CHECK_AS(cfg, std::isfinite(c.loss_scale) && c.loss_scale >= 0,
+              "[fp16] loss_scale must be >= 0 (0 = dynamic), got ", c.loss_scale);
   ZT_CHECK_AS(cfg, c.initial_scale_power >= 0 && c.initial_scale_power <= 62,
               "[fp16] initial_scale_power must be in [0, 62], got ", c.initial_scale_power);
   ZT_CHECK_AS(cfg, c.loss_scale_window >= 1, "[fp16] loss_scale_window must be >= 1, got ", c.loss_scale_window);

@@ -19,8 +19,8 @@ Kind kind_of(const OptimizerSpec& s) {
   ZT_CHECK_AS(cfg, t == "adam" || t == "adamw" || t == "sgd", "[optim] unknown optimizer type '", s.type,
               "' (allowed: Adam, AdamW, SGD)");
   ZT_CHECK_AS(cfg, std::isfinite(s.lr) && s.lr >= 0.f, "[optim] lr must be >= 0, got ", s.lr);
-  ZT_CHECK_AS(cfg, std::isfinite(s.weight_decay) && s.weight_decay >= 0.f,
-              "[optim] weight_decay must be >= 0, got ", s.weight_decay);
+  ZT_CHECK_AS(cfg, std::isfinite(s.weight_decay) && s.weight_decay >= 0.f, "[optim] weight_decay must be >= 0, got ",
+              s.weight_decay);
   if (t == "sgd") {
     ZT_CHECK_AS(cfg, std::isfinite(s.momentum) && s.momentum >= 0.f, "[optim] SGD momentum must be >= 0, got ",
                 s.momentum);
@@ -81,8 +81,10 @@ void update(const OptimizerSpec& spec, const UpdateArgs& a) {
   ZT_CHECK(a.step >= 1, "[optim.update] step is 1-based, got ", a.step);
   ZT_CHECK(std::isfinite(a.lr) && a.lr >= 0.f, "[optim.update] lr must be >= 0, got ", a.lr);
   if (n == 0) return;
-  if (kind == Kind::sgd) detail::update_sgd(spec, a);
-  else detail::update_adam(spec, kind == Kind::adamw, a);
+  if (kind == Kind::sgd)
+    detail::update_sgd(spec, a);
+  else
+    detail::update_adam(spec, kind == Kind::adamw, a);
 }
 
 }  // namespace zt::optim

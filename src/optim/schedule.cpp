@@ -13,15 +13,22 @@
 namespace zt::optim {
 namespace {
 
+// A value quoted in a message: at most 80 characters (the config bounds its nesting).
+std::string shown(const nlohmann::json& v) {
+  std::string t = v.dump();
+  return t.size() > 80 ? t.substr(0, 77) + "..." : t;
+}
+
 using nlohmann::json;
 constexpr double kPi = 3.14159265358979323846;
-
 
 std::vector<std::string> words(const std::string& s) {
   std::vector<std::string> out(1);
   for (char c : s) {
-    if (c == '_') out.emplace_back();
-    else out.back().push_back(c);
+    if (c == '_')
+      out.emplace_back();
+    else
+      out.back().push_back(c);
   }
   return out;
 }
@@ -53,17 +60,18 @@ class Params {
  public:
   Params(std::string type, const json& p, std::vector<std::string> known)
       : type_(std::move(type)), p_(p.is_null() ? json::object() : p) {
-    ZT_CHECK(p_.is_object(), "[scheduler] params for ", type_, " must be an object, got ", p_.dump());
+    ZT_CHECK_AS(ErrorKind::config, p_.is_object(), "[scheduler] params for ", type_, " must be an object, got ",
+                shown(p_));
     known.push_back("last_batch_iteration");
     for (const auto& [key, value] : p_.items()) {
       if (std::find(known.begin(), known.end(), key) == known.end())
-        ZT_THROW("[scheduler] unknown key '", key, "' for ", type_, " (did you mean '",
-                 nearest(key, known), "'?)");
+        ZT_THROW_AS(ErrorKind::config, "[scheduler] unknown key '", key, "' for ", type_, " (did you mean '",
+                    nearest(key, known), "'?)");
     }
     // Resuming is driven by the checkpoint's step, so only the fresh-start value is accepted.
     if (has("last_batch_iteration"))
-      ZT_CHECK(integer("last_batch_iteration", -1, -1) == -1, "[scheduler] ", type_,
-               ": 'last_batch_iteration' must be -1 (resume comes from the checkpoint step)");
+      ZT_CHECK_AS(ErrorKind::config, integer("last_batch_iteration", -1, -1) == -1, "[scheduler] ", type_,
+                  ": 'last_batch_iteration' must be -1 (resume comes from the checkpoint step)");
   }
 
   bool has(const char* key) const { return p_.contains(key); }
@@ -71,50 +79,52 @@ class Params {
   double number(const char* key, double def, double lo, double hi) const {
     if (!has(key)) return def;
     const json& v = p_.at(key);
-    ZT_CHECK(v.is_number(), "[scheduler] ", type_, ": '", key, "' must be a number",
-             v.is_array() ? " (per-group lists are not supported)" : "", ", got ", v.dump());
+    ZT_CHECK_AS(ErrorKind::config, v.is_number(), "[scheduler] ", type_, ": '", key, "' must be a number",
+                v.is_array() ? " (per-group lists are not supported)" : "", ", got ", shown(v));
     double d = v.get<double>();
-    ZT_CHECK(std::isfinite(d) && d >= lo && d <= hi, "[scheduler] ", type_, ": '", key,
-             "' must be in [", lo, ", ", hi, "], got ", v.dump());
+    ZT_CHECK_AS(ErrorKind::config, std::isfinite(d) && d >= lo && d <= hi, "[scheduler] ", type_, ": '", key,
+                "' must be in [", lo, ", ", hi, "], got ", shown(v));
     return d;
   }
 
   double required_number(const char* key, double lo, double hi) const {
-    ZT_CHECK(has(key), "[scheduler] ", type_, " requires '", key, "'");
+    ZT_CHECK_AS(ErrorKind::config, has(key), "[scheduler] ", type_, " requires '", key, "'");
     return number(key, 0.0, lo, hi);
   }
 
   int64_t integer(const char* key, int64_t def, int64_t lo) const {
     if (!has(key)) return def;
     const json& v = p_.at(key);
-    ZT_CHECK(v.is_number_integer(), "[scheduler] ", type_, ": '", key,
-             "' must be an integer >= ", lo, ", got ", v.dump());
+    ZT_CHECK_AS(ErrorKind::config, v.is_number_integer(), "[scheduler] ", type_, ": '", key,
+                "' must be an integer >= ", lo, ", got ", shown(v));
     int64_t i = v.get<int64_t>();
-    ZT_CHECK(i >= lo, "[scheduler] ", type_, ": '", key, "' must be an integer >= ", lo, ", got ", i);
+    ZT_CHECK_AS(ErrorKind::config, i >= lo, "[scheduler] ", type_, ": '", key, "' must be an integer >= ", lo, ", got ",
+                i);
     return i;
   }
 
   bool boolean(const char* key, bool def) const {
     if (!has(key)) return def;
     const json& v = p_.at(key);
-    ZT_CHECK(v.is_boolean(), "[scheduler] ", type_, ": '", key, "' must be true or false, got ", v.dump());
+    ZT_CHECK_AS(ErrorKind::config, v.is_boolean(), "[scheduler] ", type_, ": '", key, "' must be true or false, got ",
+                shown(v));
     return v.get<bool>();
   }
 
   std::string choice(const char* key, const std::string& def, const std::vector<std::string>& allowed) const {
     if (!has(key)) return def;
     const json& v = p_.at(key);
-    const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-    ZT_CHECK(v.is_string() && std::find(allowed.begin(), allowed.end(), s) != allowed.end(),
-             "[scheduler] ", type_, ": '", key, "' must be one of ", join(allowed), ", got ", v.dump());
+    const std::string s = v.is_string() ? v.get<std::string>() : shown(v);
+    ZT_CHECK_AS(ErrorKind::config, v.is_string() && std::find(allowed.begin(), allowed.end(), s) != allowed.end(),
+                "[scheduler] ", type_, ": '", key, "' must be one of ", join(allowed), ", got ", shown(v));
     return s;
   }
 
   // total_num_steps, falling back to the run's total step count when the key is absent.
   int64_t total_num_steps(int64_t total_steps) const {
     if (has("total_num_steps")) return integer("total_num_steps", 0, 1);
-    ZT_CHECK(total_steps > 0, "[scheduler] ", type_,
-             " requires 'total_num_steps' (or a run length to take it from)");
+    ZT_CHECK_AS(ErrorKind::config, total_steps > 0, "[scheduler] ", type_,
+                " requires 'total_num_steps' (or a run length to take it from)");
     return total_steps;
   }
 
@@ -147,8 +157,7 @@ double warmup_gamma(Warmup w, int64_t last, int64_t warmup_num_steps) {
 class WarmupLR final : public LRSchedule {
  public:
   WarmupLR(double min_lr, double max_lr, int64_t warmup, Warmup w, int64_t total)
-      : min_lr_(min_lr), delta_lr_(max_lr - min_lr), warmup_(std::max<int64_t>(2, warmup)),
-        type_(w), total_(total) {}
+      : min_lr_(min_lr), delta_lr_(max_lr - min_lr), warmup_(std::max<int64_t>(2, warmup)), type_(w), total_(total) {}
 
   double lr(int64_t step) const override {
     const int64_t last = step - 1;  // Note [schedule step]
@@ -172,10 +181,13 @@ class WarmupLR final : public LRSchedule {
 
 class WarmupCosineLR final : public LRSchedule {
  public:
-  WarmupCosineLR(double base_lr, int64_t total, double warmup_min_ratio, int64_t warmup,
-                 double cos_min_ratio, Warmup w)
-      : base_lr_(base_lr), total_(total), warmup_min_ratio_(warmup_min_ratio),
-        warmup_(std::max<int64_t>(2, warmup)), cos_min_ratio_(cos_min_ratio), type_(w) {}
+  WarmupCosineLR(double base_lr, int64_t total, double warmup_min_ratio, int64_t warmup, double cos_min_ratio, Warmup w)
+      : base_lr_(base_lr),
+        total_(total),
+        warmup_min_ratio_(warmup_min_ratio),
+        warmup_(std::max<int64_t>(2, warmup)),
+        cos_min_ratio_(cos_min_ratio),
+        type_(w) {}
 
   double lr(int64_t step) const override { return base_lr_ * ratio(step - 1); }
   std::string name() const override { return "WarmupCosineLR"; }
@@ -183,8 +195,7 @@ class WarmupCosineLR final : public LRSchedule {
  private:
   double ratio(int64_t last) const {
     if (last < 0) return 0.0;  // DeepSpeed's value before the first scheduler step
-    if (last < warmup_)
-      return warmup_min_ratio_ + warmup_gamma(type_, last, warmup_) * (1.0 - warmup_min_ratio_);
+    if (last < warmup_) return warmup_min_ratio_ + warmup_gamma(type_, last, warmup_) * (1.0 - warmup_min_ratio_);
     const double real_last = double(last - warmup_ + 1);
     const double real_total = double(std::max<int64_t>(1, total_ - warmup_));
     const double progress = std::min(1.0, real_last / real_total);
@@ -208,7 +219,9 @@ struct OneCycleParams {
 class OneCycle final : public LRSchedule {
  public:
   explicit OneCycle(const OneCycleParams& p)
-      : p_(p), total_size_(p.first_size + p.second_size), step_ratio_(p.first_size / total_size_),
+      : p_(p),
+        total_size_(p.first_size + p.second_size),
+        step_ratio_(p.first_size / total_size_),
         skip_decay_(p.decay_step_size == 0.0 || p.decay_lr_rate == 0.0) {}
 
   double lr(int64_t step) const override {
@@ -300,9 +313,9 @@ std::unique_ptr<LRSchedule> make_one_cycle(const json& params) {
   // The momentum keys are accepted (so DeepSpeed configs load) and checked for type, but not
   // applied: FlatOptimizer's betas/momentum are fixed per run.
   Params p("OneCycle", params,
-           {"cycle_min_lr", "cycle_max_lr", "decay_lr_rate", "cycle_first_step_size",
-            "cycle_second_step_size", "cycle_first_stair_count", "cycle_second_stair_count",
-            "decay_step_size", "cycle_momentum", "cycle_min_mom", "cycle_max_mom", "decay_mom_rate"});
+           {"cycle_min_lr", "cycle_max_lr", "decay_lr_rate", "cycle_first_step_size", "cycle_second_step_size",
+            "cycle_first_stair_count", "cycle_second_stair_count", "decay_step_size", "cycle_momentum", "cycle_min_mom",
+            "cycle_max_mom", "decay_mom_rate"});
   OneCycleParams o;
   o.min_lr = p.required_number("cycle_min_lr", 0.0, kInf);
   o.max_lr = p.required_number("cycle_max_lr", 0.0, kInf);
@@ -321,8 +334,7 @@ std::unique_ptr<LRSchedule> make_one_cycle(const json& params) {
 
 std::unique_ptr<LRSchedule> make_range_test(const json& params) {
   Params p("LRRangeTest", params,
-           {"lr_range_test_min_lr", "lr_range_test_step_size", "lr_range_test_step_rate",
-            "lr_range_test_staircase"});
+           {"lr_range_test_min_lr", "lr_range_test_step_size", "lr_range_test_step_rate", "lr_range_test_staircase"});
   const double min_lr = p.number("lr_range_test_min_lr", 1e-3, 0.0, kInf);
   const double size = double(p.integer("lr_range_test_step_size", 2000, 1));
   const double rate = p.number("lr_range_test_step_rate", 1.0, 0.0, kInf);
@@ -332,25 +344,26 @@ std::unique_ptr<LRSchedule> make_range_test(const json& params) {
 }  // namespace
 
 const std::vector<std::string>& schedule_types() {
-  static const std::vector<std::string> types = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
-                                                 "OneCycle", "LRRangeTest"};
+  static const std::vector<std::string> types = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle",
+                                                 "LRRangeTest"};
   return types;
 }
 
-std::unique_ptr<LRSchedule> make_schedule(const std::string& type, const nlohmann::json& params,
-                                          double base_lr, int64_t total_steps) {
-  ZT_CHECK(std::isfinite(base_lr) && base_lr >= 0.0, "[scheduler] base lr must be >= 0, got ", base_lr);
+std::unique_ptr<LRSchedule> make_schedule(const std::string& type, const nlohmann::json& params, double base_lr,
+                                          int64_t total_steps) {
+  ZT_CHECK_AS(ErrorKind::config, std::isfinite(base_lr) && base_lr >= 0.0, "[scheduler] base lr must be >= 0, got ",
+              base_lr);
   if (type.empty()) {
-    ZT_CHECK(params.is_null() || params.empty(),
-             "[scheduler] params given without a scheduler type: ", params.dump());
+    ZT_CHECK_AS(ErrorKind::config, params.is_null() || params.empty(),
+                "[scheduler] params given without a scheduler type: ", shown(params));
     return std::make_unique<ConstantLR>(base_lr);
   }
   if (type == "WarmupLR" || type == "WarmupDecayLR") return make_warmup(type, params, base_lr, total_steps);
   if (type == "WarmupCosineLR") return make_cosine(params, base_lr, total_steps);
   if (type == "OneCycle") return make_one_cycle(params);
   if (type == "LRRangeTest") return make_range_test(params);
-  ZT_THROW("[scheduler] unknown type '", type, "' (allowed: ", join(schedule_types()),
-           "; did you mean '", nearest(type, schedule_types()), "'?)");
+  ZT_THROW_AS(ErrorKind::config, "[scheduler] unknown type '", type, "' (allowed: ", join(schedule_types()),
+              "; did you mean '", nearest(type, schedule_types()), "'?)");
 }
 
 }  // namespace zt::optim

@@ -29,8 +29,10 @@ struct AdamRule {
     m[i] = mi;
     v[i] = vi;
     const float delta = s.neg_step_size * mi / denom;
-    if constexpr (kDecoupled) return std::fma(w, s.decay, delta);
-    else return w + delta;
+    if constexpr (kDecoupled)
+      return std::fma(w, s.decay, delta);
+    else
+      return w + delta;
   }
 };
 
@@ -49,9 +51,12 @@ void update_adam(const OptimizerSpec& spec, bool decoupled, const UpdateArgs& a)
   s.neg_step_size = float(-(lr / (1.0 - std::pow(b1, step))));
   s.l2 = spec.weight_decay;
   s.decay = float(1.0 - lr * wd);  // lr * wd of two floats is exact in double
-  if (decoupled) run(a, AdamRule<false, true>{s});
-  else if (wd != 0.0) run(a, AdamRule<true, false>{s});
-  else run(a, AdamRule<false, false>{s});
+  if (decoupled)
+    run(a, AdamRule<false, true>{s});
+  else if (wd != 0.0)
+    run(a, AdamRule<true, false>{s});
+  else
+    run(a, AdamRule<false, false>{s});
 }
 
 }  // namespace zt::optim::detail

@@ -28,16 +28,19 @@ ZT_ALWAYS_INLINE float to_float(f16 v) { return f16_to_float(v); }
 
 template <typename T>
 ZT_ALWAYS_INLINE T from_float(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else if constexpr (std::is_same_v<T, bf16>) return float_to_bf16(v);
-  else return float_to_f16(v);
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else if constexpr (std::is_same_v<T, bf16>)
+    return float_to_bf16(v);
+  else
+    return float_to_f16(v);
 }
 
 // s0/s1: the rule's state arrays (nullptr where it has fewer); rule(w, g, s0, s1, i) returns
 // the new weight and updates its states at i.
 template <typename P, typename G, bool kMaster, typename Rule>
-void update_range(P* __restrict param, float* __restrict master, const G* __restrict grad,
-                  float* __restrict s0, float* __restrict s1, int64_t n, float scale, const Rule rule) {
+void update_range(P* __restrict param, float* __restrict master, const G* __restrict grad, float* __restrict s0,
+                  float* __restrict s1, int64_t n, float scale, const Rule rule) {
   static_assert(kMaster || std::is_same_v<P, float>, "low-precision params need a master");
   for (int64_t i = 0; i < n; ++i) {
     const float w = kMaster ? master[i] : to_float(param[i]);
@@ -56,9 +59,15 @@ T* ptr(const Tensor& t) {
 template <typename F>
 void with_dtype(DType d, F&& f) {
   switch (d) {
-    case DType::f32: f(float{}); break;
-    case DType::bf16: f(bf16{}); break;
-    default: f(f16{}); break;  // update() admits only f32, bf16, f16
+    case DType::f32:
+      f(float{});
+      break;
+    case DType::bf16:
+      f(bf16{});
+      break;
+    default:
+      f(f16{});
+      break;  // update() admits only f32, bf16, f16
   }
 }
 
@@ -76,8 +85,8 @@ void run(const UpdateArgs& a, const Rule& rule) {
     if (!m) {
       float* p = ptr<float>(a.param);
       parallel_for(n, kOptimGrain, [&](int64_t b, int64_t e) {
-        update_range<float, G, false>(p + b, nullptr, g + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr,
-                                      e - b, scale, rule);
+        update_range<float, G, false>(p + b, nullptr, g + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, e - b, scale,
+                                      rule);
       });
       return;
     }
@@ -85,8 +94,7 @@ void run(const UpdateArgs& a, const Rule& rule) {
       using P = decltype(p_tag);
       P* p = ptr<P>(a.param);
       parallel_for(n, kOptimGrain, [&](int64_t b, int64_t e) {
-        update_range<P, G, true>(p + b, m + b, g + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, e - b,
-                                 scale, rule);
+        update_range<P, G, true>(p + b, m + b, g + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, e - b, scale, rule);
       });
     });
   });

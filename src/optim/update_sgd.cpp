@@ -27,10 +27,14 @@ struct SgdRule {
 template <bool kWd>
 void run_momentum(const UpdateArgs& a, bool first, bool nesterov, float wd, float mom, float neg_lr) {
   // One instantiation per flag combination keeps each inner loop branch-free.
-  if (first && nesterov) run(a, SgdRule<kWd, true, true, true>{wd, mom, neg_lr});
-  else if (first) run(a, SgdRule<kWd, true, true, false>{wd, mom, neg_lr});
-  else if (nesterov) run(a, SgdRule<kWd, true, false, true>{wd, mom, neg_lr});
-  else run(a, SgdRule<kWd, true, false, false>{wd, mom, neg_lr});
+  if (first && nesterov)
+    run(a, SgdRule<kWd, true, true, true>{wd, mom, neg_lr});
+  else if (first)
+    run(a, SgdRule<kWd, true, true, false>{wd, mom, neg_lr});
+  else if (nesterov)
+    run(a, SgdRule<kWd, true, false, true>{wd, mom, neg_lr});
+  else
+    run(a, SgdRule<kWd, true, false, false>{wd, mom, neg_lr});
 }
 
 }  // namespace
@@ -39,13 +43,17 @@ void update_sgd(const OptimizerSpec& spec, const UpdateArgs& a) {
   const float wd = spec.weight_decay, mom = spec.momentum, neg_lr = float(-double(a.lr));
   const bool has_wd = wd != 0.f;
   if (mom == 0.f) {
-    if (has_wd) run(a, SgdRule<true, false, false, false>{wd, mom, neg_lr});
-    else run(a, SgdRule<false, false, false, false>{wd, mom, neg_lr});
+    if (has_wd)
+      run(a, SgdRule<true, false, false, false>{wd, mom, neg_lr});
+    else
+      run(a, SgdRule<false, false, false, false>{wd, mom, neg_lr});
     return;
   }
   const bool first = a.step == 1;
-  if (has_wd) run_momentum<true>(a, first, spec.nesterov, wd, mom, neg_lr);
-  else run_momentum<false>(a, first, spec.nesterov, wd, mom, neg_lr);
+  if (has_wd)
+    run_momentum<true>(a, first, spec.nesterov, wd, mom, neg_lr);
+  else
+    run_momentum<false>(a, first, spec.nesterov, wd, mom, neg_lr);
 }
 
 }  // namespace zt::optim::detail

@@ -31,7 +31,8 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   const auto inits = model_.deferred_initializers();
   const ParamStore::Materialize materialize = [&inits](const Tensor& p, Tensor& values) {
     auto it = inits.find(p.impl());
-    ZT_CHECK(it != inits.end(), "[zero] a parameter of shape ", shape_str(p.shape()), " has no values and no initialiser");
+    ZT_CHECK(it != inits.end(), "[zero] a parameter of shape ", shape_str(p.shape()),
+             " has no values and no initialiser");
     it->second(values);
   };
   // Frozen parameters: whole, in the working dtype (deferred ones are materialised first, so
@@ -54,7 +55,8 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   std::vector<Tensor> initial;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) initial.push_back(store_->owned(b));
   optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(), initial);
-  const int64_t inflight = opts_.max_inflight_reduce_elems > 0 ? opts_.max_inflight_reduce_elems : opts_.reduce_bucket_size;
+  const int64_t inflight =
+      opts_.max_inflight_reduce_elems > 0 ? opts_.max_inflight_reduce_elems : opts_.reduce_bucket_size;
   reducer_ = std::make_unique<GradReducer>(plan_, params_, *group_, opts_.overlap_comm, inflight,
                                            [this](size_t b) { store_->release(b); });
   if (policy.loss_scaling) scaler_ = std::make_unique<optim::LossScaler>(opts_.loss_scale);
@@ -68,9 +70,7 @@ Engine::~Engine() {
   }
 }
 
-std::string Engine::label(const std::string& what) const {
-  return "step " + std::to_string(steps_ + 1) + ", " + what;
-}
+std::string Engine::label(const std::string& what) const { return "step " + std::to_string(steps_ + 1) + ", " + what; }
 
 double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
@@ -196,7 +196,8 @@ void Engine::load_counters(const Counters& c) {
 }
 
 void Engine::refresh_params() {
-  for (size_t b = 0; b < plan_.buffers.size(); ++b) store_->publish(b, label("parameter refresh, buffer " + std::to_string(b)));
+  for (size_t b = 0; b < plan_.buffers.size(); ++b)
+    store_->publish(b, label("parameter refresh, buffer " + std::to_string(b)));
 }
 
 }  // namespace zt::zero

@@ -7,8 +7,12 @@ namespace zt::zero {
 
 GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, comm::Group& group, bool overlap,
                          int64_t max_inflight_elems, Callback on_reduced)
-    : plan_(plan), params_(std::move(params)), group_(group), overlap_(overlap),
-      max_inflight_(max_inflight_elems), on_reduced_(std::move(on_reduced)) {
+    : plan_(plan),
+      params_(std::move(params)),
+      group_(group),
+      overlap_(overlap),
+      max_inflight_(max_inflight_elems),
+      on_reduced_(std::move(on_reduced)) {
   const Policy& pol = plan_.policy;
   bufs_.resize(plan_.buffers.size());
   for (size_t b = 0; b < bufs_.size(); ++b) {

@@ -64,7 +64,8 @@ void ParamStore::write_initial(size_t index, Tensor dst, const Materialize& mate
 
 void ParamStore::bind(size_t b) {
   const Tensor& full = bufs_[b].full;
-  for (auto& s : plan_.buffers[b].params) params_[s.index].rebind(full.storage(), full.offset() + s.offset, full.dtype());
+  for (auto& s : plan_.buffers[b].params)
+    params_[s.index].rebind(full.storage(), full.offset() + s.offset, full.dtype());
 }
 
 void ParamStore::unbind(size_t b) {

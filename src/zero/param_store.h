@@ -13,8 +13,8 @@
 namespace zt::zero {
 
 struct PrefetchLimits {
-  int64_t prefetch_elems = 50'000'000;    // stage3_prefetch_bucket_size
-  int64_t max_live_elems = 1'000'000'000; // stage3_max_live_parameters
+  int64_t prefetch_elems = 50'000'000;     // stage3_prefetch_bucket_size
+  int64_t max_live_elems = 1'000'000'000;  // stage3_max_live_parameters
 };
 
 class ParamStore {

@@ -11,7 +11,8 @@ Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum
   ZT_CHECK_AS(ErrorKind::config, stage >= 0 && stage <= 3, "[zero] zero_optimization.stage must be 0, 1, 2 or 3, got ",
               stage);
   for (DType d : {param_dtype, grad_accum_dtype.value_or(param_dtype), comm_dtype.value_or(param_dtype)})
-    ZT_CHECK_AS(ErrorKind::config, is_floating(d), "[zero] training dtype must be f32, bf16 or f16, got ", dtype_name(d));
+    ZT_CHECK_AS(ErrorKind::config, is_floating(d), "[zero] training dtype must be f32, bf16 or f16, got ",
+                dtype_name(d));
   Policy p;
   p.stage = stage;
   p.param_dtype = param_dtype;

@@ -13,7 +13,6 @@ using namespace zt;
 using namespace zt::testing;
 namespace fs = std::filesystem;
 
-
 namespace {
 
 class Resume : public ::testing::TestWithParam<std::tuple<int, DType>> {};
@@ -102,8 +101,10 @@ TEST(Reshard, AnyWorldSizeAndStageToAnyOther) {
             ckpt::load_checkpoint(e, dir + "/" + tag);
             const std::string where = std::string(dtype_name(dt)) + " saved at " + tag + ", loaded at world " +
                                       std::to_string(nl) + " stage " + std::to_string(sl);
-            if (g->rank() == 0 && !saved.empty()) EXPECT_EQ(full_params(e), saved) << where;
-            else full_params(e);
+            if (g->rank() == 0 && !saved.empty())
+              EXPECT_EQ(full_params(e), saved) << where;
+            else
+              full_params(e);
             const std::vector<double> got = run_steps(e, r, d, 3, 6);
             for (size_t i = 0; i < got.size(); ++i) {
               const Tolerance tol = trajectory_tolerance(dt);
@@ -131,7 +132,8 @@ TEST(Ckpt, ADifferentModelNamesTheFirstParameterThatDiffers) {
   } catch (const Error& err) {
     EXPECT_EQ(err.kind(), ErrorKind::checkpoint);
     EXPECT_NE(std::string(err.what()).find("'0.weight' has shape [19, 13] in the checkpoint and [20, 13]"),
-              std::string::npos) << err.what();
+              std::string::npos)
+        << err.what();
   }
   g_world->barrier();
   if (g_world->rank() == 0) fs::remove_all(dir);

@@ -15,9 +15,9 @@ inline std::string shared_tmpdir(const std::string& what) {
   Tensor id = Tensor::zeros({1}, DType::i64);
   if (g_world->rank() == 0) id.data<int64_t>()[0] = int64_t(std::random_device{}() & 0x7fffffff);
   g_world->broadcast(id, 0);
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("zt_ckpt_" + what + "_" + std::to_string(id.data<int64_t>()[0])))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("zt_ckpt_" + what + "_" + std::to_string(id.data<int64_t>()[0])))
+          .string();
   g_world->barrier();
   return dir;
 }

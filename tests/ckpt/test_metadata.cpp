@@ -44,13 +44,26 @@ TEST(CheckpointMetadata, EveryFieldIsCheckedAndNamed) {
       {[](json& m) { m["stage"] = 7; }, "'stage' is 7"},
       {[](json& m) { m["dtype"] = "f64"; }, "'dtype' is 'f64', not f32, bf16 or f16"},
       {[](json& m) { m.erase("params"); }, "'params' is missing"},
-      {[](json& m) { m["params"][0]["shape"] = {2, -3}; }, "'params[0].shape' is -3"},
-      {[](json& m) { m["params"][0]["shape"] = {int64_t(1) << 40, int64_t(1) << 40}; }, "'params[0].shape' is too large"},
+      {[](json& m) {
+         m["params"][0]["shape"] = {2, -3};
+       },
+       "'params[0].shape' is -3"},
+      {[](json& m) {
+         m["params"][0]["shape"] = {int64_t(1) << 40, int64_t(1) << 40};
+       },
+       "'params[0].shape' is too large"},
       {[](json& m) { m["buffers"][0]["padded"] = 15; }, "'buffers[0].padded' is not divisible by world_size 2"},
-      {[](json& m) { m["buffers"][0]["params"][1] = {1, 8, 4}; }, "'buffers[0].params[].numel' is 4, outside [0, 2]"},
-      {[](json& m) { m["buffers"][0]["params"][1] = {0, 6, 4}; }, "gives parameter 0 the wrong size"},
+      {[](json& m) {
+         m["buffers"][0]["params"][1] = {1, 8, 4};
+       },
+       "'buffers[0].params[].numel' is 4, outside [0, 2]"},
+      {[](json& m) {
+         m["buffers"][0]["params"][1] = {0, 6, 4};
+       },
+       "gives parameter 0 the wrong size"},
       {[](json& m) { m["buffers"][0]["params"].erase(1); }, "'buffers' place parameter 1 0 times"},
-      {[](json& m) { m["entries"]["b7.param"] = m["entries"]["b0.param"]; }, "'entries.b7.param' names no saved buffer"},
+      {[](json& m) { m["entries"]["b7.param"] = m["entries"]["b0.param"]; },
+       "'entries.b7.param' names no saved buffer"},
       {[](json& m) { m["entries"]["b0.param"]["numel"] = 9; }, "'entries.b0.param.numel' is 9, outside [8, 8]"},
       {[](json& m) { m["shards"].erase(1); }, "'shards' must have 2 entries"},
       {[](json& m) { m["shards"][1]["file"] = "../../etc/passwd"; }, "'shards[1].file' must be rank_00001.bin"},

@@ -174,9 +174,13 @@ TEST_F(SafetensorsHostile, WeightsMustBePresentFloatingAndOfTheModelsShape) {
   LoadedTensors got = load_safetensors(path("m.safetensors"));
   EXPECT_EQ(got.weight("w", {2, 3}).dtype(), DType::f32);
   EXPECT_EQ(got.weight("h", {2, 3}).dtype(), DType::bf16);
-  EXPECT_THAT(error_of([&] { got.weight("i", {2, 3}); }),
+  EXPECT_THAT(error_of([&] {
+                got.weight("i", {2, 3});
+              }),
               HasSubstr(path("m.safetensors") + ": tensor 'i' has dtype I32; weights must be F32, BF16 or F16"));
-  EXPECT_THAT(error_of([&] { got.weight("w", {3, 2}); }),
+  EXPECT_THAT(error_of([&] {
+                got.weight("w", {3, 2});
+              }),
               HasSubstr(path("m.safetensors") + ": tensor 'w' has shape [2, 3], the model expects [3, 2]"));
   EXPECT_THAT(error_of([&] { got.weight("x", {2, 3}); }), HasSubstr(path("m.safetensors") + " has no tensor 'x'"));
   EXPECT_EQ(error_kind_of([&] { got.weight("i", {2, 3}); }), ErrorKind::checkpoint);

@@ -19,7 +19,6 @@ using namespace zt;
 using namespace zt::testing;
 namespace fs = std::filesystem;
 
-
 namespace {
 
 std::string slurp(const std::string& path) {
@@ -62,7 +61,8 @@ void expect_tensors(const ckpt::LoadedTensors& got, const std::vector<std::strin
 TEST(Export, ConsolidatedWeightsAreTheTrainedParametersInModelOrder) {
   for (DType dt : {DType::f32, DType::bf16})
     for (int stage : {0, 3}) {
-      const std::string dir = shared_tmpdir("export"), where = std::string(dtype_name(dt)) + " stage " + std::to_string(stage);
+      const std::string dir = shared_tmpdir("export"),
+                        where = std::string(dtype_name(dt)) + " stage " + std::to_string(stage);
       RunSpec s;
       s.stage = stage;
       s.dtype = dt;
@@ -268,8 +268,9 @@ TEST(PythonReader, ExportsAndTheValuesTheyHold) {
     nlohmann::json tensors = nlohmann::json::array();
     for (size_t i = 0; i < names.size(); ++i)
       tensors.push_back({{"name", names[i]}, {"shape", shapes.at(names[i])}, {"values", want[i]}});
-    nlohmann::json j = {{"files", {{{"file", "model_f32.safetensors"}, {"dtype", "F32"}},
-                                   {{"file", "model_bf16.safetensors"}, {"dtype", "BF16"}}}},
+    nlohmann::json j = {{"files",
+                         {{{"file", "model_f32.safetensors"}, {"dtype", "F32"}},
+                          {{"file", "model_bf16.safetensors"}, {"dtype", "BF16"}}}},
                         {"tensors", tensors}};
     std::ofstream(out + "/expected.json") << j.dump() << "\n";
     expect_tensors(ckpt::load_safetensors(out + "/model_bf16.safetensors"), names, want, DType::bf16, "bf16 file");

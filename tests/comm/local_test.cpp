@@ -47,8 +47,8 @@ TEST(Comm, AverageDividesInFp32AndRoundsOnce) {
     detail::divide_(t, 3);
     std::vector<float> got = t.to_vector();
     for (size_t i = 0; i < in.size(); ++i) {
-      const float want = d == DType::bf16 ? bf16_to_float(float_to_bf16(in[i] / 3.f))
-                                          : f16_to_float(float_to_f16(in[i] / 3.f));
+      const float want =
+          d == DType::bf16 ? bf16_to_float(float_to_bf16(in[i] / 3.f)) : f16_to_float(float_to_f16(in[i] / 3.f));
       EXPECT_EQ(got[i], want) << dtype_name(d) << " " << in[i];
     }
   }
@@ -111,7 +111,7 @@ TEST(CommLocal, RankSizeAndSplit) {
   EXPECT_EQ(sub->rank(), 0);
   EXPECT_EQ(sub->timeout(), 9.0);
   EXPECT_EQ(sub->stats().calls[size_t(Coll::barrier)], 0u);  // stats are per group
-  EXPECT_EQ(sub->last_seq(), 0u);                             // and so are sequence numbers
+  EXPECT_EQ(sub->last_seq(), 0u);                            // and so are sequence numbers
   EXPECT_EQ(g->last_seq(), 1u);
   g->abort_job(3);  // a no-op for one process
 }

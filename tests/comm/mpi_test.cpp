@@ -156,7 +156,7 @@ TEST(CommMpi, SplitEvenAndOddRanks) {
   sub->all_gather(in, out);
   for (int s = 0; s + 1 < sub->size(); ++s) EXPECT_GT(out.data<int32_t>()[s], out.data<int32_t>()[s + 1]);
   EXPECT_EQ(sub->stats().total_bytes(), 8u + 4u * uint64_t(sub->size()));  // not the parent's
-  EXPECT_THROW(g->split(-1, 0), Error);  // every rank rejects it before calling MPI
+  EXPECT_THROW(g->split(-1, 0), Error);                                    // every rank rejects it before calling MPI
 }
 
 TEST(CommMpi, ByteCountersFollowTheNote) {

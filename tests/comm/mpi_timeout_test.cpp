@@ -38,8 +38,8 @@ TEST(CommMpiTimeout, BlockingAllGatherNamesCollectiveNumberAndLabel) {
       ADD_FAILURE() << "all_gather completed although rank " << stalled << " never joined";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::comm);
-      EXPECT_EQ(std::string(e.what()), "[comm] all_gather timed out after 1.0 s on rank " + std::to_string(r) +
-                                           " of " + std::to_string(n) + " (#" + std::to_string(g->last_seq()) +
+      EXPECT_EQ(std::string(e.what()), "[comm] all_gather timed out after 1.0 s on rank " + std::to_string(r) + " of " +
+                                           std::to_string(n) + " (#" + std::to_string(g->last_seq()) +
                                            ", step 3, unit 2): a peer stalled or died");
     }
     g->set_timeout(120.0);
@@ -59,7 +59,7 @@ TEST(CommMpiTimeout, PerCallTimeoutAndLabelStayWithTheWork) {
   } else {
     ASSERT_EQ(g->timeout(), 120.0);  // the group's default is long; the call's own is short
     WorkPtr w = g->all_reduce_async(buf, {ReduceOp::sum, "step 4", 1.0});
-    g->set_timeout(50.0);  // changes nothing for work already issued
+    g->set_timeout(50.0);     // changes nothing for work already issued
     EXPECT_FALSE(w->test());  // the stalled rank cannot have joined yet
     try {
       w->wait();

@@ -42,7 +42,9 @@ TEST_F(ConfigErrorKind, AnUnknownKeyIsAConfigError) {
 TEST_F(ConfigErrorKind, WrongValuesFilesAndOverridesAreConfigErrors) {
   EXPECT_EQ(error_kind_of([] { parse(json{{"zero_optimization", {{"stage", 7}}}}); }), ErrorKind::config);
   EXPECT_EQ(error_kind_of([] { parse(json{{"steps_per_print", "often"}}); }), ErrorKind::config);
-  EXPECT_EQ(error_kind_of([] { parse(json{{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}}); }),
+  EXPECT_EQ(error_kind_of([] {
+              parse(json{{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}});
+            }),
             ErrorKind::config);
   EXPECT_EQ(error_kind_of([&] { load((dir_ / "missing.json").string()); }), ErrorKind::config);
   EXPECT_EQ(error_kind_of([&] { load(write("{\"train_batch_size\": 32,")); }), ErrorKind::config);

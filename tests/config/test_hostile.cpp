@@ -38,9 +38,8 @@ std::string nested_text(int depth) { return std::string(size_t(depth), '[') + st
 class HostileFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("zt_hostile_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("zt_hostile_" + std::to_string(getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -55,7 +54,8 @@ class HostileFile : public ::testing::Test {
 TEST_F(HostileFile, AFileNested53000LevelsDeepIsRejectedWithTheOffsetAndTheLimit) {
   auto p = write("deep.json", "{\"model\": " + nested_text(53'000) + "}");
   const std::string msg = error_of([&] { load(p); });
-  EXPECT_THAT(msg, HasSubstr("[config] " + p + ": JSON nests deeper than 64 levels at byte offset 73 (line 1, "
+  EXPECT_THAT(msg, HasSubstr("[config] " + p +
+                             ": JSON nests deeper than 64 levels at byte offset 73 (line 1, "
                              "column 74; the limit is 64)"));
   EXPECT_LT(msg.size(), 300u);
 }
@@ -122,7 +122,9 @@ TEST(HostileParse, ValuesQuotedInMessagesAreShortened) {
   EXPECT_THAT(msg, HasSubstr("'model.hidden' must be a list of positive integers, got [0.5,0.5,"));
   EXPECT_LT(msg.size(), 250u);
   // Short values print whole, as nlohmann's compact dump does.
-  EXPECT_THAT(error_of(([&] { parse({{"model", {{"hidden", {1, "a", {{"b", nullptr}}}}}}}, "c"); })),
+  EXPECT_THAT(error_of(([&] {
+                parse({{"model", {{"hidden", {1, "a", {{"b", nullptr}}}}}}}, "c");
+              })),
               HasSubstr("got [1,\"a\",{\"b\":null}]"));
   // A key of 100,000 characters is quoted shortened too.
   msg = error_of([&] { parse({{std::string(100'000, 'k'), 1}}, "cfg.json"); });
@@ -144,22 +146,29 @@ TEST(HostileParse, ModelSizesWhoseProductOverflowsAreConfigErrors) {
 }
 
 TEST(HostileParse, ThreadsAreBoundedAndTheRangeIsSaid) {
-  EXPECT_THAT(error_of([&] { parse({{"run", {{"threads", 100'000}}}}, "cfg.json"); }),
+  EXPECT_THAT(error_of([&] {
+                parse({{"run", {{"threads", 100'000}}}}, "cfg.json");
+              }),
               HasSubstr("'run.threads' must be an integer in 0..1024, got 100000"));
   EXPECT_EQ(parse({{"run", {{"threads", kMaxThreads}}}}).run.threads, 1024);
   EXPECT_EQ(parse({{"run", {{"threads", 0}}}}).run.threads, 0);
 }
 
 TEST(HostileParse, AMemoryBudgetWhoseBytesOverflowIsRejected) {
-  EXPECT_THAT(error_of([&] { parse({{"run", {{"memory_budget_mb", 17592186044416LL}}}}, "cfg.json"); }),
+  EXPECT_THAT(error_of([&] {
+                parse({{"run", {{"memory_budget_mb", 17592186044416LL}}}}, "cfg.json");
+              }),
               HasSubstr("'run.memory_budget_mb' must be an integer in 0..8796093022207"));
   EXPECT_EQ(parse({{"run", {{"memory_budget_mb", kMaxMemoryBudgetMb}}}}).run.memory_budget_mb, kMaxMemoryBudgetMb);
 }
 
 TEST(HostileParse, EpochsMustBeFiniteAndPositive) {
   for (const json& e : {json(0), json(-1), json(std::numeric_limits<double>::infinity()), json("2")})
-    EXPECT_THAT(error_of([&] { parse({{"run", {{"epochs", e}}}}, "cfg.json"); }),
-                HasSubstr("'run.epochs' must be a positive number")) << e.dump();
+    EXPECT_THAT(error_of([&] {
+                  parse({{"run", {{"epochs", e}}}}, "cfg.json");
+                }),
+                HasSubstr("'run.epochs' must be a positive number"))
+        << e.dump();
   EXPECT_EQ(parse({{"run", {{"epochs", 1e16}}}}).run.epochs, 1e16);  // the step count is train's to check
 }
 

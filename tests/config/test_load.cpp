@@ -2,8 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/error_of.h"
 #include <unistd.h>
+#include "common/error_of.h"
 
 #include <filesystem>
 #include <fstream>
@@ -22,9 +22,8 @@ using zt::testing_util::error_of;
 class ConfigFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("zt_config_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("zt_config_" + std::to_string(getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -67,8 +66,8 @@ TEST_F(ConfigFile, OverridesApplyBeforeValidation) {
   Config c = load(p, {"optimizer.params.lr=3e-4", "zero_optimization.stage=3", "bf16.enabled=true",
                       "model.activation=gelu", "model.hidden=[32,16]", "run.dir=runs/b c", "seed=7"});
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 3e-4);
-  EXPECT_EQ(c.zero.stage, 3);           // a new section
-  EXPECT_TRUE(c.bf16);                  // a boolean
+  EXPECT_EQ(c.zero.stage, 3);             // a new section
+  EXPECT_TRUE(c.bf16);                    // a boolean
   EXPECT_EQ(c.model.activation, "gelu");  // not JSON, so a string
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{32, 16}));
   EXPECT_EQ(c.run.dir, "runs/b c");
@@ -90,7 +89,8 @@ TEST(ConfigOverrides, Syntax) {
   EXPECT_EQ(j["a"]["c"]["d"], "quoted");
   EXPECT_EQ(j["x"], "");
   EXPECT_TRUE(j["n"].is_null());
-  EXPECT_THAT(error_of([&] { apply_overrides(j, {"novalue"}); }), HasSubstr("override 'novalue' must look like key=value"));
+  EXPECT_THAT(error_of([&] { apply_overrides(j, {"novalue"}); }),
+              HasSubstr("override 'novalue' must look like key=value"));
   EXPECT_THAT(error_of([&] { apply_overrides(j, {"=3"}); }), HasSubstr("must look like key=value"));
   EXPECT_THAT(error_of([&] { apply_overrides(j, {"a..b=3"}); }), HasSubstr("empty key segment in 'a..b'"));
   EXPECT_THAT(error_of([&] { apply_overrides(j, {"a.=3"}); }), HasSubstr("empty key segment"));
@@ -126,8 +126,9 @@ TEST(ResolveBatch, TwoGivenDeriveTheThird) {
   expect_batch(resolve_batch(batch(0, 8, 4), 3), 96, 8, 4);   // train batch
   EXPECT_THAT(error_of([] { resolve_batch(batch(64, 5, 0), 3); }),
               HasSubstr("cannot derive gradient_accumulation_steps: train_batch_size 64 is not a multiple of 5 * 3"));
-  EXPECT_THAT(error_of([] { resolve_batch(batch(64, 0, 3), 2); }),
-              HasSubstr("cannot derive train_micro_batch_size_per_gpu: train_batch_size 64 is not a multiple of 3 * 2"));
+  EXPECT_THAT(
+      error_of([] { resolve_batch(batch(64, 0, 3), 2); }),
+      HasSubstr("cannot derive train_micro_batch_size_per_gpu: train_batch_size 64 is not a multiple of 3 * 2"));
   // Fewer samples than micro * world: no whole number of steps.
   EXPECT_THAT(error_of([] { resolve_batch(batch(8, 8, 0), 2); }), HasSubstr("world size 2"));
 }

@@ -168,7 +168,8 @@ TEST(ConfigParse, WrongTypes) {
               HasSubstr("[config] cfg.json: 'train_batch_size' must be a positive integer, got \"64\""));
   EXPECT_THAT(error_of({{"train_batch_size", 6.5}}), HasSubstr("must be a positive integer, got 6.5"));
   EXPECT_THAT(error_of({{"seed", -1}}), HasSubstr("'seed' must be a non-negative integer, got -1"));
-  EXPECT_THAT(error_of({{"wall_clock_breakdown", 1}}), HasSubstr("'wall_clock_breakdown' must be true or false, got 1"));
+  EXPECT_THAT(error_of({{"wall_clock_breakdown", 1}}),
+              HasSubstr("'wall_clock_breakdown' must be true or false, got 1"));
   EXPECT_THAT(error_of({{"optimizer", 5}}), HasSubstr("'optimizer' must be an object, got 5"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"lr", "fast"}}}}}}),
               HasSubstr("'optimizer.params.lr' must be a positive number, got \"fast\""));
@@ -187,10 +188,12 @@ TEST(ConfigParse, OutOfRange) {
   EXPECT_THAT(error_of({{"zero_optimization", {{"stage", 4}}}}),
               HasSubstr("'zero_optimization.stage' must be an integer in 0..3, got 4"));
   EXPECT_THAT(error_of({{"zero_optimization", {{"stage", -1}}}}), HasSubstr("got -1"));
-  EXPECT_THAT(error_of({{"optimizer", {{"params", {{"lr", 0}}}}}}), HasSubstr("'optimizer.params.lr' must be a positive number, got 0"));
+  EXPECT_THAT(error_of({{"optimizer", {{"params", {{"lr", 0}}}}}}),
+              HasSubstr("'optimizer.params.lr' must be a positive number, got 0"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"betas", {0.9, 1.0}}}}}}}), HasSubstr("got [0.9,1.0]"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"betas", {-0.1, 0.9}}}}}}}), HasSubstr("betas"));
-  EXPECT_THAT(error_of({{"optimizer", {{"params", {{"eps", 0.0}}}}}}), HasSubstr("'optimizer.params.eps' must be a positive number"));
+  EXPECT_THAT(error_of({{"optimizer", {{"params", {{"eps", 0.0}}}}}}),
+              HasSubstr("'optimizer.params.eps' must be a positive number"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"weight_decay", -0.1}}}}}}),
               HasSubstr("'optimizer.params.weight_decay' must be a non-negative number, got -0.1"));
   EXPECT_THAT(error_of({{"gradient_clipping", -1}}), HasSubstr("'gradient_clipping' must be a non-negative number"));
@@ -198,19 +201,25 @@ TEST(ConfigParse, OutOfRange) {
               HasSubstr("'train_micro_batch_size_per_gpu' must be a positive integer, got 0"));
   EXPECT_THAT(error_of({{"gradient_accumulation_steps", -2}}), HasSubstr("got -2"));
   EXPECT_THAT(error_of({{"run", {{"epochs", 0}}}}), HasSubstr("'run.epochs' must be a positive number, got 0"));
-  EXPECT_THAT(error_of({{"run", {{"comm_timeout_s", -5}}}}), HasSubstr("'run.comm_timeout_s' must be a positive number"));
+  EXPECT_THAT(error_of({{"run", {{"comm_timeout_s", -5}}}}),
+              HasSubstr("'run.comm_timeout_s' must be a positive number"));
   EXPECT_THAT(error_of({{"run", {{"comm_backend", "nccl"}}}}),
               HasSubstr("'run.comm_backend' must be one of auto, local, mpi, got \"nccl\""));
   EXPECT_THAT(error_of({{"model", {{"activation", "relu6"}}}}),
               HasSubstr("'model.activation' must be one of relu, gelu (did you mean \"relu\"?), got \"relu6\""));
   EXPECT_THAT(error_of({{"data", {{"dataset", "cifar10"}}}}), HasSubstr("one of mnist, fashion-mnist"));
-  EXPECT_THAT(error_of({{"data", {{"train_limit", -1}}}}), HasSubstr("'data.train_limit' must be a non-negative integer"));
+  EXPECT_THAT(error_of({{"data", {{"train_limit", -1}}}}),
+              HasSubstr("'data.train_limit' must be a non-negative integer"));
   EXPECT_THAT(error_of({{"scheduler", {{"type", "WarmupCosine"}}}}), HasSubstr("did you mean \"WarmupCosineLR\"?"));
 }
 
 TEST(ConfigParse, MixedPrecisionKeysAsDeepSpeed) {
-  Config c = parse(json{{"fp16", {{"enabled", true}, {"initial_scale_power", 12}, {"hysteresis", 3},
-                                  {"loss_scale_window", 50}, {"min_loss_scale", 0.5}}},
+  Config c = parse(json{{"fp16",
+                         {{"enabled", true},
+                          {"initial_scale_power", 12},
+                          {"hysteresis", 3},
+                          {"loss_scale_window", 50},
+                          {"min_loss_scale", 0.5}}},
                         {"communication_data_type", "fp32"},
                         {"data_types", {{"grad_accum_dtype", "fp32"}}}});
   EXPECT_TRUE(c.fp16.enabled);
@@ -230,7 +239,8 @@ TEST(ConfigParse, MixedPrecisionKeysAsDeepSpeed) {
   EXPECT_EQ(d.communication_data_type, "");
   EXPECT_THAT(error_of({{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}}), HasSubstr("choose one"));
   EXPECT_THAT(error_of({{"communication_data_type", "fp8"}}), HasSubstr("one of fp32, fp16, bf16"));
-  EXPECT_THAT(error_of({{"data_types", {{"grad_accum_dtyp", "fp32"}}}}), HasSubstr("did you mean 'data_types.grad_accum_dtype'"));
+  EXPECT_THAT(error_of({{"data_types", {{"grad_accum_dtyp", "fp32"}}}}),
+              HasSubstr("did you mean 'data_types.grad_accum_dtype'"));
 }
 
 TEST(ConfigParse, UnsupportedFeaturesSaySo) {
@@ -240,7 +250,8 @@ TEST(ConfigParse, UnsupportedFeaturesSaySo) {
               HasSubstr("offload_param.device' = \"nvme\" is not supported yet"));
   EXPECT_THAT(error_of({{"zero_optimization", {{"offload_param", {{"device", "gpu"}}}}}}),
               HasSubstr("must be one of none, cpu, nvme"));
-  EXPECT_THAT(error_of({{"zero_optimization", {{"reduce_scatter", false}}}}), HasSubstr("= false is not supported yet"));
+  EXPECT_THAT(error_of({{"zero_optimization", {{"reduce_scatter", false}}}}),
+              HasSubstr("= false is not supported yet"));
   EXPECT_THAT(error_of({{"sparse_gradients", true}}), HasSubstr("'sparse_gradients' = true is not supported yet"));
 }
 
@@ -252,8 +263,8 @@ TEST(ConfigParse, NullBatchKeysMeanDerive) {
 
 TEST(ConfigNearest, DistanceThreshold) {
   std::vector<std::string> keys = {"stage", "overlap_comm", "reduce_bucket_size"};
-  EXPECT_EQ(nearest("stgae", keys), "stage");              // distance 2 (short keys allow 2)
-  EXPECT_EQ(nearest("STAGE", keys), "stage");              // case does not count
+  EXPECT_EQ(nearest("stgae", keys), "stage");  // distance 2 (short keys allow 2)
+  EXPECT_EQ(nearest("STAGE", keys), "stage");  // case does not count
   EXPECT_EQ(nearest("reduce_bucket_sz", keys), "reduce_bucket_size");
   EXPECT_EQ(nearest("reduce_bkt_sise", keys), "reduce_bucket_size");  // distance 4 <= 15/3
   EXPECT_EQ(nearest("rduce_bkt_sise", keys), "");                     // distance 5 > 14/3

@@ -54,8 +54,7 @@ TEST(Allocator, SteadyStateReusesFreedBlocks) {
   auto& a = Allocator::global();
   auto step = [&] {
     std::vector<std::shared_ptr<Storage>> live;
-    for (size_t bytes : {100u, 4096u, 70000u, 3u << 20, 100u})
-      live.push_back(a.allocate(bytes, MemTag::activation));
+    for (size_t bytes : {100u, 4096u, 70000u, 3u << 20, 100u}) live.push_back(a.allocate(bytes, MemTag::activation));
     live.pop_back();
     live.push_back(a.allocate(5000, MemTag::workspace));
   };
@@ -112,8 +111,8 @@ TEST(Allocator, CudaIsNotAvailableInACpuBuild) {
     ADD_FAILURE() << "expected cuda:0 to be unavailable";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("[core] device cuda:0 is not available in this build"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[core] device cuda:0 is not available in this build"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(Tensor::empty({2}, DType::f32, Device::cuda(1)), Error);
 }

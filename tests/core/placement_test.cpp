@@ -74,8 +74,7 @@ TEST(Placement, RebindChecksItsInvariants) {
   Tensor flat = Tensor::zeros({10});  // 40 bytes
   Tensor p = Tensor::zeros({2, 3});
   expect_error([&] { p.rebind(nullptr, 0); }, ErrorKind::invalid_argument, {"[rebind] storage is null"});
-  expect_error([&] { p.rebind(flat.storage(), -1); }, ErrorKind::invalid_argument,
-               {"[rebind] negative offset -1"});
+  expect_error([&] { p.rebind(flat.storage(), -1); }, ErrorKind::invalid_argument, {"[rebind] negative offset -1"});
   expect_error([&] { p.rebind(flat.storage(), 5); }, ErrorKind::invalid_argument,
                {"[rebind] elements [5, 11) of f32 do not fit in a storage of 40 bytes (10 elements)"});
   expect_error([&] { p.rebind(flat.storage(), 11); }, ErrorKind::invalid_argument, {"do not fit"});
@@ -118,12 +117,13 @@ TEST(Placement, ReleaseStorageKeepsShapeDtypeAndDevice) {
 TEST(Placement, ViewOfChecksBounds) {
   auto st = Allocator::global().allocate(40, MemTag::grad);
   EXPECT_EQ(Tensor::view_of(st, 6, {2, 2}, DType::f32).offset(), 6);
-  expect_error([&] { Tensor::view_of(st, 7, {2, 2}, DType::f32); }, ErrorKind::invalid_argument,
-               {"[view_of] elements [7, 11)"});
-  expect_error([&] { Tensor::view_of(st, -2, {2}, DType::f32); }, ErrorKind::invalid_argument,
-               {"negative offset"});
-  expect_error([&] { Tensor::view_of(nullptr, 0, {2}, DType::f32); }, ErrorKind::invalid_argument,
-               {"storage is null"});
+  expect_error(
+      [&] {
+        Tensor::view_of(st, 7, {2, 2}, DType::f32);
+      },
+      ErrorKind::invalid_argument, {"[view_of] elements [7, 11)"});
+  expect_error([&] { Tensor::view_of(st, -2, {2}, DType::f32); }, ErrorKind::invalid_argument, {"negative offset"});
+  expect_error([&] { Tensor::view_of(nullptr, 0, {2}, DType::f32); }, ErrorKind::invalid_argument, {"storage is null"});
 }
 
 TEST(Placement, DataChecksTheDtype) {

@@ -23,11 +23,13 @@ using testing_util::error_of;
 constexpr int64_t k2to32 = int64_t(1) << 32;
 
 TEST(Sizes, AnElementCountPastInt64IsAnErrorNamingTheShape) {
-  EXPECT_THAT(error_of([] { shape_numel({k2to32, k2to32}); }),
+  EXPECT_THAT(error_of([] {
+                shape_numel({k2to32, k2to32});
+              }),
               HasSubstr("[tensor] shape [4294967296, 4294967296] has more elements than int64 can count"));
   EXPECT_EQ(error_kind_of([] { shape_numel({4611686018427387904, 784}); }), ErrorKind::invalid_argument);
   EXPECT_EQ(shape_numel({k2to32, k2to32 / 2 - 1}), k2to32 * (k2to32 / 2 - 1));  // just below: exact
-  EXPECT_EQ(shape_numel({k2to32, 0, k2to32, k2to32}), 0);  // a zero anywhere, in order, is fine
+  EXPECT_EQ(shape_numel({k2to32, 0, k2to32, k2to32}), 0);                       // a zero anywhere, in order, is fine
 }
 
 TEST(Sizes, StridesOfAShapeThatOverflowsAreAnError) {

@@ -87,7 +87,8 @@ TEST_F(IdxTest, TruncatedPayloadNamesSizes) {
   write_file(path("img"), bytes, false);
   std::string msg = error_of([&] { read_idx(path("img")); });
   EXPECT_THAT(msg, HasSubstr(path("img")));
-  EXPECT_THAT(msg, HasSubstr("truncated at byte offset 25: header says 3 items (expected 28 bytes) but file has 25 bytes"));
+  EXPECT_THAT(msg,
+              HasSubstr("truncated at byte offset 25: header says 3 items (expected 28 bytes) but file has 25 bytes"));
 }
 
 TEST_F(IdxTest, TruncatedGzipPayloadSaysDecompressed) {
@@ -125,8 +126,7 @@ TEST_F(IdxTest, CorruptMagicNamesOffsetAndValue) {
 
 TEST_F(IdxTest, ZeroDimensionNamesOffset) {
   write_file(path("img"), idx_bytes(0x803, {2, 0, 4}, {}), false);
-  EXPECT_THAT(error_of([&] { read_idx(path("img")); }),
-              HasSubstr(path("img") + ": dimension 1 at byte offset 8 is 0"));
+  EXPECT_THAT(error_of([&] { read_idx(path("img")); }), HasSubstr(path("img") + ": dimension 1 at byte offset 8 is 0"));
 }
 
 TEST_F(IdxTest, CorruptGzipStreamNamesFile) {

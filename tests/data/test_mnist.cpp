@@ -87,8 +87,8 @@ TEST_F(MnistTest, LimitKeepsFirstSamples) {
 TEST_F(MnistTest, CountMismatchNamesBothFiles) {
   write_split("train", 5, 2, 2, false, 4);
   std::string msg = error_of([&] { load_mnist(dir_.string(), "train"); });
-  EXPECT_THAT(msg, HasSubstr(path("train-images-idx3-ubyte") + " has 5 images but " +
-                             path("train-labels-idx1-ubyte") + " has 4 labels"));
+  EXPECT_THAT(msg, HasSubstr(path("train-images-idx3-ubyte") + " has 5 images but " + path("train-labels-idx1-ubyte") +
+                             " has 4 labels"));
 }
 
 TEST_F(MnistTest, LabelOutOfRangeNamesSampleAndOffset) {
@@ -250,8 +250,9 @@ TEST_P(RealData, SizesAndNormalisation) {
   EXPECT_NEAR(std::sqrt(s2 / double(train.images.numel()) - m * m), 1.0, 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Datasets, RealData, ::testing::Values("mnist", "fashion-mnist"),
-                         [](const auto& info) { return std::string(info.param) == "mnist" ? "mnist" : "fashion_mnist"; });
+INSTANTIATE_TEST_SUITE_P(Datasets, RealData, ::testing::Values("mnist", "fashion-mnist"), [](const auto& info) {
+  return std::string(info.param) == "mnist" ? "mnist" : "fashion_mnist";
+});
 
 }  // namespace
 }  // namespace zt::data

@@ -4,8 +4,8 @@
 // another model names the parameter and both shapes.
 #include <gtest/gtest.h>
 
-#include "e2e_util.h"
 #include <sys/wait.h>
+#include "e2e_util.h"
 
 #include <cstdio>
 #include <cstring>
@@ -26,9 +26,6 @@ using namespace zt::e2e;
 const std::string kBin = ZT_BIN;
 const std::string kMpirun = ZT_MPIRUN;
 const std::string kConfig = " --config configs/mnist_mlp.json";
-
-
-
 
 // name -> (dtype, shape, bytes) of a safetensors file, read here without the library.
 std::map<std::string, std::tuple<std::string, json, std::string>> tensors_of(const std::string& path) {
@@ -138,12 +135,12 @@ TEST(CkptCli, ImportingAnotherModelNamesTheParameterAndBothShapes) {
 
 TEST(CkptCli, UsageErrorsExitTwoAndMissingFoldersOne) {
   for (const std::string cmd : {" ckpt", " ckpt ls", " export /tmp", " export /tmp --out x --dtype f64",
-                                 " import x.safetensors --out d", " ckpt frobnicate /tmp"}) {
+                                " import x.safetensors --out d", " ckpt frobnicate /tmp"}) {
     const Result r = run(kBin + cmd);
     EXPECT_EQ(r.code, 2) << cmd << "\n" << r.out;
   }
   for (const std::string cmd : {" ckpt ls /nonexistent/zt", " ckpt verify /nonexistent/zt",
-                                 " ckpt inspect /nonexistent/zt", " export /nonexistent/zt --out /tmp/x.st"}) {
+                                " ckpt inspect /nonexistent/zt", " export /nonexistent/zt --out /tmp/x.st"}) {
     const Result r = run(kBin + cmd);
     EXPECT_EQ(r.code, 1) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("/nonexistent/zt"), std::string::npos) << cmd << "\n" << r.out;

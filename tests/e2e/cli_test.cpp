@@ -114,8 +114,8 @@ TEST(Cli, ConfigErrorsAreOneLineNamingTheKey) {
 }
 
 TEST(Cli, ImpossibleWorldSizeNamesTheBatchValues) {
-  Result r = run(kMpi + "3 " + kBin + " train" + kConfig + " train_micro_batch_size_per_gpu=32 run.dir=" +
-                 tmpdir("world"));
+  Result r =
+      run(kMpi + "3 " + kBin + " train" + kConfig + " train_micro_batch_size_per_gpu=32 run.dir=" + tmpdir("world"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("train_batch_size 64"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("world size 3"), std::string::npos) << r.out;
@@ -143,7 +143,8 @@ TEST(Cli, TruncatedDataNamesTheFileAndNothingSavedIsLost) {
   fs::create_directories(out);
   for (auto f : {"train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
     fs::copy_file(fs::path(ZT_SOURCE_DIR) / "data/mnist" / f, fs::path(data) / f);
-  fs::copy_file(fs::path(ZT_SOURCE_DIR) / "data/mnist/train-images-idx3-ubyte", fs::path(data) / "train-images-idx3-ubyte");
+  fs::copy_file(fs::path(ZT_SOURCE_DIR) / "data/mnist/train-images-idx3-ubyte",
+                fs::path(data) / "train-images-idx3-ubyte");
   fs::resize_file(fs::path(data) / "train-images-idx3-ubyte", 1000);
   write_file(out + "/model.safetensors", "precious");
   Result r = run(kBin + " train" + kConfig + " data.dir=" + data + " run.dir=" + out);
@@ -171,7 +172,8 @@ TEST_P(StageRun, TrainsEstimatesAndEvaluates) {
   const std::string dir = tmpdir("stage" + std::to_string(stage) + GetParam().precision.substr(0, 4));
   const std::string args = kConfig + " " + GetParam().precision + " zero_optimization.stage=" + std::to_string(stage) +
                            " zero_optimization.stage3_param_persistence_threshold=0 data.train_limit=6400"
-                           " data.test_limit=2000 run.max_steps=40 steps_per_print=20 run.dir=" + dir;
+                           " data.test_limit=2000 run.max_steps=40 steps_per_print=20 run.dir=" +
+                           dir;
   Result t = run(kMpi + "2 " + kBin + " train" + args);
   ASSERT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("step 20/40"), std::string::npos) << t.out;

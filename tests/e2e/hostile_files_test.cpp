@@ -28,10 +28,7 @@ Result run30(const std::string& cmd) { return run(cmd, 30); }
 const std::string kBin = ZT_BIN;
 const std::string kConfig = " --config configs/mnist_mlp.json";
 
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 // A raw IDX file: big-endian magic and dims, then the uint8 payload.
 void write_idx(const std::string& path, uint32_t magic, const std::vector<uint32_t>& dims, size_t items) {
@@ -66,7 +63,7 @@ class EvalHostile : public ::testing::Test {
     write_split(dir_ + "/data", "train", 64);
     write_split(dir_ + "/data", "t10k", 10);
     const Result r = run30(kBin + " train" + kConfig + " data.dir=" + dir_ + "/data run.dir=" + dir_ +
-                         "/run run.max_steps=1 run.eval_at_end=false");
+                           "/run run.max_steps=1 run.eval_at_end=false");
     ASSERT_EQ(r.code, 0) << r.out;
     weights_ = dir_ + "/run/model.safetensors";
   }

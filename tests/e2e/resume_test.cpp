@@ -51,7 +51,8 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
   Result a = train(c.np_saved, c.stage_saved, whole, "");
   ASSERT_EQ(a.code, 0) << a.out;
   // Stopped after 20 of the 40 steps (the schedule is the 40-step one: total_num_steps=40).
-  Result b = train(c.np_saved, c.stage_saved, parts, " checkpoint.every_steps=20 run.max_steps=20 scheduler.params.total_num_steps=40");
+  Result b = train(c.np_saved, c.stage_saved, parts,
+                   " checkpoint.every_steps=20 run.max_steps=20 scheduler.params.total_num_steps=40");
   ASSERT_EQ(b.code, 0) << b.out;
   Result r = train(c.np_resumed, c.stage_resumed, parts, " run.resume=latest scheduler.params.total_num_steps=40");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -59,8 +60,10 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
   const auto want = losses(whole), got = losses(parts);
   for (int64_t step : {30, 40}) {
     ASSERT_TRUE(got.count(step) && want.count(step)) << r.out;
-    if (c.np_saved == c.np_resumed && c.stage_saved == c.stage_resumed) EXPECT_EQ(got.at(step), want.at(step)) << step;
-    else EXPECT_NEAR(got.at(step), want.at(step), 1e-4 * std::max(1.0, want.at(step))) << step;
+    if (c.np_saved == c.np_resumed && c.stage_saved == c.stage_resumed)
+      EXPECT_EQ(got.at(step), want.at(step)) << step;
+    else
+      EXPECT_NEAR(got.at(step), want.at(step), 1e-4 * std::max(1.0, want.at(step))) << step;
   }
 }
 

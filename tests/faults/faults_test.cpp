@@ -120,7 +120,7 @@ TEST(Faults, AFifoAtTheOldTemporaryNameDoesNotBlockTheSave) {
   Result r = run(kMpi + kBin + kTrain + " run.dir=" + dir, 60);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(count_finals(dir), 2);
-  struct stat st{};
+  struct stat st {};
   EXPECT_TRUE(stat((dir + "/model.safetensors.tmp").c_str(), &st) == 0 && S_ISFIFO(st.st_mode));  // not ours
 }
 
@@ -175,7 +175,8 @@ TEST(Faults, InfiniteWeightsAfterTheLastStepAreNotSaved) {
   // fp16 with a static loss scale: step 2's gradients are finite, its update overflows fp16.
   Result r = run(kMpi + kBin + " train" + kArgs +
                  " run.max_steps=2 fp16.enabled=true fp16.loss_scale=1 optimizer.params.lr=1e30"
-                 " scheduler.params.warmup_min_ratio=1 run.dir=" + dir);
+                 " scheduler.params.warmup_min_ratio=1 run.dir=" +
+                 dir);
   EXPECT_EQ(r.code, 1) << r.out;
   const std::string line = one_failure_line(r);
   EXPECT_NE(line.find("the weights after step 2 are not finite"), std::string::npos) << line;

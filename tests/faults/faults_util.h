@@ -11,9 +11,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -212,7 +212,7 @@ class FullDisk : public ::testing::Test {
     ASSERT_EQ(free_bytes(), leave);
   }
   uint64_t free_bytes() const {
-    struct statvfs st{};
+    struct statvfs st {};
     statvfs(mnt_.c_str(), &st);
     return uint64_t(st.f_bavail) * st.f_frsize;
   }

@@ -61,7 +61,8 @@ TEST_P(GoldenFixture, MatchesPyTorchForwardAndBackward) {
 std::vector<Param> params() {
   std::vector<Param> p;
   for (const auto& b : ops::backends())
-    for (const char* f : {"matmul", "linear", "elementwise", "reduce", "softmax", "loss"}) p.push_back({b, f + std::string(".json")});
+    for (const char* f : {"matmul", "linear", "elementwise", "reduce", "softmax", "loss"})
+      p.push_back({b, f + std::string(".json")});
   return p;
 }
 

@@ -67,8 +67,9 @@ TEST_P(GradCheck, AnalyticGradientMatchesFiniteDifferences) {
   ASSERT_NE(row, nullptr);
   for (const auto& gi : row->grad_inputs) {
     SCOPED_TRACE(gi.spec.dump());
-    gradcheck(gi.shapes, [&](const std::vector<Tensor>& x) { return row->run(x, gi.spec); }, row->off_kink,
-              row->grad_eps, GetParam().backend);
+    gradcheck(
+        gi.shapes, [&](const std::vector<Tensor>& x) { return row->run(x, gi.spec); }, row->off_kink, row->grad_eps,
+        GetParam().backend);
   }
 }
 
@@ -86,9 +87,14 @@ INSTANTIATE_TEST_SUITE_P(Ops, GradCheck, ::testing::ValuesIn(params()),
 // Composite: one input used twice (gradients accumulate) and views feeding a product.
 TEST(GradCheckComposite, InputsUsedTwiceAndViewsAccumulate) {
   for (const auto& b : ops::backends()) {
-    gradcheck({{3, 4}}, [](auto& x) { return ag::mul(ag::reshape(x[0], {2, 6}), ag::reshape(x[0], {2, 6})); }, {},
-              1e-2f, b);
-    gradcheck({{3, 4}, {3, 5}}, [](auto& x) { return ag::matmul(ag::transpose(x[0], 0, 1), x[1]); }, {}, 1e-2f, b);
+    gradcheck(
+        {{3, 4}},
+        [](auto& x) {
+          return ag::mul(ag::reshape(x[0], {2, 6}), ag::reshape(x[0], {2, 6}));
+        },
+        {}, 1e-2f, b);
+    gradcheck(
+        {{3, 4}, {3, 5}}, [](auto& x) { return ag::matmul(ag::transpose(x[0], 0, 1), x[1]); }, {}, 1e-2f, b);
   }
 }
 

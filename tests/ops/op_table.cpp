@@ -43,8 +43,8 @@ using RunFn = decltype(OpRow::run);
 using ExtraFn = decltype(OpRow::extra);
 using KinkFn = decltype(OpRow::off_kink);
 
-OpRow row(std::string op, RunFn run, std::vector<GradInputs> grad_inputs = {}, KinkFn off_kink = {},
-          ExtraFn extra = {}, Tolerance tol = {}, float grad_eps = 1e-2f) {
+OpRow row(std::string op, RunFn run, std::vector<GradInputs> grad_inputs = {}, KinkFn off_kink = {}, ExtraFn extra = {},
+          Tolerance tol = {}, float grad_eps = 1e-2f) {
   OpRow r;
   r.op = std::move(op);
   r.run = std::move(run);
@@ -69,17 +69,21 @@ std::vector<OpRow> build() {
   using X = const std::vector<Tensor>&;
   using S = const json&;
   std::vector<OpRow> t;
-  t.push_back(row("matmul", [](X x, S) { return ag::matmul(x[0], x[1]); },
-                  {in({{3, 4}, {4, 5}}), in({{2, 3, 4}, {2, 4, 2}})}, {}, matmul_via_flags));
+  t.push_back(row(
+      "matmul", [](X x, S) { return ag::matmul(x[0], x[1]); }, {in({{3, 4}, {4, 5}}), in({{2, 3, 4}, {2, 4, 2}})}, {},
+      matmul_via_flags));
   t.push_back(row("linear", [](X x, S) { return ag::linear(x[0], x[1], x.size() > 2 ? &x[2] : nullptr); },
                   {in({{4, 5}, {3, 5}, {3}}), in({{2, 3, 5}, {3, 5}})}));
   t.push_back(row("add", [](X x, S) { return ag::add(x[0], x[1]); }, {in({{3, 4}, {4}})}));
   t.push_back(row("sub", [](X x, S) { return ag::sub(x[0], x[1]); }, {in({{3, 1}, {1, 4}})}));
   t.push_back(row("mul", [](X x, S) { return ag::mul(x[0], x[1]); }, {in({{2, 3, 4}, {3, 1}}), in({{5}, {5}})}));
-  t.push_back(row("scale", [](X x, S s) { return ag::scale(x[0], param(s, "s")); },
-                  {in({{3, 7}}, {{"params", {{"s", -1.5}}}})}, {}, {}, kOneRounding));
-  t.push_back(row("add_scalar", [](X x, S s) { return ops::add_scalar(x[0], param(s, "s")); }, {}, {}, {}, kOneRounding));
-  t.push_back(row("relu", [](X x, S) { return ag::relu(x[0]); }, {in({{3, 7}})}, relu_off_kink, {}, kOneRounding));
+  t.push_back(row(
+      "scale", [](X x, S s) { return ag::scale(x[0], param(s, "s")); }, {in({{3, 7}}, {{"params", {{"s", -1.5}}}})}, {},
+      {}, kOneRounding));
+  t.push_back(row(
+      "add_scalar", [](X x, S s) { return ops::add_scalar(x[0], param(s, "s")); }, {}, {}, {}, kOneRounding));
+  t.push_back(row(
+      "relu", [](X x, S) { return ag::relu(x[0]); }, {in({{3, 7}})}, relu_off_kink, {}, kOneRounding));
   t.push_back(row("gelu", [](X x, S) { return ag::gelu(x[0]); }, {in({{3, 7}})}));
   t.push_back(row("sum", [](X x, S) { return ag::sum(x[0]); }, {in({{3, 5}})}));
   t.push_back(row("mean", [](X x, S) { return ag::mean(x[0]); }, {in({{3, 5}})}));
@@ -89,11 +93,13 @@ std::vector<OpRow> build() {
                   {in({{2, 3, 4}}, {{"params", {{"dim", -1}, {"keepdim", true}}}})}));
   t.push_back(row("softmax", [](X x, S) { return ag::softmax(x[0]); }, {in({{3, 6}})}));
   t.push_back(row("log_softmax", [](X x, S) { return ag::log_softmax(x[0]); }, {in({{2, 2, 5}})}));
-  t.push_back(row("cross_entropy",
-                  [](X x, S s) { return ag::cross_entropy(x[0], targets_of(s), params(s)["ignore_index"].get<int64_t>()); },
-                  {in({{4, 5}}, {{"params", {{"ignore_index", -100}}}, {"targets", {2, -100, 0, 4}}}),
-                   in({{3, 4}}, {{"params", {{"ignore_index", 3}}}, {"targets", {1, 3, 3}}})}));
-  t.push_back(row("argmax", [](X x, S) { return ops::argmax(x[0]); }, {}, {}, argmax_counts));
+  t.push_back(
+      row("cross_entropy",
+          [](X x, S s) { return ag::cross_entropy(x[0], targets_of(s), params(s)["ignore_index"].get<int64_t>()); },
+          {in({{4, 5}}, {{"params", {{"ignore_index", -100}}}, {"targets", {2, -100, 0, 4}}}),
+           in({{3, 4}}, {{"params", {{"ignore_index", 3}}}, {"targets", {1, 3, 3}}})}));
+  t.push_back(row(
+      "argmax", [](X x, S) { return ops::argmax(x[0]); }, {}, {}, argmax_counts));
   t.push_back(row("reshape", [](X x, S) { return ag::reshape(x[0], {2, 6}); }, {in({{3, 4}})}));
   t.push_back(row("transpose", [](X x, S) { return ag::transpose(x[0], 0, 1); }, {in({{3, 4}})}));
   return t;

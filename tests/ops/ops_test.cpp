@@ -55,8 +55,11 @@ TEST(Ops, ErrorsNameTheOp) {
   expect_error([] { ops::add(Tensor::zeros({2}), Tensor::zeros({2}, DType::bf16)); }, "[add] dtypes differ");
   expect_error([] { ops::relu(Tensor::from_ints({1}, {1})); }, "allowed: f32, bf16, f16");
   expect_error([] { ops::linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), nullptr); }, "[linear]");
-  expect_error([] { ops::cross_entropy(Tensor::zeros({2, 3}), Tensor::from_ints({0, 3}, {2})); },
-               "target 3 at row 1 is outside [0, 3)");
+  expect_error(
+      [] {
+        ops::cross_entropy(Tensor::zeros({2, 3}), Tensor::from_ints({0, 3}, {2}));
+      },
+      "target 3 at row 1 is outside [0, 3)");
   expect_error([] { ops::sum(Tensor::zeros({2, 3}), 2, false); }, "[sum] dimension 2 out of range");
   expect_error([] { ops::sum_to(Tensor::zeros({2, 3}), {4}); }, "[sum_to]");
 }
@@ -74,7 +77,7 @@ TEST(Ops, MatmulPrimitivesAreCached) {
 TEST(Ops, MatmulStridedLayouts) {
   Tensor base = randn({4, 5, 3}, 7);
   Tensor plain_t = randn({6, 4}, 8).transpose(0, 1);  // unit stride in rows: used in place
-  Tensor no_unit = base.select(2, 1);                  // strides {15, 3}: copied first
+  Tensor no_unit = base.select(2, 1);                 // strides {15, 3}: copied first
   ASSERT_FALSE(no_unit.is_contiguous());
   Tensor b = randn({5, 6}, 9);
   expect_all_near(ops::matmul(no_unit, b), ref_mm(no_unit.contiguous(), b), 1e-5f);
@@ -111,10 +114,10 @@ TEST(Ops, LowPrecisionMatmulOnBothSidesOfTheFallback) {
     };
     auto reference = [&] {
       Tensor a32 = ops::cast(a, DType::f32), b32 = ops::cast(b, DType::f32), bias32 = ops::cast(bias, DType::f32);
-      return std::vector<Tensor>{
-          ops::cast(ops::matmul(a32, b32, false, true), dt), ops::cast(ops::linear(a32, b32, &bias32), dt),
-          ops::cast(ops::matmul(ops::cast(a3, DType::f32), ops::cast(b3, DType::f32)), dt),
-          ops::cast(ops::matmul(b32, a32.transpose(0, 1)), dt)};
+      return std::vector<Tensor>{ops::cast(ops::matmul(a32, b32, false, true), dt),
+                                 ops::cast(ops::linear(a32, b32, &bias32), dt),
+                                 ops::cast(ops::matmul(ops::cast(a3, DType::f32), ops::cast(b3, DType::f32)), dt),
+                                 ops::cast(ops::matmul(b32, a32.transpose(0, 1)), dt)};
     };
     const std::vector<Tensor> want = reference();
 
@@ -153,7 +156,7 @@ TEST(Ops, LargeAndSmallSizesAgree) {
     double total = 0;
     for (float v : va) total += v;
     EXPECT_NEAR(ops::sum(a).item(), total, 1e-4 * std::sqrt(double(va.size())));
-    Tensor cols = ops::sum(a, 0, false);  // inner > 1 path
+    Tensor cols = ops::sum(a, 0, false);    // inner > 1 path
     Tensor rowsum = ops::sum(a, 1, false);  // innermost path
     Tensor back = ops::sum_to(ops::add(a, b), {70});
     auto vc = cols.to_vector(), vr = rowsum.to_vector(), vback = back.to_vector();

@@ -29,8 +29,18 @@ const int64_t kSizes[] = {1000, 3 * ops::kGrain + 77};  // one thread / several 
 std::vector<float> tricky(int64_t n, uint64_t seed) {
   Generator g(seed);
   std::vector<float> v(static_cast<size_t>(n));
-  const float special[] = {0.f, -0.f, 1.f + 1.f / 256, 1.f + 3.f / 2048, 6e-8f, 3e-5f, 1e-39f, 65519.f, 65520.f,
-                           7e4f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+  const float special[] = {0.f,
+                           -0.f,
+                           1.f + 1.f / 256,
+                           1.f + 3.f / 2048,
+                           6e-8f,
+                           3e-5f,
+                           1e-39f,
+                           65519.f,
+                           65520.f,
+                           7e4f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
                            std::numeric_limits<float>::quiet_NaN()};
   for (int64_t i = 0; i < n; ++i) {
     const int64_t k = i % 40;
@@ -102,7 +112,8 @@ TEST(Precision, CastOfStridedInputAndIntoAnotherShape) {
 
 TEST(Precision, ErrorsNameTheOp) {
   Tensor strided = Tensor::zeros({2, 3}).transpose(0, 1);
-  expect_error([&] { ops::cast_into(strided, Tensor::zeros({6})); }, "[cast_into] destination of shape [3, 2] must be contiguous");
+  expect_error([&] { ops::cast_into(strided, Tensor::zeros({6})); },
+               "[cast_into] destination of shape [3, 2] must be contiguous");
   Tensor d = Tensor::zeros({5});
   expect_error([&] { ops::cast_into(d, Tensor::zeros({6})); }, "[cast_into] destination [5] has 5 elements");
   expect_error([&] { ops::cast(Tensor::zeros({2}), DType::i32); }, "[cast] dtype i32 is not supported");

@@ -24,8 +24,8 @@ double direct(const std::vector<float>& g) {
 }
 
 TEST(Clip, SumOfSquaresBothSidesOfGrain) {
-  for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(1000), kClipGrain, kClipGrain + 1,
-                    5 * kClipGrain + 17}) {
+  for (int64_t n :
+       {int64_t(0), int64_t(1), int64_t(7), int64_t(1000), kClipGrain, kClipGrain + 1, 5 * kClipGrain + 17}) {
     const auto g = ramp(n);
     const double want = direct(g);
     EXPECT_NEAR(sum_of_squares(g.data(), n), want, 1e-12 * std::max(1.0, want)) << "n=" << n;

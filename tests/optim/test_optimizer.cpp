@@ -92,7 +92,8 @@ void check_golden(int64_t reps) {
       expect_near_all(a.master.defined() ? a.master : a.param, want, 1e-6f, "step " + std::to_string(s));
       if (a.master.defined()) {
         ASSERT_TRUE(bitwise_equal(a.param, a.master.to(pd))) << "param is not round(master) at step " << s;
-        expect_near_all(a.param, c["low_params"][s].get<std::vector<float>>(), ulp, "low param step " + std::to_string(s));
+        expect_near_all(a.param, c["low_params"][s].get<std::vector<float>>(), ulp,
+                        "low param step " + std::to_string(s));
       }
     }
     const auto names = state_names(spec);
@@ -116,14 +117,14 @@ struct Variant {
   float wd, momentum;
   bool nesterov;
 };
-const Variant kVariants[] = {{"Adam", 0, 0, false},   {"Adam", 0.05f, 0, false},   {"AdamW", 0.05f, 0, false},
-                             {"SGD", 0, 0, false},    {"SGD", 0.05f, 0, false},    {"SGD", 0, 0.8f, false},
+const Variant kVariants[] = {{"Adam", 0, 0, false},       {"Adam", 0.05f, 0, false}, {"AdamW", 0.05f, 0, false},
+                             {"SGD", 0, 0, false},        {"SGD", 0.05f, 0, false},  {"SGD", 0, 0.8f, false},
                              {"SGD", 0.05f, 0.8f, false}, {"SGD", 0.05f, 0.8f, true}};
 struct Precision {
   DType param, grad;
   bool master;
 };
-const Precision kPrecisions[] = {{DType::f32, DType::f32, false}, {DType::f32, DType::bf16, false},
+const Precision kPrecisions[] = {{DType::f32, DType::f32, false},  {DType::f32, DType::bf16, false},
                                  {DType::bf16, DType::bf16, true}, {DType::f16, DType::f16, true},
                                  {DType::bf16, DType::f32, true},  {DType::f16, DType::bf16, true}};
 

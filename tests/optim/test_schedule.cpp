@@ -29,23 +29,24 @@ TEST(Schedule, ConstantWhenTypeEmpty) {
 TEST(Schedule, WarmupLRLog) {
   auto s = make("WarmupLR", {{"warmup_min_lr", 0.0}, {"warmup_max_lr", 0.01}, {"warmup_num_steps", 10}});
   EXPECT_EQ(s->name(), "WarmupLR");
-  EXPECT_NEAR(s->lr(0), 0.0, kTol);                  // constructor: min_lr
-  EXPECT_NEAR(s->lr(1), 0.0, kTol);                  // last=0: log(1)/log(10) = 0
-  EXPECT_NEAR(s->lr(2), 0.0030102999566398, kTol);   // last=1: 0.01*log(2)/log(10)
-  EXPECT_NEAR(s->lr(5), 0.0069897000433602, kTol);   // last=4: 0.01*log(5)/log(10)
-  EXPECT_NEAR(s->lr(10), 0.01, kTol);                // last=9: log(10)/log(10) = 1
-  EXPECT_NEAR(s->lr(11), 0.01, kTol);                // last=10 >= warmup: gamma = 1
+  EXPECT_NEAR(s->lr(0), 0.0, kTol);                 // constructor: min_lr
+  EXPECT_NEAR(s->lr(1), 0.0, kTol);                 // last=0: log(1)/log(10) = 0
+  EXPECT_NEAR(s->lr(2), 0.0030102999566398, kTol);  // last=1: 0.01*log(2)/log(10)
+  EXPECT_NEAR(s->lr(5), 0.0069897000433602, kTol);  // last=4: 0.01*log(5)/log(10)
+  EXPECT_NEAR(s->lr(10), 0.01, kTol);               // last=9: log(10)/log(10) = 1
+  EXPECT_NEAR(s->lr(11), 0.01, kTol);               // last=10 >= warmup: gamma = 1
   EXPECT_NEAR(s->lr(100000), 0.01, kTol);
 }
 
 TEST(Schedule, WarmupLRLinearAndMinimumWarmupOfTwo) {
-  auto s = make("WarmupLR", {{"warmup_min_lr", 0.001}, {"warmup_max_lr", 0.011},
-                             {"warmup_num_steps", 10}, {"warmup_type", "linear"}});
+  auto s =
+      make("WarmupLR",
+           {{"warmup_min_lr", 0.001}, {"warmup_max_lr", 0.011}, {"warmup_num_steps", 10}, {"warmup_type", "linear"}});
   EXPECT_NEAR(s->lr(0), 0.001, kTol);
-  EXPECT_NEAR(s->lr(1), 0.001, kTol);    // last=0: 0/10
-  EXPECT_NEAR(s->lr(6), 0.006, kTol);    // last=5: 0.001 + 0.01*5/10
-  EXPECT_NEAR(s->lr(10), 0.01, kTol);    // last=9: 0.001 + 0.01*9/10
-  EXPECT_NEAR(s->lr(11), 0.011, kTol);   // last=10: max
+  EXPECT_NEAR(s->lr(1), 0.001, kTol);   // last=0: 0/10
+  EXPECT_NEAR(s->lr(6), 0.006, kTol);   // last=5: 0.001 + 0.01*5/10
+  EXPECT_NEAR(s->lr(10), 0.01, kTol);   // last=9: 0.001 + 0.01*9/10
+  EXPECT_NEAR(s->lr(11), 0.011, kTol);  // last=10: max
   // warmup_num_steps=1 becomes max(2, 1) = 2: last=1 gives 1/2 of the way.
   auto t = make("WarmupLR", {{"warmup_max_lr", 0.02}, {"warmup_num_steps", 1}, {"warmup_type", "linear"}});
   EXPECT_NEAR(t->lr(2), 0.01, kTol);
@@ -63,8 +64,11 @@ TEST(Schedule, WarmupLRDefaults) {
 
 TEST(Schedule, WarmupDecayLR) {
   // gamma after warmup = max(0, (total - last) / max(1, total - warmup)); total 110, warmup 10.
-  const json p = {{"warmup_min_lr", 0.0}, {"warmup_max_lr", 0.01}, {"warmup_num_steps", 10},
-                  {"warmup_type", "linear"}, {"total_num_steps", 110}};
+  const json p = {{"warmup_min_lr", 0.0},
+                  {"warmup_max_lr", 0.01},
+                  {"warmup_num_steps", 10},
+                  {"warmup_type", "linear"},
+                  {"total_num_steps", 110}};
   auto s = make("WarmupDecayLR", p);
   EXPECT_EQ(s->name(), "WarmupDecayLR");
   EXPECT_NEAR(s->lr(5), 0.004, kTol);    // last=4: 4/10
@@ -80,17 +84,20 @@ TEST(Schedule, WarmupDecayLR) {
   for (int64_t step : {0, 5, 11, 61, 111}) EXPECT_EQ(t->lr(step), s->lr(step)) << step;
   // WarmupDecayLR's own default warmup_max_lr is 0.001 (not the optimizer lr).
   auto d = make("WarmupDecayLR", {{"total_num_steps", 2000}}, 0.5);
-  EXPECT_NEAR(d->lr(1000), 0.001, kTol);  // last=999, end of warmup
-  EXPECT_NEAR(d->lr(1501), 0.0005, kTol); // last=1500: (2000-1500)/1000
+  EXPECT_NEAR(d->lr(1000), 0.001, kTol);   // last=999, end of warmup
+  EXPECT_NEAR(d->lr(1501), 0.0005, kTol);  // last=1500: (2000-1500)/1000
 }
 
 TEST(Schedule, WarmupCosineLR) {
   // Peak = optimizer lr 0.1. Warmup ratio = 0.1 + r*(1-0.1); cosine over total - warmup = 16.
-  auto s = make("WarmupCosineLR", {{"total_num_steps", 20}, {"warmup_min_ratio", 0.1}, {"warmup_num_steps", 4},
-                                   {"cos_min_ratio", 0.01}, {"warmup_type", "linear"}});
-  EXPECT_NEAR(s->lr(0), 0.0, kTol);     // DeepSpeed's value before the first scheduler step
-  EXPECT_NEAR(s->lr(1), 0.01, kTol);    // last=0: ratio 0.1
-  EXPECT_NEAR(s->lr(3), 0.055, kTol);   // last=2: 0.1 + 0.5*0.9 = 0.55
+  auto s = make("WarmupCosineLR", {{"total_num_steps", 20},
+                                   {"warmup_min_ratio", 0.1},
+                                   {"warmup_num_steps", 4},
+                                   {"cos_min_ratio", 0.01},
+                                   {"warmup_type", "linear"}});
+  EXPECT_NEAR(s->lr(0), 0.0, kTol);    // DeepSpeed's value before the first scheduler step
+  EXPECT_NEAR(s->lr(1), 0.01, kTol);   // last=0: ratio 0.1
+  EXPECT_NEAR(s->lr(3), 0.055, kTol);  // last=2: 0.1 + 0.5*0.9 = 0.55
   // last=4: progress (4-4+1)/16; ratio 0.01 + 0.99*(1+cos(pi/16))/2, cos(pi/16)=0.98078528040323
   EXPECT_NEAR(s->lr(5), 0.1 * (0.01 + 0.99 * (1 + 0.98078528040323) / 2), 1e-13);
   EXPECT_NEAR(s->lr(12), 0.0505, kTol);  // last=11: progress 8/16, ratio 0.01 + 0.99*0.5
@@ -104,19 +111,28 @@ TEST(Schedule, WarmupCosineLR) {
 
 TEST(Schedule, OneCycleContinuous) {
   // total_size 10, step_ratio 0.4; lr(s) = min + (max-min)*scale at batch_iteration s.
-  auto s = make("OneCycle", {{"cycle_min_lr", 0.01}, {"cycle_max_lr", 0.11}, {"cycle_first_step_size", 4},
-                             {"cycle_second_step_size", 6}, {"decay_lr_rate", 0.5}, {"decay_step_size", 2},
-                             {"cycle_momentum", true}, {"cycle_min_mom", 0.85}, {"cycle_max_mom", 0.95}});
-  EXPECT_NEAR(s->lr(0), 0.01, kTol);   // x=0
-  EXPECT_NEAR(s->lr(2), 0.06, kTol);   // x=0.2: scale 0.2/0.4
-  EXPECT_NEAR(s->lr(4), 0.11, kTol);   // x=0.4: peak
-  EXPECT_NEAR(s->lr(7), 0.06, kTol);   // x=0.7: (0.7-1)/(0.4-1) = 0.5
-  EXPECT_NEAR(s->lr(10), 0.01, kTol);  // last=9 < 10, batch 10 starts cycle 2: x=0
-  EXPECT_NEAR(s->lr(11), 0.008, kTol); // decay: d = 1, interval 1/2, 0.01/(1+0.25)
-  EXPECT_NEAR(s->lr(14), 0.005, kTol); // d = 4, interval 2, 0.01/(1+1)
+  auto s = make("OneCycle", {{"cycle_min_lr", 0.01},
+                             {"cycle_max_lr", 0.11},
+                             {"cycle_first_step_size", 4},
+                             {"cycle_second_step_size", 6},
+                             {"decay_lr_rate", 0.5},
+                             {"decay_step_size", 2},
+                             {"cycle_momentum", true},
+                             {"cycle_min_mom", 0.85},
+                             {"cycle_max_mom", 0.95}});
+  EXPECT_NEAR(s->lr(0), 0.01, kTol);    // x=0
+  EXPECT_NEAR(s->lr(2), 0.06, kTol);    // x=0.2: scale 0.2/0.4
+  EXPECT_NEAR(s->lr(4), 0.11, kTol);    // x=0.4: peak
+  EXPECT_NEAR(s->lr(7), 0.06, kTol);    // x=0.7: (0.7-1)/(0.4-1) = 0.5
+  EXPECT_NEAR(s->lr(10), 0.01, kTol);   // last=9 < 10, batch 10 starts cycle 2: x=0
+  EXPECT_NEAR(s->lr(11), 0.008, kTol);  // decay: d = 1, interval 1/2, 0.01/(1+0.25)
+  EXPECT_NEAR(s->lr(14), 0.005, kTol);  // d = 4, interval 2, 0.01/(1+1)
   // No decay when decay_lr_rate is 0 (or decay_step_size is 0): stays at cycle_min_lr.
-  auto t = make("OneCycle", {{"cycle_min_lr", 0.01}, {"cycle_max_lr", 0.11}, {"cycle_first_step_size", 4},
-                             {"cycle_second_step_size", 6}, {"decay_step_size", 2}});
+  auto t = make("OneCycle", {{"cycle_min_lr", 0.01},
+                             {"cycle_max_lr", 0.11},
+                             {"cycle_first_step_size", 4},
+                             {"cycle_second_step_size", 6},
+                             {"decay_step_size", 2}});
   EXPECT_NEAR(t->lr(14), 0.01, kTol);
   // cycle_second_step_size defaults to the first: total 8, peak at 4, back to min at 8.
   auto u = make("OneCycle", {{"cycle_min_lr", 0.0}, {"cycle_max_lr", 1.0}, {"cycle_first_step_size", 4}});
@@ -127,28 +143,33 @@ TEST(Schedule, OneCycleContinuous) {
 
 TEST(Schedule, OneCycleStaircase) {
   // First half 4 steps in 2 stairs, second half 6 steps in 3 stairs: scale = floor(pos)/stairs.
-  auto s = make("OneCycle", {{"cycle_min_lr", 0.01}, {"cycle_max_lr", 0.11}, {"cycle_first_step_size", 4},
-                             {"cycle_second_step_size", 6}, {"cycle_first_stair_count", 2},
+  auto s = make("OneCycle", {{"cycle_min_lr", 0.01},
+                             {"cycle_max_lr", 0.11},
+                             {"cycle_first_step_size", 4},
+                             {"cycle_second_step_size", 6},
+                             {"cycle_first_stair_count", 2},
                              {"cycle_second_stair_count", 3}});
-  EXPECT_NEAR(s->lr(1), 0.01, kTol);                 // pos 1*2/4 = 0.5 -> 0
-  EXPECT_NEAR(s->lr(2), 0.06, kTol);                 // pos 1 -> 1/2
-  EXPECT_NEAR(s->lr(3), 0.06, kTol);                 // pos 1.5 -> 1/2
-  EXPECT_NEAR(s->lr(4), 0.11, kTol);                 // pos 2 -> 1
-  EXPECT_NEAR(s->lr(5), 0.01 + 0.1 * 2 / 3.0, kTol); // second half: (10-5)*3/6 = 2.5 -> 2/3
-  EXPECT_NEAR(s->lr(7), 0.01 + 0.1 / 3.0, kTol);     // (10-7)*3/6 = 1.5 -> 1/3
-  EXPECT_NEAR(s->lr(8), 0.01 + 0.1 / 3.0, kTol);     // 1 -> 1/3
-  EXPECT_NEAR(s->lr(9), 0.01, kTol);                 // 0.5 -> 0
+  EXPECT_NEAR(s->lr(1), 0.01, kTol);                  // pos 1*2/4 = 0.5 -> 0
+  EXPECT_NEAR(s->lr(2), 0.06, kTol);                  // pos 1 -> 1/2
+  EXPECT_NEAR(s->lr(3), 0.06, kTol);                  // pos 1.5 -> 1/2
+  EXPECT_NEAR(s->lr(4), 0.11, kTol);                  // pos 2 -> 1
+  EXPECT_NEAR(s->lr(5), 0.01 + 0.1 * 2 / 3.0, kTol);  // second half: (10-5)*3/6 = 2.5 -> 2/3
+  EXPECT_NEAR(s->lr(7), 0.01 + 0.1 / 3.0, kTol);      // (10-7)*3/6 = 1.5 -> 1/3
+  EXPECT_NEAR(s->lr(8), 0.01 + 0.1 / 3.0, kTol);      // 1 -> 1/3
+  EXPECT_NEAR(s->lr(9), 0.01, kTol);                  // 0.5 -> 0
 }
 
 TEST(Schedule, LRRangeTest) {
   // lr = min * (1 + rate * interval), interval = last / step_size (floored if staircase).
-  auto s = make("LRRangeTest", {{"lr_range_test_min_lr", 0.001}, {"lr_range_test_step_size", 10},
-                                {"lr_range_test_step_rate", 2.0}});
+  auto s = make("LRRangeTest",
+                {{"lr_range_test_min_lr", 0.001}, {"lr_range_test_step_size", 10}, {"lr_range_test_step_rate", 2.0}});
   EXPECT_NEAR(s->lr(0), 0.001, kTol);
-  EXPECT_NEAR(s->lr(1), 0.001, kTol);   // last=0
-  EXPECT_NEAR(s->lr(6), 0.002, kTol);   // last=5: 1 + 2*0.5
-  auto t = make("LRRangeTest", {{"lr_range_test_min_lr", 0.001}, {"lr_range_test_step_size", 10},
-                                {"lr_range_test_step_rate", 2.0}, {"lr_range_test_staircase", true}});
+  EXPECT_NEAR(s->lr(1), 0.001, kTol);  // last=0
+  EXPECT_NEAR(s->lr(6), 0.002, kTol);  // last=5: 1 + 2*0.5
+  auto t = make("LRRangeTest", {{"lr_range_test_min_lr", 0.001},
+                                {"lr_range_test_step_size", 10},
+                                {"lr_range_test_step_rate", 2.0},
+                                {"lr_range_test_staircase", true}});
   EXPECT_NEAR(t->lr(6), 0.001, kTol);   // floor(0.5) = 0
   EXPECT_NEAR(t->lr(12), 0.003, kTol);  // last=11: floor(1.1) = 1
 }
@@ -169,8 +190,9 @@ TEST(Schedule, ValidationErrors) {
   expect_error("WarmupCosineLR", {{"cos_min_lr", 0.1}}, "did you mean 'cos_min_ratio'?", 100);
   expect_error("OneCycle", {{"cycle_min_lr", 0.1}, {"cycle_max_lr", 1}, {"cycle_first_stepsize", 3}},
                "did you mean 'cycle_first_step_size'?");
-  expect_error("WarmupLr", json::object(), "unknown type 'WarmupLr' (allowed: WarmupLR, WarmupDecayLR, "
-                                            "WarmupCosineLR, OneCycle, LRRangeTest; did you mean 'WarmupLR'?)");
+  expect_error("WarmupLr", json::object(),
+               "unknown type 'WarmupLr' (allowed: WarmupLR, WarmupDecayLR, "
+               "WarmupCosineLR, OneCycle, LRRangeTest; did you mean 'WarmupLR'?)");
   expect_error("WarmupLR", {{"warmup_type", "cosine"}}, "'warmup_type' must be one of log, linear, got \"cosine\"");
   expect_error("WarmupLR", {{"warmup_num_steps", 0}}, "'warmup_num_steps' must be an integer >= 1, got 0");
   expect_error("WarmupLR", {{"warmup_num_steps", 10.5}}, "'warmup_num_steps' must be an integer >= 1, got 10.5");

@@ -155,8 +155,8 @@ TEST_P(MlpOracle, FirstPassMatchesTorchLogitsLossAndGradients) {
   zero::Engine engine(*model, g_world, engine_options(c));
   const Rows rows = my_rows(0);
   Tensor logits = engine.forward(o.at("x").slice(0, rows.begin, rows.end));
-  expect_within(compare(logits.to_vector(), o.at("logits").slice(0, rows.begin, rows.end).to_vector()),
-                c.tol.logits, "logits (this rank's rows)");
+  expect_within(compare(logits.to_vector(), o.at("logits").slice(0, rows.begin, rows.end).to_vector()), c.tol.logits,
+                "logits (this rank's rows)");
   Tensor loss = ag::cross_entropy(logits, o.at("y").slice(0, rows.begin, rows.end));
   expect_within(compare({float(global_mean(loss.item()))}, o.at("loss").to_vector()), c.tol.loss, "loss");
   engine.backward(loss);

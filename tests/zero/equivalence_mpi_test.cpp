@@ -73,10 +73,18 @@ TEST_P(Stage, ModelStateBytesEqualTheFormulas) {
   // DESIGN.md with Adam: fp32 16P, 8P+8P/N, 4P+12P/N, 16P/N; mixed 16P, 4P+12P/N, 2P+14P/N, 16P/N.
   const bool mixed = s.dtype != DType::f32;
   switch (s.stage) {
-    case 0: EXPECT_EQ(total, 16 * P); break;
-    case 1: EXPECT_EQ(total, mixed ? 4 * P + 12 * P / N : 8 * P + 8 * P / N); break;
-    case 2: EXPECT_EQ(total, mixed ? 2 * P + 14 * P / N : 4 * P + 12 * P / N); break;
-    case 3: EXPECT_EQ(total, 16 * P / N); break;
+    case 0:
+      EXPECT_EQ(total, 16 * P);
+      break;
+    case 1:
+      EXPECT_EQ(total, mixed ? 4 * P + 12 * P / N : 8 * P + 8 * P / N);
+      break;
+    case 2:
+      EXPECT_EQ(total, mixed ? 2 * P + 14 * P / N : 4 * P + 12 * P / N);
+      break;
+    case 3:
+      EXPECT_EQ(total, 16 * P / N);
+      break;
   }
   zero::MemoryEstimate e = engine.expected_memory();
   EXPECT_EQ(int64_t(m.of(MemTag::param)), e.param);

@@ -43,9 +43,7 @@ TEST(FakeGroup, ModelStateBytesMatchThePlanForEveryRank) {
 }
 
 // 64 -> 8 x 256 -> 10: eight similar large units, reduce buckets of about one unit.
-std::shared_ptr<nn::Module> make_wide_model() {
-  return nn::make_mlp(64, std::vector<int64_t>(8, 256), 10, "relu", 7);
-}
+std::shared_ptr<nn::Module> make_wide_model() { return nn::make_mlp(64, std::vector<int64_t>(8, 256), 10, "relu", 7); }
 
 struct Peak {
   int64_t total, states, activation, allowance;

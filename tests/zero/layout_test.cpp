@@ -14,7 +14,7 @@ TEST(Layout, PaddedSizeRoundsToWorldTimesAlignment) {
   EXPECT_EQ(padded_size(1, 1), kAlignElems);
   EXPECT_EQ(padded_size(kAlignElems, 1), kAlignElems);
   EXPECT_EQ(padded_size(kAlignElems + 1, 1), 2 * kAlignElems);
-  EXPECT_EQ(padded_size(446, 3), 480);  // 3*16 = 48; 10 * 48
+  EXPECT_EQ(padded_size(446, 3), 480);            // 3*16 = 48; 10 * 48
   EXPECT_EQ(padded_size(5, 8), 8 * kAlignElems);  // N larger than the buffer
   EXPECT_EQ(padded_size(7, 3, 1), 9);
   EXPECT_THROW(padded_size(5, 0), zt::Error);
@@ -124,6 +124,8 @@ TEST(Plan, LargestModelThatFits) {
   EXPECT_EQ(max_params_that_fit(16 * gib, pol(3, DType::f32), 8, 8), 8 * gib);
   EXPECT_EQ(max_params_that_fit(16 * gib, pol(0, DType::bf16), 8, 8), gib);
   EXPECT_EQ(max_params_that_fit(16 * gib, pol(3, DType::bf16), 8, 8), 8 * gib);
-  EXPECT_GT(max_params_that_fit(16 * gib, pol(2, DType::f32), 8, 8), max_params_that_fit(16 * gib, pol(1, DType::f32), 8, 8));
-  EXPECT_GT(max_params_that_fit(16 * gib, pol(1, DType::bf16), 8, 8), max_params_that_fit(16 * gib, pol(1, DType::f32), 8, 8));
+  EXPECT_GT(max_params_that_fit(16 * gib, pol(2, DType::f32), 8, 8),
+            max_params_that_fit(16 * gib, pol(1, DType::f32), 8, 8));
+  EXPECT_GT(max_params_that_fit(16 * gib, pol(1, DType::bf16), 8, 8),
+            max_params_that_fit(16 * gib, pol(1, DType::f32), 8, 8));
 }

@@ -108,9 +108,12 @@ struct Tolerance {
 };
 inline Tolerance trajectory_tolerance(DType dt) {
   switch (dt) {
-    case DType::f32: return {1e-5, 1e-5};
-    case DType::f16: return {2e-4, 4e-3};
-    default: return {2e-3, 5e-2};
+    case DType::f32:
+      return {1e-5, 1e-5};
+    case DType::f16:
+      return {2e-4, 4e-3};
+    default:
+      return {2e-3, 5e-2};
   }
 }
 

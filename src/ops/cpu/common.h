@@ -24,10 +24,14 @@ inline void st(f16* p, int64_t i, float v) { p[i] = float_to_f16(v); }
 template <typename Fn>
 decltype(auto) dispatch_float(DType dt, const char* op, Fn&& fn) {
   switch (dt) {
-    case DType::f32: return fn(float{});
-    case DType::bf16: return fn(bf16{});
-    case DType::f16: return fn(f16{});
-    default: break;
+    case DType::f32:
+      return fn(float{});
+    case DType::bf16:
+      return fn(bf16{});
+    case DType::f16:
+      return fn(f16{});
+    default:
+      break;
   }
   ZT_THROW("[", op, "] dtype ", dtype_name(dt), " is not supported (allowed: f32, bf16, f16)");
 }

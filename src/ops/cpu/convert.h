@@ -28,7 +28,8 @@ inline void to_f32(const f16* src, float* __restrict dst, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+    _mm512_storeu_ps(dst + i,
+                     _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
 #elif defined(__F16C__)
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
@@ -55,7 +56,8 @@ inline void from_f32(const float* __restrict src, f16* dst, int64_t n) {
 #if defined(__AVX512F__)
   constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_maskz_cvtps_ph(0xffff, _mm512_loadu_ps(src + i), kRound));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_maskz_cvtps_ph(0xffff, _mm512_loadu_ps(src + i), kRound));
 #elif defined(__F16C__)
   constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   for (; i + 8 <= n; i += 8)

@@ -130,9 +130,12 @@ constexpr float kGeluA = 0.044715f;
 
 void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out) {
   switch (op) {
-    case Binary::add: return binary_impl<Binary::add>(a, b, out);
-    case Binary::sub: return binary_impl<Binary::sub>(a, b, out);
-    case Binary::mul: return binary_impl<Binary::mul>(a, b, out);
+    case Binary::add:
+      return binary_impl<Binary::add>(a, b, out);
+    case Binary::sub:
+      return binary_impl<Binary::sub>(a, b, out);
+    case Binary::mul:
+      return binary_impl<Binary::mul>(a, b, out);
   }
 }
 
@@ -174,7 +177,8 @@ void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out) {
           o[i] = d[i] * (0.5f * (1.f + t) + 0.5f * v[i] * (1.f - t * t) * du);
         }
       });
-    default: ZT_THROW("[unary_backward] no backward kernel for this op");
+    default:
+      ZT_THROW("[unary_backward] no backward kernel for this op");
   }
 }
 

@@ -33,8 +33,7 @@ void argmax(const Tensor& x, Tensor& out);  // over the last dimension, into i32
 void softmax(const Tensor& x, bool log, Tensor& out);  // out may be f32 for 16-bit x
 void softmax_backward(const Tensor& dy, const Tensor& y, bool log, Tensor& out);
 // dlogits = k * (exp(log_probs) - onehot(target)), zero rows where target == ignore_index.
-void cross_entropy_backward(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, float k,
-                            Tensor& out);
+void cross_entropy_backward(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, float k, Tensor& out);
 
 // ---- precision (precision.cpp) ----
 void cast(const Tensor& src, Tensor& dst);  // same numel, any float dtypes

@@ -70,9 +70,12 @@ dnnl::stream& stream() {
 
 dnnl::memory::data_type dnnl_type(DType dt) {
   switch (dt) {
-    case DType::bf16: return dnnl::memory::data_type::bf16;
-    case DType::f16: return dnnl::memory::data_type::f16;
-    default: return dnnl::memory::data_type::f32;
+    case DType::bf16:
+      return dnnl::memory::data_type::bf16;
+    case DType::f16:
+      return dnnl::memory::data_type::f16;
+    default:
+      return dnnl::memory::data_type::f32;
   }
 }
 
@@ -108,14 +111,14 @@ std::optional<dnnl::matmul> primitive(const Mat& a, const Mat& b, bool three, bo
   Mat out{Tensor(), a.b, a.r, b.c, a.r * b.c, b.c, 1};
   Mat bias_m{Tensor(), 1, 1, b.c, b.c, b.c, 1};
   try {
-    auto d = dnnl::matmul::desc(md(a, three, dt), md(b, three, dt),
-                                bias ? md(bias_m, three, dt) : dnnl::memory::desc(), md(out, three, dt));
+    auto d = dnnl::matmul::desc(md(a, three, dt), md(b, three, dt), bias ? md(bias_m, three, dt) : dnnl::memory::desc(),
+                                md(out, three, dt));
     dnnl::matmul prim(dnnl::matmul::primitive_desc(d, engine()));
     c.prims.emplace(key, prim);
     return prim;
   } catch (const dnnl::error& e) {
-    ZT_CHECK_AS(ErrorKind::internal, dt != DType::f32, "[matmul] oneDNN could not create an f32 matmul for ", a.r,
-                "x", a.c, " @ ", b.r, "x", b.c, ": ", e.what());
+    ZT_CHECK_AS(ErrorKind::internal, dt != DType::f32, "[matmul] oneDNN could not create an f32 matmul for ", a.r, "x",
+                a.c, " @ ", b.r, "x", b.c, ": ", e.what());
     unsupported(c, dt) = true;
     return std::nullopt;
   }

@@ -42,8 +42,8 @@ namespace autograd {
 
 bool requires_grad(const Tensor& t);
 void set_requires_grad(const Tensor& t, bool on);
-Tensor grad(const Tensor& t);               // undefined if none yet
-void set_grad(const Tensor& t, Tensor g);   // the engine accumulates into it in place
+Tensor grad(const Tensor& t);              // undefined if none yet
+void set_grad(const Tensor& t, Tensor g);  // the engine accumulates into it in place
 bool is_leaf(const Tensor& t);
 void add_grad_ready_hook(const Tensor& leaf, GradHook hook);
 void clear_grad_ready_hooks(const Tensor& leaf);

@@ -19,8 +19,8 @@ Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim);
-Tensor softmax(const Tensor& x);       // last dim
-Tensor log_softmax(const Tensor& x);   // last dim
+Tensor softmax(const Tensor& x);      // last dim
+Tensor log_softmax(const Tensor& x);  // last dim
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
 // Fused log-softmax + NLL, mean over non-ignored targets; logits [N, C], targets [N] i32.

@@ -19,7 +19,8 @@ struct SaveOptions {
   std::string tag;       // e.g. step_00000040
   int keep_last = 0;     // > 0: remove older tags beyond this many (never the one just saved)
   nlohmann::json extra;  // the run's own state: step, data position, config (kept verbatim)
-  std::function<void()> after_shard_written = nullptr;  // fault injection: this rank's file is on disk, nothing committed
+  std::function<void()> after_shard_written =
+      nullptr;  // fault injection: this rank's file is on disk, nothing committed
 };
 
 // Collective over the engine's group. Throws zt::Error (checkpoint) on any rank's failure,

@@ -12,14 +12,14 @@
 namespace zt::ckpt {
 
 struct ExportOptions {
-  DType dtype = DType::f32;        // output dtype of every tensor (f32, bf16 or f16)
-  int64_t chunk_elems = 1 << 22;   // elements converted per read: memory is O(this), not O(model)
-  std::string tensor = "param";    // which saved state to export ("master": the fp32 master copy)
+  DType dtype = DType::f32;       // output dtype of every tensor (f32, bf16 or f16)
+  int64_t chunk_elems = 1 << 22;  // elements converted per read: memory is O(this), not O(model)
+  std::string tensor = "param";   // which saved state to export ("master": the fp32 master copy)
 };
 
 struct ExportStats {
   int64_t tensors = 0;
-  uint64_t file_bytes = 0;     // the whole safetensors file
+  uint64_t file_bytes = 0;            // the whole safetensors file
   uint64_t largest_buffer_bytes = 0;  // the checkpoint's largest flat buffer, in the output dtype
 };
 
@@ -29,8 +29,8 @@ struct ExportStats {
 ExportStats export_safetensors(const std::string& checkpoint, const std::string& out, const ExportOptions& opts = {});
 
 struct ImportReport {
-  int64_t tensors = 0;               // parameters initialised from the file
-  std::vector<std::string> unused;   // tensors of the file the model has no parameter for
+  int64_t tensors = 0;              // parameters initialised from the file
+  std::vector<std::string> unused;  // tensors of the file the model has no parameter for
 };
 
 // Collective over the engine's group: every trainable parameter is initialised from the

@@ -20,7 +20,7 @@ void write_safetensors(AtomicFile& out, const std::vector<std::pair<std::string,
                        const std::map<std::string, std::string>& metadata = {});
 
 struct LoadedTensors {
-  std::string source;                                    // the file (or buffer name) read
+  std::string source;                                   // the file (or buffer name) read
   std::vector<std::pair<std::string, Tensor>> tensors;  // in file order (by data offsets)
   std::map<std::string, std::string> metadata;
   const Tensor* find(const std::string& name) const;

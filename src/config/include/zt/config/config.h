@@ -22,8 +22,8 @@ struct OptimizerConfig {
   double eps = 1e-8;
   // Adam: L2 added to the gradient; AdamW: decoupled. Defaults as PyTorch's: AdamW 0.01, else 0.
   double weight_decay = 0.01;
-  double momentum = 0.0;      // SGD
-  bool nesterov = false;      // SGD
+  double momentum = 0.0;  // SGD
+  bool nesterov = false;  // SGD
 };
 
 struct SchedulerConfig {
@@ -53,30 +53,30 @@ struct Fp16Config {
 };
 
 struct ModelConfig {
-  std::string type = "mlp";           // mlp
+  std::string type = "mlp";  // mlp
   std::vector<int64_t> hidden = {256, 256};
-  std::string activation = "relu";    // relu | gelu
+  std::string activation = "relu";  // relu | gelu
   int64_t input_dim = 784, num_classes = 10;
 };
 
 struct DataConfig {
-  std::string dataset = "mnist";      // mnist | fashion-mnist
-  std::string dir = "data/mnist";     // folder with the four IDX files (raw or .gz)
+  std::string dataset = "mnist";   // mnist | fashion-mnist
+  std::string dir = "data/mnist";  // folder with the four IDX files (raw or .gz)
   bool shuffle = true;
-  int64_t train_limit = 0;            // 0 = all training samples; else the first N
+  int64_t train_limit = 0;  // 0 = all training samples; else the first N
   int64_t test_limit = 0;
 };
 
 struct RunConfig {
-  std::string dir = "runs/latest";    // metrics.jsonl, final weights, summary.json
-  double epochs = 1.0;                // used when max_steps == 0
+  std::string dir = "runs/latest";  // metrics.jsonl, final weights, summary.json
+  double epochs = 1.0;              // used when max_steps == 0
   int64_t max_steps = 0;
   int threads = 0;                    // 0 = OpenMP default
   std::string comm_backend = "auto";  // auto | local | mpi
   double comm_timeout_s = 300.0;
-  int64_t memory_budget_mb = 0;       // 0 = unlimited
+  int64_t memory_budget_mb = 0;  // 0 = unlimited
   bool eval_at_end = true;
-  std::string resume;                 // "" (start fresh), "latest", a tag in checkpoint.dir, or a folder
+  std::string resume;  // "" (start fresh), "latest", a tag in checkpoint.dir, or a folder
 };
 
 // Sharded checkpoints of a run (zt/ckpt/checkpoint.h).
@@ -95,7 +95,7 @@ struct Config {
   int64_t steps_per_print = 10;
   uint64_t seed = 42;
   bool wall_clock_breakdown = false;
-  bool bf16 = false;               // bf16.enabled
+  bool bf16 = false;  // bf16.enabled
   Fp16Config fp16;
   std::string communication_data_type;  // "" (the working dtype), fp32, fp16, bf16
   std::string grad_accum_dtype;         // data_types.grad_accum_dtype: "" (the working dtype), fp32, fp16, bf16

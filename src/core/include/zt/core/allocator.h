@@ -25,9 +25,9 @@ struct MemStats {
   std::array<size_t, kNumMemTags> peak{};     // high-water mark per tag since reset_peaks()
   size_t total_current = 0;
   size_t total_peak = 0;
-  size_t cached = 0;          // bytes held in the free-block cache
-  size_t system_allocs = 0;   // blocks obtained from the system (cache misses), ever
-  size_t alloc_calls = 0;     // allocate() calls, ever
+  size_t cached = 0;         // bytes held in the free-block cache
+  size_t system_allocs = 0;  // blocks obtained from the system (cache misses), ever
+  size_t alloc_calls = 0;    // allocate() calls, ever
   size_t of(MemTag t) const { return current[size_t(t)]; }
   size_t peak_of(MemTag t) const { return peak[size_t(t)]; }
   std::string breakdown() const;  // "param=1.2MiB grad=... total=..."

@@ -82,11 +82,26 @@ ZT_ALWAYS_INLINE f16 float_to_f16(float f) {
 // The DType whose elements are stored as T (what Tensor::data<T>() checks against).
 template <typename T>
 struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<bf16> { static constexpr DType value = DType::bf16; };
-template <> struct DTypeOf<f16> { static constexpr DType value = DType::f16; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::i64; };
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<bf16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct DTypeOf<f16> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::i64;
+};
 template <typename T>
 constexpr DType dtype_of = DTypeOf<std::remove_const_t<T>>::value;
 

@@ -39,22 +39,21 @@ std::string concat(const Args&... args) {
 }  // namespace zt
 
 // ZT_CHECK(cond, "[component] ", parts...) : stream-concatenates the message parts.
-#define ZT_CHECK(cond, ...)                                               \
-  do {                                                                    \
+#define ZT_CHECK(cond, ...)                                                    \
+  do {                                                                         \
     if (!(cond)) ::zt::detail::throw_error(::zt::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 // ZT_CHECK_AS(ErrorKind::data, cond, "[component] ", parts...) : the same with a kind.
-#define ZT_CHECK_AS(kind, cond, ...)                                              \
-  do {                                                                            \
+#define ZT_CHECK_AS(kind, cond, ...)                                                   \
+  do {                                                                                 \
     if (!(cond)) ::zt::detail::throw_error((kind), ::zt::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 #define ZT_THROW(...) ::zt::detail::throw_error(::zt::detail::concat(__VA_ARGS__))
 #define ZT_THROW_AS(kind, ...) ::zt::detail::throw_error((kind), ::zt::detail::concat(__VA_ARGS__))
 
-#define ZT_ASSERT(cond, ...)                                                          \
-  do {                                                                                \
-    if (!(cond))                                                                      \
-      ::zt::detail::throw_assert(#cond, __FILE__, __LINE__, ::zt::detail::concat("", ##__VA_ARGS__)); \
+#define ZT_ASSERT(cond, ...)                                                                                     \
+  do {                                                                                                           \
+    if (!(cond)) ::zt::detail::throw_assert(#cond, __FILE__, __LINE__, ::zt::detail::concat("", ##__VA_ARGS__)); \
   } while (0)

@@ -91,7 +91,7 @@ class Tensor {
   Tensor contiguous() const;                        // self if already contiguous
   Tensor clone() const;                             // contiguous copy, current tag
   Tensor clone(MemTag tag) const;
-  Tensor to(DType dtype) const;                     // converting copy (self if same dtype)
+  Tensor to(DType dtype) const;  // converting copy (self if same dtype)
 
   void copy_(const Tensor& src);  // same shape; converts dtype; handles strides
   void fill_(float value);

@@ -32,8 +32,8 @@ struct Dataset {
 // ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]). limit > 0 keeps the first `limit`.
 // Both headers are checked before either payload is read; an empty split is a data error, and
 // a split larger than the memory budget leaves is ErrorKind::out_of_memory saying its size.
-Dataset load_mnist(const std::string& dir, const std::string& split, float mean = 0.1307f,
-                   float stddev = 0.3081f, int64_t limit = 0);
+Dataset load_mnist(const std::string& dir, const std::string& split, float mean = 0.1307f, float stddev = 0.3081f,
+                   int64_t limit = 0);
 
 // The order of samples for an epoch: a permutation of [0, n) from (seed, epoch), or identity.
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);

@@ -61,8 +61,8 @@ Tensor mul(const Tensor& a, const Tensor& b);
 BinaryGrads add_backward(const Tensor& dy, const Shape& a, const Shape& b, bool need_a, bool need_b);
 BinaryGrads sub_backward(const Tensor& dy, const Shape& a, const Shape& b, bool need_a, bool need_b);
 // a is read only when need_b and b only when need_a (the other may be undefined).
-BinaryGrads mul_backward(const Tensor& dy, const Tensor& a, const Tensor& b, const Shape& a_shape,
-                         const Shape& b_shape, bool need_a, bool need_b);
+BinaryGrads mul_backward(const Tensor& dy, const Tensor& a, const Tensor& b, const Shape& a_shape, const Shape& b_shape,
+                         bool need_a, bool need_b);
 Tensor scale(const Tensor& a, float s);
 Tensor add_scalar(const Tensor& a, float s);
 Tensor sum_to(const Tensor& g, const Shape& shape);  // sums broadcast dims of g back to `shape`
@@ -77,9 +77,9 @@ Tensor gelu(const Tensor& x);  // tanh approximation, as torch's gelu(approximat
 Tensor gelu_backward(const Tensor& dy, const Tensor& x);
 
 // ---- reductions ----
-Tensor sum(const Tensor& x);                                 // all elements -> shape []
+Tensor sum(const Tensor& x);  // all elements -> shape []
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim);
-Tensor mean(const Tensor& x);                                // -> shape []
+Tensor mean(const Tensor& x);  // -> shape []
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim);
 // Backward of the reductions above: dy (one element, or the reduced shape) spread over in_shape.
 Tensor sum_backward(const Tensor& dy, const Shape& in_shape, DType dt);
@@ -98,17 +98,17 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);  // y = log_soft
 // Fused log-softmax + negative log-likelihood, mean over targets != ignore_index.
 // logits [N, C] float, targets [N] i32. Returns loss (shape []) and keeps what backward needs.
 struct CrossEntropyResult {
-  Tensor loss;       // shape [], f32
-  Tensor log_probs;  // [N, C] f32, saved for backward
-  int64_t count = 0; // targets counted (not ignored)
+  Tensor loss;        // shape [], f32
+  Tensor log_probs;   // [N, C] f32, saved for backward
+  int64_t count = 0;  // targets counted (not ignored)
 };
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 // dlogits = dloss * (softmax - onehot) / count, zero rows for ignored targets; dtype of logits.
-Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, const Tensor& targets,
-                              int64_t ignore_index, DType logits_dtype);
+Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, const Tensor& targets, int64_t ignore_index,
+                              DType logits_dtype);
 
 // ---- metrics ----
-Tensor argmax(const Tensor& x);                                // over last dim -> i32
+Tensor argmax(const Tensor& x);                                      // over last dim -> i32
 int64_t count_correct(const Tensor& logits, const Tensor& targets);  // argmax == target
 
 }  // namespace zt::ops

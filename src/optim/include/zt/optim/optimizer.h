@@ -33,9 +33,9 @@ struct UpdateArgs {
   Tensor grad;                 // f32, bf16 or f16, contiguous, n elements
   std::vector<Tensor> states;  // fp32, contiguous, n each, in state_names() order (zeroed by the caller)
   float lr = 0;
-  int64_t step = 1;            // 1-based number of this update (Adam bias correction; SGD: step 1
-                               // initialises the momentum buffer from the gradient, as torch does lazily)
-  float grad_scale = 1.f;      // the gradient used is grad * grad_scale (clipping and 1/loss_scale folded)
+  int64_t step = 1;        // 1-based number of this update (Adam bias correction; SGD: step 1
+                           // initialises the momentum buffer from the gradient, as torch does lazily)
+  float grad_scale = 1.f;  // the gradient used is grad * grad_scale (clipping and 1/loss_scale folded)
 };
 
 // One update of n elements. With a master, the master is updated and param = round(master) in

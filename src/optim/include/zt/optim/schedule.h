@@ -26,8 +26,8 @@ class LRSchedule {
 // default warmup_max_lr); total_steps (if > 0) fills a missing total_num_steps.
 // Throws zt::Error for an unknown type, an unknown key (naming the nearest known one), or a
 // value of the wrong type or range.
-std::unique_ptr<LRSchedule> make_schedule(const std::string& type, const nlohmann::json& params,
-                                          double base_lr, int64_t total_steps);
+std::unique_ptr<LRSchedule> make_schedule(const std::string& type, const nlohmann::json& params, double base_lr,
+                                          int64_t total_steps);
 
 // The schedule types make_schedule accepts (besides "").
 const std::vector<std::string>& schedule_types();

@@ -23,11 +23,11 @@ namespace zt::zero {
 struct EngineOptions {
   int stage = 0;
   int64_t gradient_accumulation_steps = 1;
-  double gradient_clipping = 0.0;  // max global norm; 0 = off
-  bool overlap_comm = true;        // reduce buckets while backward continues
-  int64_t reduce_bucket_size = 500'000'000;           // elements (stages 0-2)
-  int64_t stage3_prefetch_bucket_size = 50'000'000;   // elements gathered ahead
-  int64_t stage3_max_live_parameters = 1'000'000'000; // elements gathered at once
+  double gradient_clipping = 0.0;                        // max global norm; 0 = off
+  bool overlap_comm = true;                              // reduce buckets while backward continues
+  int64_t reduce_bucket_size = 500'000'000;              // elements (stages 0-2)
+  int64_t stage3_prefetch_bucket_size = 50'000'000;      // elements gathered ahead
+  int64_t stage3_max_live_parameters = 1'000'000'000;    // elements gathered at once
   int64_t stage3_param_persistence_threshold = 100'000;  // units this small stay gathered
   // Most gradient elements whose reduction may be in flight; launching past it first finishes
   // the oldest (0: reduce_bucket_size). Bounds the full gradients alive at stages 2-3.
@@ -40,17 +40,17 @@ struct EngineOptions {
 };
 
 struct StepStats {
-  double grad_norm = 0;     // global L2 norm before clipping (unscaled)
+  double grad_norm = 0;  // global L2 norm before clipping (unscaled)
   double clip_coef = 1;
-  bool skipped = false;     // fp16 overflow: no update on any rank
-  double loss_scale = 1;    // the scale this step's gradients carried
+  bool skipped = false;   // fp16 overflow: no update on any rank
+  double loss_scale = 1;  // the scale this step's gradients carried
 };
 
 // This rank's share of one flat buffer, stage-independent: what a checkpoint saves and what a
 // load at another world size re-partitions. Tensors are handles (copy_ into them to restore).
 struct ShardState {
   size_t buffer = 0;
-  int64_t offset = 0, numel = 0;  // range inside the buffer's padded layout
+  int64_t offset = 0, numel = 0;                        // range inside the buffer's padded layout
   std::vector<std::pair<std::string, Tensor>> tensors;  // param, master (16-bit runs), optimizer states
 };
 
@@ -72,7 +72,7 @@ class Engine {
   Tensor forward(const Tensor& x);    // casts a floating input to the working dtype
   void backward(const Tensor& loss);  // one micro-batch; scales by loss_scale / accumulation steps
   bool at_boundary() const { return micro_ == opts_.gradient_accumulation_steps; }
-  StepStats step(double lr);          // exactly at the accumulation boundary
+  StepStats step(double lr);  // exactly at the accumulation boundary
 
   // Calls fn(name, full parameter) for every trainable parameter in model order (stage 3
   // gathers one unit at a time), then for the frozen ones.
