@@ -100,10 +100,13 @@ def main(path):
                 e[f"pytorch[{q.get('blas')}]_gflops"] = q["gflops"]
                 e[f"zerotrain_over_pytorch[{q.get('blas')}]"] = ratio(r["gflops"], q["gflops"])
         mm[shape] = e
-    zb = {r["shape"]: r["gflops"] for r in rows if r.get("op") == "matmul" and r.get("impl") == "zerotrain"
-          and r["dtype"] == "bf16"}
-    for shape, g in zb.items():
-        mm.setdefault(shape, {})["zerotrain_bf16_gflops"] = g
+    # 16-bit: oneDNN's own kernel (AMX / AVX512-BF16 where present) and the f32 fallback.
+    for r in rows:
+        if r.get("op") == "matmul" and r.get("impl") == "zerotrain" and r["dtype"] in ("bf16", "f16"):
+            e = mm.setdefault(r["shape"], {})
+            e[f"zerotrain_{r['dtype']}[{r.get('path', '?')}]_gflops"] = r["gflops"]
+            if r.get("path") == "onednn_lowp":
+                e[f"zerotrain_{r['dtype']}_over_f32"] = ratio(r["gflops"], e.get("zerotrain_gflops"))
     out["matmul_f32"] = mm
 
     # Checkpoints (bench_ckpt at N = 2): GB/s per rank beside the disk's write+fsync in the same

@@ -6,13 +6,13 @@
 namespace zt::zero {
 
 GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, comm::Group& group, bool overlap,
-                         int64_t max_inflight_elems, Callback on_reduced)
+                         int64_t max_inflight_elems, Callback on_launched)
     : plan_(plan),
       params_(std::move(params)),
       group_(group),
       overlap_(overlap),
       max_inflight_(max_inflight_elems),
-      on_reduced_(std::move(on_reduced)) {
+      on_launched_(std::move(on_launched)) {
   const Policy& pol = plan_.policy;
   bufs_.resize(plan_.buffers.size());
   for (size_t b = 0; b < bufs_.size(); ++b) {
@@ -92,6 +92,7 @@ void GradReducer::launch(size_t b) {
   }
   inflight_.push_back(b);
   inflight_elems_ += n;
+  if (on_launched_) on_launched_(b);
   if (!overlap_) finish(b);
 }
 
@@ -119,7 +120,6 @@ void GradReducer::finish(size_t b) {
   }
   buf.wire = Tensor();
   buf.recv = Tensor();
-  if (on_reduced_) on_reduced_(b);
 }
 
 void GradReducer::end_backward() {

@@ -17,9 +17,10 @@ namespace zt::zero {
 class GradReducer {
  public:
   using Callback = std::function<void(size_t buffer)>;
-  // on_reduced(b) runs when buffer b's reduction has completed (stage 3 releases the unit).
+  // on_launched(b) runs once buffer b's gradient is complete and its reduction launched: the
+  // parameters are not needed any more this pass (stage 3 releases the unit right away).
   GradReducer(const Plan& plan, std::vector<Tensor> params, comm::Group& group, bool overlap,
-              int64_t max_inflight_elems, Callback on_reduced);
+              int64_t max_inflight_elems, Callback on_launched);
   ~GradReducer();
 
   void begin_backward(bool boundary, const std::string& label);
@@ -49,7 +50,7 @@ class GradReducer {
   comm::Group& group_;
   bool overlap_;
   int64_t max_inflight_;
-  Callback on_reduced_;
+  Callback on_launched_;
   std::vector<Buf> bufs_;
   std::deque<size_t> inflight_;
   int64_t inflight_elems_ = 0;
