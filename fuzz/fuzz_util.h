@@ -11,12 +11,16 @@
 
 namespace zt::fuzz {
 
-// A folder of this process's own, removed at exit (the name is never destroyed, so the exit
-// handler can still read it).
+// A folder of this process's own under $ZT_FUZZ_SCRATCH (scripts/fuzz.sh removes that one after
+// a run, as crashed processes leave theirs), else /dev/shm; removed at a normal exit (the name is
+// never destroyed, so the exit handler can still read it).
 inline const std::string& scratch_dir() {
   static const std::string* dir = [] {
     namespace fs = std::filesystem;
-    const fs::path base = fs::is_directory("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+    const char* env = std::getenv("ZT_FUZZ_SCRATCH");
+    const fs::path base = env && *env                      ? fs::path(env)
+                          : fs::is_directory("/dev/shm") ? fs::path("/dev/shm")
+                                                         : fs::temp_directory_path();
     auto* d = new std::string((base / ("zt_fuzz_" + std::to_string(getpid()))).string());
     fs::create_directories(*d);
     std::atexit([] {

@@ -30,6 +30,13 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
 fi
 cmake --build "$build" -j"$(nproc)" --target fuzzers >/dev/null
 
+# The targets write each input to a scratch file: on tmpfs when there is one, removed at the end.
+scratch_root=/dev/shm
+[[ -d "$scratch_root" && -w "$scratch_root" ]] || scratch_root="$build"
+export ZT_FUZZ_SCRATCH="$scratch_root/zt_fuzz_run_$$"
+mkdir -p "$ZT_FUZZ_SCRATCH"
+trap 'rm -rf "$ZT_FUZZ_SCRATCH"' EXIT
+
 for t in "${targets[@]}"; do
   seeds="fuzz/corpus/$t"
   [[ -x "$build/fuzz/$t" && -d "$seeds" ]] || { echo "[fuzz] unknown target '$t' (no $build/fuzz/$t or $seeds)" >&2; exit 2; }
