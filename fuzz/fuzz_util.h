@@ -18,7 +18,7 @@ inline const std::string& scratch_dir() {
   static const std::string* dir = [] {
     namespace fs = std::filesystem;
     const char* env = std::getenv("ZT_FUZZ_SCRATCH");
-    const fs::path base = env && *env                      ? fs::path(env)
+    const fs::path base = env && *env                    ? fs::path(env)
                           : fs::is_directory("/dev/shm") ? fs::path("/dev/shm")
                                                          : fs::temp_directory_path();
     auto* d = new std::string((base / ("zt_fuzz_" + std::to_string(getpid()))).string());
