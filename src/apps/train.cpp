@@ -208,7 +208,15 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     }
     // The schedule follows applied updates: an fp16 step skipped on overflow does not advance it (as DeepSpeed).
     const double lr = schedule->lr(engine.optimizer_steps());
-    zero::StepStats st = engine.step(lr);
+    zero::StepStats st;
+    try {
+      st = engine.step(lr);
+    } catch (const Error& e) {
+      // fp16's "loss scale at its minimum" follows the all-ranks overflow vote: every rank raises
+      // it at the same step, so it is said once, like any agreed stop.
+      if (e.kind() == ErrorKind::data && engine.policy().loss_scaling) throw AgreedStop(e.what(), e.kind(), 1);
+      throw;
+    }
     // A non-finite loss stops the run, except where fp16 loss scaling skipped the step for it.
     const bool bad_loss = !std::isfinite(step_loss) && !st.skipped;
     const Vote vote = agree(group, {stop_signal(), bad_loss ? rank : -1, on_lead.failed()},
