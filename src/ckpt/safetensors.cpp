@@ -16,6 +16,8 @@
 #include <set>
 #include <tuple>
 
+#include "zt/core/strings.h"
+
 // Note [safetensors validation]
 // Everything in a file is checked before it is trusted, and every failure is ErrorKind::checkpoint
 // naming the file: the header length (at most kMaxHeader, as the reference implementation
@@ -66,26 +68,11 @@ std::string describe(const nlohmann::json& v) {
 
 using Entry = SafetensorsEntry;  // offsets relative to the data section until returned
 
-// The nesting depth is checked before parsing: brackets outside strings.
+// The nesting depth is checked before parsing (core's scan: brackets outside strings).
 void check_depth(const std::string& src, const std::string& h) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < h.size(); ++i) {
-    const char c = h[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ZT_CHECK_AS(ErrorKind::checkpoint, ++depth <= kMaxDepth, "[safetensors] ", src,
-                  ": the JSON header nests deeper than the format's ", kMaxDepth, " levels at byte offset ", 8 + i);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
+  const size_t at = json_depth_exceeded_at(h, kMaxDepth);
+  ZT_CHECK_AS(ErrorKind::checkpoint, at == std::string::npos, "[safetensors] ", src,
+              ": the JSON header nests deeper than the format's ", kMaxDepth, " levels at byte offset ", 8 + at);
 }
 
 nlohmann::json parse_json(const std::string& src, const std::string& h) {
