@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
-    return app.exit(e);
+    return app.exit(e);              // CLI11's App::exit prints the text and returns the status; nothing exits here
   } catch (const CLI::ParseError& e) {
     const auto parsed = app.get_subcommands();
     return usage_error(e.what(), parsed.empty() ? "" : parsed.front()->get_name());

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/error_of.h"
+#include "common/temp_dir.h"
 #include "zt/config/config.h"
 
 namespace zt::config {
@@ -15,20 +16,9 @@ namespace {
 using json = nlohmann::json;
 using zt::testing_util::error_kind_of;
 
-class ConfigErrorKind : public ::testing::Test {
+class ConfigErrorKind : public zt::testing_util::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("zt_config_kind_" + std::to_string(getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string write(const std::string& text) {
-    std::string p = (dir_ / "ds.json").string();
-    std::ofstream(p) << text;
-    return p;
-  }
-  std::filesystem::path dir_;
+  std::string write(const std::string& text) { return TempDirTest::write("ds.json", text); }
 };
 
 TEST_F(ConfigErrorKind, AnUnknownKeyIsAConfigError) {

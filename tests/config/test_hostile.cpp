@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "common/error_of.h"
+#include "common/temp_dir.h"
 #include "zt/config/config.h"
 #include "zt/core/error.h"
 
@@ -35,21 +36,7 @@ json nested_lists(int depth) {
 
 std::string nested_text(int depth) { return std::string(size_t(depth), '[') + std::string(size_t(depth), ']'); }
 
-class HostileFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("zt_hostile_" + std::to_string(getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& text) {
-    std::string p = (dir_ / name).string();
-    std::ofstream(p) << text;
-    return p;
-  }
-  std::filesystem::path dir_;
-};
+class HostileFile : public zt::testing_util::TempDirTest {};
 
 TEST_F(HostileFile, AFileNested53000LevelsDeepIsRejectedWithTheOffsetAndTheLimit) {
   auto p = write("deep.json", "{\"model\": " + nested_text(53'000) + "}");

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 #include "common/error_of.h"
+#include "common/temp_dir.h"
 
 #include <filesystem>
 #include <fstream>
@@ -19,21 +20,7 @@ using json = nlohmann::json;
 
 using zt::testing_util::error_of;
 
-class ConfigFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("zt_config_" + std::to_string(getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& text) {
-    std::string p = (dir_ / name).string();
-    std::ofstream(p) << text;
-    return p;
-  }
-  std::filesystem::path dir_;
-};
+class ConfigFile : public zt::testing_util::TempDirTest {};
 
 TEST_F(ConfigFile, LoadsAndValidates) {
   auto p = write("ds.json", R"({"train_batch_size": 32, "zero_optimization": {"stage": 2}})");

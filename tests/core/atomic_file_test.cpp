@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/error_of.h"
+#include "common/temp_dir.h"
 #include "zt/core/atomic_file.h"
 
 namespace zt {
@@ -21,21 +22,13 @@ using ::testing::HasSubstr;
 using testing_util::error_kind_of;
 using testing_util::error_of;
 
-class AtomicFileTest : public ::testing::Test {
+class AtomicFileTest : public testing_util::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("zt_atomic_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   std::string read(const std::string& name) const {
     std::ifstream f(path(name), std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(f)), {});
   }
   size_t entries() const { return size_t(std::distance(fs::directory_iterator(dir_), fs::directory_iterator())); }
-  fs::path dir_;
 };
 
 TEST_F(AtomicFileTest, CommitReplacesTheFileWholeAndLeavesNoTemporary) {

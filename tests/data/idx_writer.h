@@ -1,8 +1,10 @@
 #pragma once
 // Test helpers: a fresh temporary folder per test, and IDX files written raw or gzipped.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 #include <zlib.h>
+#include "common/temp_dir.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -39,19 +41,6 @@ inline void write_file(const std::string& path, const std::vector<uint8_t>& byte
   }
 }
 
-class TempDirTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("zt_data_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  std::filesystem::path dir_;
-};
+using TempDirTest = zt::testing_util::TempDirTest;
 
 }  // namespace zt::data::testing
