@@ -51,6 +51,21 @@ void add_grad_ready_hook(const Tensor& leaf, GradHook hook) { meta(leaf).grad_re
 void clear_grad_ready_hooks(const Tensor& leaf) { meta(leaf).grad_ready_hooks.clear(); }
 void set_grad_slot_hook(const Tensor& leaf, GradSlotHook hook) { meta(leaf).grad_slot_hook = std::move(hook); }
 
+void set_sparse_grad(const Tensor& leaf, bool on) { meta(leaf).sparse_grad = on; }
+bool sparse_grad(const Tensor& leaf) {
+  const AutogradMeta* m = meta_if(leaf);
+  return m && m->sparse_grad;
+}
+void add_touched_rows(const Tensor& leaf, const std::vector<int32_t>& rows) {
+  auto& have = meta(leaf).touched_rows;
+  std::vector<int32_t> merged;
+  merged.reserve(have.size() + rows.size());
+  std::set_union(have.begin(), have.end(), rows.begin(), rows.end(), std::back_inserter(merged));
+  have = std::move(merged);
+}
+const std::vector<int32_t>& touched_rows(const Tensor& leaf) { return meta(leaf).touched_rows; }
+void clear_touched_rows(const Tensor& leaf) { meta(leaf).touched_rows.clear(); }
+
 bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }

@@ -20,6 +20,22 @@ Tensor Module::operator()(const Tensor& x) {
   return post_hook_ ? post_hook_(*this, y) : y;
 }
 
+Tensor Module::operator()(const std::vector<Tensor>& inputs) {
+  if (pre_hook_) pre_hook_(*this);
+  Tensor y = forward_inputs(inputs);
+  return post_hook_ ? post_hook_(*this, y) : y;
+}
+
+Tensor Module::forward_inputs(const std::vector<Tensor>& inputs) {
+  ZT_CHECK(inputs.size() == 1, "[nn] ", type_name(), " takes one input, got ", inputs.size());
+  return forward(inputs[0]);
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, m] : children_) m->train(on);
+}
+
 void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
   for (auto& [n, t] : params_) out.emplace_back(prefix + n, t);
   for (auto& [n, m] : children_) m->collect(prefix + n + ".", out);

@@ -101,6 +101,14 @@ Tensor Engine::forward(const Tensor& x) {
   return model_(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
 }
 
+Tensor Engine::forward(const std::vector<Tensor>& inputs) {
+  const DType dt = plan_.policy.param_dtype;
+  std::vector<Tensor> in;
+  in.reserve(inputs.size());
+  for (const Tensor& x : inputs) in.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
+  return model_(in);
+}
+
 void Engine::backward(const Tensor& loss) {
   const int64_t gas = opts_.gradient_accumulation_steps;
   ZT_CHECK(micro_ < gas, "[zero] backward() called ", micro_ + 1, " times since the last step(); ",

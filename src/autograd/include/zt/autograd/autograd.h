@@ -36,6 +36,10 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;
   std::vector<autograd::GradHook> grad_ready_hooks;
   autograd::GradSlotHook grad_slot_hook;
+  // Sparse gradients (DeepSpeed's sparse_gradients): an embedding weight marked sparse collects
+  // the rows its uses touched in this accumulation window, so ranks exchange only those rows.
+  bool sparse_grad = false;
+  std::vector<int32_t> touched_rows;  // sorted, distinct
 };
 
 namespace autograd {
@@ -51,6 +55,14 @@ void clear_grad_ready_hooks(const Tensor& leaf);
 // a zeroed slot (a view into a flat bucket) to accumulate into, instead of a fresh tensor.
 // Slots may have another float dtype than the gradient (accumulation converts).
 void set_grad_slot_hook(const Tensor& leaf, GradSlotHook hook);
+
+// Sparse gradients: mark a [V, C] leaf; ag::embedding then merges the rows it touches into
+// touched_rows(leaf) (sorted, distinct) until clear_touched_rows (the engine does, per step).
+void set_sparse_grad(const Tensor& leaf, bool on);
+bool sparse_grad(const Tensor& leaf);
+void add_touched_rows(const Tensor& leaf, const std::vector<int32_t>& rows);
+const std::vector<int32_t>& touched_rows(const Tensor& leaf);
+void clear_touched_rows(const Tensor& leaf);
 
 bool grad_enabled();
 class NoGradGuard {

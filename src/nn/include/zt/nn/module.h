@@ -42,6 +42,12 @@ class Module {
   virtual ~Module() = default;
   virtual const char* type_name() const = 0;
   Tensor operator()(const Tensor& x);  // pre-hook, forward, post-hook
+  // Several inputs (token ids, attention mask, token types): pre-hook, forward_inputs, post-hook.
+  Tensor operator()(const std::vector<Tensor>& inputs);
+
+  // Training mode (dropout on) for this module and its children, as torch's train()/eval().
+  void train(bool on = true);
+  bool is_training() const { return training_; }
 
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;  // recursive, dotted
   std::vector<Tensor> parameters() const;
@@ -62,6 +68,8 @@ class Module {
 
  protected:
   virtual Tensor forward(const Tensor& x) = 0;
+  // Modules with several inputs override this; the default passes a single input to forward.
+  virtual Tensor forward_inputs(const std::vector<Tensor>& inputs);
   Tensor register_parameter(const std::string& name, Tensor t);
   // Eager: allocates and runs `init` now; under DeferredInit: shape only (Note [deferred init]).
   Tensor register_parameter(const std::string& name, const Shape& shape, Init init);
@@ -76,6 +84,7 @@ class Module {
   PreHook pre_hook_;
   PostHook post_hook_;
   bool zero_unit_ = false;
+  bool training_ = true;
 };
 
 // y = x W^T + b with PyTorch's default initialisation: W, b ~ U(-1/sqrt(in), 1/sqrt(in)).

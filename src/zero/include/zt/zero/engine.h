@@ -69,8 +69,9 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  Tensor forward(const Tensor& x);    // casts a floating input to the working dtype
-  void backward(const Tensor& loss);  // one micro-batch; scales by loss_scale / accumulation steps
+  Tensor forward(const Tensor& x);                    // casts a floating input to the working dtype
+  Tensor forward(const std::vector<Tensor>& inputs);  // several inputs (ids, mask, types); casts as above
+  void backward(const Tensor& loss);                  // one micro-batch; scales by loss_scale / accumulation steps
   bool at_boundary() const { return micro_ == opts_.gradient_accumulation_steps; }
   StepStats step(double lr);  // exactly at the accumulation boundary
 

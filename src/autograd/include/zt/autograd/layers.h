@@ -1,0 +1,24 @@
+#pragma once
+// Differentiable layer ops (embedding, layer norm, dropout, attention, convolution, pooling):
+// each calls its kernel in zt/ops/{transformer,conv}.h and records the matching backward.
+#include <cstdint>
+
+#include "zt/core/tensor.h"
+
+namespace zt::ag {
+
+// weight [V, C], ids [...] i32 -> [..., C]. When the weight was marked with
+// autograd::set_sparse_grad, backward also adds the rows it touched to its touched_rows().
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps = 1e-5f);
+// Identity when p == 0; otherwise ops::dropout with this seed (the caller picks a fresh seed per call).
+Tensor dropout(const Tensor& x, float p, uint64_t seed);
+// qkv [B, T, 3C] -> [B, T, C]; see ops::attention.
+Tensor attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask);
+// x[:, index, :] of a [B, T, C] tensor -> [B, C] (BERT's [CLS] row); gradient scattered back.
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int64_t stride, int64_t padding);
+Tensor max_pool2d(const Tensor& x, int64_t k, int64_t s);
+
+}  // namespace zt::ag
