@@ -8,12 +8,35 @@
 #include <optional>
 
 #include "zt/core/allocator.h"
+#include "zt/nn/transformer.h"
 
 namespace zt::apps {
 
+nn::TransformerConfig transformer_config(const config::Config& c) {
+  nn::TransformerConfig t;
+  t.vocab_size = c.model.vocab_size;
+  t.block_size = c.model.block_size;
+  t.n_layer = c.model.n_layer;
+  t.n_head = c.model.n_head;
+  t.n_embd = c.model.n_embd;
+  t.type_vocab_size = c.model.type_vocab_size;
+  t.dropout = float(c.model.dropout);
+  t.activation_checkpointing = c.activation_checkpointing.enabled;
+  t.checkpoint_blocks =
+      c.activation_checkpointing.number_checkpoints > 0 ? c.activation_checkpointing.number_checkpoints : -1;
+  t.seed = c.seed;
+  return t;
+}
+
 std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) {
+  if (c.model.type == "gpt" || c.model.type == "bert") {
+    std::optional<nn::DeferredInit> defer;
+    if (deferred) defer.emplace();
+    return c.model.type == "gpt" ? nn::make_gpt(transformer_config(c))
+                                 : nn::make_bert(transformer_config(c), c.model.head, c.model.num_classes);
+  }
   ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp", "[config] model.type '", c.model.type,
-              "' is not supported (allowed: mlp)");
+              "' is not supported (allowed: mlp, gpt, bert)");
   // parse() checked that the count and its fp32 bytes fit in int64.
   const int64_t params = config::mlp_parameter_count(c.model).value_or(0), bytes = params * 4;
   const std::string needs = "the model's " + std::to_string(params) + " parameters need " + std::to_string(bytes) +

@@ -7,6 +7,7 @@
 #include "zt/config/config.h"
 #include "zt/data/mnist.h"
 #include "zt/nn/module.h"
+#include "zt/nn/transformer.h"
 #include "zt/optim/optimizer.h"
 #include "zt/zero/engine.h"
 
@@ -15,6 +16,7 @@ namespace zt::apps {
 // deferred: parameters get shapes only; the engine materialises them into its flat layout
 // (stage 3: one unit at a time), and `estimate` needs no memory for them at all.
 std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred = false);
+nn::TransformerConfig transformer_config(const config::Config& c);
 optim::OptimizerSpec optimizer_spec(const config::Config& c);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "agree.h"
@@ -13,10 +14,12 @@
 #include "fault.h"
 #include "run_dir.h"
 #include "session.h"
+#include "tasks.h"
 #include "zt/autograd/functions.h"
 #include "zt/ckpt/checkpoint.h"
 #include "zt/comm/group.h"
 #include "zt/core/parallel.h"
+#include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
 #include "zt/optim/schedule.h"
 
@@ -123,12 +126,10 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "run directory"), on_lead, "before step 1",
                 cfg.run.dir, false);
 
-  data::Dataset train = data::load_mnist(cfg.data.dir, "train", 0.1307f, 0.3081f, cfg.data.train_limit);
-  data::Dataset test;
-  if (cfg.run.eval_at_end) test = data::load_mnist(cfg.data.dir, "test", 0.1307f, 0.3081f, cfg.data.test_limit);
-  const int64_t steps_per_epoch = train.size() / bs.train_batch_size;
+  std::unique_ptr<Task> task = make_task(cfg);
+  const int64_t steps_per_epoch = task->train_size() / bs.train_batch_size;
   ZT_CHECK_AS(ErrorKind::config, steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ",
-              train.size(), " training samples");
+              task->train_size(), " training samples");
   const int64_t total_steps =
       cfg.run.max_steps > 0 ? cfg.run.max_steps : steps_for_epochs(cfg.run.epochs, steps_per_epoch);
   fault.check_reachable(world, total_steps);
@@ -182,6 +183,20 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                  world, (long long)total_steps);
   }
 
+  // Every rank takes part (a stage-3 model gathers collectively); dropout is off meanwhile.
+  auto run_eval_pass = [&] {
+    autograd::NoGradGuard no_grad;
+    model->train(false);
+    EvalResult ev = task->evaluate([&](const std::vector<Tensor>& in) { return engine.forward(in); }, group,
+                                   task->eval_batch(bs.micro));
+    model->train(true);
+    return ev;
+  };
+  if (lead) {
+    const std::string about = task->describe();
+    if (!about.empty()) std::fprintf(stderr, "%s\n", about.c_str());
+  }
+
   const auto t0 = Clock::now();
   auto last = t0;
   int64_t last_step = 0;
@@ -194,15 +209,17 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     fault.maybe_fire(rank, step + 1);
     const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
     if (epoch != order_epoch) {
-      order = data::epoch_order(train.size(), cfg.seed, epoch, cfg.data.shuffle);
+      order = data::epoch_order(task->train_size(), cfg.seed, epoch, cfg.data.shuffle);
       order_epoch = epoch;
     }
     double step_loss = 0;
     for (int64_t m = 0; m < bs.accumulation; ++m) {
       // Global batch layout: micro-batch m of every rank, rank-major inside each micro-batch.
       const int64_t begin = in_epoch * bs.train_batch_size + (m * world + rank) * bs.micro;
-      data::Batch b = data::gather_batch(train, order, begin, begin + bs.micro);
-      Tensor loss = ag::cross_entropy(engine.forward(b.x), b.y);
+      MicroBatch b = task->gather(order, begin, begin + bs.micro, epoch);
+      // Dropout masks: a stream per (seed, rank, step, micro-batch), replayed by activation checkpointing.
+      nn::set_dropout_stream(cfg.seed ^ (uint64_t(rank) << 48) ^ (uint64_t(step) << 8) ^ uint64_t(m));
+      Tensor loss = task->loss(engine.forward(b.inputs), b);
       step_loss += loss.item() / double(bs.accumulation);
       engine.backward(loss);
     }
@@ -233,6 +250,13 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     }
     const int64_t every = cfg.checkpoint.every_steps;
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) save(step + 1);
+    const int64_t eval_every = cfg.data.eval_every;
+    if (eval_every > 0 && (step + 1) % eval_every == 0 && step + 1 != total_steps) {
+      EvalResult ev = run_eval_pass();
+      if (lead) std::fprintf(stderr, "step %lld: %s\n", (long long)(step + 1), ev.line.c_str());
+      ev.metrics["step"] = step + 1;
+      on_lead([&] { run_dir->append_metrics(ev.metrics); });
+    }
     const bool print = (step + 1) % std::max<int64_t>(1, cfg.steps_per_print) == 0 || step + 1 == total_steps;
     if (!print) continue;
     const double loss_avg =
@@ -274,8 +298,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   }
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
 
-  double acc = -1;
-  if (cfg.run.eval_at_end) acc = evaluate(test, 1000, [&](const Tensor& x) { return engine.forward(x); });
+  std::optional<EvalResult> final_eval;
+  if (cfg.run.eval_at_end) final_eval = run_eval_pass();
   // Consolidated weights, in fp32 whatever the working precision: every rank takes part in the
   // gathers (one unit at a time at stage 3); only rank 0 keeps a copy and writes.
   std::vector<std::pair<std::string, Tensor>> weights;
@@ -291,7 +315,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                             {"skipped_steps", skipped},
                             {"samples_per_s", double((total_steps - first_step) * bs.train_batch_size) / train_s},
                             {"comm_bytes_rank0", group.stats().total_bytes()}};
-  if (acc >= 0) summary["test_accuracy"] = acc;
+  if (final_eval) summary.update(final_eval->metrics);
   // Two votes (Note [agreed stops]): after rank 0 wrote the outputs under temporary names, and
   // after it committed them, so no rank finalizes while rank 0 may still block in I/O.
   std::unique_ptr<RunDir::Staged> staged;
@@ -306,9 +330,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   stop_if_voted(agree(group, {0, -1, on_lead.failed()}, "final save, outputs committed"), on_lead, "", cfg.run.dir,
                 false);
   if (lead) {
-    if (acc >= 0)
-      std::printf("test accuracy: %.4f (%lld/%lld)\n", acc, (long long)std::llround(acc * test.size()),
-                  (long long)test.size());
+    if (final_eval) std::printf("%s\n", final_eval->line.c_str());
     std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; weights and metrics in %s\n", (long long)total_steps,
                  train_s, cfg.run.dir.c_str());
   }

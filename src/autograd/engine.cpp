@@ -69,6 +69,8 @@ void clear_touched_rows(const Tensor& leaf) { meta(leaf).touched_rows.clear(); }
 bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+EnableGradGuard::EnableGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { t_grad_enabled = prev_; }
 
 Tensor record(Tensor out, std::vector<Tensor> inputs, const char* name, BackwardFn fn) {
   if (!t_grad_enabled) return out;

@@ -133,8 +133,22 @@ void parse_fp16(const Section& s, Fp16Config& f) {
 }
 
 void parse_model(const Section& s, ModelConfig& m) {
-  s.allow({"type", "hidden", "activation", "input_dim", "num_classes"});
-  s.read_choice("type", m.type, {"mlp"});
+  s.allow({"type", "hidden", "activation", "input_dim", "num_classes", "vocab_size", "block_size", "n_layer", "n_head",
+           "n_embd", "type_vocab_size", "dropout", "head", "init_from"});
+  s.read_choice("type", m.type, {"mlp", "gpt", "bert"});
+  s.read_int("vocab_size", m.vocab_size, 1, 65536);  // token shards store uint16
+  s.read_int("block_size", m.block_size, 1, 1 << 20);
+  s.read_int("n_layer", m.n_layer, 1, 1 << 10);
+  s.read_int("n_head", m.n_head, 1, 1 << 12);
+  s.read_int("n_embd", m.n_embd, 1, 1 << 16);
+  s.read_int("type_vocab_size", m.type_vocab_size, 1, 1 << 10);
+  s.read_number("dropout", m.dropout, 0, false, 1, true);
+  s.read_choice("head", m.head, {"mlm", "classify"});
+  s.read_string("init_from", m.init_from);
+  ZT_CHECK_AS(ErrorKind::config, m.n_embd % m.n_head == 0, "[config] ", s.source(), ": model.n_embd ", m.n_embd,
+              " is not a multiple of model.n_head ", m.n_head,
+              " (nearest valid n_embd: ", std::max<int64_t>(m.n_head, (m.n_embd + m.n_head / 2) / m.n_head * m.n_head),
+              ")");
   s.read_int_list("hidden", m.hidden, 1);
   s.read_choice("activation", m.activation, {"relu", "gelu"});
   s.read_int("input_dim", m.input_dim, 1);
@@ -149,8 +163,13 @@ void parse_model(const Section& s, ModelConfig& m) {
 }
 
 void parse_data(const Section& s, DataConfig& d) {
-  s.allow({"dataset", "dir", "shuffle", "train_limit", "test_limit"});
-  s.read_choice("dataset", d.dataset, {"mnist", "fashion-mnist"});
+  s.allow(
+      {"dataset", "dir", "shuffle", "train_limit", "test_limit", "seq_len", "eval_every", "eval_batches", "mask_prob"});
+  s.read_choice("dataset", d.dataset, {"mnist", "fashion-mnist", "tokens", "classify"});
+  s.read_int("seq_len", d.seq_len, 0, 1 << 20);
+  s.read_int("eval_every", d.eval_every, 0);
+  s.read_int("eval_batches", d.eval_batches, 1);
+  s.read_number("mask_prob", d.mask_prob, 0, true, 1, false);
   if (!s.has("dir")) d.dir = "data/" + d.dataset;  // scripts/setup.sh puts each dataset there
   s.read_string("dir", d.dir);
   s.read_bool("shuffle", d.shuffle);
@@ -214,6 +233,7 @@ Config parse(const nlohmann::json& j, const std::string& source) {
              "zero_optimization",
              "zero_allow_untested_optimizer",
              "sparse_gradients",
+             "activation_checkpointing",
              "prescale_gradients",
              "communication_data_type",
              "data_types",
@@ -247,12 +267,29 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   top.read_section("zero_optimization", [&](const Section& s) { parse_zero(s, c.zero); });
   bool untested = false;  // accepted: every optimizer we have is native to the engine
   top.read_bool("zero_allow_untested_optimizer", untested);
-  for (const char* key : {"sparse_gradients", "prescale_gradients"}) {
-    bool on = false;
-    top.read_bool(key, on);
-    ZT_CHECK_AS(ErrorKind::config, !on, "[config] ", source, ": '", key,
-                "' = true is not supported yet (allowed: false)");
-  }
+  top.read_bool("sparse_gradients", c.sparse_gradients);
+  bool prescale = false;
+  top.read_bool("prescale_gradients", prescale);
+  ZT_CHECK_AS(ErrorKind::config, !prescale, "[config] ", source,
+              ": 'prescale_gradients' = true is not supported yet (allowed: false)");
+  top.read_section("activation_checkpointing", [&](const Section& s) {
+    auto& a = c.activation_checkpointing;
+    a.enabled = true;
+    s.allow({"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization", "number_checkpoints",
+             "synchronize_checkpoint_boundary", "profile"});
+    for (const char* key : {"partition_activations", "cpu_checkpointing"}) {
+      bool on = false;
+      s.read_bool(key, on);
+      ZT_CHECK_AS(ErrorKind::config, !on, "[config] ", source, ": 'activation_checkpointing.", key,
+                  "' = true is not supported (allowed: false)");
+    }
+    bool ignored = false;  // layout hints with no effect on CPU
+    s.read_bool("contiguous_memory_optimization", ignored);
+    s.read_bool("synchronize_checkpoint_boundary", ignored);
+    if (s.has("number_checkpoints") && !s.value("number_checkpoints").is_null())
+      s.read_int("number_checkpoints", a.number_checkpoints, 1);
+    s.read_bool("profile", a.profile);
+  });
   top.read_section("model", [&](const Section& s) { parse_model(s, c.model); });
   top.read_section("data", [&](const Section& s) { parse_data(s, c.data); });
   top.read_section("run", [&](const Section& s) { parse_run(s, c.run); });

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <unordered_set>
 
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
@@ -41,9 +42,14 @@ void Module::collect(const std::string& prefix, std::vector<std::pair<std::strin
   for (auto& [n, m] : children_) m->collect(prefix + n + ".", out);
 }
 
+// A tensor registered under two names (a tied weight) is listed once, under its first name,
+// as torch's named_parameters() does.
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  collect("", out);
+  std::vector<std::pair<std::string, Tensor>> all, out;
+  collect("", all);
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& nt : all)
+    if (seen.insert(nt.second.impl()).second) out.push_back(std::move(nt));
   return out;
 }
 
@@ -127,6 +133,17 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, std::shared_ptr<Generator
   const float bound = 1.f / std::sqrt(float(in));
   weight = register_parameter("weight", {out, in}, uniform_init(gen, bound));
   if (has_bias) bias = register_parameter("bias", {out}, uniform_init(gen, bound));
+}
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias, Init weight_init, Init bias_init) {
+  ZT_CHECK(in > 0 && out > 0, "[Linear] sizes must be positive, got in=", in, " out=", out);
+  weight = register_parameter("weight", {out, in}, std::move(weight_init));
+  if (has_bias) bias = register_parameter("bias", {out}, std::move(bias_init));
+}
+
+Linear::Linear(Tensor tied_weight) {
+  ZT_CHECK(tied_weight.defined() && tied_weight.dim() == 2, "[Linear] a tied weight must be 2-D");
+  weight = register_parameter("weight", std::move(tied_weight));
 }
 
 namespace {

@@ -1,3 +1,4 @@
+#include <algorithm>
 // The step order of DESIGN.md ("One training step"); the state lives in the collaborators.
 #include "zt/zero/engine.h"
 
@@ -25,6 +26,7 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   frozen_ = std::move(m.frozen);
   frozen_names_ = std::move(m.frozen_names);
   units_ = std::move(m.units);
+  borrowers_ = std::move(m.borrowers);
   plan_ = make_plan(m.input, m.policy, group_->size());
   const Policy& policy = plan_.policy;
 
@@ -68,6 +70,10 @@ Engine::~Engine() {
     u->set_pre_hook(nullptr);
     u->set_post_hook(nullptr);
   }
+  for (auto& br : borrowers_) {
+    br.module->set_pre_hook(nullptr);
+    br.module->set_post_hook(nullptr);
+  }
 }
 
 std::string Engine::label(const std::string& what) const { return "step " + std::to_string(steps_ + 1) + ", " + what; }
@@ -76,24 +82,34 @@ double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
 // Stage 3: a unit is gathered before its forward (the next ones prefetched) and released after
 // it; when backward reaches the unit it is gathered again; the reducer releases it once its
-// gradient is reduce-scattered.
+// gradient is reduce-scattered. A module with a tied weight gathers the unit owning it the same way.
 void Engine::install_unit_hooks() {
-  for (size_t ui = 0; ui < units_.size(); ++ui) {
-    units_[ui]->set_pre_hook([this, ui](nn::Module&) {
-      store_->gather(ui, true, label("all-gather of unit " + std::to_string(ui)));
-      store_->prefetch(ui, +1, label("prefetch"));
+  auto hook = [this](nn::Module* m, std::vector<size_t> bufs) {
+    const std::string what = bufs.size() == 1 && units_[bufs[0]] == m ? "unit " + std::to_string(bufs[0])
+                                                                      : std::string("tied weight of ") + m->type_name();
+    m->set_pre_hook([this, bufs, what](nn::Module&) {
+      for (size_t b : bufs) store_->gather(b, true, label("all-gather of " + what));
+      store_->prefetch(bufs.back(), +1, label("prefetch"));
     });
-    units_[ui]->set_post_hook([this, ui](nn::Module&, const Tensor& out) {
+    m->set_post_hook([this, bufs, what](nn::Module&, const Tensor& out) {
       Tensor y = out;
       if (autograd::grad_enabled() && autograd::requires_grad(out))
-        y = autograd::on_backward(out, [this, ui] {
-          store_->gather(ui, true, label("backward all-gather of unit " + std::to_string(ui)));
-          store_->prefetch(ui, -1, label("prefetch"));
+        y = autograd::on_backward(out, [this, bufs, what] {
+          for (size_t b : bufs) store_->gather(b, true, label("backward all-gather of " + what));
+          store_->prefetch(bufs.front(), -1, label("prefetch"));
         });
-      store_->release(ui);
+      for (size_t b : bufs) store_->release(b);
       return y;
     });
+  };
+  for (size_t ui = 0; ui < units_.size(); ++ui) {
+    std::vector<size_t> bufs{ui};
+    for (auto& br : borrowers_)
+      if (br.module == units_[ui]) bufs.insert(bufs.end(), br.buffers.begin(), br.buffers.end());
+    hook(units_[ui], bufs);
   }
+  for (auto& br : borrowers_)
+    if (std::find(units_.begin(), units_.end(), br.module) == units_.end()) hook(br.module, br.buffers);
 }
 
 Tensor Engine::forward(const Tensor& x) {

@@ -1,5 +1,6 @@
 #include "model_layout.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -31,16 +32,34 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   m.input.reduce_bucket_size = opts.reduce_bucket_size;
   m.input.persistence_threshold = opts.stage3_param_persistence_threshold;
   if (!m.policy.shard_parameters()) return m;
+  std::unordered_map<TensorImpl*, size_t> owner;  // parameter -> buffer of its first unit
+  std::vector<std::pair<nn::Module*, std::vector<TensorImpl*>>> shared;
   for (nn::Module* u : model.zero_units()) {
     std::vector<size_t> members;
+    std::vector<TensorImpl*> others;
     for (auto& [n, p] : u->unit_parameters()) {
       auto it = index.find(p.impl());
-      if (it == index.end() || !seen.erase(p.impl())) continue;  // frozen, or already in an earlier unit
+      if (it == index.end()) continue;  // frozen
+      if (!seen.erase(p.impl())) {      // already in an earlier unit (or twice in this one)
+        others.push_back(p.impl());
+        continue;
+      }
+      owner[p.impl()] = m.units.size();
       members.push_back(it->second);
     }
+    if (!others.empty()) shared.emplace_back(u, std::move(others));
     if (members.empty()) continue;
     m.units.push_back(u);
     m.input.units.push_back(std::move(members));
+  }
+  for (auto& [u, impls] : shared) {
+    Borrower b{u, {}};
+    for (TensorImpl* t : impls) {
+      const size_t buf = owner.at(t);
+      const bool own = buf < m.units.size() && m.units[buf] == u;
+      if (!own && std::find(b.buffers.begin(), b.buffers.end(), buf) == b.buffers.end()) b.buffers.push_back(buf);
+    }
+    if (!b.buffers.empty()) m.borrowers.push_back(std::move(b));
   }
   return m;
 }

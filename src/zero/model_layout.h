@@ -14,7 +14,10 @@ struct ModelLayout {
   PlanInput input;
   std::vector<Tensor> params, frozen;
   std::vector<std::string> names, frozen_names;
-  std::vector<nn::Module*> units;
+  std::vector<nn::Module*> units;  // stage 3: units[i] owns buffer i
+  // Stage 3: modules whose parameters live in other units' buffers (a tied weight: GPT-2's
+  // output projection is wte), with the buffers they must gather to run.
+  std::vector<Borrower> borrowers;
 };
 
 // Frozen parameters get neither a gradient nor optimizer state and stay whole on every rank.

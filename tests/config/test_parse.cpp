@@ -252,7 +252,26 @@ TEST(ConfigParse, UnsupportedFeaturesSaySo) {
               HasSubstr("must be one of none, cpu, nvme"));
   EXPECT_THAT(error_of({{"zero_optimization", {{"reduce_scatter", false}}}}),
               HasSubstr("= false is not supported yet"));
-  EXPECT_THAT(error_of({{"sparse_gradients", true}}), HasSubstr("'sparse_gradients' = true is not supported yet"));
+  EXPECT_THAT(error_of({{"prescale_gradients", true}}), HasSubstr("'prescale_gradients' = true is not supported yet"));
+  EXPECT_THAT(error_of({{"activation_checkpointing", {{"cpu_checkpointing", true}}}}),
+              HasSubstr("'activation_checkpointing.cpu_checkpointing' = true is not supported"));
+}
+
+TEST(ConfigParse, TransformerKeys) {
+  Config c = parse(json{{"sparse_gradients", true},
+                        {"activation_checkpointing", {{"number_checkpoints", 2}, {"profile", true}}},
+                        {"model", {{"type", "gpt"}, {"n_layer", 2}, {"n_head", 4}, {"n_embd", 64}, {"block_size", 32}}},
+                        {"data", {{"dataset", "tokens"}, {"dir", "data/tokens/x"}, {"eval_every", 50}}}});
+  EXPECT_TRUE(c.sparse_gradients);
+  EXPECT_TRUE(c.activation_checkpointing.enabled);
+  EXPECT_EQ(c.activation_checkpointing.number_checkpoints, 2);
+  EXPECT_EQ(c.model.type, "gpt");
+  EXPECT_EQ(c.model.n_embd, 64);
+  EXPECT_EQ(c.data.eval_every, 50);
+  EXPECT_FALSE(parse(json::object()).activation_checkpointing.enabled);
+  EXPECT_THAT(error_of({{"model", {{"n_head", 5}, {"n_embd", 64}}}}),
+              HasSubstr("model.n_embd 64 is not a multiple of model.n_head 5 (nearest valid n_embd: 65)"));
+  EXPECT_THAT(error_of({{"model", {{"vocab_size", 70000}}}}), HasSubstr("model.vocab_size"));
 }
 
 TEST(ConfigParse, NullBatchKeysMeanDerive) {

@@ -76,6 +76,18 @@ class NoGradGuard {
   bool prev_;
 };
 
+// Turns recording on for a scope, even inside backward (activation checkpointing recomputes there).
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
 // Attaches a node to `out` when grad mode is on and some input requires grad; returns `out`.
 Tensor record(Tensor out, std::vector<Tensor> inputs, const char* name, BackwardFn fn);
 

@@ -53,18 +53,37 @@ struct Fp16Config {
 };
 
 struct ModelConfig {
-  std::string type = "mlp";  // mlp
+  std::string type = "mlp";  // mlp | gpt | bert
   std::vector<int64_t> hidden = {256, 256};
   std::string activation = "relu";  // relu | gelu
   int64_t input_dim = 784, num_classes = 10;
+  // Transformers (gpt, bert), named as Hugging Face's configs name them.
+  int64_t vocab_size = 50257, block_size = 256, n_layer = 6, n_head = 6, n_embd = 384, type_vocab_size = 2;
+  double dropout = 0.0;
+  std::string head = "mlm";  // bert: mlm (pretraining) | classify ([CLS] classifier, num_classes labels)
+  std::string init_from;     // safetensors whose matching names initialise the model (fine-tuning)
+};
+
+// DeepSpeed's activation_checkpointing section: present = transformer blocks checkpoint their
+// activations (recomputed in backward). number_checkpoints: how many blocks, from the first.
+struct ActivationCheckpointingConfig {
+  bool enabled = false;
+  int64_t number_checkpoints = 0;  // 0 = every block
+  bool profile = false;            // report activation memory per block
 };
 
 struct DataConfig {
-  std::string dataset = "mnist";   // mnist | fashion-mnist
-  std::string dir = "data/mnist";  // folder with the four IDX files (raw or .gz)
+  // mnist | fashion-mnist: IDX images; tokens: token shards (zerotrain prepare) for gpt (next
+  // token) or bert (masked LM); classify: labelled sequences (prepare --task sotu-party).
+  std::string dataset = "mnist";
+  std::string dir = "data/mnist";  // folder with the four IDX files (raw or .gz), or the prepared shards
   bool shuffle = true;
   int64_t train_limit = 0;  // 0 = all training samples; else the first N
   int64_t test_limit = 0;
+  int64_t seq_len = 0;        // tokens per sample (0 = model.block_size)
+  int64_t eval_every = 0;     // validation loss every this many steps (0 = at the end only)
+  int64_t eval_batches = 20;  // validation batches of train_batch_size sequences
+  double mask_prob = 0.15;    // bert masked LM: share of tokens masked (80% [MASK], 10% random, 10% kept)
 };
 
 struct RunConfig {
@@ -102,6 +121,8 @@ struct Config {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;
+  bool sparse_gradients = false;  // embeddings exchange only the rows they touched
+  ActivationCheckpointingConfig activation_checkpointing;
   // Ours.
   ModelConfig model;
   DataConfig data;

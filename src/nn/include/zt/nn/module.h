@@ -93,6 +93,10 @@ class Linear : public Module {
   Linear(int64_t in, int64_t out, bool bias, Generator& gen);  // eager
   // May defer (Note [deferred init]); draws from `gen` when materialised.
   Linear(int64_t in, int64_t out, bool bias, std::shared_ptr<Generator> gen);
+  // Weight and bias from the given initialisers (transformers: normal(0, 0.02) and zeros).
+  Linear(int64_t in, int64_t out, bool bias, Init weight_init, Init bias_init);
+  // A projection on another module's weight [out, in] (a tied weight; no bias): one parameter, two uses.
+  explicit Linear(Tensor tied_weight);
   const char* type_name() const override { return "Linear"; }
   Tensor weight, bias;
 

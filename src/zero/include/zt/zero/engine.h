@@ -58,6 +58,13 @@ struct ShardState {
 // building it (what `zerotrain estimate` prints).
 Plan plan_model(nn::Module& model, const EngineOptions& opts, int world);
 
+// Stage 3: a module whose parameters live in other units' buffers (a tied weight: GPT-2's
+// output projection is wte), with the buffers it gathers to run.
+struct Borrower {
+  nn::Module* module;
+  std::vector<size_t> buffers;
+};
+
 class ParamStore;
 class GradReducer;
 class OptimShard;
@@ -115,6 +122,7 @@ class Engine {
   std::vector<Tensor> params_, frozen_;
   std::vector<std::string> names_, frozen_names_;
   std::vector<nn::Module*> units_;  // stage 3: unit i owns buffer i
+  std::vector<Borrower> borrowers_;
   std::unique_ptr<ParamStore> store_;
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<OptimShard> optim_;

@@ -1,0 +1,51 @@
+#pragma once
+// What a training job feeds the model and how it scores it: image classification (MNIST,
+// Fashion-MNIST), next-token prediction on token shards (gpt), masked-LM pretraining (bert) and
+// sequence classification (bert fine-tuning). The training loop is the same for all of them.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "zt/comm/group.h"
+#include "zt/config/config.h"
+#include "zt/core/tensor.h"
+
+namespace zt::apps {
+
+struct MicroBatch {
+  std::vector<Tensor> inputs;  // what the model takes (images; or ids, attention mask, ...)
+  Tensor targets;              // i32: class labels [b], or token targets [b*T] with -100 = not scored
+  int64_t samples = 0;
+};
+
+using Forward = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct EvalResult {
+  nlohmann::json metrics;  // {"val_loss": ...} or {"test_accuracy": ...}
+  std::string line;        // printed by rank 0, e.g. "test accuracy: 0.9771 (9771/10000)"
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual int64_t train_size() const = 0;  // training samples in an epoch
+  // Samples order[begin, end) of the training set (epoch `epoch`) as one micro-batch.
+  virtual MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t epoch) const = 0;
+  // Mean cross-entropy of the model's output over the scored targets.
+  virtual Tensor loss(const Tensor& out, const MicroBatch& b) const;
+  // Runs on every rank (stage 3 gathers collectively): each rank scores a share, then all agree.
+  virtual EvalResult evaluate(const Forward& forward, comm::Group& group, int64_t batch) const = 0;
+  // Sequences (or images) per evaluation forward, given the training micro-batch.
+  virtual int64_t eval_batch(int64_t micro) const { return micro; }
+  // Printed once before training (baselines of the held-out data); empty when none.
+  virtual std::string describe() const { return {}; }
+};
+
+// The task the config's data.dataset names, its data loaded (and checked) now.
+std::unique_ptr<Task> make_task(const config::Config& cfg);
+
+}  // namespace zt::apps

@@ -1,0 +1,132 @@
+#include <cmath>
+
+#include "zt/autograd/autograd.h"
+#include "zt/autograd/functions.h"
+#include "zt/autograd/layers.h"
+#include "zt/nn/transformer.h"
+
+namespace zt::nn {
+
+Init normal_init(std::shared_ptr<Generator> gen, float stddev) {
+  return [gen = std::move(gen), stddev](Tensor& t) {
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen->normal(0.f, stddev);
+  };
+}
+
+Init constant_init(float value) {
+  return [value](Tensor& t) { t.fill_(value); };
+}
+
+namespace {
+thread_local uint64_t t_dropout_base = 0, t_dropout_pos = 0;
+
+uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+void set_dropout_stream(uint64_t base) {
+  t_dropout_base = base;
+  t_dropout_pos = 0;
+}
+uint64_t next_dropout_seed() { return mix64(t_dropout_base ^ mix64(t_dropout_pos++)); }
+uint64_t dropout_stream_position() { return t_dropout_pos; }
+void set_dropout_stream_position(uint64_t pos) { t_dropout_pos = pos; }
+
+Tensor position_ids(int64_t T) {
+  std::vector<int32_t> v(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) v[size_t(t)] = int32_t(t);
+  return Tensor::from_ints(v, {T});
+}
+
+void ModuleList::add(std::shared_ptr<Module> m) {
+  items_.push_back(m.get());
+  register_module(std::to_string(items_.size() - 1), std::move(m));
+}
+
+Tensor ModuleList::forward(const Tensor&) { ZT_THROW("[nn] a ModuleList is not called; call its items"); }
+
+Embedding::Embedding(int64_t num, int64_t dim, Init init) {
+  ZT_CHECK(num > 0 && dim > 0, "[Embedding] sizes must be positive, got ", num, " x ", dim);
+  weight = register_parameter("weight", {num, dim}, std::move(init));
+}
+
+Tensor Embedding::forward(const Tensor& ids) { return ag::embedding(weight, ids); }
+
+LayerNorm::LayerNorm(int64_t dim, float eps) : eps_(eps) {
+  ZT_CHECK(dim > 0, "[LayerNorm] size must be positive, got ", dim);
+  weight = register_parameter("weight", {dim}, constant_init(1.f));
+  bias = register_parameter("bias", {dim}, constant_init(0.f));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) { return ag::layer_norm(x, weight, bias, eps_); }
+
+Dropout::Dropout(float p) : p_(p) { ZT_CHECK(p >= 0.f && p < 1.f, "[Dropout] probability must be in [0, 1), got ", p); }
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!is_training() || p_ == 0.f) return x;
+  return ag::dropout(x, p_, next_dropout_seed());
+}
+
+// Note [activation checkpointing]: the child runs without a graph; one node keeps its inputs.
+// Its backward rewinds the dropout stream, reruns the child with recording on (a stage-3 unit
+// gathers again through its hooks), and backpropagates the incoming gradient through the
+// fresh graph; parameter gradients land in their leaves (and grad-ready hooks fire) there.
+Tensor checkpointed(Module& child, const std::vector<Tensor>& inputs) {
+  if (!autograd::grad_enabled()) return child(inputs);
+  const uint64_t pos = dropout_stream_position();
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = child(inputs);
+  }
+  return autograd::record(out, inputs, "checkpoint", [&child, inputs, pos](const Tensor& g) {
+    const uint64_t resume = dropout_stream_position();
+    set_dropout_stream_position(pos);
+    std::vector<Tensor> fresh;  // the same values, as leaves of the recomputed graph
+    for (const Tensor& in : inputs) {
+      if (!in.defined() || !autograd::requires_grad(in)) {
+        fresh.push_back(in);
+        continue;
+      }
+      Tensor leaf(std::make_shared<TensorImpl>(*in.impl()));
+      leaf.impl()->autograd.reset();
+      autograd::set_requires_grad(leaf, true);
+      fresh.push_back(leaf);
+    }
+    Tensor y;
+    {
+      autograd::EnableGradGuard record_again;
+      y = child(fresh);
+    }
+    autograd::backward(y, g);
+    set_dropout_stream_position(resume);
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      grads.push_back(fresh[i].same(inputs[i]) ? Tensor() : autograd::grad(fresh[i]));
+    return grads;
+  });
+}
+
+void TransformerConfig::validate(const char* model) const {
+  auto positive = [&](int64_t v, const char* key) {
+    ZT_CHECK_AS(ErrorKind::config, v > 0, "[", model, "] model.", key, " must be positive, got ", v);
+  };
+  positive(vocab_size, "vocab_size");
+  positive(block_size, "block_size");
+  positive(n_layer, "n_layer");
+  positive(n_head, "n_head");
+  positive(n_embd, "n_embd");
+  ZT_CHECK_AS(ErrorKind::config, n_embd % n_head == 0, "[", model, "] model.n_embd ", n_embd,
+              " must be a multiple of model.n_head ", n_head);
+  ZT_CHECK_AS(ErrorKind::config, dropout >= 0.f && dropout < 1.f, "[", model, "] model.dropout must be in [0, 1), got ",
+              dropout);
+  ZT_CHECK_AS(ErrorKind::config, vocab_size <= 65536, "[", model, "] model.vocab_size ", vocab_size,
+              " exceeds 65536 (token shards store uint16)");
+}
+
+}  // namespace zt::nn
