@@ -32,6 +32,9 @@ struct EngineOptions {
   // Most gradient elements whose reduction may be in flight; launching past it first finishes
   // the oldest (0: reduce_bucket_size). Bounds the full gradients alive at stages 2-3.
   int64_t max_inflight_reduce_elems = 0;
+  // DeepSpeed's sparse_gradients: an embedding weight that is not tied to another use gets a
+  // buffer of its own, and ranks exchange only the rows their micro-batches touched.
+  bool sparse_gradients = false;
   DType dtype = DType::f32;                      // working precision: f32, bf16 (bf16.enabled), f16 (fp16.enabled)
   std::optional<DType> grad_accum_dtype;         // data_types.grad_accum_dtype (default: dtype)
   std::optional<DType> communication_data_type;  // default: dtype
