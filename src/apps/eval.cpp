@@ -4,7 +4,10 @@
 
 #include "commands.h"
 #include "session.h"
+#include "tasks.h"
+#include "zt/autograd/autograd.h"
 #include "zt/ckpt/safetensors.h"
+#include "zt/comm/group.h"
 #include "zt/ops/ops.h"
 
 namespace zt::apps {
@@ -24,11 +27,18 @@ int run_eval(const config::Config& cfg, const std::string& weights_path) {
       p.rebind(c.storage(), c.offset(), dt);
     }
   }
-  data::Dataset test = data::load_mnist(cfg.data.dir, "test", 0.1307f, 0.3081f, cfg.data.test_limit);
-  const double acc =
-      evaluate(test, 1000, [&](const Tensor& x) { return (*model)(dt == DType::f32 ? x : ops::cast(x, dt)); });
-  std::printf("test accuracy: %.4f (%lld/%lld)\n", acc, (long long)std::llround(acc * test.size()),
-              (long long)test.size());
+  std::unique_ptr<Task> task = make_task(cfg, /*with_train=*/false);
+  auto group = comm::make_group("local");
+  autograd::NoGradGuard no_grad;
+  model->train(false);
+  const EvalResult ev = task->evaluate(
+      [&](const std::vector<Tensor>& in) {
+        std::vector<Tensor> cast;
+        for (const Tensor& x : in) cast.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
+        return (*model)(cast);
+      },
+      *group, task->eval_batch(config::resolve_batch(cfg, 1).micro));
+  std::printf("%s\n", ev.line.c_str());
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <new>
 #include <optional>
 
+#include "zt/ckpt/safetensors.h"
 #include "zt/core/allocator.h"
 #include "zt/nn/transformer.h"
 
@@ -57,6 +58,23 @@ std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) 
     if (e.kind() != ErrorKind::out_of_memory) throw;
     ZT_THROW_AS(ErrorKind::out_of_memory, "[model] ", needs, ": ", e.what());
   }
+}
+
+std::string init_from_weights(nn::Module& model, const std::string& path) {
+  ckpt::LoadedTensors w = ckpt::load_safetensors(path);
+  int64_t loaded = 0;
+  std::string fresh;
+  for (auto& [name, p] : model.named_parameters()) {
+    if (!w.find(name)) {
+      fresh += (fresh.empty() ? "" : ", ") + name;
+      continue;
+    }
+    Tensor dst = p;
+    dst.copy_(w.weight(name, p.shape()));  // that shape and a floating dtype, or a clear error
+    ++loaded;
+  }
+  ZT_CHECK_AS(ErrorKind::checkpoint, loaded > 0, "[model] ", path, " holds none of the model's parameter names");
+  return std::to_string(loaded) + " tensors from " + path + (fresh.empty() ? "" : "; initialised fresh: " + fresh);
 }
 
 optim::OptimizerSpec optimizer_spec(const config::Config& c) {

@@ -17,6 +17,9 @@ namespace zt::apps {
 // (stage 3: one unit at a time), and `estimate` needs no memory for them at all.
 std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred = false);
 nn::TransformerConfig transformer_config(const config::Config& c);
+// model.init_from: copies every parameter the file names (fine-tuning from pretrained weights);
+// returns what it did ("12 tensors from F; initialised fresh: classifier.weight, ...").
+std::string init_from_weights(nn::Module& model, const std::string& path);
 optim::OptimizerSpec optimizer_spec(const config::Config& c);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
 

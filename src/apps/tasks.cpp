@@ -8,6 +8,7 @@
 #include "zt/autograd/functions.h"
 #include "zt/core/random.h"
 #include "zt/data/mnist.h"
+#include "zt/data/seq_cls.h"
 #include "zt/data/token_shard.h"
 #include "zt/ops/ops.h"
 
@@ -48,9 +49,10 @@ std::pair<double, double> score_shared(comm::Group& g, int64_t n,
 
 class ImageTask : public Task {
  public:
-  explicit ImageTask(const config::Config& c) {
-    train_ = data::load_mnist(c.data.dir, "train", 0.1307f, 0.3081f, c.data.train_limit);
-    if (c.run.eval_at_end) test_ = data::load_mnist(c.data.dir, "test", 0.1307f, 0.3081f, c.data.test_limit);
+  ImageTask(const config::Config& c, bool with_train) {
+    if (with_train) train_ = data::load_mnist(c.data.dir, "train", 0.1307f, 0.3081f, c.data.train_limit);
+    if (c.run.eval_at_end || !with_train)
+      test_ = data::load_mnist(c.data.dir, "test", 0.1307f, 0.3081f, c.data.test_limit);
   }
   int64_t train_size() const override { return train_.size(); }
   int64_t eval_batch(int64_t) const override { return 1000; }
@@ -110,21 +112,25 @@ void check_vocab(const std::vector<uint16_t>& tokens, int64_t vocab, const std::
 // Windows of `span` tokens at stride `span` (sample i starts at i * span).
 class TokenTask : public Task {
  public:
-  TokenTask(const config::Config& c, int64_t span) : c_(c), span_(span) {
-    train_ = read_split(c.data.dir, "train");
+  TokenTask(const config::Config& c, int64_t span, bool with_train) : c_(c), span_(span) {
+    if (with_train) {
+      train_ = read_split(c.data.dir, "train");
+      check_vocab(train_, c.model.vocab_size, c.data.dir + "/train_*.bin");
+    }
     val_ = read_split(c.data.dir, "val");
-    check_vocab(train_, c.model.vocab_size, c.data.dir + "/train_*.bin");
     check_vocab(val_, c.model.vocab_size, c.data.dir + "/val_*.bin");
     n_train_ = windows(train_);
     if (c.data.train_limit > 0) n_train_ = std::min(n_train_, c.data.train_limit);
-    ZT_CHECK_AS(ErrorKind::data, n_train_ > 0 && windows(val_) > 0, "[data] ", c.data.dir,
+    ZT_CHECK_AS(ErrorKind::data, (n_train_ > 0 || !with_train) && windows(val_) > 0, "[data] ", c.data.dir,
                 " holds too few tokens for one sequence of ", span, " (train ", train_.size(), ", val ", val_.size(),
                 ")");
   }
   int64_t train_size() const override { return n_train_; }
 
  protected:
-  int64_t windows(const std::vector<uint16_t>& t) const { return (int64_t(t.size()) - 1) / span_; }
+  int64_t windows(const std::vector<uint16_t>& t) const {
+    return std::max<int64_t>(0, (int64_t(t.size()) - 1) / span_);
+  }
   int64_t seq() const { return c_.data.seq_len > 0 ? c_.data.seq_len : c_.model.block_size; }
   // Validation batches of `batch` windows (the first ones, never overlapping), at most eval_batches.
   int64_t val_batches(int64_t batch) const {
@@ -138,7 +144,8 @@ class TokenTask : public Task {
 // GPT: x = window[0, T), y = window[1, T], every position scored.
 class LmTask : public TokenTask {
  public:
-  explicit LmTask(const config::Config& c) : TokenTask(c, c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size) {}
+  LmTask(const config::Config& c, bool with_train)
+      : TokenTask(c, c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size, with_train) {}
   MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t) const override {
     std::vector<int64_t> idx(order.begin() + begin, order.begin() + end);
     return make(train_, idx);
@@ -178,8 +185,8 @@ class LmTask : public TokenTask {
 class MlmTask : public TokenTask {
  public:
   static constexpr int32_t kCls = 101, kSep = 102, kMask = 103;
-  explicit MlmTask(const config::Config& c)
-      : TokenTask(c, (c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size) - 2) {
+  MlmTask(const config::Config& c, bool with_train)
+      : TokenTask(c, (c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size) - 2, with_train) {
     ZT_CHECK_AS(ErrorKind::config, span_ >= 1, "[data] masked LM needs data.seq_len >= 3");
   }
   MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t epoch) const override {
@@ -234,23 +241,76 @@ class MlmTask : public TokenTask {
   }
 };
 
+// ---- sequence classification (BERT fine-tuning) ----------------------------------------------
+
+// dir/train.bin and dir/test.bin (zerotrain prepare --task sotu-party); inputs {ids, mask}.
+class ClassifyTask : public Task {
+ public:
+  ClassifyTask(const config::Config& c, bool with_train) {
+    if (with_train) train_ = data::read_seq_cls(c.data.dir + "/train.bin");
+    test_ = data::read_seq_cls(c.data.dir + "/test.bin");
+    for (const data::SeqClsSet* s : {&train_, &test_}) {
+      if (s->size() == 0) continue;
+      ZT_CHECK_AS(ErrorKind::config, s->num_classes == c.model.num_classes, "[data] ", c.data.dir, " has ",
+                  s->num_classes, " classes but model.num_classes is ", c.model.num_classes);
+      ZT_CHECK_AS(ErrorKind::config, s->max_len <= c.model.block_size, "[data] ", c.data.dir, " holds sequences of ",
+                  s->max_len, " tokens but model.block_size is ", c.model.block_size);
+      ZT_CHECK_AS(ErrorKind::config, s->vocab_size <= c.model.vocab_size, "[data] ", c.data.dir,
+                  " was tokenized with a vocabulary of ", s->vocab_size, " but model.vocab_size is ",
+                  c.model.vocab_size);
+    }
+  }
+  int64_t train_size() const override { return train_.size(); }
+  MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t) const override {
+    data::SeqClsBatch b = data::gather_seq_cls(train_, {order.begin() + begin, order.begin() + end});
+    return {{b.ids, b.mask}, b.labels, end - begin};
+  }
+  EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch) const override {
+    const int64_t n = test_.size(), nb = (n + batch - 1) / batch;
+    auto [correct, count] = score_shared(g, nb, [&](int64_t k) {
+      std::vector<int64_t> idx;
+      for (int64_t i = k * batch; i < std::min(n, (k + 1) * batch); ++i) idx.push_back(i);
+      data::SeqClsBatch b = data::gather_seq_cls(test_, idx);
+      return std::pair<double, double>(double(ops::count_correct(forward({b.ids, b.mask}), b.labels)),
+                                       double(idx.size()));
+    });
+    const double acc = count > 0 ? correct / count : 0, major = majority_accuracy();
+    char line[160];
+    std::snprintf(line, sizeof line, "test accuracy: %.4f (%lld/%lld); majority class: %.4f", acc,
+                  (long long)std::llround(correct), (long long)std::llround(count), major);
+    return {{{"test_accuracy", acc}, {"majority_accuracy", major}}, line};
+  }
+
+ private:
+  // Test accuracy of always answering the training split's most frequent class.
+  double majority_accuracy() const {
+    const data::SeqClsSet& from = train_.size() ? train_ : test_;
+    const std::vector<int64_t> train_counts = from.class_counts(), test_counts = test_.class_counts();
+    const size_t major = size_t(std::max_element(train_counts.begin(), train_counts.end()) - train_counts.begin());
+    return test_.size() ? double(test_counts[major]) / double(test_.size()) : 0;
+  }
+  data::SeqClsSet train_, test_;
+};
+
 }  // namespace
 
-std::unique_ptr<Task> make_task(const config::Config& c) {
+std::unique_ptr<Task> make_task(const config::Config& c, bool with_train) {
   const std::string& d = c.data.dataset;
   if (d == "mnist" || d == "fashion-mnist") {
     ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp", "[config] data.dataset '", d,
                 "' needs an image model, not model.type '", c.model.type, "'");
-    return std::make_unique<ImageTask>(c);
+    return std::make_unique<ImageTask>(c, with_train);
   }
   if (d == "tokens") {
-    if (c.model.type == "gpt") return std::make_unique<LmTask>(c);
+    if (c.model.type == "gpt") return std::make_unique<LmTask>(c, with_train);
     ZT_CHECK_AS(ErrorKind::config, c.model.type == "bert" && c.model.head == "mlm",
                 "[config] data.dataset 'tokens' trains model.type gpt or bert with model.head mlm, not '", c.model.type,
                 "'");
-    return std::make_unique<MlmTask>(c);
+    return std::make_unique<MlmTask>(c, with_train);
   }
-  ZT_THROW_AS(ErrorKind::config, "[config] data.dataset '", d, "' is not supported yet");
+  ZT_CHECK_AS(ErrorKind::config, d == "classify" && c.model.type == "bert" && c.model.head == "classify",
+              "[config] data.dataset '", d, "' trains model.type bert with model.head classify");
+  return std::make_unique<ClassifyTask>(c, with_train);
 }
 
 }  // namespace zt::apps

@@ -45,7 +45,8 @@ class Task {
   virtual std::string describe() const { return {}; }
 };
 
-// The task the config's data.dataset names, its data loaded (and checked) now.
-std::unique_ptr<Task> make_task(const config::Config& cfg);
+// The task the config's data.dataset names, its data loaded (and checked) now; without the
+// training split when only evaluating.
+std::unique_ptr<Task> make_task(const config::Config& cfg, bool with_train = true);
 
 }  // namespace zt::apps

@@ -134,7 +134,12 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       cfg.run.max_steps > 0 ? cfg.run.max_steps : steps_for_epochs(cfg.run.epochs, steps_per_epoch);
   fault.check_reachable(world, total_steps);
 
-  auto model = build_model(cfg, /*deferred=*/true);
+  // Fine-tuning starts from saved weights: the model is built whole, then overwritten by name.
+  auto model = build_model(cfg, /*deferred=*/cfg.model.init_from.empty());
+  if (!cfg.model.init_from.empty()) {
+    const std::string what = init_from_weights(*model, cfg.model.init_from);
+    if (lead) std::fprintf(stderr, "zerotrain: model.init_from: %s\n", what.c_str());
+  }
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
   auto schedule = optim::make_schedule(cfg.scheduler.type, cfg.scheduler.params, cfg.optimizer.lr, total_steps);
   // Resume: parameters, master, optimizer states and counters from a checkpoint saved at any
