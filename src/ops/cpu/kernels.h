@@ -35,6 +35,12 @@ void softmax_backward(const Tensor& dy, const Tensor& y, bool log, Tensor& out);
 // dlogits = k * (exp(log_probs) - onehot(target)), zero rows where target == ignore_index.
 void cross_entropy_backward(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, float k, Tensor& out);
 
+// ---- attention (attention.cpp): flash style, f32 blocks; shapes as in transformer.h ----
+void attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out, Tensor& lse);
+// dout, qkv and out share qkv's dtype; dqkv is written whole.
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, int64_t n_head,
+                        bool causal, const Tensor* key_mask, Tensor& dqkv);
+
 // ---- precision (precision.cpp) ----
 void cast(const Tensor& src, Tensor& dst);  // same numel, any float dtypes
 void scale_(Tensor& x, float s);
