@@ -10,6 +10,7 @@
 
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
+#include "zt/core/parallel.h"
 #include "zt/core/random.h"
 #include "zt/ops/transformer.h"
 
@@ -75,11 +76,11 @@ void line(int64_t B, int64_t T, int64_t C, int64_t H, DType dt) {
   const double unfused = ms_per_call([&] { unfused_step(q, k, v, mask, 1.f / std::sqrt(float(D))); });
 
   std::printf(
-      "{\"op\":\"attention\",\"B\":%ld,\"T\":%ld,\"C\":%ld,\"H\":%ld,\"causal\":true,\"dtype\":\"%s\","
+      "{\"op\":\"attention\",\"B\":%ld,\"T\":%ld,\"C\":%ld,\"H\":%ld,\"causal\":true,\"dtype\":\"%s\",\"threads\":%d,"
       "\"fwd_ms\":%.3f,\"bwd_ms\":%.3f,\"fwd_bwd_ms\":%.3f,\"fwd_gflops\":%.2f,\"unfused_fwd_bwd_ms\":%.3f,"
       "\"unfused_score_bytes\":%ld}\n",
-      long(B), long(T), long(C), long(H), dtype_name(dt), fwd, bwd, fwd + bwd, fwd_gflop / (fwd / 1e3), unfused,
-      long(B * H * T * T * int64_t(dtype_size(dt))));
+      long(B), long(T), long(C), long(H), dtype_name(dt), num_threads(), fwd, bwd, fwd + bwd, fwd_gflop / (fwd / 1e3),
+      unfused, long(B * H * T * T * int64_t(dtype_size(dt))));
   std::fflush(stdout);
 }
 

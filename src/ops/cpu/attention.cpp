@@ -2,9 +2,9 @@
 // Note [flash attention on the CPU]: each (batch, head, block of kBq queries) walks the blocks
 // of kBk keys with an online softmax (running max m and sum l), so no T x T scores exist;
 // backward recomputes P = exp(S - lse) per block pair (FlashAttention-2). Blocks are converted
-// to f32 scratch (per thread, sized by the blocks), K and V^T transposed so every inner loop
-// runs over a contiguous row of 64 keys or D features. Each output row is written by exactly
-// one work item, in a fixed summation order: results do not depend on the thread count.
+// to f32 scratch (per thread, sized by the blocks), K (and V in backward) transposed, so each
+// loop runs over a contiguous row of 64 keys or D features (Note [block products]). Each output
+// row is written by one work item in a fixed summation order: results do not depend on threads.
 #include <omp.h>
 
 #include <algorithm>
