@@ -38,7 +38,12 @@ Tensor make_tokens(int64_t rows) {
   return Tensor::from_ints(v, {rows, kT + 1});
 }
 
-RunResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor& tokens) {
+struct GptResult {
+  RunResult run;
+  std::vector<std::string> names;
+};
+
+GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor& tokens) {
   auto model = nn::make_gpt(tiny_gpt(s.ckpt));
   RunSpec rs;
   rs.stage = s.stage;
@@ -63,8 +68,12 @@ RunResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor&
     out.stats.push_back(e.step(1e-2));
     out.losses.push_back(group->all_reduce_scalar(loss_sum) / double(N));
   }
-  e.for_each_full_param([&](const std::string&, const Tensor& p) { out.params.push_back(p.to_vector()); });
-  return out;
+  std::vector<std::string> names;
+  e.for_each_full_param([&](const std::string& n, const Tensor& p) {
+    out.params.push_back(p.to_vector());
+    names.push_back(n);
+  });
+  return {out, names};
 }
 
 void check(const GptSpec& s) {
@@ -74,9 +83,21 @@ void check(const GptSpec& s) {
   ref.micro = s.micro * N;
   ref.ckpt = false;
   ref.sparse = false;
-  RunResult want = train_gpt(ref, comm::make_group("local"), tokens);
-  RunResult got = train_gpt(s, g_world, tokens);
-  expect_same_trajectory(got, want, trajectory_tolerance(DType::f32));
+  GptResult want = train_gpt(ref, comm::make_group("local"), tokens);
+  GptResult got = train_gpt(s, g_world, tokens);
+  // Note: the key part of c_attn.bias has an exactly zero gradient (softmax ignores a shift
+  // shared by all keys), so its float32 gradient is rounding noise that Adam turns into steps of
+  // up to lr: those entries only have to stay within lr per step of each other.
+  const int64_t C = tiny_gpt(false).n_embd;
+  const double lr = 1e-2;
+  for (size_t p = 0; p < got.names.size(); ++p) {
+    if (got.names[p].find("attn.c_attn.bias") == std::string::npos) continue;
+    for (int64_t i = C; i < 2 * C; ++i) {
+      EXPECT_LE(std::abs(got.run.params[p][size_t(i)] - want.run.params[p][size_t(i)]), 2 * lr * double(s.steps));
+      got.run.params[p][size_t(i)] = want.run.params[p][size_t(i)];
+    }
+  }
+  expect_same_trajectory(got.run, want.run, trajectory_tolerance(DType::f32));
 }
 
 class GptStage : public ::testing::TestWithParam<int> {};

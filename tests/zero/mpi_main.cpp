@@ -1,6 +1,10 @@
 // main() of the multi-rank tests (zero, ckpt), alone or under mpirun: only rank 0 prints
 // gtest's report, and a failure on any rank fails the job's exit code.
+#include <cstdlib>
+#include <thread>
+
 #include "zero_harness.h"
+#include "zt/core/parallel.h"
 
 namespace zt::testing {
 comm::GroupPtr g_world;
@@ -10,6 +14,9 @@ int main(int argc, char** argv) {
   using zt::testing::g_world;
   ::testing::InitGoogleTest(&argc, argv);
   g_world = zt::comm::make_group("auto");  // alone: one local rank; under mpirun: the job
+  // Ranks share the cores, as train's do: more OpenMP threads than cores spin against each other.
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    zt::set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, std::atoi(local))));
   g_world->set_timeout(60);
   if (g_world->rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
