@@ -11,7 +11,7 @@ Conv1D's transpose), pre-LN blocks, LayerNorm eps 1e-5, GELU's tanh approximatio
 attention softmax(q k^T / sqrt(D)) v with q, k, v = c_attn's columns [0, C), [C, 2C), [2C, 3C) and
 head h at columns [h*D, (h+1)*D) of each, no dropout, and the output projection tied to wte (one
 tensor, no lm_head.weight). Sizes: vocab 50, block 16 (positions 12..15 never used), 2 layers,
-2 heads, n_embd 24: 16,080 parameters, divisible by neither 3 nor 4... nor 7.
+2 heads, n_embd 24 (head size 12): 16,080 parameters; batch 4 x 12 tokens.
 
 Note [oracle init]: GPT-2's 0.02 init leaves every attention score near 0 (softmax almost
 uniform) and every GELU input near 0 (almost linear), so a wrong score scale or GELU variant
@@ -157,8 +157,8 @@ def run(init, x, y, dtype):
         opt.step()
     final = {n: p.detach().clone() for n, p in model.named_parameters()}
     return {"logits": logits.detach(), "loss": loss.detach().reshape(1), "grads": grads,
-            "step_loss": torch.tensor(losses, dtype=torch.float64), "step_grad_norm": torch.tensor(norms, dtype=torch.float64),
-            "final": final}
+            "step_loss": torch.tensor(losses, dtype=torch.float64),
+            "step_grad_norm": torch.tensor(norms, dtype=torch.float64), "final": final}
 
 
 def write_safetensors(path, tensors, metadata):
