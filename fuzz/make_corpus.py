@@ -99,3 +99,11 @@ put("fuzz_safetensors", "mixed_with_metadata", safetensors({
 put("fuzz_safetensors", "empty", safetensors({}))
 put("fuzz_safetensors", "offsets_past_end",
     safetensors({"w": ("F32", [2, 3], f32)})[:-8])
+
+
+# --- fuzz_tokenizer: text for GPT-2's BPE and BERT's WordPiece ------------------------------
+put("fuzz_tokenizer", "english", "Hello world! I'm sure they'll see we've done what's right.\n")
+put("fuzz_tokenizer", "scripts", "Café naïve 日本語のテキスト 한국어 Привет 😀👍🏽 \u00a0\ufeff\u3000 ΟΔΟΣ İ\t\r\n")
+put("fuzz_tokenizer", "runs", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" + " " * 40 + "!!!???")
+put("fuzz_tokenizer", "invalid_utf8", b"ok \xc3 \xed\xa0\x80 \xf4\x90\x80\x80 \xff")
+put("fuzz_tokenizer", "contractions", "'s't're've'm'll'd 'S'T <|endoftext|> [CLS] ##x")
