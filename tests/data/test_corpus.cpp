@@ -64,13 +64,22 @@ TEST(Passages, LongTextIsCutAtSentenceEnds) {
   EXPECT_EQ(split_passages(text, 19, 1).size(), 10u);
 }
 
-TEST(Passages, ALongSentenceStandsAloneAndShortOnesAreDropped) {
-  const std::string text = "A b c. " + sentences(30, 30) + "Tail x y z w.";
+TEST(Passages, ALongSentenceStandsAloneAndShortRestsAreDropped) {
+  const std::string text = sentences(30, 30) + "Tail x y.";
   const auto p = split_passages(text, 10, 4);
-  // "A b c." (3 words) is dropped as too short; the 30-word sentence alone; the tail (5 words) kept.
-  ASSERT_EQ(p.size(), 2u);
+  ASSERT_EQ(p.size(), 1u);  // the 30-word sentence alone; "Tail x y." (3 words) dropped
   EXPECT_EQ(words(p[0]), 30);
-  EXPECT_EQ(p[1], "Tail x y z w.");
+}
+
+TEST(Passages, APassageIsNotClosedBeforeItHasMinWords) {
+  // Sentences of 12 words, at most 20 a passage, at least 20: two sentences each (24 words).
+  const auto p = split_passages(sentences(72, 12), 20, 20);
+  ASSERT_EQ(p.size(), 3u);
+  for (const auto& s : p) EXPECT_EQ(words(s), 24);
+  // With at least 10, one sentence each.
+  EXPECT_EQ(split_passages(sentences(72, 12), 20, 10).size(), 6u);
+  // A short sentence joins the long one after it.
+  EXPECT_EQ(words(split_passages("A b c. " + sentences(30, 30), 10, 4).at(0)), 33);
 }
 
 TEST(Passages, ClosingQuotesAndBracketsEndSentences) {

@@ -32,9 +32,10 @@ SotuAddress parse_sotu_name(const std::string& file_name);  // a data error nami
 size_t paragraph_start_at_or_after(std::string_view text, size_t at);
 
 // Passages for classification: paragraphs (split on blank lines), each longer than `max_words`
-// words cut at sentence ends into runs of whole sentences of at most `max_words` words (a longer
-// sentence stands alone); passages of fewer than `min_words` words are dropped. The SOTU files
-// hold each address on one line, so their passages come from the sentence rule.
+// words cut at sentence ends into runs of whole sentences of at most `max_words` words; a run is
+// not closed while it has fewer than `min_words` (so it may pass max_words, as may one long
+// sentence, which then stands alone). What is left shorter than `min_words` is dropped. The
+// SOTU files hold each address on one line, so their passages come from the sentence rule.
 std::vector<std::string> split_passages(std::string_view text, int max_words, int min_words);
 
 }  // namespace zt::data
