@@ -66,7 +66,7 @@ void paragraph_passages(std::string_view para, size_t max_words, size_t min_word
   };
   for (size_t i = 0; i < w.size(); ++i) {
     if (!ends_sentence(w[i]) && i + 1 < w.size()) continue;
-    const size_t end = i + 1;                                          // the sentence [sentence, end) is complete
+    const size_t end = i + 1;  // the sentence [sentence, end) is complete
     // It does not fit: close the passage before it, unless that would leave too short a passage.
     if (end - begin > max_words && sentence - begin >= min_words) flush(sentence);
     if (end - begin >= max_words) flush(end);  // full, or one long sentence alone
