@@ -51,6 +51,33 @@ put("fuzz_idx_gzip", "labels_gz", b"\1" + gzip.compress(labels, mtime=0))
 put("fuzz_idx_gzip", "images_gz_cut", b"\1" + gzip.compress(images, mtime=0)[:-6])
 
 
+# --- fuzz_token_shard: llm.c .bin ------------------------------------------------------------
+def token_shard(tokens, magic=20240520, version=1, count=None):
+    header = struct.pack("<3i", magic, version, len(tokens) if count is None else count) + bytes(4 * 253)
+    return header + struct.pack("<%dH" % len(tokens), *tokens)
+
+
+put("fuzz_token_shard", "gpt2_tokens", token_shard([50256, 464, 2068, 7586, 21831, 50256, 0, 65535]))
+put("fuzz_token_shard", "empty", token_shard([]))
+put("fuzz_token_shard", "count_too_large", token_shard([1, 2, 3], count=4))
+put("fuzz_token_shard", "version_2", token_shard([1, 2], version=2))
+
+
+# --- fuzz_seq_cls: zerotrain seq-cls records ----------------------------------------------------
+def seq_cls(records, classes=2, max_len=8, vocab=30522, count=None):
+    n = len(records) if count is None else count
+    b = b"ZTSEQCLS" + struct.pack("<4IQ", 1, classes, max_len, vocab, n)
+    for label, toks in records:
+        b += struct.pack("<2H", label, len(toks)) + struct.pack("<%dH" % len(toks), *toks)
+    return b
+
+
+put("fuzz_seq_cls", "two_records", seq_cls([(1, [101, 7592, 2088, 102]), (0, [101, 102])]))
+put("fuzz_seq_cls", "empty", seq_cls([]))
+put("fuzz_seq_cls", "label_out_of_range", seq_cls([(2, [101, 102])]))
+put("fuzz_seq_cls", "count_too_large", seq_cls([(0, [101, 102])], count=3))
+
+
 # --- fuzz_safetensors ---------------------------------------------------------------------
 def safetensors(tensors, metadata=None):
     header, data = {}, b""
@@ -72,3 +99,11 @@ put("fuzz_safetensors", "mixed_with_metadata", safetensors({
 put("fuzz_safetensors", "empty", safetensors({}))
 put("fuzz_safetensors", "offsets_past_end",
     safetensors({"w": ("F32", [2, 3], f32)})[:-8])
+
+
+# --- fuzz_tokenizer: text for GPT-2's BPE and BERT's WordPiece ------------------------------
+put("fuzz_tokenizer", "english", "Hello world! I'm sure they'll see we've done what's right.\n")
+put("fuzz_tokenizer", "scripts", "Café naïve 日本語のテキスト 한국어 Привет 😀👍🏽 \u00a0\ufeff\u3000 ΟΔΟΣ İ\t\r\n")
+put("fuzz_tokenizer", "runs", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" + " " * 40 + "!!!???")
+put("fuzz_tokenizer", "invalid_utf8", b"ok \xc3 \xed\xa0\x80 \xf4\x90\x80\x80 \xff")
+put("fuzz_tokenizer", "contractions", "'s't're've'm'll'd 'S'T <|endoftext|> [CLS] ##x")

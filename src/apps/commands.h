@@ -17,8 +17,15 @@ struct EstimateOptions {
   bool json = false;      // machine-readable JSON on stdout instead of the table
 };
 
+struct TokenizeOptions {
+  std::string tokenizer;  // gpt2 | bert
+  std::string dir;        // the tokenizer's files (default: data/<tokenizer>)
+  bool lines = false;     // one JSON array per input line instead of one for all of stdin
+};
+
 int run_train(const config::Config& cfg, comm::Group& group);
 int run_eval(const config::Config& cfg, const std::string& weights);
 int run_estimate(const config::Config& cfg, const EstimateOptions& opt);
+int run_tokenize(const TokenizeOptions& opt);  // stdin -> JSON ids on stdout
 
 }  // namespace zt::apps

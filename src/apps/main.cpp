@@ -1,5 +1,5 @@
-// The zerotrain command line (CLI11): train, eval, estimate and the checkpoint tools (export,
-// import, ckpt), each with its own --help.
+// The zerotrain command line (CLI11): train, eval, estimate, prepare, the checkpoint tools
+// (export, import, ckpt) and tokenize, each with its own --help.
 // Errors become one line on stderr and an exit status: 1 the run failed, 2 bad usage.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "agree.h"
 #include "ckpt_commands.h"
 #include "commands.h"
+#include "prepare.h"
 #include "zt/core/error.h"
 
 namespace {
@@ -20,7 +21,7 @@ namespace {
 using zt::ErrorKind;
 
 constexpr const char* kVersion = "zerotrain 0.1.0";
-constexpr const char* kCommands[] = {"train", "eval", "estimate", "export", "import", "ckpt"};
+constexpr const char* kCommands[] = {"train", "eval", "estimate", "prepare", "export", "import", "ckpt", "tokenize"};
 
 constexpr const char* kOverridesFooter =
     "KEY=VALUE overrides any configuration key by its dotted path, e.g.\n"
@@ -34,6 +35,8 @@ struct Args {
   std::vector<std::string> overrides;
   zt::apps::EstimateOptions estimate;
   zt::apps::CkptToolOptions tools;  // export, import, ckpt
+  zt::apps::PrepareCliOptions prepare;
+  zt::apps::TokenizeOptions tokenize;
 };
 
 // Every command reads a configuration file, then key=value overrides.
@@ -92,7 +95,17 @@ void build_app(CLI::App& app, Args& a) {
       ->check(memory_gib_validator());
   est->add_flag("--json", a.estimate.json, "print one JSON object on stdout instead of the table");
 
+  zt::apps::add_prepare_command(app, a.prepare);                      // no configuration
   add_config_options(*zt::apps::add_ckpt_commands(app, a.tools), a);  // import takes a configuration
+
+  CLI::App* tok = app.add_subcommand("tokenize", "Token ids of the text on stdin, as a JSON array");
+  tok->add_option("--tokenizer", a.tokenize.tokenizer, "GPT-2's byte-level BPE or BERT's uncased WordPiece")
+      ->required()
+      ->check(CLI::IsMember({"gpt2", "bert"}))
+      ->type_name("gpt2|bert");
+  tok->add_option("--dir", a.tokenize.dir, "the tokenizer's files (default: data/gpt2 or data/bert)")->type_name("D");
+  tok->add_flag("--lines", a.tokenize.lines, "one array per input line instead of one for all of stdin");
+  tok->footer(kExitFooter);
 }
 
 std::string one_line(std::string s) {
@@ -163,6 +176,8 @@ int run_command(const std::string& command, const Args& a) {
   zt::comm::GroupPtr group;
   try {
     if (zt::apps::is_ckpt_tool(command)) return zt::apps::run_ckpt_tool(command, a.tools);
+    if (command == "prepare") return zt::apps::run_prepare(a.prepare);
+    if (command == "tokenize") return zt::apps::run_tokenize(a.tokenize);
     zt::config::Config cfg = zt::config::load(a.config, a.overrides);
     if (command == "eval")
       return zt::apps::run_eval(cfg, a.weights.empty() ? cfg.run.dir + "/model.safetensors" : a.weights);
@@ -203,7 +218,8 @@ int main(int argc, char** argv) {
   if (first[0] == '-' && !top_flag)
     return usage_error("unknown option '" + first + "' before the command (options follow the command)", "");
   if (first[0] != '-' && std::find(std::begin(kCommands), std::end(kCommands), first) == std::end(kCommands))
-    return usage_error("unknown command '" + first + "'; the commands are train, eval, estimate, export, import, ckpt",
+    return usage_error("unknown command '" + first +
+                           "'; the commands are train, eval, estimate, prepare, export, import, ckpt, tokenize",
                        "");
   try {
     app.parse(argc, argv);

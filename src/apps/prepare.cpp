@@ -1,0 +1,141 @@
+// `zerotrain prepare`: the command line over data::prepare_lm and data::prepare_sotu_party
+// (zt/data/prepare.h says what they write and how documents are held out).
+#include "prepare.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "zt/core/error.h"
+#include "zt/core/sha256.h"
+#include "zt/data/prepare.h"
+#include "zt/data/tokenizer.h"
+
+namespace zt::apps {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The files each tokenizer reads (scripts/setup.sh fetches them), recorded with their sha256.
+std::vector<data::FileDigest> tokenizer_files(const std::string& kind, const std::string& dir) {
+  std::vector<data::FileDigest> out;
+  const std::vector<std::string> names =
+      kind == "gpt2" ? std::vector<std::string>{"encoder.json", "vocab.bpe"} : std::vector<std::string>{"vocab.json"};
+  for (const std::string& n : names) {
+    const std::string p = (fs::path(dir) / n).string();
+    if (fs::exists(p)) out.push_back({p, sha256_file(p)});
+  }
+  return out;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+void progress(const std::string& line) {
+  std::fprintf(stderr, "prepare: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+int run_lm(const PrepareCliOptions& o, const data::Tokenizer& tok, std::vector<data::FileDigest> files) {
+  data::PrepareLmOptions opt;
+  opt.data_dir = o.data_dir;
+  opt.out = o.out;
+  opt.sources = split_list(o.sources);
+  opt.val_fraction = o.val_fraction;
+  opt.tokenizer_files = std::move(files);
+  const data::PrepareLmReport r = data::prepare_lm(opt, tok, progress);
+  std::printf("tokenizer %s (%d ids), output %s\n", tok.name(), tok.vocab_size(), o.out.c_str());
+  std::printf("train: %lld documents, %lld tokens -> train_000000.bin\n", (long long)r.train_documents,
+              (long long)r.train_tokens);
+  std::printf("val:   %lld documents, %lld tokens -> val_000000.bin\n", (long long)r.val_documents,
+              (long long)r.val_tokens);
+  std::string held;
+  for (const std::string& n : r.val_names) held += (held.empty() ? "" : ", ") + n;
+  std::printf("held out: %s\n", held.c_str());
+  return 0;
+}
+
+int run_cls(const PrepareCliOptions& o, const data::Tokenizer& tok, std::vector<data::FileDigest> files) {
+  data::PrepareClsOptions opt;
+  opt.data_dir = o.data_dir;
+  opt.out = o.out;
+  opt.max_len = o.max_len;
+  opt.tokenizer_files = std::move(files);
+  const data::PrepareClsReport r = data::prepare_sotu_party(opt, tok, progress);
+  auto counts = [&](const std::vector<int64_t>& c) {
+    std::string s;
+    long long total = 0;
+    for (size_t k = 0; k < c.size(); ++k) {
+      s += (k ? ", " : "") + std::to_string(c[k]) + " " + r.class_names[k];
+      total += c[k];
+    }
+    return std::to_string(total) + " passages (" + s + ")";
+  };
+  std::printf("tokenizer %s (%d ids), max_len %d, output %s\n", tok.name(), tok.vocab_size(), o.max_len, o.out.c_str());
+  std::printf("train: %s from %lld addresses -> train.bin\n", counts(r.train_counts).c_str(),
+              (long long)r.train_addresses);
+  std::printf("test:  %s from %lld addresses -> test.bin\n", counts(r.test_counts).c_str(),
+              (long long)r.test_addresses);
+  std::printf("dropped %lld addresses of other parties; %lld passages cut to %d tokens\n",
+              (long long)r.dropped_addresses, (long long)r.truncated, o.max_len);
+  std::printf("majority class (train): %s; always answering it scores %.4f on test\n",
+              r.class_names[size_t(r.majority_class)].c_str(), r.majority_test_accuracy);
+  return 0;
+}
+
+}  // namespace
+
+void add_prepare_command(CLI::App& app, PrepareCliOptions& o) {
+  CLI::App* p = app.add_subcommand("prepare", "Tokenize the text corpora into token shards or labelled passages");
+  p->add_option("--task", o.task, "lm: train/val token shards; sotu-party: Democratic vs Republican passages")
+      ->check(CLI::IsMember({"lm", "sotu-party"}))
+      ->type_name("lm|sotu-party");
+  p->add_option("--tokenizer", o.tokenizer, "the tokenizer")
+      ->required()
+      ->check(CLI::IsMember({"gpt2", "bert"}))
+      ->type_name("gpt2|bert");
+  p->add_option("--out", o.out, "the output folder (replaced whole when the run succeeds)")
+      ->required()
+      ->type_name("DIR");
+  p->add_option("--data-dir", o.data_dir, "holds sotu/, moby-dick/ and the tokenizer folders (default data)")
+      ->type_name("DIR");
+  p->add_option("--tokenizer-dir", o.tokenizer_dir, "the tokenizer's files (default <data-dir>/<tokenizer>)")
+      ->type_name("DIR");
+  CLI::Option* sources =
+      p->add_option("--sources", o.sources, "lm: corpora, in order (default sotu,moby-dick)")->type_name("LIST");
+  CLI::Option* val = p->add_option("--val-fraction", o.val_fraction, "lm: share held out (default 0.05)")
+                         ->type_name("F")
+                         ->check(CLI::Validator(
+                             [](std::string& s) -> std::string {
+                               double v = 0;
+                               return CLI::detail::lexical_cast(s, v) && v > 0 && v <= 0.5
+                                          ? ""
+                                          : "'" + s + "' is not a number in (0, 0.5]";
+                             },
+                             ""));
+  CLI::Option* max_len = p->add_option("--max-len", o.max_len, "sotu-party: tokens per passage with [CLS] and [SEP]")
+                             ->type_name("N")
+                             ->check(CLI::Range(8, 512));
+  p->callback([&o, sources, val, max_len] {
+    if (o.task == "lm" && max_len->count()) throw CLI::ValidationError("--max-len", "is for --task sotu-party");
+    if (o.task != "lm" && (sources->count() || val->count()))
+      throw CLI::ValidationError(sources->count() ? "--sources" : "--val-fraction", "is for --task lm");
+  });
+}
+
+int run_prepare(const PrepareCliOptions& o) {
+  const std::string dir = o.tokenizer_dir.empty() ? (fs::path(o.data_dir) / o.tokenizer).string() : o.tokenizer_dir;
+  ZT_CHECK_AS(ErrorKind::data, fs::is_directory(dir), "[prepare] tokenizer folder ", dir,
+              " not found (scripts/setup.sh fetches it into data/; or give --tokenizer-dir)");
+  std::vector<data::FileDigest> files = tokenizer_files(o.tokenizer, dir);
+  const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(o.tokenizer, dir);
+  return o.task == "lm" ? run_lm(o, *tok, std::move(files)) : run_cls(o, *tok, std::move(files));
+}
+
+}  // namespace zt::apps

@@ -1,0 +1,169 @@
+// `zerotrain prepare` as a user runs it, on a small corpus made here: help and usage errors
+// always; with the real tokenizers (data/gpt2, data/bert, or under $ZT_DATA_DIR) the shards and
+// records it writes, decoded back to the text, and outputs replaced whole or not at all.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "data/corpus_files.h"
+#include "e2e_util.h"
+#include "zt/core/error.h"
+#include "zt/data/seq_cls.h"
+#include "zt/data/token_shard.h"
+#include "zt/data/tokenizer.h"
+
+namespace {
+
+using namespace zt::e2e;
+using zt::data::testing::write_fake_corpus;
+
+const std::string kBin = ZT_BIN;
+
+const std::vector<std::string> kNames = {"1790_a_d.txt", "1791_b_r.txt", "1792_c_r.txt", "1793_d_w.txt",
+                                         "1795_e_d.txt", "1796_f_r.txt", "1800_g_d.txt", "1801_h_r.txt"};
+
+// Where the tokenizers are: $ZT_DATA_DIR (as scripts/setup.sh takes it), else <repo>/data.
+std::string tokenizer_dir(const std::string& kind) {
+  const char* env = std::getenv("ZT_DATA_DIR");
+  return ((env && *env) ? fs::path(env) : fs::path(ZT_SOURCE_DIR) / "data").append(kind).string();
+}
+bool have(const std::string& kind) {
+  return fs::exists(tokenizer_dir(kind) + (kind == "gpt2" ? "/encoder.json" : "/vocab.json"));
+}
+
+std::string last_line(const std::string& s) {
+  const size_t end = s.find_last_not_of('\n');
+  const size_t b = s.rfind('\n', end);
+  return s.substr(b == std::string::npos ? 0 : b + 1, end - (b == std::string::npos ? 0 : b + 1) + 1);
+}
+
+TEST(PrepareCli, HelpNamesEveryOption) {
+  Result r = run(kBin + " prepare --help");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* o :
+       {"--task", "--tokenizer", "--out", "--data-dir", "--tokenizer-dir", "--sources", "--val-fraction", "--max-len"})
+    EXPECT_NE(r.out.find(o), std::string::npos) << o << "\n" << r.out;
+  EXPECT_NE(run(kBin + " --help").out.find("prepare"), std::string::npos);
+}
+
+TEST(PrepareCli, UsageErrorsExitTwoWithOneLine) {
+  const std::string out = " --out " + tmpdir("prepare_usage") + "/o";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"prepare --tokenizer gpt2", "--out is required"},
+      {"prepare" + out, "--tokenizer is required"},
+      {"prepare --tokenizer gpt3" + out, "gpt3"},
+      {"prepare --tokenizer gpt2 --task mlm" + out, "mlm"},
+      {"prepare --tokenizer gpt2 --val-fraction 0.7" + out, "'0.7' is not a number in (0, 0.5]"},
+      {"prepare --tokenizer gpt2 --val-fraction 0" + out, "'0' is not a number in (0, 0.5]"},
+      {"prepare --tokenizer gpt2 --max-len 64" + out, "--max-len: is for --task sotu-party"},
+      {"prepare --tokenizer bert --task sotu-party --sources sotu" + out, "--sources: is for --task lm"},
+      {"prepare --tokenizer bert --task sotu-party --max-len 4" + out, "4"},
+      {"prepare --tokenizer gpt2 --frobnicate" + out, "frobnicate"},
+  };
+  for (const auto& [args, says] : cases) {
+    Result r = run(kBin + " " + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << args << ": " << r.out;
+  }
+}
+
+TEST(PrepareCli, AMissingTokenizerFolderIsOneLineNamingIt) {
+  const std::string d = tmpdir("prepare_no_tok");
+  Result r = run(kBin + " prepare --tokenizer gpt2 --data-dir " + d + " --out " + d + "/o", 30);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("tokenizer folder " + d + "/gpt2 not found"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d + "/o"));
+}
+
+class PrepareReal : public ::testing::Test {
+ protected:
+  void need(const std::string& kind) {
+    if (!have(kind)) GTEST_SKIP() << "no " << kind << " tokenizer in " << tokenizer_dir(kind) << " (scripts/setup.sh)";
+    tok_ = zt::data::load_tokenizer(kind, tokenizer_dir(kind));
+  }
+  std::string prepare(const std::string& kind, const std::string& args) {
+    return kBin + " prepare --tokenizer " + kind + " --tokenizer-dir " + tokenizer_dir(kind) + " --data-dir " + data_ +
+           " --out " + out_ + " " + args;
+  }
+  std::string dir_ =
+      tmpdir("prepare_real_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  std::string data_ = write_fake_corpus(dir_ + "/data", kNames, 9);
+  std::string out_ = dir_ + "/out";
+  std::unique_ptr<zt::data::Tokenizer> tok_;
+};
+
+TEST_F(PrepareReal, Gpt2ShardsDecodeToTheHeldOutDocuments) {
+  need("gpt2");
+  Result r = run(prepare("gpt2", "--val-fraction 0.25"), 120);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("held out: sotu/1793_d_w.txt, sotu/1801_h_r.txt, moby-dick/data.txt#val"), std::string::npos)
+      << r.out;
+  const auto val = zt::data::read_token_shard(out_ + "/val_000000.bin");
+  const auto train = zt::data::read_token_shard(out_ + "/train_000000.bin");
+  const std::string text = tok_->decode(std::vector<int32_t>(val.begin(), val.end()));
+  const std::string address = slurp(data_ + "/sotu/1793_d_w.txt");
+  EXPECT_TRUE(text.starts_with("<|endoftext|>" + address + "<|endoftext|>")) << text.substr(0, 300);
+  EXPECT_EQ(tok_->decode(std::vector<int32_t>(train.begin(), train.end())).find(address), std::string::npos);
+  const auto m = read_json(out_ + "/manifest.json");
+  EXPECT_EQ(m["tokenizer"]["vocab_size"], 50257);
+  EXPECT_EQ(m["tokens"]["val"], val.size());
+  EXPECT_EQ(m["tokenizer"]["files"].size(), 2u);
+  EXPECT_NE(r.out.find("train: 7 documents, " + std::to_string(train.size()) + " tokens"), std::string::npos) << r.out;
+}
+
+TEST_F(PrepareReal, AFailingRunLeavesTheEarlierOutputAndSaysOneError) {
+  need("gpt2");
+  ASSERT_EQ(run(prepare("gpt2", "--val-fraction 0.25"), 120).code, 0);
+  const std::string before = slurp(out_ + "/train_000000.bin");
+  write_file(data_ + "/sotu/1797_bad_d.txt", "Invalid \xC3\x28 UTF-8.");
+  Result r = run(prepare("gpt2", "--val-fraction 0.25"), 120);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_of(r.out, "error"), 1) << r.out;
+  EXPECT_NE(last_line(r.out).find("sotu/1797_bad_d.txt"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(out_ + "/train_000000.bin"), before);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);  // data, out: no temporary
+  // A folder prepare did not write is never replaced.
+  fs::remove(data_ + "/sotu/1797_bad_d.txt");
+  fs::create_directories(dir_ + "/mine");
+  write_file(dir_ + "/mine/notes.txt", "keep");
+  Result mine = run(kBin + " prepare --tokenizer gpt2 --tokenizer-dir " + tokenizer_dir("gpt2") + " --data-dir " +
+                        data_ + " --val-fraction 0.25 --out " + dir_ + "/mine",
+                    120);
+  EXPECT_EQ(mine.code, 1) << mine.out;
+  EXPECT_NE(mine.out.find("was not written by zerotrain prepare"), std::string::npos) << mine.out;
+  EXPECT_EQ(slurp(dir_ + "/mine/notes.txt"), "keep");
+}
+
+TEST_F(PrepareReal, BertShardsSeparateDocumentsWithSep) {
+  need("bert");
+  Result r = run(prepare("bert", "--sources sotu --val-fraction 0.5"), 120);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto val = zt::data::read_token_shard(out_ + "/val_000000.bin");
+  ASSERT_FALSE(val.empty());
+  EXPECT_EQ(val.front(), 102);  // [SEP]
+  EXPECT_EQ(std::count(val.begin(), val.end(), 102), 4);
+}
+
+TEST_F(PrepareReal, SotuPartyRecordsAndTheMajorityBaseline) {
+  need("bert");
+  Result r = run(prepare("bert", "--task sotu-party --max-len 32"), 120);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("majority class (train): Republican; always answering it scores 0.0000 on test"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("dropped 1 addresses"), std::string::npos) << r.out;
+  const zt::data::SeqClsSet test = zt::data::read_seq_cls(out_ + "/test.bin");
+  ASSERT_GT(test.size(), 0);
+  EXPECT_EQ(test.max_len, 32);
+  for (int64_t i = 0; i < test.size(); ++i) {
+    EXPECT_EQ(test.labels[size_t(i)], 0);  // 1790, 1795, 1800 are Democratic here
+    EXPECT_EQ(test.tokens[size_t(test.offsets[size_t(i)])], 101);
+    EXPECT_EQ(test.tokens[size_t(test.offsets[size_t(i) + 1] - 1)], 102);
+  }
+  const std::string first = tok_->decode({test.tokens.begin() + 1, test.tokens.begin() + 5});
+  EXPECT_EQ(first.find("address 0"), 0u) << first;  // uncased
+}
+
+}  // namespace

@@ -1,0 +1,72 @@
+// `zerotrain tokenize` as a user runs it: stdin as one text or line by line, JSON on stdout, and
+// one-line errors. Tiny vocabularies are made here; the real ones are used when fetched.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "e2e_util.h"
+
+namespace {
+
+using namespace zt::e2e;
+
+const std::string kBin = ZT_BIN;
+
+// A WordPiece vocabulary in vocab.json's form: "un aff able" and "a" with continuations.
+std::string tiny_bert() {
+  const std::string dir = tmpdir("tokenize_bert");
+  write_file(dir + "/vocab.json", R"(["[PAD]","[UNK]","[CLS]","[SEP]","[MASK]","▁un","aff","able","▁a","a","▁,"])");
+  return dir;
+}
+
+std::string input(const std::string& name, const std::string& bytes) {
+  const std::string path = tmpdir("tokenize_in_" + name) + "/in.txt";
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+TEST(TokenizeCli, AllOfStdinIsOneArray) {
+  const std::string dir = tiny_bert();
+  const Result r = run(kBin + " tokenize --tokenizer bert --dir " + dir + " < " + input("one", "Unaffable,\na\n"), 30);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "[5,6,7,10,8]\n");
+}
+
+TEST(TokenizeCli, LinesGiveOneArrayEachAndALastLineWithoutNewlineCounts) {
+  const std::string dir = tiny_bert();
+  const std::string cmd = kBin + " tokenize --tokenizer bert --lines --dir " + dir + " < ";
+  Result r = run(cmd + input("lines", "unaffable\n\naa zz\na"), 30);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "[5,6,7]\n[]\n[8,9,1]\n[8]\n");
+  r = run(cmd + input("empty", ""), 30);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(TokenizeCli, ErrorsAreOneLine) {
+  const std::string dir = tiny_bert();
+  Result r = run(kBin + " tokenize --tokenizer bert --lines --dir " + dir + " < " + input("bad", "ok\nab\xff\n"), 30);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("line 2: [tokenizer] bert: input is not valid UTF-8: byte 0xFF at offset 2"), std::string::npos)
+      << r.out;
+  r = run(kBin + " tokenize --tokenizer gpt2 --dir " + dir + " < /dev/null", 30);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(dir + "/encoder.json"), std::string::npos) << r.out;
+  r = run(kBin + " tokenize --tokenizer wordpiece < /dev/null", 30);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("not in {gpt2,bert}"), std::string::npos) << r.out;
+}
+
+TEST(TokenizeCli, RealVocabulariesFromTheDefaultFolders) {
+  if (!fs::exists(fs::path(ZT_SOURCE_DIR) / "data/gpt2/encoder.json") ||
+      !fs::exists(fs::path(ZT_SOURCE_DIR) / "data/bert/vocab.json"))
+    GTEST_SKIP() << "data/gpt2 or data/bert not present; run scripts/setup.sh";
+  const std::string in = input("real", "Hello world");
+  Result r = run(kBin + " tokenize --tokenizer gpt2 < " + in, 30);
+  EXPECT_EQ(r.out, "[15496,995]\n");
+  r = run(kBin + " tokenize --tokenizer bert < " + in, 30);
+  EXPECT_EQ(r.out, "[7592,2088]\n");
+}
+
+}  // namespace
