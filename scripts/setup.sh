@@ -16,7 +16,7 @@ die() { echo "[setup] error: $*" >&2; exit 1; }
 # clang + libclang-rt-14-dev (libFuzzer, sanitizers) + libomp-dev (clang's OpenMP): scripts/fuzz.sh.
 packages=(g++ cmake make libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libcli11-dev libxxhash-dev googletest libgtest-dev libbenchmark-dev zlib1g-dev
-          python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev)
+          python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev gnuplot-nox)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 if [[ "${ZT_SKIP_APT:-0}" != 1 ]]; then

@@ -4,18 +4,13 @@
 
 #include "commands.h"
 #include "session.h"
-#include "zt/ckpt/safetensors.h"
 #include "zt/ops/ops.h"
 
 namespace zt::apps {
 
 int run_eval(const config::Config& cfg, const std::string& weights_path) {
   auto model = build_model(cfg);
-  ckpt::LoadedTensors w = ckpt::load_safetensors(weights_path);
-  for (auto& [name, p] : model->named_parameters()) {
-    Tensor dst = p;
-    dst.copy_(w.weight(name, p.shape()));  // present, that shape, a floating dtype
-  }
+  load_weights(*model, weights_path);
   const DType dt = engine_options(cfg, config::BatchSizes{1, 1, 1}).dtype;
   if (dt != DType::f32) {
     for (auto& [name, p] : model->named_parameters()) {

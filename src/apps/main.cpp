@@ -1,10 +1,11 @@
-// The zerotrain command line (CLI11): train, eval, estimate and the checkpoint tools (export,
-// import, ckpt), each with its own --help.
+// The zerotrain command line (CLI11): train, eval, estimate, the checkpoint tools (export,
+// import, ckpt) and the language-model tools (plot, baseline, generate), each with its own --help.
 // Errors become one line on stderr and an exit status: 1 the run failed, 2 bad usage.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <string>
 #include <utility>
@@ -20,7 +21,8 @@ namespace {
 using zt::ErrorKind;
 
 constexpr const char* kVersion = "zerotrain 0.1.0";
-constexpr const char* kCommands[] = {"train", "eval", "estimate", "export", "import", "ckpt"};
+constexpr const char* kCommands[] = {"train", "eval", "estimate", "export",  "import",
+                                     "ckpt",  "plot", "baseline", "generate"};
 
 constexpr const char* kOverridesFooter =
     "KEY=VALUE overrides any configuration key by its dotted path, e.g.\n"
@@ -34,6 +36,10 @@ struct Args {
   std::vector<std::string> overrides;
   zt::apps::EstimateOptions estimate;
   zt::apps::CkptToolOptions tools;  // export, import, ckpt
+  zt::apps::PlotOptions plot;
+  zt::apps::BaselineOptions baseline;
+  zt::apps::GenerateOptions generate;
+  uint64_t seed = 0;  // generate --seed, when given
 };
 
 // Every command reads a configuration file, then key=value overrides.
@@ -55,6 +61,19 @@ CLI::Validator positive(const std::string& what) {
       "");
 }
 
+// Accepts a finite T >= 0.
+template <typename T>
+CLI::Validator non_negative(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& s) -> std::string {
+        T v{};
+        return CLI::detail::lexical_cast(s, v) && v >= 0 && v < std::numeric_limits<T>::infinity()
+                   ? ""
+                   : "'" + s + "' is not " + what + " >= 0";
+      },
+      "");
+}
+
 // --memory-gib: finite, > 0, and its bytes fit in int64 (below 8 EiB).
 CLI::Validator memory_gib_validator() {
   return CLI::Validator(
@@ -64,6 +83,48 @@ CLI::Validator memory_gib_validator() {
         return ok ? "" : "'" + s + "' is not a number > 0 (GiB, below 8589934592)";
       },
       "");
+}
+
+// plot, baseline, generate: the language-model tools.
+void add_lm_commands(CLI::App& app, Args& a) {
+  CLI::App* plot =
+      app.add_subcommand("plot", "Draw a run's train and validation loss against step into a PNG (gnuplot)");
+  plot->add_option("RUN_DIR", a.plot.run_dir, "the run's folder, holding metrics.jsonl")
+      ->required()
+      ->type_name("RUN_DIR");
+  plot->add_option("--out", a.plot.out, "the PNG to write (default: RUN_DIR/loss.png)")->type_name("FILE");
+
+  CLI::App* base = app.add_subcommand(
+      "baseline", "Validation loss of unigram and bigram models on token shards; writes DIR/baseline.json");
+  base->add_option("--data", a.baseline.data_dir, "folder of train_*.bin and val_*.bin token shards")
+      ->required()
+      ->type_name("DIR");
+  base->add_option("--vocab", a.baseline.vocab_size, "vocabulary size (default 50257, GPT-2's)")
+      ->type_name("V")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            int64_t v = 0;
+            return CLI::detail::lexical_cast(s, v) && v >= 1 && v <= 65536 ? "" : "'" + s + "' is not in [1, 65536]";
+          },
+          ""));
+
+  CLI::App* gen = app.add_subcommand("generate", "Sample text from trained GPT weights, printed as it comes");
+  add_config_options(*gen, a);
+  gen->add_option("--weights", a.generate.weights, "safetensors weights")->required()->type_name("FILE");
+  gen->add_option("--prompt", a.generate.prompt, "text to continue (default: none, start after <|endoftext|>)")
+      ->type_name("TEXT");
+  gen->add_option("--tokens", a.generate.tokens, "new tokens to generate (default 100)")
+      ->type_name("N")
+      ->check(non_negative<int64_t>("an integer"));
+  gen->add_option("--temperature", a.generate.temperature, "softmax temperature; 0 = greedy (default 0.8)")
+      ->type_name("T")
+      ->check(non_negative<float>("a number"));
+  gen->add_option("--top-k", a.generate.top_k, "sample among the K most likely tokens; 0 = all (default 200)")
+      ->type_name("K")
+      ->check(non_negative<int64_t>("an integer"));
+  gen->add_option("--seed", a.seed, "random seed (default: the configuration's seed)")->type_name("S");
+  gen->add_option("--tokenizer-dir", a.generate.tokenizer_dir, "GPT-2 encoder.json and vocab.bpe (default data/gpt2)")
+      ->type_name("DIR");
 }
 
 void build_app(CLI::App& app, Args& a) {
@@ -93,6 +154,7 @@ void build_app(CLI::App& app, Args& a) {
   est->add_flag("--json", a.estimate.json, "print one JSON object on stdout instead of the table");
 
   add_config_options(*zt::apps::add_ckpt_commands(app, a.tools), a);  // import takes a configuration
+  add_lm_commands(app, a);
 }
 
 std::string one_line(std::string s) {
@@ -163,10 +225,13 @@ int run_command(const std::string& command, const Args& a) {
   zt::comm::GroupPtr group;
   try {
     if (zt::apps::is_ckpt_tool(command)) return zt::apps::run_ckpt_tool(command, a.tools);
+    if (command == "plot") return zt::apps::run_plot(a.plot);
+    if (command == "baseline") return zt::apps::run_baseline(a.baseline);
     zt::config::Config cfg = zt::config::load(a.config, a.overrides);
     if (command == "eval")
       return zt::apps::run_eval(cfg, a.weights.empty() ? cfg.run.dir + "/model.safetensors" : a.weights);
     if (command == "estimate") return zt::apps::run_estimate(cfg, a.estimate);
+    if (command == "generate") return zt::apps::run_generate(cfg, a.generate);
     // Under mpirun, "local" would make each rank train alone, all into one run.dir.
     const int launched = launcher_rank_and_size().second;
     ZT_CHECK_AS(ErrorKind::config, !(cfg.run.comm_backend == "local" && zt::comm::launched_by_mpirun() && launched > 1),
@@ -203,7 +268,8 @@ int main(int argc, char** argv) {
   if (first[0] == '-' && !top_flag)
     return usage_error("unknown option '" + first + "' before the command (options follow the command)", "");
   if (first[0] != '-' && std::find(std::begin(kCommands), std::end(kCommands), first) == std::end(kCommands))
-    return usage_error("unknown command '" + first + "'; the commands are train, eval, estimate, export, import, ckpt",
+    return usage_error("unknown command '" + first +
+                           "'; the commands are train, eval, estimate, export, import, ckpt, plot, baseline, generate",
                        "");
   try {
     app.parse(argc, argv);
@@ -215,5 +281,6 @@ int main(int argc, char** argv) {
   }
   const CLI::App& cmd = *app.get_subcommands().front();
   if (int code = check_leftovers(cmd, a)) return code;
+  if (cmd.get_name() == "generate" && cmd.count("--seed")) a.generate.seed = a.seed;
   return run_command(cmd.get_name(), a);
 }

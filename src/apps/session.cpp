@@ -7,6 +7,7 @@
 #include <new>
 #include <optional>
 
+#include "zt/ckpt/safetensors.h"
 #include "zt/core/allocator.h"
 
 namespace zt::apps {
@@ -33,6 +34,14 @@ std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) 
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::out_of_memory) throw;
     ZT_THROW_AS(ErrorKind::out_of_memory, "[model] ", needs, ": ", e.what());
+  }
+}
+
+void load_weights(nn::Module& model, const std::string& path) {
+  ckpt::LoadedTensors w = ckpt::load_safetensors(path);
+  for (auto& [name, p] : model.named_parameters()) {
+    Tensor dst = p;
+    dst.copy_(w.weight(name, p.shape()));  // present, that shape, a floating dtype
   }
 }
 

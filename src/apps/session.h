@@ -17,6 +17,8 @@ namespace zt::apps {
 std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred = false);
 optim::OptimizerSpec optimizer_spec(const config::Config& c);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
+// Copies every parameter's values from a safetensors file (each present, that shape, floating).
+void load_weights(nn::Module& model, const std::string& safetensors_path);
 
 // Accuracy of `forward` over a dataset, in batches; forward runs without autograd.
 template <typename Forward>
