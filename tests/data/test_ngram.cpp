@@ -56,6 +56,13 @@ TEST(Ngram, UnseenHeldOutBigramsMakeLambdaZeroAndTheBigramTheUnigram) {
   EXPECT_DOUBLE_EQ(r.bigram_loss, r.unigram_loss);
 }
 
+TEST(Ngram, AFlatHeldOutLossKeepsTheSmallestLambda) {
+  // Held out: 2 after 1, and 1 starts no bigram in the fit 0 0 0 1: every λ scores the same.
+  const NgramBaseline r = ngram_baseline({0, 0, 0, 1, 2}, {1, 2}, 3);
+  EXPECT_EQ(r.lambda, 0.0);
+  EXPECT_DOUBLE_EQ(r.bigram_loss, r.unigram_loss);
+}
+
 TEST(Ngram, LambdaInsideTheGridMinimisesTheHeldOutLoss) {
   // Fit (0 1) x9; held out: 0 after 1 (P_bigram 1, P_uni 10/21) and 2 after 0 (0, 1/21).
   // -[log(λ + (1-λ)·10/21) + log((1-λ)/21)] is least at λ = 1/22 ≈ 0.045; on the grid, 0.05.
