@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "zt/core/error.h"
@@ -109,6 +111,49 @@ TEST(Ngram, SameInputSameNumbers) {
   EXPECT_EQ(a.bigram_loss, b.bigram_loss);
   EXPECT_EQ(a.lambda, b.lambda);
   EXPECT_NEAR(a.unigram_loss, log(300.0), 0.1);  // uniform tokens: about log V
+}
+
+// Note [n-gram baseline] written out plainly with std::map, for a corpus whose bigram table
+// outgrows the counter's first capacity many times over.
+TEST(Ngram, MatchesAPlainReferenceOnARandomCorpus) {
+  Tokens train, val;
+  uint32_t x = 7;
+  for (int i = 0; i < 6000; ++i) {
+    x = x * 1103515245u + 12345u;
+    const auto t = uint16_t((x >> 16) % 97 + (i % 3 == 0 ? 0 : 100));  // some structure
+    (i < 5000 ? train : val).push_back(t);
+  }
+  const int64_t V = 200;
+  auto counts = [&](int64_t n) {
+    std::map<std::pair<int, int>, double> pair;
+    std::map<int, double> uni, ctx;
+    for (int64_t i = 0; i < n; ++i) {
+      uni[train[size_t(i)]] += 1;
+      if (i > 0) ctx[train[size_t(i) - 1]] += 1, pair[{train[size_t(i) - 1], train[size_t(i)]}] += 1;
+    }
+    return std::tuple{pair, uni, ctx, double(n)};
+  };
+  auto loss = [&](const auto& c, const Tokens& t, size_t begin, double lambda, bool first_has_context) {
+    auto [pair, uni, ctx, n] = c;
+    double sum = 0;
+    for (size_t i = begin; i < t.size(); ++i) {
+      const double pu = (uni[t[i]] + 1) / (n + double(V));
+      const bool has = (i > begin || first_has_context) && ctx[t[i - 1]] > 0;
+      sum -= log(has ? lambda * pair[{t[i - 1], t[i]}] / ctx[t[i - 1]] + (1 - lambda) * pu : pu);
+    }
+    return sum / double(t.size() - begin);
+  };
+  const auto fit = counts(4500);
+  double best = INFINITY, lambda = 0;
+  for (int k = 0; k < 100; ++k)
+    if (const double l = loss(fit, train, 4500, k / 100.0, true); l < best) best = l, lambda = k / 100.0;
+  const auto all = counts(5000);
+  const NgramBaseline r = ngram_baseline(train, val, V);
+  EXPECT_DOUBLE_EQ(r.lambda, lambda);
+  EXPECT_GT(r.lambda, 0.0);
+  EXPECT_NEAR(r.unigram_loss, loss(all, val, 0, 0.0, false), 1e-12);
+  EXPECT_NEAR(r.bigram_loss, loss(all, val, 0, lambda, false), 1e-12);
+  EXPECT_LT(r.bigram_loss, r.unigram_loss);
 }
 
 std::string error_of(const Tokens& train, const Tokens& val, int64_t V, NgramOptions o = {}) {
