@@ -1,0 +1,31 @@
+#pragma once
+// Reading outside files safely: opened without blocking (a FIFO is refused by fstat, never waited
+// on), only regular files, errors ErrorKind::data naming the file. Internal to zt_data.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace zt::data::detail {
+
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  // Exactly n bytes at `offset`, or a data error naming the file and the offset.
+  void read_at(void* dst, size_t n, uint64_t offset) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// A whole regular file as bytes.
+std::string read_file_bytes(const std::string& path);
+
+}  // namespace zt::data::detail
