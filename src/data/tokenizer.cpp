@@ -1,0 +1,65 @@
+// load_tokenizer and the vocabulary-file helpers both tokenizers share.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "vocab_file.h"
+#include "zt/core/atomic_file.h"
+#include "zt/core/error.h"
+#include "zt/core/strings.h"
+#include "zt/data/tokenizer.h"
+
+namespace zt::data {
+namespace detail {
+
+std::string read_vocab_file(const std::string& path) {
+  struct stat st {};
+  ZT_CHECK_AS(ErrorKind::data, ::stat(path.c_str(), &st) == 0, "[tokenizer] cannot open ", path, " (",
+              std::strerror(errno), "); scripts/setup.sh fetches the tokenizer files into data/");
+  ZT_CHECK_AS(ErrorKind::data, S_ISREG(st.st_mode), "[tokenizer] ", path, " is ", file_type_name(st.st_mode),
+              ", not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  ZT_CHECK_AS(ErrorKind::data, in.good(), "[tokenizer] cannot open ", path, " (", std::strerror(errno), ")");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  ZT_CHECK_AS(ErrorKind::data, !in.bad(), "[tokenizer] cannot read ", path);
+  return buf.str();
+}
+
+nlohmann::json parse_flat_json(const std::string& text, const std::string& path) {
+  // Checked before parsing: walking a deeply nested value recurses.
+  const size_t deep = json_depth_exceeded_at(text, 1);
+  ZT_CHECK_AS(ErrorKind::data, deep == std::string::npos, "[tokenizer] ", path, ": nested JSON value at byte offset ",
+              deep, " (a flat object or array was expected)");
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    const size_t at = e.byte > 0 ? e.byte - 1 : 0;  // e.byte is 1-based
+    const std::string what = e.what();              // without nlohmann's "[json.exception...] parse error at ...: "
+    const size_t p = what.find(": ");
+    ZT_THROW_AS(ErrorKind::data, "[tokenizer] ", path, ": invalid JSON at byte offset ", at, ": ",
+                clip_entry(p == std::string::npos ? what : what.substr(p + 2)));
+  } catch (const nlohmann::json::exception& e) {  // a number too large for a double
+    ZT_THROW_AS(ErrorKind::data, "[tokenizer] ", path, ": invalid JSON: ", e.what());
+  }
+}
+
+std::string clip_entry(const std::string& s) {
+  if (s.size() <= 80) return s;
+  size_t n = 80;
+  while (n > 0 && (uint8_t(s[n]) & 0xC0) == 0x80) --n;  // not inside a code point
+  return s.substr(0, n) + "...";
+}
+
+}  // namespace detail
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& kind, const std::string& dir) {
+  if (kind == "gpt2") return load_gpt2_tokenizer(dir);
+  if (kind == "bert") return load_bert_tokenizer(dir);
+  ZT_THROW_AS(ErrorKind::invalid_argument, "[tokenizer] unknown tokenizer '", kind, "' (allowed: gpt2, bert)");
+}
+
+}  // namespace zt::data

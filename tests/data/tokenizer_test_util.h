@@ -1,0 +1,89 @@
+#pragma once
+// Shared by the tokenizer tests: the folders scripts/setup.sh fills, a deterministic generator
+// of varied text, and a reference (the packages' own JS under node, or bert_reference.py) run
+// on a list of strings.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace zt::data::tok_test {
+
+inline std::string data_dir(const std::string& name) { return std::string(ZT_SOURCE_DIR) + "/data/" + name; }
+
+inline bool have_program(const std::string& p) {
+  return std::system(("command -v " + p + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// Why a reference cannot run here (the reason to skip), or "" when it can.
+inline std::string missing_reference(const std::string& program, const std::vector<std::string>& files) {
+  if (!have_program(program)) return program + " is not installed (scripts/setup.sh installs it)";
+  for (const std::string& f : files)
+    if (!std::filesystem::exists(f)) return f + " is not present; run scripts/setup.sh";
+  return "";
+}
+
+// `program tests/data/<script> DIR STRINGS.json`: one id array per string (null ids as -1).
+inline std::vector<std::vector<int32_t>> reference_ids(const std::string& program, const std::string& script,
+                                                       const std::string& dir, const std::vector<std::string>& strings,
+                                                       const std::string& json_path) {
+  std::ofstream(json_path, std::ios::binary) << nlohmann::json(strings).dump();
+  const std::string cmd = program + " '" ZT_SOURCE_DIR "/tests/data/" + script + "' '" + dir + "' '" + json_path + "'";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[1 << 16];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int st = pclose(p);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cmd << " failed";
+  std::vector<std::vector<int32_t>> ids;
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_TRUE(j.is_array() && j.size() == strings.size()) << cmd << " printed: " << out.substr(0, 400);
+  if (!j.is_array()) return ids;
+  for (const auto& row : j) {
+    ids.emplace_back();
+    for (const auto& v : row) ids.back().push_back(v.is_number_integer() ? v.get<int32_t>() : -1);
+  }
+  return ids;
+}
+
+// splitmix64: the same strings on every platform (std's distributions are not specified).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t next() {
+    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  size_t below(size_t n) { return size_t(next() % n); }
+  template <typename T>
+  const T& pick(const std::vector<T>& v) {
+    return v[below(v.size())];
+  }
+
+ private:
+  uint64_t s_;
+};
+
+// `count` strings, each up to `max_parts` fragments drawn from `parts`.
+inline std::vector<std::string> random_texts(uint64_t seed, size_t count, size_t max_parts,
+                                             const std::vector<std::string>& parts) {
+  Rng rng(seed);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count; ++i) {
+    std::string s;
+    for (size_t k = rng.below(max_parts + 1); k > 0; --k) s += rng.pick(parts);
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace zt::data::tok_test
