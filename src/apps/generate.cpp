@@ -25,21 +25,6 @@ int64_t block_size_of(const config::Config& cfg) {
   return b->get<int64_t>();
 }
 
-// How much of `text` will not change when more tokens follow: all but a trailing incomplete
-// UTF-8 character (a byte-level token may end mid-character) or trailing U+FFFD, which a decoder
-// that replaces invalid bytes writes for one.
-size_t settled_prefix(const std::string& text) {
-  size_t end = text.size();
-  while (end >= 3 && text.compare(end - 3, 3, "\xEF\xBF\xBD") == 0) end -= 3;
-  size_t i = end;
-  int cont = 0;
-  while (i > 0 && cont < 3 && (uint8_t(text[i - 1]) & 0xC0) == 0x80) --i, ++cont;
-  if (i == 0) return end;
-  const auto lead = uint8_t(text[i - 1]);
-  const int need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-  return need > cont + 1 ? i - 1 : end;
-}
-
 void put(const std::string& s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
   std::fflush(stdout);
@@ -63,11 +48,10 @@ int run_generate(const config::Config& cfg, const GenerateOptions& opt) {
   Generator gen(opt.seed.value_or(cfg.seed));
   put(opt.prompt);
 
-  std::vector<int32_t> generated;
-  std::string text;
-  size_t printed = 0;
+  int64_t generated = 0;
+  std::string pending;  // decoded bytes not printed yet: an incomplete UTF-8 character
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t n = 0; n < opt.tokens; ++n) {
+  for (; generated < opt.tokens; ++generated) {
     const int64_t T = std::min<int64_t>(block, int64_t(ids.size()));
     const std::vector<int32_t> ctx(ids.end() - T, ids.end());  // the last block_size tokens
     const Tensor logits = (*model)(std::vector<Tensor>{Tensor::from_ints(ctx, {1, T})});
@@ -80,18 +64,15 @@ int run_generate(const config::Config& cfg, const GenerateOptions& opt) {
     const int32_t next = sample_token(last.data(), V, opt.temperature, opt.top_k, gen);
     if (next == eot) break;
     ids.push_back(next);
-    generated.push_back(next);
-    text = tok->decode(generated);
-    if (const size_t settled = settled_prefix(text); settled > printed) {
-      put(text.substr(printed, settled - printed));
-      printed = settled;
-    }
+    pending += tok->decode({next});  // GPT-2's decode is the tokens' bytes, concatenated
+    const size_t n = complete_utf8_prefix(pending);
+    put(pending.substr(0, n));
+    pending.erase(0, n);
   }
-  if (text.size() > printed) put(text.substr(printed));
-  put("\n");
+  put(pending + "\n");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "zerotrain: generated %zu tokens in %.2f s (%.1f tokens/s)\n", generated.size(), s,
-               double(generated.size()) / std::max(s, 1e-9));
+  std::fprintf(stderr, "zerotrain: generated %lld tokens in %.2f s (%.1f tokens/s)\n", (long long)generated, s,
+               double(generated) / std::max(s, 1e-9));
   return 0;
 }
 

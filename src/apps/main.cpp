@@ -4,11 +4,12 @@
 // Errors become one line on stderr and an exit status: 1 the run failed, 2 bad usage.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -69,9 +70,9 @@ CLI::Validator non_negative(const std::string& what) {
   return CLI::Validator(
       [what](std::string& s) -> std::string {
         T v{};
-        return CLI::detail::lexical_cast(s, v) && v >= 0 && v < std::numeric_limits<T>::infinity()
-                   ? ""
-                   : "'" + s + "' is not " + what + " >= 0";
+        bool ok = CLI::detail::lexical_cast(s, v) && v >= 0;
+        if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(v);
+        return ok ? "" : "'" + s + "' is not " + what + " >= 0";
       },
       "");
 }

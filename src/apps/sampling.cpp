@@ -58,4 +58,14 @@ int32_t sample_token(const float* logits, int64_t V, float temperature, int64_t 
   return idx[0];
 }
 
+size_t complete_utf8_prefix(std::string_view text) {
+  size_t i = text.size();
+  int cont = 0;  // continuation bytes (10xxxxxx) at the end, at most 3
+  while (i > 0 && cont < 3 && (uint8_t(text[i - 1]) & 0xC0) == 0x80) --i, ++cont;
+  if (i == 0) return text.size();
+  const auto lead = uint8_t(text[i - 1]);
+  const int need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return need > cont + 1 ? i - 1 : text.size();
+}
+
 }  // namespace zt::apps

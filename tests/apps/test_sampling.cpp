@@ -131,5 +131,20 @@ TEST(Sampling, BadInputThrowsNamingIt) {
   EXPECT_NE(message({-INFINITY, -INFINITY}, 2, 1.f, 0).find("every logit is -inf"), std::string::npos);
 }
 
+TEST(Streaming, AnIncompleteUtf8CharacterAtTheEndWaits) {
+  EXPECT_EQ(complete_utf8_prefix(""), 0u);
+  EXPECT_EQ(complete_utf8_prefix("abc"), 3u);
+  EXPECT_EQ(complete_utf8_prefix("a\xC3"), 1u);          // é's first byte
+  EXPECT_EQ(complete_utf8_prefix("a\xC3\xA9"), 3u);      // é
+  EXPECT_EQ(complete_utf8_prefix("x\xE2\x82"), 1u);      // two of €'s three bytes
+  EXPECT_EQ(complete_utf8_prefix("x\xE2\x82\xAC"), 4u);  // €
+  EXPECT_EQ(complete_utf8_prefix("\xF0\x9F\x98"), 0u);   // three of an emoji's four
+  EXPECT_EQ(complete_utf8_prefix("\xF0\x9F\x98\x80"), 4u);
+  // Bytes that no further byte can complete are printed as they are.
+  EXPECT_EQ(complete_utf8_prefix("a\x80"), 2u);
+  EXPECT_EQ(complete_utf8_prefix("\x80\x80\x80\x80"), 4u);
+  EXPECT_EQ(complete_utf8_prefix("\xC3\xA9\xA9"), 3u);
+}
+
 }  // namespace
 }  // namespace zt::apps

@@ -206,7 +206,9 @@ TEST(Generate, UsageAndConfigErrorsNeedNoModel) {
     EXPECT_EQ(count_lines(r.out), 1) << r.out;
     EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
   }
-  const Result r = run(kBin + " generate" + cfg + " --weights w.safetensors --prompt hi");
+  // Valid values pass the parser and reach the configuration's check.
+  const Result r = run(kBin + " generate" + cfg +
+                       " --weights w.safetensors --prompt hi --tokens 5 --top-k 3 --temperature 0.5 --seed 7");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_NE(r.out.find("model.type 'mlp' is not a language model"), std::string::npos) << r.out;
