@@ -51,9 +51,9 @@ int run_baseline(const BaselineOptions& opt) {
   std::printf("train: %lld tokens in %zu shard%s; validation: %lld tokens in %zu shard%s\n", (long long)r.train_tokens,
               train_files.size(), train_files.size() == 1 ? "" : "s", (long long)r.val_tokens, val_files.size(),
               val_files.size() == 1 ? "" : "s");
-  std::printf("unigram, add-one:            %.4f nats/token (perplexity %.1f)\n", r.unigram_loss,
+  std::printf("unigram (add-one):                   %.4f nats/token (perplexity %.1f)\n", r.unigram_loss,
               std::exp(r.unigram_loss));
-  std::printf("bigram, interpolated (l=%.2f): %.4f nats/token (perplexity %.1f)\n", r.lambda, r.bigram_loss,
+  std::printf("bigram (interpolated, lambda %.2f):  %.4f nats/token (perplexity %.1f)\n", r.lambda, r.bigram_loss,
               std::exp(r.bigram_loss));
   const nlohmann::json j = {
       {"unigram_loss", r.unigram_loss}, {"bigram_loss", r.bigram_loss},        {"lambda", r.lambda},
