@@ -36,7 +36,7 @@ LossCurves parse_loss_curves(std::istream& in) {
       ++c.skipped_lines;
       continue;
     }
-    if (rec.value("event", "") == "start") {
+    if (const auto ev = rec.find("event"); ev != rec.end() && *ev == "start") {
       ++c.runs;
       restarted = true;
     }

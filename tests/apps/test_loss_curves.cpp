@@ -73,8 +73,9 @@ TEST(LossCurves, TornAndForeignLinesAreSkippedAndCounted) {
   const LossCurves c = parse(
       "{\"step\":1,\"loss\":5}\n[1,2]\n\n  \nnot json\n{\"step\":\"2\",\"loss\":4}\n"
       "{\"step\":2.5,\"loss\":4}\n{\"step\":3,\"loss\":null}\n{\"step\":4,\"loss\":\"x\"}\n"
-      "{\"step\":5,\"lo");
-  EXPECT_EQ(steps(c.train), (std::vector<int64_t>{1}));
+      "{\"event\":5,\"step\":6,\"loss\":1}\n{\"step\":7,\"lo");
+  EXPECT_EQ(steps(c.train), (std::vector<int64_t>{1, 6}));  // an "event" that is no string starts nothing
+  EXPECT_EQ(c.runs, 0);
   EXPECT_EQ(c.skipped_lines, 3);  // [1,2], not json, the torn last line
 }
 
