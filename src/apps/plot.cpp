@@ -144,7 +144,9 @@ int run_plot(const PlotOptions& opt) {
               WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
                                 : "signal " + std::to_string(WTERMSIG(status)),
               "): ", last_line(log.path));
-  ZT_CHECK_AS(ErrorKind::internal, is_png(png.temp_path()), "[plot] gnuplot wrote no PNG (", last_line(log.path), ")");
+  const std::string said = last_line(log.path);
+  ZT_CHECK_AS(ErrorKind::internal, is_png(png.temp_path()), "[plot] gnuplot wrote no PNG",
+              said.empty() ? "" : " (" + said + ")");
   png.commit();
   sync_dir(folder_of(out), ErrorKind::data, "[plot]");
   std::printf("loss curve: %s (%zu train, %zu validation points", out.c_str(), c.train.size(), c.val.size());

@@ -135,7 +135,8 @@ NgramBaseline ngram_baseline(const std::vector<uint16_t>& train, const std::vect
   r.heldout_tokens = std::min(n - 1, std::max<int64_t>(1, int64_t(double(n) * opt.heldout_fraction)));
   const int64_t fit = n - r.heldout_tokens;
   // Counts of the fit part choose λ; the held-out tail is then added, giving counts of all.
-  Counts counts(V, opt.add_k, size_t(std::min<int64_t>(n, int64_t(1) << 20)));
+  // Distinct bigrams grow slower than tokens; the counter rehashes when they outgrow this.
+  Counts counts(V, opt.add_k, size_t(std::min<int64_t>(n / 4, int64_t(1) << 20)));
   counts.add(train.data(), 0, fit);
   {
     const Scored held = score(counts, train.data(), fit, n, true);

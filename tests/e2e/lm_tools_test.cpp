@@ -128,6 +128,26 @@ TEST(Plot, ErrorsAreOneLineAndLeaveAnEarlierPngAlone) {
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
 }
 
+// A stand-in gnuplot first on PATH: one that fails, one that succeeds without drawing.
+TEST(Plot, AFailingGnuplotIsOneLineWithItsMessage) {
+  const std::string dir = tmpdir("plot_fake_gnuplot"), bin = dir + "/bin";
+  fs::create_directories(bin);
+  write_file(dir + "/metrics.jsonl", metrics_text());
+  const std::string gnuplot = bin + "/gnuplot", path = "env PATH=" + bin + ":/usr/bin:/bin ";
+  write_file(gnuplot,
+             "#!/bin/sh\necho 'line 1: something'\necho '        ^'\necho 'line 7: no such terminal' >&2\nexit 1\n");
+  fs::permissions(gnuplot, fs::perms::owner_all);
+  Result r = run(path + kBin + " plot " + dir);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("gnuplot failed (exit status 1): line 7: no such terminal"), std::string::npos) << r.out;
+  write_file(gnuplot, "#!/bin/sh\nexit 0\n");
+  r = run(path + kBin + " plot " + dir);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("gnuplot wrote no PNG"), std::string::npos) << r.out;
+  EXPECT_EQ(files_in(dir), (std::vector<std::string>{"bin", "metrics.jsonl"}));  // no temporaries left
+}
+
 // A token shard in llm.c's format: 256 int32 header (magic, version, count), uint16 tokens.
 void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
   std::vector<int32_t> header(256, 0);
