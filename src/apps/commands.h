@@ -1,6 +1,8 @@
 #pragma once
 // The commands behind `zerotrain <command>`; main.cpp parses the command line (CLI11) and
 // turns their errors into one line on stderr and an exit status.
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "zt/comm/group.h"
@@ -17,6 +19,26 @@ struct EstimateOptions {
   bool json = false;      // machine-readable JSON on stdout instead of the table
 };
 
+struct PlotOptions {
+  std::string run_dir;  // holds metrics.jsonl
+  std::string out;      // "" = <run_dir>/loss.png
+};
+
+struct BaselineOptions {
+  std::string data_dir;        // train_*.bin and val_*.bin token shards
+  int64_t vocab_size = 50257;  // GPT-2's
+};
+
+struct GenerateOptions {
+  std::string weights;  // safetensors
+  std::string prompt;
+  std::string tokenizer_dir = "data/gpt2";
+  int64_t tokens = 100;          // at most this many new tokens (fewer if <|endoftext|> is drawn)
+  float temperature = 0.8f;      // 0 = greedy
+  int64_t top_k = 200;           // 0 = all tokens
+  std::optional<uint64_t> seed;  // default: the configuration's seed
+};
+
 struct TokenizeOptions {
   std::string tokenizer;  // gpt2 | bert
   std::string dir;        // the tokenizer's files (default: data/<tokenizer>)
@@ -27,5 +49,8 @@ int run_train(const config::Config& cfg, comm::Group& group);
 int run_eval(const config::Config& cfg, const std::string& weights);
 int run_estimate(const config::Config& cfg, const EstimateOptions& opt);
 int run_tokenize(const TokenizeOptions& opt);  // stdin -> JSON ids on stdout
+int run_plot(const PlotOptions& opt);
+int run_baseline(const BaselineOptions& opt);
+int run_generate(const config::Config& cfg, const GenerateOptions& opt);
 
 }  // namespace zt::apps

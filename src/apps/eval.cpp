@@ -6,7 +6,6 @@
 #include "session.h"
 #include "tasks.h"
 #include "zt/autograd/autograd.h"
-#include "zt/ckpt/safetensors.h"
 #include "zt/comm/group.h"
 #include "zt/ops/ops.h"
 
@@ -14,11 +13,7 @@ namespace zt::apps {
 
 int run_eval(const config::Config& cfg, const std::string& weights_path) {
   auto model = build_model(cfg);
-  ckpt::LoadedTensors w = ckpt::load_safetensors(weights_path);
-  for (auto& [name, p] : model->named_parameters()) {
-    Tensor dst = p;
-    dst.copy_(w.weight(name, p.shape()));  // present, that shape, a floating dtype
-  }
+  load_weights(*model, weights_path);
   const DType dt = engine_options(cfg, config::BatchSizes{1, 1, 1}).dtype;
   if (dt != DType::f32) {
     for (auto& [name, p] : model->named_parameters()) {

@@ -1,12 +1,15 @@
 // The zerotrain command line (CLI11): train, eval, estimate, prepare, the checkpoint tools
-// (export, import, ckpt) and tokenize, each with its own --help.
+// (export, import, ckpt), tokenize and the language-model tools (plot, baseline, generate), each
+// with its own --help.
 // Errors become one line on stderr and an exit status: 1 the run failed, 2 bad usage.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -21,7 +24,8 @@ namespace {
 using zt::ErrorKind;
 
 constexpr const char* kVersion = "zerotrain 0.1.0";
-constexpr const char* kCommands[] = {"train", "eval", "estimate", "prepare", "export", "import", "ckpt", "tokenize"};
+constexpr const char* kCommands[] = {"train",  "eval", "estimate", "prepare", "export",  "import",
+                                     "ckpt",   "tokenize", "plot", "baseline", "generate"};
 
 constexpr const char* kOverridesFooter =
     "KEY=VALUE overrides any configuration key by its dotted path, e.g.\n"
@@ -37,6 +41,10 @@ struct Args {
   zt::apps::CkptToolOptions tools;  // export, import, ckpt
   zt::apps::PrepareCliOptions prepare;
   zt::apps::TokenizeOptions tokenize;
+  zt::apps::PlotOptions plot;
+  zt::apps::BaselineOptions baseline;
+  zt::apps::GenerateOptions generate;
+  uint64_t seed = 0;  // generate --seed, when given
 };
 
 // Every command reads a configuration file, then key=value overrides.
@@ -58,6 +66,19 @@ CLI::Validator positive(const std::string& what) {
       "");
 }
 
+// Accepts a finite T >= 0.
+template <typename T>
+CLI::Validator non_negative(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& s) -> std::string {
+        T v{};
+        bool ok = CLI::detail::lexical_cast(s, v) && v >= 0;
+        if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(v);
+        return ok ? "" : "'" + s + "' is not " + what + " >= 0";
+      },
+      "");
+}
+
 // --memory-gib: finite, > 0, and its bytes fit in int64 (below 8 EiB).
 CLI::Validator memory_gib_validator() {
   return CLI::Validator(
@@ -67,6 +88,48 @@ CLI::Validator memory_gib_validator() {
         return ok ? "" : "'" + s + "' is not a number > 0 (GiB, below 8589934592)";
       },
       "");
+}
+
+// plot, baseline, generate: the language-model tools.
+void add_lm_commands(CLI::App& app, Args& a) {
+  CLI::App* plot =
+      app.add_subcommand("plot", "Draw a run's train and validation loss against step into a PNG (gnuplot)");
+  plot->add_option("RUN_DIR", a.plot.run_dir, "the run's folder, holding metrics.jsonl")
+      ->required()
+      ->type_name("RUN_DIR");
+  plot->add_option("--out", a.plot.out, "the PNG to write (default: RUN_DIR/loss.png)")->type_name("FILE");
+
+  CLI::App* base = app.add_subcommand(
+      "baseline", "Validation loss of unigram and bigram models on token shards; writes DIR/baseline.json");
+  base->add_option("--data", a.baseline.data_dir, "folder of train_*.bin and val_*.bin token shards")
+      ->required()
+      ->type_name("DIR");
+  base->add_option("--vocab", a.baseline.vocab_size, "vocabulary size (default 50257, GPT-2's)")
+      ->type_name("V")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            int64_t v = 0;
+            return CLI::detail::lexical_cast(s, v) && v >= 1 && v <= 65536 ? "" : "'" + s + "' is not in [1, 65536]";
+          },
+          ""));
+
+  CLI::App* gen = app.add_subcommand("generate", "Sample text from trained GPT weights, printed as it comes");
+  add_config_options(*gen, a);
+  gen->add_option("--weights", a.generate.weights, "safetensors weights")->required()->type_name("FILE");
+  gen->add_option("--prompt", a.generate.prompt, "text to continue (default: none, start after <|endoftext|>)")
+      ->type_name("TEXT");
+  gen->add_option("--tokens", a.generate.tokens, "new tokens to generate (default 100)")
+      ->type_name("N")
+      ->check(non_negative<int64_t>("an integer"));
+  gen->add_option("--temperature", a.generate.temperature, "softmax temperature; 0 = greedy (default 0.8)")
+      ->type_name("T")
+      ->check(non_negative<float>("a number"));
+  gen->add_option("--top-k", a.generate.top_k, "sample among the K most likely tokens; 0 = all (default 200)")
+      ->type_name("K")
+      ->check(non_negative<int64_t>("an integer"));
+  gen->add_option("--seed", a.seed, "random seed (default: the configuration's seed)")->type_name("S");
+  gen->add_option("--tokenizer-dir", a.generate.tokenizer_dir, "GPT-2 encoder.json and vocab.bpe (default data/gpt2)")
+      ->type_name("DIR");
 }
 
 void build_app(CLI::App& app, Args& a) {
@@ -106,6 +169,7 @@ void build_app(CLI::App& app, Args& a) {
   tok->add_option("--dir", a.tokenize.dir, "the tokenizer's files (default: data/gpt2 or data/bert)")->type_name("D");
   tok->add_flag("--lines", a.tokenize.lines, "one array per input line instead of one for all of stdin");
   tok->footer(kExitFooter);
+  add_lm_commands(app, a);
 }
 
 std::string one_line(std::string s) {
@@ -178,10 +242,13 @@ int run_command(const std::string& command, const Args& a) {
     if (zt::apps::is_ckpt_tool(command)) return zt::apps::run_ckpt_tool(command, a.tools);
     if (command == "prepare") return zt::apps::run_prepare(a.prepare);
     if (command == "tokenize") return zt::apps::run_tokenize(a.tokenize);
+    if (command == "plot") return zt::apps::run_plot(a.plot);
+    if (command == "baseline") return zt::apps::run_baseline(a.baseline);
     zt::config::Config cfg = zt::config::load(a.config, a.overrides);
     if (command == "eval")
       return zt::apps::run_eval(cfg, a.weights.empty() ? cfg.run.dir + "/model.safetensors" : a.weights);
     if (command == "estimate") return zt::apps::run_estimate(cfg, a.estimate);
+    if (command == "generate") return zt::apps::run_generate(cfg, a.generate);
     // Under mpirun, "local" would make each rank train alone, all into one run.dir.
     const int launched = launcher_rank_and_size().second;
     ZT_CHECK_AS(ErrorKind::config, !(cfg.run.comm_backend == "local" && zt::comm::launched_by_mpirun() && launched > 1),
@@ -219,7 +286,8 @@ int main(int argc, char** argv) {
     return usage_error("unknown option '" + first + "' before the command (options follow the command)", "");
   if (first[0] != '-' && std::find(std::begin(kCommands), std::end(kCommands), first) == std::end(kCommands))
     return usage_error("unknown command '" + first +
-                           "'; the commands are train, eval, estimate, prepare, export, import, ckpt, tokenize",
+                           "'; the commands are train, eval, estimate, prepare, export, import, ckpt, tokenize, plot, "
+                           "baseline, generate",
                        "");
   try {
     app.parse(argc, argv);
@@ -231,5 +299,6 @@ int main(int argc, char** argv) {
   }
   const CLI::App& cmd = *app.get_subcommands().front();
   if (int code = check_leftovers(cmd, a)) return code;
+  if (cmd.get_name() == "generate" && cmd.count("--seed")) a.generate.seed = a.seed;
   return run_command(cmd.get_name(), a);
 }

@@ -77,6 +77,14 @@ std::string init_from_weights(nn::Module& model, const std::string& path) {
   return std::to_string(loaded) + " tensors from " + path + (fresh.empty() ? "" : "; initialised fresh: " + fresh);
 }
 
+void load_weights(nn::Module& model, const std::string& path) {
+  ckpt::LoadedTensors w = ckpt::load_safetensors(path);
+  for (auto& [name, p] : model.named_parameters()) {
+    Tensor dst = p;
+    dst.copy_(w.weight(name, p.shape()));  // present, that shape, a floating dtype
+  }
+}
+
 optim::OptimizerSpec optimizer_spec(const config::Config& c) {
   optim::OptimizerSpec s;
   s.type = c.optimizer.type;

@@ -22,6 +22,8 @@ nn::TransformerConfig transformer_config(const config::Config& c);
 std::string init_from_weights(nn::Module& model, const std::string& path);
 optim::OptimizerSpec optimizer_spec(const config::Config& c);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
+// Copies every parameter's values from a safetensors file (each present, that shape, floating).
+void load_weights(nn::Module& model, const std::string& safetensors_path);
 
 // Accuracy of `forward` over a dataset, in batches; forward runs without autograd.
 template <typename Forward>

@@ -1,0 +1,69 @@
+// `zerotrain baseline --data DIR`: the held-out loss of count-based models (Note [n-gram
+// baseline]) on a folder of token shards, the numbers a language model must beat.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "zt/core/atomic_file.h"
+#include "zt/core/error.h"
+#include "zt/data/ngram.h"
+#include "zt/data/token_shard.h"
+
+namespace zt::apps {
+
+namespace {
+namespace fs = std::filesystem;
+
+// DIR/<prefix>*.bin in name order (prepare numbers its shards, so this is their order).
+std::vector<std::string> shards(const std::string& dir, const std::string& prefix) {
+  std::error_code ec;
+  ZT_CHECK_AS(ErrorKind::data, fs::is_directory(dir, ec), "[baseline] ", dir, " is not a folder of token shards");
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && e.path().extension() == ".bin") out.push_back(e.path().string());
+  }
+  ZT_CHECK_AS(ErrorKind::data, !ec, "[baseline] cannot list ", dir, ": ", ec.message());
+  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[baseline] no ", prefix, "*.bin token shards in ", dir,
+              " (zerotrain prepare writes them)");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The shards' tokens one after another (a bigram across two shards' seam counts like any other).
+std::vector<uint16_t> read_all(const std::vector<std::string>& paths) {
+  std::vector<uint16_t> all;
+  for (const std::string& p : paths) {
+    const std::vector<uint16_t> t = data::read_token_shard(p);
+    all.insert(all.end(), t.begin(), t.end());
+  }
+  return all;
+}
+}  // namespace
+
+int run_baseline(const BaselineOptions& opt) {
+  const std::vector<std::string> train_files = shards(opt.data_dir, "train_"), val_files = shards(opt.data_dir, "val_");
+  const std::vector<uint16_t> train = read_all(train_files), val = read_all(val_files);
+  const data::NgramBaseline r = data::ngram_baseline(train, val, opt.vocab_size);
+  std::printf("train: %lld tokens in %zu shard%s; validation: %lld tokens in %zu shard%s\n", (long long)r.train_tokens,
+              train_files.size(), train_files.size() == 1 ? "" : "s", (long long)r.val_tokens, val_files.size(),
+              val_files.size() == 1 ? "" : "s");
+  std::printf("unigram (add-one):                   %.4f nats/token (perplexity %.1f)\n", r.unigram_loss,
+              std::exp(r.unigram_loss));
+  std::printf("bigram (interpolated, lambda %.2f):  %.4f nats/token (perplexity %.1f)\n", r.lambda, r.bigram_loss,
+              std::exp(r.bigram_loss));
+  const nlohmann::json j = {
+      {"unigram_loss", r.unigram_loss}, {"bigram_loss", r.bigram_loss},        {"lambda", r.lambda},
+      {"train_tokens", r.train_tokens}, {"val_tokens", r.val_tokens},          {"heldout_tokens", r.heldout_tokens},
+      {"vocab_size", opt.vocab_size},   {"add_k", data::NgramOptions{}.add_k}, {"train_shards", train_files.size()},
+      {"val_shards", val_files.size()}};
+  const std::string out = opt.data_dir + "/baseline.json";
+  write_file_atomic(out, j.dump(2) + "\n", ErrorKind::data, "[baseline]");
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace zt::apps
