@@ -1,4 +1,4 @@
-// Every fixture case (tests/golden/gen_golden.py, PyTorch 1.13) through its row of the op
+// Every fixture case (tests/golden/gen_golden*.py, PyTorch 1.13) through its row of the op
 // table, forward and backward, on every compiled-in backend, with the row's tolerance per dtype.
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@ namespace {
 
 json load(const std::string& name) {
   std::ifstream f(std::string(ZT_SOURCE_DIR) + "/tests/golden/" + name);
-  EXPECT_TRUE(f.good()) << "missing fixture " << name << "; run tests/golden/gen_golden.py";
+  EXPECT_TRUE(f.good()) << "missing fixture " << name << "; run tests/golden/gen_golden*.py";
   return f.good() ? json::parse(f) : json{{"cases", json::array()}};
 }
 
@@ -61,7 +61,7 @@ TEST_P(GoldenFixture, MatchesPyTorchForwardAndBackward) {
 std::vector<Param> params() {
   std::vector<Param> p;
   for (const auto& b : ops::backends())
-    for (const char* f : {"matmul", "linear", "elementwise", "reduce", "softmax", "loss"})
+    for (const char* f : {"matmul", "linear", "elementwise", "reduce", "softmax", "loss", "transformer"})
       p.push_back({b, f + std::string(".json")});
   return p;
 }
@@ -72,7 +72,8 @@ INSTANTIATE_TEST_SUITE_P(Ops, GoldenFixture, ::testing::ValuesIn(params()), [](c
 
 // Every fixture file has cases in every float dtype.
 TEST(Golden, FixturesCoverEveryDtype) {
-  for (const char* f : {"matmul.json", "linear.json", "elementwise.json", "reduce.json", "softmax.json", "loss.json"}) {
+  for (const char* f : {"matmul.json", "linear.json", "elementwise.json", "reduce.json", "softmax.json", "loss.json",
+                        "transformer.json"}) {
     const json doc = load(f);
     std::set<std::string> here;
     for (const json& c : doc["cases"]) here.insert(c["dtype"].get<std::string>());

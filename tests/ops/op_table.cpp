@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "zt/autograd/functions.h"
+#include "zt/autograd/layers.h"
 #include "zt/ops/ops.h"
 
 namespace zt::test {
@@ -15,6 +16,11 @@ namespace {
 Tensor targets_of(const json& spec) {
   auto t = spec.at("targets").get<std::vector<int32_t>>();
   return Tensor::from_ints(t, {int64_t(t.size())});
+}
+
+// Embedding ids: the case's {"shape", "data"} record (fixtures and gradient-check specs alike).
+Tensor ids_of(const json& spec) {
+  return Tensor::from_ints(spec.at("ids").at("data").get<std::vector<int32_t>>(), spec["ids"]["shape"].get<Shape>());
 }
 
 const json& params(const json& spec) {
@@ -100,6 +106,17 @@ std::vector<OpRow> build() {
            in({{3, 4}}, {{"params", {{"ignore_index", 3}}}, {"targets", {1, 3, 3}}})}));
   t.push_back(row(
       "argmax", [](X x, S) { return ops::argmax(x[0]); }, {}, {}, argmax_counts));
+  t.push_back(row("embedding", [](X x, S s) { return ag::embedding(x[0], ids_of(s)); },
+                  {in({{6, 4}}, {{"ids", {{"shape", {2, 3}}, {"data", {5, 0, 5, 2, 5, 1}}}}})}));
+  t.push_back(row("layer_norm", [](X x, S s) { return ag::layer_norm(x[0], x[1], x[2], param(s, "eps")); },
+                  {in({{3, 7}, {7}, {7}}, {{"params", {{"eps", 1e-5}}}}),
+                   in({{2, 2, 11}, {11}, {11}}, {{"params", {{"eps", 1e-3}}}})}));
+  // A fixed seed makes dropout linear in x (the same mask every call): no fixtures, gradient only.
+  t.push_back(row("dropout",
+                  [](X x, S s) { return ag::dropout(x[0], param(s, "p"), params(s)["seed"].get<uint64_t>()); },
+                  {in({{5, 9}}, {{"params", {{"p", 0.4}, {"seed", 7}}}})}));
+  t.push_back(row("select", [](X x, S s) { return ag::select(x[0], dim_of(s), params(s)["index"].get<int64_t>()); },
+                  {in({{2, 3, 4}}, {{"params", {{"dim", 1}, {"index", -1}}}})}));
   t.push_back(row("reshape", [](X x, S) { return ag::reshape(x[0], {2, 6}); }, {in({{3, 4}})}));
   t.push_back(row("transpose", [](X x, S) { return ag::transpose(x[0], 0, 1); }, {in({{3, 4}})}));
   return t;

@@ -3,6 +3,7 @@
 // the arguments, made inputs contiguous (matmul takes strided views) and allocated outputs;
 // kernels only compute. 16-bit floats compute in f32 and round once on the way out.
 #include <cstdint>
+#include <vector>
 
 #include "zt/core/tensor.h"
 
@@ -34,6 +35,18 @@ void softmax(const Tensor& x, bool log, Tensor& out);  // out may be f32 for 16-
 void softmax_backward(const Tensor& dy, const Tensor& y, bool log, Tensor& out);
 // dlogits = k * (exp(log_probs) - onehot(target)), zero rows where target == ignore_index.
 void cross_entropy_backward(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, float k, Tensor& out);
+
+// ---- transformer layers (embedding.cpp, layer_norm.cpp, dropout.cpp); ids checked in range ----
+void embedding(const Tensor& weight, const Tensor& ids, Tensor& out);       // out [..., C], weight's dtype
+void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& out);  // out [V, C] dense, any float dtype
+std::vector<int32_t> touched_rows(const Tensor& ids, int64_t num_rows);
+// gamma, beta: any float dtype; mean, rstd: [rows] f32.
+void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,
+                Tensor& rstd);
+// dy has x's dtype; dgamma, dbeta have gamma's.
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                         Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out);
 
 // ---- precision (precision.cpp) ----
 void cast(const Tensor& src, Tensor& dst);  // same numel, any float dtypes

@@ -1,0 +1,166 @@
+// Contracts of the transformer layer ops but attention (attention.cpp): embedding, layer norm
+// and dropout, with their backward. Kernels compute in f32 whatever the storage dtype.
+#include "zt/ops/transformer.h"
+
+#include <cmath>
+#include <string>
+
+#include "contract.h"
+#include "cpu/kernels.h"
+
+namespace zt::ops {
+
+using detail::Backend;
+using detail::backend_of;
+using detail::check_float;
+
+namespace {
+
+// ids must be i32 with every value in [0, num_rows); returns them contiguous.
+Tensor checked_ids(const Tensor& ids_in, int64_t num_rows, const char* op) {
+  ZT_CHECK(ids_in.defined(), "[", op, "] undefined ids");
+  ZT_CHECK(ids_in.dtype() == DType::i32, "[", op, "] ids must be i32, got ", dtype_name(ids_in.dtype()));
+  Tensor ids = ids_in.contiguous();
+  const int32_t* p = ids.data<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    ZT_CHECK(p[i] >= 0 && p[i] < num_rows, "[", op, "] id ", p[i], " at position ", i, " is outside [0, ", num_rows,
+             ")");
+  return ids;
+}
+
+Shape with_last(Shape s, int64_t c) {
+  s.push_back(c);
+  return s;
+}
+
+// The leading dimensions of x flattened: layer norm's rows (x has at least one dimension).
+int64_t rows_of(const Tensor& x) {
+  int64_t r = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) r *= x.size(d);
+  return r;
+}
+
+void check_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, const char* op) {
+  check_float(x, op);
+  check_float(gamma, op);
+  check_float(beta, op);
+  ZT_CHECK(x.dim() >= 1, "[", op, "] needs at least one dimension, got a 0-d tensor");
+  const Shape c{x.size(-1)};
+  ZT_CHECK(gamma.shape() == c && beta.shape() == c, "[", op, "] gamma ", shape_str(gamma.shape()), " and beta ",
+           shape_str(beta.shape()), " must be ", shape_str(c), " for x ", shape_str(x.shape()));
+}
+
+void check_p(float p, const char* op) { ZT_CHECK(p >= 0.f && p < 1.f, "[", op, "] p must be in [0, 1), got ", p); }
+
+}  // namespace
+
+Tensor embedding(const Tensor& weight_in, const Tensor& ids_in) {
+  check_float(weight_in, "embedding");
+  ZT_CHECK(weight_in.dim() == 2, "[embedding] weight must be [V, C], got ", shape_str(weight_in.shape()));
+  Tensor ids = checked_ids(ids_in, weight_in.size(0), "embedding");
+  Tensor weight = weight_in.contiguous();
+  Tensor out = Tensor::empty(with_last(ids.shape(), weight.size(1)), weight.dtype());
+  if (out.numel() == 0) return out;
+  switch (backend_of(weight)) {
+    case Backend::cpu:
+      cpu::embedding(weight, ids, out);
+      break;
+  }
+  return out;
+}
+
+Tensor embedding_backward(const Tensor& dy_in, const Tensor& ids_in, int64_t num_rows, DType dt) {
+  check_float(dy_in, "embedding_backward");
+  ZT_CHECK(detail::is_float(dt), "[embedding_backward] gradient dtype ", dtype_name(dt), " is not a float type");
+  ZT_CHECK(num_rows >= 0, "[embedding_backward] num_rows ", num_rows, " is negative");
+  Tensor ids = checked_ids(ids_in, num_rows, "embedding_backward");
+  ZT_CHECK(dy_in.dim() == ids.dim() + 1 && with_last(ids.shape(), dy_in.size(-1)) == dy_in.shape(),
+           "[embedding_backward] dy ", shape_str(dy_in.shape()), " does not match ids ", shape_str(ids.shape()),
+           " plus one dimension");
+  Tensor dy = dy_in.contiguous();
+  Tensor out = Tensor::empty({num_rows, dy.size(-1)}, dt);
+  if (out.numel() == 0) return out;
+  switch (backend_of(dy)) {
+    case Backend::cpu:
+      cpu::embedding_backward(dy, ids, out);
+      break;
+  }
+  return out;
+}
+
+std::vector<int32_t> touched_rows(const Tensor& ids_in, int64_t num_rows) {
+  Tensor ids = checked_ids(ids_in, num_rows, "touched_rows");
+  return cpu::touched_rows(ids, num_rows);
+}
+
+LayerNormResult layer_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in, float eps) {
+  check_affine(x_in, gamma_in, beta_in, "layer_norm");
+  ZT_CHECK(eps >= 0.f, "[layer_norm] eps must be >= 0, got ", eps);
+  Tensor x = x_in.contiguous(), gamma = gamma_in.contiguous(), beta = beta_in.contiguous();
+  const int64_t rows = rows_of(x);
+  LayerNormResult r{Tensor::empty(x.shape(), x.dtype()), Tensor::empty({rows}, DType::f32),
+                    Tensor::empty({rows}, DType::f32)};
+  if (x.numel() == 0) {  // rows of no values: mean 0, rstd of the variance 0
+    r.mean.fill_(0.f);
+    r.rstd.fill_(rows ? 1.f / std::sqrt(eps) : 0.f);
+    return r;
+  }
+  switch (backend_of(x)) {
+    case Backend::cpu:
+      cpu::layer_norm(x, gamma, beta, eps, r.y, r.mean, r.rstd);
+      break;
+  }
+  return r;
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& gamma_in,
+                                   const LayerNormResult& saved) {
+  const char* op = "layer_norm_backward";
+  check_float(dy_in, op);
+  check_affine(x_in, gamma_in, gamma_in, op);
+  detail::check_same_dtype(dy_in, x_in, op);
+  detail::check_same_shape(dy_in, x_in, op, "dy", "x");
+  const int64_t rows = rows_of(x_in);
+  for (const Tensor* s : {&saved.mean, &saved.rstd})
+    ZT_CHECK(s->defined() && s->dtype() == DType::f32 && s->shape() == Shape{rows}, "[", op,
+             "] saved mean and rstd must be f32 [", rows, "], got ",
+             s->defined() ? shape_str(s->shape()) : std::string("undefined"));
+  Tensor dy = dy_in.contiguous(), x = x_in.contiguous(), gamma = gamma_in.contiguous();
+  Tensor mean = saved.mean.contiguous(), rstd = saved.rstd.contiguous();
+  LayerNormGrads g{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(gamma.shape(), gamma.dtype()),
+                   Tensor::empty(gamma.shape(), gamma.dtype())};
+  if (x.numel() == 0) {
+    g.dgamma.zero_();
+    g.dbeta.zero_();
+    return g;
+  }
+  switch (backend_of(x)) {
+    case Backend::cpu:
+      cpu::layer_norm_backward(dy, x, gamma, mean, rstd, g.dx, g.dgamma, g.dbeta);
+      break;
+  }
+  return g;
+}
+
+Tensor dropout(const Tensor& x_in, float p, uint64_t seed) {
+  check_float(x_in, "dropout");
+  check_p(p, "dropout");
+  Tensor x = x_in.contiguous();
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  if (out.numel() == 0) return out;
+  switch (backend_of(x)) {
+    case Backend::cpu:
+      cpu::dropout(x, p, seed, out);
+      break;
+  }
+  return out;
+}
+
+// The same mask on the same element indices: dy is masked and scaled exactly as x was.
+Tensor dropout_backward(const Tensor& dy, float p, uint64_t seed) {
+  check_float(dy, "dropout_backward");
+  check_p(p, "dropout_backward");
+  return dropout(dy, p, seed);
+}
+
+}  // namespace zt::ops
