@@ -48,6 +48,12 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                          Tensor& dx, Tensor& dgamma, Tensor& dbeta);
 void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out);
 
+// ---- attention (attention.cpp): flash style, f32 blocks; shapes as in transformer.h ----
+void attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out, Tensor& lse);
+// dout, qkv and out share qkv's dtype; dqkv is written whole.
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, int64_t n_head,
+                        bool causal, const Tensor* key_mask, Tensor& dqkv);
+
 // ---- precision (precision.cpp) ----
 void cast(const Tensor& src, Tensor& dst);  // same numel, any float dtypes
 void scale_(Tensor& x, float s);

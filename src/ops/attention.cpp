@@ -1,0 +1,82 @@
+// Contracts of scaled dot-product attention (transformer.h): shapes, dtypes and the key mask
+// are checked here; the kernels (cpu/attention.cpp) compute in f32 blocks.
+#include "contract.h"
+#include "cpu/kernels.h"
+#include "zt/ops/transformer.h"
+
+namespace zt::ops {
+
+using detail::Backend;
+using detail::backend_of;
+
+namespace {
+
+struct Dims {
+  int64_t B, T, C;
+};
+
+Dims check_qkv(const Tensor& qkv, int64_t n_head, const char* op) {
+  detail::check_float(qkv, op);
+  ZT_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0, "[", op, "] qkv must be [B, T, 3C], got ", shape_str(qkv.shape()));
+  const int64_t C = qkv.size(2) / 3;
+  ZT_CHECK(n_head >= 1 && C > 0 && C % n_head == 0, "[", op, "] n_head ", n_head, " must divide C = ", C, " (qkv ",
+           shape_str(qkv.shape()), ")");
+  return {qkv.size(0), qkv.size(1), C};
+}
+
+// The contiguous key mask, or an undefined tensor when there is none.
+Tensor check_mask(const Tensor* key_mask, const Dims& d, const char* op) {
+  if (!key_mask) return Tensor();
+  ZT_CHECK(key_mask->defined() && key_mask->dtype() == DType::i32, "[", op, "] key_mask must be i32, got ",
+           key_mask->defined() ? dtype_name(key_mask->dtype()) : "an undefined tensor");
+  ZT_CHECK(key_mask->shape() == Shape({d.B, d.T}), "[", op, "] key_mask must be [B, T] = ", shape_str({d.B, d.T}),
+           ", got ", shape_str(key_mask->shape()));
+  return key_mask->contiguous();
+}
+
+}  // namespace
+
+AttentionResult attention(const Tensor& qkv_in, int64_t n_head, bool causal, const Tensor* key_mask) {
+  const Dims d = check_qkv(qkv_in, n_head, "attention");
+  const Tensor mask = check_mask(key_mask, d, "attention");
+  Tensor qkv = qkv_in.contiguous();
+  AttentionResult r;
+  r.out = Tensor::empty({d.B, d.T, d.C}, qkv.dtype());
+  r.lse = Tensor::empty({d.B, n_head, d.T}, DType::f32);
+  if (r.out.numel() == 0) return r;
+  switch (backend_of(qkv)) {
+    case Backend::cpu:
+      cpu::attention(qkv, n_head, causal, mask.defined() ? &mask : nullptr, r.out, r.lse);
+      break;
+  }
+  return r;
+}
+
+Tensor attention_backward(const Tensor& dout_in, const Tensor& qkv_in, const AttentionResult& saved, int64_t n_head,
+                          bool causal, const Tensor* key_mask) {
+  const char* op = "attention_backward";
+  const Dims d = check_qkv(qkv_in, n_head, op);
+  const Tensor mask = check_mask(key_mask, d, op);
+  detail::check_float(dout_in, op);
+  detail::check_same_dtype(dout_in, qkv_in, op);
+  ZT_CHECK(saved.out.defined() && saved.lse.defined(), "[", op, "] the saved forward result is missing");
+  const Shape out_shape{d.B, d.T, d.C};
+  ZT_CHECK(dout_in.shape() == out_shape, "[", op, "] dout must be ", shape_str(out_shape), ", got ",
+           shape_str(dout_in.shape()));
+  ZT_CHECK(saved.out.shape() == out_shape && saved.out.dtype() == qkv_in.dtype(), "[", op, "] saved out ",
+           shape_str(saved.out.shape()), " ", dtype_name(saved.out.dtype()), " does not match qkv");
+  ZT_CHECK(saved.lse.shape() == Shape({d.B, n_head, d.T}) && saved.lse.dtype() == DType::f32, "[", op, "] saved lse ",
+           shape_str(saved.lse.shape()), " ", dtype_name(saved.lse.dtype()), " must be f32 [B, n_head, T]");
+  Tensor qkv = qkv_in.contiguous(), dout = dout_in.contiguous();
+  Tensor out = saved.out.contiguous(), lse = saved.lse.contiguous();
+  Tensor dqkv = Tensor::empty(qkv.shape(), qkv.dtype());
+  if (dqkv.numel() == 0) return dqkv;
+  switch (backend_of(qkv)) {
+    case Backend::cpu:
+      cpu::attention_backward(dout, qkv, out, lse, n_head, causal, mask.defined() ? &mask : nullptr, dqkv);
+      break;
+  }
+  return dqkv;
+}
+
+}  // namespace zt::ops
