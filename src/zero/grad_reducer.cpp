@@ -129,7 +129,7 @@ void GradReducer::launch_sparse(size_t b, const comm::CollOptions& o) {
   buf.wire = packed.rows;
   buf.ids_all = Tensor::empty({N * K}, DType::i32);
   buf.rows_all = Tensor::empty({N * K * C}, wire);
-  if (K > 0) {  // no rank touched a row: nothing to gather, the average is zero
+  if (K > 0) {  // else no rank touched a row: nothing to gather, the average is zero
     buf.ids_work = group_.all_gather_async(buf.ids, buf.ids_all, comm::CollOptions(o.label + ", sparse row ids"));
     buf.work = group_.all_gather_async(buf.wire, buf.rows_all, comm::CollOptions(o.label + ", sparse rows"));
   }
