@@ -287,19 +287,22 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     nlohmann::json mem;
     for (size_t t = 0; t < kNumMemTags; ++t) mem[mem_tag_name(MemTag(t))] = ms.current[t];
     mem["peak"] = ms.total_peak;
-    on_lead([&] {
-      run_dir->append_metrics({{"step", step + 1},
-                               {"epoch", double(step + 1) / double(steps_per_epoch)},
-                               {"loss", loss_avg},
-                               {"lr", lr},
-                               {"grad_norm", st.grad_norm},
-                               {"samples_per_s", sps},
-                               {"elapsed_s", elapsed},
-                               {"comm_bytes", group.stats().total_bytes()},
-                               {"memory", mem},
-                               {"loss_scale", engine.loss_scale()},
-                               {"skipped_steps", skipped}});
-    });
+    nlohmann::json rec = {{"step", step + 1},
+                          {"epoch", double(step + 1) / double(steps_per_epoch)},
+                          {"loss", loss_avg},
+                          {"lr", lr},
+                          {"grad_norm", st.grad_norm},
+                          {"samples_per_s", sps},
+                          {"elapsed_s", elapsed},
+                          {"comm_bytes", group.stats().total_bytes()},
+                          {"memory", mem},
+                          {"loss_scale", engine.loss_scale()},
+                          {"skipped_steps", skipped}};
+    if (engine.options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative
+      rec["sparse_comm_bytes"] = engine.sparse_comm_bytes().moved;
+      rec["sparse_dense_equivalent_bytes"] = engine.sparse_comm_bytes().dense_equivalent;
+    }
+    on_lead([&] { run_dir->append_metrics(rec); });
   }
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
 

@@ -80,6 +80,8 @@ std::string Engine::label(const std::string& what) const { return "step " + std:
 
 double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
+SparseCommBytes Engine::sparse_comm_bytes() const { return reducer_->sparse_bytes(); }
+
 // Stage 3: a unit is gathered before its forward (the next ones prefetched) and released after
 // it; when backward reaches the unit it is gathered again; the reducer releases it once its
 // gradient is reduce-scattered. A module with a tied weight gathers the unit owning it the same way.

@@ -1,5 +1,6 @@
 #include "grad_reducer.h"
 
+#include "sparse_rows.h"
 #include "zt/autograd/autograd.h"
 #include "zt/ops/ops.h"
 
@@ -24,6 +25,12 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, comm::Gro
     } else {
       allocate_full(b);
     }
+    if (plan_.buffers[b].sparse) {  // ag::embedding records the rows it touches from now on
+      const Tensor& p = params_[plan_.buffers[b].params.at(0).index];
+      ZT_CHECK(p.dim() == 2, "[zero] a sparse gradient needs a [rows, columns] parameter, got ", shape_str(p.shape()));
+      autograd::set_sparse_grad(p, true);
+      autograd::clear_touched_rows(p);
+    }
     for (auto& s : plan_.buffers[b].params) {
       autograd::add_grad_ready_hook(params_[s.index], [this, b](Tensor&) { on_param_ready(b); });
       // Note [lazy gradient buckets]: at stages 2-3 a bucket's full gradient exists only from
@@ -38,6 +45,10 @@ GradReducer::~GradReducer() {
   for (auto& p : params_) {
     autograd::clear_grad_ready_hooks(p);
     autograd::set_grad_slot_hook(p, nullptr);
+    if (autograd::sparse_grad(p)) {
+      autograd::set_sparse_grad(p, false);
+      autograd::clear_touched_rows(p);
+    }
   }
 }
 
@@ -76,19 +87,23 @@ void GradReducer::launch(size_t b) {
   const int64_t n = plan_.buffers[b].padded;
   while (!inflight_.empty() && inflight_elems_ + n > max_inflight_) finish(inflight_.front());
   buf.launched = true;
+  buf.busy = true;
   comm::CollOptions o;
   o.op = comm::ReduceOp::avg;
   o.label = label_ + ", bucket " + std::to_string(b);
   TagScope tag(MemTag::comm);
-  Tensor in = buf.full;
-  if (pol.comm_dtype != buf.full.dtype()) in = ops::cast(buf.full, pol.comm_dtype);
-  if (!pol.shard_optimizer()) {
-    buf.wire = in;
-    buf.work = group_.all_reduce_async(buf.wire, o);
+  if (plan_.buffers[b].sparse) {
+    launch_sparse(b, o);
   } else {
+    Tensor in = buf.full;
+    if (pol.comm_dtype != buf.full.dtype()) in = ops::cast(buf.full, pol.comm_dtype);
     buf.wire = in;
-    buf.recv = Tensor::empty({buf.own.size()}, pol.comm_dtype);
-    buf.work = group_.reduce_scatter_async(buf.wire, buf.recv, o);
+    if (!pol.shard_optimizer()) {
+      buf.work = group_.all_reduce_async(buf.wire, o);
+    } else {
+      buf.recv = Tensor::empty({buf.own.size()}, pol.comm_dtype);
+      buf.work = group_.reduce_scatter_async(buf.wire, buf.recv, o);
+    }
   }
   inflight_.push_back(b);
   inflight_elems_ += n;
@@ -96,11 +111,61 @@ void GradReducer::launch(size_t b) {
   if (!overlap_) finish(b);
 }
 
+// Note [sparse rows]: the most rows any rank touched (a blocking max: every rank launches its
+// buckets in the same order), then the ids and rows all-gathered; finish_sparse sums them.
+void GradReducer::launch_sparse(size_t b, const comm::CollOptions& o) {
+  Buf& buf = bufs_[b];
+  const ParamSlot& s = plan_.buffers[b].params.at(0);
+  const Tensor& p = params_[s.index];
+  const int64_t V = p.size(0), C = p.size(1), N = group_.size();
+  const DType wire = plan_.policy.comm_dtype;
+  const std::vector<int32_t>& rows = autograd::touched_rows(p);
+  Tensor k = Tensor::from_ints({int32_t(rows.size())}, {1});
+  group_.all_reduce(k, comm::CollOptions(comm::ReduceOp::max, o.label + ", sparse row count"));
+  const int64_t K = k.data<int32_t>()[0];
+  PackedRows packed = pack_rows(buf.full, s.offset, V, C, rows, K, wire);
+  autograd::clear_touched_rows(p);  // the next window starts empty
+  buf.ids = packed.ids;
+  buf.wire = packed.rows;
+  buf.ids_all = Tensor::empty({N * K}, DType::i32);
+  buf.rows_all = Tensor::empty({N * K * C}, wire);
+  if (K > 0) {  // else no rank touched a row: nothing to gather, the average is zero
+    buf.ids_work = group_.all_gather_async(buf.ids, buf.ids_all, comm::CollOptions(o.label + ", sparse row ids"));
+    buf.work = group_.all_gather_async(buf.wire, buf.rows_all, comm::CollOptions(o.label + ", sparse rows"));
+  }
+  const int64_t w = int64_t(dtype_size(wire)), padded = plan_.buffers[b].padded;
+  sparse_bytes_.moved += 2 * 4 + (K > 0 ? N * K * (4 + C * w) : 0);
+  sparse_bytes_.dense_equivalent += (plan_.policy.shard_optimizer() ? 1 : 2) * padded * w;
+}
+
+void GradReducer::finish_sparse(size_t b) {
+  Buf& buf = bufs_[b];
+  if (buf.ids_work) buf.ids_work->wait();
+  if (buf.work) buf.work->wait();
+  buf.ids_work = nullptr;
+  buf.work = nullptr;
+  const ParamSlot& s = plan_.buffers[b].params.at(0);
+  const Tensor& p = params_[s.index];
+  const Policy& pol = plan_.policy;
+  const Range dst = pol.shard_optimizer() ? buf.own : Range{0, plan_.buffers[b].padded};
+  TagScope tag(MemTag::comm);
+  Tensor avg =
+      average_rows(buf.ids_all, buf.rows_all, s.offset, p.size(0), p.size(1), dst, group_.size(), pol.comm_dtype);
+  // From here on as the dense path after its collective: stage 0 reads wire, stages 1-3 recv.
+  (pol.shard_optimizer() ? buf.recv : buf.wire) = avg;
+  buf.ids = buf.ids_all = buf.rows_all = Tensor();
+}
+
 void GradReducer::finish(size_t b) {
   Buf& buf = bufs_[b];
-  if (!buf.work) return;
-  buf.work->wait();
-  buf.work = nullptr;
+  if (!buf.busy) return;
+  buf.busy = false;
+  if (plan_.buffers[b].sparse) {
+    finish_sparse(b);
+  } else {
+    buf.work->wait();
+    buf.work = nullptr;
+  }
   for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
     if (*it == b) {
       inflight_.erase(it);

@@ -2,7 +2,8 @@
 // Gradients of every flat buffer: backward writes each parameter's gradient straight into its
 // buffer's full gradient (contiguous_gradients); once every parameter of a buffer is final the
 // buffer is averaged over the ranks (all-reduce at stage 0, reduce-scatter otherwise) in the
-// wire dtype, and at stages 2-3 added into this rank's gradient shard and freed.
+// wire dtype, and at stages 2-3 added into this rank's gradient shard and freed. A sparse buffer
+// (one embedding weight) travels as the rows its uses touched (Note [sparse rows]).
 #include <deque>
 #include <functional>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "zt/comm/group.h"
 #include "zt/core/tensor.h"
+#include "zt/zero/engine.h"
 #include "zt/zero/plan.h"
 
 namespace zt::zero {
@@ -30,6 +32,8 @@ class GradReducer {
   Tensor owned(size_t b) const;
   void zero();  // after the optimizer step
 
+  const SparseCommBytes& sparse_bytes() const { return sparse_bytes_; }
+
  private:
   struct Buf {
     Range own;
@@ -37,13 +41,18 @@ class GradReducer {
     Tensor shard;  // stages 2-3: accumulated over micro-batches
     Tensor wire, recv;
     comm::WorkPtr work;
+    Tensor ids, ids_all, rows_all;  // sparse: this rank's packed rows go out in wire, peers' come back here
+    comm::WorkPtr ids_work;
     int pending = 0;
     bool launched = false;
+    bool busy = false;  // launched and not finished
   };
   void allocate_full(size_t b);
   void on_param_ready(size_t b);
   void launch(size_t b);
+  void launch_sparse(size_t b, const comm::CollOptions& o);
   void finish(size_t b);
+  void finish_sparse(size_t b);
 
   const Plan& plan_;
   std::vector<Tensor> params_;
@@ -56,6 +65,7 @@ class GradReducer {
   int64_t inflight_elems_ = 0;
   bool reducing_ = false;  // this backward pass reduces (stages 2-3, or the boundary)
   std::string label_;
+  SparseCommBytes sparse_bytes_;
 };
 
 }  // namespace zt::zero

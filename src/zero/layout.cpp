@@ -39,12 +39,22 @@ BufferPlan make_buffer(const std::vector<int64_t>& numels, std::vector<size_t> i
 }
 }  // namespace
 
-std::vector<BufferPlan> plan_buckets(const std::vector<int64_t>& numels, int64_t bucket_elems, int world) {
+std::vector<BufferPlan> plan_buckets(const std::vector<int64_t>& numels, int64_t bucket_elems, int world,
+                                     const std::vector<bool>& solo) {
   ZT_CHECK(bucket_elems > 0, "[zero] reduce_bucket_size must be positive, got ", bucket_elems);
+  ZT_CHECK(solo.empty() || solo.size() == numels.size(), "[zero] ", solo.size(), " solo flags for ", numels.size(),
+           " parameters");
   std::vector<BufferPlan> out;
   std::vector<size_t> cur;
   int64_t cur_n = 0;
   for (size_t k = numels.size(); k-- > 0;) {
+    if (k < solo.size() && solo[k]) {
+      if (!cur.empty()) out.push_back(make_buffer(numels, cur, world));
+      out.push_back(make_buffer(numels, {k}, world));
+      cur.clear();
+      cur_n = 0;
+      continue;
+    }
     if (!cur.empty() && cur_n + numels[k] > bucket_elems) {
       out.push_back(make_buffer(numels, cur, world));
       cur.clear();

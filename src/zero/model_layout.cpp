@@ -1,12 +1,30 @@
 #include "model_layout.h"
 
 #include <algorithm>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "zt/autograd/autograd.h"
 
 namespace zt::zero {
+
+namespace {
+// sparse_gradients: the weights of "Embedding" modules registered nowhere else. A tied weight
+// (GPT-2's wte is also lm_head's) gets dense gradient rows from its other use, so it stays dense.
+std::vector<bool> sparse_eligible(nn::Module& model, const std::vector<Tensor>& params) {
+  std::unordered_map<TensorImpl*, int> uses;
+  std::unordered_set<TensorImpl*> embedding;
+  for (nn::Module* m : model.parameter_owners())
+    for (auto& [n, p] : m->own_parameters()) {
+      ++uses[p.impl()];
+      if (std::string(m->type_name()) == "Embedding" && p.dim() == 2) embedding.insert(p.impl());
+    }
+  std::vector<bool> out;
+  for (auto& p : params) out.push_back(embedding.count(p.impl()) && uses[p.impl()] == 1);
+  return out;
+}
+}  // namespace
 
 ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   ModelLayout m;
@@ -28,6 +46,7 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   }
   ZT_CHECK(!m.params.empty(), "[zero] the model has no trainable parameters");
   for (auto& p : m.params) m.input.numels.push_back(p.numel());
+  if (opts.sparse_gradients) m.input.sparse = sparse_eligible(model, m.params);
   m.input.optim_state_bytes_per_elem = optim::state_bytes_per_elem(opts.optimizer);
   m.input.reduce_bucket_size = opts.reduce_bucket_size;
   m.input.persistence_threshold = opts.stage3_param_persistence_threshold;

@@ -63,9 +63,13 @@ Plan make_plan(const PlanInput& in, const Policy& policy, int world) {
     plan.buffers = plan_units(in.numels, in.units, world);
     for (auto& b : plan.buffers) plan.persistent.push_back(b.numel <= in.persistence_threshold);
   } else {
-    plan.buffers = plan_buckets(in.numels, in.reduce_bucket_size, world);
+    plan.buffers = plan_buckets(in.numels, in.reduce_bucket_size, world, in.sparse);
     plan.persistent.assign(plan.buffers.size(), false);
   }
+  // A stage-3 unit holding a sparse-eligible parameter beside others (an embedding inside a unit
+  // marked as one) reduces it densely: the rows of one parameter cannot stand for the whole buffer.
+  for (auto& b : plan.buffers)
+    b.sparse = b.params.size() == 1 && b.params[0].index < in.sparse.size() && in.sparse[b.params[0].index];
   return plan;
 }
 

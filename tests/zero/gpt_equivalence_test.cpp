@@ -68,6 +68,12 @@ GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor&
     out.stats.push_back(e.step(1e-2));
     out.losses.push_back(group->all_reduce_scalar(loss_sum) / double(N));
   }
+  if (s.sparse) {  // wpe travels as rows; wte, tied to lm_head, stays dense
+    int sparse = 0;
+    for (auto& b : e.plan().buffers) sparse += b.sparse;
+    EXPECT_EQ(sparse, 1);
+    EXPECT_GT(e.sparse_comm_bytes().moved, 0);
+  }
   std::vector<std::string> names;
   e.for_each_full_param([&](const std::string& n, const Tensor& p) {
     out.params.push_back(p.to_vector());

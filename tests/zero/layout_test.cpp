@@ -84,6 +84,47 @@ TEST(Layout, UnitsFollowTheirParameterLists) {
   EXPECT_EQ(u[1].padded, 64);
 }
 
+TEST(Layout, SoloParametersGetABucketOfTheirOwn) {
+  std::vector<int64_t> numels = {10, 20, 5, 7};
+  // Without flags one bucket; a solo parameter closes the bucket before and after it.
+  ASSERT_EQ(plan_buckets(numels, 1000, 2).size(), 1u);
+  auto b = plan_buckets(numels, 1000, 2, {false, true, false, false});
+  ASSERT_EQ(b.size(), 3u);  // {5, 7}, {20}, {10}
+  EXPECT_EQ(b[0].params.size(), 2u);
+  ASSERT_EQ(b[1].params.size(), 1u);
+  EXPECT_EQ(b[1].params[0].index, 1u);
+  EXPECT_EQ(b[1].params[0].offset, 0);
+  EXPECT_EQ(b[2].params[0].index, 0u);
+  // Solo first and last: nothing empty is emitted around them.
+  auto edge = plan_buckets(numels, 1000, 2, {true, false, false, true});
+  ASSERT_EQ(edge.size(), 3u);  // {7}, {20, 5}, {10}
+  EXPECT_EQ(edge[0].params[0].index, 3u);
+  EXPECT_EQ(edge[1].params.size(), 2u);
+  EXPECT_EQ(edge[2].params[0].index, 0u);
+  EXPECT_THROW(plan_buckets(numels, 1000, 2, {true}), zt::Error);
+}
+
+TEST(Plan, SparseBuffersHoldOneEligibleParameter) {
+  PlanInput in;
+  in.numels = {40, 8, 16, 3};
+  in.sparse = {true, false, true, false};
+  in.units = {{0}, {1}, {2, 3}};  // stage 3: parameter 2 shares its unit, so it stays dense
+  in.reduce_bucket_size = 1000;
+  const Plan p0 = make_plan(in, make_policy(0, DType::f32, {}, {}), 2);
+  ASSERT_EQ(p0.buffers.size(), 4u);  // {3}, {16}, {8}, {40}
+  EXPECT_FALSE(p0.buffers[0].sparse);
+  EXPECT_TRUE(p0.buffers[1].sparse);
+  EXPECT_FALSE(p0.buffers[2].sparse);
+  EXPECT_TRUE(p0.buffers[3].sparse);
+  const Plan p3 = make_plan(in, make_policy(3, DType::f32, {}, {}), 2);
+  ASSERT_EQ(p3.buffers.size(), 3u);
+  EXPECT_TRUE(p3.buffers[0].sparse);
+  EXPECT_FALSE(p3.buffers[1].sparse);
+  EXPECT_FALSE(p3.buffers[2].sparse);
+  in.sparse.clear();  // sparse_gradients off
+  for (auto& b : make_plan(in, make_policy(2, DType::f32, {}, {}), 2).buffers) EXPECT_FALSE(b.sparse);
+}
+
 Plan one_buffer_plan(int stage, DType dt, std::optional<DType> accum = std::nullopt) {
   // One buffer of P = 960 padded elements (divisible by N = 4), Adam (k = 8).
   PlanInput in;

@@ -49,6 +49,12 @@ struct StepStats {
   double loss_scale = 1;  // the scale this step's gradients carried
 };
 
+// sparse_gradients: bytes the sparse buffers' exchanges moved on this rank since the engine was
+// built, and what their dense reductions would have moved, both counted as Note [comm bytes] does.
+struct SparseCommBytes {
+  int64_t moved = 0, dense_equivalent = 0;
+};
+
 // This rank's share of one flat buffer, stage-independent: what a checkpoint saves and what a
 // load at another world size re-partitions. Tensors are handles (copy_ into them to restore).
 struct ShardState {
@@ -98,6 +104,7 @@ class Engine {
   const EngineOptions& options() const { return opts_; }
   int64_t optimizer_steps() const { return steps_; }
   double loss_scale() const;
+  SparseCommBytes sparse_comm_bytes() const;
   std::vector<ShardState> shard_states();
 
   // Trainable parameters in model order (plan slots index these) and their names.

@@ -28,11 +28,15 @@ struct ParamSlot {
 struct BufferPlan {
   std::vector<ParamSlot> params;  // in forward (registration) order
   int64_t numel = 0, padded = 0;
+  // One [V, C] parameter whose gradient travels as the rows its uses touched (sparse_gradients).
+  bool sparse = false;
 };
 
 // Stages 0-2: buckets of at most `bucket_elems` elements, formed from the last parameter
-// backwards (the order backward finishes them); a larger parameter gets a bucket of its own.
-std::vector<BufferPlan> plan_buckets(const std::vector<int64_t>& param_numels, int64_t bucket_elems, int world);
+// backwards (the order backward finishes them); a larger parameter gets a bucket of its own,
+// and so does every parameter with solo[i] set (the bucket before it is closed).
+std::vector<BufferPlan> plan_buckets(const std::vector<int64_t>& param_numels, int64_t bucket_elems, int world,
+                                     const std::vector<bool>& solo = {});
 // Stage 3: one buffer per unit; units[u] lists parameter indices in order.
 std::vector<BufferPlan> plan_units(const std::vector<int64_t>& param_numels,
                                    const std::vector<std::vector<size_t>>& units, int world);

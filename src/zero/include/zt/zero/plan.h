@@ -17,6 +17,9 @@ struct PlanInput {
   int64_t optim_state_bytes_per_elem = 8;  // optim::state_bytes_per_elem
   int64_t reduce_bucket_size = 500'000'000;
   int64_t persistence_threshold = 100'000;  // stage-3 units this small stay gathered
+  // Per parameter (empty: none): a [V, C] embedding weight whose gradient may travel as touched
+  // rows; it gets a buffer of its own (stages 0-2) or is sparse when alone in its unit (stage 3).
+  std::vector<bool> sparse;
 };
 
 // Per-rank bytes of model states at rest, by allocator tag.
