@@ -24,7 +24,7 @@ int run_eval(const config::Config& cfg, const std::string& weights_path) {
       p.rebind(c.storage(), c.offset(), dt);
     }
   }
-  data::Dataset test = data::load_mnist(cfg.data.dir, "test", 0.1307f, 0.3081f, cfg.data.test_limit);
+  data::Dataset test = load_image_split(cfg, "test");
   const double acc =
       evaluate(test, 1000, [&](const Tensor& x) { return (*model)(dt == DType::f32 ? x : ops::cast(x, dt)); });
   std::printf("test accuracy: %.4f (%lld/%lld)\n", acc, (long long)std::llround(acc * test.size()),

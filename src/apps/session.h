@@ -15,6 +15,9 @@ namespace zt::apps {
 // deferred: parameters get shapes only; the engine materialises them into its flat layout
 // (stage 3: one unit at a time), and `estimate` needs no memory for them at all.
 std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred = false);
+// The train or test split of data.dataset from data.dir (data.*_limit, padded to data.pad_to),
+// normalised with the dataset's statistics; its features must be what the model takes.
+data::Dataset load_image_split(const config::Config& c, const std::string& split);
 optim::OptimizerSpec optimizer_spec(const config::Config& c);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
 

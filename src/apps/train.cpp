@@ -123,9 +123,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "run directory"), on_lead, "before step 1",
                 cfg.run.dir, false);
 
-  data::Dataset train = data::load_mnist(cfg.data.dir, "train", 0.1307f, 0.3081f, cfg.data.train_limit);
+  data::Dataset train = load_image_split(cfg, "train");
   data::Dataset test;
-  if (cfg.run.eval_at_end) test = data::load_mnist(cfg.data.dir, "test", 0.1307f, 0.3081f, cfg.data.test_limit);
+  if (cfg.run.eval_at_end) test = load_image_split(cfg, "test");
   const int64_t steps_per_epoch = train.size() / bs.train_batch_size;
   ZT_CHECK_AS(ErrorKind::config, steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ",
               train.size(), " training samples");

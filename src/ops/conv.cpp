@@ -126,7 +126,7 @@ Tensor max_pool2d_backward(const Tensor& dy_in, const MaxPoolResult& saved, cons
   // Indices are checked here, outside the parallel kernel (which must not throw).
   const int64_t plane = x_shape[2] * x_shape[3];
   const int32_t* p = idx.data<int32_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i)
+  for (int64_t i = 0, n = idx.numel(); i < n; ++i)
     ZT_CHECK(p[i] >= 0 && p[i] < plane, "[max_pool2d_backward] argmax ", p[i], " at flat position ", i,
              " is outside the ", x_shape[2], "x", x_shape[3], " plane");
   switch (backend_of(dy)) {

@@ -124,8 +124,9 @@ Entry make_entry(Dir dir, const ConvGeometry& g, DType dt, bool bias) {
 
 // The cached entry, or nullptr where a 16-bit dtype has no oneDNN convolution.
 Entry* entry(Dir dir, const ConvGeometry& g, DType dt, bool bias) {
-  const std::vector<int64_t> key{int64_t(dir), int64_t(dt), bias, g.n,  g.cin,    g.h,
-                                 g.w,          g.cout,      g.kh, g.kw, g.stride, g.pad};
+  // oneDNN sizes a primitive's work split and scratchpad for the threads at its creation.
+  const std::vector<int64_t> key{int64_t(dir), int64_t(dt), bias, g.n,      g.cin, g.h,          g.w,
+                                 g.cout,       g.kh,        g.kw, g.stride, g.pad, num_threads()};
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   if (auto it = c.entries.find(key); it != c.entries.end()) return &it->second;

@@ -53,18 +53,25 @@ struct Fp16Config {
 };
 
 struct ModelConfig {
-  std::string type = "mlp";  // mlp
+  std::string type = "mlp";  // mlp | cnn
+  // mlp
   std::vector<int64_t> hidden = {256, 256};
   std::string activation = "relu";  // relu | gelu
   int64_t input_dim = 784, num_classes = 10;
+  // cnn (nn::make_cnn): per entry of channels a 3x3 convolution + ReLU + 2x2 max pooling, then
+  // fully connected layers of fc, then num_classes. Images are in_channels x image_size^2.
+  std::vector<int64_t> channels = {64, 128, 256};
+  std::vector<int64_t> fc = {1024};
+  int64_t image_size = 32, in_channels = 1;
 };
 
 struct DataConfig {
-  std::string dataset = "mnist";   // mnist | fashion-mnist
-  std::string dir = "data/mnist";  // folder with the four IDX files (raw or .gz)
+  std::string dataset = "mnist";   // mnist | fashion-mnist | cifar10
+  std::string dir = "data/mnist";  // the four IDX files (raw or .gz), or CIFAR-10's binary batches
   bool shuffle = true;
   int64_t train_limit = 0;  // 0 = all training samples; else the first N
   int64_t test_limit = 0;
+  int64_t pad_to = 0;  // 0 = as stored; else images are padded (centred) to pad_to x pad_to
 };
 
 struct RunConfig {
@@ -136,6 +143,19 @@ BatchSizes resolve_batch(const Config& c, int world_size);
 
 // Weights and biases of the MLP that `m` describes; nullopt when the count overflows int64.
 std::optional<int64_t> mlp_parameter_count(const ModelConfig& m);
+// The same for the CNN (its layers as nn::make_cnn builds them).
+std::optional<int64_t> cnn_parameter_count(const ModelConfig& m);
+// The one of the two that m.type names.
+std::optional<int64_t> model_parameter_count(const ModelConfig& m);
+// Features per sample the model of a parsed config takes: input_dim (mlp), in_channels *
+// image_size^2 (cnn; parse() bounds image_size by the data's images).
+int64_t model_input_features(const ModelConfig& m);
+// Channels and side of the images a dataset stores (before data.pad_to): mnist and
+// fashion-mnist 1 x 28 x 28, cifar10 3 x 32 x 32.
+struct ImageShape {
+  int64_t channels, size;
+};
+ImageShape dataset_image_shape(const std::string& dataset);
 
 // Closest of `candidates` to `key` by edit distance ("" if none is close).
 std::string nearest(const std::string& key, const std::vector<std::string>& candidates);
