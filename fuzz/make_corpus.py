@@ -17,8 +17,9 @@ def put(target, name, data):
 
 
 # --- fuzz_config: file text, then NUL-separated overrides -------------------------------
-with open(os.path.join(here, "..", "configs", "mnist_mlp.json"), "rb") as f:
-    put("fuzz_config", "mnist_mlp.json", f.read())
+for name in ("mnist_mlp.json", "cnn_fashion.json"):
+    with open(os.path.join(here, "..", "configs", name), "rb") as f:
+        put("fuzz_config", name, f.read())
 put("fuzz_config", "empty_object", "{}")
 put("fuzz_config", "deepspeed_fp16_stage3", json.dumps({
     "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2, "gradient_clipping": 1.0,
@@ -76,6 +77,13 @@ put("fuzz_seq_cls", "two_records", seq_cls([(1, [101, 7592, 2088, 102]), (0, [10
 put("fuzz_seq_cls", "empty", seq_cls([]))
 put("fuzz_seq_cls", "label_out_of_range", seq_cls([(2, [101, 102])]))
 put("fuzz_seq_cls", "count_too_large", seq_cls([(0, [101, 102])], count=3))
+
+
+# --- fuzz_cifar: CIFAR-10 binary records (1 label byte + 3072 pixel bytes) ---------------------
+record = lambda label, seed: bytes([label]) + bytes((seed + 7 * p) % 256 for p in range(3072))  # noqa: E731
+put("fuzz_cifar", "two_records", record(3, 0) + record(9, 1))
+put("fuzz_cifar", "bad_label", record(10, 2))
+put("fuzz_cifar", "cut_record", record(1, 3)[:100])
 
 
 # --- fuzz_safetensors ---------------------------------------------------------------------

@@ -24,8 +24,8 @@ namespace {
 using zt::ErrorKind;
 
 constexpr const char* kVersion = "zerotrain 0.1.0";
-constexpr const char* kCommands[] = {"train",  "eval", "estimate", "prepare", "export",  "import",
-                                     "ckpt",   "tokenize", "plot", "baseline", "generate"};
+constexpr const char* kCommands[] = {"train", "eval",     "estimate", "prepare",  "export",  "import",
+                                     "ckpt",  "tokenize", "plot",     "baseline", "generate"};
 
 constexpr const char* kOverridesFooter =
     "KEY=VALUE overrides any configuration key by its dotted path, e.g.\n"

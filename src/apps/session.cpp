@@ -9,6 +9,8 @@
 
 #include "zt/ckpt/safetensors.h"
 #include "zt/core/allocator.h"
+#include "zt/data/cifar.h"
+#include "zt/nn/conv.h"
 #include "zt/nn/transformer.h"
 
 namespace zt::apps {
@@ -36,10 +38,10 @@ std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) 
     return c.model.type == "gpt" ? nn::make_gpt(transformer_config(c))
                                  : nn::make_bert(transformer_config(c), c.model.head, c.model.num_classes);
   }
-  ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp", "[config] model.type '", c.model.type,
-              "' is not supported (allowed: mlp, gpt, bert)");
+  ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp" || c.model.type == "cnn", "[config] model.type '", c.model.type,
+              "' is not supported (allowed: mlp, cnn, gpt, bert)");
   // parse() checked that the count and its fp32 bytes fit in int64.
-  const int64_t params = config::mlp_parameter_count(c.model).value_or(0), bytes = params * 4;
+  const int64_t params = config::model_parameter_count(c.model).value_or(0), bytes = params * 4;
   const std::string needs = "the model's " + std::to_string(params) + " parameters need " + std::to_string(bytes) +
                             " bytes (" + format_bytes(size_t(bytes)) + ") in fp32";
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -51,7 +53,9 @@ std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) 
   std::optional<nn::DeferredInit> defer;
   if (deferred) defer.emplace();
   try {
-    return nn::make_mlp(c.model.input_dim, c.model.hidden, c.model.num_classes, c.model.activation, c.seed);
+    const config::ModelConfig& m = c.model;
+    if (m.type == "cnn") return nn::make_cnn(m.in_channels, m.image_size, m.channels, m.fc, m.num_classes, c.seed);
+    return nn::make_mlp(m.input_dim, m.hidden, m.num_classes, m.activation, c.seed);
   } catch (const std::bad_alloc&) {
     ZT_THROW_AS(ErrorKind::out_of_memory, "[model] ", needs, "; the system refused the memory");
   } catch (const Error& e) {
@@ -83,6 +87,35 @@ void load_weights(nn::Module& model, const std::string& path) {
     Tensor dst = p;
     dst.copy_(w.weight(name, p.shape()));  // present, that shape, a floating dtype
   }
+}
+
+data::Dataset load_image_split(const config::Config& c, const std::string& split) {
+  const int64_t limit = split == "train" ? c.data.train_limit : c.data.test_limit;
+  const config::ImageShape img = config::dataset_image_shape(c.data.dataset);
+  data::Dataset ds;
+  std::vector<float> black;  // the normalised value of pixel 0, per channel: what padding fills
+  if (c.data.dataset == "cifar10") {
+    ds = data::load_cifar10(c.data.dir, split, limit);
+    for (int64_t ch = 0; ch < img.channels; ++ch) black.push_back(-data::kCifarMean[ch] / data::kCifarStd[ch]);
+  } else {
+    // Each dataset's own pixel statistics (training split).
+    const bool fashion = c.data.dataset == "fashion-mnist";
+    const float mean = fashion ? 0.2860f : 0.1307f, stddev = fashion ? 0.3530f : 0.3081f;
+    ds = data::load_mnist(c.data.dir, split, mean, stddev, limit);
+    black.push_back(-mean / stddev);
+  }
+  if (c.data.pad_to > 0) {  // padding needs the stored geometry
+    ZT_CHECK_AS(ErrorKind::data, ds.images.size(1) == img.channels * img.size * img.size, "[data] the ", split,
+                " split in ", c.data.dir, " has ", ds.images.size(1), " features per image, not ", c.data.dataset,
+                "'s ", img.channels, " x ", img.size, " x ", img.size, ", so data.pad_to cannot pad it");
+    if (c.data.pad_to > img.size) ds = data::pad_images(ds, img.channels, img.size, c.data.pad_to, black);
+  }
+  const int64_t want = config::model_input_features(c.model);
+  ZT_CHECK_AS(ErrorKind::config, ds.images.size(1) == want, "[config] the ", split, " split of ", c.data.dataset,
+              " has ", ds.images.size(1), " features per sample", c.data.pad_to > 0 ? " after data.pad_to" : "",
+              " but the model takes ", want,
+              c.model.type == "cnn" ? " (model.in_channels x model.image_size^2)" : " (model.input_dim)");
+  return ds;
 }
 
 optim::OptimizerSpec optimizer_spec(const config::Config& c) {

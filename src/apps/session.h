@@ -20,6 +20,9 @@ nn::TransformerConfig transformer_config(const config::Config& c);
 // model.init_from: copies every parameter the file names (fine-tuning from pretrained weights);
 // returns what it did ("12 tensors from F; initialised fresh: classifier.weight, ...").
 std::string init_from_weights(nn::Module& model, const std::string& path);
+// The train or test split of data.dataset from data.dir (data.*_limit, padded to data.pad_to),
+// normalised with the dataset's statistics; its features must be what the model takes.
+data::Dataset load_image_split(const config::Config& c, const std::string& split);
 optim::OptimizerSpec optimizer_spec(const config::Config& c);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
 // Copies every parameter's values from a safetensors file (each present, that shape, floating).

@@ -1,5 +1,7 @@
 #include "tasks.h"
 
+#include "session.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -296,8 +298,8 @@ class ClassifyTask : public Task {
 
 std::unique_ptr<Task> make_task(const config::Config& c, bool with_train) {
   const std::string& d = c.data.dataset;
-  if (d == "mnist" || d == "fashion-mnist") {
-    ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp", "[config] data.dataset '", d,
+  if (d == "mnist" || d == "fashion-mnist" || d == "cifar10") {
+    ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp" || c.model.type == "cnn", "[config] data.dataset '", d,
                 "' needs an image model, not model.type '", c.model.type, "'");
     return std::make_unique<ImageTask>(c, with_train);
   }

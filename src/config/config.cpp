@@ -133,9 +133,10 @@ void parse_fp16(const Section& s, Fp16Config& f) {
 }
 
 void parse_model(const Section& s, ModelConfig& m) {
-  s.allow({"type", "hidden", "activation", "input_dim", "num_classes", "vocab_size", "block_size", "n_layer", "n_head",
-           "n_embd", "type_vocab_size", "dropout", "head", "init_from"});
-  s.read_choice("type", m.type, {"mlp", "gpt", "bert"});
+  s.allow({"type", "hidden", "activation", "input_dim", "num_classes", "channels", "fc", "image_size", "in_channels",
+           "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "type_vocab_size", "dropout", "head",
+           "init_from"});
+  s.read_choice("type", m.type, {"mlp", "cnn", "gpt", "bert"});
   s.read_int("vocab_size", m.vocab_size, 1, 65536);  // token shards store uint16
   s.read_int("block_size", m.block_size, 1, 1 << 20);
   s.read_int("n_layer", m.n_layer, 1, 1 << 10);
@@ -153,19 +154,37 @@ void parse_model(const Section& s, ModelConfig& m) {
   s.read_choice("activation", m.activation, {"relu", "gelu"});
   s.read_int("input_dim", m.input_dim, 1);
   s.read_int("num_classes", m.num_classes, 2);
+  s.read_int_list("channels", m.channels, 1);
+  s.read_int_list("fc", m.fc, 1);
+  s.read_int("image_size", m.image_size, 1);
+  s.read_int("in_channels", m.in_channels, 1);
+  if (m.type == "cnn") {
+    ZT_CHECK_AS(ErrorKind::config, !m.channels.empty(), "[config] ", s.source(),
+                ": 'model.channels' must name at least one convolution stage, got []");
+    // Each stage halves the image (2x2 pooling, rounding down); the last must keep a pixel.
+    ZT_CHECK_AS(ErrorKind::config, m.channels.size() < 63 && (m.image_size >> m.channels.size()) >= 1, "[config] ",
+                s.source(), ": 'model.image_size' ", m.image_size, " is too small for ", m.channels.size(),
+                " convolution stages (each halves it; needs >= ", m.channels.size() < 63 ? 1LL << m.channels.size() : 0,
+                ")");
+  }
   // Parameters and their fp32 bytes must fit in int64, or every size computed from them overflows.
-  const std::optional<int64_t> params = mlp_parameter_count(m);
+  const std::optional<int64_t> params = model_parameter_count(m);
   int64_t bytes = 0;
   ZT_CHECK_AS(ErrorKind::config, params && !__builtin_mul_overflow(*params, int64_t(4), &bytes), "[config] ",
-              s.source(), ": model.input_dim ", m.input_dim, ", model.hidden ",
-              detail::clip(nlohmann::json(m.hidden).dump()), " and model.num_classes ", m.num_classes,
-              " give more parameters than 64-bit sizes can count");
+              s.source(), ": ",
+              m.type == "cnn" ? "model.in_channels " + std::to_string(m.in_channels) + ", model.image_size " +
+                                    std::to_string(m.image_size) + ", model.channels " +
+                                    detail::clip(nlohmann::json(m.channels).dump()) + ", model.fc " +
+                                    detail::clip(nlohmann::json(m.fc).dump())
+                              : "model.input_dim " + std::to_string(m.input_dim) + ", model.hidden " +
+                                    detail::clip(nlohmann::json(m.hidden).dump()),
+              " and model.num_classes ", m.num_classes, " give more parameters than 64-bit sizes can count");
 }
 
 void parse_data(const Section& s, DataConfig& d) {
-  s.allow(
-      {"dataset", "dir", "shuffle", "train_limit", "test_limit", "seq_len", "eval_every", "eval_batches", "mask_prob"});
-  s.read_choice("dataset", d.dataset, {"mnist", "fashion-mnist", "tokens", "classify"});
+  s.allow({"dataset", "dir", "shuffle", "train_limit", "test_limit", "pad_to", "seq_len", "eval_every", "eval_batches",
+           "mask_prob"});
+  s.read_choice("dataset", d.dataset, {"mnist", "fashion-mnist", "cifar10", "tokens", "classify"});
   s.read_int("seq_len", d.seq_len, 0, 1 << 20);
   s.read_int("eval_every", d.eval_every, 0);
   s.read_int("eval_batches", d.eval_batches, 1);
@@ -175,6 +194,23 @@ void parse_data(const Section& s, DataConfig& d) {
   s.read_bool("shuffle", d.shuffle);
   s.read_int("train_limit", d.train_limit, 0);
   s.read_int("test_limit", d.test_limit, 0);
+  const int64_t stored = dataset_image_shape(d.dataset).size;
+  s.read_int("pad_to", d.pad_to, 0, int64_t(1) << 20);
+  ZT_CHECK_AS(ErrorKind::config, d.pad_to == 0 || d.pad_to >= stored, "[config] ", s.source(), ": 'data.pad_to' ",
+              d.pad_to, " is smaller than ", d.dataset, "'s ", stored, "x", stored,
+              " images (allowed: 0 = as stored, or >= ", stored, ")");
+}
+
+// A CNN's input must be the images the data gives (after padding).
+void check_model_fits_data(const Config& c, const std::string& source) {
+  if (c.model.type != "cnn") return;
+  const ImageShape img = dataset_image_shape(c.data.dataset);
+  const int64_t size = c.data.pad_to > 0 ? c.data.pad_to : img.size;
+  ZT_CHECK_AS(ErrorKind::config, c.model.in_channels == img.channels && c.model.image_size == size, "[config] ", source,
+              ": model.in_channels ", c.model.in_channels, " and model.image_size ", c.model.image_size,
+              " do not match the data: ", c.data.dataset, " gives ", img.channels, " x ", size, " x ", size, " images",
+              c.data.pad_to > 0 ? " (data.pad_to " + std::to_string(c.data.pad_to) + ")" : std::string(),
+              "; set model.in_channels ", img.channels, " and model.image_size ", size);
 }
 
 void parse_run(const Section& s, RunConfig& r) {
@@ -210,6 +246,38 @@ std::optional<int64_t> mlp_parameter_count(const ModelConfig& m) {
     prev = out;
   }
   return params;
+}
+
+std::optional<int64_t> cnn_parameter_count(const ModelConfig& m) {
+  // Per stage: a 3x3 convolution with bias; the image halves. Then the MLP over the flat features.
+  int64_t params = 0, c = m.in_channels, size = m.image_size, layer = 0;
+  for (int64_t out : m.channels) {
+    if (__builtin_mul_overflow(c, out, &layer) || __builtin_mul_overflow(layer, int64_t(9), &layer) ||
+        __builtin_add_overflow(layer, out, &layer) || __builtin_add_overflow(params, layer, &params))
+      return std::nullopt;
+    c = out;
+    size /= 2;
+  }
+  ModelConfig head;
+  head.hidden = m.fc;
+  head.num_classes = m.num_classes;
+  if (__builtin_mul_overflow(size, size, &layer) || __builtin_mul_overflow(c, layer, &head.input_dim))
+    return std::nullopt;
+  const std::optional<int64_t> rest = mlp_parameter_count(head);
+  if (!rest || __builtin_add_overflow(params, *rest, &params)) return std::nullopt;
+  return params;
+}
+
+std::optional<int64_t> model_parameter_count(const ModelConfig& m) {
+  return m.type == "cnn" ? cnn_parameter_count(m) : mlp_parameter_count(m);
+}
+
+int64_t model_input_features(const ModelConfig& m) {
+  return m.type == "cnn" ? m.in_channels * m.image_size * m.image_size : m.input_dim;
+}
+
+ImageShape dataset_image_shape(const std::string& dataset) {
+  return dataset == "cifar10" ? ImageShape{3, 32} : ImageShape{1, 28};
 }
 
 Config parse(const nlohmann::json& j, const std::string& source) {
@@ -295,6 +363,7 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   top.read_section("run", [&](const Section& s) { parse_run(s, c.run); });
   top.read_section("checkpoint", [&](const Section& s) { parse_checkpoint(s, c.checkpoint); });
   if (c.checkpoint.dir.empty()) c.checkpoint.dir = c.run.dir + "/checkpoints";
+  check_model_fits_data(c, source);
   c.raw = j;
   return c;
 }

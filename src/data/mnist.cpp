@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "idx_reader.h"
+#include "split_size.h"
 #include "zt/core/allocator.h"
 #include "zt/core/parallel.h"
 #include "zt/core/random.h"
@@ -50,32 +51,12 @@ Dataset load_mnist(const std::string& dir, const std::string& split, float mean,
 
   const int64_t n = limit > 0 ? std::min(limit, idims[0]) : idims[0];
   const int64_t features = idims[1] * idims[2];  // < 2^64 / n: the header's product is checked
-  size_t need = SIZE_MAX, image_bytes = 0;       // saturated: too much either way
-  if (!__builtin_mul_overflow(size_t(n) * size_t(features), sizeof(float), &image_bytes) &&
-      image_bytes <= SIZE_MAX - size_t(n) * sizeof(int32_t))
-    need = image_bytes + size_t(n) * sizeof(int32_t);
-  auto too_big = [&](const std::string& detail) {
-    const size_t budget = Allocator::global().budget();
-    ZT_THROW_AS(ErrorKind::out_of_memory, "[data] the ", split, " split in ", dir, " (", n, " samples of ", features,
-                " features) needs ", format_bytes(need), " as f32 images and i32 labels, more than ",
-                budget ? "the memory budget of " + format_bytes(budget) + " leaves" : std::string("can be allocated"),
-                " (", detail, "); ", budget ? "raise the budget or " : "", "load fewer samples (data.", split,
-                "_limit)");
-  };
-  const MemStats before = Allocator::global().stats();
-  if (const size_t budget = Allocator::global().budget(); budget > 0 && before.total_current + need > budget)
-    too_big("in use: " + format_bytes(before.total_current));
+  const detail::SplitSize need{split, dir, n, features};
+  need.check_budget();
   // The payloads before the tensors: nothing is allocated for what a header merely claims.
   IdxArray img = img_file.read();
   IdxArray lbl = lbl_file.read();
-  Dataset ds;
-  try {
-    ds.images = Tensor::empty({n, features}, DType::f32, MemTag::workspace);
-    ds.labels = Tensor::empty({n}, DType::i32, MemTag::workspace);
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::out_of_memory) throw;
-    too_big(e.what());
-  }
+  Dataset ds = need.allocate();
 
   std::array<float, 256> lut;
   for (int v = 0; v < 256; ++v) lut[size_t(v)] = (float(v) / 255.0f - mean) / stddev;

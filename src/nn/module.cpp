@@ -115,16 +115,12 @@ void Module::register_module(const std::string& name, std::shared_ptr<Module> m)
   children_.emplace_back(name, std::move(m));
 }
 
-namespace {
-// Reads `n` uniform draws in order; PyTorch's kaiming_uniform_(a=sqrt(5)) for the weight reduces
-// to U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as does the bias.
 Init uniform_init(std::shared_ptr<Generator> gen, float bound) {
   return [gen = std::move(gen), bound](Tensor& t) {
     float* p = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen->uniform(-bound, bound);
   };
 }
-}  // namespace
 
 Linear::Linear(int64_t in, int64_t out, bool has_bias, std::shared_ptr<Generator> gen) {
   ZT_CHECK(in > 0 && out > 0, "[Linear] sizes must be positive, got in=", in, " out=", out);

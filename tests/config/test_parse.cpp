@@ -207,7 +207,7 @@ TEST(ConfigParse, OutOfRange) {
               HasSubstr("'run.comm_backend' must be one of auto, local, mpi, got \"nccl\""));
   EXPECT_THAT(error_of({{"model", {{"activation", "relu6"}}}}),
               HasSubstr("'model.activation' must be one of relu, gelu (did you mean \"relu\"?), got \"relu6\""));
-  EXPECT_THAT(error_of({{"data", {{"dataset", "cifar10"}}}}), HasSubstr("one of mnist, fashion-mnist"));
+  EXPECT_THAT(error_of({{"data", {{"dataset", "imagenet"}}}}), HasSubstr("one of mnist, fashion-mnist, cifar10"));
   EXPECT_THAT(error_of({{"data", {{"train_limit", -1}}}}),
               HasSubstr("'data.train_limit' must be a non-negative integer"));
   EXPECT_THAT(error_of({{"scheduler", {{"type", "WarmupCosine"}}}}), HasSubstr("did you mean \"WarmupCosineLR\"?"));

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
 #include "zt/autograd/layers.h"
+#include "zt/core/random.h"
 #include "zt/ops/ops.h"
 
 namespace zt::test {
@@ -148,6 +150,48 @@ void expect_close(const Tensor& actual, const json& expected, float rtol, const 
     const float tol = rtol * (std::fabs(e[i]) + scale) + 1e-7f;
     if (!(std::fabs(a[i] - e[i]) <= tol) && bad++ < 5)
       ADD_FAILURE() << what << "[" << i << "]: got " << a[i] << ", torch " << e[i] << " (tol " << tol << ")";
+  }
+}
+
+namespace {
+double weighted_sum(const Tensor& y, const std::vector<float>& r) {
+  auto v = y.to_vector();
+  double s = 0;
+  for (size_t i = 0; i < v.size(); ++i) s += double(v[i]) * r[i];
+  return s;
+}
+}  // namespace
+
+void gradcheck(const std::vector<Shape>& shapes, const GradFn& f, const std::function<float(float)>& off_kink,
+               float eps, const std::string& backend, const std::function<void(std::vector<float>&)>& spread) {
+  Generator g(42);
+  std::vector<Tensor> x;
+  for (const auto& s : shapes) {
+    std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+    for (auto& e : v) e = off_kink ? off_kink(g.normal(0.f, 1.f)) : g.normal(0.f, 1.f);
+    if (spread) spread(v);
+    x.push_back(on_backend(Tensor::from_vector(v, s), backend));
+    autograd::set_requires_grad(x.back(), true);
+  }
+  Tensor y = f(x);
+  std::vector<float> r(static_cast<size_t>(y.numel()));
+  for (auto& v : r) v = g.uniform(-1.f, 1.f);
+  autograd::backward(y, Tensor::from_vector(r, y.shape()));
+  for (size_t k = 0; k < x.size(); ++k) {
+    const auto analytic = autograd::grad(x[k]).to_vector();
+    ASSERT_EQ(int64_t(analytic.size()), x[k].numel());
+    float* p = x[k].data<float>();
+    for (int64_t i = 0; i < x[k].numel(); ++i) {
+      autograd::NoGradGuard ng;
+      const float orig = p[i];
+      p[i] = orig + eps;
+      const double lp = weighted_sum(f(x), r);
+      p[i] = orig - eps;
+      const double lm = weighted_sum(f(x), r);
+      p[i] = orig;
+      const double num = (lp - lm) / (2.0 * eps);
+      EXPECT_NEAR(analytic[size_t(i)], num, 1e-2 * std::fabs(num) + 2e-3) << "input " << k << " element " << i;
+    }
   }
 }
 

@@ -46,4 +46,11 @@ const OpRow* find_row(const std::string& op);
 // A tensor moved onto one of ops::backends() (identity for cpu).
 Tensor on_backend(const Tensor& t, const std::string& backend);
 
+// Central finite differences in f32 on `backend`: the gradient of L = sum(f(x) * R) (R fixed random
+// weights) must match (L(x+e) - L(x-e)) / 2e. Inputs are drawn from N(0, 1), moved off kinks by
+// off_kink, then (when given) rewritten by spread (e.g. made distinct for max pooling).
+using GradFn = std::function<Tensor(const std::vector<Tensor>&)>;
+void gradcheck(const std::vector<Shape>& shapes, const GradFn& f, const std::function<float(float)>& off_kink,
+               float eps, const std::string& backend, const std::function<void(std::vector<float>&)>& spread = {});
+
 }  // namespace zt::test

@@ -12,6 +12,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "common.h"
+#include "dnnl_util.h"
 #include "kernels.h"
 
 namespace zt::ops::cpu {
@@ -59,26 +60,6 @@ Mat make_plain(const Tensor& t, bool trans) {
   return plain(m) ? m : describe(t.contiguous(), trans);
 }
 
-dnnl::engine& engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
-dnnl::stream& stream() {
-  static dnnl::stream s(engine());
-  return s;
-}
-
-dnnl::memory::data_type dnnl_type(DType dt) {
-  switch (dt) {
-    case DType::bf16:
-      return dnnl::memory::data_type::bf16;
-    case DType::f16:
-      return dnnl::memory::data_type::f16;
-    default:
-      return dnnl::memory::data_type::f32;
-  }
-}
-
 dnnl::memory::desc md(const Mat& m, bool three, DType dt) {
   using dims = dnnl::memory::dims;
   if (three) return {dims{m.b, m.r, m.c}, dnnl_type(dt), dims{m.sb, m.sr, m.sc}};
@@ -113,7 +94,7 @@ std::optional<dnnl::matmul> primitive(const Mat& a, const Mat& b, bool three, bo
   try {
     auto d = dnnl::matmul::desc(md(a, three, dt), md(b, three, dt), bias ? md(bias_m, three, dt) : dnnl::memory::desc(),
                                 md(out, three, dt));
-    dnnl::matmul prim(dnnl::matmul::primitive_desc(d, engine()));
+    dnnl::matmul prim(dnnl::matmul::primitive_desc(d, dnnl_engine()));
     c.prims.emplace(key, prim);
     return prim;
   } catch (const dnnl::error& e) {
@@ -158,14 +139,14 @@ void product(const Tensor& at, bool ta, const Tensor& bt, bool tb, const Tensor*
   Tensor bias_c = bias ? bias->contiguous() : Tensor();
   Mat o{out, a.b, a.r, b.c, a.r * b.c, b.c, 1};
   Mat bm{bias_c, 1, 1, b.c, b.c, b.c, 1};
-  auto& eng = engine();
+  auto& eng = dnnl_engine();
   dnnl::memory ma(md(a, three, dt), eng, a.t.raw_data());
   dnnl::memory mb(md(b, three, dt), eng, b.t.raw_data());
   dnnl::memory mo(md(o, three, dt), eng, out.raw_data());
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mo}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(md(bm, three, dt), eng, bias_c.raw_data()));
-  prim->execute(stream(), args);
-  stream().wait();
+  prim->execute(dnnl_stream(), args);
+  dnnl_stream().wait();
 }
 
 }  // namespace

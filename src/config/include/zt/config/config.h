@@ -53,10 +53,16 @@ struct Fp16Config {
 };
 
 struct ModelConfig {
-  std::string type = "mlp";  // mlp | gpt | bert
+  std::string type = "mlp";  // mlp | cnn | gpt | bert
+  // mlp
   std::vector<int64_t> hidden = {256, 256};
   std::string activation = "relu";  // relu | gelu
   int64_t input_dim = 784, num_classes = 10;
+  // cnn (nn::make_cnn): per entry of channels a 3x3 convolution + ReLU + 2x2 max pooling, then
+  // fully connected layers of fc, then num_classes. Images are in_channels x image_size^2.
+  std::vector<int64_t> channels = {64, 128, 256};
+  std::vector<int64_t> fc = {1024};
+  int64_t image_size = 32, in_channels = 1;
   // Transformers (gpt, bert), named as Hugging Face's configs name them.
   int64_t vocab_size = 50257, block_size = 256, n_layer = 6, n_head = 6, n_embd = 384, type_vocab_size = 2;
   double dropout = 0.0;
@@ -73,13 +79,14 @@ struct ActivationCheckpointingConfig {
 };
 
 struct DataConfig {
-  // mnist | fashion-mnist: IDX images; tokens: token shards (zerotrain prepare) for gpt (next
-  // token) or bert (masked LM); classify: labelled sequences (prepare --task sotu-party).
+  // mnist | fashion-mnist | cifar10: images; tokens: token shards (zerotrain prepare) for gpt
+  // (next token) or bert (masked LM); classify: labelled sequences (prepare --task sotu-party).
   std::string dataset = "mnist";
-  std::string dir = "data/mnist";  // folder with the four IDX files (raw or .gz), or the prepared shards
+  std::string dir = "data/mnist";  // IDX files, CIFAR-10's binary batches, or the prepared shards
   bool shuffle = true;
   int64_t train_limit = 0;  // 0 = all training samples; else the first N
   int64_t test_limit = 0;
+  int64_t pad_to = 0;         // images: 0 = as stored; else padded (centred) to pad_to x pad_to
   int64_t seq_len = 0;        // tokens per sample (0 = model.block_size)
   int64_t eval_every = 0;     // validation loss every this many steps (0 = at the end only)
   int64_t eval_batches = 20;  // validation batches of train_batch_size sequences
@@ -157,6 +164,19 @@ BatchSizes resolve_batch(const Config& c, int world_size);
 
 // Weights and biases of the MLP that `m` describes; nullopt when the count overflows int64.
 std::optional<int64_t> mlp_parameter_count(const ModelConfig& m);
+// The same for the CNN (its layers as nn::make_cnn builds them).
+std::optional<int64_t> cnn_parameter_count(const ModelConfig& m);
+// The one of the two that m.type names.
+std::optional<int64_t> model_parameter_count(const ModelConfig& m);
+// Features per sample the model of a parsed config takes: input_dim (mlp), in_channels *
+// image_size^2 (cnn; parse() bounds image_size by the data's images).
+int64_t model_input_features(const ModelConfig& m);
+// Channels and side of the images a dataset stores (before data.pad_to): mnist and
+// fashion-mnist 1 x 28 x 28, cifar10 3 x 32 x 32.
+struct ImageShape {
+  int64_t channels, size;
+};
+ImageShape dataset_image_shape(const std::string& dataset);
 
 // Closest of `candidates` to `key` by edit distance ("" if none is close).
 std::string nearest(const std::string& key, const std::vector<std::string>& candidates);

@@ -35,6 +35,11 @@ struct Dataset {
 Dataset load_mnist(const std::string& dir, const std::string& split, float mean = 0.1307f, float stddev = 0.3081f,
                    int64_t limit = 0);
 
+// Each row of ds.images is a [channels, size, size] image: returns them centred in [channels, to,
+// to] ((to - size) / 2 before, the rest after), channel c's border filled with fill[c] (the
+// normalised value of a black pixel, so padding reads as black). Labels are shared.
+Dataset pad_images(const Dataset& ds, int64_t channels, int64_t size, int64_t to, const std::vector<float>& fill);
+
 // The order of samples for an epoch: a permutation of [0, n) from (seed, epoch), or identity.
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);
 

@@ -18,6 +18,9 @@ namespace zt::nn {
 // Fills a parameter's f32 values (shape as registered); draws from the model's generator, so
 // parameters must be materialised in registration order to get the same values.
 using Init = std::function<void(Tensor& values)>;
+// U(-bound, bound) drawn from gen in order: torch's default for Linear and Conv2d (kaiming_uniform_
+// with a = sqrt(5) reduces to bound = 1/sqrt(fan_in), and so does the bias).
+Init uniform_init(std::shared_ptr<Generator> gen, float bound);
 
 // Note [deferred init]: while a DeferredInit is alive, parameters registered with an Init get
 // a shape but no memory; the ZeRO engine materialises them one buffer (stage 3: one unit) at

@@ -25,4 +25,12 @@ struct MaxPoolResult {
 MaxPoolResult max_pool2d(const Tensor& x, int64_t k, int64_t s);
 Tensor max_pool2d_backward(const Tensor& dy, const MaxPoolResult& saved, const Shape& x_shape);
 
+// Number of cached oneDNN convolution primitives (steady state adds none; tests check this).
+size_t conv_cache_size();
+// Whether this CPU has a oneDNN convolution in dt. Where a 16-bit dtype has none, convolutions
+// widen to f32 and round once (the fallback); tests can force that path.
+bool conv_native(DType dt);
+void set_conv_lowp_fallback_for_testing(bool force);
+int64_t conv_fallback_count();  // 16-bit convolutions computed through the fallback so far
+
 }  // namespace zt::ops
