@@ -10,6 +10,7 @@
 #include "zt/autograd/functions.h"
 #include "zt/core/random.h"
 #include "zt/data/mnist.h"
+#include "zt/data/ngram.h"
 #include "zt/data/seq_cls.h"
 #include "zt/data/token_shard.h"
 #include "zt/ops/ops.h"
@@ -148,6 +149,17 @@ class LmTask : public TokenTask {
  public:
   LmTask(const config::Config& c, bool with_train)
       : TokenTask(c, c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size, with_train) {}
+  // The n-gram baselines the validation loss is compared with, computed on the same split.
+  std::string describe() const override {
+    if (train_.empty()) return {};
+    const data::NgramBaseline b = data::ngram_baseline(train_, val_, c_.model.vocab_size);
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "baselines on %s (validation, %lld tokens): unigram %.4f, interpolated bigram %.4f nats/token "
+                  "(lambda %.2f)",
+                  c_.data.dir.c_str(), (long long)b.val_tokens, b.unigram_loss, b.bigram_loss, b.lambda);
+    return line;
+  }
   MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t) const override {
     std::vector<int64_t> idx(order.begin() + begin, order.begin() + end);
     return make(train_, idx);
