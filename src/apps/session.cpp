@@ -170,7 +170,7 @@ std::string mem_summary() {
     if (s.peak_of(t) == 0) continue;
     out += std::string(mem_tag_name(t)) + "=" + format_bytes(s.of(t)) + " ";
   }
-  return out + "peak=" + format_bytes(s.total_peak);
+  return out + "activation-peak=" + format_bytes(s.peak_of(MemTag::activation)) + " peak=" + format_bytes(s.total_peak);
 }
 
 }  // namespace zt::apps

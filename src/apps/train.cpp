@@ -284,8 +284,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
         (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg, lr,
         st.grad_norm, scale.c_str(), sps, fmt_eta(eta).c_str(), mem_summary().c_str());
     MemStats ms = Allocator::global().stats();
-    nlohmann::json mem;
-    for (size_t t = 0; t < kNumMemTags; ++t) mem[mem_tag_name(MemTag(t))] = ms.current[t];
+    nlohmann::json mem, mem_peak;
+    for (size_t t = 0; t < kNumMemTags; ++t) {
+      mem[mem_tag_name(MemTag(t))] = ms.current[t];
+      mem_peak[mem_tag_name(MemTag(t))] = ms.peak[t];  // activation: what checkpointing saves
+    }
     mem["peak"] = ms.total_peak;
     nlohmann::json rec = {{"step", step + 1},
                           {"epoch", double(step + 1) / double(steps_per_epoch)},
@@ -296,6 +299,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                           {"elapsed_s", elapsed},
                           {"comm_bytes", group.stats().total_bytes()},
                           {"memory", mem},
+                          {"memory_peak", mem_peak},
                           {"loss_scale", engine.loss_scale()},
                           {"skipped_steps", skipped}};
     if (engine.options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative

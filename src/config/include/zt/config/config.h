@@ -75,7 +75,7 @@ struct ModelConfig {
 struct ActivationCheckpointingConfig {
   bool enabled = false;
   int64_t number_checkpoints = 0;  // 0 = every block
-  bool profile = false;            // report activation memory per block
+  bool profile = false;            // accepted: the activation peak is always reported (memory_peak)
 };
 
 struct DataConfig {
