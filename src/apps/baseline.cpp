@@ -1,9 +1,7 @@
 // `zerotrain baseline --data DIR`: the held-out loss of count-based models (Note [n-gram
 // baseline]) on a folder of token shards, the numbers a language model must beat.
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -14,39 +12,10 @@
 
 namespace zt::apps {
 
-namespace {
-namespace fs = std::filesystem;
-
-// DIR/<prefix>*.bin in name order (prepare numbers its shards, so this is their order).
-std::vector<std::string> shards(const std::string& dir, const std::string& prefix) {
-  std::error_code ec;
-  ZT_CHECK_AS(ErrorKind::data, fs::is_directory(dir, ec), "[baseline] ", dir, " is not a folder of token shards");
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && e.path().extension() == ".bin") out.push_back(e.path().string());
-  }
-  ZT_CHECK_AS(ErrorKind::data, !ec, "[baseline] cannot list ", dir, ": ", ec.message());
-  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[baseline] no ", prefix, "*.bin token shards in ", dir,
-              " (zerotrain prepare writes them)");
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// The shards' tokens one after another (a bigram across two shards' seam counts like any other).
-std::vector<uint16_t> read_all(const std::vector<std::string>& paths) {
-  std::vector<uint16_t> all;
-  for (const std::string& p : paths) {
-    const std::vector<uint16_t> t = data::read_token_shard(p);
-    all.insert(all.end(), t.begin(), t.end());
-  }
-  return all;
-}
-}  // namespace
-
 int run_baseline(const BaselineOptions& opt) {
-  const std::vector<std::string> train_files = shards(opt.data_dir, "train_"), val_files = shards(opt.data_dir, "val_");
-  const std::vector<uint16_t> train = read_all(train_files), val = read_all(val_files);
+  const std::vector<std::string> train_files = data::list_token_shards(opt.data_dir, "train"),
+                                 val_files = data::list_token_shards(opt.data_dir, "val");
+  const std::vector<uint16_t> train = data::read_token_shards(train_files), val = data::read_token_shards(val_files);
   const data::NgramBaseline r = data::ngram_baseline(train, val, opt.vocab_size);
   std::printf("train: %lld tokens in %zu shard%s; validation: %lld tokens in %zu shard%s\n", (long long)r.train_tokens,
               train_files.size(), train_files.size() == 1 ? "" : "s", (long long)r.val_tokens, val_files.size(),

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
 #include "zt/core/random.h"
+#include "zt/data/lm_batches.h"
 #include "zt/data/mnist.h"
 #include "zt/data/ngram.h"
 #include "zt/data/seq_cls.h"
@@ -25,6 +27,11 @@ Tensor Task::loss(const Tensor& out, const MicroBatch& b) const {
 
 namespace {
 
+int64_t scored(const Tensor& targets) {  // targets >= 0 (the others are ignored)
+  const int32_t* t = targets.data<int32_t>();
+  return std::count_if(t, t + targets.numel(), [](int32_t v) { return v >= 0; });
+}
+
 // Rows whose target is scored (>= 0) and whose argmax equals it.
 int64_t count_correct_scored(const Tensor& logits, const Tensor& targets) {
   const std::vector<float> pred = ops::argmax(logits).to_vector(), want = targets.to_vector();
@@ -34,18 +41,20 @@ int64_t count_correct_scored(const Tensor& logits, const Tensor& targets) {
 }
 
 // Batches 0..n-1 shared over the ranks; every rank runs the same number of forwards (a stage-3
-// model gathers collectively), the ones past n scored with weight 0. Returns the summed
-// (value, count) over all batches.
-std::pair<double, double> score_shared(comm::Group& g, int64_t n,
-                                       const std::function<std::pair<double, double>(int64_t)>& score) {
+// model gathers collectively), the ones past n scored with weight 0. `score` gives a batch's
+// sums (e.g. loss sum, count); returns their totals over all batches and ranks.
+std::vector<double> score_shared(comm::Group& g, int64_t n, size_t sums,
+                                 const std::function<std::vector<double>(int64_t)>& score) {
   const int64_t world = g.size(), rounds = (n + world - 1) / world;
-  double sum = 0, count = 0;
+  std::vector<double> total(sums, 0.0);
   for (int64_t r = 0; r < rounds; ++r) {
     const int64_t k = r * world + g.rank();
-    auto [s, c] = score(std::min(k, n - 1));
-    if (k < n) sum += s, count += c;
+    const std::vector<double> v = score(std::min(k, n - 1));
+    if (k < n)
+      for (size_t i = 0; i < sums; ++i) total[i] += v[i];
   }
-  return {g.all_reduce_scalar(sum, "evaluation, sum"), g.all_reduce_scalar(count, "evaluation, count")};
+  for (size_t i = 0; i < sums; ++i) total[i] = g.all_reduce_scalar(total[i], "evaluation, sum " + std::to_string(i));
+  return total;
 }
 
 // ---- image classification -------------------------------------------------------------------
@@ -53,9 +62,8 @@ std::pair<double, double> score_shared(comm::Group& g, int64_t n,
 class ImageTask : public Task {
  public:
   ImageTask(const config::Config& c, bool with_train) {
-    if (with_train) train_ = data::load_mnist(c.data.dir, "train", 0.1307f, 0.3081f, c.data.train_limit);
-    if (c.run.eval_at_end || !with_train)
-      test_ = data::load_mnist(c.data.dir, "test", 0.1307f, 0.3081f, c.data.test_limit);
+    if (with_train) train_ = load_image_split(c, "train");
+    if (c.run.eval_at_end || c.data.eval_every > 0 || !with_train) test_ = load_image_split(c, "test");
   }
   int64_t train_size() const override { return train_.size(); }
   int64_t eval_batch(int64_t) const override { return 1000; }
@@ -67,10 +75,11 @@ class ImageTask : public Task {
     const int64_t n = test_.size(), nb = (n + batch - 1) / batch;
     std::vector<int64_t> order(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) order[size_t(i)] = i;
-    auto [correct, count] = score_shared(g, nb, [&](int64_t k) {
+    const std::vector<double> t = score_shared(g, nb, 2, [&](int64_t k) {
       data::Batch b = data::gather_batch(test_, order, k * batch, std::min(n, (k + 1) * batch));
-      return std::pair<double, double>(double(ops::count_correct(forward({b.x}), b.y)), double(b.y.numel()));
+      return std::vector<double>{double(ops::count_correct(forward({b.x}), b.y)), double(b.y.numel())};
     });
+    const double correct = t[0], count = t[1];
     const double acc = count > 0 ? correct / count : 0;
     char line[96];
     std::snprintf(line, sizeof line, "test accuracy: %.4f (%lld/%lld)", acc, (long long)std::llround(correct),
@@ -84,44 +93,16 @@ class ImageTask : public Task {
 
 // ---- token shards ---------------------------------------------------------------------------
 
-// Every file dir/prefix_*.bin in name order, concatenated.
-std::vector<uint16_t> read_split(const std::string& dir, const std::string& prefix) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(prefix + "_", 0) == 0 && e.path().extension() == ".bin") files.push_back(e.path().string());
-  }
-  ZT_CHECK_AS(ErrorKind::data, !ec, "[data] cannot list ", dir, ": ", ec.message(),
-              " (make it with: zerotrain prepare --out ", dir, ")");
-  ZT_CHECK_AS(ErrorKind::data, !files.empty(), "[data] ", dir, " has no ", prefix,
-              "_*.bin token shards (make them with: zerotrain prepare --out ", dir, ")");
-  std::sort(files.begin(), files.end());
-  std::vector<uint16_t> all;
-  for (const auto& f : files) {
-    std::vector<uint16_t> t = data::read_token_shard(f);
-    all.insert(all.end(), t.begin(), t.end());
-  }
-  return all;
-}
-
-void check_vocab(const std::vector<uint16_t>& tokens, int64_t vocab, const std::string& what) {
-  const auto it = std::max_element(tokens.begin(), tokens.end());
-  ZT_CHECK_AS(ErrorKind::config, it == tokens.end() || int64_t(*it) < vocab, "[data] ", what, " holds token id ",
-              int64_t(*it), " at position ", it - tokens.begin(), " but model.vocab_size is ", vocab);
-}
-
 // Windows of `span` tokens at stride `span` (sample i starts at i * span).
 class TokenTask : public Task {
  public:
   TokenTask(const config::Config& c, int64_t span, bool with_train) : c_(c), span_(span) {
     if (with_train) {
-      train_ = read_split(c.data.dir, "train");
-      check_vocab(train_, c.model.vocab_size, c.data.dir + "/train_*.bin");
+      train_ = data::read_token_shards(data::list_token_shards(c.data.dir, "train"));
+      data::check_token_range(train_, c.model.vocab_size, c.data.dir + "/train_*.bin");
     }
-    val_ = read_split(c.data.dir, "val");
-    check_vocab(val_, c.model.vocab_size, c.data.dir + "/val_*.bin");
+    val_ = data::read_token_shards(data::list_token_shards(c.data.dir, "val"));
+    data::check_token_range(val_, c.model.vocab_size, c.data.dir + "/val_*.bin");
     n_train_ = windows(train_);
     if (c.data.train_limit > 0) n_train_ = std::min(n_train_, c.data.train_limit);
     ZT_CHECK_AS(ErrorKind::data, (n_train_ > 0 || !with_train) && windows(val_) > 0, "[data] ", c.data.dir,
@@ -131,10 +112,12 @@ class TokenTask : public Task {
   int64_t train_size() const override { return n_train_; }
 
  protected:
-  int64_t windows(const std::vector<uint16_t>& t) const {
-    return std::max<int64_t>(0, (int64_t(t.size()) - 1) / span_);
+  int64_t windows(const std::vector<uint16_t>& t) const { return data::lm_window_count(int64_t(t.size()), span_); }
+  static std::vector<int64_t> batch_indices(int64_t k, int64_t b) {  // windows [k*b, (k+1)*b)
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < b; ++i) idx.push_back(k * b + i);
+    return idx;
   }
-  int64_t seq() const { return c_.data.seq_len > 0 ? c_.data.seq_len : c_.model.block_size; }
   // Validation batches of `batch` windows (the first ones, never overlapping), at most eval_batches.
   int64_t val_batches(int64_t batch) const {
     return std::max<int64_t>(1, std::min(c_.data.eval_batches, windows(val_) / batch));
@@ -166,14 +149,12 @@ class LmTask : public TokenTask {
   }
   EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch) const override {
     const int64_t b = std::min<int64_t>(batch, windows(val_));
-    auto [sum, count] = score_shared(g, val_batches(b), [&](int64_t k) {
-      std::vector<int64_t> idx;
-      for (int64_t i = 0; i < b; ++i) idx.push_back(k * b + i);
-      MicroBatch mb = make(val_, idx);
+    const std::vector<double> t = score_shared(g, val_batches(b), 2, [&](int64_t k) {
+      MicroBatch mb = make(val_, batch_indices(k, b));
       const double n = double(mb.targets.numel());
-      return std::pair<double, double>(loss(forward(mb.inputs), mb).item() * n, n);
+      return std::vector<double>{loss(forward(mb.inputs), mb).item() * n, n};
     });
-    const double l = sum / count;
+    const double l = t[0] / t[1], count = t[1];
     char line[128];
     std::snprintf(line, sizeof line, "validation loss: %.4f nats/token (perplexity %.1f, %lld tokens)", l, std::exp(l),
                   (long long)count);
@@ -182,14 +163,9 @@ class LmTask : public TokenTask {
 
  private:
   MicroBatch make(const std::vector<uint16_t>& t, const std::vector<int64_t>& idx) const {
-    const int64_t T = span_, b = int64_t(idx.size());
-    std::vector<int32_t> x(static_cast<size_t>(b * T)), y(static_cast<size_t>(b * T));
-    for (int64_t r = 0; r < b; ++r)
-      for (int64_t j = 0; j < T; ++j) {
-        x[size_t(r * T + j)] = t[size_t(idx[size_t(r)] * T + j)];
-        y[size_t(r * T + j)] = t[size_t(idx[size_t(r)] * T + j + 1)];
-      }
-    return {{Tensor::from_ints(x, {b, T})}, Tensor::from_ints(y, {b * T}), b};
+    data::LmBatch b = data::lm_batch(t, span_, idx);
+    const int64_t n = b.y.numel();
+    return {{b.x}, b.y.reshape({n}), int64_t(idx.size())};
   }
 };
 
@@ -202,27 +178,33 @@ class MlmTask : public TokenTask {
   MlmTask(const config::Config& c, bool with_train)
       : TokenTask(c, (c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size) - 2, with_train) {
     ZT_CHECK_AS(ErrorKind::config, span_ >= 1, "[data] masked LM needs data.seq_len >= 3");
+    ZT_CHECK_AS(ErrorKind::config, c.model.vocab_size > kMask,
+                "[config] masked LM needs BERT's vocabulary ([MASK] = ", kMask, "); model.vocab_size is ",
+                c.model.vocab_size);
   }
   MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t epoch) const override {
     std::vector<int64_t> idx(order.begin() + begin, order.begin() + end);
-    return make(train_, idx, c_.seed + uint64_t(epoch) * 0x9E3779B97F4A7C15ull);
+    return make(train_, idx, epoch_seed(epoch));
+  }
+  // The number of scored tokens varies by micro-batch: weighting each micro-batch's mean by its
+  // share makes the step's loss the mean over the whole global batch, at any world size.
+  double weight(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t global_begin, int64_t global_end,
+                int64_t epoch) const override {
+    const int64_t global = scored_in(order, global_begin, global_end, epoch);
+    if (global == 0) return 1.0;
+    return double(scored_in(order, begin, end, epoch)) / double(global) * double(global_end - global_begin) /
+           double(end - begin);
   }
   EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch) const override {
     const int64_t b = std::min<int64_t>(batch, windows(val_));
-    double correct_sum = 0;
-    auto [sum, count] = score_shared(g, val_batches(b), [&](int64_t k) {
-      std::vector<int64_t> idx;
-      for (int64_t i = 0; i < b; ++i) idx.push_back(k * b + i);
-      MicroBatch mb = make(val_, idx, ~c_.seed);
+    const std::vector<double> t = score_shared(g, val_batches(b), 3, [&](int64_t k) {
+      MicroBatch mb = make(val_, batch_indices(k, b), ~c_.seed);
       Tensor out = forward(mb.inputs);
       Tensor logits = out.reshape({out.numel() / out.size(2), out.size(2)});
-      int64_t n = 0;
-      for (float t : mb.targets.to_vector()) n += t >= 0 ? 1 : 0;
-      correct_sum += double(count_correct_scored(logits, mb.targets));
-      return std::pair<double, double>(loss(out, mb).item() * double(n), double(n));
+      const double n = double(scored(mb.targets));
+      return std::vector<double>{loss(out, mb).item() * n, n, double(count_correct_scored(logits, mb.targets))};
     });
-    const double correct = g.all_reduce_scalar(correct_sum, "evaluation, masked accuracy");
-    const double l = sum / count;
+    const double l = t[0] / t[1], count = t[1], correct = t[2];
     char line[160];
     std::snprintf(line, sizeof line,
                   "validation masked-LM loss: %.4f nats/token, masked-token accuracy %.4f (%lld tokens)", l,
@@ -231,26 +213,41 @@ class MlmTask : public TokenTask {
   }
 
  private:
-  MicroBatch make(const std::vector<uint16_t>& t, const std::vector<int64_t>& idx, uint64_t seed) const {
-    const int64_t T = span_ + 2, b = int64_t(idx.size()), V = c_.model.vocab_size;
-    std::vector<int32_t> x(size_t(b * T)), y(size_t(b * T), -100), mask(size_t(b * T), 1);
-    for (int64_t r = 0; r < b; ++r) {
-      Generator gen(seed ^ (uint64_t(idx[size_t(r)]) * 0xD1B54A32D192ED03ull));
-      int32_t* row = &x[size_t(r * T)];
-      row[0] = kCls;
-      row[T - 1] = kSep;
-      for (int64_t j = 0; j < span_; ++j) {
-        const int32_t tok = t[size_t(idx[size_t(r)] * span_ + j)];
-        row[j + 1] = tok;
-        if (gen.uniform01() >= c_.data.mask_prob) continue;
-        y[size_t(r * T + j + 1)] = tok;
-        const double u = gen.uniform01();
-        if (u < 0.8)
-          row[j + 1] = kMask;
-        else if (u < 0.9)
-          row[j + 1] = int32_t(gen.below(uint64_t(V)));
-      }
+  // Row `index` as [CLS] text [SEP] with its masking; y gets the scored targets (-100 elsewhere).
+  // Returns how many positions are scored.
+  int64_t mask_row(const std::vector<uint16_t>& t, int64_t index, uint64_t seed, int32_t* row, int32_t* y) const {
+    const int64_t T = span_ + 2;
+    Generator gen(seed ^ (uint64_t(index) * 0xD1B54A32D192ED03ull));
+    row[0] = kCls;
+    row[T - 1] = kSep;
+    std::fill(y, y + T, -100);
+    int64_t n = 0;
+    for (int64_t j = 0; j < span_; ++j) {
+      const int32_t tok = t[size_t(index * span_ + j)];
+      row[j + 1] = tok;
+      if (gen.uniform01() >= c_.data.mask_prob) continue;
+      y[j + 1] = tok;
+      ++n;
+      const double u = gen.uniform01();
+      if (u < 0.8)
+        row[j + 1] = kMask;
+      else if (u < 0.9)
+        row[j + 1] = int32_t(gen.below(uint64_t(c_.model.vocab_size)));
     }
+    return n;
+  }
+  uint64_t epoch_seed(int64_t epoch) const { return c_.seed + uint64_t(epoch) * 0x9E3779B97F4A7C15ull; }
+  int64_t scored_in(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t epoch) const {
+    std::vector<int32_t> row(size_t(span_ + 2)), y(size_t(span_ + 2));
+    int64_t n = 0;
+    for (int64_t i = begin; i < end; ++i)
+      n += mask_row(train_, order[size_t(i)], epoch_seed(epoch), row.data(), y.data());
+    return n;
+  }
+  MicroBatch make(const std::vector<uint16_t>& t, const std::vector<int64_t>& idx, uint64_t seed) const {
+    const int64_t T = span_ + 2, b = int64_t(idx.size());
+    std::vector<int32_t> x(size_t(b * T)), y(size_t(b * T)), mask(size_t(b * T), 1);
+    for (int64_t r = 0; r < b; ++r) mask_row(t, idx[size_t(r)], seed, &x[size_t(r * T)], &y[size_t(r * T)]);
     return {{Tensor::from_ints(x, {b, T}), Tensor::from_ints(mask, {b, T})}, Tensor::from_ints(y, {b * T}), b};
   }
 };
@@ -281,13 +278,13 @@ class ClassifyTask : public Task {
   }
   EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch) const override {
     const int64_t n = test_.size(), nb = (n + batch - 1) / batch;
-    auto [correct, count] = score_shared(g, nb, [&](int64_t k) {
+    const std::vector<double> t = score_shared(g, nb, 2, [&](int64_t k) {
       std::vector<int64_t> idx;
       for (int64_t i = k * batch; i < std::min(n, (k + 1) * batch); ++i) idx.push_back(i);
       data::SeqClsBatch b = data::gather_seq_cls(test_, idx);
-      return std::pair<double, double>(double(ops::count_correct(forward({b.ids, b.mask}), b.labels)),
-                                       double(idx.size()));
+      return std::vector<double>{double(ops::count_correct(forward({b.ids, b.mask}), b.labels)), double(idx.size())};
     });
+    const double correct = t[0], count = t[1];
     const double acc = count > 0 ? correct / count : 0, major = majority_accuracy();
     char line[160];
     std::snprintf(line, sizeof line, "test accuracy: %.4f (%lld/%lld); majority class: %.4f", acc,
@@ -306,6 +303,20 @@ class ClassifyTask : public Task {
   data::SeqClsSet train_, test_;
 };
 
+// prepare's manifest names the tokenizer: shards of the other one would train without error.
+void check_tokenizer(const std::string& dir, const std::string& want, const std::string& model) {
+  std::ifstream in(dir + "/manifest.json");
+  if (!in) return;  // shards written by other tools carry no manifest
+  const nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!m.is_object() || !m.contains("tokenizer") || !m["tokenizer"].is_object()) return;
+  const nlohmann::json& name = m["tokenizer"].value("name", nlohmann::json());
+  if (!name.is_string()) return;
+  const std::string got = name.get<std::string>();
+  ZT_CHECK_AS(ErrorKind::config, got == want, "[config] ", dir, " was tokenized with ", got, " (", dir,
+              "/manifest.json); model.type ", model, " needs ", want, " tokens (zerotrain prepare --tokenizer ", want,
+              ")");
+}
+
 }  // namespace
 
 std::unique_ptr<Task> make_task(const config::Config& c, bool with_train) {
@@ -316,6 +327,10 @@ std::unique_ptr<Task> make_task(const config::Config& c, bool with_train) {
     return std::make_unique<ImageTask>(c, with_train);
   }
   if (d == "tokens") {
+    const int64_t T = c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size;
+    ZT_CHECK_AS(ErrorKind::config, T <= c.model.block_size, "[config] data.seq_len ", T, " exceeds model.block_size ",
+                c.model.block_size, " (the model has positions for block_size tokens)");
+    check_tokenizer(c.data.dir, c.model.type == "gpt" ? "gpt2" : "bert", c.model.type);
     if (c.model.type == "gpt") return std::make_unique<LmTask>(c, with_train);
     ZT_CHECK_AS(ErrorKind::config, c.model.type == "bert" && c.model.head == "mlm",
                 "[config] data.dataset 'tokens' trains model.type gpt or bert with model.head mlm, not '", c.model.type,

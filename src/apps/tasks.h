@@ -35,6 +35,14 @@ class Task {
   virtual int64_t train_size() const = 0;  // training samples in an epoch
   // Samples order[begin, end) of the training set (epoch `epoch`) as one micro-batch.
   virtual MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t epoch) const = 0;
+  // What the micro-batch order[begin, end) of the global batch order[global_begin, global_end)
+  // multiplies its mean loss by, so that the step's loss is the global batch's mean whatever
+  // the split (1 when every sample scores the same number of targets).
+  virtual double weight(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t global_begin,
+                        int64_t global_end, int64_t epoch) const {
+    (void)order, (void)begin, (void)end, (void)global_begin, (void)global_end, (void)epoch;
+    return 1.0;
+  }
   // Mean cross-entropy of the model's output over the scored targets.
   virtual Tensor loss(const Tensor& out, const MicroBatch& b) const;
   // Runs on every rank (stage 3 gathers collectively): each rank scores a share, then all agree.

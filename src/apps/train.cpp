@@ -96,6 +96,16 @@ void check_finite(const std::vector<std::pair<std::string, Tensor>>& weights, in
   }
 }
 
+uint64_t dropout_stream_seed(uint64_t seed, int64_t step, int64_t micro) {
+  auto mix = [](uint64_t x) {  // splitmix64's finaliser
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  return mix(seed ^ mix(uint64_t(step) ^ mix(uint64_t(micro))));
+}
+
 // run.epochs in steps, rounded, at least 1; a count past int64 is a config error (llround's
 // result would be unspecified and the run would take one step).
 int64_t steps_for_epochs(double epochs, int64_t steps_per_epoch) {
@@ -222,9 +232,14 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       // Global batch layout: micro-batch m of every rank, rank-major inside each micro-batch.
       const int64_t begin = in_epoch * bs.train_batch_size + (m * world + rank) * bs.micro;
       MicroBatch b = task->gather(order, begin, begin + bs.micro, epoch);
-      // Dropout masks: a stream per (seed, rank, step, micro-batch), replayed by activation checkpointing.
-      nn::set_dropout_stream(cfg.seed ^ (uint64_t(rank) << 48) ^ (uint64_t(step) << 8) ^ uint64_t(m));
+      // Dropout masks: a stream per (seed, step, micro-batch of the global batch), replayed by
+      // activation checkpointing.
+      nn::set_dropout_stream(dropout_stream_seed(cfg.seed, step, m * world + rank));
       Tensor loss = task->loss(engine.forward(b.inputs), b);
+      const int64_t global_begin = in_epoch * bs.train_batch_size;
+      const double w =
+          task->weight(order, begin, begin + bs.micro, global_begin, global_begin + bs.train_batch_size, epoch);
+      if (w != 1.0) loss = ag::scale(loss, float(w));
       step_loss += loss.item() / double(bs.accumulation);
       engine.backward(loss);
     }

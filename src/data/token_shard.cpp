@@ -1,9 +1,11 @@
 // Token shards in llm.c's .bin format (token_shard.h): little-endian int32 header, uint16 tokens.
 #include "zt/data/token_shard.h"
 
+#include <algorithm>
 #include <bit>
 #include <climits>
 #include <cstring>
+#include <filesystem>
 
 #include "input_file.h"
 #include "zt/core/atomic_file.h"
@@ -72,6 +74,32 @@ void write_token_shard(const std::string& path, const std::vector<uint16_t>& tok
   out.write(tokens.data(), tokens.size() * sizeof(uint16_t));
   out.commit();
   sync_dir(folder_of(path), ErrorKind::data, "[data]");
+}
+
+std::vector<std::string> list_token_shards(const std::string& dir, const std::string& prefix) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  ZT_CHECK_AS(ErrorKind::data, fs::is_directory(dir, ec), "[data] ", dir,
+              " is not a folder of token shards (zerotrain prepare --out ", dir, " writes them)");
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix + "_", 0) == 0 && e.path().extension() == ".bin") out.push_back(e.path().string());
+  }
+  ZT_CHECK_AS(ErrorKind::data, !ec, "[data] cannot list ", dir, ": ", ec.message());
+  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[data] no ", prefix, "_*.bin token shards in ", dir,
+              " (zerotrain prepare --out ", dir, " writes them)");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<uint16_t> read_token_shards(const std::vector<std::string>& paths) {
+  std::vector<uint16_t> all;
+  for (const std::string& p : paths) {
+    const std::vector<uint16_t> t = read_token_shard(p);
+    all.insert(all.end(), t.begin(), t.end());
+  }
+  return all;
 }
 
 }  // namespace zt::data

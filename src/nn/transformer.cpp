@@ -20,6 +20,7 @@ Init constant_init(float value) {
 
 namespace {
 thread_local uint64_t t_dropout_base = 0, t_dropout_pos = 0;
+thread_local bool t_recomputing = false;
 
 uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
   x += 0x9E3779B97F4A7C15ull;
@@ -101,7 +102,15 @@ Tensor checkpointed(Module& child, const std::vector<Tensor>& inputs) {
     Tensor y;
     {
       autograd::EnableGradGuard record_again;
-      y = child(fresh);
+      const bool outer = t_recomputing;
+      t_recomputing = true;
+      try {
+        y = child(fresh);
+      } catch (...) {
+        t_recomputing = outer;
+        throw;
+      }
+      t_recomputing = outer;
     }
     autograd::backward(y, g);
     set_dropout_stream_position(resume);
@@ -111,6 +120,8 @@ Tensor checkpointed(Module& child, const std::vector<Tensor>& inputs) {
     return grads;
   });
 }
+
+bool recomputing() { return t_recomputing; }
 
 void TransformerConfig::validate(const char* model) const {
   auto positive = [&](int64_t v, const char* key) {

@@ -1,7 +1,7 @@
-#include <algorithm>
 // The step order of DESIGN.md ("One training step"); the state lives in the collaborators.
 #include "zt/zero/engine.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "grad_reducer.h"
@@ -10,6 +10,7 @@
 #include "param_store.h"
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
+#include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
 #include "zt/optim/clip.h"
 
@@ -86,21 +87,24 @@ SparseCommBytes Engine::sparse_comm_bytes() const { return reducer_->sparse_byte
 // it; when backward reaches the unit it is gathered again; the reducer releases it once its
 // gradient is reduce-scattered. A module with a tied weight gathers the unit owning it the same way.
 void Engine::install_unit_hooks() {
-  auto hook = [this](nn::Module* m, std::vector<size_t> bufs) {
-    const std::string what = bufs.size() == 1 && units_[bufs[0]] == m ? "unit " + std::to_string(bufs[0])
-                                                                      : std::string("tied weight of ") + m->type_name();
-    m->set_pre_hook([this, bufs, what](nn::Module&) {
+  // own: the unit's buffer (-1 for a module that only borrows); bufs: own first, then borrowed.
+  auto hook = [this](nn::Module* m, int64_t own, std::vector<size_t> bufs) {
+    const std::string what = own >= 0 ? "unit " + std::to_string(own) : std::string("tied weight of ") + m->type_name();
+    m->set_pre_hook([this, own, bufs, what](nn::Module&) {
       for (size_t b : bufs) store_->gather(b, true, label("all-gather of " + what));
-      store_->prefetch(bufs.back(), +1, label("prefetch"));
+      // An activation-checkpoint recompute runs inside backward: the units after it are done.
+      if (own >= 0 && !nn::recomputing()) store_->prefetch(size_t(own), +1, label("prefetch"));
     });
-    m->set_post_hook([this, bufs, what](nn::Module&, const Tensor& out) {
+    m->set_post_hook([this, own, bufs, what](nn::Module&, const Tensor& out) {
       Tensor y = out;
       if (autograd::grad_enabled() && autograd::requires_grad(out))
-        y = autograd::on_backward(out, [this, bufs, what] {
+        y = autograd::on_backward(out, [this, own, bufs, what] {
           for (size_t b : bufs) store_->gather(b, true, label("backward all-gather of " + what));
-          store_->prefetch(bufs.front(), -1, label("prefetch"));
+          if (own >= 0) store_->prefetch(size_t(own), -1, label("prefetch"));
         });
-      for (size_t b : bufs) store_->release(b);
+      // A recompute's backward follows at once: keep the unit (the reducer releases it).
+      if (!nn::recomputing())
+        for (size_t b : bufs) store_->release(b);
       return y;
     });
   };
@@ -108,10 +112,10 @@ void Engine::install_unit_hooks() {
     std::vector<size_t> bufs{ui};
     for (auto& br : borrowers_)
       if (br.module == units_[ui]) bufs.insert(bufs.end(), br.buffers.begin(), br.buffers.end());
-    hook(units_[ui], bufs);
+    hook(units_[ui], int64_t(ui), bufs);
   }
   for (auto& br : borrowers_)
-    if (std::find(units_.begin(), units_.end(), br.module) == units_.end()) hook(br.module, br.buffers);
+    if (std::find(units_.begin(), units_.end(), br.module) == units_.end()) hook(br.module, -1, br.buffers);
 }
 
 Tensor Engine::forward(const Tensor& x) {

@@ -19,4 +19,10 @@ std::vector<uint16_t> parse_token_shard(const void* data, size_t size, const std
 // Written under a temporary name, fsynced, then renamed (an existing file is replaced only whole).
 void write_token_shard(const std::string& path, const std::vector<uint16_t>& tokens);
 
+// The shards dir/<prefix>_*.bin in name order (prepare numbers them, so this is their order);
+// none, or a folder that cannot be listed, is ErrorKind::data naming the folder.
+std::vector<std::string> list_token_shards(const std::string& dir, const std::string& prefix);
+// Their tokens one after another.
+std::vector<uint16_t> read_token_shards(const std::vector<std::string>& paths);
+
 }  // namespace zt::data

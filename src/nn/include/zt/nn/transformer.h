@@ -80,6 +80,9 @@ Tensor position_ids(int64_t T);  // [T] i32: 0, 1, ..., T-1
 // only the inputs; backward recomputes the child's forward (same dropout masks) and
 // backpropagates through it. Gradients are identical to running the child directly.
 Tensor checkpointed(Module& child, const std::vector<Tensor>& inputs);
+// True while checkpointed() recomputes a child inside backward (ZeRO-3 then neither prefetches
+// the following units nor releases the recomputed one).
+bool recomputing();
 
 struct TransformerConfig {
   int64_t vocab_size = 50257;
