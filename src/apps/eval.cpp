@@ -1,5 +1,5 @@
-// `zerotrain eval`: test accuracy of saved weights (a single process needs no engine), in the
-// configuration's working precision, so it reproduces what training printed.
+// `zerotrain eval`: the task's evaluation of saved weights (test accuracy, or validation loss for a
+// language model) in one process and the working precision, so it reproduces what training printed.
 #include <cstdio>
 
 #include "commands.h"

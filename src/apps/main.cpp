@@ -141,7 +141,8 @@ void build_app(CLI::App& app, Args& a) {
   CLI::App* train = app.add_subcommand("train", "Train; under mpirun -np N, on N ranks");
   add_config_options(*train, a);
 
-  CLI::App* eval = app.add_subcommand("eval", "Test accuracy of saved weights");
+  CLI::App* eval =
+      app.add_subcommand("eval", "Evaluate saved weights: test accuracy, or validation loss of a language model");
   add_config_options(*eval, a);
   eval->add_option("--weights", a.weights, "safetensors weights (default: <run.dir>/model.safetensors)")
       ->type_name("FILE");

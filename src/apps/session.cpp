@@ -64,29 +64,21 @@ std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) 
   }
 }
 
-std::string init_from_weights(nn::Module& model, const std::string& path) {
+std::string load_weights(nn::Module& model, const std::string& path, bool allow_missing) {
   ckpt::LoadedTensors w = ckpt::load_safetensors(path);
   int64_t loaded = 0;
   std::string fresh;
   for (auto& [name, p] : model.named_parameters()) {
-    if (!w.find(name)) {
+    if (allow_missing && !w.find(name)) {
       fresh += (fresh.empty() ? "" : ", ") + name;
       continue;
     }
     Tensor dst = p;
-    dst.copy_(w.weight(name, p.shape()));  // that shape and a floating dtype, or a clear error
+    dst.copy_(w.weight(name, p.shape()));  // present, that shape and a floating dtype, or a clear error
     ++loaded;
   }
   ZT_CHECK_AS(ErrorKind::checkpoint, loaded > 0, "[model] ", path, " holds none of the model's parameter names");
   return std::to_string(loaded) + " tensors from " + path + (fresh.empty() ? "" : "; initialised fresh: " + fresh);
-}
-
-void load_weights(nn::Module& model, const std::string& path) {
-  ckpt::LoadedTensors w = ckpt::load_safetensors(path);
-  for (auto& [name, p] : model.named_parameters()) {
-    Tensor dst = p;
-    dst.copy_(w.weight(name, p.shape()));  // present, that shape, a floating dtype
-  }
 }
 
 data::Dataset load_image_split(const config::Config& c, const std::string& split) {

@@ -1,6 +1,6 @@
 #pragma once
-// What train, eval and estimate share: building the model, the engine options and the
-// evaluation loop from a validated Config.
+// What the commands share: building the model, loading weights and image data, and the engine
+// options from a validated Config.
 #include <memory>
 #include <string>
 
@@ -17,23 +17,16 @@ namespace zt::apps {
 // (stage 3: one unit at a time), and `estimate` needs no memory for them at all.
 std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred = false);
 nn::TransformerConfig transformer_config(const config::Config& c);
-// model.init_from: copies every parameter the file names (fine-tuning from pretrained weights);
-// returns what it did ("12 tensors from F; initialised fresh: classifier.weight, ...").
-std::string init_from_weights(nn::Module& model, const std::string& path);
 // The train or test split of data.dataset from data.dir (data.*_limit, padded to data.pad_to),
 // normalised with the dataset's statistics; its features must be what the model takes.
 data::Dataset load_image_split(const config::Config& c, const std::string& split);
 optim::OptimizerSpec optimizer_spec(const config::Config& c);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
-// Copies every parameter's values from a safetensors file (each present, that shape, floating).
-void load_weights(nn::Module& model, const std::string& safetensors_path);
-
-// Accuracy of `forward` over a dataset, in batches; forward runs without autograd.
-template <typename Forward>
-double evaluate(const data::Dataset& ds, int64_t batch, Forward&& forward);
+// Copies parameters' values from a safetensors file by name (each of that shape, floating).
+// Every parameter must be present, unless allow_missing (model.init_from: fine-tuning from
+// pretrained weights). Returns what it did ("12 tensors from F; initialised fresh: ...").
+std::string load_weights(nn::Module& model, const std::string& safetensors_path, bool allow_missing = false);
 
 std::string mem_summary();  // "param=1.0MiB grad=... peak=..."
 
 }  // namespace zt::apps
-
-#include "session_inl.h"

@@ -15,6 +15,7 @@
 #include "run_dir.h"
 #include "session.h"
 #include "tasks.h"
+#include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
 #include "zt/ckpt/checkpoint.h"
 #include "zt/comm/group.h"
@@ -147,7 +148,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   // Fine-tuning starts from saved weights: the model is built whole, then overwritten by name.
   auto model = build_model(cfg, /*deferred=*/cfg.model.init_from.empty());
   if (!cfg.model.init_from.empty()) {
-    const std::string what = init_from_weights(*model, cfg.model.init_from);
+    const std::string what = load_weights(*model, cfg.model.init_from, /*allow_missing=*/true);
     if (lead) std::fprintf(stderr, "zerotrain: model.init_from: %s\n", what.c_str());
   }
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));

@@ -72,6 +72,12 @@ NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
 EnableGradGuard::EnableGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = true; }
 EnableGradGuard::~EnableGradGuard() { t_grad_enabled = prev_; }
 
+Tensor detached(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->autograd.reset();
+  return Tensor(std::move(impl));
+}
+
 Tensor record(Tensor out, std::vector<Tensor> inputs, const char* name, BackwardFn fn) {
   if (!t_grad_enabled) return out;
   bool any = false;
@@ -155,9 +161,7 @@ void backward(const Tensor& root, Tensor grad_root) {
 }
 
 Tensor on_backward(const Tensor& x, std::function<void()> fn) {
-  Tensor out(std::make_shared<TensorImpl>(*x.impl()));  // same storage, fresh autograd slot
-  out.impl()->autograd.reset();
-  return record(out, {x}, "on_backward", [fn = std::move(fn)](const Tensor& g) {
+  return record(detached(x), {x}, "on_backward", [fn = std::move(fn)](const Tensor& g) {
     fn();
     return std::vector<Tensor>{g};
   });

@@ -10,19 +10,12 @@
 
 namespace zt::ag {
 
+using autograd::detached;
 using autograd::record;
 using autograd::requires_grad;
 using Grads = std::vector<Tensor>;
 
 namespace {
-// A second handle on t's storage with its own (empty) autograd slot: saving an op's own output
-// this way avoids a reference cycle output -> node -> output.
-Tensor detached(const Tensor& t) {
-  auto impl = std::make_shared<TensorImpl>(*t.impl());
-  impl->autograd.reset();
-  return Tensor(std::move(impl));
-}
-
 Grads two(ops::BinaryGrads g) { return Grads{std::move(g.da), std::move(g.db)}; }
 }  // namespace
 

@@ -9,20 +9,10 @@
 
 namespace zt::ag {
 
-namespace {
-// A second handle on t's storage with an empty autograd slot (as in functions.cpp): the node
-// keeps its own output this way without a reference cycle output -> node -> output.
-Tensor detached(const Tensor& t) {
-  auto impl = std::make_shared<TensorImpl>(*t.impl());
-  impl->autograd.reset();
-  return Tensor(std::move(impl));
-}
-}  // namespace
-
 Tensor attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask) {
   auto saved = std::make_shared<ops::AttentionResult>(ops::attention(qkv, n_head, causal, key_mask));
   Tensor out = saved->out;
-  saved->out = detached(out);
+  saved->out = autograd::detached(out);
   const Tensor mask = key_mask ? *key_mask : Tensor();
   return autograd::record(out, {qkv}, "attention", [saved, qkv, n_head, causal, mask](const Tensor& g) {
     return std::vector<Tensor>{

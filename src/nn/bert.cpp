@@ -30,7 +30,7 @@ class AddNorm : public Module {
  public:
   AddNorm(int64_t in, const TransformerConfig& c, const std::shared_ptr<Generator>& gen) {
     dense_ = dense(in, c.n_embd, gen);
-    norm_ = std::make_shared<LayerNorm>(c.n_embd, c.ln_eps);
+    norm_ = std::make_shared<LayerNorm>(c.n_embd, 1e-12f);  // BERT's eps everywhere
     drop_ = std::make_shared<Dropout>(c.dropout);
     register_module("dense", dense_);
     register_module("LayerNorm", norm_);

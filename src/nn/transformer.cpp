@@ -94,8 +94,7 @@ Tensor checkpointed(Module& child, const std::vector<Tensor>& inputs) {
         fresh.push_back(in);
         continue;
       }
-      Tensor leaf(std::make_shared<TensorImpl>(*in.impl()));
-      leaf.impl()->autograd.reset();
+      Tensor leaf = autograd::detached(in);
       autograd::set_requires_grad(leaf, true);
       fresh.push_back(leaf);
     }

@@ -88,6 +88,10 @@ class EnableGradGuard {
   bool prev_;
 };
 
+// A second handle on t's storage with its own (empty) autograd slot: saving an op's own output
+// this way avoids a reference cycle output -> node -> output.
+Tensor detached(const Tensor& t);
+
 // Attaches a node to `out` when grad mode is on and some input requires grad; returns `out`.
 Tensor record(Tensor out, std::vector<Tensor> inputs, const char* name, BackwardFn fn);
 

@@ -89,7 +89,7 @@ struct DataConfig {
   int64_t pad_to = 0;         // images: 0 = as stored; else padded (centred) to pad_to x pad_to
   int64_t seq_len = 0;        // tokens per sample (0 = model.block_size)
   int64_t eval_every = 0;     // validation loss every this many steps (0 = at the end only)
-  int64_t eval_batches = 20;  // validation batches of train_batch_size sequences
+  int64_t eval_batches = 20;  // validation batches (of the micro-batch size) for token data
   double mask_prob = 0.15;    // bert masked LM: share of tokens masked (80% [MASK], 10% random, 10% kept)
 };
 
