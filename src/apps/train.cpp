@@ -327,7 +327,14 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
 
   std::optional<EvalResult> final_eval;
-  if (cfg.run.eval_at_end) final_eval = run_eval_pass();
+  if (cfg.run.eval_at_end) {
+    final_eval = run_eval_pass();
+    if (cfg.data.eval_every > 0) {  // the last point of the validation curve
+      nlohmann::json rec = final_eval->metrics;
+      rec["step"] = total_steps;
+      on_lead([&] { run_dir->append_metrics(rec); });
+    }
+  }
   // Consolidated weights, in fp32 whatever the working precision: every rank takes part in the
   // gathers (one unit at a time at stage 3); only rank 0 keeps a copy and writes.
   std::vector<std::pair<std::string, Tensor>> weights;
