@@ -145,7 +145,7 @@ void parse_model(const Section& s, ModelConfig& m) {
   s.read_int("type_vocab_size", m.type_vocab_size, 1, 1 << 10);
   s.read_number("dropout", m.dropout, 0, false, 1, true);
   s.read_choice("head", m.head, {"mlm", "classify"});
-  s.read_string("init_from", m.init_from);
+  s.read_string("init_from", m.init_from, /*allow_empty=*/true);  // "" = none
   ZT_CHECK_AS(ErrorKind::config, m.n_embd % m.n_head == 0, "[config] ", s.source(), ": model.n_embd ", m.n_embd,
               " is not a multiple of model.n_head ", m.n_head,
               " (nearest valid n_embd: ", std::max<int64_t>(m.n_head, (m.n_embd + m.n_head / 2) / m.n_head * m.n_head),
