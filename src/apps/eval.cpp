@@ -32,7 +32,7 @@ int run_eval(const config::Config& cfg, const std::string& weights_path) {
         for (const Tensor& x : in) cast.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
         return (*model)(cast);
       },
-      *group, task->eval_batch(config::resolve_batch(cfg, 1).micro));
+      *group, task->eval_batch(config::resolve_batch(cfg, 1).micro), /*whole=*/true);
   std::printf("%s\n", ev.line.c_str());
   return 0;
 }

@@ -71,7 +71,7 @@ class ImageTask : public Task {
     data::Batch b = data::gather_batch(train_, order, begin, end);
     return {{b.x}, b.y, end - begin};
   }
-  EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch) const override {
+  EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch, bool /*whole: always*/) const override {
     const int64_t n = test_.size(), nb = (n + batch - 1) / batch;
     std::vector<int64_t> order(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) order[size_t(i)] = i;
@@ -113,14 +113,22 @@ class TokenTask : public Task {
 
  protected:
   int64_t windows(const std::vector<uint16_t>& t) const { return data::lm_window_count(int64_t(t.size()), span_); }
-  static std::vector<int64_t> batch_indices(int64_t k, int64_t b) {  // windows [k*b, (k+1)*b)
-    std::vector<int64_t> idx;
-    for (int64_t i = 0; i < b; ++i) idx.push_back(k * b + i);
-    return idx;
+  // Validation batches of b windows: the whole split (the last batch shorter), or eval_batches
+  // batches of windows spread evenly over it (a periodic estimate that sees every document).
+  int64_t val_batches(int64_t b, bool whole) const {
+    const int64_t total = windows(val_);
+    return whole ? (total + b - 1) / b : std::max<int64_t>(1, std::min(c_.data.eval_batches, total / b));
   }
-  // Validation batches of `batch` windows (the first ones, never overlapping), at most eval_batches.
-  int64_t val_batches(int64_t batch) const {
-    return std::max<int64_t>(1, std::min(c_.data.eval_batches, windows(val_) / batch));
+  std::vector<int64_t> val_indices(int64_t k, int64_t b, bool whole) const {
+    const int64_t total = windows(val_);
+    std::vector<int64_t> idx;
+    if (whole) {
+      for (int64_t i = k * b; i < std::min(total, (k + 1) * b); ++i) idx.push_back(i);
+      return idx;
+    }
+    const int64_t stride = std::max<int64_t>(1, total / (val_batches(b, false) * b));
+    for (int64_t i = 0; i < b; ++i) idx.push_back((k * b + i) * stride);
+    return idx;
   }
   const config::Config& c_;
   int64_t span_, n_train_ = 0;
@@ -147,10 +155,10 @@ class LmTask : public TokenTask {
     std::vector<int64_t> idx(order.begin() + begin, order.begin() + end);
     return make(train_, idx);
   }
-  EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch) const override {
+  EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch, bool whole) const override {
     const int64_t b = std::min<int64_t>(batch, windows(val_));
-    const std::vector<double> t = score_shared(g, val_batches(b), 2, [&](int64_t k) {
-      MicroBatch mb = make(val_, batch_indices(k, b));
+    const std::vector<double> t = score_shared(g, val_batches(b, whole), 2, [&](int64_t k) {
+      MicroBatch mb = make(val_, val_indices(k, b, whole));
       const double n = double(mb.targets.numel());
       return std::vector<double>{loss(forward(mb.inputs), mb).item() * n, n};
     });
@@ -195,10 +203,10 @@ class MlmTask : public TokenTask {
     return double(scored_in(order, begin, end, epoch)) / double(global) * double(global_end - global_begin) /
            double(end - begin);
   }
-  EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch) const override {
+  EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch, bool whole) const override {
     const int64_t b = std::min<int64_t>(batch, windows(val_));
-    const std::vector<double> t = score_shared(g, val_batches(b), 3, [&](int64_t k) {
-      MicroBatch mb = make(val_, batch_indices(k, b), ~c_.seed);
+    const std::vector<double> t = score_shared(g, val_batches(b, whole), 3, [&](int64_t k) {
+      MicroBatch mb = make(val_, val_indices(k, b, whole), ~c_.seed);
       Tensor out = forward(mb.inputs);
       Tensor logits = out.reshape({out.numel() / out.size(2), out.size(2)});
       const double n = double(scored(mb.targets));
@@ -276,7 +284,7 @@ class ClassifyTask : public Task {
     data::SeqClsBatch b = data::gather_seq_cls(train_, {order.begin() + begin, order.begin() + end});
     return {{b.ids, b.mask}, b.labels, end - begin};
   }
-  EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch) const override {
+  EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch, bool /*whole: always*/) const override {
     const int64_t n = test_.size(), nb = (n + batch - 1) / batch;
     const std::vector<double> t = score_shared(g, nb, 2, [&](int64_t k) {
       std::vector<int64_t> idx;

@@ -46,7 +46,9 @@ class Task {
   // Mean cross-entropy of the model's output over the scored targets.
   virtual Tensor loss(const Tensor& out, const MicroBatch& b) const;
   // Runs on every rank (stage 3 gathers collectively): each rank scores a share, then all agree.
-  virtual EvalResult evaluate(const Forward& forward, comm::Group& group, int64_t batch) const = 0;
+  // whole: all of the held-out split (the final evaluation); else data.eval_batches batches of it
+  // for token data (the periodic estimate).
+  virtual EvalResult evaluate(const Forward& forward, comm::Group& group, int64_t batch, bool whole) const = 0;
   // Sequences (or images) per evaluation forward, given the training micro-batch.
   virtual int64_t eval_batch(int64_t micro) const { return micro; }
   // Printed once before training (baselines of the held-out data); empty when none.

@@ -200,11 +200,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   }
 
   // Every rank takes part (a stage-3 model gathers collectively); dropout is off meanwhile.
-  auto run_eval_pass = [&] {
+  auto run_eval_pass = [&](bool whole) {
     autograd::NoGradGuard no_grad;
     model->train(false);
     EvalResult ev = task->evaluate([&](const std::vector<Tensor>& in) { return engine.forward(in); }, group,
-                                   task->eval_batch(bs.micro));
+                                   task->eval_batch(bs.micro), whole);
     model->train(true);
     return ev;
   };
@@ -273,7 +273,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) save(step + 1);
     const int64_t eval_every = cfg.data.eval_every;
     if (eval_every > 0 && (step + 1) % eval_every == 0 && step + 1 != total_steps) {
-      EvalResult ev = run_eval_pass();
+      EvalResult ev = run_eval_pass(/*whole=*/false);
       if (lead) std::fprintf(stderr, "step %lld: %s\n", (long long)(step + 1), ev.line.c_str());
       ev.metrics["step"] = step + 1;
       on_lead([&] { run_dir->append_metrics(ev.metrics); });
@@ -328,7 +328,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
 
   std::optional<EvalResult> final_eval;
   if (cfg.run.eval_at_end) {
-    final_eval = run_eval_pass();
+    final_eval = run_eval_pass(/*whole=*/true);
     if (cfg.data.eval_every > 0) {  // the last point of the validation curve
       nlohmann::json rec = final_eval->metrics;
       rec["step"] = total_steps;
