@@ -1,0 +1,79 @@
+// The language-model jobs through the binary, small: prepare token shards from Moby-Dick, train a
+// one-layer GPT at ZeRO stage 3 on 2 ranks (activation checkpointing and sparse gradients on)
+// with periodic validation, then eval, plot and generate; and BERT masked-LM pretraining
+// followed by fine-tuning on State of the Union passages from its weights.
+#include <gtest/gtest.h>
+
+#include "e2e_util.h"
+
+namespace {
+
+using namespace zt::e2e;
+
+const std::string kBin = ZT_BIN;
+const std::string kMpi = std::string(ZT_MPIRUN) + " -np ";
+
+bool have(const std::string& rel) { return fs::exists(fs::path(ZT_SOURCE_DIR) / rel); }
+
+TEST(ModelsE2e, SmallGptTrainsAtStage3WithValidationThenEvalPlotAndGenerate) {
+  if (!have("data/gpt2/encoder.json") || !have("data/moby-dick/data.txt"))
+    GTEST_SKIP() << "no GPT-2 tokenizer or Moby-Dick in data/ (scripts/setup.sh fetches them)";
+  const std::string dir = tmpdir("models_gpt");
+  Result p = run(kBin + " prepare --tokenizer gpt2 --sources moby-dick --out " + dir + "/tok", 300);
+  ASSERT_EQ(p.code, 0) << p.out;
+  const std::string overrides =
+      " --config configs/gpt_sotu.json model.n_layer=1 model.n_embd=32 model.n_head=2 model.block_size=32"
+      " train_batch_size=4 train_micro_batch_size_per_gpu=2 steps_per_print=2 data.eval_every=2"
+      " data.eval_batches=2 sparse_gradients=true activation_checkpointing={} data.dir=" +
+      dir + "/tok run.dir=" + dir + "/run";
+  Result t = run(kMpi + "2 " + kBin + " train" + overrides + " run.max_steps=4", 600);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("stage 3, 2 ranks"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("interpolated bigram"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("step 2: validation loss:"), std::string::npos) << t.out;
+  int val_points = 0;
+  for (const auto& j : read_jsonl(dir + "/run/metrics.jsonl")) val_points += j.contains("val_loss");
+  EXPECT_EQ(val_points, 2);  // step 2, and the whole split at step 4
+  EXPECT_TRUE(read_json(dir + "/run/summary.json").contains("val_loss"));
+
+  Result e = run(kBin + " eval" + overrides, 300);
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("validation loss:"), std::string::npos) << e.out;
+  Result pl = run(kBin + " plot " + dir + "/run", 120);
+  ASSERT_EQ(pl.code, 0) << pl.out;
+  EXPECT_TRUE(fs::exists(dir + "/run/loss.png"));
+  Result g = run(kBin + " generate" + overrides + " --weights " + dir +
+                     "/run/model.safetensors --prompt \"Call me\" --tokens 4 --seed 1",
+                 120);
+  ASSERT_EQ(g.code, 0) << g.out;
+  EXPECT_NE(g.out.find("Call me"), std::string::npos) << g.out;
+}
+
+TEST(ModelsE2e, BertPretrainsThenFineTunesFromItsWeights) {
+  if (!have("data/bert/vocab.json") || !have("data/moby-dick/data.txt") || !have("data/sotu"))
+    GTEST_SKIP() << "no BERT vocabulary or text in data/ (scripts/setup.sh fetches them)";
+  const std::string dir = tmpdir("models_bert");
+  Result p = run(kBin + " prepare --tokenizer bert --sources moby-dick --out " + dir + "/tok", 300);
+  ASSERT_EQ(p.code, 0) << p.out;
+  const std::string small = " model.n_layer=1 model.n_embd=32 model.n_head=2 model.block_size=32";
+  Result t = run(kMpi + "2 " + kBin + " train --config configs/bert_pretrain.json" + small +
+                     " data.seq_len=32 train_batch_size=8 train_micro_batch_size_per_gpu=4 run.max_steps=3"
+                     " data.eval_batches=1 data.dir=" +
+                     dir + "/tok run.dir=" + dir + "/pre",
+                 600);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("validation masked-LM loss:"), std::string::npos) << t.out;
+
+  Result c = run(kBin + " prepare --task sotu-party --tokenizer bert --max-len 32 --out " + dir + "/cls", 300);
+  ASSERT_EQ(c.code, 0) << c.out;
+  Result f = run(kMpi + "2 " + kBin + " train --config configs/bert_finetune.json" + small +
+                     " train_batch_size=8 train_micro_batch_size_per_gpu=4 run.max_steps=3 data.test_limit=64"
+                     " data.dir=" +
+                     dir + "/cls model.init_from=" + dir + "/pre/model.safetensors run.dir=" + dir + "/ft",
+                 600);
+  ASSERT_EQ(f.code, 0) << f.out;
+  EXPECT_NE(f.out.find("initialised fresh: classifier.weight, classifier.bias"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("majority class:"), std::string::npos) << f.out;
+}
+
+}  // namespace
