@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every benchmark beside its PyTorch peer, in one run (~2 minutes once built): MLP training
 # (single process; 2 ranks x ZeRO stages 0-3 vs DDP and ZeroRedundancyOptimizer over gloo),
-# collective bus bandwidth (MPI vs gloo), checkpoint save/load vs the disk, and matmul GFLOP/s. All JSON lines go to the results
+# collective bus bandwidth (MPI vs gloo), checkpoint save/load vs the disk, tokenizer MB/s (vs the
+# npm packages' JS under node, when data/ has the text and vocabularies), and matmul GFLOP/s. All JSON lines go to the results
 # file; a summary object with the ratios is printed last.
 #
 # usage: bench/run.sh [RESULTS]        (default bench/results.jsonl; never committed)
@@ -24,7 +25,7 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
   [[ -f $DATA/$f ]] || { echo "run.sh: $DATA/$f is missing; run scripts/setup.sh first" >&2; exit 1; }
 done
 [[ -f $BUILD/CMakeCache.txt ]] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j2 --target bench_train zt_bench_matmul bench_comm bench_ckpt zerotrain >/dev/null
+cmake --build "$BUILD" -j2 --target bench_train zt_bench_matmul bench_comm bench_ckpt bench_tokenizer zerotrain >/dev/null
 bin() { find "$BUILD" -type f -name "$1" -perm -u+x | head -n1; }
 BENCH_TRAIN=$(bin bench_train) BENCH_MATMUL=$(bin zt_bench_matmul) BENCH_COMM=$(bin bench_comm)
 BENCH_CKPT=$(bin bench_ckpt) ZEROTRAIN=$(bin zerotrain)
@@ -85,6 +86,11 @@ CKPT_DIR=${ZT_BENCH_CKPT_DIR:-.cache/bench_ckpt}
 collect zerotrain "${MPIRUN[@]}" "$BENCH_CKPT" --dir "$CKPT_DIR" --keep
 collect zerotrain "$ZEROTRAIN" export "$CKPT_DIR" --out "$CKPT_DIR/model.safetensors" --json
 rm -rf "$CKPT_DIR"
+# Encode MB/s of GPT-2's BPE and BERT's WordPiece on Moby-Dick, beside the npm packages' own JS.
+if [[ -f data/moby-dick/data.txt && -f data/gpt2/Encoder.js && -f data/bert/index.js ]]; then
+  collect zerotrain "$(bin bench_tokenizer)" --repeat 3
+  if command -v node >/dev/null; then collect js node bench/data/tokenizer_peer.js data/moby-dick/data.txt 3; fi
+fi
 # Peak memory per rank by stage (one process pair per stage, so the OS's peak RSS is per stage):
 # the 53.6M-parameter MLP 784-4096x4-10 at N = 2, buckets of 8M elements.
 if [[ ${ZT_BENCH_MEMORY:-1} != 0 ]]; then

@@ -16,9 +16,11 @@ using namespace zt;
 
 namespace {
 
-// The data folder's files, or a few-token vocabulary in the scratch folder.
+// The data folder's files ($ZT_FUZZ_DATA_DIR, else the repository's data/), or a few-token
+// vocabulary in the scratch folder.
 std::string tokenizer_dir(const std::string& kind) {
-  const std::string real = std::string(ZT_FUZZ_DATA_DIR) + "/" + kind;
+  const char* env = std::getenv("ZT_FUZZ_DATA_DIR");
+  const std::string real = std::string(env && *env ? env : ZT_FUZZ_DATA_DIR) + "/" + kind;
   if (std::filesystem::exists(real + (kind == "gpt2" ? "/encoder.json" : "/vocab.json"))) return real;
   const std::string dir = fuzz::scratch_dir() + "/" + kind;
   std::filesystem::create_directories(dir);

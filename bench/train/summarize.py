@@ -121,6 +121,16 @@ def main(path):
     if ex:
         out["export_memory"] = [{k: r.get(k) for k in ("dtype", "file_bytes", "largest_buffer_bytes",
                                                        "alloc_peak_bytes", "max_rss_bytes", "gb_per_s")} for r in ex]
+    # Tokenizers: encode MB/s on one text beside the npm packages' JS (which is fed line by line).
+    tk = [r for r in rows if r.get("bench") == "tokenizer"]
+    if tk:
+        out["tokenizer_mb_per_s"] = {}
+        for name in sorted({r["tokenizer"] for r in tk}):
+            z = next((r for r in tk if r["tokenizer"] == name and r["impl"] == "zerotrain"), None)
+            j = next((r for r in tk if r["tokenizer"] == name and r["impl"] == "js"), None)
+            out["tokenizer_mb_per_s"][name] = {
+                "zerotrain": z and z["mb_per_s"], "zerotrain_first_pass": z and z["first_mb_per_s"],
+                "js": j and j["mb_per_s"], "zerotrain_over_js": ratio(z and z["mb_per_s"], j and j["mb_per_s"])}
     print(json.dumps(out, indent=2))
 
 
