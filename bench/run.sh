@@ -25,7 +25,8 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
   [[ -f $DATA/$f ]] || { echo "run.sh: $DATA/$f is missing; run scripts/setup.sh first" >&2; exit 1; }
 done
 [[ -f $BUILD/CMakeCache.txt ]] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j2 --target bench_train zt_bench_matmul bench_comm bench_ckpt bench_tokenizer zerotrain >/dev/null
+cmake --build "$BUILD" -j2 --target bench_train zt_bench_matmul bench_comm bench_ckpt bench_tokenizer zt_bench_conv \
+  zt_bench_attention zerotrain >/dev/null
 bin() { find "$BUILD" -type f -name "$1" -perm -u+x | head -n1; }
 BENCH_TRAIN=$(bin bench_train) BENCH_MATMUL=$(bin zt_bench_matmul) BENCH_COMM=$(bin bench_comm)
 BENCH_CKPT=$(bin bench_ckpt) ZEROTRAIN=$(bin zerotrain)
@@ -91,6 +92,10 @@ if [[ -f data/moby-dick/data.txt && -f data/gpt2/Encoder.js && -f data/bert/inde
   collect zerotrain "$(bin bench_tokenizer)" --repeat 3
   if command -v node >/dev/null; then collect js node bench/data/tokenizer_peer.js data/moby-dick/data.txt 3; fi
 fi
+# Convolution GFLOP/s at the CNN's shapes (f32, bf16 native and on the f32 fallback), and attention
+# forward + backward (flash style) beside the unfused product at the GPT's shape.
+collect zerotrain "$(bin zt_bench_conv)"
+collect zerotrain "$(bin zt_bench_attention)" 8 256 384 6
 # Peak memory per rank by stage (one process pair per stage, so the OS's peak RSS is per stage):
 # the 53.6M-parameter MLP 784-4096x4-10 at N = 2, buckets of 8M elements.
 if [[ ${ZT_BENCH_MEMORY:-1} != 0 ]]; then
