@@ -31,7 +31,8 @@ class Generate : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!fs::exists(kTokenizerDir + "/encoder.json")) GTEST_SKIP() << "no GPT-2 tokenizer in " << kTokenizerDir;
-    dir_ = tmpdir("generate");
+    // ctest runs the fixture's tests in parallel processes: one folder per test.
+    dir_ = tmpdir(std::string("generate_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     config_ = write_file(dir_ + "/gpt.json", kGptConfig);
     try {
       cfg_ = zc::load(config_);
