@@ -127,10 +127,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   auto saved = std::make_shared<ops::CrossEntropyResult>(ops::cross_entropy(logits, targets, ignore_index));
   Tensor loss = saved->loss;
   saved->loss = Tensor();  // the node must not own its own output (reference cycle)
-  return record(loss, {logits, targets}, "cross_entropy",
-                [saved, targets, ignore_index, dt = logits.dtype()](const Tensor& g) {
-                  return Grads{ops::cross_entropy_backward(g.item(), *saved, targets, ignore_index, dt), Tensor()};
-                });
+  return record(loss, {logits, targets}, "cross_entropy", [saved, targets, ignore_index](const Tensor& g) {
+    return Grads{ops::cross_entropy_backward(g.item(), *saved, targets, ignore_index), Tensor()};
+  });
 }
 
 }  // namespace zt::ag

@@ -76,23 +76,27 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
 // micro-batch of padding cannot poison training.
 CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index) {
   check_targets(logits_in, targets_in, ignore_index, "cross_entropy");
-  Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
-  const int64_t n = logits.size(0), c = logits.size(1);
+  ZT_CHECK(detail::is_float(logits_in.dtype()), "[cross_entropy] logits dtype ", dtype_name(logits_in.dtype()),
+           " is not a float type");
+  Tensor targets = targets_in.contiguous();
+  const int64_t n = logits_in.size(0), c = logits_in.size(1);
   CrossEntropyResult res;
-  res.log_probs = Tensor::empty({n, c}, DType::f32);  // f32 whatever the logits' dtype
+  res.logits = logits_in.contiguous();
+  res.lse = Tensor::empty({n}, DType::f32);
+  Tensor nll = Tensor::empty({n}, DType::f32);
   if (n * c > 0) {
-    switch (backend_of(logits)) {
+    switch (backend_of(res.logits)) {
       case Backend::cpu:
-        cpu::softmax(logits, true, res.log_probs);
+        cpu::cross_entropy_rows(res.logits, targets, ignore_index, res.lse, nll);
         break;
     }
   }
-  const float* lp = res.log_probs.data<float>();
+  const float* pn = nll.data<float>();
   const int32_t* pt = targets.data<int32_t>();
-  double total = 0;
+  double total = 0;  // summed in row order, so the loss does not depend on the thread count
   for (int64_t i = 0; i < n; ++i) {
     if (pt[i] == ignore_index) continue;
-    total -= lp[i * c + pt[i]];
+    total += pn[i];
     ++res.count;
   }
   res.loss = Tensor::full({}, res.count ? float(total / double(res.count)) : 0.f, DType::f32);
@@ -100,18 +104,15 @@ CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_
 }
 
 Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, const Tensor& targets_in,
-                              int64_t ignore_index, DType logits_dtype) {
-  check_targets(saved.log_probs, targets_in, ignore_index, "cross_entropy_backward");
-  ZT_CHECK(detail::is_float(logits_dtype), "[cross_entropy_backward] logits dtype ", dtype_name(logits_dtype),
-           " is not a float type");
+                              int64_t ignore_index) {
+  check_targets(saved.logits, targets_in, ignore_index, "cross_entropy_backward");
   Tensor targets = targets_in.contiguous();
-  const int64_t n = saved.log_probs.size(0), c = saved.log_probs.size(1);
-  Tensor out = Tensor::empty({n, c}, logits_dtype);
+  Tensor out = Tensor::empty(saved.logits.shape(), saved.logits.dtype());
   if (out.numel() == 0) return out;
   const float k = saved.count ? dloss / float(saved.count) : 0.f;  // Note [all targets ignored]
   switch (backend_of(out)) {
     case Backend::cpu:
-      cpu::cross_entropy_backward(saved.log_probs, targets, ignore_index, k, out);
+      cpu::cross_entropy_backward(saved.logits, saved.lse, targets, ignore_index, k, out);
       break;
   }
   return out;

@@ -33,8 +33,11 @@ void argmax(const Tensor& x, Tensor& out);  // over the last dimension, into i32
 // ---- softmax family over the last dimension (softmax.cpp), computed in f32 ----
 void softmax(const Tensor& x, bool log, Tensor& out);  // out may be f32 for 16-bit x
 void softmax_backward(const Tensor& dy, const Tensor& y, bool log, Tensor& out);
-// dlogits = k * (exp(log_probs) - onehot(target)), zero rows where target == ignore_index.
-void cross_entropy_backward(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, float k, Tensor& out);
+// Per row: lse = log(sum(exp(x))) and nll = lse - x[target] (0 where target == ignore_index).
+void cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& lse, Tensor& nll);
+// dlogits = k * (exp(x - lse) - onehot(target)), zero rows where target == ignore_index.
+void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t ignore_index,
+                            float k, Tensor& out);
 
 // ---- transformer layers (embedding.cpp, layer_norm.cpp, dropout.cpp); ids checked in range ----
 void embedding(const Tensor& weight, const Tensor& ids, Tensor& out);       // out [..., C], weight's dtype

@@ -22,6 +22,43 @@ struct Rows {
   int64_t c_;
 };
 
+// Reductions over a row in kLanes independent partial results combined in a fixed order: the
+// compiler vectorises them (a single running sum would be a serial chain), and the result does
+// not depend on the thread count.
+constexpr int64_t kLanes = 16;
+
+float row_max(const float* __restrict x, int64_t c) {
+  float acc[kLanes];
+  std::fill(acc, acc + kLanes, -INFINITY);
+  int64_t i = 0;
+  for (; i + kLanes <= c; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] = acc[j] > x[i + j] ? acc[j] : x[i + j];
+  for (; i < c; ++i) acc[0] = std::max(acc[0], x[i]);
+  return *std::max_element(acc, acc + kLanes);
+}
+
+float row_sum(const float* __restrict x, int64_t c) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= c; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += x[i + j];
+  for (; i < c; ++i) acc[0] += x[i];
+  float s = 0.f;
+  for (float a : acc) s += a;
+  return s;
+}
+
+float row_sum_exp(const float* __restrict x, int64_t c, float m) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= c; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += exp_approx(x[i + j] - m);
+  for (; i < c; ++i) acc[0] += exp_approx(x[i] - m);
+  float s = 0.f;
+  for (float a : acc) s += a;
+  return s;
+}
+
 // log_softmax (log=true) or softmax of each row of x into out (any float dtypes).
 template <typename T, typename U>
 void softmax_rows(const T* px, U* po, int64_t rows, int64_t c, bool log) {
@@ -31,13 +68,9 @@ void softmax_rows(const T* px, U* po, int64_t rows, int64_t c, bool log) {
       const float* __restrict x = as_f32(px + r * c, buf[0], c);
       float* __restrict e = buf[1];
       float* __restrict y = out_f32(po + r * c, buf[2]);
-      float m = -INFINITY;
-      for (int64_t i = 0; i < c; ++i) m = std::max(m, x[i]);
-      float s = 0.f;
-      for (int64_t i = 0; i < c; ++i) {
-        e[i] = exp_approx(x[i] - m);
-        s += e[i];
-      }
+      const float m = row_max(x, c);
+      for (int64_t i = 0; i < c; ++i) e[i] = exp_approx(x[i] - m);
+      const float s = row_sum(e, c);
       if (log) {
         const float lse = m + std::log(s);
         for (int64_t i = 0; i < c; ++i) y[i] = x[i] - lse;
@@ -91,23 +124,47 @@ void softmax_backward(const Tensor& dy, const Tensor& y, bool log, Tensor& out) 
   });
 }
 
-void cross_entropy_backward(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, float k,
-                            Tensor& out) {
-  const int64_t n = log_probs.size(0), c = log_probs.size(1);
-  const float* lp = log_probs.data<float>();
+// Note [fused cross-entropy]: the forward keeps one f32 per row (log-sum-exp) instead of an
+// [N, C] f32 log-softmax, so a 50k vocabulary costs one pass over the logits each way.
+void cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& lse, Tensor& nll) {
+  const int64_t n = logits.size(0), c = logits.size(1);
   const int32_t* pt = targets.data<int32_t>();
-  dispatch_float(out.dtype(), "cross_entropy_backward", [&](auto tag) {
+  float* pl = lse.data<float>();
+  float* pn = nll.data<float>();
+  dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    T* po = out.data<T>();
+    const T* px = logits.data<T>();
     parallel_for(n, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)), [&](int64_t r0, int64_t r1) {
       Rows buf(c, 1);
       for (int64_t r = r0; r < r1; ++r) {
-        float* __restrict o = out_f32(po + r * c, buf[0]);
-        const float* __restrict l = lp + r * c;
+        const float* __restrict x = as_f32(px + r * c, buf[0], c);
+        const float m = row_max(x, c);
+        pl[r] = m + std::log(row_sum_exp(x, c, m));
+        pn[r] = pt[r] == ignore_index ? 0.f : -(x[pt[r]] - pl[r]);
+      }
+    });
+  });
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t ignore_index,
+                            float k, Tensor& out) {
+  const int64_t n = logits.size(0), c = logits.size(1);
+  const float* pl = lse.data<float>();
+  const int32_t* pt = targets.data<int32_t>();
+  dispatch_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = logits.data<T>();
+    T* po = out.data<T>();  // out has the logits' dtype
+    parallel_for(n, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)), [&](int64_t r0, int64_t r1) {
+      Rows buf(c, 2);
+      for (int64_t r = r0; r < r1; ++r) {
+        float* __restrict o = out_f32(po + r * c, buf[1]);
         if (pt[r] == ignore_index || k == 0.f) {
           std::fill(o, o + c, 0.f);
         } else {
-          for (int64_t i = 0; i < c; ++i) o[i] = k * exp_approx(l[i]);
+          const float* __restrict x = as_f32(px + r * c, buf[0], c);
+          const float l = pl[r];
+          for (int64_t i = 0; i < c; ++i) o[i] = k * exp_approx(x[i] - l);
           o[pt[r]] -= k;
         }
         from_f32(o, po + r * c, c);

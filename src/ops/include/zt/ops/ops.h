@@ -99,13 +99,14 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);  // y = log_soft
 // logits [N, C] float, targets [N] i32. Returns loss (shape []) and keeps what backward needs.
 struct CrossEntropyResult {
   Tensor loss;        // shape [], f32
-  Tensor log_probs;   // [N, C] f32, saved for backward
+  Tensor logits;      // [N, C] as given (contiguous), saved for backward
+  Tensor lse;         // [N] f32 log-sum-exp per row (Note [fused cross-entropy])
   int64_t count = 0;  // targets counted (not ignored)
 };
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 // dlogits = dloss * (softmax - onehot) / count, zero rows for ignored targets; dtype of logits.
-Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, const Tensor& targets, int64_t ignore_index,
-                              DType logits_dtype);
+Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, const Tensor& targets,
+                              int64_t ignore_index);
 
 // ---- metrics ----
 Tensor argmax(const Tensor& x);                                      // over last dim -> i32
