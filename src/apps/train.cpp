@@ -19,6 +19,7 @@
 #include "zt/autograd/functions.h"
 #include "zt/ckpt/checkpoint.h"
 #include "zt/comm/group.h"
+#include "zt/core/affinity.h"
 #include "zt/core/parallel.h"
 #include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
@@ -36,13 +37,20 @@ std::string fmt_eta(double s) {
   return buf;
 }
 
-// Threads per rank: the configured number, else the cores shared by the ranks on this node.
-void pick_threads(const config::Config& c) {
-  if (c.run.threads > 0) return set_num_threads(c.run.threads);
-  int local = 1;
-  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(s));
+int env_int(const char* name, int fallback) {
+  const char* s = std::getenv(name);
+  return s ? std::max(0, std::atoi(s)) : fallback;
+}
+
+// Threads per rank: the configured number, else the cores shared by the ranks on this node;
+// then each thread is pinned to a core of this rank's share (run.pin_threads).
+std::string pick_threads(const config::Config& c) {
+  const int local = std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
   const int cores = int(std::thread::hardware_concurrency());
-  set_num_threads(std::max(1, cores / local));
+  set_num_threads(c.run.threads > 0 ? c.run.threads : std::max(1, cores / local));
+  const std::string n = std::to_string(num_threads()) + (num_threads() == 1 ? " thread" : " threads");
+  if (!c.run.pin_threads) return n + ", not pinned (run.pin_threads = false)";
+  return n + ", " + pin_threads(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0), local, num_threads()).note;
 }
 
 // Rank 0's work on the run directory: its first error is kept for the next vote instead of
@@ -122,7 +130,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const bool lead = rank == 0;
   group.set_timeout(cfg.run.comm_timeout_s);
   install_stop_signals();
-  pick_threads(cfg);
+  const std::string threads = pick_threads(cfg);
   if (cfg.run.memory_budget_mb > 0) {
     ZT_CHECK_AS(ErrorKind::config, cfg.run.memory_budget_mb <= config::kMaxMemoryBudgetMb,
                 "[config] 'run.memory_budget_mb' = ", cfg.run.memory_budget_mb, " MiB overflows 64 bits as bytes");
@@ -188,8 +196,12 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   if (lead) {
     // Appended, never truncated: an earlier run's log in the same folder is kept.
     on_lead([&] {
-      run_dir->append_metrics(
-          {{"event", "start"}, {"world_size", world}, {"total_steps", total_steps}, {"config", cfg.raw}});
+      run_dir->append_metrics({{"event", "start"},
+                               {"world_size", world},
+                               {"total_steps", total_steps},
+                               {"threads", threads},
+                               {"comm_backend", group.backend()},
+                               {"config", cfg.raw}});
     });
     std::fprintf(stderr,
                  "zerotrain: %lld parameters (%lld padded), stage %d, %d rank%s, batch %lld = %lld micro x %lld "
@@ -197,6 +209,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                  (long long)engine.num_params(), (long long)engine.padded_params(), cfg.zero.stage, world,
                  world == 1 ? "" : "s", (long long)bs.train_batch_size, (long long)bs.micro, (long long)bs.accumulation,
                  world, (long long)total_steps);
+    std::fprintf(stderr, "zerotrain: rank 0: %s; comm backend %s\n", threads.c_str(), group.backend());
   }
 
   // Every rank takes part (a stage-3 model gathers collectively); dropout is off meanwhile.

@@ -214,13 +214,14 @@ void check_model_fits_data(const Config& c, const std::string& source) {
 }
 
 void parse_run(const Section& s, RunConfig& r) {
-  s.allow({"dir", "epochs", "max_steps", "threads", "comm_backend", "comm_timeout_s", "memory_budget_mb", "eval_at_end",
-           "resume"});
+  s.allow({"dir", "epochs", "max_steps", "threads", "pin_threads", "comm_backend", "comm_timeout_s", "memory_budget_mb",
+           "eval_at_end", "resume"});
   s.read_string("resume", r.resume);
   s.read_string("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
   s.read_int("max_steps", r.max_steps, 0);
   s.read_int("threads", r.threads, 0, kMaxThreads);
+  s.read_bool("pin_threads", r.pin_threads);
   s.read_choice("comm_backend", r.comm_backend, {"auto", "local", "mpi"});
   s.read_number("comm_timeout_s", r.comm_timeout_s, 0, true);
   s.read_int("memory_budget_mb", r.memory_budget_mb, 0, kMaxMemoryBudgetMb);

@@ -98,6 +98,7 @@ struct RunConfig {
   double epochs = 1.0;              // used when max_steps == 0
   int64_t max_steps = 0;
   int threads = 0;                    // 0 = OpenMP default
+  bool pin_threads = true;            // bind each thread to one core of this rank's share (hwloc)
   std::string comm_backend = "auto";  // auto | local | mpi
   double comm_timeout_s = 300.0;
   int64_t memory_budget_mb = 0;  // 0 = unlimited
