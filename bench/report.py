@@ -169,7 +169,7 @@ class Report:
                      p.get("dtype", "f32") == r.get("dtype", "f32") and p["stage"] == min(r["stage"], 1)]
             for p in peers or [None]:
                 body.append([r["world"], r["stage"], r.get("dtype", "f32"), fmt(r["samples_per_s"]),
-                             fmt(r["step_ms"], 3), p and p.get("variant"), p and p.get("blas"),
+                             fmt(r["step_ms"], 3), fmt(p and p.get("variant")), fmt(p and p.get("blas")),
                              fmt(p and p["samples_per_s"]), fx(ratio(r["samples_per_s"], p and p["samples_per_s"])),
                              cmds.ref(r, p)])
         out += table(["N", "stage", "dtype", "zerotrain samples/s", "step ms", "PyTorch", "BLAS", "PyTorch samples/s",
@@ -233,7 +233,7 @@ class Report:
                      p["dtype"] == r["dtype"]]
             for p in peers or [None]:
                 body.append([r["shape"], r["dtype"], r.get("path"), fmt(r["gflops"]),
-                             p and f"{p.get('path', 'blas')}/{p.get('blas')}", fmt(p and p["gflops"]),
+                             f"{p.get('path', 'blas')}/{p.get('blas')}" if p else "–", fmt(p and p["gflops"]),
                              fx(ratio(r["gflops"], p and p["gflops"])), cmds.ref(r, p)])
         out += ["### Matmul GFLOP/s", "",
                 "The GPT layers' shapes (tokens x in @ in x out). PyTorch's bf16 matmul is oneDNN's own kernel "
