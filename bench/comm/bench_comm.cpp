@@ -1,6 +1,6 @@
 // Bus bandwidth of the comm collectives, defined as nccl-tests does (in-place where the op
-// allows). Run: mpirun -np 2 bench_comm [--dtype f32|bf16|f16] [MiB ...]; rank 0 prints one
-// JSON line per op and size.
+// allows). Run: mpirun -np 2 bench_comm [--dtype f32|bf16|f16] [--backend B] [MiB ...]; rank 0 prints one
+// JSON line per op and size. --backend NAME picks the group (default auto).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,15 +32,18 @@ int main(int argc, char** argv) {
   try {
     std::vector<int64_t> sizes_mib;  // optional arguments: buffer sizes in MiB
     DType dt = DType::f32;
+    std::string backend = "auto";  // --backend: any name comm::make_group knows
     for (int i = 1; i < argc; ++i) {
       if (std::string(argv[i]) == "--dtype" && i + 1 < argc)
         dt = dtype_from_name(argv[++i]);
+      else if (std::string(argv[i]) == "--backend" && i + 1 < argc)
+        backend = argv[++i];
       else
         sizes_mib.push_back(std::atoll(argv[i]));
     }
     const int64_t esize = int64_t(dtype_size(dt));
     if (sizes_mib.empty()) sizes_mib = {1, 16, 128};
-    GroupPtr g = make_group("auto");
+    GroupPtr g = make_group(backend);
     const int n = g->size();
     for (int64_t mib : sizes_mib) {
       const int64_t elems = (mib << 20) / esize / n * n, bytes = elems * esize;

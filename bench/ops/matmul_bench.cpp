@@ -1,6 +1,7 @@
 // Matmul throughput (GFLOP/s) through zt::ops::matmul in f32, bf16 and f16 (oneDNN's 16-bit
 // kernel where the CPU has one, and the forced f32 fallback beside it); prints JSON lines.
 // Also the whole-buffer precision ops (GB/s moved) that mixed-precision training runs each step.
+// usage: zt_bench_matmul [MxKxN ...]   (shapes given: f32 and bf16 at those shapes only)
 #include <chrono>
 #include <cstdio>
 
@@ -61,7 +62,20 @@ void buffer_line(const char* op, DType dst, DType src, int64_t n) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // Shapes given as MxKxN (the GPT benchmarks' layers): f32 and bf16 only, on bf16's best path.
+  if (argc > 1) {
+    for (int i = 1; i < argc; ++i) {
+      long m = 0, k = 0, n = 0;
+      if (std::sscanf(argv[i], "%ldx%ldx%ld", &m, &k, &n) != 3 || m <= 0 || k <= 0 || n <= 0) {
+        std::fprintf(stderr, "usage: zt_bench_matmul [MxKxN ...]\n");
+        return 2;
+      }
+      matmul_line(m, k, n, DType::f32, false);
+      matmul_line(m, k, n, DType::bf16, !ops::matmul_native(DType::bf16));
+    }
+    return 0;
+  }
   for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{64, 784, 256}, {1024, 1024, 1024}}) {
     matmul_line(m, k, n, DType::f32, false);
     for (DType dt : {DType::bf16, DType::f16}) {

@@ -1,0 +1,93 @@
+// Layer norm forward + backward (ms, GB/s) at the GPT benchmarks' shapes and memcpy GB/s (the
+// memory-bandwidth ceiling that AdamW's update and the shared-memory collectives are read against).
+// usage: zt_bench_kernels [ROWSxC ...]   (default 2048x192 1024x768); prints JSON lines.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "zt/core/parallel.h"
+#include "zt/core/random.h"
+#include "zt/ops/transformer.h"
+
+using namespace zt;
+
+namespace {
+
+template <typename F>
+double ms_per_call(F f) {
+  f();  // warm-up: first touch, allocator cache
+  int iters = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double sec = 0;
+  while (sec < 0.5 || iters < 3) {
+    f();
+    ++iters;
+    sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return 1e3 * sec / iters;
+}
+
+Tensor uniform(const Shape& s, DType dt, uint64_t seed) {
+  Generator g(seed);
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+  for (auto& x : v) x = g.uniform(-1, 1);
+  return Tensor::from_vector(v, s, dt);
+}
+
+void layer_norm_line(int64_t rows, int64_t C, DType dt) {
+  Tensor x = uniform({rows, C}, dt, 1), dy = uniform({rows, C}, dt, 2);
+  Tensor gamma = uniform({C}, dt, 3), beta = uniform({C}, dt, 4);
+  ops::LayerNormResult r;
+  const double fwd = ms_per_call([&] { r = ops::layer_norm(x, gamma, beta, 1e-5f); });
+  const double bwd = ms_per_call([&] { (void)ops::layer_norm_backward(dy, x, gamma, r); });
+  // Bytes a kernel must move at least: forward reads x, writes y; backward reads dy, x, writes dx.
+  const double bytes = double(rows * C) * double(dtype_size(dt));
+  std::printf(
+      "{\"op\":\"layer_norm\",\"rows\":%ld,\"C\":%ld,\"dtype\":\"%s\",\"threads\":%d,\"fwd_ms\":%.3f,\"bwd_ms\":%.3f,"
+      "\"fwd_bwd_ms\":%.3f,\"fwd_gbps\":%.2f,\"bwd_gbps\":%.2f}\n",
+      long(rows), long(C), dtype_name(dt), num_threads(), fwd, bwd, fwd + bwd, 2 * bytes / fwd / 1e6,
+      3 * bytes / bwd / 1e6);
+  std::fflush(stdout);
+}
+
+// GB/s = bytes read + bytes written, split over the threads as the kernels split their loops.
+void memcpy_line(int64_t mib, int threads) {
+  const size_t n = size_t(mib) << 20;
+  std::vector<char> src(n, 1), dst(n, 0);
+  const int saved = num_threads();
+  set_num_threads(threads);
+  const double ms = ms_per_call([&] {
+    parallel_for(int64_t(n), std::max<int64_t>(1 << 20, (int64_t(n) + threads - 1) / threads),
+                 [&](int64_t b, int64_t e) { std::memcpy(dst.data() + b, src.data() + b, size_t(e - b)); });
+  });
+  set_num_threads(saved);
+  std::printf("{\"op\":\"memcpy\",\"bytes\":%zu,\"threads\":%d,\"ms\":%.4f,\"gbps\":%.2f,\"copy_GBps\":%.2f}\n", n,
+              threads, ms, 2.0 * double(n) / ms / 1e6, double(n) / ms / 1e6);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    const size_t x = s.find('x');
+    if (x == std::string::npos) {
+      std::fprintf(stderr, "usage: zt_bench_kernels [ROWSxC ...]\n");
+      return 2;
+    }
+    shapes.emplace_back(std::atoll(s.substr(0, x).c_str()), std::atoll(s.substr(x + 1).c_str()));
+  }
+  if (shapes.empty()) shapes = {{2048, 192}, {1024, 768}};
+  for (auto [rows, C] : shapes)
+    for (DType dt : {DType::f32, DType::bf16}) layer_norm_line(rows, C, dt);
+  for (int64_t mib : {1, 16, 128}) {
+    memcpy_line(mib, 1);
+    if (num_threads() > 1) memcpy_line(mib, num_threads());
+  }
+}

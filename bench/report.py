@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""Writes BENCHMARKS.md from a bench/run.sh results file (JSON lines). Standard library only.
+
+usage: report.py RESULTS.jsonl [-o BENCHMARKS.md]      (default: stdout)
+
+Every table row names the command that produced it (the numbered list under each section); the
+Targets table compares the figures with the issue's targets and leaves a Reason column to fill.
+Ratios: throughputs are zerotrain / PyTorch (> 1: zerotrain faster); times are PyTorch / zerotrain
+(> 1: zerotrain faster). Benchmarks never assert: figures are reported as measured.
+"""
+import argparse
+import json
+import sys
+
+# The issue's targets (thresholds used by the Targets table).
+GPT5_F32_X, GPT5_BF16_X, GPT124_X = 3.0, 2.0, 3.0
+STAGE12_MAX, STAGE3_MAX = 1.05, 1.25
+COLL_MIN_GBPS, COLL_MIN_BYTES = 3.0, 16 << 20
+OVERLAP_MIN = 0.80
+
+
+def load(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                rows.append(json.loads(line))
+    return rows
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def ratio(a, b):
+    return a / b if a and b else None
+
+
+def fx(v):
+    return "–" if v is None else f"{v:.2f}x"
+
+
+class Commands:
+    """Numbers the distinct commands of a section; rows refer to them as [n]."""
+
+    def __init__(self):
+        self.cmds = []
+
+    def ref(self, *rows):
+        out = []
+        for r in rows:
+            if r and r.get("cmd"):
+                if r["cmd"] not in self.cmds:
+                    self.cmds.append(r["cmd"])
+                out.append(f"[{self.cmds.index(r['cmd']) + 1}]")
+        return " ".join(dict.fromkeys(out)) or "–"
+
+    def lines(self):
+        if not self.cmds:
+            return []
+        return ["", "Commands:", ""] + [f"{i + 1}. `{c}`" for i, c in enumerate(self.cmds)]
+
+
+def table(header, body):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+    return out if body else ["(no results)"]
+
+
+class Report:
+    def __init__(self, rows):
+        self.rows = rows
+        self.meta = next((r for r in rows if r.get("bench") == "meta"), {})
+        self.gpt = [r for r in rows if r.get("bench") == "gpt_train"]
+        self.targets = []  # (target, measured, met)
+
+    # ---- GPT ----
+    def gpt_row(self, impl, model, world, dtype, stage=None, variant=None):
+        for r in self.gpt:
+            if (r["impl"], r["model"], r["world"], r["dtype"]) != (impl, model, world, dtype):
+                continue
+            if stage is not None and r["stage"] != stage:
+                continue
+            if variant is not None and r.get("variant") != variant:
+                continue
+            return r
+        return None
+
+    def gpt_section(self):
+        out = ["## End to end: GPT training", "",
+               "Tokens/s = global tokens x timed steps / total seconds (slowest rank); step time = median of rank 0's "
+               "steps; peak memory per rank = the allocator's peak (zerotrain; torch 1.13 has no CPU allocator "
+               "statistics) and the process's peak RSS (max over ranks), one process (pair) per row. PyTorch: the "
+               "same model (tests/oracle/gen_gpt_oracle.py's class), the same tokens, AdamW; bf16 = torch.autocast "
+               "on CPU; at N = 2 gloo DDP and DDP + ZeroRedundancyOptimizer (ZeRO-1). Ratio = zerotrain tokens/s over "
+               "the faster PyTorch variant at the same N and dtype.", ""]
+        cmds = Commands()
+        body = []
+        for model in dict.fromkeys(r["model"] for r in self.gpt):
+            for r in [r for r in self.gpt if r["model"] == model and r["impl"] == "zerotrain"]:
+                peers = [p for p in self.gpt if p["impl"] == "pytorch" and p["model"] == model and
+                         p["world"] == r["world"] and p["dtype"] == r["dtype"]]
+                ddp = next((p for p in peers if p.get("variant") in ("ddp", "single")), None)
+                z1 = next((p for p in peers if p.get("variant") == "ddp+zero_redundancy_optimizer"), None)
+                best = max((p["tokens_per_s"] for p in peers), default=None)
+                shape = f"{r['layers']}L/{r['embd']}/{r['heads']}H v{r['vocab']} T{r['ctx']}"
+                body.append([model, shape, fmt(r["params"]), r["world"], r["stage"], r["dtype"],
+                             f"{r['batch']}x{r['world']}", fmt(r["tokens_per_s"]), fmt(r["step_s"], 3),
+                             fmt(r.get("peak_mib")), fmt(r.get("peak_rss_mib")), fmt(ddp and ddp["tokens_per_s"]),
+                             fmt(z1 and z1["tokens_per_s"]), fmt(ddp and ddp["peak_rss_mib"]),
+                             fx(ratio(r["tokens_per_s"], best)), cmds.ref(r, ddp, z1)])
+        out += table(["model", "shape", "params", "N", "stage", "dtype", "batch", "zerotrain tok/s", "step s",
+                      "peak MiB (alloc)", "peak RSS MiB", "PyTorch DDP/single tok/s", "PyTorch ZeRO-1 tok/s",
+                      "PyTorch RSS MiB", "ratio", "cmd"], body)
+        out += cmds.lines()
+        return out
+
+    def gpt_targets(self):
+        for model, world, dtype, want, label in (
+                ("gpt_5m", 1, "f32", GPT5_F32_X, "GPT ~5M, N=1, fp32: >= 3x PyTorch tokens/s"),
+                ("gpt_5m", 1, "bf16", GPT5_BF16_X, "GPT ~5M, N=1, bf16: >= 2x PyTorch autocast tokens/s"),
+                ("gpt2_124m", 2, "f32", GPT124_X, "GPT-2 124M shape, N=2, fp32: >= 3x PyTorch tokens/s"),
+                ("gpt2_124m", 2, "bf16", GPT124_X, "GPT-2 124M shape, N=2, bf16: >= 3x PyTorch tokens/s")):
+            z = self.gpt_row("zerotrain", model, world, dtype, stage=0)
+            p = self.gpt_row("pytorch", model, world, dtype, variant="single" if world == 1 else "ddp")
+            x = ratio(z and z["tokens_per_s"], p and p["tokens_per_s"])
+            peer = "PyTorch" if world == 1 else "DDP"
+            measured = (f"{fx(x)} ({fmt(z['tokens_per_s'])} vs {fmt(p['tokens_per_s'])} tok/s, stage 0 vs {peer})"
+                        if x else "not measured")
+            self.targets.append((label, measured, None if x is None else x >= want))
+        for stages, limit in (((1, 2), STAGE12_MAX), ((3,), STAGE3_MAX)):
+            parts, ok = [], True
+            for model in ("gpt_5m", "gpt2_124m"):
+                for dtype in ("f32", "bf16"):
+                    base = self.gpt_row("zerotrain", model, 2, dtype, stage=0)
+                    for s in stages:
+                        r = self.gpt_row("zerotrain", model, 2, dtype, stage=s)
+                        x = ratio(r and r["step_s"], base and base["step_s"])
+                        if x is not None:
+                            parts.append(f"{model} {dtype} s{s} {x:.2f}x")
+                            ok = ok and x <= limit
+            label = (f"N=2, same global batch: stage {' and '.join(map(str, stages))} step time <= {limit}x stage 0")
+            self.targets.append((label, "; ".join(parts) or "not measured", ok if parts else None))
+        hidden = [r for r in self.gpt if r["impl"] == "zerotrain" and r["stage"] == 2 and
+                  r.get("comm_hidden_fraction") is not None]
+        if hidden:
+            parts = [f"{r['model']} {r['dtype']} {r['comm_hidden_fraction']:.0%}" for r in hidden]
+            ok = all(r["comm_hidden_fraction"] >= OVERLAP_MIN for r in hidden)
+            self.targets.append(("Overlap: >= 80% of gradient reduction hidden behind backward at stage 2",
+                                 "; ".join(parts), ok))
+        else:
+            self.targets.append(("Overlap: >= 80% of gradient reduction hidden behind backward at stage 2",
+                                 "not measured (bench_gpt rows carry no comm_hidden_fraction)", None))
+
+    # ---- MLP ----
+    def mlp_section(self):
+        train = [r for r in self.rows if r.get("bench") == "mlp_train"]
+        out = ["## End to end: MLP training (MNIST 784-256-256-10, global batch 64)", ""]
+        cmds = Commands()
+        body = []
+        small = [r for r in train if r.get("params", 0) <= 1_000_000 or r["impl"] == "pytorch"]
+        for r in [r for r in small if r["impl"] == "zerotrain"]:
+            peers = [p for p in small if p["impl"] == "pytorch" and p["world"] == r["world"] and
+                     p.get("dtype", "f32") == r.get("dtype", "f32") and p["stage"] == min(r["stage"], 1)]
+            for p in peers or [None]:
+                body.append([r["world"], r["stage"], r.get("dtype", "f32"), fmt(r["samples_per_s"]),
+                             fmt(r["step_ms"], 3), fmt(p and p.get("variant")), fmt(p and p.get("blas")),
+                             fmt(p and p["samples_per_s"]), fx(ratio(r["samples_per_s"], p and p["samples_per_s"])),
+                             cmds.ref(r, p)])
+        out += table(["N", "stage", "dtype", "zerotrain samples/s", "step ms", "PyTorch", "BLAS", "PyTorch samples/s",
+                      "ratio", "cmd"], body)
+        mem = [r for r in train if r["impl"] == "zerotrain" and r.get("params", 0) > 1_000_000]
+        if mem:
+            out += ["", f"Peak memory per rank, {fmt(mem[0]['params'])}-parameter MLP at N = {mem[0]['world']}:", ""]
+            out += table(["dtype", "stage", "peak MiB (alloc)", "model states MiB", "peak RSS MiB", "cmd"],
+                         [[r["dtype"], r["stage"], fmt(r["peak_mib"]), fmt(r.get("states_mib")),
+                           fmt(r.get("peak_rss_mib")), cmds.ref(r)] for r in mem])
+        out += ["", "PyTorch's stage column: DDP (0) and DDP + ZeroRedundancyOptimizer (1); zerotrain's stages 2-3 "
+                    "are set beside ZeRO-1. BLAS \"reference\" is Debian's generic libblas (a footnote, not a peer)."]
+        out += cmds.lines()
+        return out
+
+    # ---- collectives ----
+    def comm_section(self):
+        coll = [r for r in self.rows if "busbw_GBps" in r and r.get("op") in
+                ("all_reduce", "reduce_scatter", "all_gather")]
+        memcpy = [r for r in self.rows if r.get("op") == "memcpy" and r["impl"] == "zerotrain"]
+        backends = list(dict.fromkeys(r["backend"] for r in coll if r.get("backend") != "gloo"))
+        out = ["## Collectives (N = 2, bus bandwidth GB/s as nccl-tests defines it)", "",
+               "memcpy: one thread's copy GB/s (bytes copied / s) at the same size, zerotrain's kernels bench.", ""]
+        cmds = Commands()
+        body = []
+        for op in ("all_reduce", "reduce_scatter", "all_gather"):
+            for nbytes in sorted({r["bytes"] for r in coll if r["op"] == op}):
+                cells = [op, f"{nbytes / (1 << 20):.0f} MiB"]
+                refs = []
+                for b in backends + ["gloo"]:
+                    r = next((r for r in coll if r["op"] == op and r["bytes"] == nbytes and r.get("backend") == b),
+                             None)
+                    cells.append(fmt(r and r["busbw_GBps"], 2))
+                    refs.append(r)
+                m = min((r for r in memcpy if r.get("threads") == 1), key=lambda r: abs(r["bytes"] - nbytes),
+                        default=None)
+                cells.append(fmt(m and m["copy_GBps"], 2))
+                body.append(cells + [cmds.ref(*refs, m)])
+        out += table(["op", "size"] + [f"zerotrain {b}" for b in backends] + ["gloo", "memcpy", "cmd"], body)
+        out += ["", "gloo has no reduce_scatter (PyTorch's peer reports none)."] + cmds.lines()
+        for b in backends:
+            vals = [r for r in coll if r.get("backend") == b and r["op"] in ("reduce_scatter", "all_gather") and
+                    r["bytes"] >= COLL_MIN_BYTES and r["busbw_GBps"] is not None]
+            measured = "; ".join(f"{r['op']} {r['bytes'] >> 20} MiB {r['busbw_GBps']:.2f}" for r in vals)
+            self.targets.append((f"Collectives N=2 ({b}): reduce-scatter and all-gather bus bandwidth >= 3 GB/s at "
+                                 "16 MiB and above", measured or "not measured",
+                                 all(r["busbw_GBps"] >= COLL_MIN_GBPS for r in vals) if vals else None))
+        if not backends:
+            self.targets.append(("Collectives N=2: reduce-scatter and all-gather >= 3 GB/s at 16 MiB and above",
+                                 "not measured", None))
+        return out
+
+    # ---- kernels ----
+    def kernel_section(self):
+        out = ["## Kernels", ""]
+        cmds = Commands()
+        mm = [r for r in self.rows if r.get("op") == "matmul"]
+        body = []
+        for r in [r for r in mm if r["impl"] == "zerotrain" and r["dtype"] in ("f32", "bf16")]:
+            peers = [p for p in mm if p["impl"] == "pytorch" and p["shape"] == r["shape"] and
+                     p["dtype"] == r["dtype"]]
+            for p in peers or [None]:
+                body.append([r["shape"], r["dtype"], r.get("path"), fmt(r["gflops"]),
+                             f"{p.get('path', 'blas')}/{p.get('blas')}" if p else "–", fmt(p and p["gflops"]),
+                             fx(ratio(r["gflops"], p and p["gflops"])), cmds.ref(r, p)])
+        out += ["### Matmul GFLOP/s", "",
+                "The GPT layers' shapes (tokens x in @ in x out). PyTorch's bf16 matmul is oneDNN's own kernel "
+                "(torch's mkldnn, oneDNN 2.6); its f32 one is the BLAS named.", ""]
+        out += table(["shape", "dtype", "zerotrain path", "zerotrain GFLOP/s", "PyTorch path", "PyTorch GFLOP/s",
+                      "ratio", "cmd"], body)
+        att = [r for r in self.rows if r.get("op") == "attention"]
+        body = []
+        for r in [r for r in att if r["impl"] == "zerotrain"]:
+            p = next((p for p in att if p["impl"] == "pytorch" and (p["B"], p["T"], p["C"], p["H"], p["dtype"]) ==
+                      (r["B"], r["T"], r["C"], r["H"], r["dtype"])), None)
+            body.append([f"B{r['B']} T{r['T']} C{r['C']} H{r['H']}", r["dtype"], fmt(r["fwd_bwd_ms"], 2),
+                         fmt(r.get("unfused_fwd_bwd_ms"), 2), fmt(p and p["fwd_bwd_ms"], 2),
+                         fx(ratio(p and p["fwd_bwd_ms"], r["fwd_bwd_ms"])), cmds.ref(r, p)])
+        out += ["", "### Attention forward + backward (causal), ms", "",
+                "zerotrain: flash style (blocks of keys, online softmax); its own unfused composition beside it; "
+                "PyTorch: the oracle model's unfused attention. Ratio = PyTorch ms / zerotrain ms.", ""]
+        out += table(["shape", "dtype", "zerotrain ms", "zerotrain unfused ms", "PyTorch ms", "ratio", "cmd"], body)
+        ln = [r for r in self.rows if r.get("op") == "layer_norm"]
+        body = []
+        for r in [r for r in ln if r["impl"] == "zerotrain"]:
+            p = next((p for p in ln if p["impl"] == "pytorch" and (p["rows"], p["C"], p["dtype"]) ==
+                      (r["rows"], r["C"], r["dtype"])), None)
+            body.append([f"{r['rows']}x{r['C']}", r["dtype"], fmt(r["fwd_ms"], 3), fmt(r["bwd_ms"], 3),
+                         fmt(p and p["fwd_ms"], 3), fmt(p and p["bwd_ms"], 3),
+                         fx(ratio(p and p["fwd_bwd_ms"], r["fwd_bwd_ms"])), cmds.ref(r, p)])
+        out += ["", "### Layer norm forward / backward, ms", ""]
+        out += table(["rows x C", "dtype", "zerotrain fwd", "zerotrain bwd", "PyTorch fwd", "PyTorch bwd",
+                      "ratio (fwd+bwd)", "cmd"], body)
+        opt = [r for r in self.rows if r.get("bench") == "optim_update" and r.get("type") == "AdamW"]
+        mem = [r for r in self.rows if r.get("op") == "memcpy"]
+        body = []
+        for r in opt:
+            m = max((m for m in mem if m["impl"] == r["impl"]), key=lambda m: (m["bytes"], m.get("threads", 0)),
+                    default=None)
+            body.append([r["impl"], f"{r['param']}/{r['grad']}{' +master' if r.get('master') else ''}", fmt(r["n"]),
+                         r.get("threads"), fmt(r["gbps"], 2), fmt(m and m["gbps"], 2),
+                         f"{r['gbps'] / m['gbps']:.0%}" if m and m["gbps"] else "–", cmds.ref(r, m)])
+        out += ["", "### AdamW update vs memory bandwidth", "",
+                "GB/s of memory traffic (states, gradient, weights read and written); memcpy GB/s counts bytes read + "
+                "written, at 128 MiB with all threads (the same implementation's run).", ""]
+        out += table(["impl", "param/grad", "elements", "threads", "AdamW GB/s", "memcpy GB/s", "of memcpy", "cmd"],
+                     body)
+        out += cmds.lines()
+        return out
+
+    def header(self):
+        m = self.meta
+        out = ["# Benchmarks", ""]
+        if m.get("quick"):
+            out += ["> **QUICK run**: toy shapes and a few steps (a smoke test of bench/run.sh); these figures are "
+                    "not the benchmark. Run `bench/run.sh` without QUICK for them.", ""]
+        out += ["Written by `bench/report.py` from the results of `bench/run.sh` (one command: it builds, runs every "
+                "benchmark beside its PyTorch peer, and writes this file).", "",
+                f"- Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, ISA: {', '.join(m.get('isa', [])) or '?'}",
+                f"- Date: {m.get('date', '?')}",
+                f"- Commit: {m.get('commit', '?')}{' (with uncommitted changes)' if m.get('dirty') else ''}",
+                "- PyTorch: " + ", ".join(sorted({f"{r.get('torch')} ({r.get('blas')})" for r in self.rows
+                                                  if r.get("impl") == "pytorch" and r.get("torch")})), ""]
+        return out
+
+    def targets_section(self):
+        body = [[t, m, "–" if ok is None else ("met" if ok else "not met"), ""] for t, m, ok in self.targets]
+        return ["## Targets", ""] + table(["target", "measured", "met", "reason"], body)
+
+    def render(self):
+        self.gpt_targets()
+        sections = [self.gpt_section(), self.mlp_section(), self.comm_section(), self.kernel_section()]
+        # The issue's order: overlap last.
+        self.targets.sort(key=lambda t: t[0].startswith("Overlap"))
+        out = self.header() + self.targets_section() + [""]
+        for s in sections:
+            out += s + [""]
+        return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results")
+    p.add_argument("-o", "--out", help="output file (default: stdout)")
+    args = p.parse_args()
+    text = Report(load(args.results)).render()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

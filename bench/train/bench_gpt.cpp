@@ -1,0 +1,250 @@
+// GPT-2-style training throughput through zero::Engine + AdamW on deterministic random tokens:
+// the model is nn::make_gpt at the shape the flags give; bench/torch_gpt.py is its PyTorch peer
+// (same shape, same tokens, same JSON fields). Under `mpirun -np N` every requested (stage, dtype)
+// runs in turn in the same processes; rank 0 prints one JSON line each. --batch is the
+// micro-batch per rank, so the global batch is batch x N. step_s is the median of rank 0's step
+// times; tokens_per_s is global tokens x timed steps / total seconds (the slowest rank's). Peak
+// memory per rank: the allocator's peak (max over ranks) and the OS's peak RSS of the process so
+// far (run one configuration per process for a per-configuration RSS).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "zt/autograd/functions.h"
+#include "zt/comm/group.h"
+#include "zt/core/error.h"
+#include "zt/core/parallel.h"
+#include "zt/nn/transformer.h"
+#include "zt/zero/engine.h"
+
+using namespace zt;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string name = "gpt";  // label of the shape in the JSON lines
+  nn::TransformerConfig model;
+  int64_t batch = 8, steps = 10, warmup = 2;
+  std::vector<int> stages;  // empty: 0 for one process, 0,1,2,3 for several
+  std::vector<DType> dtypes = {DType::f32};
+  int threads = 0;  // 0: cores shared by the ranks on this node
+  uint64_t seed = 1234;
+  std::string backend = "auto";
+  int64_t bucket = 500'000'000;
+};
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: bench_gpt [--name LABEL] [--layers 4] [--embd 192] [--heads 6] [--vocab 16384] [--ctx 256] "
+               "[--batch 8 (per rank)] [--dtype f32,bf16] [--stages 0,1,2,3] [--steps 10] [--warmup 2] [--threads T] "
+               "[--checkpointing 0|1] [--seed S] [--backend auto|local|mpi|...] [--bucket ELEMS]\n");
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  ZT_CHECK(!out.empty(), "[bench_gpt] empty list '", s, "'");
+  return out;
+}
+
+int64_t positive(const std::string& k, const std::string& v) {
+  const int64_t n = std::atoll(v.c_str());
+  ZT_CHECK(n > 0, "[bench_gpt] ", k, " must be a positive integer, got '", v, "'");
+  return n;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  a.model.n_layer = 4, a.model.n_embd = 192, a.model.n_head = 6, a.model.vocab_size = 16384, a.model.block_size = 256;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      usage();
+      std::exit(0);
+    }
+    ZT_CHECK(i + 1 < argc, "[bench_gpt] option ", k, " needs a value");
+    const std::string v = argv[++i];
+    if (k == "--name")
+      a.name = v;
+    else if (k == "--layers")
+      a.model.n_layer = positive(k, v);
+    else if (k == "--embd")
+      a.model.n_embd = positive(k, v);
+    else if (k == "--heads")
+      a.model.n_head = positive(k, v);
+    else if (k == "--vocab")
+      a.model.vocab_size = positive(k, v);
+    else if (k == "--ctx")
+      a.model.block_size = positive(k, v);
+    else if (k == "--batch")
+      a.batch = positive(k, v);
+    else if (k == "--steps")
+      a.steps = positive(k, v);
+    else if (k == "--warmup")
+      a.warmup = std::max<int64_t>(0, std::atoll(v.c_str()));
+    else if (k == "--threads")
+      a.threads = std::atoi(v.c_str());
+    else if (k == "--checkpointing")
+      a.model.activation_checkpointing = v == "1" || v == "true";
+    else if (k == "--seed")
+      a.seed = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--backend")
+      a.backend = v;
+    else if (k == "--bucket")
+      a.bucket = positive(k, v);
+    else if (k == "--dtype") {
+      a.dtypes.clear();
+      for (const auto& d : split(v)) a.dtypes.push_back(dtype_from_name(d));
+    } else if (k == "--stages") {
+      a.stages.clear();
+      for (const auto& s : split(v)) {
+        ZT_CHECK(s.size() == 1 && s[0] >= '0' && s[0] <= '3', "[bench_gpt] --stages: '", s, "' is not 0, 1, 2 or 3");
+        a.stages.push_back(s[0] - '0');
+      }
+    } else
+      ZT_THROW("[bench_gpt] unknown option ", k,
+               "; allowed --name --layers --embd --heads --vocab --ctx --batch --dtype --stages --steps --warmup "
+               "--threads --checkpointing --seed --backend --bucket");
+  }
+  a.model.seed = a.seed;
+  a.model.validate("bench_gpt");
+  return a;
+}
+
+// Note [bench tokens]: token i of the run is splitmix64(seed + i) mod vocab, i counting rows of
+// ctx + 1 tokens over the global batch of each step in order; bench/torch_gpt.py computes the same.
+uint64_t splitmix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Rank r's rows [r*batch, (r+1)*batch) of global step s: x = the first ctx tokens, y = the last ctx.
+std::pair<Tensor, Tensor> batch_of(const Args& a, int64_t step, int64_t rank, int64_t world) {
+  const int64_t T = a.model.block_size, row0 = step * a.batch * world + rank * a.batch;
+  std::vector<int32_t> x(size_t(a.batch * T)), y(x.size());
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const uint64_t first = a.seed + uint64_t((row0 + b) * (T + 1));
+    for (int64_t t = 0; t < T; ++t) {
+      x[size_t(b * T + t)] = int32_t(splitmix64(first + uint64_t(t)) % uint64_t(a.model.vocab_size));
+      y[size_t(b * T + t)] = int32_t(splitmix64(first + uint64_t(t + 1)) % uint64_t(a.model.vocab_size));
+    }
+  }
+  return {Tensor::from_ints(x, {a.batch, T}), Tensor::from_ints(y, {a.batch * T})};
+}
+
+int default_threads() {
+  int local = 1;
+  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(s));
+  return std::max(1, int(std::thread::hardware_concurrency()) / local);
+}
+
+struct Result {
+  double step_s_median, step_s_mean, tokens_per_s, final_loss;
+  int64_t params, peak_bytes, states_bytes;
+};
+
+Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
+  const int64_t world = g->size(), T = a.model.block_size;
+  std::vector<std::pair<Tensor, Tensor>> batches;  // made before timing: token hashing is not training
+  for (int64_t s = 0; s < a.warmup + a.steps; ++s) batches.push_back(batch_of(a, s, g->rank(), world));
+  Allocator::global().release_cached();
+  Allocator::global().reset_peaks();
+  const size_t base = Allocator::global().stats().total_current;
+  auto model = nn::make_gpt(a.model);
+  zero::EngineOptions o;
+  o.stage = stage;
+  o.dtype = dt;
+  o.reduce_bucket_size = a.bucket;
+  o.stage3_prefetch_bucket_size = std::min<int64_t>(a.bucket, o.stage3_prefetch_bucket_size);
+  o.optimizer.type = "AdamW";
+  o.optimizer.lr = 1e-4f;
+  o.optimizer.weight_decay = 0.01f;  // torch.optim.AdamW's default
+  zero::Engine engine(*model, g, o);
+  std::vector<double> sec;
+  double loss = 0;
+  Clock::time_point t0;
+  for (int64_t s = 0; s < a.warmup + a.steps; ++s) {
+    if (s == a.warmup) {
+      g->barrier();
+      t0 = Clock::now();
+    }
+    const auto ts = Clock::now();
+    const auto& [x, y] = batches[size_t(s)];
+    Tensor logits = engine.forward(std::vector<Tensor>{x});
+    Tensor l = ag::cross_entropy(ag::reshape(logits, {a.batch * T, a.model.vocab_size}), y);
+    engine.backward(l);
+    engine.step(1e-4);
+    if (s >= a.warmup) sec.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
+    if (s + 1 == a.warmup + a.steps) loss = l.item();
+  }
+  comm::CollOptions max;
+  max.op = comm::ReduceOp::max;
+  const double total = g->all_reduce_scalar(std::chrono::duration<double>(Clock::now() - t0).count(), max);
+  double mean = 0;
+  for (double v : sec) mean += v / double(sec.size());
+  std::nth_element(sec.begin(), sec.begin() + ptrdiff_t(sec.size() / 2), sec.end());
+  loss = g->all_reduce_scalar(loss) / double(world);
+  const double peak = g->all_reduce_scalar(double(Allocator::global().stats().total_peak - base), max);
+  return {sec[sec.size() / 2],
+          mean,
+          double(a.batch * world * T * a.steps) / total,
+          loss,
+          engine.num_params(),
+          int64_t(peak),
+          engine.expected_memory().total()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args a = parse(argc, argv);
+    comm::GroupPtr g = comm::make_group(a.backend);
+    const int world = g->size();
+    const std::vector<int> stages =
+        a.stages.empty() ? (world == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3}) : a.stages;
+    const int threads = a.threads > 0 ? a.threads : default_threads();
+    set_num_threads(threads);
+    for (DType dt : a.dtypes) {
+      for (int stage : stages) {
+        const Result r = run(stage, dt, a, g);
+        rusage ru{};
+        getrusage(RUSAGE_SELF, &ru);
+        comm::CollOptions max;
+        max.op = comm::ReduceOp::max;
+        const double rss_mib = g->all_reduce_scalar(double(ru.ru_maxrss) / 1024.0, max);
+        if (g->rank() != 0) continue;
+        const auto& m = a.model;
+        std::printf(
+            "{\"bench\":\"gpt_train\",\"impl\":\"zerotrain\",\"model\":\"%s\",\"layers\":%lld,\"embd\":%lld,"
+            "\"heads\":%lld,\"vocab\":%lld,\"ctx\":%lld,\"params\":%lld,\"backend\":\"%s\",\"world\":%d,"
+            "\"threads\":%d,\"stage\":%d,\"dtype\":\"%s\",\"checkpointing\":%s,\"batch\":%lld,\"global_batch\":%lld,"
+            "\"steps\":%lld,\"warmup\":%lld,\"tokens_per_s\":%.1f,\"step_s\":%.4f,\"step_s_mean\":%.4f,"
+            "\"final_loss\":%.4f,\"peak_mib\":%.1f,\"states_mib\":%.1f,\"peak_rss_mib\":%.1f,"
+            "\"timing\":\"step_s=median per step (rank 0); tokens_per_s=global tokens*steps/total (slowest rank); "
+            "peak_mib=allocator peak, peak_rss_mib=process peak RSS (max over ranks)\"}\n",
+            a.name.c_str(), (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
+            (long long)m.block_size, (long long)r.params, g->backend(), world, threads, stage, dtype_name(dt),
+            m.activation_checkpointing ? "true" : "false", (long long)a.batch, (long long)(a.batch * world),
+            (long long)a.steps, (long long)a.warmup, r.tokens_per_s, r.step_s_median, r.step_s_mean, r.final_loss,
+            double(r.peak_bytes) / 1048576.0, double(r.states_bytes) / 1048576.0, rss_mib);
+        std::fflush(stdout);
+      }
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_gpt: %s\n", e.what());
+    return 1;
+  }
+}
