@@ -108,6 +108,20 @@ class Runtime {
     return d == DType::bf16 ? (max ? bf16_max_ : bf16_sum_) : (max ? f16_max_ : f16_sum_);
   }
 
+  // Every rank meets here before MPI_Finalize (which waits for all anyway). After a shm failure
+  // (skip_finalize) a peer may be stalled for good: then wait only a few seconds for it.
+  bool all_ranks_at_exit() {
+    MPI_Request r;
+    if (MPI_Ibarrier(MPI_COMM_WORLD, &r) != MPI_SUCCESS) return false;
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    for (int flag = 0;;) {
+      if (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+      if (flag) return true;
+      if (!skip_why_.empty() && Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
   void skip_finalize(const char* why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (skip_why_.empty()) skip_why_ = why;
@@ -116,15 +130,15 @@ class Runtime {
   ~Runtime() {
     g_runtime_gone = true;
     if (!owns_ || mpi_finalized()) return;
-    if (!skip_why_.empty()) {
-      std::fprintf(stderr, "[comm] not calling MPI_Finalize: %s\n", skip_why_.c_str());
-      return;
-    }
     auto deadline = Clock::now() + std::chrono::seconds(2);
     while (reap() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (!graveyard_.empty()) {
       std::fprintf(stderr, "[comm] not calling MPI_Finalize: %zu collective(s) never completed\n", graveyard_.size());
       new std::vector<Pending>(std::move(graveyard_));  // leaked on purpose: no MPI calls now
+      return;
+    }
+    if (!all_ranks_at_exit()) {
+      std::fprintf(stderr, "[comm] not calling MPI_Finalize: %s\n", skip_why_.c_str());
       return;
     }
     for (MPI_Op* op : {&bf16_sum_, &bf16_max_, &f16_sum_, &f16_max_}) MPI_Op_free(op);
@@ -154,7 +168,7 @@ class Runtime {
   MPI_Op bf16_sum_ = MPI_OP_NULL, bf16_max_ = MPI_OP_NULL, f16_sum_ = MPI_OP_NULL, f16_max_ = MPI_OP_NULL;
   std::mutex mu_;
   std::vector<Pending> graveyard_;
-  std::string skip_why_;  // set by mpi_skip_finalize
+  std::string skip_why_;  // set by mpi_skip_finalize: finalize only if every rank reaches the exit
 };
 
 // Note [wait backoff]: OpenMPI progresses only inside MPI calls (shared-memory fragments need

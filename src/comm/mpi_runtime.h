@@ -13,7 +13,8 @@ void mpi_init();  // MPI_Init_thread once; finalized at exit (Note [finalize onl
 bool mpi_finalized();
 // Throws ErrorKind::comm naming the MPI call and, when given, the collective (`where`).
 void check_mpi(int rc, const char* call, const std::string& where = "");
-// A collective outside MPI failed, so a peer may be stalled: skip MPI_Finalize at exit.
+// A collective outside MPI failed, so a peer may be stalled: at exit, call MPI_Finalize only
+// if every rank gets there within a few seconds.
 void mpi_skip_finalize(const char* why);
 GroupPtr make_mpi_group_on(MPI_Comm c);  // takes ownership of c
 

@@ -98,7 +98,7 @@ struct RunConfig {
   double epochs = 1.0;              // used when max_steps == 0
   int64_t max_steps = 0;
   int threads = 0;                    // 0 = OpenMP default
-  std::string comm_backend = "auto";  // auto | local | mpi
+  std::string comm_backend = "auto";  // auto | local | mpi | shm (auto: shm on one node under mpirun)
   double comm_timeout_s = 300.0;
   int64_t memory_budget_mb = 0;  // 0 = unlimited
   bool eval_at_end = true;
