@@ -6,9 +6,13 @@
 // chunks later, after every peer has passed the next sync point, i.e. has finished reading it.
 //   reduce_scatter: each rank copies the slices peers own into its slot; each then reduces its
 //                   own slice reading every slot, in rank order 0..N-1 (deterministic, fp32).
-//   all_reduce:     the same on the chunk's N parts, the result written back to the slot; after
-//                   a second sync point every rank copies the others' parts (all-gather).
+//   all_reduce:     the same on the chunk's N parts, each part's result written back to its
+//                   reducer's slot; after the next sync point every rank copies the others'.
 //   all_gather, broadcast: copies in, sync point, copies out.  barrier: one sync point.
+// Note [shm all_reduce]: chunk s's inputs and chunk s-1's results share one sync point, so
+// there are chunks + 1 of them, not 2 x chunks. Part q of every chunk is [q*per, (q+1)*per)
+// (clamped), the same for all chunks, so writing chunk s+2's inputs (every part but our own)
+// never touches our results of chunk s, which peers may still be copying.
 // A failure (timeout, a peer that left, died or broke) breaks the group: queued and later
 // collectives fail at once, peers learn it from this rank's words, and MPI_Finalize is skipped.
 #include <condition_variable>
@@ -267,29 +271,35 @@ class ShmEngine {
     }
   }
 
+  // Pipelined (Note [shm all_reduce]): one sync point per chunk plus one at the end.
   void all_reduce(Tensor& buf, ReduceOp op, const ShmWaitFor& wf) {
     const size_t es = dtype_size(buf.dtype());
     const int64_t total = buf.numel(), mmax = chunk_elems(es, 1);
+    const int64_t per = ((mmax + size_ - 1) / size_ + 15) / 16 * 16;  // the same for every chunk
     char* data = static_cast<char*>(buf.raw_data());
     std::vector<const void*> srcs(size_t(size_), nullptr);
-    for (int64_t s = 0, steps = num_steps(total, mmax); s < steps; ++s, ++step_) {
+    // Copies the parts the peers reduced of the chunk at `off` (m elements, data step `step`).
+    auto gather = [&](int64_t off, int64_t m, uint64_t step) {
+      for (int q = 0; q < size_; ++q) {
+        const int64_t qb = std::min(m, q * per), qe = std::min(m, (q + 1) * per);
+        if (q != rank_)
+          std::memcpy(data + size_t(off + qb) * es, seg_.slot(q, step) + size_t(qb) * es, size_t(qe - qb) * es);
+      }
+    };
+    const int64_t steps = num_steps(total, mmax);
+    for (int64_t s = 0; s < steps; ++s, ++step_) {
       const int64_t off = s * mmax, m = std::min(mmax, total - off);
-      // Part q of the chunk is [begin(q), begin(q + 1)), reduced by rank q.
-      const int64_t per = ((m + size_ - 1) / size_ + 15) / 16 * 16;
-      auto begin = [&](int q) { return std::min(m, q * per); };
-      const int64_t b = begin(rank_), e = begin(rank_ + 1);
+      const int64_t b = std::min(m, rank_ * per), e = std::min(m, (rank_ + 1) * per);
       char* chunk = data + size_t(off) * es;
       std::memcpy(slot(rank_), chunk, size_t(b) * es);
       std::memcpy(slot(rank_) + size_t(e) * es, chunk + size_t(e) * es, size_t(m - e) * es);
-      sync(wf);
+      sync(wf);  // inputs of this chunk and results of the previous one are in place everywhere
+      if (s > 0) gather(off - mmax, mmax, step_ - 1);
       for (int p = 0; p < size_; ++p) srcs[size_t(p)] = (p == rank_ ? chunk : slot(p)) + size_t(b) * es;
       reduce_elems(buf.dtype(), op, srcs.data(), size_, chunk + size_t(b) * es, slot(rank_) + size_t(b) * es, e - b);
-      sync(wf);
-      for (int q = 0; q < size_; ++q) {
-        const int64_t qb = begin(q), qe = begin(q + 1);
-        if (q != rank_) std::memcpy(chunk + size_t(qb) * es, slot(q) + size_t(qb) * es, size_t(qe - qb) * es);
-      }
     }
+    sync(wf);
+    gather((steps - 1) * mmax, total - (steps - 1) * mmax, step_ - 1);
   }
 
   void all_gather(Tensor in, Tensor& out, const ShmWaitFor& wf) {
