@@ -16,6 +16,7 @@
 // A failure (timeout, a peer that left, died or broke) breaks the group: queued and later
 // collectives fail at once, peers learn it from this rank's words, and MPI_Finalize is skipped.
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -441,7 +442,14 @@ GroupPtr make_launched_group() {
   MPI_Comm_size(c, &size);
   MPI_Comm_free(&node);
   if (node_size != size) return make_mpi_group_on(c);  // several nodes (same answer on every rank)
-  return std::make_shared<ShmGroup>(c, 0);
+  try {
+    return std::make_shared<ShmGroup>(c, 0);
+  } catch (const Error& e) {  // every rank fails alike (the segment's set-up agrees over MPI)
+    int rank = 0;
+    MPI_Comm_rank(c, &rank);
+    if (rank == 0) std::fprintf(stderr, "%s; backend 'auto' uses mpi instead\n", e.what());
+    return make_mpi_group_on(c);
+  }
 }
 
 }  // namespace detail

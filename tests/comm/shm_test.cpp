@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -192,6 +193,23 @@ TEST(CommShm, AutoPicksShmOnOneNode) {
   GroupPtr a = make_group("auto");
   EXPECT_STREQ(a->backend(), "shm");
   EXPECT_EQ(a->rank(), world()->rank());
+  EXPECT_EQ(a->all_reduce_scalar(1.0), double(a->size()));
+}
+
+TEST(CommShm, AutoFallsBackToMpiWhenNoSegmentCanBeMade) {
+  // Two 1 TiB slots per rank: more than /dev/shm holds, so posix_fallocate refuses at once.
+  ASSERT_EQ(setenv("ZT_SHM_SLOT_KIB", "1073741824", 1), 0);
+  try {
+    make_group("shm");
+    ADD_FAILURE() << "a shm group of 1 TiB slots was made";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::comm);
+    EXPECT_NE(std::string(e.what()).find("[comm] shm: rank 0 could not create the shared segment"), std::string::npos)
+        << e.what();
+  }
+  GroupPtr a = make_group("auto");
+  unsetenv("ZT_SHM_SLOT_KIB");
+  EXPECT_STREQ(a->backend(), "mpi");
   EXPECT_EQ(a->all_reduce_scalar(1.0), double(a->size()));
 }
 
