@@ -99,14 +99,14 @@ TEST(CommShm, IntegersWrapAndMaxOverSeveralChunks) {
   const int64_t len = 3000;  // 6 chunks of i32, 12 of i64
   Tensor s = Tensor::empty({len}, DType::i32), m = Tensor::empty({len}, DType::i64);
   for (int64_t i = 0; i < len; ++i) {
-    s.data<int32_t>()[i] = INT32_MAX - int32_t(i) + r;  // the sum overflows: wraps as MPI_SUM
+    s.data<int32_t>()[i] = int32_t(uint32_t(INT32_MAX) - uint32_t(i) + uint32_t(r));  // sums overflow: wrap
     m.data<int64_t>()[i] = (int64_t(i % n == r) << 40) - i;
   }
   g->all_reduce(s);
   g->all_reduce(m, ReduceOp::max);
   for (int64_t i = 0; i < len; ++i) {
     uint32_t want = 0;
-    for (int q = 0; q < n; ++q) want += uint32_t(INT32_MAX - int32_t(i) + q);
+    for (int q = 0; q < n; ++q) want += uint32_t(INT32_MAX) - uint32_t(i) + uint32_t(q);
     ASSERT_EQ(s.data<int32_t>()[i], int32_t(want)) << i;
     ASSERT_EQ(m.data<int64_t>()[i], (int64_t(1) << 40) - i) << i;
   }
