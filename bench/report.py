@@ -195,25 +195,27 @@ class Report:
                "memcpy: one thread's copy GB/s (bytes copied / s) at the same size, zerotrain's kernels bench.", ""]
         cmds = Commands()
         body = []
-        for op in ("all_reduce", "reduce_scatter", "all_gather"):
-            for nbytes in sorted({r["bytes"] for r in coll if r["op"] == op}):
-                cells = [op, f"{nbytes / (1 << 20):.0f} MiB"]
+        dtypes = list(dict.fromkeys(r.get("dtype", "f32") for r in coll))
+        for op, dt in ((op, dt) for op in ("all_reduce", "reduce_scatter", "all_gather") for dt in dtypes):
+            for nbytes in sorted({r["bytes"] for r in coll if r["op"] == op and r.get("dtype", "f32") == dt}):
+                cells = [op, dt, f"{nbytes / (1 << 20):.0f} MiB"]
                 refs = []
                 for b in backends + ["gloo"]:
-                    r = next((r for r in coll if r["op"] == op and r["bytes"] == nbytes and r.get("backend") == b),
-                             None)
+                    r = next((r for r in coll if r["op"] == op and r["bytes"] == nbytes and r.get("backend") == b
+                              and r.get("dtype", "f32") == dt), None)
                     cells.append(fmt(r and r["busbw_GBps"], 2))
                     refs.append(r)
                 m = min((r for r in memcpy if r.get("threads") == 1), key=lambda r: abs(r["bytes"] - nbytes),
                         default=None)
                 cells.append(fmt(m and m["copy_GBps"], 2))
                 body.append(cells + [cmds.ref(*refs, m)])
-        out += table(["op", "size"] + [f"zerotrain {b}" for b in backends] + ["gloo", "memcpy", "cmd"], body)
+        out += table(["op", "dtype", "size"] + [f"zerotrain {b}" for b in backends] + ["gloo", "memcpy", "cmd"], body)
         out += ["", "gloo has no reduce_scatter (PyTorch's peer reports none)."] + cmds.lines()
         for b in backends:
             vals = [r for r in coll if r.get("backend") == b and r["op"] in ("reduce_scatter", "all_gather") and
                     r["bytes"] >= COLL_MIN_BYTES and r["busbw_GBps"] is not None]
-            measured = "; ".join(f"{r['op']} {r['bytes'] >> 20} MiB {r['busbw_GBps']:.2f}" for r in vals)
+            measured = "; ".join(f"{r['op']} {r.get('dtype', 'f32')} {r['bytes'] >> 20} MiB {r['busbw_GBps']:.2f}"
+                                 for r in vals)
             self.targets.append((f"Collectives N=2 ({b}): reduce-scatter and all-gather bus bandwidth >= 3 GB/s at "
                                  "16 MiB and above", measured or "not measured",
                                  all(r["busbw_GBps"] >= COLL_MIN_GBPS for r in vals) if vals else None))

@@ -19,7 +19,6 @@
 #        ZT_MNIST_DIR (default data/mnist; scripts/setup.sh fetches it),
 #        ZT_BENCH_CKPT_DIR (default .cache/bench_ckpt; checkpoints of the bench, removed after),
 #        ZT_BENCH_MEMORY=0 skips the per-stage peak-memory runs of the 53.6M MLP,
-#        ZT_BENCH_SHM=0 skips bench_comm on the shm backend (skipped anyway when it is not built),
 #        ZT_BENCH_OPENBLAS=0 skips the second PyTorch run with OpenBLAS (Debian's torch links the
 #        generic libblas.so.3, which is the slow reference BLAS unless OpenBLAS is installed).
 set -euo pipefail
@@ -115,15 +114,8 @@ collect zerotrain "$BENCH_TRAIN" --threads 2 --steps "$STEPS" --data "$DATA" --d
 collect_torch bench/torch_train.py --threads 2 --steps "$STEPS" --data "$DATA" --dtype bf16
 collect zerotrain "${MPIRUN[@]}" "$BENCH_TRAIN" --threads 1 --stages 0,1,2,3 --steps "$STEPS" --data "$DATA"
 collect_torch bench/torch_train.py --world 2 --steps "$STEPS" --data "$DATA"
+# Both backends (mpi, shm), f32 and bf16, at 1, 16 and 128 MiB, beside one core's memcpy.
 collect zerotrain "${MPIRUN[@]}" "$BENCH_COMM"
-# The shared-memory backend, when this build's comm::make_group knows "shm".
-if [[ ${ZT_BENCH_SHM:-1} != 0 ]]; then
-  if "${MPIRUN[@]}" "$BENCH_COMM" --backend shm 1 >/dev/null 2>&1; then
-    collect zerotrain "${MPIRUN[@]}" "$BENCH_COMM" --backend shm
-  else
-    echo "run.sh: bench_comm --backend shm failed (no shm backend in this build?); skipped" >&2
-  fi
-fi
 collect pytorch "$PY" bench/comm_peer_torch.py 2
 # Checkpoint save/load GB/s per rank beside the disk's write+fsync (473 MB of AdamW states, N = 2),
 # then `zerotrain export` of that checkpoint in its own process: peak allocator bytes and RSS.

@@ -1,10 +1,12 @@
 // Bus bandwidth of the comm collectives, defined as nccl-tests does (in-place where the op
-// allows). Run: mpirun -np 2 bench_comm [--dtype f32|bf16|f16] [--backend B] [MiB ...]; rank 0 prints one
-// JSON line per op and size. --backend NAME picks the group (default auto).
+// allows), for the mpi and shm backends side by side, plus one core's memcpy bandwidth as the
+// ceiling. Run: mpirun -np 2 bench_comm [--backend mpi|shm]... [--dtype f32|bf16|f16]... [MiB ...]
+// (defaults: both backends, f32 and bf16, 1 16 128 MiB); rank 0 prints one JSON line per case.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -26,52 +28,83 @@ double time_op(Group& g, int iters, const std::function<void()>& op) {
   return g.all_reduce_scalar(s, ReduceOp::max);
 }
 
+int iters_for(int64_t mib) { return int(std::clamp<int64_t>(100 / std::max<int64_t>(mib, 1), 5, 100)); }
+
+// One rank copies while the others wait: what one core moves with nobody competing.
+void bench_memcpy(Group& g, int64_t mib) {
+  const size_t bytes = size_t(mib) << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  const int iters = iters_for(mib);
+  double s = 0;
+  g.barrier();
+  if (g.rank() == 0) {
+    std::memcpy(b.data(), a.data(), bytes);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) std::memcpy(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), bytes);
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    std::printf(
+        "{\"op\":\"memcpy\",\"backend\":\"one core\",\"bytes\":%zu,\"iters\":%d,\"time_us\":%.1f,\"GBps\":%.3f}\n",
+        bytes, iters, s * 1e6, double(bytes) / s / 1e9);
+    std::fflush(stdout);
+  }
+  g.barrier();
+}
+
+void bench_backend(Group& g, DType dt, int64_t mib) {
+  const int n = g.size();
+  const int64_t esize = int64_t(dtype_size(dt));
+  const int64_t elems = (mib << 20) / esize / n * n, bytes = elems * esize;
+  const int iters = iters_for(mib);
+  Tensor full = Tensor::empty({elems}, dt, MemTag::comm);
+  Tensor shard = Tensor::empty({elems / n}, dt, MemTag::comm);
+  full.fill_(1.f);
+  shard.fill_(1.f);
+  struct Case {
+    const char* op;
+    double factor;  // algorithm bandwidth -> bus bandwidth (nccl-tests PERFORMANCE.md)
+    std::function<void()> run;
+  } cases[] = {
+      {"all_reduce", 2.0 * (n - 1) / n, [&] { g.all_reduce(full); }},
+      {"reduce_scatter", double(n - 1) / n, [&] { g.reduce_scatter(full, shard); }},
+      {"all_gather", double(n - 1) / n, [&] { g.all_gather(shard, full); }},
+  };
+  for (const Case& c : cases) {
+    double s = time_op(g, iters, c.run);
+    double algbw = double(bytes) / s / 1e9;
+    if (g.rank() == 0)
+      std::printf(
+          "{\"op\":\"%s\",\"backend\":\"%s\",\"dtype\":\"%s\",\"ranks\":%d,\"bytes\":%lld,\"iters\":%d,"
+          "\"time_us\":%.1f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
+          c.op, g.backend(), dtype_name(dt), n, (long long)bytes, iters, s * 1e6, algbw, algbw * c.factor);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     std::vector<int64_t> sizes_mib;  // optional arguments: buffer sizes in MiB
-    DType dt = DType::f32;
-    std::string backend = "auto";  // --backend: any name comm::make_group knows
+    std::vector<DType> dtypes;
+    std::vector<std::string> backends;
     for (int i = 1; i < argc; ++i) {
-      if (std::string(argv[i]) == "--dtype" && i + 1 < argc)
-        dt = dtype_from_name(argv[++i]);
-      else if (std::string(argv[i]) == "--backend" && i + 1 < argc)
-        backend = argv[++i];
+      const std::string a = argv[i];
+      if (a == "--dtype" && i + 1 < argc)
+        dtypes.push_back(dtype_from_name(argv[++i]));
+      else if (a == "--backend" && i + 1 < argc)
+        backends.push_back(argv[++i]);
       else
         sizes_mib.push_back(std::atoll(argv[i]));
     }
-    const int64_t esize = int64_t(dtype_size(dt));
     if (sizes_mib.empty()) sizes_mib = {1, 16, 128};
-    GroupPtr g = make_group(backend);
-    const int n = g->size();
-    for (int64_t mib : sizes_mib) {
-      const int64_t elems = (mib << 20) / esize / n * n, bytes = elems * esize;
-      const int iters = int(std::clamp<int64_t>(100 / mib, 5, 100));
-      Tensor full = Tensor::empty({elems}, dt, MemTag::comm);
-      Tensor shard = Tensor::empty({elems / n}, dt, MemTag::comm);
-      full.fill_(1.f);
-      shard.fill_(1.f);
-      struct Case {
-        const char* op;
-        double factor;  // algorithm bandwidth -> bus bandwidth (nccl-tests PERFORMANCE.md)
-        std::function<void()> run;
-      } cases[] = {
-          {"all_reduce", 2.0 * (n - 1) / n, [&] { g->all_reduce(full); }},
-          {"reduce_scatter", double(n - 1) / n, [&] { g->reduce_scatter(full, shard); }},
-          {"all_gather", double(n - 1) / n, [&] { g->all_gather(shard, full); }},
-      };
-      for (const Case& c : cases) {
-        double s = time_op(*g, iters, c.run);
-        double algbw = double(bytes) / s / 1e9;
-        if (g->rank() == 0)
-          std::printf(
-              "{\"op\":\"%s\",\"backend\":\"%s\",\"dtype\":\"%s\",\"ranks\":%d,\"bytes\":%lld,\"iters\":%d,"
-              "\"time_us\":%.1f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-              c.op, g->backend(), dtype_name(dt), n, (long long)bytes, iters, s * 1e6, algbw, algbw * c.factor);
-        std::fflush(stdout);
-      }
-    }
+    if (dtypes.empty()) dtypes = {DType::f32, DType::bf16};
+    if (backends.empty()) backends = {"mpi", "shm"};
+    std::vector<GroupPtr> groups;
+    for (const std::string& b : backends) groups.push_back(make_group(b));  // collective, in the same order
+    for (int64_t mib : sizes_mib) bench_memcpy(*groups[0], mib);
+    for (const GroupPtr& g : groups)
+      for (DType dt : dtypes)
+        for (int64_t mib : sizes_mib) bench_backend(*g, dt, mib);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -111,8 +111,9 @@ bool launched_by_mpirun() {
 GroupPtr make_group(const std::string& backend) {
   if (backend == "local") return detail::make_local_group();
   if (backend == "mpi") return detail::make_mpi_group();
-  if (backend == "auto") return launched_by_mpirun() ? detail::make_mpi_group() : detail::make_local_group();
-  ZT_THROW("[comm] unknown backend '", backend, "'; allowed: local, mpi, auto");
+  if (backend == "shm") return detail::make_shm_group();
+  if (backend == "auto") return launched_by_mpirun() ? detail::make_launched_group() : detail::make_local_group();
+  ZT_THROW("[comm] unknown backend '", backend, "'; allowed: local, mpi, shm, auto");
 }
 
 namespace detail {

@@ -13,15 +13,12 @@
 #include <vector>
 
 #include "comm_detail.h"
+#include "mpi_runtime.h"
 
 namespace zt::comm::detail {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-bool g_runtime_gone = false;  // set when the Runtime static is destroyed at exit
 
 // `where` names the collective ("all_reduce #3 (step 2)") when there is one.
-void check_mpi(int rc, const char* call, const std::string& where = "") {
+void check_mpi(int rc, const char* call, const std::string& where) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -29,6 +26,17 @@ void check_mpi(int rc, const char* call, const std::string& where = "") {
   ZT_THROW_AS(ErrorKind::comm, "[comm] ", where, where.empty() ? "" : ": ", call,
               " failed: ", std::string(msg, size_t(len)));
 }
+
+bool mpi_finalized() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  return fin != 0;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+bool g_runtime_gone = false;  // set when the Runtime static is destroyed at exit
 
 // Note [16-bit reductions]: MPI has no bf16/f16 arithmetic, so each 2-byte type gets a
 // user-defined op that widens both operands to fp32, adds (or compares) and rounds back to
@@ -50,12 +58,6 @@ void max16(void* in, void* inout, int* len, MPI_Datatype*) {
     const float x = widen(a[i]), y = widen(b[i]);
     if (x != x || x > y) b[i] = a[i];  // NaN wins, as in torch.max
   }
-}
-
-bool mpi_finalized() {
-  int fin = 0;
-  MPI_Finalized(&fin);
-  return fin != 0;
 }
 
 // A communicator shared by its Group and the Work still in flight on it.
@@ -106,6 +108,25 @@ class Runtime {
     return d == DType::bf16 ? (max ? bf16_max_ : bf16_sum_) : (max ? f16_max_ : f16_sum_);
   }
 
+  // Every rank meets here before MPI_Finalize (which waits for all anyway). After a shm failure
+  // (skip_finalize) a peer may be stalled for good: then wait only a few seconds for it.
+  bool all_ranks_at_exit() {
+    MPI_Request r;
+    if (MPI_Ibarrier(MPI_COMM_WORLD, &r) != MPI_SUCCESS) return false;
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    for (int flag = 0;;) {
+      if (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+      if (flag) return true;
+      if (!skip_why_.empty() && Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  void skip_finalize(const char* why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (skip_why_.empty()) skip_why_ = why;
+  }
+
   ~Runtime() {
     g_runtime_gone = true;
     if (!owns_ || mpi_finalized()) return;
@@ -114,6 +135,10 @@ class Runtime {
     if (!graveyard_.empty()) {
       std::fprintf(stderr, "[comm] not calling MPI_Finalize: %zu collective(s) never completed\n", graveyard_.size());
       new std::vector<Pending>(std::move(graveyard_));  // leaked on purpose: no MPI calls now
+      return;
+    }
+    if (!all_ranks_at_exit()) {
+      std::fprintf(stderr, "[comm] not calling MPI_Finalize: %s\n", skip_why_.c_str());
       return;
     }
     for (MPI_Op* op : {&bf16_sum_, &bf16_max_, &f16_sum_, &f16_max_}) MPI_Op_free(op);
@@ -143,6 +168,7 @@ class Runtime {
   MPI_Op bf16_sum_ = MPI_OP_NULL, bf16_max_ = MPI_OP_NULL, f16_sum_ = MPI_OP_NULL, f16_max_ = MPI_OP_NULL;
   std::mutex mu_;
   std::vector<Pending> graveyard_;
+  std::string skip_why_;  // set by mpi_skip_finalize: finalize only if every rank reaches the exit
 };
 
 // Note [wait backoff]: OpenMPI progresses only inside MPI calls (shared-memory fragments need
@@ -192,21 +218,30 @@ class MpiWork : public Work {
     check_mpi(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE), "MPI_Test", call_name(coll_, seq(), label_));
     if (!flag) return false;
     done_ = true;
+    // MPI does not say when the transfer ran: launch until the first test that saw it done.
+    busy_s_ = std::chrono::duration<double>(Clock::now() - launched_).count();
     if (on_done_) on_done_();  // copy out of a staging buffer, divide for avg
     keep_.clear();
     return true;
   }
 
   void wait() override {
-    if (test()) return;
     auto start = Clock::now();
+    auto blocked = [&] { blocked_s_ += std::chrono::duration<double>(Clock::now() - start).count(); };
+    if (test()) return blocked();
     Backoff backoff;
     while (!test()) {
-      if (std::chrono::duration<double>(Clock::now() - start).count() > timeout_)
+      if (std::chrono::duration<double>(Clock::now() - start).count() > timeout_) {
+        blocked();
         ZT_THROW_AS(ErrorKind::comm, timeout_message(coll_, seq(), timeout_, rank_, size_, label_));
+      }
       backoff.pause();
     }
+    blocked();
   }
+
+  double busy_seconds() const override { return busy_s_; }
+  double blocked_seconds() const override { return blocked_s_; }
 
  private:
   MPI_Request req_;
@@ -218,6 +253,8 @@ class MpiWork : public Work {
   std::vector<Tensor> keep_;  // buffers must outlive the request
   std::function<void()> on_done_;
   bool done_ = false;
+  Clock::time_point launched_ = Clock::now();
+  double busy_s_ = 0, blocked_s_ = 0;
 };
 
 MPI_Datatype mpi_dtype(DType d) {
@@ -356,6 +393,12 @@ namespace zt::comm {
 bool mpi_available() { return true; }
 
 namespace detail {
+
+void mpi_init() { Runtime::get(); }
+
+void mpi_skip_finalize(const char* why) { Runtime::get().skip_finalize(why); }
+
+GroupPtr make_mpi_group_on(MPI_Comm c) { return std::make_shared<MpiGroup>(c); }
 
 GroupPtr make_mpi_group() {
   Runtime::get();  // MPI_Init_thread once; finalized when the process ends

@@ -222,7 +222,7 @@ void parse_run(const Section& s, RunConfig& r) {
   s.read_int("max_steps", r.max_steps, 0);
   s.read_int("threads", r.threads, 0, kMaxThreads);
   s.read_bool("pin_threads", r.pin_threads);
-  s.read_choice("comm_backend", r.comm_backend, {"auto", "local", "mpi"});
+  s.read_choice("comm_backend", r.comm_backend, {"auto", "local", "mpi", "shm"});
   s.read_number("comm_timeout_s", r.comm_timeout_s, 0, true);
   s.read_int("memory_budget_mb", r.memory_budget_mb, 0, kMaxMemoryBudgetMb);
   s.read_bool("eval_at_end", r.eval_at_end);

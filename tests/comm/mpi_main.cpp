@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <string>
 
 #include "mpi_world.h"
 
@@ -12,6 +13,12 @@ GroupPtr& world() {
   static GroupPtr g;
   return g;
 }
+
+std::string& backend_name() {
+  static std::string b = "mpi";
+  return b;
+}
+const std::string& backend() { return backend_name(); }
 
 namespace {
 class FailurePrinter : public testing::EmptyTestEventListener {
@@ -33,8 +40,10 @@ class FailurePrinter : public testing::EmptyTestEventListener {
 int main(int argc, char** argv) {
   using namespace zt::comm;
   testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--backend") test::backend_name() = argv[i + 1];
   GroupPtr& g = test::world();
-  g = make_group("mpi");
+  g = make_group(test::backend());
   g->set_timeout(120.0);  // a failed assertion on one rank must not hang the others forever
   if (g->rank() != 0) {
     auto& listeners = testing::UnitTest::GetInstance()->listeners();

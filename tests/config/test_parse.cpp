@@ -204,7 +204,7 @@ TEST(ConfigParse, OutOfRange) {
   EXPECT_THAT(error_of({{"run", {{"comm_timeout_s", -5}}}}),
               HasSubstr("'run.comm_timeout_s' must be a positive number"));
   EXPECT_THAT(error_of({{"run", {{"comm_backend", "nccl"}}}}),
-              HasSubstr("'run.comm_backend' must be one of auto, local, mpi, got \"nccl\""));
+              HasSubstr("'run.comm_backend' must be one of auto, local, mpi, shm, got \"nccl\""));
   EXPECT_THAT(error_of({{"model", {{"activation", "relu6"}}}}),
               HasSubstr("'model.activation' must be one of relu, gelu (did you mean \"relu\"?), got \"relu6\""));
   EXPECT_THAT(error_of({{"data", {{"dataset", "imagenet"}}}}), HasSubstr("one of mnist, fashion-mnist, cifar10"));

@@ -13,7 +13,9 @@ comm::GroupPtr g_world;
 int main(int argc, char** argv) {
   using zt::testing::g_world;
   ::testing::InitGoogleTest(&argc, argv);
-  g_world = zt::comm::make_group("auto");  // alone: one local rank; under mpirun: the job
+  // alone: one local rank; under mpirun: the job (shm on one node); ZT_TEST_BACKEND=mpi picks.
+  const char* backend = std::getenv("ZT_TEST_BACKEND");
+  g_world = zt::comm::make_group(backend ? backend : "auto");
   // Ranks share the cores, as train's do: more OpenMP threads than cores spin against each other.
   if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
     zt::set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, std::atoi(local))));

@@ -111,7 +111,7 @@ inline Tolerance trajectory_tolerance(DType dt) {
     case DType::f32:
       return {1e-5, 1e-5};
     case DType::f16:
-      return {2e-4, 4e-3};
+      return {2e-4, 1e-2};
     default:
       return {2e-3, 5e-2};
   }

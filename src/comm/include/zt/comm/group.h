@@ -62,6 +62,11 @@ class Work {
   // Per group, 1 for the first collective launched and +1 for each next, in launch order;
   // ranks launch in the same order, so the same number names the same collective everywhere.
   uint64_t seq() const { return seq_; }
+  // For the overlap metric (steady clock, seconds; 0 when unknown). busy: from when the
+  // transfer started running until it finished (mpi: launch until the first test() that saw
+  // it done). blocked: time the caller spent inside wait() so far.
+  virtual double busy_seconds() const { return 0; }
+  virtual double blocked_seconds() const { return 0; }
 
  private:
   uint64_t seq_;
@@ -132,12 +137,14 @@ class Group {
 };
 using GroupPtr = std::shared_ptr<Group>;
 
-// "local" (one process), "mpi", or "auto" (mpi when launched by mpirun, else local).
-// "mpi" in a build without MPI throws ErrorKind::comm
-// "[comm] backend 'mpi' is not available in this build".
+// "local" (one process), "mpi", "shm" (ranks of one node through a shared-memory segment set
+// up over MPI; Note [shm backend] in shm.cpp), or "auto": under mpirun shm when every rank is
+// on one node, else mpi; without mpirun local. "mpi" or "shm" in a build without MPI throws
+// ErrorKind::comm "[comm] backend 'mpi' is not available in this build".
 GroupPtr make_group(const std::string& backend);
 bool launched_by_mpirun();
 bool mpi_available();  // whether this build has the mpi backend
+bool shm_available();  // whether this build has the shm backend
 
 // Note [fake group]: a group of `size` ranks inside one process, as c10d's FakeProcessGroup,
 // so the engine's N-rank arithmetic (shards, padding, averaging, byte counts) runs in unit

@@ -99,7 +99,7 @@ struct RunConfig {
   int64_t max_steps = 0;
   int threads = 0;                    // 0 = OpenMP default
   bool pin_threads = true;            // bind each thread to one core of this rank's share (hwloc)
-  std::string comm_backend = "auto";  // auto | local | mpi
+  std::string comm_backend = "auto";  // auto | local | mpi | shm (auto: shm on one node under mpirun)
   double comm_timeout_s = 300.0;
   int64_t memory_budget_mb = 0;  // 0 = unlimited
   bool eval_at_end = true;

@@ -1,0 +1,76 @@
+#pragma once
+// Internal to the shm backend: one group's shared segment (Note [shm segment layout]) and the
+// waits on peers' words: spin briefly, then sleep on a futex, never a long busy-spin (ranks
+// and their comm threads outnumber the cores).
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "zt/comm/group.h"
+
+namespace zt::comm::detail {
+
+using ShmClock = std::chrono::steady_clock;
+
+// One rank's words, written by that rank and read by its peers.
+struct alignas(64) ShmRankLine {
+  std::atomic<uint32_t> arrived{0};     // sync points passed (wraps); the futex word
+  std::atomic<int32_t> pid{0};          // for telling a dead peer from a slow one
+  std::atomic<uint32_t> left{0};        // 1 once its group object is gone
+  std::atomic<uint64_t> failed_seq{0};  // the collective at which its group broke; 0 = healthy
+};
+struct alignas(64) ShmWaitLine {
+  std::atomic<uint32_t> waiters{0};  // peers asleep on this rank's `arrived`
+};
+
+// Who waits, for the errors a wait throws.
+struct ShmWaitFor {
+  Coll coll;
+  uint64_t seq;
+  const std::string& label;
+  double timeout_s;
+  ShmClock::time_point deadline;
+  const std::atomic<bool>& stop;  // the local group gave up (wait() timed out, or it is closing)
+};
+
+class ShmSegment {
+ public:
+  // Collective over comm: rank 0 creates, sizes and maps a POSIX segment, peers map it, and
+  // its name is unlinked before anyone returns. Every rank uses rank 0's slot_bytes.
+  static std::unique_ptr<ShmSegment> create(MPI_Comm comm, size_t slot_bytes);
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t slot_bytes() const { return slot_bytes_; }
+  // Rank q's staging buffer for a data step (double buffered: steps alternate buffers).
+  char* slot(int q, uint64_t step) const { return base_ + data_off_ + (size_t(q) * 2 + (step & 1)) * slot_bytes_; }
+  ShmRankLine& line(int q) const { return reinterpret_cast<ShmRankLine*>(base_ + kLinesOff)[q]; }
+
+  void post(uint32_t k);  // this rank passed sync point k: publish it and wake sleeping peers
+  // Blocks until every peer has posted k. Throws ErrorKind::comm at the deadline (the timeout
+  // message), when w.stop is set, or when a peer left, died or broke at an earlier collective.
+  void wait_all(uint32_t k, const ShmWaitFor& w) const;
+
+ private:
+  static constexpr size_t kLinesOff = 64;
+  ShmSegment(char* base, size_t bytes, int rank, int size, size_t slot_bytes);
+  ShmWaitLine& wait_line(int q) const {
+    return reinterpret_cast<ShmWaitLine*>(base_ + kLinesOff + size_t(size_) * sizeof(ShmRankLine))[q];
+  }
+  void wait_one(int q, uint32_t k, const ShmWaitFor& w) const;
+  void check_peer(int q, const ShmWaitFor& w) const;
+
+  char* base_;
+  size_t bytes_;
+  int rank_, size_;
+  size_t slot_bytes_, data_off_;
+};
+
+}  // namespace zt::comm::detail
