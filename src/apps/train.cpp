@@ -164,6 +164,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   // Resume: parameters, master, optimizer states and counters from a checkpoint saved at any
   // world size and stage; the data position is the step (same global batch, same seed).
   int64_t first_step = 0, skipped = 0;
+  zero::CommOverlap reduce_overlap, gather_overlap;  // rank 0's, since the last printed step
   if (!cfg.run.resume.empty()) {
     const std::string path = ckpt::resolve_checkpoint(cfg.checkpoint.dir, cfg.run.resume);
     const nlohmann::json extra = ckpt::load_checkpoint(engine, path);
@@ -268,6 +269,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       if (e.kind() == ErrorKind::data && engine.policy().loss_scaling) throw AgreedStop(e.what(), e.kind(), 1);
       throw;
     }
+    reduce_overlap += st.reduce;
+    gather_overlap += st.gather;
     // A non-finite loss stops the run, except where fp16 loss scaling skipped the step for it.
     const bool bad_loss = !std::isfinite(step_loss) && !st.skipped;
     const Vote vote = agree(group, {stop_signal(), bad_loss ? rank : -1, on_lead.failed()},
@@ -331,6 +334,17 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                           {"memory_peak", mem_peak},
                           {"loss_scale", engine.loss_scale()},
                           {"skipped_steps", skipped}};
+    // Note [overlap]: how much of the communication ran behind computation since the last record.
+    auto overlap_json = [](const zero::CommOverlap& o) {
+      const std::optional<double> h = o.hidden();
+      return nlohmann::json{
+          {"busy_s", o.busy_s}, {"blocked_s", o.blocked_s}, {"hidden", h ? nlohmann::json(*h) : nullptr}};
+    };
+    zero::CommOverlap all = reduce_overlap;
+    all += gather_overlap;
+    rec["comm_overlap"] = {{"reduce", overlap_json(reduce_overlap)}, {"gather", overlap_json(gather_overlap)}};
+    rec["comm_hidden_fraction"] = all.hidden() ? nlohmann::json(*all.hidden()) : nullptr;
+    reduce_overlap = gather_overlap = {};
     if (engine.options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative
       rec["sparse_comm_bytes"] = engine.sparse_comm_bytes().moved;
       rec["sparse_dense_equivalent_bytes"] = engine.sparse_comm_bytes().dense_equivalent;

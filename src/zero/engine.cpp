@@ -150,6 +150,8 @@ StepStats Engine::step(double lr) {
   const Policy& pol = plan_.policy;
   const size_t nb = plan_.buffers.size();
   StepStats st;
+  st.reduce = reducer_->take_overlap();
+  st.gather = store_->take_overlap();
   st.loss_scale = loss_scale();
   if (scaler_) {  // fp16: an overflow on any rank skips the step on every rank
     bool overflow = false;

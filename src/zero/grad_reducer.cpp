@@ -140,8 +140,11 @@ void GradReducer::launch_sparse(size_t b, const comm::CollOptions& o) {
 
 void GradReducer::finish_sparse(size_t b) {
   Buf& buf = bufs_[b];
-  if (buf.ids_work) buf.ids_work->wait();
-  if (buf.work) buf.work->wait();
+  for (comm::WorkPtr* w : {&buf.ids_work, &buf.work})
+    if (*w) {
+      (*w)->wait();
+      comm_overlap_.add(**w);
+    }
   buf.ids_work = nullptr;
   buf.work = nullptr;
   const ParamSlot& s = plan_.buffers[b].params.at(0);
@@ -164,6 +167,7 @@ void GradReducer::finish(size_t b) {
     finish_sparse(b);
   } else {
     buf.work->wait();
+    comm_overlap_.add(*buf.work);
     buf.work = nullptr;
   }
   for (auto it = inflight_.begin(); it != inflight_.end(); ++it)

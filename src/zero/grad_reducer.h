@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zt/comm/group.h"
@@ -33,6 +34,7 @@ class GradReducer {
   void zero();  // after the optimizer step
 
   const SparseCommBytes& sparse_bytes() const { return sparse_bytes_; }
+  CommOverlap take_overlap() { return std::exchange(comm_overlap_, {}); }  // since the last call
 
  private:
   struct Buf {
@@ -66,6 +68,7 @@ class GradReducer {
   bool reducing_ = false;  // this backward pass reduces (stages 2-3, or the boundary)
   std::string label_;
   SparseCommBytes sparse_bytes_;
+  CommOverlap comm_overlap_;
 };
 
 }  // namespace zt::zero

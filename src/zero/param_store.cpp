@@ -107,6 +107,7 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
   }
   if (wait && buf.gather_work) {
     buf.gather_work->wait();
+    overlap_.add(*buf.gather_work);
     buf.gather_work = nullptr;
     bind(b);
   }
@@ -117,6 +118,7 @@ void ParamStore::release(size_t b) {
   if (!plan_.policy.shard_parameters() || plan_.persistent[b] || !buf.full.defined()) return;
   if (buf.gather_work) {
     buf.gather_work->wait();
+    overlap_.add(*buf.gather_work);
     buf.gather_work = nullptr;
   }
   unbind(b);

@@ -4,10 +4,12 @@
 // exists, and have no storage while a stage-3 unit is released.
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zt/comm/group.h"
 #include "zt/core/tensor.h"
+#include "zt/zero/engine.h"
 #include "zt/zero/plan.h"
 
 namespace zt::zero {
@@ -39,7 +41,10 @@ class ParamStore {
   void release(size_t b);                                      // stage 3; persistent units stay
   void prefetch(size_t b, int dir, const std::string& label);  // gathers units after (+1) or before (-1) b
 
+  CommOverlap take_overlap() { return std::exchange(overlap_, {}); }  // all-gathers waited for since
+
  private:
+  CommOverlap overlap_;
   struct Buf {
     Range own;
     Tensor full;   // padded, working dtype (stages 0-2 always; stage 3 while gathered)

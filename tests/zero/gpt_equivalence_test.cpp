@@ -116,6 +116,40 @@ TEST_P(GptStage, SparseEmbeddingGradientsMatchOneProcess) { check({GetParam(), f
 // Prefetching every unit ahead, with recomputes inside backward (which must not prefetch).
 TEST_P(GptStage, CheckpointingWithPrefetchMatchesOneProcess) { check({GetParam(), true, false, 1 << 20}); }
 
+// Note [overlap]: every step reports how long its reductions (and stage 3's gathers) ran and
+// how long the engine waited for them; shm times transfers, mpi cannot (busy 0, hidden unknown).
+TEST_P(GptStage, ReportsCommunicationOverlapPerStep) {
+  GptSpec s{GetParam(), false, false};
+  s.steps = 3;
+  const GptResult r = train_gpt(s, g_world, make_tokens(s.steps * s.micro * s.gas * g_world->size()));
+  const bool timed = std::string(g_world->backend()) == "shm";
+  ASSERT_EQ(r.run.stats.size(), size_t(s.steps));
+  for (const zero::StepStats& st : r.run.stats) {
+    EXPECT_EQ(st.reduce.busy_s > 0, timed);
+    EXPECT_EQ(st.gather.busy_s > 0, timed && s.stage == 3);
+    EXPECT_GE(st.reduce.blocked_s, 0.0);
+    EXPECT_EQ(st.reduce.hidden().has_value(), timed);
+    if (st.reduce.hidden()) {
+      EXPECT_GE(*st.reduce.hidden(), 0.0);
+      EXPECT_LE(*st.reduce.hidden(), 1.0);
+    }
+  }
+}
+
+TEST(CommOverlap, HiddenIsTheShareOfBusyTimeNobodyWaitedFor) {
+  zero::CommOverlap o;
+  EXPECT_FALSE(o.hidden().has_value());  // nothing measured
+  o.busy_s = 2.0;
+  o.blocked_s = 0.5;
+  EXPECT_DOUBLE_EQ(*o.hidden(), 0.75);
+  o.blocked_s = 3.0;  // waited longer than the transfer ran (the wait began before it started)
+  EXPECT_DOUBLE_EQ(*o.hidden(), 0.0);
+  zero::CommOverlap sum = o;
+  sum += o;
+  EXPECT_DOUBLE_EQ(sum.busy_s, 4.0);
+  EXPECT_DOUBLE_EQ(sum.blocked_s, 6.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Zero, GptStage, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "stage" + std::to_string(info.param); });
 

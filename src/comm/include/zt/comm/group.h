@@ -63,8 +63,8 @@ class Work {
   // ranks launch in the same order, so the same number names the same collective everywhere.
   uint64_t seq() const { return seq_; }
   // For the overlap metric (steady clock, seconds; 0 when unknown). busy: from when the
-  // transfer started running until it finished (mpi: launch until the first test() that saw
-  // it done). blocked: time the caller spent inside wait() so far.
+  // transfer started running until it finished (shm; mpi cannot tell, see MpiWork). blocked:
+  // time the caller spent inside wait() so far.
   virtual double busy_seconds() const { return 0; }
   virtual double blocked_seconds() const { return 0; }
 

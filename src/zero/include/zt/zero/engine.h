@@ -4,6 +4,7 @@
 // in fp32 or in 16-bit with fp32 master weights. Its collaborators (plan, parameter store,
 // gradient reducer, optimizer shard) hold the state; this class holds the step order of
 // DESIGN.md. With a one-rank group it is plain single-process training.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,7 +43,31 @@ struct EngineOptions {
   optim::OptimizerSpec optimizer;
 };
 
+// Note [overlap]: for one kind of collective, the seconds its transfers ran (busy) and the seconds
+// the engine then waited for them (blocked), summed over a step on this rank; what was not waited
+// for ran behind computation. shm's comm thread times each transfer; mpi cannot say when its data
+// moved (OpenMPI progresses only inside MPI calls), so its busy time is 0 and hidden() unknown.
+struct CommOverlap {
+  double busy_s = 0, blocked_s = 0;
+  void add(const comm::Work& w) {
+    busy_s += w.busy_seconds();
+    blocked_s += w.blocked_seconds();
+  }
+  CommOverlap& operator+=(const CommOverlap& o) {
+    busy_s += o.busy_s;
+    blocked_s += o.blocked_s;
+    return *this;
+  }
+  // Fraction of the busy time nobody waited for; nullopt when nothing was measured.
+  std::optional<double> hidden() const {
+    if (busy_s <= 0) return std::nullopt;
+    return std::clamp(1.0 - blocked_s / busy_s, 0.0, 1.0);
+  }
+};
+
 struct StepStats {
+  CommOverlap reduce;    // gradient reduce-scatters / all-reduces of this step's backward passes
+  CommOverlap gather;    // stage 3: parameter all-gathers of this step's forward and backward passes
   double grad_norm = 0;  // global L2 norm before clipping (unscaled)
   double clip_coef = 1;
   bool skipped = false;   // fp16 overflow: no update on any rank
