@@ -112,7 +112,7 @@ collect zerotrain "$BENCH_TRAIN" --threads 2 --steps "$STEPS" --data "$DATA"
 collect_torch bench/torch_train.py --threads 2 --steps "$STEPS" --data "$DATA"
 collect zerotrain "$BENCH_TRAIN" --threads 2 --steps "$STEPS" --data "$DATA" --dtype bf16
 collect_torch bench/torch_train.py --threads 2 --steps "$STEPS" --data "$DATA" --dtype bf16
-collect zerotrain "${MPIRUN[@]}" "$BENCH_TRAIN" --threads 1 --stages 0,1,2,3 --steps "$STEPS" --data "$DATA"
+collect zerotrain "${MPIRUN[@]}" "$BENCH_TRAIN" --threads 1 --stages 0,1,2,3 --steps "$STEPS" --data "$DATA" --bucket 6250000
 collect_torch bench/torch_train.py --world 2 --steps "$STEPS" --data "$DATA"
 # Both backends (mpi, shm), f32 and bf16, at 1, 16 and 128 MiB, beside one core's memcpy.
 collect zerotrain "${MPIRUN[@]}" "$BENCH_COMM"

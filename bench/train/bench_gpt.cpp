@@ -12,11 +12,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "overlap_json.h"
 #include "zt/autograd/functions.h"
 #include "zt/comm/group.h"
 #include "zt/core/error.h"
@@ -38,7 +40,7 @@ struct Args {
   int threads = 0;  // 0: cores shared by the ranks on this node
   uint64_t seed = 1234;
   std::string backend = "auto";
-  int64_t bucket = 500'000'000;
+  int64_t bucket = 2'000'000;  // elements per gradient bucket: several per model, so reduction overlaps backward
 };
 
 void usage() {
@@ -152,6 +154,7 @@ int default_threads() {
 struct Result {
   double step_s_median, step_s_mean, tokens_per_s, final_loss;
   int64_t params, peak_bytes, states_bytes;
+  zero::CommOverlap reduce, gather;  // summed over the timed steps (Note [overlap])
 };
 
 Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
@@ -172,6 +175,7 @@ Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
   o.optimizer.weight_decay = 0.01f;  // torch.optim.AdamW's default
   zero::Engine engine(*model, g, o);
   std::vector<double> sec;
+  zero::CommOverlap reduce, gather;
   double loss = 0;
   Clock::time_point t0;
   for (int64_t s = 0; s < a.warmup + a.steps; ++s) {
@@ -184,8 +188,12 @@ Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
     Tensor logits = engine.forward(std::vector<Tensor>{x});
     Tensor l = ag::cross_entropy(ag::reshape(logits, {a.batch * T, a.model.vocab_size}), y);
     engine.backward(l);
-    engine.step(1e-4);
-    if (s >= a.warmup) sec.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
+    const zero::StepStats st = engine.step(1e-4);
+    if (s >= a.warmup) {
+      sec.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
+      reduce += st.reduce;
+      gather += st.gather;
+    }
     if (s + 1 == a.warmup + a.steps) loss = l.item();
   }
   comm::CollOptions max;
@@ -202,7 +210,9 @@ Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
           loss,
           engine.num_params(),
           int64_t(peak),
-          engine.expected_memory().total()};
+          engine.expected_memory().total(),
+          reduce,
+          gather};
 }
 
 }  // namespace
@@ -232,13 +242,15 @@ int main(int argc, char** argv) {
             "\"threads\":%d,\"stage\":%d,\"dtype\":\"%s\",\"checkpointing\":%s,\"batch\":%lld,\"global_batch\":%lld,"
             "\"steps\":%lld,\"warmup\":%lld,\"tokens_per_s\":%.1f,\"step_s\":%.4f,\"step_s_mean\":%.4f,"
             "\"final_loss\":%.4f,\"peak_mib\":%.1f,\"states_mib\":%.1f,\"peak_rss_mib\":%.1f,"
+            "%s"
             "\"timing\":\"step_s=median per step (rank 0); tokens_per_s=global tokens*steps/total (slowest rank); "
             "peak_mib=allocator peak, peak_rss_mib=process peak RSS (max over ranks)\"}\n",
             a.name.c_str(), (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
             (long long)m.block_size, (long long)r.params, g->backend(), world, threads, stage, dtype_name(dt),
             m.activation_checkpointing ? "true" : "false", (long long)a.batch, (long long)(a.batch * world),
             (long long)a.steps, (long long)a.warmup, r.tokens_per_s, r.step_s_median, r.step_s_mean, r.final_loss,
-            double(r.peak_bytes) / 1048576.0, double(r.states_bytes) / 1048576.0, rss_mib);
+            double(r.peak_bytes) / 1048576.0, double(r.states_bytes) / 1048576.0, rss_mib,
+            bench::overlap_fields(r.reduce, r.gather).c_str());
         std::fflush(stdout);
       }
     }

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "overlap_json.h"
 #include "zt/autograd/functions.h"
 #include "zt/comm/group.h"
 #include "zt/core/error.h"
@@ -108,6 +109,7 @@ int default_threads() {
 struct Result {
   double step_ms_median, step_ms_mean, samples_per_s, final_loss;
   int64_t params, peak_bytes, states_bytes;
+  zero::CommOverlap reduce, gather;
 };
 
 // Rank r's micro-batch of global step s: rows [s*64 + r*micro, +micro) of the training set, in
@@ -130,6 +132,7 @@ Result run_stage(int stage, const Args& a, const data::Dataset& ds, const comm::
   o.optimizer.weight_decay = 0.01f;  // torch.optim.AdamW's default
   zero::Engine engine(*model, g, o);
   std::vector<double> ms;
+  zero::CommOverlap reduce, gather;  // summed over the timed steps
   double loss = 0;
   Clock::time_point t0;
   for (int64_t s = 0; s < a.warmup + a.steps; ++s) {
@@ -141,8 +144,12 @@ Result run_stage(int stage, const Args& a, const data::Dataset& ds, const comm::
     const int64_t b = (s % per_epoch) * kGlobalBatch + g->rank() * micro;
     Tensor l = ag::cross_entropy(engine.forward(ds.images.slice(0, b, b + micro)), ds.labels.slice(0, b, b + micro));
     engine.backward(l);
-    engine.step(1e-3);
-    if (s >= a.warmup) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - ts).count());
+    const zero::StepStats st = engine.step(1e-3);
+    if (s >= a.warmup) {
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - ts).count());
+      reduce += st.reduce;
+      gather += st.gather;
+    }
     if (s + 1 == a.warmup + a.steps) loss = l.item();
   }
   comm::CollOptions max;
@@ -153,8 +160,15 @@ Result run_stage(int stage, const Args& a, const data::Dataset& ds, const comm::
   std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
   loss = g->all_reduce_scalar(loss) / double(world);
   const int64_t peak = int64_t(Allocator::global().stats().total_peak - base);
-  return {ms[ms.size() / 2],   mean, double(kGlobalBatch * a.steps) / total, loss,
-          engine.num_params(), peak, engine.expected_memory().total()};
+  return {ms[ms.size() / 2],
+          mean,
+          double(kGlobalBatch * a.steps) / total,
+          loss,
+          engine.num_params(),
+          peak,
+          engine.expected_memory().total(),
+          reduce,
+          gather};
 }
 
 }  // namespace
@@ -178,11 +192,12 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"bench\":\"mlp_train\",\"impl\":\"zerotrain\",\"backend\":\"%s\",\"stage\":%d,\"world\":%d,\"threads\":%d,"
           "\"dtype\":\"%s\",\"params\":%lld,\"batch\":%lld,\"steps\":%lld,\"samples_per_s\":%.1f,\"step_ms\":%.4f,"
-          "\"step_ms_mean\":%.4f,\"final_loss\":%.4f,\"peak_mib\":%.1f,\"states_mib\":%.1f,\"peak_rss_mib\":%.1f,"
+          "\"step_ms_mean\":%.4f,\"final_loss\":%.4f,\"peak_mib\":%.1f,\"states_mib\":%.1f,\"peak_rss_mib\":%.1f,%s"
           "\"timing\":\"step_ms=median per step (rank 0); samples_per_s=batch*steps/total\"}\n",
           g->backend(), stage, world, threads, dtype_name(a.dtype), (long long)r.params, (long long)kGlobalBatch,
           (long long)a.steps, r.samples_per_s, r.step_ms_median, r.step_ms_mean, r.final_loss,
-          double(r.peak_bytes) / 1048576.0, double(r.states_bytes) / 1048576.0, double(ru.ru_maxrss) / 1024.0);
+          double(r.peak_bytes) / 1048576.0, double(r.states_bytes) / 1048576.0, double(ru.ru_maxrss) / 1024.0,
+          bench::overlap_fields(r.reduce, r.gather).c_str());
       std::fflush(stdout);
     }
     return 0;
