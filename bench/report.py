@@ -56,9 +56,10 @@ MISSED_BECAUSE = [
     ("Collectives N=2 (shm)", "At 128 MiB one core copies about 6.7 GB/s (memcpy column) and each rank stages its "
      "input into the segment before peers read it: two passes over memory; bf16 sums widen to fp32. Reading "
      "peers' buffers in place would save the staging copy."),
-    ("Overlap", "Two ranks on two cores: the comm thread shares its rank's core, so a reduction runs only in "
-     "slices taken from backward; and GPT's tied wte (63% of the 5M model, 31% of 124M) has its gradient only "
-     "when the embedding's backward ends backward, so its bucket cannot overlap."),
+    ("Overlap", "GPT's tied wte (63% of the 5M model's parameters, 31% of 124M's) gets its gradient only when "
+     "the embedding's backward ends backward, so its bucket cannot overlap. Untied layers overlap when several "
+     "buckets may be in flight (the benches allow 4; the engine's default of one bounds stage 2's peak): "
+     "see the 53.6M MLP rows."),
 ]
 
 class Commands:
@@ -162,10 +163,12 @@ class Report:
                             ok = ok and x <= limit
             label = (f"N=2, same global batch: stage {' and '.join(map(str, stages))} step time <= {limit}x stage 0")
             self.targets.append((label, "; ".join(parts) or "not measured", ok if parts else None))
-        hidden = [r for r in self.gpt if r["impl"] == "zerotrain" and r["stage"] == 2 and
-                  r.get("comm_hidden_fraction") is not None]
+        hidden = [r for r in self.gpt + [r for r in self.rows if r.get("bench") == "mlp_train" and r.get("world") == 2]
+                  if r["impl"] == "zerotrain" and r["stage"] == 2 and r.get("comm_hidden_fraction") is not None]
         if hidden:
-            parts = [f"{r['model']} {r['dtype']} {r['comm_hidden_fraction']:.0%}" for r in hidden]
+            def name(r):
+                return r.get("model") or f"mlp {r['params'] / 1e6:.1f}M"
+            parts = [f"{name(r)} {r['dtype']} {r['comm_hidden_fraction']:.0%}" for r in hidden]
             ok = all(r["comm_hidden_fraction"] >= OVERLAP_MIN for r in hidden)
             self.targets.append(("Overlap: >= 80% of gradient reduction hidden behind backward at stage 2",
                                  "; ".join(parts), ok))

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench_util.h"
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
 #include "zt/core/parallel.h"
@@ -17,27 +18,6 @@
 using namespace zt;
 
 namespace {
-
-template <typename F>
-double ms_per_call(F f) {
-  f();  // warm-up (allocator cache, oneDNN primitives)
-  int iters = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  double sec = 0;
-  while (sec < 1.0 || iters < 3) {
-    f();
-    ++iters;
-    sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return 1e3 * sec / iters;
-}
-
-Tensor uniform(const Shape& s, DType dt, uint64_t seed) {
-  Generator g(seed);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (auto& x : v) x = g.uniform(-1, 1);
-  return Tensor::from_vector(v, s, dt);
-}
 
 // q, k or v of qkv as [B*H, T, D] (contiguous copies: the peer's layout).
 Tensor heads(const Tensor& qkv, int64_t part, int64_t H) {
@@ -59,10 +39,10 @@ void unfused_step(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
 
 void line(int64_t B, int64_t T, int64_t C, int64_t H, DType dt) {
   const bool causal = true;
-  Tensor qkv = uniform({B, T, 3 * C}, dt, 1), dout = uniform({B, T, C}, dt, 2);
+  Tensor qkv = bench::uniform({B, T, 3 * C}, dt, 1), dout = bench::uniform({B, T, C}, dt, 2);
   ops::AttentionResult r;
-  const double fwd = ms_per_call([&] { r = ops::attention(qkv, H, causal, nullptr); });
-  const double bwd = ms_per_call([&] { (void)ops::attention_backward(dout, qkv, r, H, causal, nullptr); });
+  const double fwd = bench::ms_per_call([&] { r = ops::attention(qkv, H, causal, nullptr); });
+  const double bwd = bench::ms_per_call([&] { (void)ops::attention_backward(dout, qkv, r, H, causal, nullptr); });
   // Block products actually run: causal skips key blocks above the diagonal (about half).
   const double D = double(C / H), pairs = double(B * H) * double(T) * double(T + 64) / 2.0;
   const double fwd_gflop = 4.0 * pairs * D / 1e9;
@@ -73,7 +53,7 @@ void line(int64_t B, int64_t T, int64_t C, int64_t H, DType dt) {
   for (int64_t i = 0; i < T; ++i)
     for (int64_t j = i + 1; j < T; ++j) m[size_t(i * T + j)] = -1e9f;
   Tensor mask = Tensor::from_vector(m, {T, T}, dt);
-  const double unfused = ms_per_call([&] { unfused_step(q, k, v, mask, 1.f / std::sqrt(float(D))); });
+  const double unfused = bench::ms_per_call([&] { unfused_step(q, k, v, mask, 1.f / std::sqrt(float(D))); });
 
   std::printf(
       "{\"op\":\"attention\",\"B\":%ld,\"T\":%ld,\"C\":%ld,\"H\":%ld,\"causal\":true,\"dtype\":\"%s\",\"threads\":%d,"

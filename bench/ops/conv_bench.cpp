@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench_util.h"
 #include "zt/core/parallel.h"
 #include "zt/core/random.h"
 #include "zt/ops/conv.h"
@@ -15,36 +16,16 @@ using namespace zt;
 
 namespace {
 
-template <typename F>
-double seconds_per_call(F f) {
-  f();  // warm-up (creates the primitives)
-  int iters = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  double sec = 0;
-  while (sec < 1.0) {
-    f();
-    ++iters;
-    sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return sec / iters;
-}
-
-Tensor uniform(const Shape& s, DType dt) {
-  Generator g(1);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (auto& x : v) x = g.uniform(-1, 1);
-  return Tensor::from_vector(v, s, dt);
-}
-
 void conv_lines(int64_t n, int64_t cin, int64_t size, int64_t cout, DType dt, bool fallback) {
-  Tensor x = uniform({n, cin, size, size}, dt), w = uniform({cout, cin, 3, 3}, dt), b = uniform({cout}, dt);
+  Tensor x = bench::uniform({n, cin, size, size}, dt), w = bench::uniform({cout, cin, 3, 3}, dt),
+         b = bench::uniform({cout}, dt);
   const ops::Conv2dParams p{1, 1};
-  Tensor dy = uniform({n, cout, size, size}, dt);
+  Tensor dy = bench::uniform({n, cout, size, size}, dt);
   const double flops = 2.0 * double(n * cout * size * size * cin * 9);
   ops::set_conv_lowp_fallback_for_testing(fallback);
-  const double fwd = seconds_per_call([&] { ops::conv2d(x, w, &b, p); });
-  const double bwd_w = seconds_per_call([&] { ops::conv2d_backward(dy, x, w, p, false, true); });
-  const double bwd_all = seconds_per_call([&] { ops::conv2d_backward(dy, x, w, p, true, true); });
+  const double fwd = bench::seconds_per_call([&] { ops::conv2d(x, w, &b, p); });
+  const double bwd_w = bench::seconds_per_call([&] { ops::conv2d_backward(dy, x, w, p, false, true); });
+  const double bwd_all = bench::seconds_per_call([&] { ops::conv2d_backward(dy, x, w, p, true, true); });
   ops::set_conv_lowp_fallback_for_testing(false);
   const char* path = dt == DType::f32 ? "f32" : (fallback || !ops::conv_native(dt) ? "f32_fallback" : "onednn_lowp");
   std::printf(
@@ -55,11 +36,11 @@ void conv_lines(int64_t n, int64_t cin, int64_t size, int64_t cout, DType dt, bo
 }
 
 void pool_line(int64_t n, int64_t c, int64_t size, DType dt) {
-  Tensor x = uniform({n, c, size, size}, dt);
-  const double fwd = seconds_per_call([&] { ops::max_pool2d(x, 2, 2); });
+  Tensor x = bench::uniform({n, c, size, size}, dt);
+  const double fwd = bench::seconds_per_call([&] { ops::max_pool2d(x, 2, 2); });
   const ops::MaxPoolResult r = ops::max_pool2d(x, 2, 2);
-  Tensor dy = uniform(r.y.shape(), dt);
-  const double bwd = seconds_per_call([&] { ops::max_pool2d_backward(dy, r, x.shape()); });
+  Tensor dy = bench::uniform(r.y.shape(), dt);
+  const double bwd = bench::seconds_per_call([&] { ops::max_pool2d_backward(dy, r, x.shape()); });
   const double bytes = double(x.nbytes() + r.y.nbytes() + r.argmax.nbytes());
   std::printf(
       "{\"op\":\"max_pool2d\",\"x\":[%ld,%ld,%ld,%ld],\"dtype\":\"%s\",\"forward_gbps\":%.2f,"

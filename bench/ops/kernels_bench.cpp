@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "zt/core/parallel.h"
 #include "zt/core/random.h"
 #include "zt/ops/transformer.h"
@@ -17,33 +18,12 @@ using namespace zt;
 
 namespace {
 
-template <typename F>
-double ms_per_call(F f) {
-  f();  // warm-up: first touch, allocator cache
-  int iters = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  double sec = 0;
-  while (sec < 0.5 || iters < 3) {
-    f();
-    ++iters;
-    sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return 1e3 * sec / iters;
-}
-
-Tensor uniform(const Shape& s, DType dt, uint64_t seed) {
-  Generator g(seed);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (auto& x : v) x = g.uniform(-1, 1);
-  return Tensor::from_vector(v, s, dt);
-}
-
 void layer_norm_line(int64_t rows, int64_t C, DType dt) {
-  Tensor x = uniform({rows, C}, dt, 1), dy = uniform({rows, C}, dt, 2);
-  Tensor gamma = uniform({C}, dt, 3), beta = uniform({C}, dt, 4);
+  Tensor x = bench::uniform({rows, C}, dt, 1), dy = bench::uniform({rows, C}, dt, 2);
+  Tensor gamma = bench::uniform({C}, dt, 3), beta = bench::uniform({C}, dt, 4);
   ops::LayerNormResult r;
-  const double fwd = ms_per_call([&] { r = ops::layer_norm(x, gamma, beta, 1e-5f); });
-  const double bwd = ms_per_call([&] { (void)ops::layer_norm_backward(dy, x, gamma, r); });
+  const double fwd = bench::ms_per_call([&] { r = ops::layer_norm(x, gamma, beta, 1e-5f); });
+  const double bwd = bench::ms_per_call([&] { (void)ops::layer_norm_backward(dy, x, gamma, r); });
   // Bytes a kernel must move at least: forward reads x, writes y; backward reads dy, x, writes dx.
   const double bytes = double(rows * C) * double(dtype_size(dt));
   std::printf(
@@ -60,7 +40,7 @@ void memcpy_line(int64_t mib, int threads) {
   std::vector<char> src(n, 1), dst(n, 0);
   const int saved = num_threads();
   set_num_threads(threads);
-  const double ms = ms_per_call([&] {
+  const double ms = bench::ms_per_call([&] {
     parallel_for(int64_t(n), std::max<int64_t>(1 << 20, (int64_t(n) + threads - 1) / threads),
                  [&](int64_t b, int64_t e) { std::memcpy(dst.data() + b, src.data() + b, size_t(e - b)); });
   });

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "bench_util.h"
 #include "zt/core/random.h"
 #include "zt/ops/ops.h"
 
@@ -12,31 +13,10 @@ using namespace zt;
 
 namespace {
 
-template <typename F>
-double seconds_per_call(F f) {
-  f();  // warm-up (creates the primitive)
-  int iters = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  double sec = 0;
-  while (sec < 1.0) {
-    f();
-    ++iters;
-    sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return sec / iters;
-}
-
-Tensor uniform(const Shape& s, DType dt) {
-  Generator g(1);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (auto& x : v) x = g.uniform(-1, 1);
-  return Tensor::from_vector(v, s, dt);
-}
-
 void matmul_line(int64_t m, int64_t k, int64_t n, DType dt, bool fallback) {
-  Tensor a = uniform({m, k}, dt), b = uniform({k, n}, dt);
+  Tensor a = bench::uniform({m, k}, dt), b = bench::uniform({k, n}, dt);
   ops::set_matmul_lowp_fallback_for_testing(fallback);
-  const double s = seconds_per_call([&] { ops::matmul(a, b); });
+  const double s = bench::seconds_per_call([&] { ops::matmul(a, b); });
   ops::set_matmul_lowp_fallback_for_testing(false);
   const char* path = dt == DType::f32 ? "f32" : (fallback || !ops::matmul_native(dt) ? "f32_fallback" : "onednn_lowp");
   std::printf("{\"op\":\"matmul\",\"shape\":\"%ldx%ld@%ldx%ld\",\"dtype\":\"%s\",\"path\":\"%s\",\"gflops\":%.2f}\n",
@@ -44,17 +24,17 @@ void matmul_line(int64_t m, int64_t k, int64_t n, DType dt, bool fallback) {
 }
 
 void buffer_line(const char* op, DType dst, DType src, int64_t n) {
-  Tensor d = uniform({n}, dst), s = uniform({n}, src);
+  Tensor d = bench::uniform({n}, dst), s = bench::uniform({n}, src);
   double sec = 0;
   double bytes = double(n) * double(dtype_size(src));
   if (std::string(op) == "cast_into") {
-    sec = seconds_per_call([&] { ops::cast_into(d, s); });
+    sec = bench::seconds_per_call([&] { ops::cast_into(d, s); });
     bytes += double(n) * double(dtype_size(dst));
   } else if (std::string(op) == "axpy_") {
-    sec = seconds_per_call([&] { ops::axpy_(d, 1e-3f, s); });
+    sec = bench::seconds_per_call([&] { ops::axpy_(d, 1e-3f, s); });
     bytes += 2.0 * double(n) * double(dtype_size(dst));
   } else {
-    sec = seconds_per_call([&] { (void)ops::sum_of_squares(s); });
+    sec = bench::seconds_per_call([&] { (void)ops::sum_of_squares(s); });
   }
   std::printf("{\"op\":\"%s\",\"n\":%ld,\"dst\":\"%s\",\"src\":\"%s\",\"gbps\":%.2f}\n", op, long(n), dtype_name(dst),
               dtype_name(src), bytes / sec / 1e9);

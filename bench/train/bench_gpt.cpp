@@ -41,13 +41,16 @@ struct Args {
   uint64_t seed = 1234;
   std::string backend = "auto";
   int64_t bucket = 2'000'000;  // elements per gradient bucket: several per model, so reduction overlaps backward
+  // Gradient elements whose reduction may be in flight (0: 4 buckets, so that the buckets of one
+  // large layer, ready together, reduce while backward goes on; the engine's default is 1 bucket).
+  int64_t inflight = 0;
 };
 
 void usage() {
   std::fprintf(stderr,
                "usage: bench_gpt [--name LABEL] [--layers 4] [--embd 192] [--heads 6] [--vocab 16384] [--ctx 256] "
                "[--batch 8 (per rank)] [--dtype f32,bf16] [--stages 0,1,2,3] [--steps 10] [--warmup 2] [--threads T] "
-               "[--checkpointing 0|1] [--seed S] [--backend auto|local|mpi|...] [--bucket ELEMS]\n");
+               "[--checkpointing 0|1] [--seed S] [--backend auto|local|mpi|...] [--bucket ELEMS] [--inflight ELEMS]\n");
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -101,6 +104,8 @@ Args parse(int argc, char** argv) {
       a.seed = std::strtoull(v.c_str(), nullptr, 10);
     else if (k == "--backend")
       a.backend = v;
+    else if (k == "--inflight")
+      a.inflight = std::atoll(v.c_str());
     else if (k == "--bucket")
       a.bucket = positive(k, v);
     else if (k == "--dtype") {
@@ -115,7 +120,7 @@ Args parse(int argc, char** argv) {
     } else
       ZT_THROW("[bench_gpt] unknown option ", k,
                "; allowed --name --layers --embd --heads --vocab --ctx --batch --dtype --stages --steps --warmup "
-               "--threads --checkpointing --seed --backend --bucket");
+               "--threads --checkpointing --seed --backend --bucket --inflight");
   }
   a.model.seed = a.seed;
   a.model.validate("bench_gpt");
@@ -169,6 +174,7 @@ Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
   o.stage = stage;
   o.dtype = dt;
   o.reduce_bucket_size = a.bucket;
+  o.max_inflight_reduce_elems = a.inflight > 0 ? a.inflight : 4 * a.bucket;
   o.stage3_prefetch_bucket_size = std::min<int64_t>(a.bucket, o.stage3_prefetch_bucket_size);
   o.optimizer.type = "AdamW";
   o.optimizer.lr = 1e-4f;

@@ -41,12 +41,16 @@ struct Args {
   DType dtype = DType::f32;
   std::vector<int64_t> hidden = {256, 256};
   int64_t bucket = 500'000'000;
+  // Gradient elements whose reduction may be in flight (0: 4 buckets, so that the buckets of one
+  // large layer, ready together, reduce while backward goes on; the engine's default is 1 bucket).
+  int64_t inflight = 0;
 };
 
 void usage() {
-  std::fprintf(stderr,
-               "usage: bench_train [--stages 0,1,2,3] [--steps N] [--warmup N] [--threads T] [--data DIR] "
-               "[--backend auto|local|mpi] [--dtype f32|bf16|f16] [--hidden 256,256] [--bucket ELEMS]\n");
+  std::fprintf(
+      stderr,
+      "usage: bench_train [--stages 0,1,2,3] [--steps N] [--warmup N] [--threads T] [--data DIR] "
+      "[--backend auto|local|mpi] [--dtype f32|bf16|f16] [--hidden 256,256] [--bucket ELEMS] [--inflight ELEMS]\n");
 }
 
 std::vector<int> parse_stages(const std::string& s) {
@@ -85,6 +89,8 @@ Args parse(int argc, char** argv) {
       a.backend = v;
     else if (k == "--dtype")
       a.dtype = dtype_from_name(v);
+    else if (k == "--inflight")
+      a.inflight = std::atoll(v.c_str());
     else if (k == "--bucket")
       a.bucket = std::atoll(v.c_str());
     else if (k == "--hidden") {
@@ -93,7 +99,7 @@ Args parse(int argc, char** argv) {
       for (std::string item; std::getline(ss, item, ',');) a.hidden.push_back(std::atoll(item.c_str()));
     } else
       ZT_THROW("[bench_train] unknown option ", k,
-               "; allowed --stages --steps --warmup --threads --data --backend --dtype --hidden --bucket");
+               "; allowed --stages --steps --warmup --threads --data --backend --dtype --hidden --bucket --inflight");
   }
   ZT_CHECK(a.steps > 0 && a.warmup >= 0, "[bench_train] --steps must be > 0 and --warmup >= 0, got ", a.steps, " and ",
            a.warmup);
@@ -124,6 +130,7 @@ Result run_stage(int stage, const Args& a, const data::Dataset& ds, const comm::
   o.stage = stage;
   o.dtype = a.dtype;
   o.reduce_bucket_size = a.bucket;
+  o.max_inflight_reduce_elems = a.inflight > 0 ? a.inflight : 4 * a.bucket;
   // Stage 3 gathers ahead at most one bucket's worth (DeepSpeed's default of 5e7 elements would
   // hold three 16.8M-element layers of the memory model gathered at once).
   o.stage3_prefetch_bucket_size = std::min<int64_t>(a.bucket, o.stage3_prefetch_bucket_size);
