@@ -9,16 +9,13 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "overlap_json.h"
+#include "train_bench.h"
 #include "zt/autograd/functions.h"
 #include "zt/comm/group.h"
 #include "zt/core/error.h"
@@ -27,7 +24,6 @@
 #include "zt/zero/engine.h"
 
 using namespace zt;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -150,12 +146,6 @@ std::pair<Tensor, Tensor> batch_of(const Args& a, int64_t step, int64_t rank, in
   return {Tensor::from_ints(x, {a.batch, T}), Tensor::from_ints(y, {a.batch * T})};
 }
 
-int default_threads() {
-  int local = 1;
-  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(s));
-  return std::max(1, int(std::thread::hardware_concurrency()) / local);
-}
-
 struct Result {
   double step_s_median, step_s_mean, tokens_per_s, final_loss;
   int64_t params, peak_bytes, states_bytes;
@@ -180,45 +170,25 @@ Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
   o.optimizer.lr = 1e-4f;
   o.optimizer.weight_decay = 0.01f;  // torch.optim.AdamW's default
   zero::Engine engine(*model, g, o);
-  std::vector<double> sec;
-  zero::CommOverlap reduce, gather;
-  double loss = 0;
-  Clock::time_point t0;
-  for (int64_t s = 0; s < a.warmup + a.steps; ++s) {
-    if (s == a.warmup) {
-      g->barrier();
-      t0 = Clock::now();
-    }
-    const auto ts = Clock::now();
+  const bench::TimedSteps t = bench::time_steps(*g, a.warmup, a.steps, [&](int64_t s) {
     const auto& [x, y] = batches[size_t(s)];
     Tensor logits = engine.forward(std::vector<Tensor>{x});
     Tensor l = ag::cross_entropy(ag::reshape(logits, {a.batch * T, a.model.vocab_size}), y);
     engine.backward(l);
-    const zero::StepStats st = engine.step(1e-4);
-    if (s >= a.warmup) {
-      sec.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
-      reduce += st.reduce;
-      gather += st.gather;
-    }
-    if (s + 1 == a.warmup + a.steps) loss = l.item();
-  }
+    return std::make_pair(engine.step(1e-4), l);
+  });
   comm::CollOptions max;
   max.op = comm::ReduceOp::max;
-  const double total = g->all_reduce_scalar(std::chrono::duration<double>(Clock::now() - t0).count(), max);
-  double mean = 0;
-  for (double v : sec) mean += v / double(sec.size());
-  std::nth_element(sec.begin(), sec.begin() + ptrdiff_t(sec.size() / 2), sec.end());
-  loss = g->all_reduce_scalar(loss) / double(world);
   const double peak = g->all_reduce_scalar(double(Allocator::global().stats().total_peak - base), max);
-  return {sec[sec.size() / 2],
-          mean,
-          double(a.batch * world * T * a.steps) / total,
-          loss,
+  return {t.median_s,
+          t.mean_s,
+          double(a.batch * world * T * a.steps) / t.total_s,
+          t.last_loss,
           engine.num_params(),
           int64_t(peak),
           engine.expected_memory().total(),
-          reduce,
-          gather};
+          t.reduce,
+          t.gather};
 }
 
 }  // namespace
@@ -230,7 +200,7 @@ int main(int argc, char** argv) {
     const int world = g->size();
     const std::vector<int> stages =
         a.stages.empty() ? (world == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3}) : a.stages;
-    const int threads = a.threads > 0 ? a.threads : default_threads();
+    const int threads = a.threads > 0 ? a.threads : bench::default_threads();
     set_num_threads(threads);
     for (DType dt : a.dtypes) {
       for (int stage : stages) {

@@ -9,15 +9,13 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "overlap_json.h"
+#include "train_bench.h"
 #include "zt/autograd/functions.h"
 #include "zt/comm/group.h"
 #include "zt/core/error.h"
@@ -27,7 +25,6 @@
 #include "zt/zero/engine.h"
 
 using namespace zt;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -106,12 +103,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-int default_threads() {
-  int local = 1;
-  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(s));
-  return std::max(1, int(std::thread::hardware_concurrency()) / local);
-}
-
 struct Result {
   double step_ms_median, step_ms_mean, samples_per_s, final_loss;
   int64_t params, peak_bytes, states_bytes;
@@ -138,44 +129,22 @@ Result run_stage(int stage, const Args& a, const data::Dataset& ds, const comm::
   o.optimizer.lr = 1e-3f;
   o.optimizer.weight_decay = 0.01f;  // torch.optim.AdamW's default
   zero::Engine engine(*model, g, o);
-  std::vector<double> ms;
-  zero::CommOverlap reduce, gather;  // summed over the timed steps
-  double loss = 0;
-  Clock::time_point t0;
-  for (int64_t s = 0; s < a.warmup + a.steps; ++s) {
-    if (s == a.warmup) {
-      g->barrier();
-      t0 = Clock::now();
-    }
-    const auto ts = Clock::now();
+  const bench::TimedSteps t = bench::time_steps(*g, a.warmup, a.steps, [&](int64_t s) {
     const int64_t b = (s % per_epoch) * kGlobalBatch + g->rank() * micro;
     Tensor l = ag::cross_entropy(engine.forward(ds.images.slice(0, b, b + micro)), ds.labels.slice(0, b, b + micro));
     engine.backward(l);
-    const zero::StepStats st = engine.step(1e-3);
-    if (s >= a.warmup) {
-      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - ts).count());
-      reduce += st.reduce;
-      gather += st.gather;
-    }
-    if (s + 1 == a.warmup + a.steps) loss = l.item();
-  }
-  comm::CollOptions max;
-  max.op = comm::ReduceOp::max;
-  const double total = g->all_reduce_scalar(std::chrono::duration<double>(Clock::now() - t0).count(), max);
-  double mean = 0;
-  for (double m : ms) mean += m / double(ms.size());
-  std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
-  loss = g->all_reduce_scalar(loss) / double(world);
+    return std::make_pair(engine.step(1e-3), l);
+  });
   const int64_t peak = int64_t(Allocator::global().stats().total_peak - base);
-  return {ms[ms.size() / 2],
-          mean,
-          double(kGlobalBatch * a.steps) / total,
-          loss,
+  return {1e3 * t.median_s,
+          1e3 * t.mean_s,
+          double(kGlobalBatch * a.steps) / t.total_s,
+          t.last_loss,
           engine.num_params(),
           peak,
           engine.expected_memory().total(),
-          reduce,
-          gather};
+          t.reduce,
+          t.gather};
 }
 
 }  // namespace
@@ -188,7 +157,7 @@ int main(int argc, char** argv) {
     ZT_CHECK(kGlobalBatch % world == 0, "[bench_train] global batch ", kGlobalBatch, " is not divisible by ", world,
              " ranks");
     if (a.stages.empty()) a.stages = world == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
-    const int threads = a.threads > 0 ? a.threads : default_threads();
+    const int threads = a.threads > 0 ? a.threads : bench::default_threads();
     set_num_threads(threads);
     const data::Dataset ds = data::load_mnist(a.data, "train");
     for (int stage : a.stages) {

@@ -8,7 +8,11 @@ by the BLAS its Debian build loaded ("reference" as installed, "openblas-openmp"
 puts OpenBLAS on its library path).
 """
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report import load  # noqa: E402  (bench/report.py: the JSON lines of a results file)
 
 
 def ratio(a, b, digits=3):
@@ -16,12 +20,7 @@ def ratio(a, b, digits=3):
 
 
 def main(path):
-    rows = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                rows.append(json.loads(line))
+    rows = load(path)
     train = [r for r in rows if r.get("bench") == "mlp_train"]
     # Throughput rows: the 784-256-256-10 MLP; rows of models over 1M parameters are the memory runs.
     memory = [r for r in train if r["impl"] == "zerotrain" and r.get("params", 0) > 1_000_000]
