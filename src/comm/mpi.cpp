@@ -171,28 +171,7 @@ class Runtime {
   std::string skip_why_;  // set by mpi_skip_finalize: finalize only if every rank reaches the exit
 };
 
-// Note [wait backoff]: OpenMPI progresses only inside MPI calls (shared-memory fragments need
-// both sides polling), but ranks may outnumber cores (4 on 2). So: spin on MPI_Test briefly,
-// then yield the core between tests, and only after a long wait sleep 50..200 us per test.
-class Backoff {
- public:
-  void pause() {
-    double us = std::chrono::duration<double, std::micro>(Clock::now() - start_).count();
-    if (us < kSpinUs) return;
-    if (us < kYieldUs) {
-      std::this_thread::yield();
-      return;
-    }
-    sleep_us_ = std::min(200, sleep_us_ + 10);
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
-  }
-
- private:
-  static constexpr double kSpinUs = 50, kYieldUs = 20000;
-  Clock::time_point start_ = Clock::now();
-  int sleep_us_ = 40;
-};
-
+// Waits poll with Backoff (Note [wait backoff] in mpi_runtime.h).
 class MpiWork : public Work {
  public:
   MpiWork(MPI_Request req, Coll coll, uint64_t seq, std::shared_ptr<Comm> comm, int rank, int size, double timeout,

@@ -424,8 +424,7 @@ MPI_Comm dup_world() {
 
 }  // namespace
 
-GroupPtr make_shm_group(size_t slot_bytes) {
-  MPI_Comm c = dup_world();
+GroupPtr make_shm_group_on(MPI_Comm c, size_t slot_bytes) {
   try {
     return std::make_shared<ShmGroup>(c, slot_bytes);
   } catch (...) {
@@ -434,23 +433,9 @@ GroupPtr make_shm_group(size_t slot_bytes) {
   }
 }
 
-GroupPtr make_launched_group() {
-  MPI_Comm c = dup_world(), node = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
-  int node_size = 0, size = 0;
-  MPI_Comm_size(node, &node_size);
-  MPI_Comm_size(c, &size);
-  MPI_Comm_free(&node);
-  if (node_size != size) return make_mpi_group_on(c);  // several nodes (same answer on every rank)
-  try {
-    return std::make_shared<ShmGroup>(c, 0);
-  } catch (const Error& e) {  // every rank fails alike (the segment's set-up agrees over MPI)
-    int rank = 0;
-    MPI_Comm_rank(c, &rank);
-    if (rank == 0) std::fprintf(stderr, "%s; backend 'auto' uses mpi instead\n", e.what());
-    return make_mpi_group_on(c);
-  }
-}
+GroupPtr make_shm_group(size_t slot_bytes) { return make_node_group_on(dup_world(), true, slot_bytes); }
+
+GroupPtr make_launched_group() { return make_node_group_on(dup_world(), false, 0); }
 
 }  // namespace detail
 }  // namespace zt::comm

@@ -138,8 +138,9 @@ class Group {
 using GroupPtr = std::shared_ptr<Group>;
 
 // "local" (one process), "mpi", "shm" (ranks of one node through a shared-memory segment set
-// up over MPI; Note [shm backend] in shm.cpp), or "auto": under mpirun shm when every rank is
-// on one node, else mpi; without mpirun local. "mpi" or "shm" in a build without MPI throws
+// up over MPI, Note [shm backend] in shm.cpp; across nodes shm inside each node and MPI between
+// them, backend() "shm+mpi", Note [hierarchical groups] in hier.cpp), or "auto": under mpirun
+// what shm gives, or mpi where shm cannot serve the layout; without mpirun local. "mpi" or "shm" in a build without MPI throws
 // ErrorKind::comm "[comm] backend 'mpi' is not available in this build".
 GroupPtr make_group(const std::string& backend);
 bool launched_by_mpirun();
