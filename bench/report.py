@@ -284,6 +284,13 @@ class Report:
         out += ["", "### Layer norm forward / backward, ms", ""]
         out += table(["rows x C", "dtype", "zerotrain fwd", "zerotrain bwd", "PyTorch fwd", "PyTorch bwd",
                       "ratio (fwd+bwd)", "cmd"], body)
+        bg = [r for r in self.rows if r.get("op") == "bias_gelu_backward" and r.get("impl") == "zerotrain"]
+        body = [[f"{r['rows']}x{r['C']}", r["dtype"], fmt(r["fused_ms"], 3), fmt(r["unfused_ms"], 3),
+                 fx(ratio(r["unfused_ms"], r["fused_ms"])), fmt(r.get("fused_gbps"), 1), cmds.ref(r)] for r in bg]
+        out += ["", "### Bias + GELU backward (the MLP's rows x 4C), ms", "",
+                "Fused: dh = dy * gelu'(h) and the bias gradient in one pass; unfused: gelu_backward, then a sum "
+                "over rows. Ratio = unfused ms / fused ms; GB/s counts dy and h read, dh written.", ""]
+        out += table(["rows x 4C", "dtype", "fused ms", "unfused ms", "ratio", "fused GB/s", "cmd"], body)
         opt = [r for r in self.rows if r.get("bench") == "optim_update" and r.get("type") == "AdamW"]
         mem = [r for r in self.rows if r.get("op") == "memcpy"]
         body = []

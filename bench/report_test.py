@@ -36,6 +36,8 @@ ROWS = [
      "cmd": "m"},
     {"op": "matmul", "shape": "2x3@3x4", "dtype": "f32", "gflops": 10.0, "impl": "pytorch", "blas": "openblas",
      "cmd": "pm"},
+    {"op": "bias_gelu_backward", "rows": 1024, "C": 3072, "dtype": "bf16", "threads": 2, "fused_ms": 1.5,
+     "unfused_ms": 2.0, "speedup": 1.33, "fused_gbps": 12.6, "impl": "zerotrain", "cmd": "k"},
 ]
 
 
@@ -75,6 +77,9 @@ class ReportTest(unittest.TestCase):
         self.assertIn("`zerotrain gpt_5m n1 s0 f32`", self.text)
         self.assertIn("`pytorch gpt_5m n1 s0 f32`", self.text)
         self.assertIn("| 2x3@3x4 | f32 | f32 | 20.0 | blas/openblas | 10.0 | 2.00x | [1] [2] |", self.text)
+
+    def test_bias_gelu_rows_show_fused_against_unfused(self):
+        self.assertIn("| 1024x3072 | bf16 | 1.500 | 2.000 | 1.33x | 12.6 | [3] |", self.text)
 
     def test_header_says_quick_and_names_the_machine(self):
         self.assertIn("QUICK run", self.text)

@@ -5,8 +5,9 @@
 # GPT-2 124M shape at N = 2; stages 0-3, f32 and bf16, vs PyTorch), collective bus bandwidth (MPI,
 # shm when built, gloo, memcpy), checkpoint save/load vs the disk, tokenizer MB/s (vs the npm
 # packages' JS under node, when data/ has the text and vocabularies), and kernels (matmul at the
-# GPT shapes, attention, layer norm, AdamW vs memory bandwidth). All JSON lines go to the results
-# file, each with the command that produced it; a summary object with the ratios is printed last.
+# GPT shapes, attention, layer norm, the MLP's bias + GELU backward, AdamW vs memory bandwidth). All
+# JSON lines go to the results file, each with the command that produced it; a summary object with
+# the ratios is printed last.
 # About 25 minutes on 2 cores (the 124M steps dominate); QUICK=1 shrinks everything (~3 minutes).
 #
 # usage: bench/run.sh [RESULTS]        (default bench/results.jsonl; never committed)
@@ -176,8 +177,9 @@ if [[ ${ZT_BENCH_GPT:-1} != 0 ]]; then
   fi
 fi
 # Kernels: matmul GFLOP/s (the MLP's and 1024^3, then the GPT layers' shapes: c_attn, lm_head at
-# 5M; c_fc, lm_head at 124M), attention and layer norm at the GPT shapes, AdamW's update against
-# memcpy (memory bandwidth); PyTorch's peers of each (bf16 matmuls through its oneDNN).
+# 5M; c_fc, lm_head at 124M), attention, layer norm and the MLP's bias + GELU backward (fused vs
+# unfused, no PyTorch peer) at the GPT shapes, AdamW's update against memcpy (memory bandwidth);
+# PyTorch's peers of the others (bf16 matmuls through its oneDNN).
 MM_SHAPES=(2048x192x576 2048x192x16384 1024x768x3072 1024x768x50257)
 [[ $QUICK == 1 ]] && MM_SHAPES=(256x64x192 256x64x1024)
 collect zerotrain "$BENCH_MATMUL"

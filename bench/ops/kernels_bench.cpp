@@ -1,4 +1,5 @@
-// Layer norm forward + backward (ms, GB/s) at the GPT benchmarks' shapes and memcpy GB/s (the
+// Layer norm forward + backward (ms, GB/s) at the GPT benchmarks' shapes, the MLP's bias + GELU
+// backward at rows x 4C (fused against gelu_backward + sum over rows), and memcpy GB/s (the
 // memory-bandwidth ceiling that AdamW's update and the shared-memory collectives are read against).
 // usage: zt_bench_kernels [ROWSxC ...]   (default 2048x192 1024x768); prints JSON lines.
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "bench_util.h"
 #include "zt/core/parallel.h"
 #include "zt/core/random.h"
+#include "zt/ops/ops.h"
 #include "zt/ops/transformer.h"
 
 using namespace zt;
@@ -31,6 +33,20 @@ void layer_norm_line(int64_t rows, int64_t C, DType dt) {
       "\"fwd_bwd_ms\":%.3f,\"fwd_gbps\":%.2f,\"bwd_gbps\":%.2f}\n",
       long(rows), long(C), dtype_name(dt), num_threads(), fwd, bwd, fwd + bwd, 2 * bytes / fwd / 1e6,
       3 * bytes / bwd / 1e6);
+  std::fflush(stdout);
+}
+
+// The backward of gelu(h), h = x w^T + b, before the two products: dh and db (Note [fused bias-gelu]).
+void bias_gelu_line(int64_t rows, int64_t C, DType dt) {
+  Tensor h = bench::uniform({rows, C}, dt, 5), dy = bench::uniform({rows, C}, dt, 6);
+  const double fused = bench::ms_per_call([&] { (void)ops::gelu_bias_backward(dy, h); });
+  const double unfused = bench::ms_per_call([&] { (void)ops::sum(ops::gelu_backward(dy, h), 0, false); });
+  // At least: read dy and h, write dh.
+  const double bytes = 3 * double(rows * C) * double(dtype_size(dt));
+  std::printf(
+      "{\"op\":\"bias_gelu_backward\",\"rows\":%ld,\"C\":%ld,\"dtype\":\"%s\",\"threads\":%d,\"fused_ms\":%.3f,"
+      "\"unfused_ms\":%.3f,\"speedup\":%.2f,\"fused_gbps\":%.2f}\n",
+      long(rows), long(C), dtype_name(dt), num_threads(), fused, unfused, unfused / fused, bytes / fused / 1e6);
   std::fflush(stdout);
 }
 
@@ -66,6 +82,8 @@ int main(int argc, char** argv) {
   if (shapes.empty()) shapes = {{2048, 192}, {1024, 768}};
   for (auto [rows, C] : shapes)
     for (DType dt : {DType::f32, DType::bf16}) layer_norm_line(rows, C, dt);
+  for (auto [rows, C] : shapes)  // the MLP's hidden width
+    for (DType dt : {DType::f32, DType::bf16}) bias_gelu_line(rows, 4 * C, dt);
   for (int64_t mib : {1, 16, 128}) {
     memcpy_line(mib, 1);
     if (num_threads() > 1) memcpy_line(mib, num_threads());

@@ -3,6 +3,7 @@
 #include "zt/autograd/functions.h"
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "zt/autograd/autograd.h"
@@ -17,6 +18,21 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 Grads two(ops::BinaryGrads g) { return Grads{std::move(g.da), std::move(g.db)}; }
+
+// Gradients of (x, w[, b]) in the inputs' order, from a linear-style backward.
+Grads linear_grads(ops::LinearGrads lg, size_t n, bool gw, bool gb) {
+  Grads r(n);
+  r[0] = std::move(lg.dx);
+  if (gw) r[1] = std::move(lg.dw);
+  if (gb) r[2] = std::move(lg.db);
+  return r;
+}
+
+std::vector<Tensor> linear_inputs(const Tensor& x, const Tensor& w, const Tensor* b) {
+  std::vector<Tensor> inputs{x, w};
+  if (b) inputs.push_back(*b);
+  return inputs;
+}
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -28,17 +44,21 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b) {
   Tensor out = ops::linear(x, w, b);
   const bool gx = requires_grad(x), gw = requires_grad(w), gb = b && requires_grad(*b);
-  std::vector<Tensor> inputs{x, w};
-  if (b) inputs.push_back(*b);
-  const size_t n = inputs.size();
-  return record(out, std::move(inputs), "linear", [x, w, gx, gw, gb, n](const Tensor& g) {
-    Grads r(n);
-    if (!gx && !gw && !gb) return r;
-    auto lg = ops::linear_backward(g, x, w, gx, gb);
-    r[0] = lg.dx;
-    if (gw) r[1] = lg.dw;
-    if (gb) r[2] = lg.db;
-    return r;
+  const size_t n = b ? 3 : 2;
+  return record(out, linear_inputs(x, w, b), "linear", [x, w, gx, gw, gb, n](const Tensor& g) {
+    if (!gx && !gw && !gb) return Grads(n);
+    return linear_grads(ops::linear_backward(g, x, w, gx, gb), n, gw, gb);
+  });
+}
+
+Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor* b) {
+  Tensor h = ops::linear(x, w, b);
+  Tensor out = ops::gelu(h);
+  const bool gx = requires_grad(x), gw = requires_grad(w), gb = b && requires_grad(*b);
+  const size_t n = b ? 3 : 2;
+  return record(out, linear_inputs(x, w, b), "linear_gelu", [x, w, h, gx, gw, gb, n](const Tensor& g) {
+    if (!gx && !gw && !gb) return Grads(n);
+    return linear_grads(ops::linear_gelu_backward(g, x, w, h, gx, gb), n, gw, gb);
   });
 }
 

@@ -74,7 +74,7 @@ class BertLayer : public Module {
   Tensor forward_inputs(const std::vector<Tensor>& in) override {
     const Tensor* mask = in.size() > 1 && in[1].defined() ? &in[1] : nullptr;
     Tensor h = attn_out_->run(ag::attention((*qkv_)(in[0]), heads_, /*causal=*/false, mask), in[0]);
-    return out_->run(ag::gelu((*inter_)(h)), h);
+    return out_->run(ag::linear_gelu(h, inter_->weight, &inter_->bias), h);  // dense + GELU, fused backward
   }
 
  private:
@@ -175,7 +175,9 @@ class BertMlmHead : public Module {
   Tensor bias;
 
  protected:
-  Tensor forward(const Tensor& x) override { return ag::add((*decoder_)((*norm_)(ag::gelu((*dense_)(x)))), bias); }
+  Tensor forward(const Tensor& x) override {
+    return ag::add((*decoder_)((*norm_)(ag::linear_gelu(x, dense_->weight, &dense_->bias))), bias);
+  }
 
  private:
   std::shared_ptr<Linear> dense_, decoder_;

@@ -41,7 +41,8 @@ class GptMlp : public Module {
   std::shared_ptr<Linear> c_fc, c_proj;
 
  protected:
-  Tensor forward(const Tensor& x) override { return (*c_proj)(ag::gelu((*c_fc)(x))); }
+  // c_fc and GELU as one node (the same forward ops, a fused backward); the block's hooks gather c_fc.
+  Tensor forward(const Tensor& x) override { return (*c_proj)(ag::linear_gelu(x, c_fc->weight, &c_fc->bias)); }
 };
 
 // One ZeRO-3 unit: x + attn(ln_1(x)), then + mlp(ln_2(x)), dropout on each branch.

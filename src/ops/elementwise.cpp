@@ -126,4 +126,25 @@ Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
   return unary_backward(cpu::Unary::gelu, dy, x, "gelu_backward");
 }
 
+GeluBiasGrads gelu_bias_backward(const Tensor& dy_in, const Tensor& h_in) {
+  const char* op = "gelu_bias_backward";
+  check_float(dy_in, op);
+  check_float(h_in, op);
+  detail::check_same_dtype(dy_in, h_in, op);
+  detail::check_same_shape(dy_in, h_in, op, "dy", "h");
+  ZT_CHECK(h_in.dim() >= 1, "[", op, "] h needs a last (bias) dimension, got a 0-d tensor");
+  Tensor dy = dy_in.contiguous(), h = h_in.contiguous();
+  GeluBiasGrads g{Tensor::empty(h.shape(), h.dtype()), Tensor::empty({h.size(-1)}, h.dtype())};
+  if (h.numel() == 0) {  // no rows: the bias gradient is 0
+    g.db.zero_();
+    return g;
+  }
+  switch (backend_of(h)) {
+    case Backend::cpu:
+      cpu::gelu_bias_backward(dy, h, g.dh, g.db);
+      break;
+  }
+  return g;
+}
+
 }  // namespace zt::ops

@@ -1,5 +1,7 @@
 // Contracts of the matrix products (matmul, linear) and their backward: shape and dtype checks,
 // output allocation, dispatch to the backend.
+#include <utility>
+
 #include "contract.h"
 #include "cpu/kernels.h"
 #include "zt/ops/ops.h"
@@ -99,6 +101,21 @@ LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, 
   if (need_dx) g.dx = product(dy2, false, w, false, nullptr, {dy2.size(0), w.size(1)}).view(x.shape());
   g.dw = product(dy2, true, x2, false, nullptr, w.shape());
   if (has_bias) g.db = sum(dy2, 0, false);
+  return g;
+}
+
+LinearGrads linear_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& h, bool need_dx,
+                                 bool has_bias) {
+  Tensor db, dh;
+  if (has_bias) {
+    GeluBiasGrads gb = gelu_bias_backward(dy, h);  // db in the same pass (Note [fused bias-gelu])
+    dh = std::move(gb.dh);
+    db = std::move(gb.db);
+  } else {
+    dh = gelu_backward(dy, h);
+  }
+  LinearGrads g = linear_backward(dh, x, w, need_dx, /*has_bias=*/false);
+  g.db = std::move(db);
   return g;
 }
 

@@ -161,6 +161,18 @@ def main():
     b.case("argmax", "argmax", "f32", [((5, 7), False)], lambda x: x.argmax(-1).float(), targets=t, grad=False)
     b.write("loss.json")
 
+    # Linear + GELU (tanh) with the fused backward; its own seed, so the files above stay as they were.
+    # Rows below and above one bias-sum block (64 rows, with a remainder), columns not a multiple of 16.
+    torch.manual_seed(4321)
+    lg = lambda x, w, bias=None: F.gelu(F.linear(x, w, bias), approximate="tanh")
+    for dt in ("f32", "bf16", "f16"):
+        b.case("linear_gelu_bias", "linear_gelu", dt, [((5, 6), False), ((7, 6), False), ((7,), False)], lg)
+    b.case("linear_gelu_3d", "linear_gelu", "f32", [((2, 3, 6), False), ((5, 6), False), ((5,), False)], lg)
+    b.case("linear_gelu_nobias", "linear_gelu", "f32", [((4, 6), False), ((3, 6), False)], lg)
+    for dt in ("f32", "bf16"):
+        b.case("linear_gelu_66_rows", "linear_gelu", dt, [((66, 4), False), ((11, 4), False), ((11,), False)], lg)
+    b.write("linear_gelu.json")
+
 
 if __name__ == "__main__":
     main()

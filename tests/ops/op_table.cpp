@@ -82,6 +82,9 @@ std::vector<OpRow> build() {
       matmul_via_flags));
   t.push_back(row("linear", [](X x, S) { return ag::linear(x[0], x[1], x.size() > 2 ? &x[2] : nullptr); },
                   {in({{4, 5}, {3, 5}, {3}}), in({{2, 3, 5}, {3, 5}})}));
+  // Rows 70: two bias-sum blocks of ops::kBiasGradBlockRows (the second a remainder).
+  t.push_back(row("linear_gelu", [](X x, S) { return ag::linear_gelu(x[0], x[1], x.size() > 2 ? &x[2] : nullptr); },
+                  {in({{4, 5}, {3, 5}, {3}}), in({{2, 3, 5}, {3, 5}}), in({{70, 2}, {3, 2}, {3}})}));
   t.push_back(row("add", [](X x, S) { return ag::add(x[0], x[1]); }, {in({{3, 4}, {4}})}));
   t.push_back(row("sub", [](X x, S) { return ag::sub(x[0], x[1]); }, {in({{3, 1}, {1, 4}})}));
   t.push_back(row("mul", [](X x, S) { return ag::mul(x[0], x[1]); }, {in({{2, 3, 4}, {3, 1}}), in({{5}, {5}})}));

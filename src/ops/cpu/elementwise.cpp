@@ -126,6 +126,23 @@ void map2(const Tensor& dy, const Tensor& x, Tensor& out, F f) {
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluA = 0.044715f;
 
+// d gelu(v) / dv of the tanh approximation; one definition, so the fused backward's dh equals gelu_backward's.
+inline float gelu_grad(float v) {
+  const float t = detail::tanh_approx(kGeluC * (v + kGeluA * v * v * v));
+  const float du = kGeluC * (1.f + 3.f * kGeluA * v * v);
+  return 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du;
+}
+
+// n columns of one row: o = d * gelu'(v), acc += o (the row's share of the bias gradient, f32).
+inline void gelu_bias_cols(const float* __restrict d, const float* __restrict v, float* __restrict o,
+                           float* __restrict acc, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = d[i] * gelu_grad(v[i]);
+    o[i] = g;
+    acc[i] += g;
+  }
+}
+
 }  // namespace
 
 void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out) {
@@ -171,15 +188,53 @@ void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out) {
       });
     case Unary::gelu:
       return map2(dy, x, out, [](const float* __restrict d, const float* __restrict v, float* __restrict o, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) {
-          const float t = detail::tanh_approx(kGeluC * (v[i] + kGeluA * v[i] * v[i] * v[i]));
-          const float du = kGeluC * (1.f + 3.f * kGeluA * v[i] * v[i]);
-          o[i] = d[i] * (0.5f * (1.f + t) + 0.5f * v[i] * (1.f - t * t) * du);
-        }
+        for (int64_t i = 0; i < n; ++i) o[i] = d[i] * gelu_grad(v[i]);
       });
     default:
       ZT_THROW("[unary_backward] no backward kernel for this op");
   }
+}
+
+// Note [fused bias-gelu]: Linear then GELU's backward needs dh = dy * gelu'(h) and db = sum_rows dh;
+// done apart, that is two passes over [rows, C] (llm.c fuses them too). Here each fixed block of
+// kBiasGradBlockRows rows keeps its f32 column sums while it writes dh; blocks then add in block order.
+void gelu_bias_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& db) {
+  const int64_t c = h.size(-1), rows = h.numel() / c;
+  const int64_t blocks = (rows + kBiasGradBlockRows - 1) / kBiasGradBlockRows;
+  std::vector<float> part(size_t(blocks) * size_t(c), 0.f);  // block b's sums at [b * c, (b + 1) * c)
+  dispatch_float(h.dtype(), "gelu_bias_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pd = dy.data<T>();
+    const T* ph = h.data<T>();
+    T* po = dh.data<T>();
+    const int64_t grain = std::max<int64_t>(1, kGrain / (kBiasGradBlockRows * c));
+    parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+      alignas(64) float bd[kBlock], bh[kBlock], bo[kBlock];
+      for (int64_t b = b0; b < b1; ++b) {
+        float* acc = part.data() + size_t(b) * size_t(c);
+        for (int64_t r = b * kBiasGradBlockRows; r < std::min(rows, (b + 1) * kBiasGradBlockRows); ++r)
+          for (int64_t j = 0; j < c; j += kBlock) {  // columns in conversion blocks (16-bit inputs)
+            const int64_t len = std::min(kBlock, c - j), at = r * c + j;
+            float* o = out_f32(po + at, bo);
+            gelu_bias_cols(as_f32(pd + at, bd, len), as_f32(ph + at, bh, len), o, acc + j, len);
+            from_f32(o, po + at, len);
+          }
+      }
+    });
+  });
+  // Block sums into block 0's, in block order; columns in parallel.
+  float* tot = part.data();
+  parallel_for(c, std::max<int64_t>(1, kGrain / blocks), [&](int64_t j0, int64_t j1) {
+    for (int64_t b = 1; b < blocks; ++b) {
+      const float* __restrict p = part.data() + size_t(b) * size_t(c);
+      float* __restrict t = tot;
+      for (int64_t j = j0; j < j1; ++j) t[j] += p[j];
+    }
+  });
+  dispatch_float(db.dtype(), "gelu_bias_backward", [&](auto tag) {
+    using T = decltype(tag);
+    from_f32(tot, db.data<T>(), c);
+  });
 }
 
 void sum_to(const Tensor& g, Tensor& out) {

@@ -23,6 +23,8 @@ void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out);  // out h
 void unary(Unary op, float s, const Tensor& x, Tensor& out);
 void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out);  // relu, gelu
 void sum_to(const Tensor& g, Tensor& out);  // sums g's broadcast dimensions into out
+// dh = dy * gelu'(h) and db = sum over rows of dh (h [rows, C] viewed flat; db [C]), one pass.
+void gelu_bias_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& db);
 
 // ---- reductions (reduce.cpp); x viewed as [outer, r, inner] around the reduced dimension ----
 double sum_all(const Tensor& x);

@@ -9,6 +9,9 @@ namespace zt::ag {
 
 Tensor matmul(const Tensor& a, const Tensor& b);  // 2-D or batched 3-D
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b);
+// gelu(linear(x, w, b)) by the same two forward ops; keeps the pre-activation and runs the fused
+// backward (ops::linear_gelu_backward: dh and the bias gradient in one pass).
+Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor* b);
 Tensor add(const Tensor& a, const Tensor& b);  // broadcasting
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);

@@ -44,6 +44,10 @@ struct LinearGrads {
   Tensor dx, dw, db;  // dx undefined unless need_dx; db undefined unless has_bias
 };
 LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool has_bias);
+// Backward of y = gelu(h), h = linear(x, w, b) the saved pre-activation (forward: linear, then gelu):
+// gelu_bias_backward's dh and db, then linear_backward's two products on dh (db undefined unless has_bias).
+LinearGrads linear_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& h, bool need_dx,
+                                 bool has_bias);
 // Number of cached oneDNN matmul primitives (steady state adds none; tests check this).
 size_t matmul_cache_size();
 // Whether this CPU has a oneDNN kernel for products in dt. Where a 16-bit dtype has none, its
@@ -75,6 +79,15 @@ Tensor relu(const Tensor& x);
 Tensor relu_backward(const Tensor& dy, const Tensor& x);
 Tensor gelu(const Tensor& x);  // tanh approximation, as torch's gelu(approximate='tanh')
 Tensor gelu_backward(const Tensor& dy, const Tensor& x);
+// Rows per block of gelu_bias_backward's bias sums: a fixed partition, so db does not depend on
+// the thread count (blocks are summed in block order).
+inline constexpr int64_t kBiasGradBlockRows = 64;
+struct GeluBiasGrads {
+  Tensor dh, db;  // dh: h's shape; db: [h.size(-1)]; both in h's dtype
+};
+// One pass over h [..., C] (the input of a gelu that follows a bias): dh = dy * gelu'(h), the same
+// values as gelu_backward, and db = sum of dh over the rows, accumulated in f32 before rounding.
+GeluBiasGrads gelu_bias_backward(const Tensor& dy, const Tensor& h);
 
 // ---- reductions ----
 Tensor sum(const Tensor& x);  // all elements -> shape []
