@@ -1,7 +1,8 @@
 // Bus bandwidth of the comm collectives, defined as nccl-tests does (in-place where the op
 // allows), for the mpi and shm backends side by side, plus one core's memcpy bandwidth as the
-// ceiling. Run: mpirun -np 2 bench_comm [--backend mpi|shm]... [--dtype f32|bf16|f16]... [MiB ...]
-// (defaults: both backends, f32 and bf16, 1 16 128 MiB); rank 0 prints one JSON line per case.
+// ceiling. Run: mpirun -np 2 bench_comm [--backend mpi|shm|shm-staged]... [--dtype f32|bf16|f16]...
+// [MiB ...] (defaults: all three, f32 and bf16, 1 16 128 MiB); rank 0 prints one JSON line per case.
+// shm-staged is shm with ZT_SHM_SINGLE_COPY=0: every byte through the staging slots.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,7 +51,7 @@ void bench_memcpy(Group& g, int64_t mib) {
   g.barrier();
 }
 
-void bench_backend(Group& g, DType dt, int64_t mib) {
+void bench_backend(Group& g, const std::string& name, DType dt, int64_t mib) {
   const int n = g.size();
   const int64_t esize = int64_t(dtype_size(dt));
   const int64_t elems = (mib << 20) / esize / n * n, bytes = elems * esize;
@@ -75,7 +76,7 @@ void bench_backend(Group& g, DType dt, int64_t mib) {
       std::printf(
           "{\"op\":\"%s\",\"backend\":\"%s\",\"dtype\":\"%s\",\"ranks\":%d,\"bytes\":%lld,\"iters\":%d,"
           "\"time_us\":%.1f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-          c.op, g.backend(), dtype_name(dt), n, (long long)bytes, iters, s * 1e6, algbw, algbw * c.factor);
+          c.op, name.c_str(), dtype_name(dt), n, (long long)bytes, iters, s * 1e6, algbw, algbw * c.factor);
     std::fflush(stdout);
   }
 }
@@ -98,13 +99,18 @@ int main(int argc, char** argv) {
     }
     if (sizes_mib.empty()) sizes_mib = {1, 16, 128};
     if (dtypes.empty()) dtypes = {DType::f32, DType::bf16};
-    if (backends.empty()) backends = {"mpi", "shm"};
+    if (backends.empty()) backends = {"mpi", "shm", "shm-staged"};
     std::vector<GroupPtr> groups;
-    for (const std::string& b : backends) groups.push_back(make_group(b));  // collective, in the same order
+    for (const std::string& b : backends) {  // collective, in the same order
+      const bool staged = b == "shm-staged";
+      if (staged) setenv("ZT_SHM_SINGLE_COPY", "0", 1);  // read when the group is made
+      groups.push_back(make_group(staged ? "shm" : b));
+      if (staged) unsetenv("ZT_SHM_SINGLE_COPY");
+    }
     for (int64_t mib : sizes_mib) bench_memcpy(*groups[0], mib);
-    for (const GroupPtr& g : groups)
+    for (size_t i = 0; i < groups.size(); ++i)
       for (DType dt : dtypes)
-        for (int64_t mib : sizes_mib) bench_backend(*g, dt, mib);
+        for (int64_t mib : sizes_mib) bench_backend(*groups[i], backends[i], dt, mib);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());

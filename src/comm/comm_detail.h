@@ -12,6 +12,9 @@ GroupPtr make_mpi_group();  // throws ErrorKind::comm in a build without MPI
 // slot_bytes: each rank's staging buffer (two per rank); 0 = the default (ZT_SHM_SLOT_KIB or
 // 1 MiB). Throws ErrorKind::comm in a build without MPI or when ranks span several nodes.
 GroupPtr make_shm_group(size_t slot_bytes = 0);
+// Whether g is a shm group whose large all_gathers and broadcasts read peers in place (Note
+// [shm single copy]); false for every other group.
+bool shm_single_copy(const Group& g);
 GroupPtr make_launched_group();  // "auto" under mpirun: shm on one node, else mpi
 
 // All throw ErrorKind::invalid_argument. Buffers: defined, with storage, contiguous; avg only

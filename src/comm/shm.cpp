@@ -9,6 +9,8 @@
 //   all_reduce:     the same on the chunk's N parts, each part's result written back to its
 //                   reducer's slot; after the next sync point every rank copies the others'.
 //   all_gather, broadcast: copies in, sync point, copies out.  barrier: one sync point.
+// An all_gather or broadcast larger than one slot reads peers' buffers in place instead when it
+// can (Note [shm single copy] in shm_direct.h).
 // Note [shm all_reduce]: chunk s's inputs and chunk s-1's results share one sync point, so
 // there are chunks + 1 of them, not 2 x chunks. Part q of every chunk is [q*per, (q+1)*per)
 // (clamped), the same for all chunks, so writing chunk s+2's inputs (every part but our own)
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "mpi_runtime.h"
+#include "shm_direct.h"
 #include "shm_reduce.h"
 #include "shm_segment.h"
 
@@ -239,10 +242,9 @@ class ShmEngine {
     }
   }
 
-  void sync(const ShmWaitFor& wf) {
-    seg_.post(++sync_);
-    seg_.wait_all(sync_, wf);
-  }
+  void sync(const ShmWaitFor& wf) { seg_.sync(wf); }
+  // Note [shm single copy]: past one slot, when peers' memory can be read.
+  bool direct(const Tensor& largest) const { return seg_.single_copy() && largest.nbytes() > seg_.slot_bytes(); }
   char* slot(int q) const { return seg_.slot(q, step_); }
   // Elements per chunk so that `parts` pieces fit a slot; a multiple of 16 (64-byte lines).
   int64_t chunk_elems(size_t esize, int parts) const {
@@ -310,6 +312,7 @@ class ShmEngine {
     char* own = dst + size_t(rank_ * n) * es;
     if (overlaps(in, out) && in.raw_data() != own) in = in.clone(MemTag::comm);  // would be overwritten
     const char* src = static_cast<const char*>(in.raw_data());
+    if (direct(out)) return direct_all_gather(seg_, src, dst, size_t(n) * es, wf);
     for (int64_t s = 0, steps = num_steps(n, cmax); s < steps; ++s, ++step_) {
       const int64_t off = s * cmax, c = std::min(cmax, n - off);
       std::memcpy(slot(rank_), src + size_t(off) * es, size_t(c) * es);
@@ -324,6 +327,7 @@ class ShmEngine {
     const size_t es = dtype_size(buf.dtype());
     const int64_t n = buf.numel(), cmax = chunk_elems(es, 1);
     char* data = static_cast<char*>(buf.raw_data());
+    if (direct(buf)) return direct_broadcast(seg_, data, buf.nbytes(), root, wf);
     for (int64_t s = 0, steps = num_steps(n, cmax); s < steps; ++s, ++step_) {
       const int64_t off = s * cmax, c = std::min(cmax, n - off);
       if (rank_ == root) std::memcpy(slot(rank_), data + size_t(off) * es, size_t(c) * es);
@@ -335,7 +339,6 @@ class ShmEngine {
   std::shared_ptr<ShmState> st_;
   ShmSegment& seg_;
   const int rank_, size_;
-  uint32_t sync_ = 0;  // sync points passed (comm thread only)
   uint64_t step_ = 0;  // data steps done: picks the slot buffer (comm thread only)
   std::mutex mu_;
   std::condition_variable cv_;
@@ -353,6 +356,12 @@ size_t default_slot_bytes() {
   return kDefaultSlotBytes;
 }
 
+// ZT_SHM_SINGLE_COPY=0 keeps every collective on the staged path (Note [shm single copy]).
+bool single_copy_wanted() {
+  const char* v = std::getenv("ZT_SHM_SINGLE_COPY");
+  return !v || std::strcmp(v, "0") != 0;
+}
+
 class ShmGroup : public Group {
  public:
   // Takes ownership of c. Collective over c.
@@ -367,7 +376,7 @@ class ShmGroup : public Group {
     ZT_CHECK_AS(ErrorKind::comm, node_size == size, "[comm] backend 'shm' needs every rank on one node: ", node_size,
                 " of the ", size, " ranks share this one (use 'mpi' or 'auto' across nodes)");
     st_ = std::make_shared<ShmState>();
-    st_->seg = ShmSegment::create(c, slot_bytes ? slot_bytes : default_slot_bytes());
+    st_->seg = ShmSegment::create(c, slot_bytes ? slot_bytes : default_slot_bytes(), single_copy_wanted());
     engine_ = std::make_unique<ShmEngine>(st_);
   }
 
@@ -377,6 +386,7 @@ class ShmGroup : public Group {
     if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm_);
   }
 
+  bool single_copy() const { return st_->seg->single_copy(); }
   int rank() const override { return st_->seg->rank(); }
   int size() const override { return st_->seg->size(); }
   const char* backend() const override { return "shm"; }
@@ -431,6 +441,11 @@ GroupPtr make_shm_group_on(MPI_Comm c, size_t slot_bytes) {
     if (!mpi_finalized()) MPI_Comm_free(&c);
     throw;
   }
+}
+
+bool shm_single_copy(const Group& g) {
+  const auto* s = dynamic_cast<const ShmGroup*>(&g);
+  return s && s->single_copy();
 }
 
 GroupPtr make_shm_group(size_t slot_bytes) { return make_node_group_on(dup_world(), true, slot_bytes); }

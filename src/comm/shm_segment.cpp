@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -79,7 +80,7 @@ ShmSegment::~ShmSegment() {
   munmap(base_, bytes_);
 }
 
-std::unique_ptr<ShmSegment> ShmSegment::create(MPI_Comm comm, size_t slot_bytes) {
+std::unique_ptr<ShmSegment> ShmSegment::create(MPI_Comm comm, size_t slot_bytes, bool single_copy) {
   static std::atomic<int> counter{0};
   int rank = 0, size = 1;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
@@ -132,7 +133,45 @@ std::unique_ptr<ShmSegment> ShmSegment::create(MPI_Comm comm, size_t slot_bytes)
   ZT_CHECK_AS(ErrorKind::comm, worst == 0, "[comm] shm: a rank could not map the shared segment ", a.name, ": ",
               std::strerror(worst));
   seg->line(rank).pid.store(int32_t(getpid()));
+  seg->single_copy_ = probe_single_copy(*seg, comm, single_copy);
   return seg;
+}
+
+// Every rank reads a known word from every peer; single copy only if all of them could (a
+// container's seccomp policy or Yama's ptrace_scope may forbid process_vm_readv).
+bool ShmSegment::probe_single_copy(ShmSegment& seg, MPI_Comm comm, bool wanted) {
+  static const uint64_t probe = kMagic;
+  seg.publish(&probe);
+  check_mpi(MPI_Barrier(comm), "MPI_Barrier");  // every pid and address is in place
+  int ok = wanted ? 1 : 0;
+  for (int q = 0; q < seg.size_ && ok; ++q) {
+    if (q == seg.rank_) continue;
+    uint64_t got = 0;
+    iovec local{&got, sizeof got}, remote{reinterpret_cast<void*>(uintptr_t(seg.published(q))), sizeof got};
+    ok = process_vm_readv(seg.line(q).pid.load(), &local, 1, &remote, 1, 0) == ssize_t(sizeof got) && got == kMagic;
+  }
+  int all = 0;
+  check_mpi(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  return all == 1;
+}
+
+void ShmSegment::read_peer(int q, uint64_t addr, void* dst, size_t bytes, const ShmWaitFor& w) const {
+  constexpr size_t kPiece = size_t(4) << 20;  // re-check w.stop between pieces
+  char* d = static_cast<char*>(dst);
+  const int32_t pid = line(q).pid.load();
+  while (bytes > 0) {
+    if (w.stop.load()) ZT_THROW_AS(ErrorKind::comm, peer_error(w, rank_, size_, "the group was stopped"));
+    iovec local{d, std::min(bytes, kPiece)}, remote{reinterpret_cast<void*>(uintptr_t(addr)), local.iov_len};
+    const ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got <= 0) {
+      const int e = got < 0 ? errno : EIO;
+      ZT_THROW_AS(ErrorKind::comm, peer_error(w, rank_, size_,
+                                              e == ESRCH ? zt::detail::concat("rank ", q, " (pid ", pid, ") died")
+                                                         : zt::detail::concat("reading rank ", q,
+                                                                              "'s buffer failed: ", std::strerror(e))));
+    }
+    d += got, addr += uint64_t(got), bytes -= size_t(got);
+  }
 }
 
 void ShmSegment::post(uint32_t k) {

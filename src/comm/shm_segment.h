@@ -22,6 +22,7 @@ struct alignas(64) ShmRankLine {
   std::atomic<int32_t> pid{0};          // for telling a dead peer from a slow one
   std::atomic<uint32_t> left{0};        // 1 once its group object is gone
   std::atomic<uint64_t> failed_seq{0};  // the collective at which its group broke; 0 = healthy
+  std::atomic<uint64_t> addr{0};        // this collective's buffer in its own address space (single copy)
 };
 struct alignas(64) ShmWaitLine {
   std::atomic<uint32_t> waiters{0};  // peers asleep on this rank's `arrived`
@@ -41,7 +42,8 @@ class ShmSegment {
  public:
   // Collective over comm: rank 0 creates, sizes and maps a POSIX segment, peers map it, and
   // its name is unlinked before anyone returns. Every rank uses rank 0's slot_bytes.
-  static std::unique_ptr<ShmSegment> create(MPI_Comm comm, size_t slot_bytes);
+  // single_copy: use process_vm_readv when every rank can read every peer (Note [shm single copy]).
+  static std::unique_ptr<ShmSegment> create(MPI_Comm comm, size_t slot_bytes, bool single_copy);
   ~ShmSegment();
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
@@ -57,6 +59,20 @@ class ShmSegment {
   // Blocks until every peer has posted k. Throws ErrorKind::comm at the deadline (the timeout
   // message), when w.stop is set, or when a peer left, died or broke at an earlier collective.
   void wait_all(uint32_t k, const ShmWaitFor& w) const;
+  // The next sync point: post it, then wait for every peer (the comm thread only).
+  void sync(const ShmWaitFor& w) {
+    post(++synced_);
+    wait_all(synced_, w);
+  }
+
+  // Note [shm single copy]: whether peers' buffers can be read in place (process_vm_readv).
+  bool single_copy() const { return single_copy_; }
+  // This rank's buffer for the running collective; peers see it after the next sync().
+  void publish(const void* p) { line(rank_).addr.store(uint64_t(reinterpret_cast<uintptr_t>(p))); }
+  uint64_t published(int q) const { return line(q).addr.load(); }
+  // Copies `bytes` at peer q's address `addr` into dst. Throws ErrorKind::comm naming w's
+  // collective when the peer is gone, refuses, or w.stop is set.
+  void read_peer(int q, uint64_t addr, void* dst, size_t bytes, const ShmWaitFor& w) const;
 
  private:
   static constexpr size_t kLinesOff = 64;
@@ -65,12 +81,15 @@ class ShmSegment {
     return reinterpret_cast<ShmWaitLine*>(base_ + kLinesOff + size_t(size_) * sizeof(ShmRankLine))[q];
   }
   void wait_one(int q, uint32_t k, const ShmWaitFor& w) const;
+  static bool probe_single_copy(ShmSegment& seg, MPI_Comm comm, bool wanted);
   void check_peer(int q, const ShmWaitFor& w) const;
 
   char* base_;
   size_t bytes_;
   int rank_, size_;
   size_t slot_bytes_, data_off_;
+  bool single_copy_ = false;
+  uint32_t synced_ = 0;  // sync points passed
 };
 
 }  // namespace zt::comm::detail

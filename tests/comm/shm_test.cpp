@@ -134,6 +134,41 @@ TEST(CommShm, AllGatherAndBroadcastOverSeveralChunksWithAliasing) {
   }
 }
 
+// Note [shm single copy]: past one slot, all_gather and broadcast read peers in place where the
+// machine allows; both paths give the same bytes on both sides of the slot, also in place.
+TEST(CommShm, InPlaceReadsAndStagedCopiesGiveTheSameBytes) {
+  setenv("ZT_SHM_SINGLE_COPY", "0", 1);  // read when a group is made: every rank, same order
+  GroupPtr staged = detail::make_shm_group(kSmallSlot);
+  unsetenv("ZT_SHM_SINGLE_COPY");
+  GroupPtr direct = detail::make_shm_group(kSmallSlot);
+  EXPECT_FALSE(detail::shm_single_copy(*staged));
+  std::printf("[rank %d] single copy: %s\n", world()->rank(), detail::shm_single_copy(*direct) ? "on" : "off");
+  const int r = direct->rank(), n = direct->size();
+  for (int64_t len : lengths_around(kSmallSlot / size_t(n), DType::bf16)) {  // the output straddles the slot
+    for (bool in_place : {false, true}) {
+      Tensor a = Tensor::full({n * len}, -3.f, DType::bf16), b = a.clone();
+      auto input = [&](Tensor& out) {
+        Tensor in = in_place ? out.slice(0, r * len, (r + 1) * len) : Tensor::empty({len}, DType::bf16);
+        auto* bits = static_cast<uint16_t*>(in.raw_data());
+        for (int64_t i = 0; i < len; ++i) bits[i] = uint16_t(r * 7919 + i * 31);
+        return in;
+      };
+      direct->all_gather(input(a), a);
+      staged->all_gather(input(b), b);
+      ASSERT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << "len " << len << " in place " << in_place;
+      const auto* got = static_cast<const uint16_t*>(a.raw_data());
+      for (int q = 0; q < n; ++q) ASSERT_EQ(got[q * len + len - 1], uint16_t(q * 7919 + (len - 1) * 31)) << q;
+    }
+    for (int root = 0; root < n; ++root) {
+      Tensor a = make(n * len, DType::f32, [&](int64_t i) { return value(r, i, DType::f32); }), b = a.clone();
+      direct->broadcast(a, root);
+      staged->broadcast(b, root);
+      ASSERT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << "len " << len << " root " << root;
+      ASSERT_EQ(a.data<float>()[n * len - 1], value(root, n * len - 1, DType::f32));
+    }
+  }
+}
+
 TEST(CommShm, SixteenBitResultsAreIdenticalOnEveryRank) {
   GroupPtr g = world();
   const int r = g->rank(), n = g->size();

@@ -39,9 +39,12 @@ Tensor make_tokens(int64_t rows) {
   return Tensor::from_ints(v, {rows, kT + 1});
 }
 
+constexpr int64_t kWarmSteps = 3;  // steps after which every buffer a step needs is cached
+
 struct GptResult {
   RunResult run;
   std::vector<std::string> names;
+  size_t system_allocs_after_warmup = 0, system_allocs_at_end = 0;  // the allocator's cache misses
 };
 
 GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor& tokens) {
@@ -56,7 +59,9 @@ GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor&
   zero::Engine e(*model, group, o);
   const int64_t N = group->size(), r = group->rank(), global = s.micro * s.gas * N;
   RunResult out;
+  size_t warm_allocs = 0;
   for (int64_t step = 0; step < s.steps; ++step) {
+    if (step == kWarmSteps) warm_allocs = Allocator::global().stats().system_allocs;
     double loss_sum = 0;
     for (int64_t m = 0; m < s.gas; ++m) {
       const int64_t b = step * global + (m * N + r) * s.micro;
@@ -70,6 +75,7 @@ GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor&
     out.stats.push_back(e.step(1e-2));
     out.losses.push_back(group->all_reduce_scalar(loss_sum) / double(N));
   }
+  const size_t end_allocs = Allocator::global().stats().system_allocs;
   if (s.sparse) {  // wpe travels as rows; wte, tied to lm_head, stays dense
     int sparse = 0;
     for (auto& b : e.plan().buffers) sparse += b.sparse;
@@ -81,7 +87,7 @@ GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor&
     out.params.push_back(p.to_vector());
     names.push_back(n);
   });
-  return {out, names};
+  return {out, names, warm_allocs, end_allocs};
 }
 
 void check(const GptSpec& s) {
@@ -133,6 +139,18 @@ TEST_P(GptStage, ReportsCommunicationOverlapPerStep) {
       EXPECT_GE(*st.reduce.hidden(), 0.0);
       EXPECT_LE(*st.reduce.hidden(), 1.0);
     }
+  }
+}
+
+// DESIGN.md: once warm, a step takes no new memory from the system (the caching allocator serves
+// every activation, gradient bucket, gather and wire buffer again), with recompute too.
+TEST_P(GptStage, SteadyStateStepTakesNoNewMemoryFromTheSystem) {
+  for (bool ckpt : {false, true}) {
+    GptSpec s{GetParam(), ckpt, false};
+    s.steps = kWarmSteps + 3;
+    const GptResult r = train_gpt(s, g_world, make_tokens(s.steps * s.micro * s.gas * g_world->size()));
+    EXPECT_GT(r.system_allocs_after_warmup, 0u);  // the counter counts
+    EXPECT_EQ(r.system_allocs_at_end, r.system_allocs_after_warmup) << (ckpt ? "with" : "without") << " checkpointing";
   }
 }
 
