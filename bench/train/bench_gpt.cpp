@@ -40,13 +40,15 @@ struct Args {
   // Gradient elements whose reduction may be in flight (0: 4 buckets, so that the buckets of one
   // large layer, ready together, reduce while backward goes on; the engine's default is 1 bucket).
   int64_t inflight = 0;
+  bool sparse = false;  // sparse_gradients: wpe as rows, the tied wte in two parts (Note [tied rows])
 };
 
 void usage() {
   std::fprintf(stderr,
                "usage: bench_gpt [--name LABEL] [--layers 4] [--embd 192] [--heads 6] [--vocab 16384] [--ctx 256] "
                "[--batch 8 (per rank)] [--dtype f32,bf16] [--stages 0,1,2,3] [--steps 10] [--warmup 2] [--threads T] "
-               "[--checkpointing 0|1] [--seed S] [--backend auto|local|mpi|...] [--bucket ELEMS] [--inflight ELEMS]\n");
+               "[--checkpointing 0|1] [--seed S] [--backend auto|local|mpi|...] [--bucket ELEMS] [--inflight ELEMS] "
+               "[--sparse 0|1]\n");
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -98,6 +100,8 @@ Args parse(int argc, char** argv) {
       a.model.activation_checkpointing = v == "1" || v == "true";
     else if (k == "--seed")
       a.seed = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--sparse")
+      a.sparse = v == "1" || v == "true";
     else if (k == "--backend")
       a.backend = v;
     else if (k == "--inflight")
@@ -116,7 +120,7 @@ Args parse(int argc, char** argv) {
     } else
       ZT_THROW("[bench_gpt] unknown option ", k,
                "; allowed --name --layers --embd --heads --vocab --ctx --batch --dtype --stages --steps --warmup "
-               "--threads --checkpointing --seed --backend --bucket --inflight");
+               "--threads --checkpointing --seed --backend --bucket --inflight --sparse");
   }
   a.model.seed = a.seed;
   a.model.validate("bench_gpt");
@@ -166,6 +170,7 @@ Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
   o.reduce_bucket_size = a.bucket;
   o.max_inflight_reduce_elems = a.inflight > 0 ? a.inflight : 4 * a.bucket;
   o.stage3_prefetch_bucket_size = std::min<int64_t>(a.bucket, o.stage3_prefetch_bucket_size);
+  o.sparse_gradients = a.sparse;
   o.optimizer.type = "AdamW";
   o.optimizer.lr = 1e-4f;
   o.optimizer.weight_decay = 0.01f;  // torch.optim.AdamW's default
@@ -215,7 +220,8 @@ int main(int argc, char** argv) {
         std::printf(
             "{\"bench\":\"gpt_train\",\"impl\":\"zerotrain\",\"model\":\"%s\",\"layers\":%lld,\"embd\":%lld,"
             "\"heads\":%lld,\"vocab\":%lld,\"ctx\":%lld,\"params\":%lld,\"backend\":\"%s\",\"world\":%d,"
-            "\"threads\":%d,\"stage\":%d,\"dtype\":\"%s\",\"checkpointing\":%s,\"batch\":%lld,\"global_batch\":%lld,"
+            "\"threads\":%d,\"stage\":%d,\"dtype\":\"%s\",\"checkpointing\":%s,\"sparse_gradients\":%s,\"batch\":%lld,"
+            "\"global_batch\":%lld,"
             "\"steps\":%lld,\"warmup\":%lld,\"tokens_per_s\":%.1f,\"step_s\":%.4f,\"step_s_mean\":%.4f,"
             "\"final_loss\":%.4f,\"peak_mib\":%.1f,\"states_mib\":%.1f,\"peak_rss_mib\":%.1f,"
             "%s"
@@ -223,9 +229,9 @@ int main(int argc, char** argv) {
             "peak_mib=allocator peak, peak_rss_mib=process peak RSS (max over ranks)\"}\n",
             a.name.c_str(), (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
             (long long)m.block_size, (long long)r.params, g->backend(), world, threads, stage, dtype_name(dt),
-            m.activation_checkpointing ? "true" : "false", (long long)a.batch, (long long)(a.batch * world),
-            (long long)a.steps, (long long)a.warmup, r.tokens_per_s, r.step_s_median, r.step_s_mean, r.final_loss,
-            double(r.peak_bytes) / 1048576.0, double(r.states_bytes) / 1048576.0, rss_mib,
+            m.activation_checkpointing ? "true" : "false", a.sparse ? "true" : "false", (long long)a.batch,
+            (long long)(a.batch * world), (long long)a.steps, (long long)a.warmup, r.tokens_per_s, r.step_s_median,
+            r.step_s_mean, r.final_loss, double(r.peak_bytes) / 1048576.0, double(r.states_bytes) / 1048576.0, rss_mib,
             bench::overlap_fields(r.reduce, r.gather).c_str());
         std::fflush(stdout);
       }

@@ -50,6 +50,7 @@ bool is_leaf(const Tensor& t) {
 void add_grad_ready_hook(const Tensor& leaf, GradHook hook) { meta(leaf).grad_ready_hooks.push_back(std::move(hook)); }
 void clear_grad_ready_hooks(const Tensor& leaf) { meta(leaf).grad_ready_hooks.clear(); }
 void set_grad_slot_hook(const Tensor& leaf, GradSlotHook hook) { meta(leaf).grad_slot_hook = std::move(hook); }
+void set_grad_partial_hook(const Tensor& leaf, GradPartialHook hook) { meta(leaf).grad_partial_hook = std::move(hook); }
 
 void set_sparse_grad(const Tensor& leaf, bool on) { meta(leaf).sparse_grad = on; }
 bool sparse_grad(const Tensor& leaf) {
@@ -151,8 +152,11 @@ void backward(const Tensor& root, Tensor grad_root) {
           if (!m->grad.defined() && m->grad_slot_hook) m->grad_slot_hook(in);
           accumulate(m->grad, grads[i], MemTag::grad);
         }
-        if (--leaf_pending[in.impl()] == 0)
+        if (const int left = --leaf_pending[in.impl()]; left == 0) {
           for (auto& h : m->grad_ready_hooks) h(in);
+        } else if (grads[i].defined() && m->grad_partial_hook) {
+          m->grad_partial_hook(in, left);
+        }
       }
     }
     n->inputs.clear();  // release saved tensors early

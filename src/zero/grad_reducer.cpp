@@ -25,11 +25,13 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, comm::Gro
     } else {
       allocate_full(b);
     }
-    if (plan_.buffers[b].sparse) {  // ag::embedding records the rows it touches from now on
+    if (plan_.buffers[b].sparse || plan_.buffers[b].tied_rows) {  // ag::embedding records its rows from now on
       const Tensor& p = params_[plan_.buffers[b].params.at(0).index];
       ZT_CHECK(p.dim() == 2, "[zero] a sparse gradient needs a [rows, columns] parameter, got ", shape_str(p.shape()));
       autograd::set_sparse_grad(p, true);
       autograd::clear_touched_rows(p);
+      if (plan_.buffers[b].tied_rows)
+        autograd::set_grad_partial_hook(p, [this, b](Tensor&, int left) { on_param_partial(b, left); });
     }
     for (auto& s : plan_.buffers[b].params) {
       autograd::add_grad_ready_hook(params_[s.index], [this, b](Tensor&) { on_param_ready(b); });
@@ -45,6 +47,7 @@ GradReducer::~GradReducer() {
   for (auto& p : params_) {
     autograd::clear_grad_ready_hooks(p);
     autograd::set_grad_slot_hook(p, nullptr);
+    autograd::set_grad_partial_hook(p, nullptr);
     if (autograd::sparse_grad(p)) {
       autograd::set_sparse_grad(p, false);
       autograd::clear_touched_rows(p);
@@ -72,6 +75,9 @@ void GradReducer::begin_backward(bool boundary, const std::string& label) {
   for (size_t b = 0; b < bufs_.size(); ++b) {
     bufs_[b].pending = int(plan_.buffers[b].params.size());
     bufs_[b].launched = false;
+    // Rows of earlier micro-batches are in the dense part already; this pass's rows start empty.
+    if (reducing_ && plan_.buffers[b].tied_rows)
+      autograd::clear_touched_rows(params_[plan_.buffers[b].params[0].index]);
   }
 }
 
@@ -80,7 +86,19 @@ void GradReducer::on_param_ready(size_t b) {
   launch(b);
 }
 
-void GradReducer::launch(size_t b) {
+// Note [tied rows]: a tied embedding weight's gradient is its other uses' dense part (GPT's
+// output projection, computed first in backward) plus the rows the embedding touched (last in
+// backward). By linearity the average is avg(dense) + avg(rows): the dense part is launched once
+// only the embedding's use is left, overlapping the rest of backward, and its buffer zeroed to
+// take the rows, which travel as Note [sparse rows] in end_backward. Only when the embedding has
+// not run yet in this pass: else the rest would not be rows alone, and it reduces densely.
+void GradReducer::on_param_partial(size_t b, int uses_left) {
+  const Tensor& p = params_[plan_.buffers[b].params.at(0).index];
+  if (!reducing_ || bufs_[b].launched || uses_left != 1 || !autograd::touched_rows(p).empty()) return;
+  launch(b, true);
+}
+
+void GradReducer::launch(size_t b, bool early) {
   Buf& buf = bufs_[b];
   const Policy& pol = plan_.policy;
   allocate_full(b);  // a bucket no gradient reached still takes part, as zeros
@@ -97,6 +115,12 @@ void GradReducer::launch(size_t b) {
   } else {
     Tensor in = buf.full;
     if (pol.comm_dtype != buf.full.dtype()) in = ops::cast(buf.full, pol.comm_dtype);
+    if (early) {  // the rows accumulate into the zeroed buffer while the copy travels
+      if (in.same(buf.full)) in = buf.full.clone();
+      buf.full.zero_();
+      buf.early = true;
+      ++sparse_bytes_.tied_early;
+    }
     buf.wire = in;
     if (!pol.shard_optimizer()) {
       buf.work = group_.all_reduce_async(buf.wire, o);
@@ -177,6 +201,11 @@ void GradReducer::finish(size_t b) {
     }
   inflight_elems_ -= plan_.buffers[b].padded;
   const Policy& pol = plan_.policy;
+  if (buf.early) {  // the rows come next (finish_tied_rows); full keeps accumulating them
+    buf.early_sum = pol.shard_optimizer() ? buf.recv : buf.wire;
+    buf.wire = buf.recv = Tensor();
+    return;
+  }
   if (!pol.shard_optimizer()) {
     if (!buf.wire.same(buf.full)) ops::cast_into(buf.full, buf.wire);
   } else if (!pol.shard_gradients()) {
@@ -196,6 +225,38 @@ void GradReducer::end_backward() {
     for (size_t b = 0; b < bufs_.size(); ++b)
       if (!bufs_[b].launched) launch(b);
   while (!inflight_.empty()) finish(inflight_.front());
+  for (size_t b = 0; b < bufs_.size(); ++b)  // the same order on every rank
+    if (bufs_[b].early) finish_tied_rows(b);
+}
+
+// Note [tied rows]: the embedding's rows, averaged as sparse rows, plus the dense part's average.
+void GradReducer::finish_tied_rows(size_t b) {
+  Buf& buf = bufs_[b];
+  const Policy& pol = plan_.policy;
+  buf.early = false;
+  {
+    comm::CollOptions o;
+    o.op = comm::ReduceOp::avg;
+    o.label = label_ + ", bucket " + std::to_string(b) + " embedding rows";
+    TagScope tag(MemTag::comm);
+    launch_sparse(b, o);
+    finish_sparse(b);
+  }
+  const Tensor rows = pol.shard_optimizer() ? buf.recv : buf.wire;
+  if (!pol.shard_optimizer()) {
+    ops::cast_into(buf.full, buf.early_sum);
+    ops::axpy_(buf.full, 1.f, rows);
+  } else if (!pol.shard_gradients()) {
+    Tensor own = buf.full.slice(0, buf.own.begin, buf.own.end);
+    ops::cast_into(own, buf.early_sum);
+    ops::axpy_(own, 1.f, rows);
+  } else {
+    ops::axpy_(buf.shard, 1.f, buf.early_sum);
+    ops::axpy_(buf.shard, 1.f, rows);
+    for (auto& s : plan_.buffers[b].params) autograd::set_grad(params_[s.index], Tensor());
+    buf.full = Tensor();
+  }
+  buf.early_sum = buf.wire = buf.recv = Tensor();
 }
 
 Tensor GradReducer::owned(size_t b) const {

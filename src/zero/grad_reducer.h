@@ -3,7 +3,8 @@
 // buffer's full gradient (contiguous_gradients); once every parameter of a buffer is final the
 // buffer is averaged over the ranks (all-reduce at stage 0, reduce-scatter otherwise) in the
 // wire dtype, and at stages 2-3 added into this rank's gradient shard and freed. A sparse buffer
-// (one embedding weight) travels as the rows its uses touched (Note [sparse rows]).
+// (one embedding weight) travels as the rows its uses touched (Note [sparse rows]); a tied one
+// travels in two parts (Note [tied rows]).
 #include <deque>
 #include <functional>
 #include <string>
@@ -47,11 +48,15 @@ class GradReducer {
     comm::WorkPtr ids_work;
     int pending = 0;
     bool launched = false;
-    bool busy = false;  // launched and not finished
+    bool busy = false;   // launched and not finished
+    bool early = false;  // tied rows: the dense part is launched; the rows follow in end_backward
+    Tensor early_sum;    // tied rows: the dense part's average, once finished
   };
   void allocate_full(size_t b);
   void on_param_ready(size_t b);
-  void launch(size_t b);
+  void on_param_partial(size_t b, int uses_left);
+  void launch(size_t b, bool early = false);
+  void finish_tied_rows(size_t b);
   void launch_sparse(size_t b, const comm::CollOptions& o);
   void finish(size_t b);
   void finish_sparse(size_t b);

@@ -10,9 +10,13 @@
 namespace zt::zero {
 
 namespace {
-// sparse_gradients: the weights of "Embedding" modules registered nowhere else. A tied weight
-// (GPT-2's wte is also lm_head's) gets dense gradient rows from its other use, so it stays dense.
-std::vector<bool> sparse_eligible(nn::Module& model, const std::vector<Tensor>& params) {
+// sparse_gradients: the weights of "Embedding" modules registered nowhere else (sparse), and
+// those another module uses too (tied: GPT-2's wte is also lm_head's), whose other use gives
+// dense rows, so only the embedding's own part can travel as rows (Note [tied rows]).
+struct SparseEligible {
+  std::vector<bool> sparse, tied;
+};
+SparseEligible sparse_eligible(nn::Module& model, const std::vector<Tensor>& params) {
   std::unordered_map<TensorImpl*, int> uses;
   std::unordered_set<TensorImpl*> embedding;
   for (nn::Module* m : model.parameter_owners())
@@ -20,8 +24,12 @@ std::vector<bool> sparse_eligible(nn::Module& model, const std::vector<Tensor>& 
       ++uses[p.impl()];
       if (std::string(m->type_name()) == "Embedding" && p.dim() == 2) embedding.insert(p.impl());
     }
-  std::vector<bool> out;
-  for (auto& p : params) out.push_back(embedding.count(p.impl()) && uses[p.impl()] == 1);
+  SparseEligible out;
+  for (auto& p : params) {
+    const bool e = embedding.count(p.impl()) > 0;
+    out.sparse.push_back(e && uses[p.impl()] == 1);
+    out.tied.push_back(e && uses[p.impl()] > 1);
+  }
   return out;
 }
 }  // namespace
@@ -46,7 +54,11 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   }
   ZT_CHECK(!m.params.empty(), "[zero] the model has no trainable parameters");
   for (auto& p : m.params) m.input.numels.push_back(p.numel());
-  if (opts.sparse_gradients) m.input.sparse = sparse_eligible(model, m.params);
+  if (opts.sparse_gradients) {
+    SparseEligible e = sparse_eligible(model, m.params);
+    m.input.sparse = std::move(e.sparse);
+    m.input.tied_rows = std::move(e.tied);
+  }
   m.input.optim_state_bytes_per_elem = optim::state_bytes_per_elem(opts.optimizer);
   m.input.reduce_bucket_size = opts.reduce_bucket_size;
   m.input.persistence_threshold = opts.stage3_param_persistence_threshold;

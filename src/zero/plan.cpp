@@ -63,8 +63,13 @@ Plan make_plan(const PlanInput& in, const Policy& policy, int world) {
     plan.buffers = plan_units(in.numels, in.units, world);
     for (auto& b : plan.buffers) plan.persistent.push_back(b.numel <= in.persistence_threshold);
   } else {
-    plan.buffers = plan_buckets(in.numels, in.reduce_bucket_size, world, in.sparse);
+    std::vector<bool> solo = in.sparse;
+    for (size_t i = 0; i < in.tied_rows.size() && i < solo.size(); ++i) solo[i] = solo[i] || in.tied_rows[i];
+    if (solo.empty()) solo = in.tied_rows;
+    plan.buffers = plan_buckets(in.numels, in.reduce_bucket_size, world, solo);
     plan.persistent.assign(plan.buffers.size(), false);
+    for (auto& b : plan.buffers)
+      b.tied_rows = b.params.size() == 1 && b.params[0].index < in.tied_rows.size() && in.tied_rows[b.params[0].index];
   }
   // A stage-3 unit holding a sparse-eligible parameter beside others (an embedding inside a unit
   // marked as one) reduces it densely: the rows of one parameter cannot stand for the whole buffer.

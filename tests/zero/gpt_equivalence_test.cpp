@@ -1,6 +1,6 @@
 // Run under mpirun -np N: a small GPT with a tied output projection (wte) follows one process's
 // trajectory at every ZeRO stage, also with activation checkpointing, and with sparse
-// embedding gradients.
+// embedding gradients (wpe as rows, the tied wte in two parts: Note [tied rows]).
 #include "zero_harness.h"
 #include "zt/autograd/autograd.h"
 #include "zt/nn/transformer.h"
@@ -76,11 +76,15 @@ GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor&
     out.losses.push_back(group->all_reduce_scalar(loss_sum) / double(N));
   }
   const size_t end_allocs = Allocator::global().stats().system_allocs;
-  if (s.sparse) {  // wpe travels as rows; wte, tied to lm_head, stays dense
-    int sparse = 0;
-    for (auto& b : e.plan().buffers) sparse += b.sparse;
+  if (s.sparse) {  // wpe travels as rows; wte, tied to lm_head, in two parts at stages 0-2
+    int sparse = 0, tied = 0;
+    for (auto& b : e.plan().buffers) sparse += b.sparse, tied += b.tied_rows;
     EXPECT_EQ(sparse, 1);
+    EXPECT_EQ(tied, s.stage < 3 ? 1 : 0);
     EXPECT_GT(e.sparse_comm_bytes().moved, 0);
+    // Note [tied rows]: lm_head's part left before backward ended, once per reducing pass.
+    const int64_t passes = s.steps * (s.stage == 2 ? s.gas : 1);
+    EXPECT_EQ(e.sparse_comm_bytes().tied_early, s.stage < 3 ? passes : 0);
   }
   std::vector<std::string> names;
   e.for_each_full_param([&](const std::string& n, const Tensor& p) {

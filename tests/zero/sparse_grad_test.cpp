@@ -171,8 +171,8 @@ INSTANTIATE_TEST_SUITE_P(Zero, SparseGrad,
                                            Case{3, DType::f16, Touch::one_rank_none}),
                          case_name);
 
-// The engine marks only an untied "Embedding" weight: sparse_gradients off, or a weight
-// registered a second time (a tied output projection), leaves it dense.
+// The engine marks only an untied "Embedding" weight sparse: sparse_gradients off leaves it
+// dense, and a weight registered a second time (a tied output projection) is reduced in two parts.
 TEST(SparseGradLayout, OnlyUntiedEmbeddingWeightsBecomeSparse) {
   RunSpec s;
   zero::EngineOptions o = options(s);
@@ -204,10 +204,21 @@ TEST(SparseGradLayout, OnlyUntiedEmbeddingWeightsBecomeSparse) {
    protected:
     Tensor forward(const Tensor& ids) override { return (*table)(ids); }
   };
-  Tied t;
-  zero::Engine e(t, g_world, o);
-  for (auto& b : e.plan().buffers) EXPECT_FALSE(b.sparse);
-  EXPECT_FALSE(autograd::sparse_grad(t.table->weight));
+  for (int stage : {0, 3}) {  // a tied weight: two parts at stages 0-2 (Note [tied rows]), dense at 3
+    o.stage = stage;
+    Tied t;
+    {
+      zero::Engine e(t, g_world, o);
+      int tied = 0;
+      for (auto& b : e.plan().buffers) {
+        EXPECT_FALSE(b.sparse);
+        tied += b.tied_rows;
+      }
+      EXPECT_EQ(tied, stage < 3 ? 1 : 0);
+      EXPECT_EQ(autograd::sparse_grad(t.table->weight), stage < 3);  // its rows are recorded
+    }
+    EXPECT_FALSE(autograd::sparse_grad(t.table->weight));
+  }
   o.sparse_gradients = false;
   Model m;
   zero::Engine off(m, g_world, o);

@@ -19,6 +19,7 @@ namespace autograd {
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 using GradHook = std::function<void(Tensor& leaf)>;
 using GradSlotHook = std::function<void(const Tensor& leaf)>;
+using GradPartialHook = std::function<void(Tensor& leaf, int uses_left)>;
 
 struct Node {
   uint64_t seq = 0;
@@ -36,6 +37,7 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;
   std::vector<autograd::GradHook> grad_ready_hooks;
   autograd::GradSlotHook grad_slot_hook;
+  autograd::GradPartialHook grad_partial_hook;
   // Sparse gradients (DeepSpeed's sparse_gradients): an embedding weight marked sparse collects
   // the rows its uses touched in this accumulation window, so ranks exchange only those rows.
   bool sparse_grad = false;
@@ -55,6 +57,9 @@ void clear_grad_ready_hooks(const Tensor& leaf);
 // a zeroed slot (a view into a flat bucket) to accumulate into, instead of a fresh tensor.
 // Slots may have another float dtype than the gradient (accumulation converts).
 void set_grad_slot_hook(const Tensor& leaf, GradSlotHook hook);
+// Called after a use's gradient has been added to a leaf used more than once, while uses_left
+// more of this pass are still to come (a tied weight: the output projection before the embedding).
+void set_grad_partial_hook(const Tensor& leaf, GradPartialHook hook);
 
 // Sparse gradients: mark a [V, C] leaf; ag::embedding then merges the rows it touches into
 // touched_rows(leaf) (sorted, distinct) until clear_touched_rows (the engine does, per step).

@@ -34,7 +34,8 @@ struct EngineOptions {
   // the oldest (0: reduce_bucket_size). Bounds the full gradients alive at stages 2-3.
   int64_t max_inflight_reduce_elems = 0;
   // DeepSpeed's sparse_gradients: an embedding weight that is not tied to another use gets a
-  // buffer of its own, and ranks exchange only the rows their micro-batches touched.
+  // buffer of its own, and ranks exchange only the rows their micro-batches touched; a tied one
+  // (stages 0-2) reduces its other uses' part early and its own rows at the end (Note [tied rows]).
   bool sparse_gradients = false;
   DType dtype = DType::f32;                      // working precision: f32, bf16 (bf16.enabled), f16 (fp16.enabled)
   std::optional<DType> grad_accum_dtype;         // data_types.grad_accum_dtype (default: dtype)
@@ -78,6 +79,7 @@ struct StepStats {
 // built, and what their dense reductions would have moved, both counted as Note [comm bytes] does.
 struct SparseCommBytes {
   int64_t moved = 0, dense_equivalent = 0;
+  int64_t tied_early = 0;  // tied embeddings whose dense part was reduced before backward ended
 };
 
 // This rank's share of one flat buffer, stage-independent: what a checkpoint saves and what a

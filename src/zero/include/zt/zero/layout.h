@@ -30,6 +30,9 @@ struct BufferPlan {
   int64_t numel = 0, padded = 0;
   // One [V, C] parameter whose gradient travels as the rows its uses touched (sparse_gradients).
   bool sparse = false;
+  // One tied [V, C] embedding weight (stages 0-2, sparse_gradients): its other uses' gradient is
+  // reduced as soon as it is complete, the embedding's rows at the end (Note [tied rows]).
+  bool tied_rows = false;
 };
 
 // Stages 0-2: buckets of at most `bucket_elems` elements, formed from the last parameter

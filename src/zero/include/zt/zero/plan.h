@@ -20,6 +20,9 @@ struct PlanInput {
   // Per parameter (empty: none): a [V, C] embedding weight whose gradient may travel as touched
   // rows; it gets a buffer of its own (stages 0-2) or is sparse when alone in its unit (stage 3).
   std::vector<bool> sparse;
+  // Per parameter (empty: none): a [V, C] embedding weight that another module uses too (tied);
+  // at stages 0-2 it gets a buffer of its own, reduced in two parts (Note [tied rows]).
+  std::vector<bool> tied_rows;
 };
 
 // Per-rank bytes of model states at rest, by allocator tag.
