@@ -73,6 +73,23 @@ class ReportTest(unittest.TestCase):
         self.assertTrue(self.target("Overlap")[1].startswith("not measured"))
         self.assertEqual(self.r.targets[-1][0], self.target("Overlap")[0])
 
+    def test_overlap_takes_each_models_best_configuration(self):
+        rows = [dict(r) for r in ROWS] + [
+            gpt("zerotrain", "gpt_5m", 2, 2, "f32", 2000.0, 1.0, comm_hidden_fraction=0.1),
+            gpt("zerotrain", "gpt_5m", 2, 2, "f32", 2000.0, 0.5, comm_hidden_fraction=0.9, sparse_gradients=True)]
+        r = report.Report(rows)
+        text = r.render()
+        t = next(t for t in r.targets if t[0].startswith("Overlap"))
+        self.assertIs(t[2], True)
+        self.assertIn("gpt_5m f32 10%; gpt_5m+sparse f32 90%", t[1])
+        self.assertIn("| 2+sparse | f32 |", text)
+        # The sparse row is no stage-2 step-time figure.
+        self.assertNotIn("0.50x", next(t for t in r.targets if t[0].startswith("N=2, same global batch: stage 1"))[1])
+        rows[-1]["comm_hidden_fraction"] = 0.5
+        r = report.Report(rows)
+        r.render()
+        self.assertIs(next(t for t in r.targets if t[0].startswith("Overlap"))[2], False)
+
     def test_every_row_names_its_command(self):
         self.assertIn("`zerotrain gpt_5m n1 s0 f32`", self.text)
         self.assertIn("`pytorch gpt_5m n1 s0 f32`", self.text)

@@ -164,6 +164,9 @@ if [[ ${ZT_BENCH_GPT:-1} != 0 ]]; then
     for st in 0 1 2 3; do
       collect zerotrain "${MPIRUN[@]}" "$BENCH_GPT" "${GPT5[@]}" "${G5[@]}" --batch 4 --threads 1 --stages $st --dtype $dt
     done
+    # sparse_gradients: the tied wte's output-projection part reduces during backward (Note [tied rows]).
+    collect zerotrain "${MPIRUN[@]}" "$BENCH_GPT" "${GPT5[@]}" "${G5[@]}" --batch 4 --threads 1 --stages 2 --dtype $dt \
+      --sparse 1
     collect_torch_best bench/torch_gpt.py "${GPT5[@]}" "${G5[@]}" --batch 4 --threads 1 --world 2 --dtype $dt
   done
   if [[ ${ZT_BENCH_GPT124:-1} != 0 ]]; then
