@@ -8,12 +8,12 @@
 # GPT shapes, attention, layer norm, the MLP's bias + GELU backward, AdamW vs memory bandwidth). All
 # JSON lines go to the results file, each with the command that produced it; a summary object with
 # the ratios is printed last.
-# About 25 minutes on 2 cores (the 124M steps dominate); QUICK=1 shrinks everything (~3 minutes).
+# About 15 minutes on 2 cores (the 124M steps dominate); QUICK=1 shrinks everything (~3 minutes).
 #
 # usage: bench/run.sh [RESULTS]        (default bench/results.jsonl; never committed)
 # env:   ZT_BUILD_DIR (default build), STEPS (timed MLP steps, default 300),
 #        QUICK=1: tiny GPT shapes, few steps, no memory runs (a smoke run; BENCHMARKS.md says so),
-#        GPT5_STEPS / GPT5_WARMUP (default 5 / 1), GPT124_STEPS / GPT124_WARMUP (default 1 / 1),
+#        GPT5_STEPS / GPT5_WARMUP (default 10 / 1), GPT124_STEPS / GPT124_WARMUP (default 1 / 1),
 #        GPT124_TORCH_VARIANTS (default ddp; ddp,zero adds ZeroRedundancyOptimizer, ~4 more minutes),
 #        ZT_BENCH_GPT=0 skips the GPT runs, ZT_BENCH_GPT124=0 only the 124M ones,
 #        ZT_BENCH_REPORT (default BENCHMARKS.md; empty: no report),
@@ -138,7 +138,7 @@ collect zerotrain "$(bin zt_bench_attention)" 8 256 384 6
 if [[ ${ZT_BENCH_MEMORY:-1} != 0 ]]; then
   for dt in f32 bf16; do
     for st in 0 1 2 3; do
-      collect zerotrain "${MPIRUN[@]}" "$BENCH_TRAIN" --threads 1 --stages $st --steps 3 --warmup 1 --data "$DATA" \
+      collect zerotrain "${MPIRUN[@]}" "$BENCH_TRAIN" --threads 1 --stages $st --steps 10 --warmup 1 --data "$DATA" \
         --hidden 4096,4096,4096,4096 --bucket 8000000 --dtype $dt
     done
   done
@@ -154,7 +154,7 @@ if [[ $QUICK == 1 ]]; then  # same names, toy sizes: the report says it is a QUI
   GPT5=(--name gpt_5m --layers 2 --embd 64 --heads 4 --vocab 1024 --ctx 64)
   GPT124=(--name gpt2_124m --layers 2 --embd 96 --heads 12 --vocab 2048 --ctx 128)
 fi
-G5=(--steps "${GPT5_STEPS:-5}" --warmup "${GPT5_WARMUP:-1}")
+G5=(--steps "${GPT5_STEPS:-10}" --warmup "${GPT5_WARMUP:-1}")
 G124=(--steps "${GPT124_STEPS:-1}" --warmup "${GPT124_WARMUP:-1}" --batch 1)
 BENCH_GPT=$(bin bench_gpt)
 if [[ ${ZT_BENCH_GPT:-1} != 0 ]]; then
