@@ -13,7 +13,7 @@
 # usage: bench/run.sh [RESULTS]        (default bench/results.jsonl; never committed)
 # env:   ZT_BUILD_DIR (default build), STEPS (timed MLP steps, default 300),
 #        QUICK=1: tiny GPT shapes, few steps, no memory runs (a smoke run; BENCHMARKS.md says so),
-#        GPT5_STEPS / GPT5_WARMUP (default 10 / 1), GPT124_STEPS / GPT124_WARMUP (default 1 / 1),
+#        GPT5_STEPS / GPT5_WARMUP (default 10 / 1), GPT124_STEPS / GPT124_WARMUP (default 2 / 1),
 #        GPT124_TORCH_VARIANTS (default ddp; ddp,zero adds ZeroRedundancyOptimizer, ~4 more minutes),
 #        ZT_BENCH_GPT=0 skips the GPT runs, ZT_BENCH_GPT124=0 only the 124M ones,
 #        ZT_BENCH_REPORT (default BENCHMARKS.md; empty: no report),
@@ -155,7 +155,7 @@ if [[ $QUICK == 1 ]]; then  # same names, toy sizes: the report says it is a QUI
   GPT124=(--name gpt2_124m --layers 2 --embd 96 --heads 12 --vocab 2048 --ctx 128)
 fi
 G5=(--steps "${GPT5_STEPS:-10}" --warmup "${GPT5_WARMUP:-1}")
-G124=(--steps "${GPT124_STEPS:-1}" --warmup "${GPT124_WARMUP:-1}" --batch 1)
+G124=(--steps "${GPT124_STEPS:-2}" --warmup "${GPT124_WARMUP:-1}" --batch 1)
 BENCH_GPT=$(bin bench_gpt)
 if [[ ${ZT_BENCH_GPT:-1} != 0 ]]; then
   for dt in f32 bf16; do
