@@ -52,6 +52,9 @@ MISSED_BECAUSE = [
      "from fused attention, cross-entropy and AdamW."),
     ("GPT-2 124M shape, N=2, fp32", "Matrix products dominate (1 x 1024 tokens per rank; f32 oneDNN and OpenBLAS "
      "at like speed, see Kernels); what zerotrain fuses is the smaller part of the step."),
+    ("N=2, same global batch", "Noise: step times of one configuration move by up to 20% between runs on this "
+     "shared 2-core machine (5-10 timed steps, the 124M rows 2); a quieter run of the same code measured stages "
+     "1-2 at 0.90-1.10x and stage 3 at 1.01-1.10x stage 0."),
     ("Collectives N=2 (mpi)", "OpenMPI's shared-memory path (vader): the reason the shm backend exists."),
     ("Collectives N=2 (shm)", "Reductions stage each rank's input through the segment (reading peers in place "
      "measured slower: Note [shm single copy]); at 128 MiB one core copies only a few GB/s (memcpy column) and "
