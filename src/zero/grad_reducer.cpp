@@ -201,23 +201,30 @@ void GradReducer::finish(size_t b) {
     }
   inflight_elems_ -= plan_.buffers[b].padded;
   const Policy& pol = plan_.policy;
-  if (buf.early) {  // the rows come next (finish_tied_rows); full keeps accumulating them
-    buf.early_sum = pol.shard_optimizer() ? buf.recv : buf.wire;
-    buf.wire = buf.recv = Tensor();
-    return;
-  }
-  if (!pol.shard_optimizer()) {
-    if (!buf.wire.same(buf.full)) ops::cast_into(buf.full, buf.wire);
-  } else if (!pol.shard_gradients()) {
-    Tensor own = buf.full.slice(0, buf.own.begin, buf.own.end);
-    ops::cast_into(own, buf.recv);
-  } else {
-    ops::axpy_(buf.shard, 1.f, buf.recv);
-    for (auto& s : plan_.buffers[b].params) autograd::set_grad(params_[s.index], Tensor());
-    buf.full = Tensor();
-  }
+  const Tensor avg = pol.shard_optimizer() ? buf.recv : buf.wire;
+  if (buf.early)  // the rows come next (finish_tied_rows); full keeps accumulating them
+    buf.early_sum = avg;
+  else
+    store_reduced(b, avg, Tensor());
   buf.wire = Tensor();
   buf.recv = Tensor();
+}
+
+// The averaged gradient (stage 0: the whole buffer; else this rank's range), plus the tied
+// embedding's averaged rows when given, where the optimizer reads it.
+void GradReducer::store_reduced(size_t b, const Tensor& avg, const Tensor& rows) {
+  Buf& buf = bufs_[b];
+  const Policy& pol = plan_.policy;
+  if (pol.shard_gradients()) {
+    ops::axpy_(buf.shard, 1.f, avg);
+    if (rows.defined()) ops::axpy_(buf.shard, 1.f, rows);
+    for (auto& s : plan_.buffers[b].params) autograd::set_grad(params_[s.index], Tensor());
+    buf.full = Tensor();
+    return;
+  }
+  Tensor dst = pol.shard_optimizer() ? buf.full.slice(0, buf.own.begin, buf.own.end) : buf.full;
+  if (!avg.same(dst)) ops::cast_into(dst, avg);
+  if (rows.defined()) ops::axpy_(dst, 1.f, rows);
 }
 
 void GradReducer::end_backward() {
@@ -242,20 +249,7 @@ void GradReducer::finish_tied_rows(size_t b) {
     launch_sparse(b, o);
     finish_sparse(b);
   }
-  const Tensor rows = pol.shard_optimizer() ? buf.recv : buf.wire;
-  if (!pol.shard_optimizer()) {
-    ops::cast_into(buf.full, buf.early_sum);
-    ops::axpy_(buf.full, 1.f, rows);
-  } else if (!pol.shard_gradients()) {
-    Tensor own = buf.full.slice(0, buf.own.begin, buf.own.end);
-    ops::cast_into(own, buf.early_sum);
-    ops::axpy_(own, 1.f, rows);
-  } else {
-    ops::axpy_(buf.shard, 1.f, buf.early_sum);
-    ops::axpy_(buf.shard, 1.f, rows);
-    for (auto& s : plan_.buffers[b].params) autograd::set_grad(params_[s.index], Tensor());
-    buf.full = Tensor();
-  }
+  store_reduced(b, buf.early_sum, pol.shard_optimizer() ? buf.recv : buf.wire);
   buf.early_sum = buf.wire = buf.recv = Tensor();
 }
 

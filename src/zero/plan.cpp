@@ -54,6 +54,10 @@ MemoryEstimate Plan::memory() const {
   return e;
 }
 
+namespace {
+bool flagged(const std::vector<bool>& flags, size_t i) { return i < flags.size() && flags[i]; }  // empty: none
+}  // namespace
+
 Plan make_plan(const PlanInput& in, const Policy& policy, int world) {
   Plan plan;
   plan.policy = policy;
@@ -63,18 +67,15 @@ Plan make_plan(const PlanInput& in, const Policy& policy, int world) {
     plan.buffers = plan_units(in.numels, in.units, world);
     for (auto& b : plan.buffers) plan.persistent.push_back(b.numel <= in.persistence_threshold);
   } else {
-    std::vector<bool> solo = in.sparse;
-    for (size_t i = 0; i < in.tied_rows.size() && i < solo.size(); ++i) solo[i] = solo[i] || in.tied_rows[i];
-    if (solo.empty()) solo = in.tied_rows;
+    std::vector<bool> solo(in.numels.size());
+    for (size_t i = 0; i < solo.size(); ++i) solo[i] = flagged(in.sparse, i) || flagged(in.tied_rows, i);
     plan.buffers = plan_buckets(in.numels, in.reduce_bucket_size, world, solo);
     plan.persistent.assign(plan.buffers.size(), false);
-    for (auto& b : plan.buffers)
-      b.tied_rows = b.params.size() == 1 && b.params[0].index < in.tied_rows.size() && in.tied_rows[b.params[0].index];
+    for (auto& b : plan.buffers) b.tied_rows = b.params.size() == 1 && flagged(in.tied_rows, b.params[0].index);
   }
   // A stage-3 unit holding a sparse-eligible parameter beside others (an embedding inside a unit
   // marked as one) reduces it densely: the rows of one parameter cannot stand for the whole buffer.
-  for (auto& b : plan.buffers)
-    b.sparse = b.params.size() == 1 && b.params[0].index < in.sparse.size() && in.sparse[b.params[0].index];
+  for (auto& b : plan.buffers) b.sparse = b.params.size() == 1 && flagged(in.sparse, b.params[0].index);
   return plan;
 }
 
