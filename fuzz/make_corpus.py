@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the committed seed corpus under fuzz/corpus/<target>/: a few small valid inputs per
 target, and one or two near misses. Rerun after changing it; the files are committed."""
+import ctypes
 import gzip
 import json
 import os
@@ -115,3 +116,61 @@ put("fuzz_tokenizer", "scripts", "Café naïve 日本語のテキスト 한국�
 put("fuzz_tokenizer", "runs", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" + " " * 40 + "!!!???")
 put("fuzz_tokenizer", "invalid_utf8", b"ok \xc3 \xed\xa0\x80 \xf4\x90\x80\x80 \xff")
 put("fuzz_tokenizer", "contractions", "'s't're've'm'll'd 'S'T <|endoftext|> [CLS] ##x")
+
+
+# --- fuzz_ckpt_metadata: sealed as a save seals them (Note [metadata checksum]), then one seed per
+# hostile case the reader must refuse: each edit keeps the rest of the file valid ------------------
+xxh64 = ctypes.CDLL("libxxhash.so.0").XXH64
+xxh64.restype = ctypes.c_uint64
+xxh64.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint64]
+
+
+def sealed(m):
+    """m with metadata_xxh64: xxh64 of its compact dump without that key, keys sorted (nlohmann's order)."""
+    body = {k: v for k, v in m.items() if k != "metadata_xxh64"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return dict(body, metadata_xxh64="%016x" % xxh64(text, len(text), 0))
+
+
+def ckpt_seed(name, m):
+    put("fuzz_ckpt_metadata", name, json.dumps(m, indent=1) + "\n")
+
+
+small = {
+    "format": 2, "tag": "step_3", "world_size": 2, "stage": 2, "dtype": "f32", "optimizer": "AdamW",
+    "params": [{"name": "w", "shape": [2, 3]}, {"name": "b", "shape": [4]}],
+    "buffers": [{"numel": 10, "padded": 16, "params": [[0, 0, 6], [1, 6, 4]]}],
+    "entries": {"b0.param": {"dtype": "f32", "offset": 0, "numel": 8},
+                "b0.exp_avg": {"dtype": "f32", "offset": 32, "numel": 8}},
+    "shards": [{"file": "rank_00000.bin", "xxh64": "0123456789abcdef", "bytes": 64},
+               {"file": "rank_00001.bin", "xxh64": "fedcba9876543210", "bytes": 64}],
+    "counters": {"optimizer_steps": 3, "loss_scaler": {"scale": 65536.0, "cur_hysteresis": 2,
+                                                       "last_overflow_iter": -1, "cur_iter": 3, "skipped_steps": 0}},
+    "extra": {"step": 3, "train_batch_size": 64, "skipped_steps": 0}, "step": 3}
+ckpt_seed("small.json", sealed(small))
+with open(os.path.join(here, "corpus", "fuzz_ckpt_metadata", "mlp_stage2.json")) as f:
+    real = json.load(f)  # a real run's, kept; resealed when the format changes
+ckpt_seed("mlp_stage2.json", sealed(dict(real, format=2)))
+
+
+def edited(**changes):
+    m = json.loads(json.dumps(small))
+    for k, v in changes.items():
+        if v is None:
+            m.pop(k, None)
+        else:
+            m[k] = v
+    return sealed(m)
+
+
+ckpt_seed("no_extra", edited(extra=None))                                    # case 3
+ckpt_seed("step_negative", edited(extra={"step": -3}))                        # case 4
+ckpt_seed("step_fraction", edited(extra={"step": 2.5}))
+ckpt_seed("step_huge", edited(extra={"step": 10**30}))
+ckpt_seed("tag_not_a_string", edited(tag=7))                                 # case 5
+ckpt_seed("tag_line_break", edited(tag="a\nb"))                              # case 8
+ckpt_seed("tag_nul", edited(tag="a\u0000b"))                                # case 6
+ckpt_seed("format_1", edited(format=1))
+stale = sealed(small)
+stale["counters"] = {"optimizer_steps": 2}                                   # case 2: consistent, not what was saved
+ckpt_seed("consistent_edit", stale)

@@ -15,15 +15,7 @@
 namespace zt::apps {
 
 // Raised on every rank alike after a vote; main prints it on rank 0 only and returns exit_code.
-class AgreedStop : public Error {
- public:
-  AgreedStop(const std::string& msg, ErrorKind kind, int exit_code) : Error(msg, kind), exit_code_(exit_code) {}
-  int exit_code() const { return exit_code_; }  // 1, or 128 + the signal (143 for SIGTERM)
-  bool interrupted() const { return exit_code_ > 128; }
-
- private:
-  int exit_code_;
-};
+using AgreedStop = AgreedError;
 
 // SIGTERM and SIGINT set a flag (async-signal-safe) instead of ending the process at once;
 // the run reads it at its next vote.

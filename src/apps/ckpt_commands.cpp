@@ -14,6 +14,7 @@
 #include "zt/ckpt/export.h"
 #include "zt/core/allocator.h"
 #include "zt/core/error.h"
+#include "zt/core/strings.h"
 
 namespace zt::apps {
 
@@ -40,6 +41,8 @@ CLI::App* add_ckpt_commands(CLI::App& app, CkptToolOptions& o) {
   im->add_option("safetensors", o.path, "weights named as the model's parameters")->required()->type_name("FILE");
   im->add_option("--out", o.out, "the checkpoint.dir to save into")->required()->type_name("DIR");
   im->add_option("--tag", o.tag, "the tag of the saved checkpoint (default: step_00000000)")->type_name("TAG");
+  im->add_flag("--force", o.force,
+               "replace a checkpoint of the same tag, and move `latest` of a checkpoint.dir that already has one");
 
   CLI::App* ck = app.add_subcommand("ckpt", "Checkpoint folders: ls, verify, inspect");
   ck->require_subcommand(1);
@@ -161,10 +164,12 @@ int run_verify(const CkptToolOptions& o) {
     }
     std::sort(folders.begin(), folders.end());
     ZT_CHECK_AS(ErrorKind::checkpoint, !folders.empty(), "[ckpt] no checkpoint in ", o.path);
-    const std::string latest = latest_tag(o.path);
-    if (fs::exists(fs::path(o.path) / "latest"))
-      ZT_CHECK_AS(ErrorKind::checkpoint, !latest.empty() && fs::is_directory(fs::path(o.path) / latest), "[ckpt] ",
-                  (fs::path(o.path) / "latest").string(), " names '", latest, "', which is not a checkpoint here");
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(fs::path(o.path) / "latest", ec))) {
+      const std::string latest = ckpt::resolve_checkpoint(o.path, "latest");  // a readable, valid tag
+      ZT_CHECK_AS(ErrorKind::checkpoint, fs::is_directory(latest), "[ckpt] ", (fs::path(o.path) / "latest").string(),
+                  " names '", fs::path(latest).filename().string(), "', which is not a checkpoint here");
+    }
   }
   std::string first_error;
   int bad = 0;
@@ -195,14 +200,33 @@ int run_ckpt_tool(const std::string& command, const CkptToolOptions& o) {
   return run_ckpt_inspect(o);
 }
 
+// Before anything is built: the same answer on every rank (one shared checkpoint.dir), so a config error.
+void check_import_target(const std::string& dir, const std::string& tag, bool force) {
+  ZT_CHECK_AS(ErrorKind::config, ckpt::valid_tag(tag), "[import] --tag '", printable(tag),
+              "' is not a checkpoint tag (1 to 128 letters, digits, '.', '_', '+' or '-', not starting with '.', "
+              "not 'latest')");
+  if (force) return;
+  std::error_code ec;
+  ZT_CHECK_AS(ErrorKind::config, !fs::exists(fs::symlink_status(fs::path(dir) / tag, ec)), "[import] ", dir, "/", tag,
+              " already exists: pass --force to replace it, or choose another --tag");
+  const fs::path latest = fs::path(dir) / "latest";
+  ZT_CHECK_AS(ErrorKind::config, !fs::exists(fs::symlink_status(latest, ec)), "[import] ", dir,
+              " already holds checkpoints (", latest.string(),
+              "); importing would move `latest` back to step 0: pass --force, or import into another folder");
+}
+
 int run_import(const config::Config& cfg, comm::Group& group, const CkptToolOptions& o) {
+  const std::string tag = o.tag.empty() ? "step_00000000" : o.tag;
+  check_import_target(o.out, tag, o.force);
   group.set_timeout(cfg.run.comm_timeout_s);
   const config::BatchSizes bs = config::resolve_batch(cfg, group.size());
   auto model = build_model(cfg, /*deferred=*/true);
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
   const ckpt::ImportReport rep = ckpt::import_safetensors(engine, o.path);
   const json extra = {{"step", 0}, {"imported_from", fs::absolute(o.path).string()}, {"config", cfg.raw}};
-  const std::string saved = ckpt::save_checkpoint(engine, {o.out, o.tag.empty() ? "step_00000000" : o.tag, 0, extra});
+  ckpt::SaveOptions save{o.out, tag, 0, extra};
+  save.keep_existing = !o.force;  // again at the commit: something may have appeared meanwhile
+  const std::string saved = ckpt::save_checkpoint(engine, save);
   if (group.rank() == 0) {
     if (!rep.unused.empty())
       std::fprintf(stderr, "zerotrain: %zu tensors of %s are no parameter of the model, first '%s'; not imported\n",

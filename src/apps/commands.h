@@ -29,6 +29,8 @@ struct BaselineOptions {
   int64_t vocab_size = 50257;  // GPT-2's
 };
 
+constexpr int64_t kMaxGenerateTokens = 1000000;  // about 3 hours at 100 tokens/s; more is a typo
+
 struct GenerateOptions {
   std::string weights;  // safetensors
   std::string prompt;

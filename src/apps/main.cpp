@@ -4,6 +4,8 @@
 // Errors become one line on stderr and an exit status: 1 the run failed, 2 bad usage.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +81,20 @@ CLI::Validator non_negative(const std::string& what) {
       "");
 }
 
+// Accepts a plain whole number in [lo, hi]; from_chars fails past T's range where CLI11's own
+// conversion saturated ("generate --tokens 99999999999999999999" ran without end).
+template <typename T>
+CLI::Validator integer_in(T lo, T hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        T v{};
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        const bool ok = ec == std::errc() && end == s.data() + s.size() && v >= lo && v <= hi;
+        return ok ? "" : "'" + s + "' is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+      },
+      "");
+}
+
 // --memory-gib: finite, > 0, and its bytes fit in int64 (below 8 EiB).
 CLI::Validator memory_gib_validator() {
   return CLI::Validator(
@@ -118,16 +134,18 @@ void add_lm_commands(CLI::App& app, Args& a) {
   gen->add_option("--weights", a.generate.weights, "safetensors weights")->required()->type_name("FILE");
   gen->add_option("--prompt", a.generate.prompt, "text to continue (default: none, start after <|endoftext|>)")
       ->type_name("TEXT");
-  gen->add_option("--tokens", a.generate.tokens, "new tokens to generate (default 100)")
+  gen->add_option("--tokens", a.generate.tokens, "new tokens to generate, at most 1000000 (default 100)")
       ->type_name("N")
-      ->check(non_negative<int64_t>("an integer"));
+      ->check(integer_in<int64_t>(0, zt::apps::kMaxGenerateTokens));
   gen->add_option("--temperature", a.generate.temperature, "softmax temperature; 0 = greedy (default 0.8)")
       ->type_name("T")
       ->check(non_negative<float>("a number"));
   gen->add_option("--top-k", a.generate.top_k, "sample among the K most likely tokens; 0 = all (default 200)")
       ->type_name("K")
-      ->check(non_negative<int64_t>("an integer"));
-  gen->add_option("--seed", a.seed, "random seed (default: the configuration's seed)")->type_name("S");
+      ->check(integer_in<int64_t>(0, std::numeric_limits<int64_t>::max()));
+  gen->add_option("--seed", a.seed, "random seed, 0 to 2^64-1 (default: the configuration's seed)")
+      ->type_name("S")
+      ->check(integer_in<uint64_t>(0, std::numeric_limits<uint64_t>::max()));
   gen->add_option("--tokenizer-dir", a.generate.tokenizer_dir, "GPT-2 encoder.json and vocab.bpe (default data/gpt2)")
       ->type_name("DIR");
 }
@@ -229,7 +247,7 @@ int run_failed(const std::string& what, ErrorKind kind, zt::comm::Group* group) 
 }
 
 // Note [agreed stops]: every rank raised the same stop after a vote; rank 0 says it, nobody aborts.
-int agreed_stop(const zt::apps::AgreedStop& e, zt::comm::Group* group) {
+int agreed_stop(const zt::AgreedError& e, zt::comm::Group* group) {
   if (!group || group->rank() == 0) {
     std::fprintf(stderr, "zerotrain: %s%s\n", e.interrupted() ? "" : "error: ", one_line(e.what()).c_str());
     std::fflush(stderr);
@@ -259,7 +277,7 @@ int run_command(const std::string& command, const Args& a) {
     group = zt::comm::make_group(cfg.run.comm_backend);
     if (command == "import") return zt::apps::run_import(cfg, *group, a.tools);
     return zt::apps::run_train(cfg, *group);
-  } catch (const zt::apps::AgreedStop& e) {
+  } catch (const zt::AgreedError& e) {
     return agreed_stop(e, group.get());
   } catch (const zt::Error& e) {
     return run_failed(e.what(), e.kind(), group.get());

@@ -36,33 +36,36 @@ std::string read_holder(int fd) {
 }
 }  // namespace
 
-RunDir::RunDir(std::string dir) : dir_(std::move(dir)) {
+DirLock::DirLock(const std::string& dir, const std::string& key, ErrorKind kind, const std::string& who) {
   std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  ZT_CHECK_AS(kIo, !ec, "[run] cannot create run directory ", dir_, ": ", ec.message());
-  const std::string lock = path(kLockName);
-  check_output_path(lock, kIo, "[run]");
-  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
-  ZT_CHECK_AS(kIo, lock_fd_ >= 0, "[run] cannot open the lock file ", lock, ": ", std::strerror(errno));
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+  std::filesystem::create_directories(dir, ec);
+  ZT_CHECK_AS(kind, !ec, who, " cannot create ", key, " ", dir, ": ", ec.message());
+  const std::string lock = dir + "/" + kLockName;
+  check_output_path(lock, kind, who);
+  fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
+  ZT_CHECK_AS(kind, fd_ >= 0, who, " cannot write in ", key, " ", dir, ": ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    const std::string holder = read_holder(lock_fd_);
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    ZT_CHECK_AS(kIo, err == EWOULDBLOCK, "[run] cannot lock ", lock, ": ", std::strerror(err));
-    ZT_THROW_AS(ErrorKind::config, "[run] run.dir ", dir_, " is in use by another run (", holder, ", lock file ", lock,
-                "): wait for it to end or choose another run.dir");
+    const std::string holder = read_holder(fd_);
+    ::close(fd_);
+    fd_ = -1;
+    ZT_CHECK_AS(kind, err == EWOULDBLOCK, who, " cannot lock ", lock, ": ", std::strerror(err));
+    ZT_THROW_AS(ErrorKind::config, who, " ", key, " ", dir, " is in use by another run (", holder, ", lock file ", lock,
+                "): wait for it to end or choose another ", key);
   }
   // Who holds it, for the next run's message; best effort (on a full disk the lock still holds).
   const std::string me = holder_line() + "\n";
   [[maybe_unused]] const bool named =
-      ::ftruncate(lock_fd_, 0) == 0 && ::pwrite(lock_fd_, me.data(), me.size(), 0) == ssize_t(me.size());
-  remove_stale_temporaries();
-  for (const char* name : kOutputs) check_output_path(path(name), kIo, "[run]");
+      ::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, me.data(), me.size(), 0) == ssize_t(me.size());
 }
 
-RunDir::~RunDir() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock; the line stays, read only while locked
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock; the line stays, read only while locked
+}
+
+RunDir::RunDir(std::string dir) : dir_(std::move(dir)), lock_(dir_, "run.dir", kIo, "[run]") {
+  remove_stale_temporaries();
+  for (const char* name : kOutputs) check_output_path(path(name), kIo, "[run]");
 }
 
 void RunDir::remove_stale_temporaries() {

@@ -25,15 +25,28 @@
 
 namespace zt::apps {
 
-class RunDir {
+// An flock on `<dir>/zerotrain.lock` held while alive (Note [run directory]); the folder is
+// created first. `key` names the setting in messages ("run.dir", "checkpoint.dir"); a second
+// holder gets ErrorKind::config naming the first, any other failure `kind`.
+class DirLock {
  public:
   static constexpr const char* kLockName = "zerotrain.lock";
+  DirLock(const std::string& dir, const std::string& key, ErrorKind kind, const std::string& who);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+class RunDir {
+ public:
   static constexpr const char* kOutputs[] = {"model.safetensors", "summary.json", "metrics.jsonl"};
 
   // Creates the folder, takes the lock (else throws ErrorKind::config naming the holder),
   // removes temporaries of killed runs and checks every output is a regular file or absent.
   explicit RunDir(std::string dir);
-  ~RunDir();  // releases the lock
   RunDir(const RunDir&) = delete;
   RunDir& operator=(const RunDir&) = delete;
 
@@ -57,7 +70,7 @@ class RunDir {
  private:
   void remove_stale_temporaries();
   std::string dir_;
-  int lock_fd_ = -1;
+  DirLock lock_;
 };
 
 }  // namespace zt::apps

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -139,9 +140,16 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const config::BatchSizes bs = config::resolve_batch(cfg, world);  // before anything runs
   const FaultPlan fault = FaultPlan::from_env();
   // Rank 0 alone writes the run directory; it locks it first, before anything slow.
+  // So is checkpoint.dir when the run saves (it is created, so an unusable one fails here, not at the first save).
   std::unique_ptr<RunDir> run_dir;
+  std::unique_ptr<DirLock> ckpt_lock;
   LeadWork on_lead(lead);
-  on_lead([&] { run_dir = std::make_unique<RunDir>(cfg.run.dir); });
+  on_lead([&] {
+    run_dir = std::make_unique<RunDir>(cfg.run.dir);
+    std::error_code ec;
+    if (cfg.checkpoint.every_steps > 0 && !std::filesystem::equivalent(cfg.checkpoint.dir, cfg.run.dir, ec))
+      ckpt_lock = std::make_unique<DirLock>(cfg.checkpoint.dir, "checkpoint.dir", ErrorKind::checkpoint, "[ckpt]");
+  });
   stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "run directory"), on_lead, "before step 1",
                 cfg.run.dir, false);
 
@@ -163,11 +171,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   auto schedule = optim::make_schedule(cfg.scheduler.type, cfg.scheduler.params, cfg.optimizer.lr, total_steps);
   // Resume: parameters, master, optimizer states and counters from a checkpoint saved at any
   // world size and stage; the data position is the step (same global batch, same seed).
-  int64_t first_step = 0, skipped = 0;
+  int64_t first_step = 0, skipped = 0, skipped_in_a_row = 0;
   zero::CommOverlap reduce_overlap, gather_overlap;  // rank 0's, since the last printed step
   if (!cfg.run.resume.empty()) {
-    const std::string path = ckpt::resolve_checkpoint(cfg.checkpoint.dir, cfg.run.resume);
-    const nlohmann::json extra = ckpt::load_checkpoint(engine, path);
+    std::string path;
+    const nlohmann::json extra = ckpt::load_checkpoint(engine, cfg.checkpoint.dir, cfg.run.resume, &path);
     first_step = extra.value("step", int64_t(0));
     skipped = extra.value("skipped_steps", int64_t(0));
     const int64_t saved_batch = extra.value("train_batch_size", bs.train_batch_size);
@@ -279,12 +287,22 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                   cfg.run.dir);
     loss_sum += step_loss;
     ++loss_count;
+    skipped_in_a_row = st.skipped ? skipped_in_a_row + 1 : 0;
     if (st.skipped) {
       ++skipped;
       if (lead)
         std::fprintf(stderr, "step %lld: fp16 gradient overflow, step skipped on every rank (loss scale %g -> %g)\n",
                      (long long)(step + 1), st.loss_scale, engine.loss_scale());
     }
+    // Every rank skipped the same steps (the overflow vote), so every rank stops here together.
+    const int64_t max_skips = cfg.run.max_consecutive_skipped_steps;
+    if (max_skips > 0 && skipped_in_a_row >= max_skips)
+      throw AgreedStop(detail::concat("[train] ", skipped_in_a_row, " optimizer steps in a row were skipped for fp16 "
+                                      "gradient overflow (steps ", step + 2 - skipped_in_a_row, " to ", step + 1,
+                                      ", loss scale ", engine.loss_scale(), "): the model is not training; lower "
+                                      "fp16.loss_scale or use dynamic loss scaling (run.max_consecutive_skipped_steps "
+                                      "sets this limit); nothing from this run was saved as trained"),
+                       ErrorKind::config, 1);
     const int64_t every = cfg.checkpoint.every_steps;
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) save(step + 1);
     const int64_t eval_every = cfg.data.eval_every;
@@ -309,12 +327,12 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     last = now;
     last_step = step + 1;
     if (!lead) continue;
-    const std::string scale =
-        engine.policy().loss_scaling ? " | loss-scale " + std::to_string(int64_t(engine.loss_scale())) : "";
+    char scale[48] = "";  // %g: a scale past int64 (2^63 and up) must not print as a wrapped integer
+    if (engine.policy().loss_scaling) std::snprintf(scale, sizeof scale, " | loss-scale %g", engine.loss_scale());
     std::fprintf(
         stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %.0f samples/s | ETA %s | %s\n",
         (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg, lr,
-        st.grad_norm, scale.c_str(), sps, fmt_eta(eta).c_str(), mem_summary().c_str());
+        st.grad_norm, scale, sps, fmt_eta(eta).c_str(), mem_summary().c_str());
     MemStats ms = Allocator::global().stats();
     nlohmann::json mem, mem_peak;
     for (size_t t = 0; t < kNumMemTags; ++t) {

@@ -8,8 +8,8 @@
 #include "zt/ckpt/checkpoint.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "checkpoint_detail.h"
 #include "file_io.h"
@@ -25,13 +25,24 @@ namespace detail {
 std::string entry_key(size_t buffer, const std::string& tensor) { return "b" + std::to_string(buffer) + "." + tensor; }
 
 void agree(comm::Group& g, const std::string& error, const std::string& what) {
+  const int n = g.size();
   comm::CollOptions o;
   o.op = comm::ReduceOp::max;
   o.label = "checkpoint " + what;
-  const int failed = int(g.all_reduce_scalar(error.empty() ? 0.0 : double(g.rank() + 1), o));
-  if (!error.empty()) ZT_THROW_AS(ErrorKind::checkpoint, error);
-  ZT_CHECK_AS(ErrorKind::checkpoint, failed == 0, "[ckpt] ", what, " failed on rank ", failed - 1,
-              " (its message names the cause)");
+  const int first = n - int(g.all_reduce_scalar(error.empty() ? 0.0 : double(n - g.rank()), o));
+  if (first == n) return;
+  // The lowest failing rank's message becomes every rank's, so it is one error, said once.
+  constexpr size_t kMaxText = 4096;
+  Tensor text = Tensor::zeros({int64_t(kMaxText / 4 + 1)}, DType::i32);
+  if (g.rank() == first) {
+    const std::string mine = n > 1 ? error + " (rank " + std::to_string(first) + ")" : error;
+    text.data<int32_t>()[0] = int32_t(std::min(mine.size(), kMaxText));
+    std::memcpy(text.data<int32_t>() + 1, mine.data(), size_t(text.data<int32_t>()[0]));
+  }
+  if (n > 1) g.broadcast(text, first, comm::CollOptions(o.label + ", the error"));
+  throw AgreedError(std::string(reinterpret_cast<const char*>(text.data<int32_t>() + 1),
+                                size_t(std::clamp<int32_t>(text.data<int32_t>()[0], 0, int32_t(kMaxText)))),
+                    ErrorKind::checkpoint);
 }
 
 }  // namespace detail
@@ -87,13 +98,6 @@ void write_shard(const std::string& path, const std::vector<zero::ShardState>& s
   sum = w.checksum();
 }
 
-void check_tag(const std::string& tag) {
-  ZT_CHECK_AS(ErrorKind::checkpoint,
-              !tag.empty() && tag.find('/') == std::string::npos && tag[0] != '.' && tag != "latest" &&
-                  tag.find(".partial") == std::string::npos,
-              "[ckpt] '", tag, "' is not a usable checkpoint tag (a plain folder name, not 'latest')");
-}
-
 void prune(const fs::path& dir, const std::string& keep_tag, int keep_last) {
   if (keep_last <= 0) return;
   std::vector<std::string> tags = list_checkpoints(dir.string());
@@ -113,10 +117,17 @@ std::string save_checkpoint(zero::Engine& e, const SaveOptions& o) {
   const fs::path dir(o.dir), partial = dir / (o.tag + ".partial"), final_dir = dir / o.tag;
   std::string err;
   try {
-    check_tag(o.tag);
+    check_tag(o.tag, "cannot save as");
     ZT_CHECK_AS(ErrorKind::checkpoint, !o.dir.empty(), "[ckpt] checkpoint.dir is empty");
     if (g.rank() == 0) {
       fs::create_directories(dir);
+      if (o.keep_existing) {
+        ZT_CHECK_AS(ErrorKind::checkpoint, !fs::exists(fs::symlink_status(final_dir)), "[ckpt] ", final_dir.string(),
+                    " already exists; nothing existing is replaced without --force");
+        ZT_CHECK_AS(ErrorKind::checkpoint, !fs::exists(fs::symlink_status(dir / "latest")), "[ckpt] ", o.dir,
+                    " already holds checkpoints (", (dir / "latest").string(),
+                    "): this save would move `latest`; nothing existing is replaced without --force");
+      }
       fs::remove_all(partial);  // what a crash mid-save left
       fs::create_directory(partial);
     }
@@ -163,6 +174,7 @@ std::string save_checkpoint(zero::Engine& e, const SaveOptions& o) {
       meta["tag"] = o.tag;
       meta["extra"] = o.extra.is_object() ? o.extra : json::object();
       meta["step"] = meta["extra"].value("step", c.optimizer_steps);
+      meta["metadata_xxh64"] = metadata_checksum(meta);  // last: Note [metadata checksum]
       detail::write_file_durable((partial / "metadata.json").string(), meta.dump(1) + "\n");
       detail::fsync_dir(partial.string());
       // An earlier folder of the same tag is replaced only once the new one is complete.
@@ -187,12 +199,13 @@ std::string save_checkpoint(zero::Engine& e, const SaveOptions& o) {
 std::string resolve_checkpoint(const std::string& dir, const std::string& which) {
   if (which == "latest") {
     const fs::path p = fs::path(dir) / "latest";
-    std::ifstream f(p);
-    ZT_CHECK_AS(ErrorKind::checkpoint, f.good(), "[ckpt] ", p.string(),
+    std::error_code ec;
+    ZT_CHECK_AS(ErrorKind::checkpoint, fs::exists(fs::symlink_status(p, ec)), "[ckpt] ", p.string(),
                 " does not exist: no checkpoint to resume from");
-    std::string tag;
-    std::getline(f, tag);
+    std::string tag = read_small_file(p.string(), 4096);
+    if (!tag.empty() && tag.back() == '\n') tag.pop_back();
     ZT_CHECK_AS(ErrorKind::checkpoint, !tag.empty(), "[ckpt] ", p.string(), " is empty");
+    check_tag(tag, p.string() + " names");
     return (fs::path(dir) / tag).string();
   }
   if (!dir.empty() && fs::is_directory(fs::path(dir) / which)) return (fs::path(dir) / which).string();

@@ -1,18 +1,17 @@
 // Streaming export: the safetensors header is known from metadata.json alone, so it is written
 // first; then each parameter's elements are read from the shard files a chunk at a time,
 // converted in place, and appended. Memory is one chunk (≤ one parameter), never the model.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <random>
 
 #include "checkpoint_reader.h"
 #include "file_io.h"
 #include "safetensors_detail.h"
 #include "zt/ckpt/export.h"
 #include "zt/ckpt/safetensors.h"
+#include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
 
 namespace zt::ckpt {
@@ -22,9 +21,17 @@ using nlohmann::json;
 
 namespace {
 
-std::string temp_name(const std::string& out) {
-  std::random_device rd;
-  return out + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+// The file export writes: `out`, or the file a symlink there points to (the link is kept, as cp
+// keeps it); it must be a regular file or nothing, never a FIFO or a device such as /dev/null.
+std::string output_target(const std::string& out) {
+  std::error_code ec;
+  std::string target = out;
+  if (fs::is_symlink(fs::symlink_status(out, ec))) {
+    target = fs::weakly_canonical(out, ec).string();
+    ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[export] cannot follow the link ", out, ": ", ec.message());
+  }
+  check_output_path(target, ErrorKind::checkpoint, "[export]");
+  return target;
 }
 
 // Parameters in model order, their bytes in the output dtype back to back.
@@ -81,6 +88,7 @@ ExportStats export_safetensors(const std::string& checkpoint, const std::string&
   ZT_CHECK_AS(ErrorKind::invalid_argument, is_floating(o.dtype), "[export] dtype must be f32, bf16 or f16, not ",
               dtype_name(o.dtype));
   ZT_CHECK_AS(ErrorKind::invalid_argument, o.chunk_elems > 0, "[export] chunk_elems must be > 0");
+  const std::string target = output_target(out);
   detail::CheckpointReader r(checkpoint);
   const DType saved = r.tensor_dtype(o.tensor);
   ExportStats st;
@@ -89,7 +97,7 @@ ExportStats export_safetensors(const std::string& checkpoint, const std::string&
   for (const auto& b : r.metadata()["buffers"])
     st.largest_buffer_bytes = std::max(st.largest_buffer_bytes, b["numel"].get<uint64_t>() * dtype_size(o.dtype));
 
-  const std::string tmp = temp_name(out);
+  const std::string tmp = unique_temp_path(target);
   try {
     detail::FileWriter w(tmp, header.size() + data_bytes);
     w.write(header.data(), header.size());
@@ -111,15 +119,16 @@ ExportStats export_safetensors(const std::string& checkpoint, const std::string&
     }
     w.finish();
     st.file_bytes = w.bytes();
+    check_output_path(target, ErrorKind::checkpoint, "[export]");  // again: something may have appeared meanwhile
     std::error_code ec;
-    fs::rename(tmp, out, ec);
-    ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[export] cannot rename ", tmp, " to ", out, ": ", ec.message());
+    fs::rename(tmp, target, ec);
+    ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[export] cannot rename ", tmp, " to ", target, ": ", ec.message());
   } catch (...) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
     throw;
   }
-  const fs::path parent = fs::absolute(out).parent_path();
+  const fs::path parent = fs::absolute(target).parent_path();
   detail::fsync_dir(parent.string());
   return st;
 }

@@ -68,19 +68,23 @@ void load_states(zero::Engine& e, detail::CheckpointReader& r) {
 
 }  // namespace
 
-json load_checkpoint(zero::Engine& e, const std::string& path) {
+json load_checkpoint(zero::Engine& e, const std::string& dir, const std::string& which, std::string* path) {
   json extra;
-  std::string err;
+  std::string err, folder;
   try {
-    detail::CheckpointReader r(path);
+    folder = which.empty() ? dir : resolve_checkpoint(dir, which);
+    detail::CheckpointReader r(folder);
     load_states(e, r);
     extra = r.metadata()["extra"];
   } catch (const std::exception& ex) {
     err = ex.what();
   }
-  detail::agree(*e.group(), err, "loading " + path);
+  detail::agree(*e.group(), err, "loading " + (folder.empty() ? dir + "/" + which : folder));
   e.refresh_params();
+  if (path) *path = folder;
   return extra;
 }
+
+json load_checkpoint(zero::Engine& e, const std::string& path) { return load_checkpoint(e, path, "", nullptr); }
 
 }  // namespace zt::ckpt

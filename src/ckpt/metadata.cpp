@@ -1,15 +1,28 @@
 // Note [checkpoint metadata validation]: metadata.json is outside input (a file anyone can
-// edit), so read_metadata checks every field the loader, export and the tools use, with its
-// type and range, before any of them trusts it; whatever is wrong is ErrorKind::checkpoint
-// naming the file and the field. Deep nesting is refused before parsing (walking it recurses).
+// edit), so read_metadata checks every field the loader, export, the tools and a resumed run
+// (extra.step, ...) use, with its type and range, before any of them trusts it; whatever is
+// wrong is ErrorKind::checkpoint naming the file and the field. Deep nesting is refused before
+// parsing (walking it recurses).
+//
+// Note [metadata checksum]: the shard files are checksummed in metadata.json, but an edit of
+// metadata.json itself that stays self-consistent (a shape, an offset, a counter) would pass
+// every range check. So the file carries `metadata_xxh64`, the xxh64 of its own compact dump
+// without that field, checked after the fields (so the fuzz target reaches every check).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "zt/ckpt/metadata.h"
+#include "zt/core/atomic_file.h"
 #include "zt/core/dtype.h"
 #include "zt/core/error.h"
 #include "zt/core/strings.h"
@@ -19,6 +32,56 @@ namespace zt::ckpt {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+bool valid_tag(const std::string& tag) {
+  if (tag.empty() || tag.size() > 128 || tag[0] == '.' || tag == "latest" || tag.find(".partial") != std::string::npos)
+    return false;
+  return std::all_of(tag.begin(), tag.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-' || c == '+';
+  });
+}
+
+void check_tag(const std::string& tag, const std::string& what) {
+  ZT_CHECK_AS(ErrorKind::checkpoint, valid_tag(tag), "[ckpt] ", what, " '", printable(tag),
+              "', which is not a checkpoint tag (1 to 128 letters, digits, '.', '_', '+' or '-', not starting with "
+              "'.', not 'latest')");
+}
+
+std::string metadata_checksum(const json& m) {
+  json body = m;
+  if (body.is_object()) body.erase("metadata_xxh64");
+  const std::string text = body.dump();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)XXH64(text.data(), text.size(), 0));
+  return buf;
+}
+
+std::string read_small_file(const std::string& path, size_t limit) {
+  // O_NONBLOCK: a FIFO opens at once and is refused by fstat, instead of blocking the reader.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  ZT_CHECK_AS(ErrorKind::checkpoint, fd >= 0, "[ckpt] cannot open ", path, ": ", std::strerror(errno));
+  struct stat st {};
+  std::string text;
+  std::string err;
+  if (::fstat(fd, &st) != 0)
+    err = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    err = std::string("is ") + file_type_name(st.st_mode) + ", not a regular file";
+  else if (uint64_t(st.st_size) > limit)
+    err = "is " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(limit) + " it may have";
+  else
+    text.resize(size_t(st.st_size));
+  for (size_t done = 0; err.empty() && done < text.size();) {
+    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) err = n < 0 ? std::strerror(errno) : "shrank while it was read";
+    done += size_t(std::max<ssize_t>(n, 0));
+  }
+  ::close(fd);
+  ZT_CHECK_AS(ErrorKind::checkpoint, err.empty(), "[ckpt] ", path, " ", err);
+  return text;
+}
+
 std::string shard_file_name(int rank) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "rank_%05d.bin", rank);
@@ -27,7 +90,8 @@ std::string shard_file_name(int rank) {
 
 namespace {
 
-constexpr int kMaxDepth = 80;  // the run's config (64 levels at most) sits under extra.config
+constexpr int kMaxDepth = 80;
+constexpr size_t kMaxMetadataBytes = size_t(1) << 30;  // a model of millions of parameters stays far below  // the run's config (64 levels at most) sits under extra.config
 
 struct Checker {
   const std::string& file;
@@ -66,7 +130,9 @@ struct Checker {
 void validate(const json& m, const std::string& file) {
   const Checker c{file};
   constexpr int64_t kBig = int64_t(1) << 50;
-  c.integer(c.at(m, "format", "format"), "format", kCheckpointFormat, kCheckpointFormat);
+  if (c.integer(c.at(m, "format", "format"), "format", 1, kCheckpointFormat) != kCheckpointFormat)
+    c.bad("format", "is 1: written by an earlier zerotrain whose metadata.json has no checksum of itself; export it "
+                    "with that version and import the weights");
   const int64_t world = c.integer(c.at(m, "world_size", "world_size"), "world_size", 1, 1 << 20);
   c.integer(c.at(m, "stage", "stage"), "stage", 0, 3);
   c.dtype(c.at(m, "dtype", "dtype"), "dtype");
@@ -132,12 +198,26 @@ void validate(const json& m, const std::string& file) {
     const json& s = counters["loss_scaler"];
     if (!c.at(s, "scale", "counters.loss_scaler.scale").is_number())
       c.bad("counters.loss_scaler.scale", "must be a number");
+    const double scale = c.at(s, "scale", "counters.loss_scaler.scale").get<double>();
+    if (!std::isfinite(scale) || scale <= 0) c.bad("counters.loss_scaler.scale", "must be a positive finite number");
     for (const char* k : {"cur_hysteresis", "last_overflow_iter", "cur_iter", "skipped_steps"})
       c.integer(c.at(s, k, std::string("counters.loss_scaler.") + k), std::string("counters.loss_scaler.") + k, -1,
                 kBig);
   }
-  if (m.contains("extra") && !m["extra"].is_object()) c.bad("extra", "must be an object");
-  if (m.contains("step")) c.integer(m["step"], "step", 0, kBig);
+  const std::string& tag = c.string(c.at(m, "tag", "tag"), "tag");
+  if (!valid_tag(tag)) c.bad("tag", "is '" + printable(tag) + "', not a checkpoint tag");
+  const int64_t step = c.integer(c.at(m, "step", "step"), "step", 0, kBig);
+  // The run's own state, as train reads it on resume: the data position is extra.step.
+  const json& extra = c.at(m, "extra", "extra");
+  if (!extra.is_object()) c.bad("extra", "must be an object");
+  if (extra.contains("step") && c.integer(extra["step"], "extra.step", 0, kBig) != step)
+    c.bad("extra.step", "differs from 'step' " + std::to_string(step));
+  if (extra.contains("train_batch_size")) c.integer(extra["train_batch_size"], "extra.train_batch_size", 1, kBig);
+  if (extra.contains("skipped_steps")) c.integer(extra["skipped_steps"], "extra.skipped_steps", 0, step);
+  const std::string& sum = c.string(c.at(m, "metadata_xxh64", "metadata_xxh64"), "metadata_xxh64");
+  if (sum != metadata_checksum(m))
+    c.bad("metadata_xxh64", "does not match the file's contents (" + metadata_checksum(m) +
+                                "): metadata.json was changed after it was saved");
 }
 
 }  // namespace
@@ -155,13 +235,9 @@ json parse_metadata(const std::string& text, const std::string& file) {
 json read_metadata(const std::string& path) {
   const fs::path p = fs::path(path) / "metadata.json";
   std::error_code ec;
-  ZT_CHECK_AS(ErrorKind::checkpoint, fs::is_regular_file(p, ec), "[ckpt] ", p.string(),
-              fs::exists(p, ec) ? " is not a regular file" : " does not exist (not a checkpoint folder)");
-  std::ifstream f(p);
-  std::stringstream text;
-  text << f.rdbuf();
-  ZT_CHECK_AS(ErrorKind::checkpoint, f.good() || f.eof(), "[ckpt] cannot read ", p.string());
-  return parse_metadata(text.str(), p.string());
+  ZT_CHECK_AS(ErrorKind::checkpoint, fs::exists(fs::symlink_status(p, ec)), "[ckpt] ", p.string(),
+              " does not exist (not a checkpoint folder)");
+  return parse_metadata(read_small_file(p.string(), kMaxMetadataBytes), p.string());
 }
 
 }  // namespace zt::ckpt

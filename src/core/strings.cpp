@@ -1,6 +1,7 @@
 #include "zt/core/strings.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 namespace zt {
@@ -36,6 +37,22 @@ size_t json_depth_exceeded_at(const std::string& text, int limit) {
     }
   }
   return std::string::npos;
+}
+
+std::string printable(const std::string& s, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += char(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (s.size() > max) out += "...";
+  return out;
 }
 
 }  // namespace zt

@@ -52,7 +52,12 @@ std::string hex32(uint32_t v) {
 std::string resolve_path(const std::string& path) {
   for (const std::string& p : {path, path + ".gz"}) {
     struct stat st {};
-    if (::stat(p.c_str(), &st) != 0) continue;
+    if (::stat(p.c_str(), &st) != 0) {
+      // Only a missing file falls through to the .gz; a folder it cannot search is said as such.
+      ZT_CHECK_AS(ErrorKind::data, errno == ENOENT, "[data] ", p, ": ", std::strerror(errno),
+                  errno == EACCES ? " (a folder on the way cannot be searched or the file read by this user)" : "");
+      continue;
+    }
     ZT_CHECK_AS(ErrorKind::data, S_ISREG(st.st_mode), "[data] ", p, " is ", file_type_name(st.st_mode),
                 ", not a regular file");
     return p;

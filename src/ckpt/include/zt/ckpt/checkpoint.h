@@ -21,10 +21,11 @@ struct SaveOptions {
   nlohmann::json extra;  // the run's own state: step, data position, config (kept verbatim)
   std::function<void()> after_shard_written =
       nullptr;  // fault injection: this rank's file is on disk, nothing committed
+  bool keep_existing = false;  // import: a folder of this tag, or a `latest` in dir, is an error, not replaced
 };
 
-// Collective over the engine's group. Throws zt::Error (checkpoint) on any rank's failure,
-// leaving earlier checkpoints and `latest` untouched. Returns the committed folder.
+// Collective over the engine's group. Throws the same AgreedError (checkpoint) on every rank
+// when any rank fails, leaving earlier checkpoints and `latest` untouched. Returns the committed folder.
 std::string save_checkpoint(zero::Engine& engine, const SaveOptions& opts);
 
 // `which` is "latest" (the tag `dir/latest` names), a tag inside dir, or a checkpoint folder.
@@ -32,8 +33,13 @@ std::string resolve_checkpoint(const std::string& dir, const std::string& which)
 
 // Collective: loads parameters, fp32 master, optimizer states and counters into an engine of
 // any world size and stage (same model, precision and optimizer). Verifies the checksum of
-// every shard file it reads. Returns the saved `extra`.
+// every shard file it reads. Returns the saved `extra`. Every failure is the same AgreedError
+// on every rank.
 nlohmann::json load_checkpoint(zero::Engine& engine, const std::string& path);
+// The same for `which` in `dir` (resolve_checkpoint), resolved inside the collective so that a
+// bad `latest` is one agreed error too; the folder loaded is put in *path.
+nlohmann::json load_checkpoint(zero::Engine& engine, const std::string& dir, const std::string& which,
+                               std::string* path);
 
 // Recomputes every shard file's checksum and size; throws naming the first bad file.
 void verify_checkpoint(const std::string& path);

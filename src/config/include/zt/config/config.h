@@ -104,6 +104,9 @@ struct RunConfig {
   int64_t memory_budget_mb = 0;  // 0 = unlimited
   bool eval_at_end = true;
   std::string resume;  // "" (start fresh), "latest", a tag in checkpoint.dir, or a folder
+  // fp16: this many optimizer steps skipped in a row (overflow at every step, e.g. a static
+  // loss_scale too high) stop the run instead of "training" nothing; 0: never.
+  int64_t max_consecutive_skipped_steps = 50;
 };
 
 // Sharded checkpoints of a run (zt/ckpt/checkpoint.h).

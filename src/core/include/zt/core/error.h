@@ -24,6 +24,19 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
+// Raised alike on every rank of a group after the ranks agreed on it in a collective (a vote,
+// or a failed checkpoint step whose first message all ranks share): the CLI says it once, on
+// rank 0, and every rank exits with exit_code() without aborting the job (Note [agreed stops]).
+class AgreedError : public Error {
+ public:
+  AgreedError(const std::string& msg, ErrorKind kind, int exit_code = 1) : Error(msg, kind), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }  // 1, or 128 + the signal (143 for SIGTERM)
+  bool interrupted() const { return exit_code_ > 128; }
+
+ private:
+  int exit_code_;
+};
+
 namespace detail {
 template <typename... Args>
 std::string concat(const Args&... args) {

@@ -11,4 +11,8 @@ size_t edit_distance(const std::string& a, const std::string& b);  // Levenshtei
 // npos: checked before parsing outside input, since walking a deep value recurses.
 size_t json_depth_exceeded_at(const std::string& text, int limit);
 
+// `s` made safe for a one-line message: control and non-ASCII bytes as \xNN, at most `max`
+// bytes shown ("..." after), so a NUL or line break in outside input cannot cut or split it.
+std::string printable(const std::string& s, size_t max = 64);
+
 }  // namespace zt

@@ -1,0 +1,249 @@
+// The second hostile-input probe (issue 21): checkpoints, `ckpt`, `export`, `import`,
+// `generate` and the data and checkpoint folders, used as a hostile user would. Every case ends
+// with one clear line and a non-zero status, never hangs, and leaves what was saved as it was.
+// Tools run as one process; the cases that train run under mpirun with 2 ranks.
+#include <sys/sysmacros.h>
+
+#include "faults_util.h"
+#include "zt/ckpt/metadata.h"
+
+using namespace zt::faults;
+using nlohmann::json;
+
+namespace {
+
+// A usage error is said by CLI11's path: "zerotrain: ... (see zerotrain X --help)", exit 2.
+void expect_usage_error(const Result& r, const std::string& says) {
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
+}
+
+// Exit 1 and exactly one failure line, which says `says`.
+void expect_failure(const Result& r, const std::string& says) {
+  EXPECT_EQ(r.code, 1) << r.out;
+  const std::string line = one_failure_line(r);
+  EXPECT_NE(line.find(says), std::string::npos) << "want: " << says << "\ngot: " << r.out;
+}
+
+// A 20-step run at N = 2 with checkpoints at steps 10 and 20, once per test (ctest runs each
+// test in its own process).
+class HostileCkpt : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+    dir_ = tmpdir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ckpt_ = dir_ + "/checkpoints";
+    const Result r = run(kMpi + kBin + kTrain + " checkpoint.every_steps=10 run.dir=" + dir_);
+    ASSERT_EQ(r.code, 0) << r.out;
+    step20_ = ckpt_ + "/step_00000020";
+  }
+  // metadata.json of `folder` changed by `edit`, then sealed again (its checksum recomputed), as
+  // someone who knows the format would: the field checks alone must catch it.
+  static void reseal(const std::string& folder, const std::function<void(json&)>& edit) {
+    json m = json::parse(read_bytes(folder + "/metadata.json"));
+    edit(m);
+    m["metadata_xxh64"] = zt::ckpt::metadata_checksum(m);
+    std::ofstream(folder + "/metadata.json") << m.dump(1);
+  }
+  Result resume(const std::string& extra = "") const {
+    return run(kMpi + kBin + kTrain + " run.max_steps=30 run.resume=latest run.comm_timeout_s=3 run.dir=" + dir_ +
+               "/resumed checkpoint.dir=" + ckpt_ + extra);
+  }
+  Result tool(const std::string& args) const { return run(kBin + " " + args, 30); }
+  std::string dir_, ckpt_, step20_;
+};
+
+// Case 1: --out that is a FIFO, a device node or a folder is refused and left as it was; a
+// symlink is followed (its target is written, the link kept), as cp does.
+TEST_F(HostileCkpt, ExportRefusesOutputsThatAreNotRegularFilesAndKeepsSymlinks) {
+  const std::string fifo = dir_ + "/fifo", dev = dir_ + "/null", folder = dir_ + "/folder";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const bool have_dev = mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;  // /dev/null's numbers
+  fs::create_directories(folder);
+  expect_failure(tool("export " + ckpt_ + " --out " + fifo), fifo + " is a FIFO, not a regular file");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  if (have_dev) {
+    expect_failure(tool("export " + ckpt_ + " --out " + dev), dev + " is a character device, not a regular file");
+    EXPECT_TRUE(fs::is_character_file(dev));
+  }
+  expect_failure(tool("export " + ckpt_ + " --out " + folder), folder + " is a directory, not a regular file");
+  const std::string target = dir_ + "/weights.safetensors", link = dir_ + "/link.safetensors";
+  std::ofstream(target) << "old";
+  fs::create_symlink(target, link);
+  const Result ok = tool("export " + ckpt_ + " --out " + link);
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_GT(fs::file_size(target), 1000u);
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
+}
+
+// Case 2: an edit that keeps metadata.json consistent (a counter) fails verify, inspect, export
+// and resume on its checksum.
+TEST_F(HostileCkpt, AConsistentEditOfTheMetadataFailsItsChecksumEverywhere) {
+  json m = json::parse(read_bytes(step20_ + "/metadata.json"));
+  m["counters"]["optimizer_steps"] = 3;
+  std::ofstream(step20_ + "/metadata.json") << m.dump(1);
+  const std::string says = "'metadata_xxh64' does not match the file's contents";
+  const Result v = tool("ckpt verify " + ckpt_);
+  EXPECT_EQ(v.code, 1) << v.out;
+  EXPECT_NE(v.out.find("FAILED  " + step20_ + ": [ckpt] " + step20_ + "/metadata.json: " + says), std::string::npos)
+      << v.out;
+  expect_failure(tool("ckpt inspect " + ckpt_), says);
+  expect_failure(tool("export " + ckpt_ + " --out " + dir_ + "/w.safetensors"), says);
+  expect_failure(resume(), says);
+}
+
+// Cases 3-5: with the checksum recomputed, each field is still checked, in one reader, before use.
+TEST_F(HostileCkpt, ResealedMetadataIsCheckedFieldByFieldBeforeUse) {
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& m) { m.erase("extra"); }, "'extra' is missing"},
+      {[](json& m) { m["extra"]["step"] = -20; }, "'extra.step' is -20, outside [0, "},
+      {[](json& m) { m["extra"]["step"] = 10.5; }, "'extra.step' must be an integer"},
+      {[](json& m) { m["extra"]["step"] = json::parse("1e300"); }, "'extra.step' must be an integer"},
+      {[](json& m) { m["extra"]["step"] = 12; }, "'extra.step' differs from 'step' 20"},
+  };
+  for (const auto& [edit, says] : cases) {
+    const std::string saved = read_bytes(step20_ + "/metadata.json");
+    reseal(step20_, edit);
+    expect_failure(resume(), step20_ + "/metadata.json: " + says);
+    std::ofstream(step20_ + "/metadata.json") << saved;
+  }
+  reseal(step20_, [](json& m) { m["tag"] = 7; });
+  for (const std::string& cmd :
+       {"ckpt inspect " + ckpt_, "export " + ckpt_ + " --out " + dir_ + "/w.safetensors", "ckpt verify " + step20_})
+    expect_failure(tool(cmd), "'tag' must be a string");
+}
+
+// Cases 6 and 14: `latest` holding a NUL, a folder or a FIFO named `latest`: each is said in one
+// whole line by resume (under mpirun) and by every ckpt tool, and nothing blocks on the FIFO.
+TEST_F(HostileCkpt, ALatestThatIsNotAPlainTagIsRefusedWithoutBlocking) {
+  const std::string latest = ckpt_ + "/latest";
+  const std::vector<std::pair<std::function<void()>, std::string>> cases = {
+      {[&] { std::ofstream(latest) << std::string("step_0000") + '\0' + "020\n"; },
+       latest + " names 'step_0000\\x00020', which is not a checkpoint tag"},
+      {[&] {
+         fs::remove(latest);
+         fs::create_directory(latest);
+       },
+       latest + " is a directory, not a regular file"},
+      {[&] {
+         fs::remove_all(latest);
+         ASSERT_EQ(mkfifo(latest.c_str(), 0644), 0);
+       },
+       latest + " is a FIFO, not a regular file"},
+  };
+  for (const auto& [make, says] : cases) {
+    make();
+    expect_failure(resume(), says);
+    for (const std::string& cmd : {"ckpt inspect " + ckpt_, "ckpt verify " + ckpt_,
+                                   "export " + ckpt_ + " --out " + dir_ + "/w.safetensors"})
+      expect_failure(tool(cmd), says);
+    const Result ls = tool("ckpt ls " + ckpt_);  // lists the tags; none is marked latest
+    EXPECT_EQ(ls.code, 0) << ls.out;
+    EXPECT_NE(ls.out.find("step_00000020"), std::string::npos) << ls.out;
+  }
+}
+
+// Cases 7 and 8: import replaces nothing without --force (a tag, or `latest` of a folder that has
+// checkpoints), and a tag that is not a plain name is refused before anything is built.
+TEST_F(HostileCkpt, ImportReplacesNothingWithoutForceAndTakesOnlyPlainTags) {
+  const std::string weights = dir_ + "/model.safetensors", cfg = kArgs;
+  const std::string meta20 = read_bytes(step20_ + "/metadata.json");
+  expect_failure(run(kMpi + kBin + " import " + weights + cfg + " --out " + ckpt_ + " --tag step_00000020"),
+                 ckpt_ + "/step_00000020 already exists: pass --force to replace it");
+  expect_failure(run(kMpi + kBin + " import " + weights + cfg + " --out " + ckpt_),
+                 "importing would move `latest` back to step 0: pass --force");
+  EXPECT_EQ(read_bytes(step20_ + "/metadata.json"), meta20);
+  EXPECT_EQ(read_bytes(ckpt_ + "/latest"), "step_00000020\n");
+  expect_failure(run(kBin + " import " + weights + cfg + " --out " + dir_ + "/fresh --tag \"$(printf 'a\\nb')\""),
+                 "[import] --tag 'a\\x0ab' is not a checkpoint tag");
+  EXPECT_FALSE(fs::exists(dir_ + "/fresh/latest"));
+  const Result forced = run(kMpi + kBin + " import " + weights + cfg + " --out " + ckpt_ + " --force");
+  EXPECT_EQ(forced.code, 0) << forced.out;
+  EXPECT_EQ(read_bytes(ckpt_ + "/latest"), "step_00000000\n");
+  const Result fresh = run(kBin + " import " + weights + cfg + " --out " + dir_ + "/fresh");
+  EXPECT_EQ(fresh.code, 0) << fresh.out;
+}
+
+// Case 12: a checkpoint.dir that cannot be created ends the run before step 1.
+TEST(HostileRun, ACheckpointDirThatCannotBeCreatedFailsBeforeStepOne) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("ckpt_uncreatable"), file = dir + "/a_file";
+  std::ofstream(file) << "x";
+  const Result r =
+      run(kMpi + kBin + kTrain + " checkpoint.every_steps=10 checkpoint.dir=" + file + "/ckpt run.dir=" + dir + "/run");
+  expect_failure(r, "[ckpt] cannot create checkpoint.dir " + file + "/ckpt: Not a directory");
+  EXPECT_EQ(r.out.find("step 10/20"), std::string::npos) << "it trained before failing:\n" << r.out;
+}
+
+// Case 13: two runs with their own run.dir and one checkpoint.dir: the second stops at once,
+// naming the first, whose checkpoints are then complete and its own.
+TEST(HostileRun, ASecondRunOnTheSameCheckpointDirFailsNamingTheHolder) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("shared_ckpt"), ckpt = dir + "/ckpt";
+  Background first(kMpi + kBin + " train" + kArgs + " run.max_steps=400 checkpoint.every_steps=100 checkpoint.dir=" +
+                       ckpt + " run.dir=" + dir + "/first",
+                   dir + "/first.log");
+  std::string pid;
+  ASSERT_TRUE(wait_for([&] { return !(pid = holder_pid(ckpt)).empty(); })) << "the first run never locked " << ckpt;
+  ASSERT_EQ(kill(std::stoi(pid), SIGSTOP), 0);
+  const Result second =
+      run(kMpi + kBin + kTrain + " checkpoint.every_steps=10 checkpoint.dir=" + ckpt + " run.dir=" + dir + "/second");
+  kill(std::stoi(pid), SIGCONT);
+  expect_failure(second, "[ckpt] checkpoint.dir " + ckpt + " is in use by another run (pid " + pid + " on host ");
+  EXPECT_FALSE(fs::exists(dir + "/second/model.safetensors"));
+  const Result r = first.wait();
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(read_bytes(ckpt + "/latest"), "step_00000400\n");
+  EXPECT_EQ(run(kBin + " ckpt verify " + ckpt).code, 0);
+}
+
+// Case 9 (and 15's loss-scale line): a static fp16 loss scale that overflows at every step stops
+// the run after run.max_consecutive_skipped_steps, saving nothing as trained; the progress line
+// prints the scale, 1e+19, not a wrapped integer.
+TEST(HostileRun, AnFp16RunThatSkipsEveryStepStopsAndSavesNothing) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("fp16_skips");
+  const Saved before = earlier_run(dir);
+  const Result r = run(kMpi + kBin + kTrain +
+                       " fp16.enabled=true fp16.loss_scale=1e19 run.max_consecutive_skipped_steps=5 steps_per_print=1"
+                       " run.dir=" +
+                       dir);
+  expect_failure(r, "[train] 5 optimizer steps in a row were skipped for fp16 gradient overflow (steps 1 to 5");
+  EXPECT_NE(r.out.find("loss-scale 1e+19"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("loss-scale -9223372036854775808"), std::string::npos) << r.out;
+  expect_nothing_saved_changed(before);
+}
+
+// Case 10: counts beyond their type are refused, not saturated.
+TEST(HostileTools, GenerateRefusesTokenCountsAndSeedsOutOfRange) {
+  const std::string gen = kBin + " generate --config configs/gpt_sotu.json --weights none.safetensors";
+  expect_usage_error(run(gen + " --tokens 99999999999999999999", 30),
+                     "'99999999999999999999' is not an integer in [0, 1000000]");
+  expect_usage_error(run(gen + " --tokens 1000001", 30), "'1000001' is not an integer in [0, 1000000]");
+  expect_usage_error(run(gen + " --seed 18446744073709551616", 30),
+                     "'18446744073709551616' is not an integer in [0, 18446744073709551615]");
+  expect_usage_error(run(gen + " --seed -1", 30), "'-1' is not an integer in [0, 18446744073709551615]");
+  expect_usage_error(run(gen + " --top-k 1e3", 30), "'1e3' is not an integer");
+}
+
+// Case 11: data in a folder this user cannot search is "Permission denied", not "no such file".
+// As root, the run drops to nobody (setpriv), for whom the folder is closed.
+TEST(HostileTools, DataInAFolderThatCannotBeSearchedSaysPermissionDenied) {
+  const std::string dir = tmpdir("closed_data"), closed = dir + "/closed";
+  fs::create_directories(closed);
+  fs::permissions(dir, fs::perms::all);  // the run's own folder stays writable for nobody
+  fs::permissions(closed, fs::perms::none);
+  std::string as_user;
+  if (geteuid() == 0) {
+    if (!fs::exists("/usr/bin/setpriv")) GTEST_SKIP() << "setpriv (util-linux) is needed to run as nobody";
+    as_user = "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  const Result r = run("env HOME=" + dir + " " + as_user + kBin + kTrain + " data.dir=" + closed + " run.dir=" + dir +
+                       "/run run.comm_backend=local");
+  expect_failure(r, closed + "/train-images-idx3-ubyte: Permission denied");
+}
+
+}  // namespace
