@@ -8,7 +8,6 @@
 #include "zt/ckpt/checkpoint.h"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 
 #include "checkpoint_detail.h"
@@ -25,24 +24,7 @@ namespace detail {
 std::string entry_key(size_t buffer, const std::string& tensor) { return "b" + std::to_string(buffer) + "." + tensor; }
 
 void agree(comm::Group& g, const std::string& error, const std::string& what) {
-  const int n = g.size();
-  comm::CollOptions o;
-  o.op = comm::ReduceOp::max;
-  o.label = "checkpoint " + what;
-  const int first = n - int(g.all_reduce_scalar(error.empty() ? 0.0 : double(n - g.rank()), o));
-  if (first == n) return;
-  // The lowest failing rank's message becomes every rank's, so it is one error, said once.
-  constexpr size_t kMaxText = 4096;
-  Tensor text = Tensor::zeros({int64_t(kMaxText / 4 + 1)}, DType::i32);
-  if (g.rank() == first) {
-    const std::string mine = n > 1 ? error + " (rank " + std::to_string(first) + ")" : error;
-    text.data<int32_t>()[0] = int32_t(std::min(mine.size(), kMaxText));
-    std::memcpy(text.data<int32_t>() + 1, mine.data(), size_t(text.data<int32_t>()[0]));
-  }
-  if (n > 1) g.broadcast(text, first, comm::CollOptions(o.label + ", the error"));
-  throw AgreedError(std::string(reinterpret_cast<const char*>(text.data<int32_t>() + 1),
-                                size_t(std::clamp<int32_t>(text.data<int32_t>()[0], 0, int32_t(kMaxText)))),
-                    ErrorKind::checkpoint);
+  comm::agree_on_error(g, error, "checkpoint " + what, ErrorKind::checkpoint);
 }
 
 }  // namespace detail

@@ -1,5 +1,6 @@
 // Backend-independent parts of the comm layer: names, checks, sequence numbers, byte counts,
 // backend selection, and the element-wise helpers the backends share.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -102,6 +103,25 @@ double Group::all_reduce_scalar(double v, const CollOptions& opts) {
   *t.data<float>() = float(v);
   all_reduce(t, opts);
   return double(*t.data<float>());
+}
+
+void agree_on_error(Group& g, const std::string& error, const std::string& label, ErrorKind kind) {
+  const int n = g.size();
+  CollOptions o(ReduceOp::max, label);
+  const int first = n - int(g.all_reduce_scalar(error.empty() ? 0.0 : double(n - g.rank()), o));
+  if (first == n) return;
+  constexpr size_t kMaxText = 4096;  // one fixed-size broadcast: length, then the bytes
+  Tensor text = Tensor::empty({int64_t(kMaxText / 4 + 1)}, DType::i32, MemTag::comm);
+  int32_t* t = text.data<int32_t>();
+  std::memset(t, 0, text.nbytes());
+  if (g.rank() == first) {
+    const std::string mine = n > 1 ? error + " (rank " + std::to_string(first) + ")" : error;
+    t[0] = int32_t(std::min(mine.size(), kMaxText));
+    std::memcpy(t + 1, mine.data(), size_t(t[0]));
+  }
+  if (n > 1) g.broadcast(text, first, CollOptions(label + ", the error"));
+  throw AgreedError(std::string(reinterpret_cast<const char*>(t + 1), size_t(std::clamp<int32_t>(t[0], 0, kMaxText))),
+                    kind);
 }
 
 bool launched_by_mpirun() {

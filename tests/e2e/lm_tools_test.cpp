@@ -217,8 +217,8 @@ TEST(Generate, UsageAndConfigErrorsNeedNoModel) {
       {cfg + " --prompt hi", "--weights is required"},
       {cfg + " --weights w --temperature -1", "'-1' is not a number >= 0"},
       {cfg + " --weights w --temperature inf", "'inf' is not a number >= 0"},
-      {cfg + " --weights w --top-k -2", "'-2' is not an integer >= 0"},
-      {cfg + " --weights w --tokens x", "'x' is not an integer >= 0"},
+      {cfg + " --weights w --top-k -2", "'-2' is not an integer in [0, 9223372036854775807]"},
+      {cfg + " --weights w --tokens x", "'x' is not an integer in [0, 1000000]"},
   };
   for (const auto& [args, want] : usage) {
     const Result r = run(kBin + " generate" + args);

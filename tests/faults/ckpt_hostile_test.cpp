@@ -19,6 +19,9 @@ void expect_usage_error(const Result& r, const std::string& says) {
   EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
 }
 
+// One process, or `np` ranks under mpirun.
+std::string launch(int np) { return np == 1 ? "" : std::string(ZT_MPIRUN) + " -np " + std::to_string(np) + " "; }
+
 // Exit 1 and exactly one failure line, which says `says`.
 void expect_failure(const Result& r, const std::string& says) {
   EXPECT_EQ(r.code, 1) << r.out;
@@ -46,9 +49,9 @@ class HostileCkpt : public ::testing::Test {
     m["metadata_xxh64"] = zt::ckpt::metadata_checksum(m);
     std::ofstream(folder + "/metadata.json") << m.dump(1);
   }
-  Result resume(const std::string& extra = "") const {
-    return run(kMpi + kBin + kTrain + " run.max_steps=30 run.resume=latest run.comm_timeout_s=3 run.dir=" + dir_ +
-               "/resumed checkpoint.dir=" + ckpt_ + extra);
+  Result resume(int np) const {
+    return run(launch(np) + kBin + kTrain + " run.max_steps=30 run.resume=latest run.comm_timeout_s=3 run.dir=" + dir_ +
+               "/resumed" + std::to_string(np) + " checkpoint.dir=" + ckpt_);
   }
   Result tool(const std::string& args) const { return run(kBin + " " + args, 30); }
   std::string dir_, ckpt_, step20_;
@@ -92,7 +95,7 @@ TEST_F(HostileCkpt, AConsistentEditOfTheMetadataFailsItsChecksumEverywhere) {
       << v.out;
   expect_failure(tool("ckpt inspect " + ckpt_), says);
   expect_failure(tool("export " + ckpt_ + " --out " + dir_ + "/w.safetensors"), says);
-  expect_failure(resume(), says);
+  for (int np : {1, 2}) expect_failure(resume(np), says);
 }
 
 // Cases 3-5: with the checksum recomputed, each field is still checked, in one reader, before use.
@@ -107,7 +110,7 @@ TEST_F(HostileCkpt, ResealedMetadataIsCheckedFieldByFieldBeforeUse) {
   for (const auto& [edit, says] : cases) {
     const std::string saved = read_bytes(step20_ + "/metadata.json");
     reseal(step20_, edit);
-    expect_failure(resume(), step20_ + "/metadata.json: " + says);
+    for (int np : {1, 2}) expect_failure(resume(np), step20_ + "/metadata.json: " + says);
     std::ofstream(step20_ + "/metadata.json") << saved;
   }
   reseal(step20_, [](json& m) { m["tag"] = 7; });
@@ -136,7 +139,7 @@ TEST_F(HostileCkpt, ALatestThatIsNotAPlainTagIsRefusedWithoutBlocking) {
   };
   for (const auto& [make, says] : cases) {
     make();
-    expect_failure(resume(), says);
+    for (int np : {1, 2}) expect_failure(resume(np), says);
     for (const std::string& cmd : {"ckpt inspect " + ckpt_, "ckpt verify " + ckpt_,
                                    "export " + ckpt_ + " --out " + dir_ + "/w.safetensors"})
       expect_failure(tool(cmd), says);
@@ -151,10 +154,12 @@ TEST_F(HostileCkpt, ALatestThatIsNotAPlainTagIsRefusedWithoutBlocking) {
 TEST_F(HostileCkpt, ImportReplacesNothingWithoutForceAndTakesOnlyPlainTags) {
   const std::string weights = dir_ + "/model.safetensors", cfg = kArgs;
   const std::string meta20 = read_bytes(step20_ + "/metadata.json");
-  expect_failure(run(kMpi + kBin + " import " + weights + cfg + " --out " + ckpt_ + " --tag step_00000020"),
-                 ckpt_ + "/step_00000020 already exists: pass --force to replace it");
-  expect_failure(run(kMpi + kBin + " import " + weights + cfg + " --out " + ckpt_),
-                 "importing would move `latest` back to step 0: pass --force");
+  for (int np : {1, 2}) {
+    expect_failure(run(launch(np) + kBin + " import " + weights + cfg + " --out " + ckpt_ + " --tag step_00000020"),
+                   ckpt_ + "/step_00000020 already exists: pass --force to replace it");
+    expect_failure(run(launch(np) + kBin + " import " + weights + cfg + " --out " + ckpt_),
+                   "importing would move `latest` back to step 0: pass --force");
+  }
   EXPECT_EQ(read_bytes(step20_ + "/metadata.json"), meta20);
   EXPECT_EQ(read_bytes(ckpt_ + "/latest"), "step_00000020\n");
   expect_failure(run(kBin + " import " + weights + cfg + " --out " + dir_ + "/fresh --tag \"$(printf 'a\\nb')\""),
@@ -167,30 +172,38 @@ TEST_F(HostileCkpt, ImportReplacesNothingWithoutForceAndTakesOnlyPlainTags) {
   EXPECT_EQ(fresh.code, 0) << fresh.out;
 }
 
+// Runs of one process and of 2 ranks under mpirun.
+class HostileRun : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  }
+  std::string train() const { return launch(GetParam()) + kBin + kTrain; }
+  std::string name(const std::string& base) const { return base + "_np" + std::to_string(GetParam()); }
+};
+
 // Case 12: a checkpoint.dir that cannot be created ends the run before step 1.
-TEST(HostileRun, ACheckpointDirThatCannotBeCreatedFailsBeforeStepOne) {
-  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
-  const std::string dir = tmpdir("ckpt_uncreatable"), file = dir + "/a_file";
+TEST_P(HostileRun, ACheckpointDirThatCannotBeCreatedFailsBeforeStepOne) {
+  const std::string dir = tmpdir(name("ckpt_uncreatable")), file = dir + "/a_file";
   std::ofstream(file) << "x";
   const Result r =
-      run(kMpi + kBin + kTrain + " checkpoint.every_steps=10 checkpoint.dir=" + file + "/ckpt run.dir=" + dir + "/run");
+      run(train() + " checkpoint.every_steps=10 checkpoint.dir=" + file + "/ckpt run.dir=" + dir + "/run");
   expect_failure(r, "[ckpt] cannot create checkpoint.dir " + file + "/ckpt: Not a directory");
   EXPECT_EQ(r.out.find("step 10/20"), std::string::npos) << "it trained before failing:\n" << r.out;
 }
 
 // Case 13: two runs with their own run.dir and one checkpoint.dir: the second stops at once,
 // naming the first, whose checkpoints are then complete and its own.
-TEST(HostileRun, ASecondRunOnTheSameCheckpointDirFailsNamingTheHolder) {
-  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
-  const std::string dir = tmpdir("shared_ckpt"), ckpt = dir + "/ckpt";
-  Background first(kMpi + kBin + " train" + kArgs + " run.max_steps=400 checkpoint.every_steps=100 checkpoint.dir=" +
+TEST_P(HostileRun, ASecondRunOnTheSameCheckpointDirFailsNamingTheHolder) {
+  const std::string dir = tmpdir(name("shared_ckpt")), ckpt = dir + "/ckpt";
+  Background first(launch(GetParam()) + kBin + " train" + kArgs + " run.max_steps=400 checkpoint.every_steps=100 checkpoint.dir=" +
                        ckpt + " run.dir=" + dir + "/first",
                    dir + "/first.log");
   std::string pid;
   ASSERT_TRUE(wait_for([&] { return !(pid = holder_pid(ckpt)).empty(); })) << "the first run never locked " << ckpt;
   ASSERT_EQ(kill(std::stoi(pid), SIGSTOP), 0);
   const Result second =
-      run(kMpi + kBin + kTrain + " checkpoint.every_steps=10 checkpoint.dir=" + ckpt + " run.dir=" + dir + "/second");
+      run(train() + " checkpoint.every_steps=10 checkpoint.dir=" + ckpt + " run.dir=" + dir + "/second");
   kill(std::stoi(pid), SIGCONT);
   expect_failure(second, "[ckpt] checkpoint.dir " + ckpt + " is in use by another run (pid " + pid + " on host ");
   EXPECT_FALSE(fs::exists(dir + "/second/model.safetensors"));
@@ -203,11 +216,10 @@ TEST(HostileRun, ASecondRunOnTheSameCheckpointDirFailsNamingTheHolder) {
 // Case 9 (and 15's loss-scale line): a static fp16 loss scale that overflows at every step stops
 // the run after run.max_consecutive_skipped_steps, saving nothing as trained; the progress line
 // prints the scale, 1e+19, not a wrapped integer.
-TEST(HostileRun, AnFp16RunThatSkipsEveryStepStopsAndSavesNothing) {
-  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
-  const std::string dir = tmpdir("fp16_skips");
+TEST_P(HostileRun, AnFp16RunThatSkipsEveryStepStopsAndSavesNothing) {
+  const std::string dir = tmpdir(name("fp16_skips"));
   const Saved before = earlier_run(dir);
-  const Result r = run(kMpi + kBin + kTrain +
+  const Result r = run(train() +
                        " fp16.enabled=true fp16.loss_scale=1e19 run.max_consecutive_skipped_steps=5 steps_per_print=1"
                        " run.dir=" +
                        dir);
@@ -216,6 +228,8 @@ TEST(HostileRun, AnFp16RunThatSkipsEveryStepStopsAndSavesNothing) {
   EXPECT_EQ(r.out.find("loss-scale -9223372036854775808"), std::string::npos) << r.out;
   expect_nothing_saved_changed(before);
 }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, HostileRun, ::testing::Values(1, 2));
 
 // Case 10: counts beyond their type are refused, not saturated.
 TEST(HostileTools, GenerateRefusesTokenCountsAndSeedsOutOfRange) {
@@ -241,9 +255,11 @@ TEST(HostileTools, DataInAFolderThatCannotBeSearchedSaysPermissionDenied) {
     if (!fs::exists("/usr/bin/setpriv")) GTEST_SKIP() << "setpriv (util-linux) is needed to run as nobody";
     as_user = "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups ";
   }
-  const Result r = run("env HOME=" + dir + " " + as_user + kBin + kTrain + " data.dir=" + closed + " run.dir=" + dir +
-                       "/run run.comm_backend=local");
-  expect_failure(r, closed + "/train-images-idx3-ubyte: Permission denied");
+  for (int np : {1, 2}) {
+    const Result r = run("env HOME=" + dir + " TMPDIR=" + dir + " " + as_user + launch(np) + kBin + kTrain +
+                         " data.dir=" + closed + " run.dir=" + dir + "/run" + std::to_string(np));
+    expect_failure(r, closed + "/train-images-idx3-ubyte: Permission denied");
+  }
 }
 
 }  // namespace

@@ -137,6 +137,11 @@ class Group {
 };
 using GroupPtr = std::shared_ptr<Group>;
 
+// Every rank passes its own error ("" if none); if any rank failed, every rank throws the same
+// AgreedError of `kind`: the lowest failing rank's message, naming that rank when there are
+// several, so it is said once and no rank is left waiting. `label` names the collectives.
+void agree_on_error(Group& g, const std::string& error, const std::string& label, ErrorKind kind);
+
 // "local" (one process), "mpi", "shm" (ranks of one node through a shared-memory segment set
 // up over MPI, Note [shm backend] in shm.cpp; across nodes shm inside each node and MPI between
 // them, backend() "shm+mpi", Note [hierarchical groups] in hier.cpp), or "auto": under mpirun
