@@ -123,6 +123,51 @@ TEST(HostileCli, FaultSpecsThatAreMalformedOrCannotFireAreRejected) {
   EXPECT_FALSE(fs::exists(d + "/run/model.safetensors"));
 }
 
+// Issue 15 (c): a value past fp32's range named no key (the optimizer saw it as inf).
+TEST(HostileCli, AnLrBeyondFp32NamesTheKeyAndTheRange) {
+  const std::string want = "'optimizer.params.lr' must be a number in (0, 3.4e+38], got 1e+300\n";
+  Result o = run(kBin + " estimate" + kConfig + " --world 1 optimizer.params.lr=1e300");
+  EXPECT_EQ(o.code, 1) << o.out;
+  EXPECT_EQ(o.out, "zerotrain: error: [config] configs/mnist_mlp.json (with overrides): " + want);
+  const std::string d = tmpdir("lr");
+  nlohmann::json j = read_json(std::string(ZT_SOURCE_DIR) + "/configs/mnist_mlp.json");
+  j["optimizer"]["params"]["lr"] = 1e300;
+  write_file(d + "/lr.json", j.dump());
+  Result f = run(kBin + " train --config " + d + "/lr.json run.dir=" + d + "/run");
+  EXPECT_EQ(f.code, 1) << f.out;
+  EXPECT_EQ(f.out, "zerotrain: error: [config] " + d + "/lr.json (with overrides): " + want);
+  EXPECT_FALSE(fs::exists(d + "/run"));
+}
+
+// Issue 15 (d): nlohmann stops at a NUL byte and keeps the last of two equal keys, silently.
+TEST(HostileCli, ConfigBytesAfterANulAndDuplicateKeysAreErrorsSayingWhere) {
+  const std::string d = tmpdir("nul");
+  const std::string text = slurp(std::string(ZT_SOURCE_DIR) + "/configs/mnist_mlp.json");
+  write_file(d + "/nul.json", text + std::string(1, '\0') + "{\"seed\": 1}");
+  Result nul = run(kBin + " train --config " + d + "/nul.json run.dir=" + d + "/run");
+  EXPECT_EQ(nul.code, 1) << nul.out;
+  const int lines = count_lines(text);
+  EXPECT_EQ(nul.out, "zerotrain: error: [config] " + d + "/nul.json: a NUL byte at byte offset " +
+                         std::to_string(text.size()) + " (line " + std::to_string(lines + 1) +
+                         ", column 1); a config file is JSON text\n");
+  write_file(d + "/dup.json", R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.1, "eps": 1e-8, "lr": 1e-3}}})");
+  Result dup = run(kBin + " estimate --world 1 --config " + d + "/dup.json");
+  EXPECT_EQ(dup.code, 1) << dup.out;
+  EXPECT_EQ(dup.out, "zerotrain: error: [config] " + d +
+                         "/dup.json: duplicate key 'lr' in object 'optimizer.params' (each key may appear once)\n");
+  write_file(d + "/top.json", R"({"seed": 1, "model": {"hidden": [8]}, "seed": 2})");
+  Result top = run(kBin + " train --config " + d + "/top.json run.dir=" + d + "/run");
+  EXPECT_EQ(top.code, 1) << top.out;
+  EXPECT_EQ(top.out, "zerotrain: error: [config] " + d +
+                         "/top.json: duplicate key 'seed' in the top-level object (each key may appear once)\n");
+  Result over = run(kBin + " estimate" + kConfig + " --world 1 'model={\"hidden\": [4], \"hidden\": [8]}'");
+  EXPECT_EQ(over.code, 1) << over.out;
+  EXPECT_EQ(over.out,
+            "zerotrain: error: [config] override 'model={\"hidden\": [4], \"hidden\": [8]}': duplicate key 'hidden' "
+            "in object 'model' (each key may appear once)\n");
+  EXPECT_FALSE(fs::exists(d + "/run"));
+}
+
 TEST(HostileCli, LocalBackendUnderMpirunIsAConfigErrorSaidOnce) {
   const std::string d = tmpdir("local");
   Result r = run(std::string(ZT_MPIRUN) + " -np 2 " + kBin + " train" + kConfig + kSmall +
