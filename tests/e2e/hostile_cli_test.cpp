@@ -112,7 +112,7 @@ TEST(HostileCli, FaultSpecsThatAreMalformedOrCannotFireAreRejected) {
       {"exit:rank=0:step=2:at=later", "ZT_FAULT 'at=later' unknown (allowed: at=step, at=save)"}};
   for (const auto& [spec, want] : cases) {
     Result r = run(std::string("ZT_FAULT=") + spec + " " + kBin + " train" + kConfig + kSmall +
-                   " run.max_steps=5 run.dir=" + d + "/run");
+                   " run.max_steps=5 checkpoint.every_steps=1 run.dir=" + d + "/run");
     EXPECT_EQ(r.code, 1) << spec << ": " << r.out;
     EXPECT_EQ(count_lines(r.out), 1) << r.out;
     EXPECT_TRUE(has(r, want)) << spec << ": " << r.out;
@@ -121,6 +121,40 @@ TEST(HostileCli, FaultSpecsThatAreMalformedOrCannotFireAreRejected) {
                      " run.max_steps=5 run.dir=" + d + "/run");
   EXPECT_EQ(fires.code, 3) << fires.out;
   EXPECT_FALSE(fs::exists(d + "/run/model.safetensors"));
+}
+
+// Issue 15 (b): at=save with no checkpoint at that step, and step K+1 (the final save, rank 0's
+// alone) on another rank, were accepted and never fired.
+TEST(HostileCli, FaultSpecsThatNeverMeetTheirSaveAreRejected) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string d = tmpdir("fault_save");
+  const std::string train = kBin + " train" + kConfig + kSmall + " run.max_steps=5 run.dir=" + d + "/run";
+  const std::pair<std::string, std::string> cases[] = {
+      {"ZT_FAULT=exit:rank=0:step=2:at=save " + train,
+       "zerotrain: error: [fault] ZT_FAULT at=save never fires: checkpoint.every_steps is 0, so no checkpoint is "
+       "saved\n"},
+      {"ZT_FAULT=exit:rank=0:step=3:at=save " + train + " checkpoint.every_steps=2",
+       "zerotrain: error: [fault] ZT_FAULT step=3:at=save never fires: checkpoints are saved every 2 steps and after "
+       "the last (step 5)\n"}};
+  for (const auto& [cmd, want] : cases) {
+    Result r = run(cmd);
+    EXPECT_EQ(r.code, 1) << cmd << ": " << r.out;
+    EXPECT_EQ(r.out, want) << cmd;
+    EXPECT_FALSE(fs::exists(d + "/run/model.safetensors"));
+  }
+  // The final save's step on rank 1: said once, by rank 0, for both ranks.
+  Result k1 = run("env ZT_FAULT=exit:rank=1:step=6 " + std::string(ZT_MPIRUN) + " -np 2 -x ZT_FAULT " + train, 120);
+  EXPECT_NE(k1.code, 0) << k1.out;
+  const std::string want =
+      "zerotrain: error: [fault] ZT_FAULT rank=1 step=6 never fires: step K+1 is the final save, which rank 0 alone "
+      "writes\n";
+  EXPECT_EQ(count_of(k1.out, want), 1) << k1.out;
+  EXPECT_FALSE(fs::exists(d + "/run/model.safetensors"));
+  // The last step's save and a multiple of every_steps do fire.
+  for (const char* spec : {"exit:rank=0:step=5:at=save", "exit:rank=0:step=4:at=save"}) {
+    Result r = run(std::string("ZT_FAULT=") + spec + " " + train + " checkpoint.every_steps=2");
+    EXPECT_EQ(r.code, 3) << spec << ": " << r.out;
+  }
 }
 
 // Issue 15 (c): a value past fp32's range named no key (the optimizer saw it as inf).
