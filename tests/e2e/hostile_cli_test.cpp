@@ -44,7 +44,8 @@ TEST(HostileCli, ModelsTooLargeToCountOrAllocateEndWithOneLineSayingWhy) {
   EXPECT_TRUE(has(count, "give more parameters than 64-bit sizes can count")) << count.out;
   // estimate plans it (the model is built with shapes only); eval, which needs it whole, says why
   // it cannot; train fails at the first buffer the system refuses.
-  Result plan = run(kBin + " estimate" + kConfig + " --world 1024 --json 'model.hidden=[1000000000000]'");
+  Result plan =
+      run(kBin + " estimate" + kConfig + " --world 1024 --json train_batch_size=1024 'model.hidden=[1000000000000]'");
   EXPECT_EQ(plan.code, 0) << plan.out;
   EXPECT_TRUE(has(plan, "\"parameters\": 795000000000010")) << plan.out;
   Result alloc = run(kBin + " eval" + kConfig + " 'model.hidden=[1000000000000]'");
@@ -92,7 +93,7 @@ TEST(HostileCli, MemoryGibMustBeAPositiveSizeWhoseBytesFit) {
     EXPECT_TRUE(has(r, "is not a number > 0 (GiB, below 8589934592)")) << r.out;
   }
   // The largest accepted budget over many ranks: counts clamp, none is negative.
-  Result r = run(kBin + " estimate" + kConfig + " --world 1000 --memory-gib 8589934591 --json");
+  Result r = run(kBin + " estimate" + kConfig + " --world 1000 --memory-gib 8589934591 --json train_batch_size=1000");
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   for (const auto& row : j["stages"]) EXPECT_GT(row["max_params"].get<int64_t>(), 0) << row.dump();
@@ -200,6 +201,37 @@ TEST(HostileCli, ConfigBytesAfterANulAndDuplicateKeysAreErrorsSayingWhere) {
             "zerotrain: error: [config] override 'model={\"hidden\": [4], \"hidden\": [8]}': duplicate key 'hidden' "
             "in object 'model' (each key may appear once)\n");
   EXPECT_FALSE(fs::exists(d + "/run"));
+}
+
+// The one "zerotrain: error:" line of an output.
+std::string error_line(const std::string& out) {
+  const size_t at = out.find("zerotrain: error:");
+  return at == std::string::npos ? "(none in: " + out + ")" : out.substr(at, out.find('\n', at) - at);
+}
+
+// Issue 15 (e): estimate checks what train checks before reading data (the batch rule, the
+// scheduler's params, the memory budget), with the same functions and so the same line.
+TEST(HostileCli, EstimateAndTrainRejectTheSameSettingsWithTheSameLine) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string d = tmpdir("same");
+  const std::pair<std::string, std::string> cases[] = {
+      {" train_micro_batch_size_per_gpu=3",
+       "[config] train_batch_size 64 != train_micro_batch_size_per_gpu 3 * gradient_accumulation_steps 1 * world "
+       "size 1"},
+      {" scheduler.params.warmup_num_steps=0", "'warmup_num_steps'"},
+      {" scheduler.params.warmup_steps=10", "'warmup_steps'"},
+      {" run.memory_budget_mb=1e18", "'run.memory_budget_mb' must be an integer in 0..8796093022207"}};
+  for (const auto& [bad, want] : cases) {
+    Result e = run(kBin + " estimate" + kConfig + " --world 1" + bad);
+    Result t = run(kBin + " train" + kConfig + kSmall + bad + " run.dir=" + d + "/run");
+    EXPECT_EQ(e.code, 1) << bad << ": " << e.out;
+    EXPECT_EQ(t.code, 1) << bad << ": " << t.out;
+    EXPECT_EQ(count_lines(e.out), 1) << e.out;
+    EXPECT_EQ(count_lines(t.out), 1) << t.out;
+    EXPECT_NE(error_line(e.out).find(want), std::string::npos) << bad << ": " << e.out;
+    EXPECT_EQ(error_line(e.out), error_line(t.out)) << bad;
+    EXPECT_FALSE(fs::exists(d + "/run/model.safetensors"));
+  }
 }
 
 TEST(HostileCli, LocalBackendUnderMpirunIsAConfigErrorSaidOnce) {
