@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "e2e_util.h"
 
@@ -232,6 +233,47 @@ TEST(HostileCli, EstimateAndTrainRejectTheSameSettingsWithTheSameLine) {
     EXPECT_EQ(error_line(e.out), error_line(t.out)) << bad;
     EXPECT_FALSE(fs::exists(d + "/run/model.safetensors"));
   }
+}
+
+// A token shard in llm.c's format: 256 int32 header (magic, version, count), uint16 tokens.
+void write_shard(const std::string& path, int64_t n) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520, header[1] = 1, header[2] = int32_t(n);
+  std::vector<uint16_t> tokens(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) tokens[size_t(i)] = uint16_t(110 + i % 17);
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(header.data()), 1024);
+  f.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(2 * n));
+}
+
+// A BERT masked-LM run on `val_windows` validation sequences of 14 tokens (16 with [CLS], [SEP]).
+std::string mlm_run(const std::string& d, int64_t val_windows, const std::string& extra) {
+  fs::create_directories(d + "/tok");
+  write_shard(d + "/tok/train_000000.bin", 14 * 8 + 1);
+  write_shard(d + "/tok/val_000000.bin", 14 * val_windows + 1);
+  return kBin +
+         " train --config configs/bert_pretrain.json model.n_layer=1 model.n_embd=8 model.n_head=2 "
+         "model.block_size=16 model.vocab_size=128 model.dropout=0 bf16.enabled=false data.seq_len=16 "
+         "train_batch_size=2 train_micro_batch_size_per_gpu=2 run.max_steps=2 run.threads=1 data.dir=" +
+         d + "/tok run.dir=" + d + "/run" + extra;
+}
+
+// Issue 15 (a): a validation that scores no token divided 0 by 0 and printed a NaN loss, exit 0.
+TEST(HostileCli, AMaskedLmValidationThatScoresNoTokenIsNeverANanLoss) {
+  const std::string d = tmpdir("mlm");
+  Result r = run(mlm_run(d, 3, " data.mask_prob=1e-9"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.out, "zerotrain: error: [data] masked LM: none of the 3 validation sequences in " + d +
+                       "/tok/val_*.bin has a masked token at data.mask_prob 1e-09, so the validation loss is "
+                       "undefined (raise data.mask_prob or hold out more tokens)\n");
+  EXPECT_FALSE(fs::exists(d + "/run/model.safetensors"));
+  // A periodic pass over a few windows (here 2 of 300) may mask nothing: said, never a number.
+  Result p = run(mlm_run(d, 300, " data.mask_prob=0.01 data.eval_every=1 data.eval_batches=1"));
+  EXPECT_EQ(p.code, 0) << p.out;
+  EXPECT_TRUE(has(p, "step 1: validation masked-LM loss: undefined (none of the 2 windows has a masked token)"))
+      << p.out;
+  EXPECT_FALSE(has(p, "nan")) << p.out;
+  EXPECT_TRUE(has(p, "validation masked-LM loss: ")) << p.out;  // the final pass, over all 300
 }
 
 TEST(HostileCli, LocalBackendUnderMpirunIsAConfigErrorSaidOnce) {
