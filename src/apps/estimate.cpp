@@ -66,6 +66,7 @@ int run_estimate(const config::Config& cfg, const EstimateOptions& opt) {
   ZT_CHECK(opt.world >= 1, "[estimate] world size must be >= 1, got ", opt.world);
   ZT_CHECK(opt.memory_gib >= 0 && opt.memory_gib < kMaxMemoryGib, "[estimate] memory_gib must be in [0, ",
            kMaxMemoryGib, "), got ", opt.memory_gib);
+  check_run_settings(cfg, opt.world);
   const nlohmann::json j = estimate_json(cfg, opt);
   if (opt.json)
     std::printf("%s\n", j.dump(2).c_str());

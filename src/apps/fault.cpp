@@ -68,6 +68,18 @@ void FaultPlan::check_reachable(int world, int64_t total_steps) const {
   const int64_t last = at_save ? total_steps : total_steps + 1;  // step K+1: the final save
   ZT_CHECK_AS(ErrorKind::config, step <= last, "[fault] ZT_FAULT step=", step, " never fires: the run has ",
               total_steps, " steps", at_save ? "" : " (step K+1 is the final save)");
+  ZT_CHECK_AS(ErrorKind::config, at_save || step <= total_steps || rank == 0, "[fault] ZT_FAULT rank=", rank,
+              " step=", step, " never fires: step K+1 is the final save, which rank 0 alone writes");
+}
+
+void FaultPlan::check_saves(int64_t every_steps, int64_t max_steps) const {
+  if (kind.empty() || !at_save) return;
+  ZT_CHECK_AS(ErrorKind::config, every_steps > 0, "[fault] ZT_FAULT at=save never fires: checkpoint.every_steps is 0, ",
+              "so no checkpoint is saved");
+  // A save after every every_steps-th step and after the last (known here when max_steps sets it).
+  ZT_CHECK_AS(ErrorKind::config, step % every_steps == 0 || max_steps == 0 || step == max_steps,
+              "[fault] ZT_FAULT step=", step, ":at=save never fires: checkpoints are saved every ", every_steps,
+              " steps and after the last (step ", max_steps, ")");
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include "zt/data/cifar.h"
 #include "zt/nn/conv.h"
 #include "zt/nn/transformer.h"
+#include "zt/optim/schedule.h"
 
 namespace zt::apps {
 
@@ -153,6 +154,13 @@ zero::EngineOptions engine_options(const config::Config& c, const config::BatchS
   o.optimizer = optimizer_spec(c);
   o.sparse_gradients = c.sparse_gradients;
   return o;
+}
+
+config::BatchSizes check_run_settings(const config::Config& c, int world) {
+  const config::BatchSizes bs = config::resolve_batch(c, world);
+  // Any run length will do: it only stands in for an absent total_num_steps.
+  (void)optim::make_schedule(c.scheduler.type, c.scheduler.params, c.optimizer.lr, /*total_steps=*/1);
+  return bs;
 }
 
 std::string mem_summary() {

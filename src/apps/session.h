@@ -22,6 +22,10 @@ nn::TransformerConfig transformer_config(const config::Config& c);
 data::Dataset load_image_split(const config::Config& c, const std::string& split);
 optim::OptimizerSpec optimizer_spec(const config::Config& c);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
+// What a run needs of its settings at `world` ranks beyond config::parse, before any data is
+// read: DeepSpeed's batch rule and the scheduler's params. `estimate` checks them as `train` does
+// (the same functions, so the same lines), so it never plans settings that cannot train.
+config::BatchSizes check_run_settings(const config::Config& c, int world);
 // Copies parameters' values from a safetensors file by name (each of that shape, floating).
 // Every parameter must be present, unless allow_missing (model.init_from: fine-tuning from
 // pretrained weights). Returns what it did ("12 tensors from F; initialised fresh: ...").

@@ -189,6 +189,14 @@ class MlmTask : public TokenTask {
     ZT_CHECK_AS(ErrorKind::config, c.model.vocab_size > kMask,
                 "[config] masked LM needs BERT's vocabulary ([MASK] = ", kMask, "); model.vocab_size is ",
                 c.model.vocab_size);
+    // Before any step: a validation that scores no token has no loss (every periodic pass is a
+    // subset of the whole split, so none of them would either).
+    const bool evaluates = c.run.eval_at_end || c.data.eval_every > 0 || !with_train;
+    const int64_t n = windows(val_);
+    ZT_CHECK_AS(ErrorKind::config, !evaluates || scored_rows(val_, 0, n, ~c.seed) > 0, "[data] masked LM: none of the ",
+                n, " validation sequences in ", c.data.dir, "/val_*.bin has a masked token at data.mask_prob ",
+                c.data.mask_prob,
+                ", so the validation loss is undefined (raise data.mask_prob or hold out more tokens)");
   }
   MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t epoch) const override {
     std::vector<int64_t> idx(order.begin() + begin, order.begin() + end);
@@ -212,7 +220,15 @@ class MlmTask : public TokenTask {
       const double n = double(scored(mb.targets));
       return std::vector<double>{loss(out, mb).item() * n, n, double(count_correct_scored(logits, mb.targets))};
     });
-    const double l = t[0] / t[1], count = t[1], correct = t[2];
+    const double count = t[1], correct = t[2];
+    if (count == 0) {  // a periodic pass of windows with no masked token: no loss to report
+      char line[160];
+      std::snprintf(line, sizeof line,
+                    "validation masked-LM loss: undefined (none of the %lld windows has a masked token)",
+                    (long long)(val_batches(b, whole) * b));
+      return {{{"val_loss", nullptr}, {"val_masked_accuracy", nullptr}, {"val_tokens", 0}}, line};
+    }
+    const double l = t[0] / count;
     char line[160];
     std::snprintf(line, sizeof line,
                   "validation masked-LM loss: %.4f nats/token, masked-token accuracy %.4f (%lld tokens)", l,
@@ -250,6 +266,13 @@ class MlmTask : public TokenTask {
     int64_t n = 0;
     for (int64_t i = begin; i < end; ++i)
       n += mask_row(train_, order[size_t(i)], epoch_seed(epoch), row.data(), y.data());
+    return n;
+  }
+  // Scored positions of rows [begin, end) of t.
+  int64_t scored_rows(const std::vector<uint16_t>& t, int64_t begin, int64_t end, uint64_t seed) const {
+    std::vector<int32_t> row(size_t(span_ + 2)), y(size_t(span_ + 2));
+    int64_t n = 0;
+    for (int64_t i = begin; i < end; ++i) n += mask_row(t, i, seed, row.data(), y.data());
     return n;
   }
   MicroBatch make(const std::vector<uint16_t>& t, const std::vector<int64_t>& idx, uint64_t seed) const {

@@ -2,6 +2,7 @@
 // Internal to zt_comm: backend factories (one of mpi.cpp / no_mpi.cpp is compiled), the
 // argument checks Group runs before any backend sees a call, and element-wise helpers.
 #include <string>
+#include <vector>
 
 #include "zt/comm/group.h"
 
@@ -35,8 +36,12 @@ void copy_bytes(const Tensor& in, Tensor& out);  // same nbytes; aliasing allowe
 void divide_(Tensor& t, int size);
 void multiply_(Tensor& t, int size);
 
-// "[comm] all_gather timed out after 5.0 s on rank 1 of 2 (#17, step 3): a peer stalled or died"
-std::string timeout_message(Coll c, uint64_t seq, double seconds, int rank, int size, const std::string& label);
+// "[comm] all_gather timed out after 5.0 s on rank 1 of 2 (#17, step 3): <why>", why by default
+// "a peer stalled or died"; a backend that knows who is missing says so (not_arrived).
+std::string timeout_message(Coll c, uint64_t seq, double seconds, int rank, int size, const std::string& label,
+                            const std::string& why = "");
+// "rank 3 did not arrive (stalled or died)", "ranks 1, 2 did not arrive (...)"; "" for none.
+std::string not_arrived(const std::vector<int>& ranks);
 // "all_gather #17 (step 3)": how other errors name the collective they come from.
 std::string call_name(Coll c, uint64_t seq, const std::string& label);
 

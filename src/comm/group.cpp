@@ -237,11 +237,20 @@ std::string call_name(Coll c, uint64_t seq, const std::string& label) {
   return zt::detail::concat(coll_name(c), " #", seq, label.empty() ? "" : " (" + label + ")");
 }
 
-std::string timeout_message(Coll c, uint64_t seq, double seconds, int rank, int size, const std::string& label) {
+std::string timeout_message(Coll c, uint64_t seq, double seconds, int rank, int size, const std::string& label,
+                            const std::string& why) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", seconds);
   return zt::detail::concat("[comm] ", coll_name(c), " timed out after ", secs, " s on rank ", rank, " of ", size,
-                            " (#", seq, label.empty() ? "" : ", " + label, "): a peer stalled or died");
+                            " (#", seq, label.empty() ? "" : ", " + label,
+                            "): ", why.empty() ? "a peer stalled or died" : why);
+}
+
+std::string not_arrived(const std::vector<int>& ranks) {
+  if (ranks.empty()) return "";
+  std::string list;
+  for (int q : ranks) list += (list.empty() ? "" : ", ") + std::to_string(q);
+  return (ranks.size() == 1 ? "rank " : "ranks ") + list + " did not arrive (stalled or died)";
 }
 
 }  // namespace detail

@@ -210,7 +210,9 @@ class MpiWork : public Work {
     while (!test()) {
       if (std::chrono::duration<double>(Clock::now() - start).count() > timeout_) {
         blocked();
-        ZT_THROW_AS(ErrorKind::comm, timeout_message(coll_, seq(), timeout_, rank_, size_, label_));
+        // MPI does not say which ranks have joined a collective, and a stalled one cannot be asked.
+        ZT_THROW_AS(ErrorKind::comm, timeout_message(coll_, seq(), timeout_, rank_, size_, label_,
+                                                     "a peer stalled or died (the mpi backend cannot tell which)"));
       }
       backoff.pause();
     }

@@ -98,7 +98,7 @@ class ShmWork : public Work {
     blocked_s_ += seconds(ShmClock::now() - start);
     if (!ended) {
       const ShmSegment& seg = *st_->seg;
-      error_ = timeout_message(coll, seq(), timeout_s, seg.rank(), seg.size(), label);
+      error_ = timeout_message(coll, seq(), timeout_s, seg.rank(), seg.size(), label, not_arrived(seg.not_arrived()));
       state_ = kFailed;
       lock.unlock();
       st_->fail(seq(), error_);  // the comm thread drops this collective within a futex slice

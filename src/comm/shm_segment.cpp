@@ -201,7 +201,16 @@ void ShmSegment::check_peer(int q, const ShmWaitFor& w) const {
   if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
     ZT_THROW_AS(ErrorKind::comm, peer_error(w, rank_, size_, zt::detail::concat("rank ", q, " (pid ", pid, ") died")));
   if (ShmClock::now() >= w.deadline)
-    ZT_THROW_AS(ErrorKind::comm, timeout_message(w.coll, w.seq, w.timeout_s, rank_, size_, w.label));
+    ZT_THROW_AS(ErrorKind::comm,
+                timeout_message(w.coll, w.seq, w.timeout_s, rank_, size_, w.label, detail::not_arrived(not_arrived())));
+}
+
+std::vector<int> ShmSegment::not_arrived() const {
+  const uint32_t k = synced_.load();
+  std::vector<int> out;
+  for (int q = 0; q < size_; ++q)
+    if (q != rank_ && !reached(line(q).arrived.load(std::memory_order_acquire), k)) out.push_back(q);
+  return out;
 }
 
 void ShmSegment::wait_one(int q, uint32_t k, const ShmWaitFor& w) const {

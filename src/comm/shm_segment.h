@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "zt/comm/group.h"
 
@@ -61,9 +62,13 @@ class ShmSegment {
   void wait_all(uint32_t k, const ShmWaitFor& w) const;
   // The next sync point: post it, then wait for every peer (the comm thread only).
   void sync(const ShmWaitFor& w) {
-    post(++synced_);
-    wait_all(synced_, w);
+    const uint32_t k = synced_.load() + 1;
+    synced_.store(k);  // first, so that not_arrived() never lists a peer for a point it passed
+    post(k);
+    wait_all(k, w);
   }
+  // The peers that have not posted this rank's latest sync point (any thread may ask).
+  std::vector<int> not_arrived() const;
 
   // Note [shm single copy]: whether peers' buffers can be read in place (process_vm_readv).
   bool single_copy() const { return single_copy_; }
@@ -89,7 +94,7 @@ class ShmSegment {
   int rank_, size_;
   size_t slot_bytes_, data_off_;
   bool single_copy_ = false;
-  uint32_t synced_ = 0;  // sync points passed
+  std::atomic<uint32_t> synced_{0};  // sync points posted; written by the comm thread only
 };
 
 }  // namespace zt::comm::detail

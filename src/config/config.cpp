@@ -64,6 +64,9 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   s.read_bool("stage3_gather_16bit_weights_on_model_save", b);
 }
 
+// The optimizer runs in fp32: a larger value would become infinite there.
+constexpr double kMaxFloat = 3.4e38;
+
 void parse_optimizer(const Section& s, OptimizerConfig& o) {
   s.allow({"type", "params"});
   std::string written = o.type;
@@ -80,7 +83,7 @@ void parse_optimizer(const Section& s, OptimizerConfig& o) {
     for (const char* key : {"momentum", "nesterov"})
       ZT_CHECK_AS(ErrorKind::config, !adam || !p.has(key), "[config] ", p.source(), ": '", p.path(key),
                   "' applies to SGD, not to optimizer type ", written);
-    p.read_number("lr", o.lr, 0, true);
+    p.read_number("lr", o.lr, 0, true, kMaxFloat, false);
     if (p.has("betas")) {
       const auto& b = p.value("betas");
       const char* what = "a list of two numbers in [0, 1)";
@@ -91,9 +94,9 @@ void parse_optimizer(const Section& s, OptimizerConfig& o) {
       if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1))
         detail::bad_value(p.source(), p.path("betas"), what, b);
     }
-    p.read_number("eps", o.eps, 0, true);
-    p.read_number("weight_decay", o.weight_decay, 0, false);
-    p.read_number("momentum", o.momentum, 0, false);
+    p.read_number("eps", o.eps, 0, true, kMaxFloat, false);
+    p.read_number("weight_decay", o.weight_decay, 0, false, kMaxFloat, false);
+    p.read_number("momentum", o.momentum, 0, false, kMaxFloat, false);
     p.read_bool("nesterov", o.nesterov);
     ZT_CHECK_AS(ErrorKind::config, !o.nesterov || o.momentum > 0, "[config] ", p.source(), ": '", p.path("nesterov"),
                 "' = true needs '", p.path("momentum"), "' > 0");

@@ -7,6 +7,7 @@
 #include "json_check.h"
 #include "zt/config/config.h"
 #include "zt/core/error.h"
+#include "zt/core/json_keys.h"
 #include "zt/core/strings.h"
 
 namespace zt::config {
@@ -40,6 +41,19 @@ bool valid_utf8(const std::string& s) {
   }
 }
 
+// Note [duplicate JSON keys]: `what` names the file or the override; `at` is the dotted key the
+// text is the value of ("" for a file).
+nlohmann::json parse_json(const std::string& text, const std::string& what, const std::string& at,
+                          bool allow_exceptions) {
+  auto on_duplicate = [&](const std::string& key, const std::string& inner) {
+    const std::string where = at.empty() || inner.empty() ? at + inner : at + (inner[0] == '[' ? "" : ".") + inner;
+    ZT_THROW_AS(ErrorKind::config, "[config] ", what, ": duplicate key '", detail::clip(key), "' in ",
+                where.empty() ? "the top-level object" : "object '" + detail::clip(where) + "'",
+                " (each key may appear once)");
+  };
+  return parse_unique_keys<nlohmann::json>(text, on_duplicate, allow_exceptions);
+}
+
 }  // namespace
 
 void apply_overrides(nlohmann::json& j, const std::vector<std::string>& overrides) {
@@ -57,7 +71,7 @@ void apply_overrides(nlohmann::json& j, const std::vector<std::string>& override
     for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
     // The value is JSON when it parses as JSON (numbers, true/false, lists), else a plain string.
     // nlohmann parses without recursion; the sections the key walks count as levels too.
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    nlohmann::json value = parse_json(text, "override '" + shown + "'", key, false);
     const bool deep =
         parts.size() >= size_t(kMaxJsonDepth) || !detail::deep_key(value, kMaxJsonDepth - int(parts.size())).empty();
     ZT_CHECK_AS(ErrorKind::config, !deep, "[config] override '", shown, "' nests deeper than ", kMaxJsonDepth,
@@ -89,6 +103,10 @@ Config load(const std::string& path, const std::vector<std::string>& overrides) 
 }
 
 Config load_text(const std::string& text, const std::string& path, const std::vector<std::string>& overrides) {
+  // nlohmann stops reading at a NUL byte, so whatever follows one would go unread.
+  const size_t nul = text.find('\0');
+  ZT_CHECK_AS(ErrorKind::config, nul == std::string::npos, "[config] ", path, ": a NUL byte at byte offset ", nul, " (",
+              line_col(text, nul), "); a config file is JSON text");
   // Before parsing: deep nesting would overflow the stack later (Note [hostile JSON]).
   const size_t deep = json_depth_exceeded_at(text, kMaxJsonDepth);
   ZT_CHECK_AS(ErrorKind::config, deep == std::string::npos, "[config] ", path, ": JSON nests deeper than ",
@@ -96,7 +114,7 @@ Config load_text(const std::string& text, const std::string& path, const std::ve
               kMaxJsonDepth, ")");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = parse_json(text, path, "", true);
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is 1-based: the byte at which parsing failed.
     const size_t at = e.byte > 0 ? e.byte - 1 : 0;

@@ -33,6 +33,11 @@ TEST(Comm, TimeoutMessageNamesSequenceNumberAndLabel) {
             "[comm] all_gather timed out after 5.0 s on rank 1 of 2 (#17, step 3, unit 2): a peer stalled or died");
   EXPECT_EQ(detail::timeout_message(Coll::barrier, 4, 0.5, 0, 4, ""),
             "[comm] barrier timed out after 0.5 s on rank 0 of 4 (#4): a peer stalled or died");
+  // A backend that knows who is missing names them.
+  EXPECT_EQ(detail::timeout_message(Coll::barrier, 4, 0.5, 0, 4, "", detail::not_arrived({3})),
+            "[comm] barrier timed out after 0.5 s on rank 0 of 4 (#4): rank 3 did not arrive (stalled or died)");
+  EXPECT_EQ(detail::not_arrived({1, 2}), "ranks 1, 2 did not arrive (stalled or died)");
+  EXPECT_EQ(detail::not_arrived({}), "");
   EXPECT_EQ(detail::call_name(Coll::reduce_scatter, 9, "step 1"), "reduce_scatter #9 (step 1)");
   EXPECT_EQ(detail::call_name(Coll::broadcast, 1, ""), "broadcast #1");
 }

@@ -34,8 +34,10 @@ TEST(CommShmTimeout, StalledPeerTimesOutNamingTheCollectiveAndBreaksTheGroup) {
     EXPECT_NE(msg.find(" gave up on the group at #1 after a failure"), std::string::npos) << msg;
   } else {
     g->set_timeout(1.0);
+    // The peers' words say who never arrived: "rank 0 did not arrive (stalled or died)".
     EXPECT_EQ(error_of([&] { g->all_gather(in, out, "step 3, unit 2"); }),
-              detail::timeout_message(Coll::all_gather, 1, 1.0, r, n, "step 3, unit 2"));
+              detail::timeout_message(Coll::all_gather, 1, 1.0, r, n, "step 3, unit 2",
+                                      "rank " + std::to_string(stalled) + " did not arrive (stalled or died)"));
     side->barrier();
   }
   // Broken: later calls fail at once, naming themselves and the first failure.
@@ -54,7 +56,8 @@ TEST(CommShmTimeout, PerCallTimeoutOfAnAsyncCollective) {
     WorkPtr w = g->all_reduce_async(buf, {ReduceOp::sum, "step 4", 1.0});
     g->set_timeout(50.0);     // changes nothing for work already issued
     EXPECT_FALSE(w->test());  // the stalled rank cannot have joined yet
-    EXPECT_EQ(error_of([&] { w->wait(); }), detail::timeout_message(Coll::all_reduce, w->seq(), 1.0, r, n, "step 4"));
+    EXPECT_EQ(error_of([&] { w->wait(); }),
+              detail::timeout_message(Coll::all_reduce, w->seq(), 1.0, r, n, "step 4", detail::not_arrived({stalled})));
     EXPECT_THROW(w->test(), Error);  // a failed Work stays failed
   }
   side->barrier();

@@ -66,6 +66,37 @@ TEST_F(HostileFile, ANumberTooLargeForADoubleIsAConfigErrorQuotedShortened) {  /
   EXPECT_EQ(error_kind_of([&] { load(p); }), ErrorKind::config);
 }
 
+// Issue 15 (d): nlohmann stops reading at a NUL byte, so what follows one went unread.
+TEST_F(HostileFile, ANulByteIsRejectedWithItsOffsetEvenAfterACompleteObject) {
+  auto p = write("nul.json", std::string("{\"seed\": 1}\n\0{\"seed\": 2}", 24));
+  EXPECT_EQ(error_of([&] { load(p); }),
+            "[config] " + p + ": a NUL byte at byte offset 12 (line 2, column 1); a config file is JSON text");
+  EXPECT_EQ(error_kind_of([&] { load(p); }), ErrorKind::config);
+}
+
+// Note [duplicate JSON keys]: the last of two equal keys would win silently.
+TEST_F(HostileFile, ADuplicateKeyIsRejectedNamingItAndItsObject) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"seed": 1, "seed": 2})", "duplicate key 'seed' in the top-level object"},
+      {R"({"optimizer": {"params": {"lr": 1, "eps": 2, "lr": 3}}})", "duplicate key 'lr' in object 'optimizer.params'"},
+      {R"({"x": [1, {"a": 1}, {"b": 1, "\u0062": 2}]})", "duplicate key 'b' in object 'x[2]'"}};  // escapes too
+  for (const auto& [text, want] : cases) {
+    auto p = write("dup.json", text);
+    EXPECT_EQ(error_of([&] { load(p); }), "[config] " + p + ": " + want + " (each key may appear once)") << text;
+  }
+  // Equal keys in different objects are fine.
+  EXPECT_EQ(load(write("ok.json", R"({"seed": 3, "run": {"dir": "d"}, "checkpoint": {"dir": "c"}})")).seed, 3u);
+}
+
+TEST(HostileOverride, ADuplicateKeyInAnOverridesValueIsRejectedNamingItsPath) {
+  json j = json::object();
+  EXPECT_EQ(error_of([&] { apply_overrides(j, {R"(optimizer.params={"lr": 1, "lr": 2})"}); }),
+            R"([config] override 'optimizer.params={"lr": 1, "lr": 2}': duplicate key 'lr' in object )"
+            "'optimizer.params' (each key may appear once)");
+  apply_overrides(j, {"run.dir={not json"});  // still a plain string
+  EXPECT_EQ(j["run"]["dir"], "{not json");
+}
+
 TEST(HostileOverride, AnOverrideNested53000LevelsDeepIsRejectedNamingItShortened) {
   const std::string o = "model=" + nested_text(53'000);
   json j = json::object();
@@ -147,6 +178,25 @@ TEST(HostileParse, AMemoryBudgetWhoseBytesOverflowIsRejected) {
               }),
               HasSubstr("'run.memory_budget_mb' must be an integer in 0..8796093022207"));
   EXPECT_EQ(parse({{"run", {{"memory_budget_mb", kMaxMemoryBudgetMb}}}}).run.memory_budget_mb, kMaxMemoryBudgetMb);
+}
+
+// Issue 15 (c): the optimizer runs in fp32, where 1e300 would be inf, and said so naming no key.
+TEST(HostileParse, OptimizerValuesBeyondFp32AreRejectedNamingTheKeyAndTheRange) {
+  EXPECT_EQ(error_of([&] {
+              parse({{"optimizer", {{"params", {{"lr", 1e300}}}}}}, "cfg.json");
+            }),
+            "[config] cfg.json: 'optimizer.params.lr' must be a number in (0, 3.4e+38], got 1e+300");
+  for (const char* key : {"eps", "weight_decay"})
+    EXPECT_THAT(error_of([&] {
+                  parse({{"optimizer", {{"params", {{key, 1e39}}}}}}, "cfg.json");
+                }),
+                HasSubstr(std::string("'optimizer.params.") + key + "' must be a number in "))
+        << key;
+  EXPECT_THAT(error_of([&] {
+                parse({{"optimizer", {{"type", "SGD"}, {"params", {{"momentum", 1e39}}}}}}, "cfg.json");
+              }),
+              HasSubstr("'optimizer.params.momentum' must be a number in [0, 3.4e+38], got 1e+39"));
+  EXPECT_EQ(parse({{"optimizer", {{"params", {{"lr", 3.4e38}}}}}}).optimizer.lr, 3.4e38);
 }
 
 TEST(HostileParse, EpochsMustBeFiniteAndPositive) {

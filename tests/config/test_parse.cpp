@@ -172,7 +172,7 @@ TEST(ConfigParse, WrongTypes) {
               HasSubstr("'wall_clock_breakdown' must be true or false, got 1"));
   EXPECT_THAT(error_of({{"optimizer", 5}}), HasSubstr("'optimizer' must be an object, got 5"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"lr", "fast"}}}}}}),
-              HasSubstr("'optimizer.params.lr' must be a positive number, got \"fast\""));
+              HasSubstr("'optimizer.params.lr' must be a number in (0, 3.4e+38], got \"fast\""));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"betas", 0.9}}}}}}),
               HasSubstr("'optimizer.params.betas' must be a list of two numbers in [0, 1), got 0.9"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"betas", {0.9}}}}}}}), HasSubstr("got [0.9]"));
@@ -189,13 +189,13 @@ TEST(ConfigParse, OutOfRange) {
               HasSubstr("'zero_optimization.stage' must be an integer in 0..3, got 4"));
   EXPECT_THAT(error_of({{"zero_optimization", {{"stage", -1}}}}), HasSubstr("got -1"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"lr", 0}}}}}}),
-              HasSubstr("'optimizer.params.lr' must be a positive number, got 0"));
+              HasSubstr("'optimizer.params.lr' must be a number in (0, 3.4e+38], got 0"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"betas", {0.9, 1.0}}}}}}}), HasSubstr("got [0.9,1.0]"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"betas", {-0.1, 0.9}}}}}}}), HasSubstr("betas"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"eps", 0.0}}}}}}),
-              HasSubstr("'optimizer.params.eps' must be a positive number"));
+              HasSubstr("'optimizer.params.eps' must be a number in (0, 3.4e+38]"));
   EXPECT_THAT(error_of({{"optimizer", {{"params", {{"weight_decay", -0.1}}}}}}),
-              HasSubstr("'optimizer.params.weight_decay' must be a non-negative number, got -0.1"));
+              HasSubstr("'optimizer.params.weight_decay' must be a number in [0, 3.4e+38], got -0.1"));
   EXPECT_THAT(error_of({{"gradient_clipping", -1}}), HasSubstr("'gradient_clipping' must be a non-negative number"));
   EXPECT_THAT(error_of({{"train_micro_batch_size_per_gpu", 0}}),
               HasSubstr("'train_micro_batch_size_per_gpu' must be a positive integer, got 0"));
