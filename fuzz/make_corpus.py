@@ -174,3 +174,5 @@ ckpt_seed("format_1", edited(format=1))
 stale = sealed(small)
 stale["counters"] = {"optimizer_steps": 2}                                   # case 2: consistent, not what was saved
 ckpt_seed("consistent_edit", stale)
+dup = json.dumps(sealed(small))
+put("fuzz_ckpt_metadata", "duplicate_step", dup[:-1] + ', "step": 9}')

@@ -61,7 +61,7 @@ FaultPlan FaultPlan::from_env() {
   return parse(s ? s : "");
 }
 
-void FaultPlan::check_reachable(int world, int64_t total_steps) const {
+void FaultPlan::check_reachable(int world, int64_t total_steps, int64_t every_steps, int64_t first_step) const {
   if (kind.empty()) return;
   ZT_CHECK_AS(ErrorKind::config, rank < world, "[fault] ZT_FAULT rank=", rank, " never fires: the job has ", world,
               " rank", world == 1 ? "" : "s", " (0..", world - 1, ")");
@@ -70,16 +70,15 @@ void FaultPlan::check_reachable(int world, int64_t total_steps) const {
               total_steps, " steps", at_save ? "" : " (step K+1 is the final save)");
   ZT_CHECK_AS(ErrorKind::config, at_save || step <= total_steps || rank == 0, "[fault] ZT_FAULT rank=", rank,
               " step=", step, " never fires: step K+1 is the final save, which rank 0 alone writes");
-}
-
-void FaultPlan::check_saves(int64_t every_steps, int64_t max_steps) const {
-  if (kind.empty() || !at_save) return;
+  ZT_CHECK_AS(ErrorKind::config, step > first_step, "[fault] ZT_FAULT step=", step,
+              " never fires: the run resumes after step ", first_step);
+  if (!at_save) return;
   ZT_CHECK_AS(ErrorKind::config, every_steps > 0, "[fault] ZT_FAULT at=save never fires: checkpoint.every_steps is 0, ",
               "so no checkpoint is saved");
-  // A save after every every_steps-th step and after the last (known here when max_steps sets it).
-  ZT_CHECK_AS(ErrorKind::config, step % every_steps == 0 || max_steps == 0 || step == max_steps,
-              "[fault] ZT_FAULT step=", step, ":at=save never fires: checkpoints are saved every ", every_steps,
-              " steps and after the last (step ", max_steps, ")");
+  // A save after every every_steps-th step and after the last.
+  ZT_CHECK_AS(ErrorKind::config, step % every_steps == 0 || step == total_steps, "[fault] ZT_FAULT step=", step,
+              ":at=save never fires: checkpoints are saved every ", every_steps, " steps and after the last (step ",
+              total_steps, ")");
 }
 
 namespace {

@@ -16,12 +16,10 @@ struct FaultPlan {
   bool at_save = false;                             // fires inside the checkpoint save after `step`
   static FaultPlan parse(const std::string& spec);  // "" gives no fault
   static FaultPlan from_env();                      // parse(ZT_FAULT)
-  // Throws unless the fault can fire: rank < world and step <= total_steps (+1 for the final save).
-  // Step K+1 (the final save) fires on rank 0 only.
-  void check_reachable(int world, int64_t total_steps) const;
-  // Throws unless at=save meets a checkpoint: every_steps > 0 and step a multiple of it, or the
-  // last (max_steps, when set; 0 = the last step is known only from the data).
-  void check_saves(int64_t every_steps, int64_t max_steps) const;
+  // Throws unless the fault can fire in this run: rank < world, first_step < step <= total_steps
+  // (+1 for the final save, which rank 0 alone writes), and at=save on a step that saves
+  // (every_steps > 0 and step a multiple of it, or the last).
+  void check_reachable(int world, int64_t total_steps, int64_t every_steps, int64_t first_step) const;
   void maybe_fire(int rank, int64_t step) const;          // before step `step` (not at=save)
   void maybe_fire_in_save(int rank, int64_t step) const;  // in the checkpoint after `step` (at=save)
 };

@@ -18,7 +18,6 @@
 #include "agree.h"
 #include "ckpt_commands.h"
 #include "commands.h"
-#include "fault.h"
 #include "prepare.h"
 #include "zt/core/error.h"
 
@@ -276,7 +275,6 @@ int run_command(const std::string& command, const Args& a) {
                 " ranks would run that many separate trainings into one run.dir; use auto or mpi under mpirun, or "
                 "local without it");
     // ZT_FAULT's at=save against the checkpoint settings (the rest is checked by train).
-    if (command == "train") zt::apps::FaultPlan::from_env().check_saves(cfg.checkpoint.every_steps, cfg.run.max_steps);
     group = zt::comm::make_group(cfg.run.comm_backend);
     if (command == "import") return zt::apps::run_import(cfg, *group, a.tools);
     return zt::apps::run_train(cfg, *group);

@@ -132,12 +132,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   group.set_timeout(cfg.run.comm_timeout_s);
   install_stop_signals();
   const std::string threads = pick_threads(cfg);
-  if (cfg.run.memory_budget_mb > 0) {
-    ZT_CHECK_AS(ErrorKind::config, cfg.run.memory_budget_mb <= config::kMaxMemoryBudgetMb,
-                "[config] 'run.memory_budget_mb' = ", cfg.run.memory_budget_mb, " MiB overflows 64 bits as bytes");
-    Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);
-  }
-  const config::BatchSizes bs = config::resolve_batch(cfg, world);  // before anything runs
+  if (cfg.run.memory_budget_mb > 0) Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);
+  const config::BatchSizes bs = check_run_settings(cfg, world);  // before anything runs, as estimate does
   const FaultPlan fault = FaultPlan::from_env();
   // Rank 0 alone writes the run directory; it locks it first, before anything slow.
   // So is checkpoint.dir when the run saves (it is created, so an unusable one fails here, not at the first save).
@@ -171,7 +167,6 @@ int run_train(const config::Config& cfg, comm::Group& group) {
               task->train_size(), " training samples");
   const int64_t total_steps =
       cfg.run.max_steps > 0 ? cfg.run.max_steps : steps_for_epochs(cfg.run.epochs, steps_per_epoch);
-  fault.check_reachable(world, total_steps);
 
   // Fine-tuning starts from saved weights: the model is built whole, then overwritten by name.
   auto model = build_model(cfg, /*deferred=*/cfg.model.init_from.empty());
@@ -198,6 +193,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                 "; this run has ", total_steps, " steps in all (raise run.max_steps or run.epochs)");
     if (lead) std::fprintf(stderr, "zerotrain: resumed from %s at step %lld\n", path.c_str(), (long long)first_step);
   }
+  fault.check_reachable(world, total_steps, cfg.checkpoint.every_steps, first_step);
   auto save = [&](int64_t steps_done) {
     char tag[32];
     std::snprintf(tag, sizeof tag, "step_%08lld", (long long)steps_done);

@@ -25,6 +25,7 @@
 #include "zt/core/atomic_file.h"
 #include "zt/core/dtype.h"
 #include "zt/core/error.h"
+#include "zt/core/json_keys.h"
 #include "zt/core/strings.h"
 
 namespace zt::ckpt {
@@ -226,7 +227,16 @@ json parse_metadata(const std::string& text, const std::string& file) {
   const size_t deep = json_depth_exceeded_at(text, kMaxDepth);
   ZT_CHECK_AS(ErrorKind::checkpoint, deep == std::string::npos, "[ckpt] ", file, ": nesting deeper than ", kMaxDepth,
               " levels at byte ", deep);
-  json m = json::parse(text, nullptr, false, true);
+  const size_t nul = text.find('\0');
+  ZT_CHECK_AS(ErrorKind::checkpoint, nul == std::string::npos, "[ckpt] ", file, ": a NUL byte at byte ", nul);
+  // Note [duplicate JSON keys]: a second "step" must not hide behind the first.
+  const json m = parse_unique_keys<json>(
+      text,
+      [&](const std::string& key, const std::string& where) {
+        ZT_THROW_AS(ErrorKind::checkpoint, "[ckpt] ", file, ": duplicate key '", printable(key), "' in ",
+                    where.empty() ? std::string("the top-level object") : "'" + printable(where) + "'");
+      },
+      /*allow_exceptions=*/false);
   ZT_CHECK_AS(ErrorKind::checkpoint, !m.is_discarded() && m.is_object(), "[ckpt] ", file, " is not a JSON object");
   validate(m, file);
   return m;

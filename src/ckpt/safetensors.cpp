@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <tuple>
 
+#include "zt/core/json_keys.h"
 #include "zt/core/strings.h"
 
 // Note [safetensors validation]
@@ -77,20 +77,15 @@ void check_depth(const std::string& src, const std::string& h) {
 
 nlohmann::json parse_json(const std::string& src, const std::string& h) {
   check_depth(src, h);
-  std::vector<std::set<std::string>> keys;  // per open object
-  auto unique_keys = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
-    using E = nlohmann::json::parse_event_t;
-    if (ev == E::object_start)
-      keys.emplace_back();
-    else if (ev == E::object_end)
-      keys.pop_back();
-    else if (ev == E::key)
-      ZT_CHECK_AS(ErrorKind::checkpoint, keys.back().insert(v.get<std::string>()).second, "[safetensors] ", src,
-                  ": duplicate key '", v.get<std::string>().substr(0, 64), "' in the JSON header");
-    return true;
+  // Note [duplicate JSON keys]; a NUL would end a C reader's view of the header early.
+  const size_t nul = h.find('\0');
+  ZT_CHECK_AS(ErrorKind::checkpoint, nul == std::string::npos, "[safetensors] ", src, ": a NUL byte in the JSON header at byte ",
+              8 + nul);
+  auto duplicate = [&](const std::string& k, const std::string&) {
+    ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", src, ": duplicate key '", printable(k), "' in the JSON header");
   };
   try {
-    return nlohmann::json::parse(h, unique_keys);
+    return parse_unique_keys<nlohmann::json>(h, duplicate);
   } catch (const nlohmann::json::parse_error& e) {
     ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", src, ": malformed JSON header at byte ", 8 + e.byte, ": ",
                 e.what());

@@ -39,6 +39,16 @@ std::string error_of(json m, bool sealed = true) {
   return "";
 }
 
+std::string error_text(const std::string& text) {
+  try {
+    ckpt::parse_metadata(text, "meta.json");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::checkpoint) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
 TEST(CheckpointMetadata, AValidFileParses) { EXPECT_EQ(error_of(valid()), ""); }
 
 TEST(CheckpointMetadata, EveryFieldIsCheckedAndNamed) {
@@ -151,6 +161,21 @@ TEST(CheckpointTags, OnlyPlainNamesAreTags) {
     EXPECT_NE(std::string(e.what()).find("latest names 'a\\x00b', which is not a checkpoint tag"), std::string::npos)
         << e.what();
   }
+}
+
+// Note [duplicate JSON keys]: a second "step" after the sealed first one, and bytes after a NUL.
+TEST(CheckpointMetadata, DuplicateKeysAndNulBytesAreRefusedSayingWhere) {
+  json m = valid();
+  m["metadata_xxh64"] = ckpt::metadata_checksum(m);
+  std::string text = m.dump();
+  const std::string twice = text.substr(0, text.size() - 1) + ", \"step\": 9}";
+  EXPECT_NE(error_text(twice).find("meta.json: duplicate key 'step' in the top-level object"), std::string::npos)
+      << error_text(twice);
+  const std::string nested = std::string(R"({"counters": {"optimizer_steps": 1, "optimizer_steps": 2}})");
+  EXPECT_NE(error_text(nested).find("duplicate key 'optimizer_steps' in 'counters'"), std::string::npos);
+  const std::string nul = text + std::string(1, '\0') + "garbage";
+  EXPECT_NE(error_text(nul).find("meta.json: a NUL byte at byte " + std::to_string(text.size())), std::string::npos)
+      << error_text(nul);
 }
 
 TEST(CheckpointMetadata, DeepNestingAndNonJsonAreRefusedBeforeTheyAreWalked) {
