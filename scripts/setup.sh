@@ -20,7 +20,7 @@ die() { echo "[setup] error: $*" >&2; exit 1; }
 packages=(g++ cmake make libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libcli11-dev libxxhash-dev googletest libgtest-dev libbenchmark-dev zlib1g-dev
           python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev libpcre2-dev libicu-dev pkgconf gnuplot-nox
-          libhwloc-dev)
+          libhwloc-dev liburing-dev)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 

@@ -106,6 +106,23 @@ void check_finite(const std::vector<std::pair<std::string, Tensor>>& weights, in
   }
 }
 
+// What the offload sections mean for this run, for the start line ("" when nothing is offloaded).
+std::string offload_note(const config::Config& c, const zero::Engine& e) {
+  std::string out;
+  if (c.zero.offload_optimizer.device == "cpu")
+    out = "offload_optimizer: cpu, where a CPU run's fp32 master and optimizer states already are (host memory)";
+  if (e.policy().optimizer_residence == zero::Residence::file) {
+    const zero::Plan& p = e.plan();
+    out = detail::concat("offload_optimizer: nvme, fp32 master and optimizer states in swap files under ",
+                         p.policy.swap.dir, "/rank*/ (", e.swap_stats().direct ? "O_DIRECT" : "page cache", "), ",
+                         p.swap_tile_elems(), "-element tiles through ", p.policy.swap.buffers, " buffers (",
+                         format_bytes(size_t(p.memory().optim)), " in memory)");
+  }
+  if (c.zero.offload_param.device == "cpu")
+    out += std::string(out.empty() ? "" : "; ") + "offload_param: cpu, where a CPU run's parameters already are";
+  return out;
+}
+
 uint64_t dropout_stream_seed(uint64_t seed, int64_t step, int64_t micro) {
   auto mix = [](uint64_t x) {  // splitmix64's finaliser
     x += 0x9E3779B97F4A7C15ull;
@@ -227,6 +244,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                  world == 1 ? "" : "s", (long long)bs.train_batch_size, (long long)bs.micro, (long long)bs.accumulation,
                  world, (long long)total_steps);
     std::fprintf(stderr, "zerotrain: rank 0: %s; comm backend %s\n", threads.c_str(), group.backend());
+    const std::string offload = offload_note(cfg, engine);
+    if (!offload.empty()) std::fprintf(stderr, "zerotrain: %s\n", offload.c_str());
   }
 
   // Every rank takes part (a stage-3 model gathers collectively); dropout is off meanwhile.
@@ -371,6 +390,13 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     rec["comm_overlap"] = {{"reduce", overlap_json(reduce_overlap)}, {"gather", overlap_json(gather_overlap)}};
     rec["comm_hidden_fraction"] = all.hidden() ? nlohmann::json(*all.hidden()) : nullptr;
     reduce_overlap = gather_overlap = {};
+    if (engine.policy().optimizer_residence == zero::Residence::file) {  // rank 0's swap I/O, cumulative
+      const zero::SwapStats sw = engine.swap_stats();
+      rec["swap"] = {{"bytes_read", sw.bytes_read},
+                     {"bytes_written", sw.bytes_written},
+                     {"io_wait_s", sw.io_wait_s},
+                     {"update_s", sw.compute_s}};
+    }
     if (engine.options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative
       rec["sparse_comm_bytes"] = engine.sparse_comm_bytes().moved;
       rec["sparse_dense_equivalent_bytes"] = engine.sparse_comm_bytes().dense_equivalent;

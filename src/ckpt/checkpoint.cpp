@@ -31,6 +31,8 @@ void agree(comm::Group& g, const std::string& error, const std::string& what) {
 
 namespace {
 
+constexpr int64_t kChunkElems = int64_t(1) << 20;  // a swapped tensor's elements per read
+
 json describe(zero::Engine& e, const std::vector<zero::ShardState>& states, json& entries, uint64_t& file_bytes) {
   const zero::Plan& plan = e.plan();
   json m;
@@ -54,25 +56,36 @@ json describe(zero::Engine& e, const std::vector<zero::ShardState>& states, json
   file_bytes = 0;
   for (auto& s : states) {
     const int64_t n = plan.buffers[s.buffer].padded / plan.world;
-    for (auto& [name, t] : s.tensors) {
-      entries[detail::entry_key(s.buffer, name)] = {
-          {"dtype", dtype_name(t.dtype())}, {"offset", file_bytes}, {"numel", n}};
-      file_bytes += uint64_t(n) * dtype_size(t.dtype());
+    for (auto& t : s.tensors) {
+      entries[detail::entry_key(s.buffer, t.name)] = {{"dtype", dtype_name(t.dtype)}, {"offset", file_bytes}, {"numel", n}};
+      file_bytes += uint64_t(n) * dtype_size(t.dtype);
     }
   }
   m["entries"] = entries;
   return m;
 }
 
-// This rank's canonical slice of every shard-state tensor, in `entries` order.
+// This rank's canonical slice of every shard-state tensor, in `entries` order; a swapped tensor
+// streams through one chunk (Note [optimizer swap]).
 void write_shard(const std::string& path, const std::vector<zero::ShardState>& states, const zero::Plan& plan, int rank,
                  uint64_t expected, uint64_t& bytes, uint64_t& sum) {
   detail::FileWriter w(path, expected);
+  std::vector<char> chunk;
   for (auto& s : states) {
     const zero::Range c = zero::shard_range(plan.buffers[s.buffer].padded, plan.world, rank);
-    for (auto& [name, t] : s.tensors) {
-      const Tensor slice = t.slice(0, c.begin - s.offset, c.end - s.offset);
-      w.write(slice.raw_data(), slice.nbytes());
+    for (auto& t : s.tensors) {
+      if (!t.streamed()) {
+        const Tensor slice = t.tensor.slice(0, c.begin - s.offset, c.end - s.offset);
+        w.write(slice.raw_data(), slice.nbytes());
+        continue;
+      }
+      const size_t elem = dtype_size(t.dtype);
+      for (int64_t e = c.begin; e < c.end; e += kChunkElems) {
+        const int64_t n = std::min(kChunkElems, c.end - e);
+        chunk.resize(size_t(n) * elem);
+        t.read(e - s.offset, n, chunk.data());
+        w.write(chunk.data(), chunk.size());
+      }
     }
   }
   w.finish();

@@ -44,11 +44,10 @@ void import_states(zero::Engine& e, const std::string& path, ImportReport& rep) 
   detail::FileReader f(path);
   const zero::Plan& plan = e.plan();
   for (auto& s : e.shard_states()) {
-    std::vector<Tensor> targets;  // the working copy and, in 16-bit runs, the fp32 master
-    for (auto& [name, t] : s.tensors) {
-      Tensor dst = t;
-      dst.zero_();  // optimizer states start fresh; padding stays zero
-      if (name == "param" || name == "master") targets.push_back(dst);
+    std::vector<const zero::ShardTensor*> targets;  // the working copy and, in 16-bit runs, the fp32 master
+    for (auto& t : s.tensors) {
+      t.zero();  // optimizer states start fresh; padding stays zero
+      if (t.name == "param" || t.name == "master") targets.push_back(&t);
     }
     const zero::Range mine{s.offset, s.offset + s.numel};
     for (auto& slot : plan.buffers[s.buffer].params) {
@@ -57,7 +56,11 @@ void import_states(zero::Engine& e, const std::string& path, ImportReport& rep) 
       const SafetensorsEntry& t = *file[slot.index];
       Tensor raw = Tensor::empty({r.size()}, t.dtype, MemTag::workspace);
       f.read_at(raw.raw_data(), raw.nbytes(), t.begin + uint64_t(r.begin - slot.offset) * dtype_size(t.dtype));
-      for (Tensor& dst : targets) dst.slice(0, r.begin - mine.begin, r.end - mine.begin).copy_(raw);
+      for (const zero::ShardTensor* dst : targets) {
+        Tensor conv = Tensor::empty({r.size()}, dst->dtype, MemTag::workspace);
+        conv.copy_(raw);  // the file's dtype to the shard's
+        dst->write(r.begin - mine.begin, r.size(), conv.raw_data());
+      }
     }
   }
   e.load_counters(zero::Engine::Counters{});

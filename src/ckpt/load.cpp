@@ -5,11 +5,16 @@
 #include "zt/ckpt/checkpoint.h"
 #include "zt/core/error.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace zt::ckpt {
 
 using nlohmann::json;
 
 namespace {
+
+constexpr int64_t kChunkElems = int64_t(1) << 20;
 
 // Same model, precision and optimizer, or an error naming the first difference.
 void check_compatible(const detail::CheckpointReader& r, zero::Engine& e) {
@@ -40,18 +45,25 @@ void load_states(zero::Engine& e, detail::CheckpointReader& r) {
   const zero::Plan& plan = e.plan();
   for (auto& s : e.shard_states()) {
     const zero::Range mine{s.offset, s.offset + s.numel};
-    for (auto& [name, t] : s.tensors) {
-      ZT_CHECK_AS(ErrorKind::checkpoint, r.tensor_dtype(name) == t.dtype(), "[ckpt] saved '", name, "' is ",
-                  dtype_name(r.tensor_dtype(name)), ", not the ", dtype_name(t.dtype()), " this run holds");
-      Tensor dst = t;
-      dst.zero_();  // padding stays zero
-      const size_t elem = dtype_size(dst.dtype());
-      char* base = static_cast<char*>(dst.raw_data());
+    for (auto& t : s.tensors) {
+      ZT_CHECK_AS(ErrorKind::checkpoint, r.tensor_dtype(t.name) == t.dtype, "[ckpt] saved '", t.name, "' is ",
+                  dtype_name(r.tensor_dtype(t.name)), ", not the ", dtype_name(t.dtype), " this run holds");
+      t.zero();  // padding stays zero
+      const size_t elem = dtype_size(t.dtype);
+      std::vector<char> chunk;  // a swapped tensor's elements pass through it (Note [optimizer swap])
       for (auto& slot : plan.buffers[s.buffer].params) {
         const zero::Range got = zero::intersect(mine, {slot.offset, slot.offset + slot.numel});
-        if (got.empty()) continue;
-        r.read_param_elements(name, slot.index, got.begin - slot.offset, got.end - slot.offset,
-                              base + size_t(got.begin - mine.begin) * elem);
+        for (int64_t e = got.begin; e < got.end; e += kChunkElems) {
+          const int64_t n = std::min(kChunkElems, got.end - e);
+          if (!t.streamed()) {
+            r.read_param_elements(t.name, slot.index, e - slot.offset, e - slot.offset + n,
+                                  static_cast<char*>(t.tensor.raw_data()) + size_t(e - mine.begin) * elem);
+            continue;
+          }
+          chunk.resize(size_t(n) * elem);
+          r.read_param_elements(t.name, slot.index, e - slot.offset, e - slot.offset + n, chunk.data());
+          t.write(e - mine.begin, n, chunk.data());
+        }
       }
     }
   }

@@ -9,28 +9,44 @@ namespace {
 
 using detail::Section;
 
-// Offload sections are accepted only when they offload nothing (not implemented yet).
-void parse_offload(const Section& s) {
+// offload_optimizer (`optimizer` true) or offload_param: every key DeepSpeed has, checked.
+void parse_offload(const Section& s, OffloadConfig& o, bool optimizer) {
   s.allow({"device", "pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "fast_init", "ratio",
            "pipeline_read", "pipeline_write", "pipeline"});
-  std::string device = "none";
-  s.read_choice("device", device, {"none", "cpu", "nvme"});
-  ZT_CHECK_AS(ErrorKind::config, device == "none", "[config] ", s.source(), ": '", s.path("device"), "' = \"", device,
-              "\" is not supported yet (allowed: none)");
+  s.read_choice("device", o.device, {"none", "cpu", "nvme"});
+  ZT_CHECK_AS(ErrorKind::config, optimizer || o.device != "nvme", "[config] ", s.source(), ": '", s.path("device"),
+              "' = \"nvme\" is not supported yet for parameters (allowed: none, cpu; offload_optimizer takes nvme)");
+  s.read_string("nvme_path", o.nvme_path, true);
+  ZT_CHECK_AS(ErrorKind::config, o.device != "nvme" || !o.nvme_path.empty(), "[config] ", s.source(), ": '",
+              s.path("device"), "' = \"nvme\" needs '", s.path("nvme_path"), "' (a folder on a local disk)");
+  s.read_bool("pin_memory", o.pin_memory);
+  s.read_int("buffer_count", o.buffer_count, 1, 64);
+  s.read_bool("fast_init", o.fast_init);
+  s.read_number("ratio", o.ratio, 0, false, 1, false);
+  ZT_CHECK_AS(ErrorKind::config, o.ratio == 1.0 || o.device == "none", "[config] ", s.source(), ": '", s.path("ratio"),
+              "' = ", o.ratio, " is not supported yet (allowed: 1, every state offloaded)");
   bool b = false;
   int64_t i = 0;
-  double d = 0;
-  std::string str;
-  s.read_bool("pin_memory", b);
-  s.read_string("nvme_path", str, true);
-  s.read_int("buffer_count", i, 1);
   s.read_int("buffer_size", i, 1);
   s.read_int("max_in_cpu", i, 0);
-  s.read_bool("fast_init", b);
-  s.read_number("ratio", d, 0, false, 1, false);
   s.read_bool("pipeline_read", b);
   s.read_bool("pipeline_write", b);
   s.read_bool("pipeline", b);
+}
+
+void parse_aio(const Section& s, AioConfig& a) {
+  s.allow({"block_size", "queue_depth", "intra_op_parallelism", "thread_count", "single_submit", "overlap_events",
+           "use_gds"});
+  s.read_int("block_size", a.block_size, 4096, int64_t(1) << 30);
+  s.read_int("queue_depth", a.queue_depth, 1, 4096);
+  s.read_int("thread_count", a.intra_op_parallelism, 1, 1024);  // the older name
+  s.read_int("intra_op_parallelism", a.intra_op_parallelism, 1, 1024);
+  s.read_bool("single_submit", a.single_submit);
+  s.read_bool("overlap_events", a.overlap_events);
+  bool gds = false;
+  s.read_bool("use_gds", gds);
+  ZT_CHECK_AS(ErrorKind::config, !gds, "[config] ", s.source(), ": '", s.path("use_gds"),
+              "' = true needs GPUDirect Storage, which a CPU run has not (allowed: false)");
 }
 
 void parse_zero(const Section& s, ZeroConfig& z) {
@@ -46,8 +62,8 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   s.read_int("stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size, 0);
   s.read_int("stage3_max_live_parameters", z.stage3_max_live_parameters, 0);
   s.read_int("stage3_param_persistence_threshold", z.stage3_param_persistence_threshold, 0);
-  s.read_section("offload_optimizer", parse_offload);
-  s.read_section("offload_param", parse_offload);
+  s.read_section("offload_optimizer", [&](const Section& o) { parse_offload(o, z.offload_optimizer, true); });
+  s.read_section("offload_param", [&](const Section& o) { parse_offload(o, z.offload_param, false); });
   // DeepSpeed keys whose only value we implement is DeepSpeed's default behaviour.
   for (const char* key : {"reduce_scatter", "allgather_partitions"}) {
     bool on = true;
@@ -59,7 +75,7 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   bool b = false;
   int64_t i = 0;
   s.read_bool("round_robin_gradients", b);
-  s.read_int("sub_group_size", i, 1);
+  s.read_int("sub_group_size", z.sub_group_size, 1);
   s.read_int("stage3_max_reuse_distance", i, 0);
   s.read_bool("stage3_gather_16bit_weights_on_model_save", b);
 }
@@ -304,6 +320,7 @@ Config parse(const nlohmann::json& j, const std::string& source) {
              "optimizer",
              "scheduler",
              "zero_optimization",
+             "aio",
              "zero_allow_untested_optimizer",
              "sparse_gradients",
              "activation_checkpointing",
@@ -338,6 +355,7 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   top.read_section("optimizer", [&](const Section& s) { parse_optimizer(s, c.optimizer); });
   top.read_section("scheduler", [&](const Section& s) { parse_scheduler(s, c.scheduler); });
   top.read_section("zero_optimization", [&](const Section& s) { parse_zero(s, c.zero); });
+  top.read_section("aio", [&](const Section& s) { parse_aio(s, c.aio); });
   bool untested = false;  // accepted: every optimizer we have is native to the engine
   top.read_bool("zero_allow_untested_optimizer", untested);
   top.read_bool("sparse_gradients", c.sparse_gradients);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "grad_reducer.h"
 #include "model_layout.h"
@@ -205,12 +206,14 @@ std::vector<ShardState> Engine::shard_states() {
   std::vector<ShardState> out;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const Range r = plan_.optim_range(b, group_->rank());
-    ShardState s{b, r.begin, r.size(), {{"param", store_->owned(b)}}};
-    for (auto& t : optim_->state(b)) s.tensors.push_back(t);
+    ShardState s{b, r.begin, r.size(), {ShardTensor::in_memory("param", store_->owned(b))}};
+    for (auto& t : optim_->state(b)) s.tensors.push_back(std::move(t));
     out.push_back(std::move(s));
   }
   return out;
 }
+
+SwapStats Engine::swap_stats() const { return optim_->swap_stats(); }
 
 Engine::Counters Engine::counters() const {
   Counters c;
@@ -230,6 +233,41 @@ void Engine::load_counters(const Counters& c) {
 void Engine::refresh_params() {
   for (size_t b = 0; b < plan_.buffers.size(); ++b)
     store_->publish(b, label("parameter refresh, buffer " + std::to_string(b)));
+}
+
+}  // namespace zt::zero
+
+namespace zt::zero {
+
+ShardTensor ShardTensor::in_memory(std::string name, const Tensor& t) {
+  ShardTensor s;
+  s.name = std::move(name);
+  s.dtype = t.dtype();
+  s.numel = t.numel();
+  s.tensor = t;
+  return s;
+}
+
+void ShardTensor::read(int64_t begin, int64_t n, void* dst) const {
+  ZT_ASSERT(begin >= 0 && n >= 0 && begin + n <= numel, "shard tensor ", name, " range");
+  if (!streamed()) return void(std::memcpy(dst, tensor.slice(0, begin, begin + n).raw_data(), size_t(n) * dtype_size(dtype)));
+  read_fn(begin, n, dst);
+}
+
+void ShardTensor::write(int64_t begin, int64_t n, const void* src) const {
+  ZT_ASSERT(begin >= 0 && n >= 0 && begin + n <= numel, "shard tensor ", name, " range");
+  if (!streamed()) return void(std::memcpy(tensor.slice(0, begin, begin + n).raw_data(), src, size_t(n) * dtype_size(dtype)));
+  write_fn(begin, n, src);
+}
+
+void ShardTensor::zero() const {
+  if (!streamed()) {
+    Tensor t = tensor;
+    return t.zero_();
+  }
+  const int64_t chunk = int64_t(1) << 20;
+  const std::vector<char> zeros(size_t(std::min(chunk, numel)) * dtype_size(dtype), 0);
+  for (int64_t b = 0; b < numel; b += chunk) write_fn(b, std::min(chunk, numel - b), zeros.data());
 }
 
 }  // namespace zt::zero

@@ -37,6 +37,8 @@ SparseEligible sparse_eligible(nn::Module& model, const std::vector<Tensor>& par
 ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   ModelLayout m;
   m.policy = make_policy(opts.stage, opts.dtype, opts.grad_accum_dtype, opts.communication_data_type);
+  m.policy.optimizer_residence = opts.optimizer_residence;
+  m.policy.swap = opts.swap;
   std::unordered_set<TensorImpl*> seen;
   std::unordered_map<TensorImpl*, size_t> index;
   for (auto& [name, p] : model.named_parameters()) {

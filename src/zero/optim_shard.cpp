@@ -1,42 +1,175 @@
+// Note [optimizer swap]: with offload_optimizer.device = nvme (Residence::file) each flat
+// buffer's fp32 master and optimizer states live in a swap file <dir>/b<buffer>.swap, tile by
+// tile: record t holds elements [tT, (t+1)T) of the master (16-bit runs) and then of each
+// state, T a multiple of 1024 so a record is whole 4 KiB pages. An update streams the records
+// through `buffers` tile buffers: tile i+1 is read while tile i is updated by the same stateless
+// kernel as in memory, and tile i-1 is written meanwhile. The kernel is element-wise, so the
+// trajectory is the in-memory one bit for bit; RAM holds only the tile buffers
+// (Plan::memory()). Every record is checked against the xxh64 it was written with.
 #include "optim_shard.h"
 
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "swap_file.h"
 #include "zt/ops/ops.h"
 
 namespace zt::zero {
 
 OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank, const std::vector<Tensor>& initial)
-    : spec_(spec), names_(optim::state_names(spec)) {
+    : spec_(spec), names_(optim::state_names(spec)), master_(plan.policy.fp32_master) {
   optim::validate(spec_);
-  for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    const int64_t n = plan.optim_range(b, rank).size();
-    Buf buf;
-    if (plan.policy.fp32_master) {
-      TagScope tag(MemTag::master);
-      buf.master = ops::cast(initial.at(b), DType::f32);
-    }
+  const bool file = plan.policy.optimizer_residence == Residence::file;
+  if (file) {
+    const SwapOptions& so = plan.policy.swap;
+    dir_ = so.dir + "/rank" + std::to_string(rank);
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[offload] cannot create the swap folder ", dir_, ": ", ec.message());
+    tile_ = plan.swap_tile_elems();
     TagScope tag(MemTag::optim);
-    for (size_t i = 0; i < names_.size(); ++i) buf.states.push_back(Tensor::zeros({n}, DType::f32));
+    for (int s = 0; s < so.buffers; ++s) {  // each aligned to 4 KiB inside its allocation, for O_DIRECT
+      Tensor raw = Tensor::empty({plan.swap_slot_bytes() / 4}, DType::f32);
+      const auto addr = reinterpret_cast<uintptr_t>(raw.raw_data());
+      const int64_t skip = int64_t((4096 - addr % 4096) % 4096) / 4;
+      slots_.push_back(Tensor::view_of(raw.storage(), skip, {(plan.swap_slot_bytes() - 4096) / 4}, DType::f32));
+    }
+  }
+  const int64_t k = (master_ ? 1 : 0) + int64_t(names_.size());
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    Buf buf;
+    buf.numel = plan.optim_range(b, rank).size();
+    if (!file) {
+      if (master_) {
+        TagScope tag(MemTag::master);
+        buf.master = ops::cast(initial.at(b), DType::f32);
+      }
+      TagScope tag(MemTag::optim);
+      for (size_t i = 0; i < names_.size(); ++i) buf.states.push_back(Tensor::zeros({buf.numel}, DType::f32));
+    } else {
+      const std::string path = dir_ + "/b" + std::to_string(b) + ".swap";
+      const int64_t tiles = (buf.numel + tile_ - 1) / tile_;
+      buf.file = std::make_unique<SwapFile>(path, tiles, size_t(k * tile_ * 4), int(slots_.size()), plan.policy.swap);
+      const Tensor& init = initial.at(b);
+      run_tiles(buf, [&](int64_t t, int64_t len, Tensor rec) {
+        rec.zero_();  // fresh states, and zeros past the last element
+        if (master_) rec.slice(0, 0, len).copy_(init.slice(0, t * tile_, t * tile_ + len));
+      }, /*read_first=*/false);
+    }
     bufs_.push_back(std::move(buf));
   }
 }
 
+OptimShard::~OptimShard() = default;
+
+// Tiles of `buf` in order through the tile buffers: tile i+1 is read (read_first) while fn
+// updates tile i, whose write then goes out behind it.
+void OptimShard::run_tiles(Buf& buf, const std::function<void(int64_t, int64_t, Tensor)>& fn,
+                           bool read_first) {
+  SwapFile& f = *buf.file;
+  const int S = int(slots_.size());
+  const int64_t tiles = (buf.numel + tile_ - 1) / tile_;
+  auto start_read = [&](int64_t t) {
+    const int s = int(t % S);
+    f.wait(s);  // the write that last used this buffer
+    f.read(t, slot(s), s);
+  };
+  if (read_first && tiles > 0) start_read(0);
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int s = int(t % S);
+    f.wait(s);
+    if (read_first && S > 1 && t + 1 < tiles) start_read(t + 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    fn(t, std::min(tile_, buf.numel - t * tile_), slots_[size_t(s)]);
+    compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    f.write(t, slot(s), s);
+    if (read_first && S == 1 && t + 1 < tiles) start_read(t + 1);
+  }
+  f.wait_all();
+}
+
 void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale) {
+  Buf& buf = bufs_[b];
   optim::UpdateArgs a;
-  a.param = params;
-  a.master = bufs_[b].master;
-  a.grad = grads;
-  a.states = bufs_[b].states;
   a.lr = lr;
   a.step = steps_ + 1;
   a.grad_scale = grad_scale;
-  optim::update(spec_, a);
+  if (!buf.file) {
+    a.param = params;
+    a.master = buf.master;
+    a.grad = grads;
+    a.states = buf.states;
+    optim::update(spec_, a);
+    return;
+  }
+  const int64_t k = (master_ ? 1 : 0) + int64_t(names_.size());
+  run_tiles(buf, [&](int64_t t, int64_t len, Tensor rec) {
+    const int64_t begin = t * tile_;
+    auto view = [&](int64_t j) { return rec.slice(0, j * tile_, j * tile_ + len); };  // tensor j of the tile
+    a.param = params.slice(0, begin, begin + len);
+    a.grad = grads.slice(0, begin, begin + len);
+    a.master = master_ ? view(0) : Tensor();
+    a.states.clear();
+    for (int64_t j = master_ ? 1 : 0; j < k; ++j) a.states.push_back(view(j));
+    optim::update(spec_, a);
+  }, /*read_first=*/true);
 }
 
-std::vector<std::pair<std::string, Tensor>> OptimShard::state(size_t b) const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  if (bufs_[b].master.defined()) out.emplace_back("master", bufs_[b].master);
-  for (size_t i = 0; i < names_.size(); ++i) out.emplace_back(names_[i], bufs_[b].states[i]);
+// Elements [begin, begin + n) of tensor j (master first) of a swapped buffer, out (dst) or in (src).
+void OptimShard::file_range(Buf& buf, size_t j, int64_t begin, int64_t n, void* dst, const void* src) {
+  SwapFile& f = *buf.file;
+  f.wait_all();
+  for (int64_t e = begin; e < begin + n;) {
+    const int64_t t = e / tile_, in = e - t * tile_, len = std::min(tile_ - in, begin + n - e);
+    f.read(t, slot(0), 0);
+    f.wait(0);
+    float* p = slot(0) + int64_t(j) * tile_ + in;
+    if (dst) std::memcpy(static_cast<char*>(dst) + (e - begin) * 4, p, size_t(len) * 4);
+    if (src) {
+      std::memcpy(p, static_cast<const char*>(src) + (e - begin) * 4, size_t(len) * 4);
+      f.write(t, slot(0), 0);
+      f.wait(0);
+    }
+    e += len;
+  }
+}
+
+std::vector<ShardTensor> OptimShard::state(size_t b) {
+  Buf& buf = bufs_[b];
+  std::vector<std::string> names;
+  if (master_) names.push_back("master");
+  names.insert(names.end(), names_.begin(), names_.end());
+  std::vector<ShardTensor> out;
+  for (size_t j = 0; j < names.size(); ++j) {
+    if (!buf.file) {
+      out.push_back(
+          ShardTensor::in_memory(names[j], master_ && j == 0 ? buf.master : buf.states[j - (master_ ? 1 : 0)]));
+      continue;
+    }
+    ShardTensor t;
+    t.name = names[j];
+    t.numel = buf.numel;
+    t.read_fn = [this, &buf, j](int64_t begin, int64_t n, void* dst) { file_range(buf, j, begin, n, dst, nullptr); };
+    t.write_fn = [this, &buf, j](int64_t begin, int64_t n, const void* src) {
+      file_range(buf, j, begin, n, nullptr, src);
+    };
+    out.push_back(std::move(t));
+  }
   return out;
+}
+
+SwapStats OptimShard::swap_stats() const {
+  SwapStats st;
+  st.compute_s = compute_s_;
+  for (const Buf& b : bufs_)
+    if (b.file) {
+      st.bytes_read += b.file->bytes_read();
+      st.bytes_written += b.file->bytes_written();
+      st.io_wait_s += b.file->io_wait_seconds();
+      st.direct = b.file->direct();
+    }
+  return st;
 }
 
 }  // namespace zt::zero

@@ -1,6 +1,10 @@
 #pragma once
 // This rank's optimizer shard of every flat buffer: the fp32 master weights (16-bit runs) and
-// the optimizer states over plan.optim_range, updated by optim's stateless kernels.
+// the optimizer states over plan.optim_range, updated by optim's stateless kernels. They live
+// where the policy says (Residence): in memory, or in one swap file per buffer streamed through
+// a few tile buffers (Note [optimizer swap] in optim_shard.cpp).
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,13 +12,17 @@
 #include "zt/core/tensor.h"
 #include "zt/optim/optimizer.h"
 #include "zt/zero/plan.h"
+#include "zt/zero/shard_state.h"
 
 namespace zt::zero {
+
+class SwapFile;
 
 class OptimShard {
  public:
   // `initial(b)` gives this rank's working parameters of buffer b (the master starts from them).
   OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank, const std::vector<Tensor>& initial);
+  ~OptimShard();
 
   // One update of buffer b: params and grads are this rank's range, any float dtypes.
   void update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale);
@@ -22,17 +30,30 @@ class OptimShard {
   void set_steps(int64_t s) { steps_ = s; }
   int64_t steps() const { return steps_; }
   // Named tensors of buffer b: "master" (16-bit runs) then the optimizer's states.
-  std::vector<std::pair<std::string, Tensor>> state(size_t b) const;
+  std::vector<ShardTensor> state(size_t b);
+  SwapStats swap_stats() const;
 
  private:
   struct Buf {
-    Tensor master;
-    std::vector<Tensor> states;
+    int64_t numel = 0;
+    Tensor master;                      // Residence::memory
+    std::vector<Tensor> states;         // Residence::memory
+    std::unique_ptr<SwapFile> file;     // Residence::file
   };
+  // Residence::file: tile buffer s (its tensors, master first, each tile_ elements).
+  float* slot(int s) const { return slots_[size_t(s)].data<float>(); }
+  void run_tiles(Buf& buf, const std::function<void(int64_t tile, int64_t len, Tensor rec)>& fn, bool read_first);
+  void file_range(Buf& buf, size_t j, int64_t begin, int64_t n, void* dst, const void* src);
+
   optim::OptimizerSpec spec_;
   std::vector<std::string> names_;
   std::vector<Buf> bufs_;
   int64_t steps_ = 0;
+  bool master_ = false;  // 16-bit run: a master leads the record
+  int64_t tile_ = 0;     // elements of each tensor per tile
+  std::string dir_;  // Residence::file: this rank's swap folder
+  std::vector<Tensor> slots_;
+  double compute_s_ = 0;
 };
 
 }  // namespace zt::zero

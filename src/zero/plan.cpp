@@ -1,5 +1,7 @@
 #include "zt/zero/plan.h"
 
+#include <algorithm>
+
 #include <limits>
 
 #include "zt/core/error.h"
@@ -51,7 +53,24 @@ MemoryEstimate Plan::memory() const {
     e.master += policy.fp32_master ? 4 * o : 0;
     e.optim += optim_state_bytes_per_elem * o;
   }
+  if (policy.optimizer_residence == Residence::file) {  // Note [optimizer swap]: only the tile buffers stay
+    e.master = 0;
+    e.optim = policy.swap.buffers * swap_slot_bytes();
+  }
   return e;
+}
+
+int64_t Plan::swap_tile_elems() const {
+  int64_t largest = 0;
+  for (size_t b = 0; b < buffers.size(); ++b)
+    largest = std::max(largest, policy.shard_optimizer() ? buffers[b].padded / world : buffers[b].padded);
+  const int64_t t = std::min(policy.swap.tile_elems, largest);
+  return std::max<int64_t>(1024, (t + 1023) / 1024 * 1024);  // whole 4 KiB pages of f32
+}
+
+int64_t Plan::swap_slot_bytes() const {
+  const int64_t states = (policy.fp32_master ? 1 : 0) + optim_state_bytes_per_elem / 4;
+  return states * swap_tile_elems() * 4 + 4096;  // + the slack that aligns it for O_DIRECT
 }
 
 namespace {

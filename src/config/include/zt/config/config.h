@@ -31,6 +31,24 @@ struct SchedulerConfig {
   nlohmann::json params = nlohmann::json::object();  // validated per type by optim::make_schedule
 };
 
+// zero_optimization.offload_optimizer / offload_param, DeepSpeed's keys and meanings. On a CPU
+// run "cpu" means host memory, where the states already are; "nvme" means files under nvme_path.
+struct OffloadConfig {
+  std::string device = "none";  // none | cpu | nvme
+  std::string nvme_path;
+  int64_t buffer_count = 4;  // tile buffers in memory (DeepSpeed's default for the optimizer)
+  bool pin_memory = false, fast_init = false;
+  double ratio = 1.0;  // share of the states offloaded; only 1 is implemented
+};
+
+// DeepSpeed's aio section: how swap files are read and written (io_uring here).
+struct AioConfig {
+  int64_t block_size = 1048576;  // bytes per read or write submitted
+  int64_t queue_depth = 8;
+  int64_t intra_op_parallelism = 1;  // (its older name: thread_count); one ring per rank here
+  bool single_submit = false, overlap_events = true;
+};
+
 struct ZeroConfig {
   int stage = 0;
   bool overlap_comm = true;
@@ -40,6 +58,8 @@ struct ZeroConfig {
   int64_t stage3_prefetch_bucket_size = 50'000'000;
   int64_t stage3_max_live_parameters = 1'000'000'000;
   int64_t stage3_param_persistence_threshold = 100'000;
+  int64_t sub_group_size = 0;  // 0: not given (the swap tile is then 1M elements; DeepSpeed's default 1e9)
+  OffloadConfig offload_optimizer, offload_param;
 };
 
 // DeepSpeed's fp16 section (dynamic loss scaling unless loss_scale > 0).
@@ -117,6 +137,7 @@ struct CheckpointConfig {
 };
 
 struct Config {
+  AioConfig aio;
   // DeepSpeed keys. Batch keys: 0 means "derive from the others" (DeepSpeed's rules).
   int64_t train_batch_size = 0;
   int64_t train_micro_batch_size_per_gpu = 0;

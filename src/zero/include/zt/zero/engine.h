@@ -18,6 +18,7 @@
 #include "zt/optim/loss_scaler.h"
 #include "zt/optim/optimizer.h"
 #include "zt/zero/plan.h"
+#include "zt/zero/shard_state.h"
 
 namespace zt::zero {
 
@@ -42,6 +43,10 @@ struct EngineOptions {
   std::optional<DType> communication_data_type;  // default: dtype
   optim::LossScaleConfig loss_scale;             // fp16 only
   optim::OptimizerSpec optimizer;
+  // offload_optimizer.device = nvme: the fp32 master and optimizer states live in swap files
+  // under swap.dir (this rank's folder), streamed tile by tile (Note [optimizer swap]).
+  Residence optimizer_residence = Residence::memory;
+  SwapOptions swap;
 };
 
 // Note [overlap]: for one kind of collective, the seconds its transfers ran (busy) and the seconds
@@ -80,14 +85,6 @@ struct StepStats {
 struct SparseCommBytes {
   int64_t moved = 0, dense_equivalent = 0;
   int64_t tied_early = 0;  // tied embeddings whose dense part was reduced before backward ended
-};
-
-// This rank's share of one flat buffer, stage-independent: what a checkpoint saves and what a
-// load at another world size re-partitions. Tensors are handles (copy_ into them to restore).
-struct ShardState {
-  size_t buffer = 0;
-  int64_t offset = 0, numel = 0;                        // range inside the buffer's padded layout
-  std::vector<std::pair<std::string, Tensor>> tensors;  // param, master (16-bit runs), optimizer states
 };
 
 // The plan an Engine with these options would make for `model` at this world size, without
@@ -132,6 +129,7 @@ class Engine {
   int64_t optimizer_steps() const { return steps_; }
   double loss_scale() const;
   SparseCommBytes sparse_comm_bytes() const;
+  SwapStats swap_stats() const;  // optimizer offload's I/O since the engine was built
   std::vector<ShardState> shard_states();
 
   // Trainable parameters in model order (plan slots index these) and their names.

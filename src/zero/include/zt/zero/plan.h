@@ -43,6 +43,10 @@ struct Plan {
   // The range of buffer b whose optimizer state this rank holds (the whole buffer at stage 0).
   Range optim_range(size_t b, int rank) const;
   MemoryEstimate memory() const;  // what the allocator shows at rest, per rank
+  // Residence::file: elements per tile of each state (the largest shard's, at most the
+  // configured tile), and the bytes of one tile buffer (the states of one tile, 4 KiB aligned).
+  int64_t swap_tile_elems() const;
+  int64_t swap_slot_bytes() const;
 };
 
 Plan make_plan(const PlanInput& in, const Policy& policy, int world);

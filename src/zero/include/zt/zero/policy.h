@@ -1,11 +1,36 @@
 #pragma once
 // What a ZeRO run partitions and in which precision, computed once from the options: the
 // collaborators read these facts instead of branching on the stage number.
+#include <cstdint>
 #include <optional>
+#include <string>
 
 #include "zt/core/dtype.h"
 
 namespace zt::zero {
+
+// Where this rank's fp32 master and optimizer states live (Note [optimizer swap]): in memory,
+// or in a swap file streamed through a few tile buffers (offload_optimizer.device = nvme).
+enum class Residence { memory, file };
+
+// The file residence's knobs: DeepSpeed's offload_optimizer and aio keys.
+struct SwapOptions {
+  std::string dir;                    // the run's folder <nvme_path>/<run>; rank r swaps in dir/rank<r>
+  int64_t tile_elems = int64_t(1) << 20;  // elements of each state per tile (sub_group_size), a multiple of 1024
+  int buffers = 4;                    // tile buffers in RAM (buffer_count): reads ahead, writes behind
+  int64_t block_bytes = 1 << 20;      // aio.block_size: bytes per submitted read or write
+  int queue_depth = 8;                // aio.queue_depth: the ring's entries
+  bool single_submit = false;         // aio.single_submit: submit each block by itself
+  bool overlap_events = true;         // aio.overlap_events: false waits for each tile's I/O before the next
+};
+
+// What the swap files did since the engine was built (Residence::file; zeros otherwise).
+struct SwapStats {
+  uint64_t bytes_read = 0, bytes_written = 0;
+  double io_wait_s = 0;  // blocked waiting for reads and writes
+  double compute_s = 0;  // updating tiles
+  bool direct = false;   // O_DIRECT in use
+};
 
 struct Policy {
   int stage = 0;
@@ -14,6 +39,8 @@ struct Policy {
   DType comm_dtype = DType::f32;        // gradients on the wire
   bool fp32_master = false;             // 16-bit parameters keep an fp32 master in the optimizer shard
   bool loss_scaling = false;            // fp16: dynamic (or static) loss scaling
+  Residence optimizer_residence = Residence::memory;
+  SwapOptions swap;  // used with Residence::file
 
   bool shard_optimizer() const { return stage >= 1; }
   bool shard_gradients() const { return stage >= 2; }
