@@ -1,0 +1,237 @@
+// Optimizer offload to disk (Note [optimizer swap]): the trajectory is the in-memory one bit for
+// bit at stages 1-3, fp32 and bf16, through every pipeline depth; memory holds only the tile
+// buffers; checkpoints stream the swapped states and load into either placement; a damaged
+// swap file is an error naming the file, the tile and its offset.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "swap_file.h"
+#include "zero_harness.h"
+#include "zt/ckpt/checkpoint.h"
+#include "zt/core/allocator.h"
+
+using namespace zt;
+using namespace zt::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// 13-120-70-5: 10,505 parameters, so shards span several 1024-element tiles.
+std::shared_ptr<nn::Module> wide_model() { return nn::make_mlp(13, {120, 70}, 5, "relu", 4321); }
+
+// A folder every rank shares (rank 0 picks its name), removed by rank 0 at the end.
+struct SharedDir {
+  explicit SharedDir(const std::string& what) {
+    Tensor id = Tensor::zeros({1}, DType::i64);
+    if (g_world->rank() == 0) id.data<int64_t>()[0] = int64_t(std::random_device{}() & 0x7fffffff);
+    g_world->broadcast(id, 0);
+    path = (fs::temp_directory_path() / ("zt_offload_" + what + "_" + std::to_string(id.data<int64_t>()[0]))).string();
+  }
+  ~SharedDir() {
+    g_world->barrier();
+    if (g_world->rank() == 0) fs::remove_all(path);
+  }
+  std::string path;
+};
+
+struct OffloadCase {
+  int stage;
+  DType dtype;
+  int buffers;          // tile buffers: 1 (no read-ahead), 2, 4
+  bool overlap = true;  // aio.overlap_events
+};
+void PrintTo(const OffloadCase& c, std::ostream* os) {
+  *os << "stage " << c.stage << " " << dtype_name(c.dtype) << " buffers " << c.buffers << (c.overlap ? "" : " serial");
+}
+
+RunSpec spec(const OffloadCase& c) {
+  RunSpec s;
+  s.stage = c.stage;
+  s.dtype = c.dtype;
+  s.steps = 6;
+  s.bucket = 6000;  // buckets of several tiles per rank
+  return s;
+}
+
+zero::EngineOptions offloaded(const RunSpec& s, const OffloadCase& c, const std::string& dir) {
+  zero::EngineOptions o = options(s);
+  o.optimizer_residence = zero::Residence::file;
+  o.swap.dir = dir;
+  o.swap.tile_elems = 1024;
+  o.swap.buffers = c.buffers;
+  o.swap.block_bytes = 8192;  // several pieces per record
+  o.swap.queue_depth = 3;     // fewer entries than pieces: the ring fills and drains
+  o.swap.overlap_events = c.overlap;
+  return o;
+}
+
+RunResult run(zero::Engine& e, const RunSpec& s, const Data& d, int64_t from = 0) {
+  RunResult out;
+  for (int64_t step = from; step < s.steps; ++step) {
+    const double loss = train_step(e, s, d, step);
+    e.step(1e-2);
+    out.losses.push_back(g_world->all_reduce_scalar(loss) / double(g_world->size()));
+  }
+  e.for_each_full_param([&](const std::string&, const Tensor& p) { out.params.push_back(p.to_vector()); });
+  return out;
+}
+
+void expect_identical(const RunResult& got, const RunResult& want) {
+  ASSERT_EQ(got.losses, want.losses);
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (size_t p = 0; p < want.params.size(); ++p) EXPECT_EQ(got.params[p], want.params[p]) << "parameter " << p;
+}
+
+class Offload : public ::testing::TestWithParam<OffloadCase> {};
+
+TEST_P(Offload, FollowsTheInMemoryTrajectoryBitForBitHoldingOnlyTheTileBuffers) {
+  const OffloadCase c = GetParam();
+  const RunSpec s = spec(c);
+  const Data d = make_data(s.steps * s.micro * s.gas * g_world->size());
+  SharedDir dir("trajectory");
+  auto ref_model = wide_model();
+  zero::Engine ref(*ref_model, g_world, options(s));
+  const RunResult want = run(ref, s, d);
+
+  Allocator::global().release_cached();
+  const MemStats before = Allocator::global().stats();
+  auto model = wide_model();
+  zero::Engine e(*model, g_world, offloaded(s, c, dir.path));
+  const MemStats after = Allocator::global().stats();
+  const zero::MemoryEstimate m = e.expected_memory();
+  EXPECT_EQ(m.master, 0);
+  EXPECT_EQ(m.optim, c.buffers * e.plan().swap_slot_bytes());
+  EXPECT_EQ(int64_t(after.of(MemTag::optim) - before.of(MemTag::optim)), m.optim);
+  EXPECT_EQ(after.of(MemTag::master), before.of(MemTag::master));
+  EXPECT_EQ(e.plan().swap_tile_elems(), 1024);  // several tiles per buffer
+  expect_identical(run(e, s, d), want);
+  const zero::SwapStats st = e.swap_stats();
+  EXPECT_GT(st.bytes_read, 0u);
+  EXPECT_GT(st.bytes_written, st.bytes_read);  // the initial write of every tile, then one per read
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Zero, Offload,
+    ::testing::Values(OffloadCase{1, DType::f32, 4}, OffloadCase{2, DType::f32, 2}, OffloadCase{3, DType::f32, 4},
+                      OffloadCase{1, DType::bf16, 2}, OffloadCase{2, DType::bf16, 4}, OffloadCase{3, DType::bf16, 1},
+                      OffloadCase{3, DType::f32, 3, false}));
+
+// A checkpoint of an offloaded run streams its swapped states; loaded into an in-memory engine
+// and into an offloaded one, both continue exactly as a run that never stopped.
+TEST(OffloadCheckpoint, SavesStreamedStatesThatLoadIntoEitherPlacement) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const OffloadCase c{2, dt, 2};
+    const RunSpec s = spec(c);
+    const Data d = make_data(s.steps * s.micro * s.gas * g_world->size());
+    SharedDir dir("ckpt");
+    auto ref_model = wide_model();
+    zero::Engine ref(*ref_model, g_world, options(s));
+    RunResult want = run(ref, s, d);
+    want.losses.erase(want.losses.begin(), want.losses.begin() + 3);  // the steps after the checkpoint
+
+    RunSpec first = s;
+    first.steps = 3;
+    auto m1 = wide_model();
+    zero::Engine saved(*m1, g_world, offloaded(first, c, dir.path + "/swap_a"));
+    run(saved, first, d);
+    ckpt::save_checkpoint(saved, {dir.path + "/ckpt", "step_3", 0, {{"step", 3}}});
+
+    auto m2 = wide_model();
+    zero::Engine in_memory(*m2, g_world, options(s));
+    ckpt::load_checkpoint(in_memory, dir.path + "/ckpt/step_3");
+    expect_identical(run(in_memory, s, d, 3), want);
+
+    auto m3 = wide_model();
+    zero::Engine swapped(*m3, g_world, offloaded(s, c, dir.path + "/swap_b"));
+    ckpt::load_checkpoint(swapped, dir.path + "/ckpt/step_3");
+    expect_identical(run(swapped, s, d, 3), want);
+  }
+}
+
+// The swap file itself: damaged bytes and a cut file are errors naming the file, tile and offset.
+class SwapFileFaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!zero::SwapFile::available()) GTEST_SKIP() << "built without liburing";
+    dir_ = fs::temp_directory_path() / ("zt_swap_" + std::to_string(::getpid()) + "_" + std::to_string(g_world->rank()));
+    fs::create_directories(dir_);
+    for (int i = 0; i < 2; ++i) {
+      void* p = nullptr;
+      ASSERT_EQ(posix_memalign(&p, 4096, kRecord), 0);
+      buf_[i] = static_cast<char*>(p);
+    }
+  }
+  void TearDown() override {
+    for (char* b : buf_) std::free(b);
+    fs::remove_all(dir_);
+  }
+  // Writes 3 records of distinct bytes; returns the file.
+  std::unique_ptr<zero::SwapFile> three_records() {
+    auto f = std::make_unique<zero::SwapFile>((dir_ / "t.swap").string(), 3, kRecord, 2, zero::SwapOptions{});
+    for (int t = 0; t < 3; ++t) {
+      std::memset(buf_[0], 'a' + t, kRecord);
+      f->write(t, buf_[0], 0);
+      f->wait(0);
+    }
+    return f;
+  }
+  std::string read_error(zero::SwapFile& f, int64_t t) {
+    try {
+      f.read(t, buf_[1], 1);
+      f.wait(1);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::checkpoint);
+      return e.what();
+    }
+    return "";
+  }
+  static constexpr size_t kRecord = 8192;
+  fs::path dir_;
+  char* buf_[2] = {nullptr, nullptr};
+};
+
+TEST_F(SwapFileFaults, ARecordReadsBackAsWritten) {
+  auto f = three_records();
+  EXPECT_EQ(read_error(*f, 1), "");
+  EXPECT_EQ(buf_[1][0], 'b');
+  EXPECT_EQ(buf_[1][kRecord - 1], 'b');
+}
+
+TEST_F(SwapFileFaults, AFlippedByteNamesTheFileTileAndOffset) {
+  auto f = three_records();
+  const int fd = ::open(f->path().c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "X", 1, off_t(kRecord + 100)), 1);
+  ::close(fd);
+  const std::string e = read_error(*f, 1);
+  EXPECT_NE(e.find(f->path() + " is corrupt: tile 1 at byte offset 8192 (8192 bytes) has xxh64 "), std::string::npos)
+      << e;
+  EXPECT_EQ(read_error(*f, 0), "");  // the others are intact
+}
+
+TEST_F(SwapFileFaults, ATruncatedFileNamesTheTileThatIsCut) {
+  auto f = three_records();
+  ASSERT_EQ(::truncate(f->path().c_str(), off_t(2 * kRecord + 4096)), 0);
+  const std::string e = read_error(*f, 2);
+  EXPECT_NE(e.find(f->path() + " is truncated: tile 2 at byte offset 16384 read "), std::string::npos) << e;
+}
+
+TEST_F(SwapFileFaults, AnUnwritableFolderIsAnErrorNamingIt) {
+  const std::string file = (dir_ / "a_file").string();
+  { std::ofstream(file) << "x"; }
+  try {
+    zero::SwapFile f(file + "/t.swap", 1, kRecord, 1, zero::SwapOptions{});
+    ADD_FAILURE() << "a swap file under a regular file was created";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[offload] cannot create the swap file " + file + "/t.swap: Not a directory"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
