@@ -6,8 +6,8 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 scripts/setup.sh
-echo "[run] building"
-scripts/build.sh build >/dev/null
+echo "[run] building zerotrain"
+ZT_BUILD_TARGET=zerotrain scripts/build.sh build >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ranks="${ZT_RANKS:-2}"
 config="${ZT_CONFIG:-configs/mnist_mlp.json}"  # e.g. configs/cnn_fashion.json, configs/gpt_sotu.json

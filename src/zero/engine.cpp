@@ -58,7 +58,16 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
       materialize);
   std::vector<Tensor> initial;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) initial.push_back(store_->owned(b));
-  optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(), initial);
+  // Swap files are made by every rank on its own disk: one agreed error if any rank cannot.
+  std::string swap_error;
+  try {
+    optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(), initial);
+  } catch (const Error& e) {
+    if (plan_.policy.optimizer_residence != Residence::file) throw;
+    swap_error = e.what();
+  }
+  if (plan_.policy.optimizer_residence == Residence::file)
+    comm::agree_on_error(*group_, swap_error, label("optimizer swap files"), ErrorKind::checkpoint);
   const int64_t inflight =
       opts_.max_inflight_reduce_elems > 0 ? opts_.max_inflight_reduce_elems : opts_.reduce_bucket_size;
   reducer_ = std::make_unique<GradReducer>(plan_, params_, *group_, opts_.overlap_comm, inflight,

@@ -28,10 +28,18 @@ std::map<int64_t, double> losses(const std::string& dir) {
 struct Case {
   std::string precision;  // "" or "bf16.enabled=true"
   int stage_saved, stage_resumed, np_saved, np_resumed;
+  bool offload_saved = false, offload_resumed = false;  // offload_optimizer.device = nvme (Note [optimizer swap])
 };
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.precision << " stage " << c.stage_saved << "->" << c.stage_resumed << " np " << c.np_saved << "->"
-      << c.np_resumed;
+      << c.np_resumed << (c.offload_saved ? " from nvme" : "") << (c.offload_resumed ? " to nvme" : "");
+}
+
+// The override that puts the optimizer states in swap files under dir.
+std::string nvme(bool on, const std::string& dir) {
+  return on ? " 'zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"" + dir +
+                  "/swap\"}' zero_optimization.sub_group_size=100000"
+            : "";
 }
 class Resume : public ::testing::TestWithParam<Case> {};
 
@@ -42,6 +50,7 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
   std::string id = "_";  // appending only: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string
   for (int v : {c.stage_saved, c.stage_resumed, c.np_saved, c.np_resumed}) id += std::to_string(v);
   if (!c.precision.empty()) id += "bf16";
+  if (c.offload_saved || c.offload_resumed) id += std::string("nvme") + (c.offload_saved ? "s" : "") + (c.offload_resumed ? "r" : "");
   const std::string whole = tmpdir("resume_whole" + id), parts = tmpdir("resume_parts" + id);
   const std::string common = kArgs + " " + c.precision + " run.max_steps=40";
   auto train = [&](int np, int stage, const std::string& dir, const std::string& more) {
@@ -52,9 +61,11 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
   ASSERT_EQ(a.code, 0) << a.out;
   // Stopped after 20 of the 40 steps (the schedule is the 40-step one: total_num_steps=40).
   Result b = train(c.np_saved, c.stage_saved, parts,
-                   " checkpoint.every_steps=20 run.max_steps=20 scheduler.params.total_num_steps=40");
+                   " checkpoint.every_steps=20 run.max_steps=20 scheduler.params.total_num_steps=40" +
+                       nvme(c.offload_saved, parts));
   ASSERT_EQ(b.code, 0) << b.out;
-  Result r = train(c.np_resumed, c.stage_resumed, parts, " run.resume=latest scheduler.params.total_num_steps=40");
+  Result r = train(c.np_resumed, c.stage_resumed, parts,
+                   " run.resume=latest scheduler.params.total_num_steps=40" + nvme(c.offload_resumed, parts));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
   const auto want = losses(whole), got = losses(parts);
@@ -69,7 +80,11 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
 
 INSTANTIATE_TEST_SUITE_P(Train, Resume,
                          ::testing::Values(Case{"", 2, 2, 2, 2}, Case{"bf16.enabled=true", 3, 3, 2, 2},
-                                           Case{"", 2, 3, 2, 1}, Case{"", 0, 2, 1, 2}));
+                                           Case{"", 2, 3, 2, 1}, Case{"", 0, 2, 1, 2},
+                                           Case{"", 3, 3, 2, 2, true, true},
+                                           Case{"bf16.enabled=true", 2, 2, 2, 2, true, false},
+                                           Case{"", 2, 2, 2, 1, true, false},
+                                           Case{"", 1, 3, 2, 2, false, true}));
 
 TEST(Resume, ALaterStepThanTheRunHasIsAClearError) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";

@@ -229,6 +229,50 @@ TEST_P(HostileRun, AnFp16RunThatSkipsEveryStepStopsAndSavesNothing) {
   expect_nothing_saved_changed(before);
 }
 
+// Issue 18: offload_optimizer.device = nvme with an nvme_path that cannot hold folders fails
+// before step 1, in one line naming the folder, and changes nothing saved.
+TEST_P(HostileRun, AnNvmePathThatCannotBeWrittenFailsBeforeStepOneInOneLine) {
+  const std::string dir = tmpdir(name("nvme_unwritable")), file = dir + "/a_file";
+  std::ofstream(file) << "x";
+  const Saved before = earlier_run(dir + "/run");
+  const Result r = run(train() + " 'zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"" +
+                       file + "\"}' run.dir=" + dir + "/run");
+  expect_failure(r, "[offload] cannot create the swap folder " + file + "/run/rank0: Not a directory");
+  EXPECT_EQ(r.out.find("step 10/20"), std::string::npos) << r.out;
+  expect_nothing_saved_changed(before);
+}
+
+// A DeepSpeed ZeRO-3 + optimizer-offload configuration runs unchanged, its start line saying
+// where the states are, and trains to the weights of the same run in memory, bit for bit.
+TEST_P(HostileRun, ADeepSpeedStage3OffloadConfigRunsUnchangedAndMatchesTheInMemoryRun) {
+  const std::string dir = tmpdir(name("ds_offload")), cfg = dir + "/ds.json";
+  std::ofstream(cfg) << R"({
+  "train_batch_size": 64, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0, "steps_per_print": 10,
+  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}},
+  "zero_optimization": {"stage": 3, "overlap_comm": true, "contiguous_gradients": true, "sub_group_size": 1e4,
+    "reduce_bucket_size": 5e5, "stage3_prefetch_bucket_size": 5e5, "stage3_param_persistence_threshold": 1e4,
+    "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
+    "stage3_gather_16bit_weights_on_model_save": true,
+    "offload_optimizer": {"device": "nvme", "nvme_path": ")" + dir + R"(/nvme", "pin_memory": true,
+                          "buffer_count": 4, "fast_init": false},
+    "offload_param": {"device": "cpu", "pin_memory": true}},
+  "aio": {"block_size": 1048576, "queue_depth": 8, "thread_count": 1, "single_submit": false, "overlap_events": true},
+  "model": {"type": "mlp", "hidden": [64]}, "data": {"dataset": "mnist", "train_limit": 3200, "test_limit": 1000},
+  "run": {"max_steps": 20}
+})";
+  const std::string mem = cfg + " 'zero_optimization.offload_optimizer={\"device\": \"none\"}'";
+  const Result a = run(launch(GetParam()) + kBin + " train --config " + cfg + " run.dir=" + dir + "/nvme");
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("offload_optimizer: nvme, fp32 master and optimizer states in swap files under " + dir +
+                       "/nvme/nvme/rank*/"),
+            std::string::npos)
+      << a.out;
+  EXPECT_NE(a.out.find("offload_param: cpu, where a CPU run's parameters already are"), std::string::npos) << a.out;
+  const Result b = run(launch(GetParam()) + kBin + " train --config " + mem + " run.dir=" + dir + "/mem");
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_EQ(read_bytes(dir + "/nvme/model.safetensors"), read_bytes(dir + "/mem/model.safetensors"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, HostileRun, ::testing::Values(1, 2));
 
 // Case 10: counts beyond their type are refused, not saturated.
