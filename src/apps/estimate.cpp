@@ -1,5 +1,6 @@
-// `zerotrain estimate`: per-rank bytes of model states for every stage, from the same layout
-// arithmetic the engine uses, before anything runs. A table, or with --json one JSON object.
+// `zerotrain estimate`: per-rank bytes of model states for every stage, in memory and with the
+// optimizer offloaded to nvme, from the same layout arithmetic the engine uses, before anything
+// runs. A table, or with --json one JSON object.
 #include <cstdio>
 
 #include "commands.h"
@@ -35,6 +36,13 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
     if (opt.memory_gib > 0)
       row["max_params"] = zero::max_params_that_fit(int64_t(opt.memory_gib * double(1ull << 30)), plan.policy, world,
                                                     plan.optim_state_bytes_per_elem);
+    // The same stage with offload_optimizer.device = nvme (Note [optimizer swap]): the master and
+    // states move to disk, and memory keeps the tile buffers.
+    zero::EngineOptions off = eo;
+    off.optimizer_residence = zero::Residence::file;
+    const zero::MemoryEstimate f = zero::plan_model(*model, off, world).memory();
+    row["offload_optimizer_nvme"] = {{"param", f.param}, {"grad", f.grad},   {"master", f.master},
+                                     {"optim", f.optim}, {"total", f.total()}, {"disk", e.master + e.optim}};
     out["stages"].push_back(row);
   }
   return out;
@@ -52,6 +60,12 @@ void print_table(const nlohmann::json& j) {
                 (long long)r["param"].get<int64_t>(), (long long)r["grad"].get<int64_t>(),
                 (long long)r["master"].get<int64_t>(), (long long)r["optim"].get<int64_t>(), (long long)total,
                 format_bytes(size_t(total)).c_str());
+    const nlohmann::json& f = r["offload_optimizer_nvme"];
+    std::printf("  nvme %14lld %14lld %14lld %14lld %14lld  (%s; %s on disk)\n", (long long)f["param"].get<int64_t>(),
+                (long long)f["grad"].get<int64_t>(), (long long)f["master"].get<int64_t>(),
+                (long long)f["optim"].get<int64_t>(), (long long)f["total"].get<int64_t>(),
+                format_bytes(size_t(f["total"].get<int64_t>())).c_str(),
+                format_bytes(size_t(f["disk"].get<int64_t>())).c_str());
   }
   if (!j.contains("memory_gib")) return;
   std::printf("largest model whose states fit %.2f GiB per rank:", j["memory_gib"].get<double>());

@@ -99,6 +99,31 @@ TEST(Cli, EstimateJsonIsOnlyJson) {
   EXPECT_LT(js["stages"][3]["total"].get<int64_t>(), js["stages"][0]["total"].get<int64_t>());
 }
 
+// Note [optimizer swap]: estimate's nvme row is what an offloaded run holds, tag by tag.
+TEST(Cli, EstimateOfOptimizerOffloadIsTheMemoryTheRunHolds) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("estimate_nvme");
+  for (int stage : {1, 3}) {
+    const std::string args = kConfig + " model.hidden=[96,80] data.train_limit=640 run.max_steps=4 steps_per_print=4" +
+                             " zero_optimization.stage=" + std::to_string(stage) +
+                             " 'zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"" +
+                             dir + "/swap\"}' zero_optimization.sub_group_size=4096 run.dir=" + dir + "/run";
+    Result t = run(kMpi + "2 " + kBin + " train" + args + " run.eval_at_end=false");
+    ASSERT_EQ(t.code, 0) << t.out;
+    const auto lines = read_jsonl(dir + "/run/metrics.jsonl");
+    const auto& last = lines[lines.size() - 2];
+    ASSERT_TRUE(last.contains("swap")) << last.dump();
+    EXPECT_GT(last["swap"]["bytes_written"].get<int64_t>(), 0);
+    Result e = run(kBin + " estimate" + args + " --world 2 --json");
+    ASSERT_EQ(e.code, 0) << e.out;
+    const auto row = nlohmann::json::parse(e.out)["stages"][stage];
+    for (const char* tag : {"param", "grad", "master", "optim"})
+      EXPECT_EQ(row["offload_optimizer_nvme"][tag], last["memory"][tag]) << tag << ": " << e.out;
+    EXPECT_EQ(row["offload_optimizer_nvme"]["disk"].get<int64_t>(), row["optim"].get<int64_t>()) << e.out;
+    fs::remove_all(dir + "/run");
+  }
+}
+
 TEST(Cli, ConfigErrorsAreOneLineNamingTheKey) {
   Result r = run(kBin + " train" + kConfig + " zero_optimization.stagee=2");
   EXPECT_EQ(r.code, 1);

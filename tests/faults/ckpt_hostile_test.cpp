@@ -275,6 +275,39 @@ TEST_P(HostileRun, ADeepSpeedStage3OffloadConfigRunsUnchangedAndMatchesTheInMemo
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HostileRun, ::testing::Values(1, 2));
 
+// Swap files take their whole size when they are made (posix_fallocate), so a disk too small
+// fails before step 1 saying how much was needed, and a disk that fills later cannot fail a
+// step. tmpfs has no O_DIRECT: this also runs the page-cache path.
+TEST_F(FullDisk, SwapFilesThatDoNotFitFailBeforeStepOneSayingTheBytes) {
+  const std::string dir = tmpdir("nvme_full");
+  const Saved before = earlier_run(dir);
+  const Result r = run(kMpi + kBin + kTrain + " model.hidden=[512]" +
+                       " 'zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"" + mnt_ +
+                       "\"}' run.dir=" + dir);
+  const std::string line = one_failure_line(r);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(line.find("[offload] cannot reserve "), std::string::npos) << line;
+  EXPECT_NE(line.find(" bytes for the swap file " + mnt_ + "/"), std::string::npos) << line;
+  EXPECT_NE(line.find("No space left on device"), std::string::npos) << line;
+  expect_nothing_saved_changed(before);
+}
+
+// A checkpoint of an offloaded run that does not fit fails on every rank and keeps the previous.
+TEST_F(FullDisk, AnOffloadedRunsCheckpointThatDoesNotFitKeepsThePrevious) {
+  const std::string dir = tmpdir("nvme_ckpt_full"), ckpt = mnt_ + "/checkpoints";
+  const std::string nvme = " 'zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"" + dir +
+                           "/swap\"}' checkpoint.dir=" + ckpt + " run.dir=" + dir;
+  const Result first = run(kMpi + kBin + kTrain + " checkpoint.every_steps=10 run.max_steps=10" + nvme);
+  ASSERT_EQ(first.code, 0) << first.out;
+  fill_leaving(64 << 10);
+  const Result r = run(kMpi + kBin + kTrain + " checkpoint.every_steps=10 run.max_steps=20 run.resume=latest" + nvme);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(one_failure_line(r).find("No space left on device"), std::string::npos) << r.out;
+  fs::remove(mnt_ + "/filler");
+  EXPECT_EQ(read_bytes(ckpt + "/latest"), "step_00000010\n");
+  EXPECT_EQ(run(kBin + " ckpt verify " + ckpt).code, 0);
+}
+
 // Case 10: counts beyond their type are refused, not saturated.
 TEST(HostileTools, GenerateRefusesTokenCountsAndSeedsOutOfRange) {
   const std::string gen = kBin + " generate --config configs/gpt_sotu.json --weights none.safetensors";
