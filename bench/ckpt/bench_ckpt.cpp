@@ -114,8 +114,7 @@ int main(int argc, char** argv) {
     // What this rank's shard file will hold.
     uint64_t rank_bytes = 0;
     for (auto& s : e.shard_states())
-      for (auto& [n, t] : s.tensors)
-        rank_bytes += uint64_t(e.plan().buffers[s.buffer].padded / world) * dtype_size(t.dtype());
+      for (auto& t : s.tensors) rank_bytes += uint64_t(e.plan().buffers[s.buffer].padded / world) * dtype_size(t.dtype);
 
     std::vector<double> disk, save, load;
     std::string path;

@@ -183,9 +183,11 @@ TEST(Import, IntoAFreshEngineAtAnyWorldSizeAndStageGivesTheExportedValuesExactly
           }
           bool saw_state = false;
           for (auto& st : e.shard_states())
-            for (auto& [name, t] : st.tensors) {
+            for (auto& s : st.tensors) {
+              const std::string& name = s.name;
+              const Tensor& t = s.tensor;
               if (name == "master") {
-                EXPECT_EQ(t.to_vector(), st.tensors[0].second.to_vector()) << where;
+                EXPECT_EQ(t.to_vector(), st.tensors[0].tensor.to_vector()) << where;
               }
               if (name == "param" || name == "master") continue;
               saw_state = true;
