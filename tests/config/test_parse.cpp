@@ -244,10 +244,16 @@ TEST(ConfigParse, MixedPrecisionKeysAsDeepSpeed) {
 }
 
 TEST(ConfigParse, UnsupportedFeaturesSaySo) {
-  EXPECT_THAT(error_of({{"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}}),
-              HasSubstr("'zero_optimization.offload_optimizer.device' = \"cpu\" is not supported yet (allowed: none)"));
   EXPECT_THAT(error_of({{"zero_optimization", {{"offload_param", {{"device", "nvme"}, {"nvme_path", "/x"}}}}}}),
-              HasSubstr("offload_param.device' = \"nvme\" is not supported yet"));
+              HasSubstr("offload_param.device' = \"nvme\" is not supported yet for parameters"));
+  EXPECT_THAT(error_of({{"zero_optimization", {{"offload_optimizer", {{"device", "nvme"}}}}}}),
+              HasSubstr("'zero_optimization.offload_optimizer.device' = \"nvme\" needs "
+                        "'zero_optimization.offload_optimizer.nvme_path'"));
+  EXPECT_THAT(error_of({{"zero_optimization", {{"offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/x"},
+                                                                       {"ratio", 0.5}}}}}}),
+              HasSubstr("'zero_optimization.offload_optimizer.ratio' = 0.5 is not supported yet"));
+  EXPECT_THAT(error_of({{"aio", {{"use_gds", true}}}}), HasSubstr("'aio.use_gds' = true needs GPUDirect Storage"));
+  EXPECT_THAT(error_of({{"aio", {{"queue_depth", 0}}}}), HasSubstr("aio.queue_depth"));
   EXPECT_THAT(error_of({{"zero_optimization", {{"offload_param", {{"device", "gpu"}}}}}}),
               HasSubstr("must be one of none, cpu, nvme"));
   EXPECT_THAT(error_of({{"zero_optimization", {{"reduce_scatter", false}}}}),
@@ -255,6 +261,29 @@ TEST(ConfigParse, UnsupportedFeaturesSaySo) {
   EXPECT_THAT(error_of({{"prescale_gradients", true}}), HasSubstr("'prescale_gradients' = true is not supported yet"));
   EXPECT_THAT(error_of({{"activation_checkpointing", {{"cpu_checkpointing", true}}}}),
               HasSubstr("'activation_checkpointing.cpu_checkpointing' = true is not supported"));
+}
+
+// DeepSpeed's offload and aio keys land in the config (a ZeRO-Infinity config runs unchanged).
+TEST(ConfigParse, OffloadAndAioKeys) {
+  Config c = parse(json{{"zero_optimization",
+                         {{"stage", 3},
+                          {"sub_group_size", 1e6},
+                          {"offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/local"}, {"buffer_count", 5},
+                                                 {"pin_memory", true}, {"fast_init", false}}},
+                          {"offload_param", {{"device", "cpu"}, {"pin_memory", true}}}}},
+                        {"aio", {{"block_size", 262144}, {"queue_depth", 16}, {"thread_count", 2},
+                                 {"single_submit", true}, {"overlap_events", false}}}});
+  EXPECT_EQ(c.zero.offload_optimizer.device, "nvme");
+  EXPECT_EQ(c.zero.offload_optimizer.nvme_path, "/local");
+  EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 5);
+  EXPECT_EQ(c.zero.offload_param.device, "cpu");
+  EXPECT_EQ(c.zero.sub_group_size, 1000000);
+  EXPECT_EQ(c.aio.block_size, 262144);
+  EXPECT_EQ(c.aio.queue_depth, 16);
+  EXPECT_EQ(c.aio.intra_op_parallelism, 2);
+  EXPECT_TRUE(c.aio.single_submit);
+  EXPECT_FALSE(c.aio.overlap_events);
+  EXPECT_EQ(parse(json::object()).zero.offload_optimizer.device, "none");
 }
 
 TEST(ConfigParse, TransformerKeys) {
