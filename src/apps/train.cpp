@@ -404,6 +404,14 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     on_lead([&] { run_dir->append_metrics(rec); });
   }
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  // A run none of whose steps updated the model (fp16 overflow at every one, fewer than the limit
+  // above) has nothing to save as trained; every rank skipped alike, so every rank stops here.
+  if (total_steps > first_step && skipped_in_a_row == total_steps - first_step)
+    throw AgreedStop(detail::concat("[train] all ", skipped_in_a_row, " optimizer steps of this run were skipped for ",
+                                    "fp16 gradient overflow (loss scale ", engine.loss_scale(), "): the model did not ",
+                                    "train; lower fp16.loss_scale or use dynamic loss scaling; nothing from this run ",
+                                    "was saved as trained"),
+                     ErrorKind::config, 1);
 
   std::optional<EvalResult> final_eval;
   if (cfg.run.eval_at_end) {

@@ -227,6 +227,10 @@ TEST_P(HostileRun, AnFp16RunThatSkipsEveryStepStopsAndSavesNothing) {
   EXPECT_NE(r.out.find("loss-scale 1e+19"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("loss-scale -9223372036854775808"), std::string::npos) << r.out;
   expect_nothing_saved_changed(before);
+  // Shorter than the limit: every step skipped is still no training, and nothing is saved.
+  const Result all = run(train() + " fp16.enabled=true fp16.loss_scale=1e19 run.max_steps=3 run.dir=" + dir);
+  expect_failure(all, "[train] all 3 optimizer steps of this run were skipped for fp16 gradient overflow");
+  expect_nothing_saved_changed(before);
 }
 
 // Issue 18: offload_optimizer.device = nvme with an nvme_path that cannot hold folders fails
