@@ -38,6 +38,15 @@ ROWS = [
      "cmd": "pm"},
     {"op": "bias_gelu_backward", "rows": 1024, "C": 3072, "dtype": "bf16", "threads": 2, "fused_ms": 1.5,
      "unfused_ms": 2.0, "speedup": 1.33, "fused_gbps": 12.6, "impl": "zerotrain", "cmd": "k"},
+    {"bench": "offload", "op": "disk", "dtype": "f32", "n": 1 << 24, "direct": True, "write_gbps": 1.0,
+     "read_gbps": 2.0, "ceiling_elems_per_s": 50e6, "stream_elems_per_s": 60e6, "impl": "zerotrain", "cmd": "o"},
+    {"bench": "offload", "op": "adam_memory", "dtype": "f32", "n": 1 << 24, "elems_per_s": 400e6,
+     "impl": "zerotrain", "cmd": "o"},
+    {"bench": "offload", "op": "adam_offload", "dtype": "f32", "n": 1 << 24, "direct": True,
+     "swapped_bytes_per_elem": 8, "elems_per_s": 30e6, "of_ceiling": 0.6, "step_s": 0.56, "compute_s": 0.3,
+     "io_wait_s": 0.1, "impl": "zerotrain", "cmd": "o"},
+    {"bench": "offload", "op": "adam_torch", "dtype": "f32", "n": 1 << 24, "elems_per_s": 60e6, "impl": "pytorch",
+     "cmd": "t"},
 ]
 
 
@@ -97,6 +106,14 @@ class ReportTest(unittest.TestCase):
 
     def test_bias_gelu_rows_show_fused_against_unfused(self):
         self.assertIn("| 1024x3072 | bf16 | 1.500 | 2.000 | 1.33x | 12.6 | [3] |", self.text)
+
+    def test_offload_rows_set_the_update_beside_the_disk_and_in_memory_adam(self):
+        self.assertIn("| f32 | 16,777,216 | 8 | yes | 1.00 | 2.00 | 50.0 | 60.0 | 30.0 | 0.56 (0.30, 0.10) | 60% | "
+                      "400.0 | 60.0 | 0.07x | 0.50x | [1] [2] |", self.text)
+        t = self.target("Optimizer offload")
+        self.assertIs(t[2], False)
+        self.assertIn("f32 16M 60%", t[1])
+        self.assertIn("Below 80% of the ceiling: " + report.reason_for(t[0]), self.text)
 
     def test_header_says_quick_and_names_the_machine(self):
         self.assertIn("QUICK run", self.text)

@@ -4,10 +4,11 @@
 # ZeroRedundancyOptimizer over gloo), GPT training tokens/s (a 5M-parameter GPT at N = 1 and 2, the
 # GPT-2 124M shape at N = 2; stages 0-3, f32 and bf16, vs PyTorch), collective bus bandwidth (MPI,
 # shm when built, gloo, memcpy), checkpoint save/load vs the disk, tokenizer MB/s (vs the npm
-# packages' JS under node, when data/ has the text and vocabularies), and kernels (matmul at the
-# GPT shapes, attention, layer norm, the MLP's bias + GELU backward, AdamW vs memory bandwidth). All
-# JSON lines go to the results file, each with the command that produced it; a summary object with
-# the ratios is printed last.
+# packages' JS under node, when data/ has the text and vocabularies), optimizer offload (AdamW with
+# its states in swap files vs the disk's read+write ceiling, in-memory AdamW and PyTorch's), and
+# kernels (matmul at the GPT shapes, attention, layer norm, the MLP's bias + GELU backward, AdamW vs
+# memory bandwidth). All JSON lines go to the results file, each with the command that produced it;
+# a summary object with the ratios is printed last.
 # About 15 minutes on 2 cores (the 124M steps dominate); QUICK=1 shrinks everything (~3 minutes).
 #
 # usage: bench/run.sh [RESULTS]        (default bench/results.jsonl; never committed)
@@ -19,6 +20,8 @@
 #        ZT_BENCH_REPORT (default BENCHMARKS.md; empty: no report),
 #        ZT_MNIST_DIR (default data/mnist; scripts/setup.sh fetches it),
 #        ZT_BENCH_CKPT_DIR (default .cache/bench_ckpt; checkpoints of the bench, removed after),
+#        ZT_BENCH_OFFLOAD_DIR (default .cache/bench_offload; swap files, on the disk to measure, not tmpfs),
+#        OFFLOAD_SIZES (default 16M,64M,128M elements; QUICK 1M,4M),
 #        ZT_BENCH_MEMORY=0 skips the per-stage peak-memory runs of the 53.6M MLP,
 #        ZT_BENCH_OPENBLAS=0 skips the second PyTorch run with OpenBLAS (Debian's torch links the
 #        generic libblas.so.3, which is the slow reference BLAS unless OpenBLAS is installed).
@@ -40,7 +43,7 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
 done
 [[ -f $BUILD/CMakeCache.txt ]] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j2 --target bench_train zt_bench_matmul bench_comm bench_ckpt bench_tokenizer zt_bench_conv \
-  zt_bench_attention zt_bench_kernels zt_bench_optim bench_gpt zerotrain >/dev/null
+  zt_bench_attention zt_bench_kernels zt_bench_optim zt_bench_offload bench_gpt zerotrain >/dev/null
 bin() { find "$BUILD" -type f -name "$1" -perm -u+x | head -n1; }
 BENCH_TRAIN=$(bin bench_train) BENCH_MATMUL=$(bin zt_bench_matmul) BENCH_COMM=$(bin bench_comm)
 BENCH_CKPT=$(bin bench_ckpt) ZEROTRAIN=$(bin zerotrain)
@@ -124,6 +127,12 @@ CKPT_DIR=${ZT_BENCH_CKPT_DIR:-.cache/bench_ckpt}
 collect zerotrain "${MPIRUN[@]}" "$BENCH_CKPT" --dir "$CKPT_DIR" --keep
 collect zerotrain "$ZEROTRAIN" export "$CKPT_DIR" --out "$CKPT_DIR/model.safetensors" --json
 rm -rf "$CKPT_DIR"
+# Optimizer offload: AdamW with its states in swap files (io_uring, O_DIRECT) in elements/s beside
+# the same disk's write+read through the same SwapFile (the ceiling), AdamW in memory and PyTorch's.
+OFFLOAD_SIZES=${OFFLOAD_SIZES:-$([[ $QUICK == 1 ]] && echo 1M,4M || echo 16M,64M,128M)}
+collect zerotrain "$(bin zt_bench_offload)" --sizes "$OFFLOAD_SIZES" --threads 2 \
+  --dir "${ZT_BENCH_OFFLOAD_DIR:-.cache/bench_offload}"
+collect pytorch "$PY" bench/torch_adam.py --sizes "$OFFLOAD_SIZES" --threads 2
 # Encode MB/s of GPT-2's BPE and BERT's WordPiece on Moby-Dick, beside the npm packages' own JS.
 if [[ -f data/moby-dick/data.txt && -f data/gpt2/Encoder.js && -f data/bert/index.js ]]; then
   collect zerotrain "$(bin bench_tokenizer)" --repeat 3
