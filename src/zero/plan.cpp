@@ -77,18 +77,34 @@ namespace {
 bool flagged(const std::vector<bool>& flags, size_t i) { return i < flags.size() && flags[i]; }  // empty: none
 }  // namespace
 
+// Note [gradient buckets]: at stages 2-3 a bucket's full gradient lives from its first gradient
+// until its reduce-scatter completes, beside the sharded states; a bucket as large as DeepSpeed's
+// default reduce_bucket_size (5e8) would hold the whole model's gradient and make stage 2 peak
+// above stage 1. So there a bucket holds at most the largest parameter (at least 1M elements),
+// whatever reduce_bucket_size says, and one bucket's worth reduces at a time by default: each
+// gradient is reduced and freed about as soon as its layer's backward is done.
+namespace {
+int64_t gradient_bucket_elems(const PlanInput& in, const Policy& policy) {
+  if (!policy.shard_gradients()) return in.reduce_bucket_size;
+  int64_t largest = int64_t(1) << 20;
+  for (int64_t n : in.numels) largest = std::max(largest, n);
+  return std::min(in.reduce_bucket_size, largest);
+}
+}  // namespace
+
 Plan make_plan(const PlanInput& in, const Policy& policy, int world) {
   Plan plan;
   plan.policy = policy;
   plan.world = world;
   plan.optim_state_bytes_per_elem = in.optim_state_bytes_per_elem;
+  plan.grad_bucket_elems = gradient_bucket_elems(in, policy);
   if (policy.shard_parameters()) {
     plan.buffers = plan_units(in.numels, in.units, world);
     for (auto& b : plan.buffers) plan.persistent.push_back(b.numel <= in.persistence_threshold);
   } else {
     std::vector<bool> solo(in.numels.size());
     for (size_t i = 0; i < solo.size(); ++i) solo[i] = flagged(in.sparse, i) || flagged(in.tied_rows, i);
-    plan.buffers = plan_buckets(in.numels, in.reduce_bucket_size, world, solo);
+    plan.buffers = plan_buckets(in.numels, plan.grad_bucket_elems, world, solo);
     plan.persistent.assign(plan.buffers.size(), false);
     for (auto& b : plan.buffers) b.tied_rows = b.params.size() == 1 && flagged(in.tied_rows, b.params[0].index);
   }

@@ -170,3 +170,27 @@ TEST(Plan, LargestModelThatFits) {
   EXPECT_GT(max_params_that_fit(16 * gib, pol(1, DType::bf16), 8, 8),
             max_params_that_fit(16 * gib, pol(1, DType::f32), 8, 8));
 }
+
+// Note [gradient buckets]: at stages 2-3 a bucket holds at most the largest parameter (at least
+// 1M elements) whatever reduce_bucket_size says; stages 0-1 keep reduce_bucket_size.
+TEST(Plan, GradientBucketsAtStagesTwoAndThreeHoldAtMostTheLargestParameter) {
+  PlanInput in;
+  in.numels = {3000000, 4000, 3000000, 4000, 2000000, 10};
+  in.reduce_bucket_size = 500000000;
+  for (int stage = 0; stage <= 2; ++stage) {
+    const Plan p = make_plan(in, make_policy(stage, zt::DType::f32, std::nullopt, std::nullopt), 2);
+    if (stage < 2) {
+      EXPECT_EQ(p.buffers.size(), 1u) << stage;
+      EXPECT_EQ(p.grad_bucket_elems, 500000000) << stage;
+      continue;
+    }
+    EXPECT_EQ(p.grad_bucket_elems, 3000000);
+    for (const auto& b : p.buffers) EXPECT_LE(b.numel, 3000000) << "stage 2 bucket of " << b.numel;
+    EXPECT_GE(p.buffers.size(), 3u);
+  }
+  in.numels = {1000, 2000, 3000};  // small models: buckets of 1M elements at least
+  EXPECT_EQ(make_plan(in, make_policy(2, zt::DType::f32, std::nullopt, std::nullopt), 2).buffers.size(), 1u);
+  in.reduce_bucket_size = 2500;  // a smaller reduce_bucket_size still rules
+  EXPECT_EQ(make_plan(in, make_policy(2, zt::DType::f32, std::nullopt, std::nullopt), 2).grad_bucket_elems, 2500);
+}
+

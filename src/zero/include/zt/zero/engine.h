@@ -32,7 +32,7 @@ struct EngineOptions {
   int64_t stage3_max_live_parameters = 1'000'000'000;    // elements gathered at once
   int64_t stage3_param_persistence_threshold = 100'000;  // units this small stay gathered
   // Most gradient elements whose reduction may be in flight; launching past it first finishes
-  // the oldest (0: reduce_bucket_size). Bounds the full gradients alive at stages 2-3.
+  // the oldest (0: one bucket, Note [gradient buckets]). Bounds the full gradients alive at stages 2-3.
   int64_t max_inflight_reduce_elems = 0;
   // DeepSpeed's sparse_gradients: an embedding weight that is not tied to another use gets a
   // buffer of its own, and ranks exchange only the rows their micro-batches touched; a tied one

@@ -37,6 +37,9 @@ struct Plan {
   std::vector<BufferPlan> buffers;
   std::vector<bool> persistent;  // stage 3: unit kept gathered
   int64_t optim_state_bytes_per_elem = 8;
+  // Note [gradient buckets]: elements of one gradient bucket at stages 2-3, and the default bound
+  // on gradients whose reduction is in flight (reduce_bucket_size at stages 0-1).
+  int64_t grad_bucket_elems = 500'000'000;
 
   int64_t numel() const;   // trainable parameters
   int64_t padded() const;  // with padding
