@@ -92,7 +92,8 @@ std::string shard_file_name(int rank) {
 namespace {
 
 constexpr int kMaxDepth = 80;
-constexpr size_t kMaxMetadataBytes = size_t(1) << 30;  // a model of millions of parameters stays far below  // the run's config (64 levels at most) sits under extra.config
+constexpr size_t kMaxMetadataBytes = size_t(1) << 30;  // a model of millions of parameters stays far below  // the
+                                                       // run's config (64 levels at most) sits under extra.config
 
 struct Checker {
   const std::string& file;
@@ -132,8 +133,9 @@ void validate(const json& m, const std::string& file) {
   const Checker c{file};
   constexpr int64_t kBig = int64_t(1) << 50;
   if (c.integer(c.at(m, "format", "format"), "format", 1, kCheckpointFormat) != kCheckpointFormat)
-    c.bad("format", "is 1: written by an earlier zerotrain whose metadata.json has no checksum of itself; export it "
-                    "with that version and import the weights");
+    c.bad("format",
+          "is 1: written by an earlier zerotrain whose metadata.json has no checksum of itself; export it "
+          "with that version and import the weights");
   const int64_t world = c.integer(c.at(m, "world_size", "world_size"), "world_size", 1, 1 << 20);
   c.integer(c.at(m, "stage", "stage"), "stage", 0, 3);
   c.dtype(c.at(m, "dtype", "dtype"), "dtype");

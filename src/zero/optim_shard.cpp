@@ -52,10 +52,13 @@ OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int r
       const int64_t tiles = (buf.numel + tile_ - 1) / tile_;
       buf.file = std::make_unique<SwapFile>(path, tiles, size_t(k * tile_ * 4), int(slots_.size()), plan.policy.swap);
       const Tensor& init = initial.at(b);
-      run_tiles(buf, [&](int64_t t, int64_t len, Tensor rec) {
-        rec.zero_();  // fresh states, and zeros past the last element
-        if (master_) rec.slice(0, 0, len).copy_(init.slice(0, t * tile_, t * tile_ + len));
-      }, /*read_first=*/false);
+      run_tiles(
+          buf,
+          [&](int64_t t, int64_t len, Tensor rec) {
+            rec.zero_();  // fresh states, and zeros past the last element
+            if (master_) rec.slice(0, 0, len).copy_(init.slice(0, t * tile_, t * tile_ + len));
+          },
+          /*read_first=*/false);
     }
     bufs_.push_back(std::move(buf));
   }
@@ -65,8 +68,7 @@ OptimShard::~OptimShard() = default;
 
 // Tiles of `buf` in order through the tile buffers: tile i+1 is read (read_first) while fn
 // updates tile i, whose write then goes out behind it.
-void OptimShard::run_tiles(Buf& buf, const std::function<void(int64_t, int64_t, Tensor)>& fn,
-                           bool read_first) {
+void OptimShard::run_tiles(Buf& buf, const std::function<void(int64_t, int64_t, Tensor)>& fn, bool read_first) {
   SwapFile& f = *buf.file;
   const int S = int(slots_.size());
   const int64_t tiles = (buf.numel + tile_ - 1) / tile_;
@@ -104,16 +106,19 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
     return;
   }
   const int64_t k = (master_ ? 1 : 0) + int64_t(names_.size());
-  run_tiles(buf, [&](int64_t t, int64_t len, Tensor rec) {
-    const int64_t begin = t * tile_;
-    auto view = [&](int64_t j) { return rec.slice(0, j * tile_, j * tile_ + len); };  // tensor j of the tile
-    a.param = params.slice(0, begin, begin + len);
-    a.grad = grads.slice(0, begin, begin + len);
-    a.master = master_ ? view(0) : Tensor();
-    a.states.clear();
-    for (int64_t j = master_ ? 1 : 0; j < k; ++j) a.states.push_back(view(j));
-    optim::update(spec_, a);
-  }, /*read_first=*/true);
+  run_tiles(
+      buf,
+      [&](int64_t t, int64_t len, Tensor rec) {
+        const int64_t begin = t * tile_;
+        auto view = [&](int64_t j) { return rec.slice(0, j * tile_, j * tile_ + len); };  // tensor j of the tile
+        a.param = params.slice(0, begin, begin + len);
+        a.grad = grads.slice(0, begin, begin + len);
+        a.master = master_ ? view(0) : Tensor();
+        a.states.clear();
+        for (int64_t j = master_ ? 1 : 0; j < k; ++j) a.states.push_back(view(j));
+        optim::update(spec_, a);
+      },
+      /*read_first=*/true);
 }
 
 // Elements [begin, begin + n) of tensor j (master first) of a swapped buffer, out (dst) or in (src).

@@ -36,9 +36,9 @@ class OptimShard {
  private:
   struct Buf {
     int64_t numel = 0;
-    Tensor master;                      // Residence::memory
-    std::vector<Tensor> states;         // Residence::memory
-    std::unique_ptr<SwapFile> file;     // Residence::file
+    Tensor master;                   // Residence::memory
+    std::vector<Tensor> states;      // Residence::memory
+    std::unique_ptr<SwapFile> file;  // Residence::file
   };
   // Residence::file: tile buffer s (its tensors, master first, each tile_ elements).
   float* slot(int s) const { return slots_[size_t(s)].data<float>(); }
@@ -51,7 +51,7 @@ class OptimShard {
   int64_t steps_ = 0;
   bool master_ = false;  // 16-bit run: a master leads the record
   int64_t tile_ = 0;     // elements of each tensor per tile
-  std::string dir_;  // Residence::file: this rank's swap folder
+  std::string dir_;      // Residence::file: this rank's swap folder
   std::vector<Tensor> slots_;
   double compute_s_ = 0;
 };

@@ -1,7 +1,6 @@
 #include "zt/zero/plan.h"
 
 #include <algorithm>
-
 #include <limits>
 
 #include "zt/core/error.h"

@@ -140,8 +140,8 @@ TEST_F(HostileCkpt, ALatestThatIsNotAPlainTagIsRefusedWithoutBlocking) {
   for (const auto& [make, says] : cases) {
     make();
     for (int np : {1, 2}) expect_failure(resume(np), says);
-    for (const std::string& cmd : {"ckpt inspect " + ckpt_, "ckpt verify " + ckpt_,
-                                   "export " + ckpt_ + " --out " + dir_ + "/w.safetensors"})
+    for (const std::string& cmd :
+         {"ckpt inspect " + ckpt_, "ckpt verify " + ckpt_, "export " + ckpt_ + " --out " + dir_ + "/w.safetensors"})
       expect_failure(tool(cmd), says);
     const Result ls = tool("ckpt ls " + ckpt_);  // lists the tags; none is marked latest
     EXPECT_EQ(ls.code, 0) << ls.out;
@@ -186,8 +186,7 @@ class HostileRun : public ::testing::TestWithParam<int> {
 TEST_P(HostileRun, ACheckpointDirThatCannotBeCreatedFailsBeforeStepOne) {
   const std::string dir = tmpdir(name("ckpt_uncreatable")), file = dir + "/a_file";
   std::ofstream(file) << "x";
-  const Result r =
-      run(train() + " checkpoint.every_steps=10 checkpoint.dir=" + file + "/ckpt run.dir=" + dir + "/run");
+  const Result r = run(train() + " checkpoint.every_steps=10 checkpoint.dir=" + file + "/ckpt run.dir=" + dir + "/run");
   expect_failure(r, "[ckpt] cannot create checkpoint.dir " + file + "/ckpt: Not a directory");
   EXPECT_EQ(r.out.find("step 10/20"), std::string::npos) << "it trained before failing:\n" << r.out;
 }
@@ -196,8 +195,9 @@ TEST_P(HostileRun, ACheckpointDirThatCannotBeCreatedFailsBeforeStepOne) {
 // naming the first, whose checkpoints are then complete and its own.
 TEST_P(HostileRun, ASecondRunOnTheSameCheckpointDirFailsNamingTheHolder) {
   const std::string dir = tmpdir(name("shared_ckpt")), ckpt = dir + "/ckpt";
-  Background first(launch(GetParam()) + kBin + " train" + kArgs + " run.max_steps=400 checkpoint.every_steps=100 checkpoint.dir=" +
-                       ckpt + " run.dir=" + dir + "/first",
+  Background first(launch(GetParam()) + kBin + " train" + kArgs +
+                       " run.max_steps=400 checkpoint.every_steps=100 checkpoint.dir=" + ckpt + " run.dir=" + dir +
+                       "/first",
                    dir + "/first.log");
   std::string pid;
   ASSERT_TRUE(wait_for([&] { return !(pid = holder_pid(ckpt)).empty(); })) << "the first run never locked " << ckpt;
@@ -257,7 +257,8 @@ TEST_P(HostileRun, ADeepSpeedStage3OffloadConfigRunsUnchangedAndMatchesTheInMemo
     "reduce_bucket_size": 5e5, "stage3_prefetch_bucket_size": 5e5, "stage3_param_persistence_threshold": 1e4,
     "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
     "stage3_gather_16bit_weights_on_model_save": true,
-    "offload_optimizer": {"device": "nvme", "nvme_path": ")" + dir + R"(/nvme", "pin_memory": true,
+    "offload_optimizer": {"device": "nvme", "nvme_path": ")" +
+                            dir + R"(/nvme", "pin_memory": true,
                           "buffer_count": 4, "fast_init": false},
     "offload_param": {"device": "cpu", "pin_memory": true}},
   "aio": {"block_size": 1048576, "queue_depth": 8, "thread_count": 1, "single_submit": false, "overlap_events": true},

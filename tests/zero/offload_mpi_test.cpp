@@ -115,11 +115,11 @@ TEST_P(Offload, FollowsTheInMemoryTrajectoryBitForBitHoldingOnlyTheTileBuffers) 
   EXPECT_GT(st.bytes_written, st.bytes_read);  // the initial write of every tile, then one per read
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Zero, Offload,
-    ::testing::Values(OffloadCase{1, DType::f32, 4}, OffloadCase{2, DType::f32, 2}, OffloadCase{3, DType::f32, 4},
-                      OffloadCase{1, DType::bf16, 2}, OffloadCase{2, DType::bf16, 4}, OffloadCase{3, DType::bf16, 1},
-                      OffloadCase{3, DType::f32, 3, false}));
+INSTANTIATE_TEST_SUITE_P(Zero, Offload,
+                         ::testing::Values(OffloadCase{1, DType::f32, 4}, OffloadCase{2, DType::f32, 2},
+                                           OffloadCase{3, DType::f32, 4}, OffloadCase{1, DType::bf16, 2},
+                                           OffloadCase{2, DType::bf16, 4}, OffloadCase{3, DType::bf16, 1},
+                                           OffloadCase{3, DType::f32, 3, false}));
 
 // A checkpoint of an offloaded run streams its swapped states; loaded into an in-memory engine
 // and into an offloaded one, both continue exactly as a run that never stopped.
@@ -189,7 +189,8 @@ class SwapFileFaults : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!zero::SwapFile::available()) GTEST_SKIP() << "built without liburing";
-    dir_ = fs::temp_directory_path() / ("zt_swap_" + std::to_string(::getpid()) + "_" + std::to_string(g_world->rank()));
+    dir_ =
+        fs::temp_directory_path() / ("zt_swap_" + std::to_string(::getpid()) + "_" + std::to_string(g_world->rank()));
     fs::create_directories(dir_);
     for (int i = 0; i < 2; ++i) {
       void* p = nullptr;

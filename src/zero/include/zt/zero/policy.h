@@ -15,13 +15,14 @@ enum class Residence { memory, file };
 
 // The file residence's knobs: DeepSpeed's offload_optimizer and aio keys.
 struct SwapOptions {
-  std::string dir;                    // the run's folder <nvme_path>/<run>; rank r swaps in dir/rank<r>
-  int64_t tile_elems = int64_t(1) << 20;  // elements of each state per tile (sub_group_size), a multiple of 1024
-  int buffers = 4;                    // tile buffers in RAM (buffer_count): reads ahead, writes behind
-  int64_t block_bytes = 1 << 20;      // aio.block_size: bytes per submitted read or write
-  int queue_depth = 8;                // aio.queue_depth: the ring's entries
-  bool single_submit = false;         // aio.single_submit: submit each block by itself
-  bool overlap_events = true;         // aio.overlap_events: false waits for each tile's I/O before the next
+  std::string dir;  // the run's folder <nvme_path>/<run>; rank r swaps in dir/rank<r>
+  int64_t tile_elems =
+      int64_t(1) << 20;           // elements of each state per tile (sub_group_size); the plan rounds it up to 1024
+  int buffers = 4;                // tile buffers in RAM (buffer_count): reads ahead, writes behind
+  int64_t block_bytes = 1 << 20;  // aio.block_size: bytes per submitted read or write
+  int queue_depth = 8;            // aio.queue_depth: the ring's entries
+  bool single_submit = false;     // aio.single_submit: submit each block by itself
+  bool overlap_events = true;     // aio.overlap_events: false waits for each tile's I/O before the next
 };
 
 // What the swap files did since the engine was built (Residence::file; zeros otherwise).
