@@ -38,6 +38,7 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   ModelLayout m;
   m.policy = make_policy(opts.stage, opts.dtype, opts.grad_accum_dtype, opts.communication_data_type);
   m.policy.optimizer_residence = opts.optimizer_residence;
+  m.policy.param_residence = opts.param_residence;
   m.policy.swap = opts.swap;
   std::unordered_set<TensorImpl*> seen;
   std::unordered_map<TensorImpl*, size_t> index;

@@ -46,6 +46,8 @@ struct EngineOptions {
   // offload_optimizer.device = nvme: the fp32 master and optimizer states live in swap files
   // under swap.dir (this rank's folder), streamed tile by tile (Note [optimizer swap]).
   Residence optimizer_residence = Residence::memory;
+  // offload_param.device = nvme (stage 3): parameter shards in swap files under swap.dir.
+  Residence param_residence = Residence::memory;
   SwapOptions swap;
 };
 

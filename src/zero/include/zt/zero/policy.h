@@ -41,6 +41,9 @@ struct Policy {
   bool fp32_master = false;             // 16-bit parameters keep an fp32 master in the optimizer shard
   bool loss_scaling = false;            // fp16: dynamic (or static) loss scaling
   Residence optimizer_residence = Residence::memory;
+  // Stage 3 (offload_param.device = nvme): each non-persistent unit's parameter shard lives in a
+  // swap file, read ahead of its all-gather (Note [parameter swap] in param_store.cpp).
+  Residence param_residence = Residence::memory;
   SwapOptions swap;  // used with Residence::file
 
   bool shard_optimizer() const { return stage >= 1; }
