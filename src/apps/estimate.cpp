@@ -1,9 +1,11 @@
 // `zerotrain estimate`: per-rank bytes of model states for every stage, in memory and with the
-// optimizer offloaded to nvme, from the same layout arithmetic the engine uses, before anything
-// runs. A table, or with --json one JSON object.
+// optimizer offloaded to nvme, from the same layout arithmetic the engine uses, and the predicted
+// peak with activations (Note [peak memory]), before anything runs. A table, or with --json one
+// JSON object.
 #include <cstdio>
 
 #include "commands.h"
+#include "memory_plan.h"
 #include "session.h"
 #include "zt/zero/engine.h"
 
@@ -17,7 +19,12 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   auto model = build_model(cfg, /*deferred=*/true);
   const auto spec = optimizer_spec(cfg);
   const int world = opt.world;
-  zero::EngineOptions eo = engine_options(cfg, config::BatchSizes{1, 1, 1});
+  const config::BatchSizes bs = check_run_settings(cfg, world);
+  zero::EngineOptions eo = engine_options(cfg, bs);
+  // Note [peak memory]: the peak of each row at the configured micro-batch, activations included
+  // (data and the process baseline are a run's own: `train` measures them before step 1).
+  const RunContext ctx{world, 0, world > 1 && (cfg.run.comm_backend == "auto" || cfg.run.comm_backend == "shm")};
+  auto peak_of = [&](const zero::EngineOptions& o) { return peak_json(predict_run_peak(*model, cfg, o, bs, ctx)); };
   nlohmann::json out = {{"parameters", model->num_parameters()},
                         {"optimizer", spec.type},
                         {"optimizer_state_bytes_per_param", optim::state_bytes_per_elem(spec)},
@@ -27,12 +34,20 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
                                                             : "fp16"},
                         {"stages", nlohmann::json::array()}};
   if (opt.memory_gib > 0) out["memory_gib"] = opt.memory_gib;
+  config::Config ckpt = cfg, plain = cfg;
+  ckpt.activation_checkpointing.enabled = true;
+  plain.activation_checkpointing.enabled = false;
+  out["micro_batch"] = bs.micro;
+  out["activations"] = {{"configured", predict_activations(cfg, bs.micro)},
+                        {"checkpointing", predict_activations(ckpt, bs.micro)},
+                        {"no_checkpointing", predict_activations(plain, bs.micro)}};
   for (int stage = 0; stage <= 3; ++stage) {
     eo.stage = stage;
     const zero::Plan plan = zero::plan_model(*model, eo, world);
     const zero::MemoryEstimate e = plan.memory();
     nlohmann::json row = {{"stage", stage},     {"param", e.param}, {"grad", e.grad},
                           {"master", e.master}, {"optim", e.optim}, {"total", e.total()}};
+    row["peak"] = peak_of(eo);
     if (opt.memory_gib > 0)
       row["max_params"] = zero::max_params_that_fit(int64_t(opt.memory_gib * double(1ull << 30)), plan.policy, world,
                                                     plan.optim_state_bytes_per_elem);
@@ -43,9 +58,33 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
     const zero::MemoryEstimate f = zero::plan_model(*model, off, world).memory();
     row["offload_optimizer_nvme"] = {{"param", f.param}, {"grad", f.grad},   {"master", f.master},
                                      {"optim", f.optim}, {"total", f.total()}, {"disk", e.master + e.optim}};
+    row["offload_optimizer_nvme"]["peak"] = peak_of(off);
+    if (stage == 3) {  // ZeRO-Infinity: the parameter shards in files too
+      off.param_residence = zero::Residence::file;
+      row["offload_both_nvme"] = {{"peak", peak_of(off)}};
+    }
     out["stages"].push_back(row);
   }
+  if (cfg.run.memory_budget_mb > 0) {  // what `train` would choose at the configured stage
+    try {
+      const MemoryPlan mp = plan_memory(cfg, *model, bs, ctx);
+      out["budget_plan"] = {{"stage", cfg.zero.stage}, {"choices", mp.lines}, {"peak", peak_json(mp.peak)}};
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::config) throw;
+      out["budget_plan"] = {{"stage", cfg.zero.stage}, {"error", e.what()}};
+    }
+  }
   return out;
+}
+
+// "1.20GiB (states 1.00GiB, buckets 20.00MiB, ...)": the total, then its nonzero transient terms.
+std::string peak_terms(const nlohmann::json& p) {
+  std::string s = format_bytes(p["total"].get<size_t>()) + " (states " +
+                  format_bytes(p["param"].get<size_t>() + p["grad"].get<size_t>() + p["master"].get<size_t>() +
+                               p["optim"].get<size_t>());
+  for (const char* k : {"grad_buckets", "gathered", "param_staging", "activations", "workspace", "comm_buffers"})
+    if (p[k].get<int64_t>() > 0) s += std::string(", ") + k + " " + format_bytes(p[k].get<size_t>());
+  return s + ")";
 }
 
 void print_table(const nlohmann::json& j) {
@@ -66,6 +105,25 @@ void print_table(const nlohmann::json& j) {
                 (long long)f["optim"].get<int64_t>(), (long long)f["total"].get<int64_t>(),
                 format_bytes(size_t(f["total"].get<int64_t>())).c_str(),
                 format_bytes(size_t(f["disk"].get<int64_t>())).c_str());
+  }
+  const nlohmann::json& a = j["activations"];
+  std::printf("predicted peak per rank at micro-batch %lld (activations %s; with checkpointing %s, without %s; "
+              "data and the process baseline not included):\n",
+              (long long)j["micro_batch"].get<int64_t>(), format_bytes(a["configured"].get<size_t>()).c_str(),
+              format_bytes(a["checkpointing"].get<size_t>()).c_str(),
+              format_bytes(a["no_checkpointing"].get<size_t>()).c_str());
+  for (const auto& r : j["stages"]) {
+    std::printf("  stage %d: in memory %s; offload_optimizer nvme %s", r["stage"].get<int>(),
+                peak_terms(r["peak"]).c_str(), peak_terms(r["offload_optimizer_nvme"]["peak"]).c_str());
+    if (r.contains("offload_both_nvme"))
+      std::printf("; + offload_param nvme %s", peak_terms(r["offload_both_nvme"]["peak"]).c_str());
+    std::printf("\n");
+  }
+  if (j.contains("budget_plan")) {
+    const nlohmann::json& b = j["budget_plan"];
+    if (b.contains("error")) std::printf("%s\n", b["error"].get<std::string>().c_str());
+    for (const auto& line : b.value("choices", nlohmann::json::array()))
+      std::printf("%s\n", line.get<std::string>().c_str());
   }
   if (!j.contains("memory_gib")) return;
   std::printf("largest model whose states fit %.2f GiB per rank:", j["memory_gib"].get<double>());

@@ -13,6 +13,7 @@
 #include "agree.h"
 #include "commands.h"
 #include "fault.h"
+#include "memory_plan.h"
 #include "run_dir.h"
 #include "session.h"
 #include "tasks.h"
@@ -191,7 +192,18 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     const std::string what = load_weights(*model, cfg.model.init_from, /*allow_missing=*/true);
     if (lead) std::fprintf(stderr, "zerotrain: model.init_from: %s\n", what.c_str());
   }
-  zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
+  // Note [peak memory]: the plan before step 1 (with run.memory_budget_mb, the offload that fits);
+  // the process baseline is what the OS holds beyond the allocator's bytes now (libraries, threads).
+  warm_up_runtime(engine_options(cfg, bs).dtype);
+  const Rss rss_before = read_rss();
+  const int64_t held = int64_t(Allocator::global().stats().total_current);
+  const MemoryPlan mem_plan = plan_memory(cfg, *model, bs, {world, held, std::string(group.backend()) == "shm"});
+  nlohmann::json plan_record = peak_json(mem_plan.peak);
+  plan_record["process_baseline"] = rss_before.now - held;
+  plan_record["choices"] = mem_plan.lines;
+  if (lead)
+    for (const std::string& line : mem_plan.lines) std::fprintf(stderr, "zerotrain: %s\n", line.c_str());
+  zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), mem_plan.options);
   auto schedule = optim::make_schedule(cfg.scheduler.type, cfg.scheduler.params, cfg.optimizer.lr, total_steps);
   // Resume: parameters, master, optimizer states and counters from a checkpoint saved at any
   // world size and stage; the data position is the step (same global batch, same seed).
@@ -235,6 +247,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                                {"total_steps", total_steps},
                                {"threads", threads},
                                {"comm_backend", group.backend()},
+                               {"memory_plan", plan_record},
                                {"config", cfg.raw}});
     });
     std::fprintf(stderr,
@@ -367,6 +380,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       mem_peak[mem_tag_name(MemTag(t))] = ms.peak[t];  // activation: what checkpointing saves
     }
     mem["peak"] = ms.total_peak;
+    mem["cached"] = ms.cached;  // freed blocks kept for reuse: resident beside the tags
     nlohmann::json rec = {{"step", step + 1},
                           {"epoch", double(step + 1) / double(steps_per_epoch)},
                           {"loss", loss_avg},
@@ -377,6 +391,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                           {"comm_bytes", group.stats().total_bytes()},
                           {"memory", mem},
                           {"memory_peak", mem_peak},
+                          {"rss_peak", read_rss().peak},  // VmHWM: the OS's view of memory_plan
                           {"loss_scale", engine.loss_scale()},
                           {"skipped_steps", skipped}};
     // Note [overlap]: how much of the communication ran behind computation since the last record.

@@ -13,12 +13,15 @@ using detail::Section;
 void parse_offload(const Section& s, OffloadConfig& o, bool optimizer) {
   s.allow({"device", "pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "fast_init", "ratio",
            "pipeline_read", "pipeline_write", "pipeline"});
-  s.read_choice("device", o.device, {"none", "cpu", "nvme"});
+  s.read_choice("device", o.device, {"none", "cpu", "nvme", "auto"});
   ZT_CHECK_AS(ErrorKind::config, optimizer || o.device != "nvme", "[config] ", s.source(), ": '", s.path("device"),
               "' = \"nvme\" is not supported yet for parameters (allowed: none, cpu; offload_optimizer takes nvme)");
   s.read_string("nvme_path", o.nvme_path, true);
   ZT_CHECK_AS(ErrorKind::config, o.device != "nvme" || !o.nvme_path.empty(), "[config] ", s.source(), ": '",
               s.path("device"), "' = \"nvme\" needs '", s.path("nvme_path"), "' (a folder on a local disk)");
+  // "auto": run.memory_budget_mb decides (Note [budget choice] in zero/budget.cpp); nvme when it must.
+  ZT_CHECK_AS(ErrorKind::config, o.device != "auto" || !o.nvme_path.empty(), "[config] ", s.source(), ": '",
+              s.path("device"), "' = \"auto\" needs '", s.path("nvme_path"), "' (where to offload when the budget needs it)");
   s.read_bool("pin_memory", o.pin_memory);
   s.read_int("buffer_count", o.buffer_count, 1, 64);
   s.read_bool("fast_init", o.fast_init);

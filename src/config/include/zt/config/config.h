@@ -34,7 +34,7 @@ struct SchedulerConfig {
 // zero_optimization.offload_optimizer / offload_param, DeepSpeed's keys and meanings. On a CPU
 // run "cpu" means host memory, where the states already are; "nvme" means files under nvme_path.
 struct OffloadConfig {
-  std::string device = "none";  // none | cpu | nvme
+  std::string device = "none";  // none | cpu | nvme | auto (run.memory_budget_mb decides)
   std::string nvme_path;
   int64_t buffer_count = 4;  // tile buffers in memory (DeepSpeed's default for the optimizer)
   bool pin_memory = false, fast_init = false;

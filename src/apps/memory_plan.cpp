@@ -1,0 +1,184 @@
+#include "memory_plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+
+#include "session.h"
+#include "zt/ops/ops.h"
+
+namespace zt::apps {
+
+namespace {
+
+// Bytes as int64, saturated: estimate plans models far larger than any machine.
+int64_t clamp_bytes(double v) { return v >= 1e18 ? int64_t(1e18) : int64_t(std::max(0.0, v)); }
+
+// Sequences' length of a token task: data.seq_len, else the model's block.
+int64_t tokens_per_sample(const config::Config& c) {
+  return c.data.seq_len > 0 ? std::min(c.data.seq_len, c.model.block_size) : c.model.block_size;
+}
+
+}  // namespace
+
+// Note [activation formula]: what the autograd tape keeps, per model kind, in the working dtype
+// (b bytes), calibrated against the allocator's activation peak (memory_peak.activation of a run
+// at two micro-batches: the slope is the per-sample term, the rest the fixed term):
+// - MLP: each hidden layer's Linear and activation outputs, the logits and cross-entropy's f32
+//   probabilities; 16-bit runs hold the cast input twice (forward and backward); plus one
+//   weight-gradient temporary of the largest layer.
+// - CNN: per stage convolution and ReLU outputs, the pooled output and its i32 argmax; then
+//   the fully connected layers as the MLP; backward adds one tensor the size of the largest
+//   output (its gradient).
+// - GPT/BERT: per token and block 14C working values plus 2 attention rows (H x T); a
+//   checkpointed block keeps its input only, and one block is recomputed at a time; the LM
+//   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient).
+// Evaluation of images runs batches of 1000 samples without a tape (two layers live at once).
+int64_t predict_activations(const config::Config& c, int64_t micro) {
+  const config::ModelConfig& m = c.model;
+  const double b = c.bf16 || c.fp16.enabled ? 2 : 4, n = double(micro);
+  const double cast = b != 4 ? 1 : 0;  // inputs are cast to the working dtype
+  const bool evaluates = c.run.eval_at_end || c.data.eval_every > 0;
+  if (m.type == "mlp" || m.type == "cnn") {
+    double kept = 0, widest = 0, argmax = 0, weight = 0, prev = double(config::model_input_features(m));
+    const double input = prev;
+    if (m.type == "cnn") {
+      double ch = double(m.in_channels), side = double(m.image_size);
+      for (int64_t out : m.channels) {
+        const double conv = double(out) * side * side, pooled = conv / 4;
+        kept += 2 * conv + pooled;
+        argmax += pooled;
+        widest = std::max(widest, conv);
+        weight = std::max(weight, double(out) * ch * 9 + double(out));
+        ch = double(out);
+        side /= 2;
+      }
+      prev = ch * side * side;
+    }
+    for (int64_t h : (m.type == "cnn" ? m.fc : m.hidden)) {
+      kept += 2 * double(h);
+      widest = std::max(widest, double(h));
+      weight = std::max(weight, prev * double(h) + double(h));
+      prev = double(h);
+    }
+    kept += double(m.num_classes);
+    weight = std::max(weight, prev * double(m.num_classes) + double(m.num_classes));
+    double per = b * kept + 4 * argmax + 4 * double(m.num_classes);
+    per += m.type == "cnn" ? b * (cast * input + widest) : 2 * cast * b * input;
+    const double train = n * per + b * weight;
+    const double eval = evaluates ? 1000 * b * (cast * input + 2 * std::max(widest, input)) : 0;
+    return clamp_bytes(std::max(train, eval));
+  }
+  // Transformers (gpt, bert).
+  const double T = double(tokens_per_sample(c)), C = double(m.n_embd), H = double(m.n_head);
+  const double L = double(m.n_layer), V = double(m.vocab_size);
+  const double block = b * (14 * C + 2 * H * T);
+  double ckpt = 0;
+  if (c.activation_checkpointing.enabled)
+    ckpt = c.activation_checkpointing.number_checkpoints > 0
+               ? std::min(L, double(c.activation_checkpointing.number_checkpoints))
+               : L;
+  const bool lm = m.type == "gpt" || m.head == "mlm";
+  const double head = lm ? V * (b + 4 + (b == 4 ? 4 : 0)) : 0;
+  const double per_token = (L - ckpt) * block + ckpt * b * C + (ckpt > 0 ? block : 0) + 4 * b * C + head;
+  return clamp_bytes(n * T * per_token);
+}
+
+zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, const zero::EngineOptions& opts,
+                                    const config::BatchSizes& bs, const RunContext& ctx) {
+  const zero::Plan plan = zero::plan_model(model, opts, ctx.world);
+  zero::PeakInput in;
+  in.prefetch_elems = opts.stage3_prefetch_bucket_size;
+  in.max_live_elems = opts.stage3_max_live_parameters;
+  in.max_inflight_elems = opts.max_inflight_reduce_elems;
+  in.overlap_comm = opts.overlap_comm;
+  for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
+  in.activations = predict_activations(c, bs.micro);
+  in.data = ctx.data_bytes;
+  if (ctx.shm && ctx.world > 1) {  // two staging slots per rank, each rank reads its peers' (comm/shm.cpp)
+    const char* kib = std::getenv("ZT_SHM_SLOT_KIB");
+    const int64_t slot = kib && std::atol(kib) > 0 ? int64_t(std::atol(kib)) << 10 : int64_t(1) << 20;
+    in.comm_buffers = 2 * int64_t(ctx.world) * slot;
+  }
+  return zero::predict_peak(plan, in);
+}
+
+namespace {
+
+// The engine options of one budget option: the config's, with the placement and limits it names.
+zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes& bs, const zero::BudgetOption& o) {
+  zero::EngineOptions e = engine_options(c, bs);
+  e.optimizer_residence = o.optimizer_file ? zero::Residence::file : zero::Residence::memory;
+  e.param_residence = o.param_file && c.zero.stage == 3 ? zero::Residence::file : zero::Residence::memory;
+  if (o.lowered_limits) {
+    e.max_inflight_reduce_elems = 1;  // launching a bucket first finishes the one before
+    e.stage3_prefetch_bucket_size = 0;
+  }
+  return e;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config::BatchSizes& bs,
+                       const RunContext& ctx) {
+  MemoryPlan mp;
+  mp.cfg = c;
+  config::OffloadConfig &opt = mp.cfg.zero.offload_optimizer, &par = mp.cfg.zero.offload_param;
+  const bool opt_auto = opt.device == "auto", par_auto = par.device == "auto";
+  const zero::BudgetOption configured{opt.device == "nvme", par.device == "nvme", false};
+  zero::BudgetOption chosen = configured;
+  if (c.run.memory_budget_mb > 0) {
+    const zero::BudgetChoice choice =
+        zero::choose_offload(c.run.memory_budget_mb << 20, opt_auto, par_auto, configured, c.zero.stage,
+                             [&](const zero::BudgetOption& o) {
+                               return predict_run_peak(model, c, options_of(c, bs, o), bs, ctx);
+                             });
+    chosen = choice.option;
+    mp.lines = choice.lines;
+  } else if (opt_auto || par_auto) {
+    mp.lines.push_back("offload auto -> none: no run.memory_budget_mb to plan for");
+  }
+  if (opt_auto) opt.device = chosen.optimizer_file ? "nvme" : "none";
+  if (par_auto) par.device = chosen.param_file && c.zero.stage == 3 ? "nvme" : "none";
+  mp.options = engine_options(mp.cfg, bs);
+  if (chosen.lowered_limits) {
+    mp.options.max_inflight_reduce_elems = 1;
+    mp.options.stage3_prefetch_bucket_size = 0;
+  }
+  mp.peak = predict_run_peak(model, mp.cfg, mp.options, bs, ctx);
+  return mp;
+}
+
+nlohmann::json peak_json(const zero::PeakEstimate& p) {
+  const zero::MemoryEstimate& s = p.states;
+  return {{"param", s.param},
+          {"grad", s.grad},
+          {"master", s.master},
+          {"optim", s.optim},
+          {"grad_buckets", p.grad_buckets},
+          {"gathered", p.gathered},
+          {"param_staging", p.param_staging},
+          {"activations", p.activations},
+          {"workspace", p.workspace},
+          {"comm_buffers", p.comm_buffers},
+          {"data", p.data},
+          {"total", p.total()}};
+}
+
+void warm_up_runtime(DType dtype) {
+  const Tensor a = ops::cast(Tensor::zeros({256, 256}), dtype);
+  for (bool t : {false, true}) (void)ops::matmul(a, a, t, !t);
+}
+
+Rss read_rss() {
+  Rss r;
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);) {
+    const bool now = line.rfind("VmRSS:", 0) == 0, peak = line.rfind("VmHWM:", 0) == 0;
+    if (now || peak) (now ? r.now : r.peak) = std::atoll(line.c_str() + 6) * 1024;  // "VmRSS:   1234 kB"
+  }
+  return r;
+}
+
+}  // namespace zt::apps

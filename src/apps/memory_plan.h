@@ -1,0 +1,59 @@
+#pragma once
+// The memory plan of a run before step 1: the predicted peak per rank, term by term
+// (zero::predict_peak with activations from the model kind), and with run.memory_budget_mb the
+// offload that fits it ("auto" devices resolved, limits lowered when needed). `train` applies
+// it; `estimate` prints it.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "zt/config/config.h"
+#include "zt/nn/module.h"
+#include "zt/zero/budget.h"
+#include "zt/zero/engine.h"
+
+namespace zt::apps {
+
+// Note [activation formula]: bytes of activations one rank holds at its peak for a micro-batch
+// of `micro` samples (training, checkpointing as configured), or for an evaluation pass.
+int64_t predict_activations(const config::Config& c, int64_t micro);
+
+// What the run holds beside the model: the data already loaded (allocator bytes) and whether
+// ranks talk through the shm backend (its staging slots count in each rank's RSS).
+struct RunContext {
+  int world = 1;
+  int64_t data_bytes = 0;
+  bool shm = false;
+};
+
+struct MemoryPlan {
+  config::Config cfg;            // offload devices resolved: "auto" became "none" or "nvme"
+  zero::EngineOptions options;   // what the engine takes (limits lowered when the budget needs it)
+  zero::PeakEstimate peak;       // of those options
+  std::vector<std::string> lines;  // rank 0 prints them: what was chosen and why
+};
+
+// The peak of `opts` for `model` (built deferred or not) at the config's micro-batch.
+zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, const zero::EngineOptions& opts,
+                                    const config::BatchSizes& bs, const RunContext& ctx);
+
+// Without run.memory_budget_mb: "auto" means none and the plan is the config's. With it: the
+// least offload that fits (zero::choose_offload), or a config error naming what would fit.
+MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config::BatchSizes& bs,
+                       const RunContext& ctx);
+
+// The terms of a peak as JSON: states by tag, each transient term, and the total (bytes).
+nlohmann::json peak_json(const zero::PeakEstimate& p);
+
+// The compute runtime (OpenMP's threads, oneDNN's kernels) starts at the first matrix product;
+// run one before measuring the process baseline so that it counts there, not as the model's.
+void warm_up_runtime(DType dtype);
+
+// This process's resident set from /proc/self/status: now (VmRSS) and its peak (VmHWM), bytes.
+struct Rss {
+  int64_t now = 0, peak = 0;
+};
+Rss read_rss();
+
+}  // namespace zt::apps

@@ -1,0 +1,202 @@
+#include "zt/zero/budget.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "zt/core/allocator.h"
+#include "zt/core/error.h"
+
+namespace zt::zero {
+
+// Note [peak memory]: a rank's peak is its model states at rest (Plan::memory: by placement, so
+// offloaded states count only their tile buffers) plus what exists only during a step, each
+// term from the engine's own rules:
+// - gradient buckets (stages 2-3, Note [gradient buckets]): replaying GradReducer in backward
+//   order, a bucket's full gradient exists from its first gradient until its reduction finishes,
+//   with its receive (and cast wire) buffer; at most max_inflight elements are in flight;
+// - gathered units (stage 3): the unit running plus what ParamStore::prefetch gathers ahead
+//   (stage3_prefetch_bucket_size, stage3_max_live_parameters), in both directions;
+// - parameter files (stage 3): one unit's shard staged while it is read in;
+// - activations at the micro-batch (the caller's formula per model kind), the data already
+//   loaded, the shm slots, and workspace: the larger of the initialiser's f32 values and a
+//   stage-1/2 publish copy.
+// The sum is the allocator's peak plus the shm slots; the OS adds the process baseline
+// (libraries, threads: RSS minus allocator bytes, measured by `train` before the engine exists).
+namespace {
+
+int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
+  const Policy& pol = plan.policy;
+  const int64_t fb = int64_t(dtype_size(pol.full_grad_dtype())), cb = int64_t(dtype_size(pol.comm_dtype));
+  const int64_t limit = in.max_inflight_elems > 0 ? in.max_inflight_elems : plan.grad_bucket_elems;
+  struct Flight {
+    int64_t elems, bytes;
+  };
+  std::deque<Flight> flights;
+  int64_t elems = 0, bytes = 0, peak = 0;
+  for (size_t k = plan.buffers.size(); k-- > 0;) {  // backward visits the buffers last first
+    const int64_t n = plan.buffers[k].padded;
+    const int64_t full = pol.shard_gradients() ? n * fb : 0;  // stages 0-1: persistent, in states.grad
+    peak = std::max(peak, bytes + full);
+    while (!flights.empty() && elems + n > limit) {
+      elems -= flights.front().elems;
+      bytes -= flights.front().bytes;
+      flights.pop_front();
+    }
+    const int64_t wire = pol.comm_dtype != pol.full_grad_dtype() ? n * cb : 0;
+    const int64_t recv = pol.shard_optimizer() ? n / plan.world * cb : 0;
+    flights.push_back({n, full + wire + recv});
+    elems += n;
+    bytes += full + wire + recv;
+    peak = std::max(peak, bytes);
+    if (!in.overlap_comm) {
+      elems = bytes = 0;
+      flights.clear();
+    }
+  }
+  return peak;
+}
+
+int64_t gathered_peak(const Plan& plan, const PeakInput& in) {
+  if (!plan.policy.shard_parameters()) return 0;
+  const int64_t nb = int64_t(plan.buffers.size());
+  auto kept = [&](int64_t i) { return size_t(i) < plan.persistent.size() && plan.persistent[size_t(i)]; };
+  int64_t peak = 0;
+  for (int dir : {1, -1})
+    for (int64_t i = 0; i < nb; ++i) {
+      if (kept(i)) continue;
+      int64_t live = plan.buffers[size_t(i)].padded, ahead = in.prefetch_elems;
+      for (int64_t j = i + dir; j >= 0 && j < nb; j += dir) {  // ParamStore::prefetch's rule
+        if (kept(j)) continue;
+        const int64_t n = plan.buffers[size_t(j)].padded;
+        if (n > ahead || live + n > in.max_live_elems) break;
+        live += n;
+        ahead -= n;
+      }
+      peak = std::max(peak, live);
+    }
+  return peak * int64_t(dtype_size(plan.policy.param_dtype));
+}
+
+bool swapped(const Plan& plan, size_t b) {
+  return plan.policy.shard_parameters() && plan.policy.param_residence == Residence::file &&
+         !(b < plan.persistent.size() && plan.persistent[b]);
+}
+
+}  // namespace
+
+PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
+  const Policy& pol = plan.policy;
+  const int64_t pb = int64_t(dtype_size(pol.param_dtype));
+  PeakEstimate p;
+  p.states = plan.memory();
+  int64_t swapped_bytes = 0, staging = 0, largest_shard = 0;
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    const int64_t shard = plan.buffers[b].padded / plan.world;
+    largest_shard = std::max(largest_shard, plan.policy.shard_optimizer() ? shard : plan.buffers[b].padded);
+    if (!swapped(plan, b)) continue;
+    swapped_bytes += shard * pb;
+    staging = std::max(staging, shard * pb + 4096);  // + the O_DIRECT alignment slack
+  }
+  if (swapped_bytes > 0) {  // a Plan::memory() that predates parameter files still counts the shards
+    Plan resident = plan;
+    resident.policy.param_residence = Residence::memory;
+    if (resident.memory().param == p.states.param) p.states.param -= swapped_bytes;
+  }
+  p.param_staging = staging;
+  p.grad_buckets = bucket_peak(plan, in);
+  p.gathered = gathered_peak(plan, in);
+  p.activations = in.activations;
+  const int64_t publish = pol.shard_optimizer() && !pol.shard_parameters() ? largest_shard * pb : 0;
+  p.workspace = std::max(4 * in.largest_param, publish);
+  p.comm_buffers = in.comm_buffers;
+  p.data = in.data;
+  return p;
+}
+
+std::string describe_peak(const PeakEstimate& p) {
+  std::string s;
+  auto add = [&](const char* name, int64_t v) {
+    if (v <= 0) return;
+    s += (s.empty() ? "" : " + ") + std::string(name) + " " + format_bytes(size_t(v));
+  };
+  add("states", p.states.total());
+  add("gradient buckets", p.grad_buckets);
+  add("gathered units", p.gathered);
+  add("parameter staging", p.param_staging);
+  add("activations", p.activations);
+  add("workspace", p.workspace);
+  add("comm buffers", p.comm_buffers);
+  add("data", p.data);
+  return s + " = " + format_bytes(size_t(p.total()));
+}
+
+std::string BudgetOption::describe() const {
+  return std::string("offload_optimizer ") + (optimizer_file ? "nvme" : "none") + ", offload_param " +
+         (param_file ? "nvme" : "none") + (lowered_limits ? ", one gradient bucket in flight and no prefetch" : "");
+}
+
+// Note [budget choice]: disk is slower than memory and lowered limits cost overlap, so the
+// configured run is tried first, then offload level by level (optimizer states, whose tiles
+// stream once a step, before parameters, read at every gather), each with the configured limits
+// before lowered ones. A budget no option meets fails before step 1 naming the smallest peak.
+BudgetChoice choose_offload(int64_t budget, bool optimizer_auto, bool param_auto, const BudgetOption& configured,
+                            int stage, const std::function<PeakEstimate(const BudgetOption&)>& predict) {
+  std::vector<BudgetOption> order;
+  auto add_level = [&](bool opt, bool par) {
+    for (bool lowered : {false, true}) order.push_back({opt, par, lowered});
+  };
+  add_level(configured.optimizer_file, configured.param_file);
+  const bool opt = configured.optimizer_file || optimizer_auto;
+  if (opt != configured.optimizer_file) add_level(opt, configured.param_file);
+  if (param_auto && stage == 3 && !configured.param_file) add_level(opt, true);
+  const std::string cap = format_bytes(size_t(budget));
+  for (const BudgetOption& o : order) {
+    const PeakEstimate p = predict(o);
+    if (p.total() > budget) continue;
+    BudgetChoice c{o, p, {}};
+    const std::string head = "memory budget " + cap + ": ";
+    const std::string fits = "predicted peak " + format_bytes(size_t(p.total())) + " per rank fits";
+    auto line = [&](const std::string& what, const BudgetOption& without) {
+      c.lines.push_back(head + what + ": " + fits + "; " + without.describe() + " would need " +
+                        format_bytes(size_t(predict(without).total())));
+    };
+    if (optimizer_auto && !configured.optimizer_file) {
+      if (o.optimizer_file)
+        line("offload_optimizer auto -> nvme", {false, configured.param_file, o.lowered_limits});
+      else
+        c.lines.push_back(head + "offload_optimizer auto -> none: " + fits);
+    }
+    if (param_auto && stage == 3 && !configured.param_file) {
+      if (o.param_file)
+        line("offload_param auto -> nvme", {o.optimizer_file, false, o.lowered_limits});
+      else
+        c.lines.push_back(head + "offload_param auto -> none: " + fits);
+    }
+    if (o.lowered_limits)
+      line("one gradient bucket in flight and no stage-3 prefetch", {o.optimizer_file, o.param_file, false});
+    if (c.lines.empty()) c.lines.push_back(head + fits + " (" + describe_peak(p) + ")");
+    return c;
+  }
+  // Nothing allowed fits: name the smallest peak any setting gives, and the settings.
+  BudgetOption best{};
+  int64_t smallest = -1;
+  PeakEstimate bp;
+  for (bool o : {false, true})
+    for (bool par : {false, true}) {
+      if (par && stage != 3) continue;
+      for (bool lowered : {false, true}) {
+        const PeakEstimate p = predict({o, par, lowered});
+        if (smallest < 0 || p.total() < smallest) {
+          smallest = p.total();
+          best = {o, par, lowered};
+          bp = p;
+        }
+      }
+    }
+  ZT_THROW_AS(ErrorKind::config, "[budget] run.memory_budget_mb = ", budget >> 20, " (", cap,
+              " per rank) cannot hold this run: the smallest predicted peak is ", format_bytes(size_t(smallest)),
+              " per rank, with ", best.describe(), " (", describe_peak(bp),
+              "); raise the budget, or lower the micro-batch, enable activation_checkpointing or a higher stage");
+}
+
+}  // namespace zt::zero

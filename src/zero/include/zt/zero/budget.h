@@ -1,0 +1,63 @@
+#pragma once
+// The peak memory of a rank before step 1 (Note [peak memory] in budget.cpp), and the least
+// offload that fits run.memory_budget_mb (Note [budget choice]). Pure arithmetic over a Plan;
+// what the plan cannot know (activations, data already loaded) comes from the caller.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "zt/zero/plan.h"
+
+namespace zt::zero {
+
+// What the plan does not say: the engine's limits, and the bytes only the caller knows.
+struct PeakInput {
+  int64_t prefetch_elems = 50'000'000;     // stage3_prefetch_bucket_size
+  int64_t max_live_elems = 1'000'000'000;  // stage3_max_live_parameters
+  int64_t max_inflight_elems = 0;          // EngineOptions::max_inflight_reduce_elems (0: one bucket)
+  bool overlap_comm = true;
+  int64_t largest_param = 0;  // elements: the deferred initialiser's f32 values (workspace)
+  int64_t activations = 0;    // at the micro-batch, checkpointing as configured
+  int64_t data = 0;           // allocator bytes held before the engine exists (the dataset)
+  int64_t comm_buffers = 0;   // outside the allocator: shm staging slots this rank touches
+};
+
+// One rank's predicted peak, term by term (bytes).
+struct PeakEstimate {
+  MemoryEstimate states;      // model states at rest by placement (Plan::memory)
+  int64_t grad_buckets = 0;   // stages 2-3: full gradients and receive buffers of buckets in flight
+  int64_t gathered = 0;       // stage 3: full copies of the units gathered at once
+  int64_t param_staging = 0;  // stage 3 parameter files: one unit's shard read in
+  int64_t activations = 0;
+  int64_t workspace = 0;  // the larger of the initialiser's values and the step's temporaries
+  int64_t comm_buffers = 0;
+  int64_t data = 0;
+  int64_t total() const {
+    return states.total() + grad_buckets + gathered + param_staging + activations + workspace + comm_buffers + data;
+  }
+};
+
+PeakEstimate predict_peak(const Plan& plan, const PeakInput& in);
+
+// Note [budget choice]: one candidate setting of the run, least intrusive first.
+struct BudgetOption {
+  bool optimizer_file = false, param_file = false;
+  bool lowered_limits = false;  // one gradient bucket in flight, no stage-3 prefetch
+  std::string describe() const;
+};
+struct BudgetChoice {
+  BudgetOption option;
+  PeakEstimate peak;
+  std::vector<std::string> lines;  // what was chosen and why, one line per choice
+};
+// The least offload whose predicted peak fits `budget` bytes: optimizer states to files first
+// (when optimizer_auto), then parameters (when param_auto, stage 3 only); within each, the
+// configured limits before lowered ones. `predict` gives the peak of an option. Throws a config
+// error naming the smallest peak and its settings when none fits.
+BudgetChoice choose_offload(int64_t budget, bool optimizer_auto, bool param_auto, const BudgetOption& configured,
+                            int stage, const std::function<PeakEstimate(const BudgetOption&)>& predict);
+
+std::string describe_peak(const PeakEstimate& p);  // "states 1.2MiB + buckets ... = total"
+
+}  // namespace zt::zero

@@ -1,0 +1,178 @@
+// The peak predictor's terms (Note [peak memory]) and the budget's choice (Note [budget choice]):
+// each side of every branch, on plans of a model of eight 1M-element parameters at N = 2.
+#include <gtest/gtest.h>
+
+#include "common/error_of.h"
+#include "zt/core/allocator.h"
+#include "zt/zero/budget.h"
+
+using namespace zt::zero;
+using zt::DType;
+
+namespace {
+
+constexpr int64_t kMiB = int64_t(1) << 20;
+
+PlanInput eight_params() {
+  PlanInput in;
+  for (size_t i = 0; i < 8; ++i) {
+    in.numels.push_back(int64_t(1) << 20);
+    in.units.push_back({i});
+  }
+  in.persistence_threshold = 0;
+  return in;
+}
+
+Plan plan_of(int stage, const BudgetOption& o, DType dtype = DType::f32) {
+  Policy pol = make_policy(stage, dtype, std::nullopt, std::nullopt);
+  pol.optimizer_residence = o.optimizer_file ? Residence::file : Residence::memory;
+  pol.param_residence = o.param_file && stage == 3 ? Residence::file : Residence::memory;
+  pol.swap.tile_elems = 64 * 1024;
+  return make_plan(eight_params(), pol, 2);
+}
+
+PeakInput limits_of(const BudgetOption& o) {
+  PeakInput in;
+  in.activations = 10 * kMiB;
+  in.largest_param = int64_t(1) << 20;
+  if (o.lowered_limits) {
+    in.max_inflight_elems = 1;
+    in.prefetch_elems = 0;
+  }
+  return in;
+}
+
+PeakEstimate predict(int stage, const BudgetOption& o) { return predict_peak(plan_of(stage, o), limits_of(o)); }
+
+}  // namespace
+
+TEST(PeakMemory, StatesAreThePlansAndTransientsFollowTheStage) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    const PeakEstimate p = predict(stage, {});
+    EXPECT_EQ(p.states.total(), plan_of(stage, {}).memory().total()) << stage;
+    EXPECT_EQ(p.activations, 10 * kMiB);
+    // The initialiser's f32 values of one parameter, or at stage 1 the publish copy of the one bucket's shard.
+    EXPECT_EQ(p.workspace, stage == 1 ? plan_of(1, {}).buffers[0].padded / 2 * 4 : 4 << 20) << stage;
+    // fp32 stages 0-1 reduce the persistent gradient in place; stages 2-3 hold transient buckets.
+    EXPECT_EQ(p.grad_buckets > 0, stage >= 2) << stage;
+    EXPECT_EQ(p.gathered > 0, stage == 3) << stage;
+    EXPECT_EQ(p.param_staging, 0);
+    EXPECT_EQ(p.total(), p.states.total() + p.grad_buckets + p.gathered + p.activations + p.workspace);
+  }
+  // bf16 at stage 1: the gradient is cast for the wire and half of it comes back.
+  const PeakEstimate b = predict_peak(plan_of(1, {}, DType::bf16), limits_of({}));
+  EXPECT_GT(b.grad_buckets, 0);
+}
+
+TEST(PeakMemory, ABucketInFlightIsItsFullGradientAndItsShard) {
+  const Plan plan = plan_of(2, {});
+  const int64_t n = plan.buffers[0].padded;
+  PeakInput one = limits_of({false, false, true}), many = limits_of({});
+  many.max_inflight_elems = 8 * n;
+  // One at a time: the next bucket's gradient fills while the last one's reduction is in flight.
+  EXPECT_EQ(predict_peak(plan, one).grad_buckets, 4 * n + 4 * n / 2 + 4 * n);
+  EXPECT_EQ(predict_peak(plan, many).grad_buckets, 8 * (4 * n + 4 * n / 2));
+  many.overlap_comm = false;  // each reduction finishes before backward goes on
+  EXPECT_EQ(predict_peak(plan, many).grad_buckets, 4 * n + 4 * n / 2);
+}
+
+TEST(PeakMemory, Stage3GathersWhatPrefetchAllows) {
+  const Plan plan = plan_of(3, {});
+  const int64_t unit = plan.buffers[0].padded * 4;
+  PeakInput in = limits_of({});
+  EXPECT_EQ(predict_peak(plan, in).gathered, 8 * unit);  // 50M elements of prefetch take every unit
+  in.max_live_elems = 3 * plan.buffers[0].padded;
+  EXPECT_EQ(predict_peak(plan, in).gathered, 3 * unit);
+  in.prefetch_elems = 0;
+  EXPECT_EQ(predict_peak(plan, in).gathered, unit);
+}
+
+TEST(PeakMemory, OffloadMovesStatesToFilesAndKeepsTheirBuffers) {
+  const PeakEstimate mem = predict(3, {}), opt = predict(3, {true, false, false}), both = predict(3, {true, true, false});
+  const Plan p = plan_of(3, {true, false, false});
+  EXPECT_EQ(opt.states.optim, p.policy.swap.buffers * p.swap_slot_bytes());
+  EXPECT_LT(opt.total(), mem.total());
+  const int64_t shards = 8 * plan_of(3, {}).buffers[0].padded / 2 * 4;
+  EXPECT_EQ(both.states.param, opt.states.param - shards);  // at rest on disk
+  EXPECT_EQ(both.param_staging, shards / 8 + 4096);          // one unit's shard staged while gathered
+  EXPECT_LT(both.total(), opt.total());
+  EXPECT_EQ(predict(2, {true, true, false}).param_staging, 0);  // parameters go to files at stage 3 only
+}
+
+namespace {
+// Predicted totals of the six options at stage 3, in choose_offload's order.
+struct Ladder {
+  int64_t none, none_low, opt, opt_low, both, both_low;
+};
+Ladder ladder() {
+  return {predict(3, {false, false, false}).total(), predict(3, {false, false, true}).total(),
+          predict(3, {true, false, false}).total(),  predict(3, {true, false, true}).total(),
+          predict(3, {true, true, false}).total(),   predict(3, {true, true, true}).total()};
+}
+BudgetChoice choose(int64_t budget, bool opt_auto, bool par_auto, int stage = 3) {
+  return choose_offload(budget, opt_auto, par_auto, {}, stage,
+                        [&](const BudgetOption& o) { return predict(stage, o); });
+}
+}  // namespace
+
+TEST(BudgetChoice, TheLeastOffloadThatFits) {
+  const Ladder l = ladder();
+  ASSERT_GT(l.none, l.none_low);
+  ASSERT_GT(l.none_low, l.opt_low);
+  ASSERT_GT(l.opt_low, l.both_low);
+  ASSERT_GT(l.both, l.opt_low);  // so a budget between them takes lowered limits before parameter files
+
+  const BudgetChoice fits = choose(l.none, true, true);  // fits without offload
+  EXPECT_FALSE(fits.option.optimizer_file || fits.option.param_file || fits.option.lowered_limits);
+  ASSERT_EQ(fits.lines.size(), 2u);
+  EXPECT_NE(fits.lines[0].find("offload_optimizer auto -> none: predicted peak"), std::string::npos) << fits.lines[0];
+
+  const BudgetChoice low = choose(l.none_low, true, true);  // lowered limits before any offload
+  EXPECT_TRUE(low.option.lowered_limits);
+  EXPECT_FALSE(low.option.optimizer_file);
+
+  const BudgetChoice opt = choose(std::max(l.opt, l.opt_low), true, true);  // needs the optimizer on disk
+  EXPECT_TRUE(opt.option.optimizer_file);
+  EXPECT_FALSE(opt.option.param_file);
+  EXPECT_NE(opt.lines[0].find("offload_optimizer auto -> nvme"), std::string::npos) << opt.lines[0];
+  EXPECT_NE(opt.lines[0].find("would need " + zt::format_bytes(size_t(predict(3, {false, false,
+                                                                                   opt.option.lowered_limits})
+                                                                           .total()))),
+            std::string::npos)
+      << opt.lines[0];
+
+  const BudgetChoice both = choose(l.both_low, true, true);  // needs the parameters on disk too
+  EXPECT_TRUE(both.option.optimizer_file && both.option.param_file && both.option.lowered_limits);
+  EXPECT_EQ(both.peak.total(), l.both_low);
+  ASSERT_EQ(both.lines.size(), 3u);
+  EXPECT_NE(both.lines[1].find("offload_param auto -> nvme"), std::string::npos) << both.lines[1];
+  EXPECT_NE(both.lines[2].find("one gradient bucket in flight"), std::string::npos) << both.lines[2];
+}
+
+TEST(BudgetChoice, OnlyAutoDevicesMoveAndParametersOnlyAtStage3) {
+  const Ladder l = ladder();
+  // The optimizer is not "auto": parameters alone may move, after the in-memory options.
+  const BudgetChoice par = choose(predict(3, {false, true, true}).total(), false, true);
+  EXPECT_FALSE(par.option.optimizer_file);
+  EXPECT_TRUE(par.option.param_file);
+  // Stage 2: no parameter files, whatever offload_param says.
+  const int64_t s2 = predict(2, {true, false, true}).total();
+  const BudgetChoice two = choose(s2, true, true, 2);
+  EXPECT_TRUE(two.option.optimizer_file);
+  EXPECT_FALSE(two.option.param_file);
+  // Nothing "auto": only the configured placement with or without lowered limits.
+  EXPECT_EQ(zt::testing_util::error_kind_of([&] { choose(l.opt, false, false); }), zt::ErrorKind::config);
+}
+
+TEST(BudgetChoice, ABudgetNothingMeetsSaysWhatWouldFit) {
+  const Ladder l = ladder();
+  const std::string e = zt::testing_util::error_of([&] { choose(l.both_low - 1, true, true); });
+  EXPECT_NE(e.find("[budget] run.memory_budget_mb"), std::string::npos) << e;
+  EXPECT_NE(e.find("the smallest predicted peak is " + zt::format_bytes(size_t(l.both_low))), std::string::npos) << e;
+  EXPECT_NE(e.find("offload_optimizer nvme, offload_param nvme, one gradient bucket in flight"), std::string::npos)
+      << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  // Without "auto" the same error names the offload that would fit.
+  const std::string fixed = zt::testing_util::error_of([&] { choose(l.opt_low, false, false); });
+  EXPECT_NE(fixed.find("offload_optimizer nvme, offload_param nvme"), std::string::npos) << fixed;
+}
