@@ -53,8 +53,12 @@ TEST(PeakMemory, StatesAreThePlansAndTransientsFollowTheStage) {
     EXPECT_EQ(p.activations, 10 * kMiB);
     // The initialiser's f32 values of one parameter, or at stage 1 the publish copy of the one bucket's shard.
     EXPECT_EQ(p.workspace, stage == 1 ? plan_of(1, {}).buffers[0].padded / 2 * 4 : 4 << 20) << stage;
-    // fp32 stages 0-1 reduce the persistent gradient in place; stages 2-3 hold transient buckets.
-    EXPECT_EQ(p.grad_buckets > 0, stage >= 2) << stage;
+    // fp32 stage 0 all-reduces the persistent gradient in place; stage 1 receives its shard;
+    // stages 2-3 also hold the transient full gradients.
+    EXPECT_EQ(p.grad_buckets > 0, stage >= 1) << stage;
+    if (stage == 1) {
+      EXPECT_EQ(p.grad_buckets, plan_of(1, {}).buffers[0].padded / 2 * 4);
+    }
     EXPECT_EQ(p.gathered > 0, stage == 3) << stage;
     EXPECT_EQ(p.param_staging, 0);
     EXPECT_EQ(p.total(), p.states.total() + p.grad_buckets + p.gathered + p.activations + p.workspace);
