@@ -30,7 +30,8 @@ int64_t tokens_per_sample(const config::Config& c) {
 //   weight-gradient temporary of the largest layer.
 // - CNN: per stage convolution and ReLU outputs, the pooled output and its i32 argmax; then
 //   the fully connected layers as the MLP; backward adds one tensor the size of the largest
-//   output (its gradient).
+//   output (its gradient), and each stage's gradient takes a block of its own in the caching
+//   allocator (its values of that size are still alive): resident, though not at once.
 // - GPT/BERT: per token and block 14C working values plus 2 attention rows (H x T); a
 //   checkpointed block keeps its input only, and one block is recomputed at a time; the LM
 //   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient).
@@ -41,13 +42,14 @@ int64_t predict_activations(const config::Config& c, int64_t micro) {
   const double cast = b != 4 ? 1 : 0;  // inputs are cast to the working dtype
   const bool evaluates = c.run.eval_at_end || c.data.eval_every > 0;
   if (m.type == "mlp" || m.type == "cnn") {
-    double kept = 0, widest = 0, argmax = 0, weight = 0, prev = double(config::model_input_features(m));
+    double kept = 0, grads = 0, widest = 0, argmax = 0, weight = 0, prev = double(config::model_input_features(m));
     const double input = prev;
     if (m.type == "cnn") {
       double ch = double(m.in_channels), side = double(m.image_size);
       for (int64_t out : m.channels) {
         const double conv = double(out) * side * side, pooled = conv / 4;
         kept += 2 * conv + pooled;
+        grads += conv;
         argmax += pooled;
         widest = std::max(widest, conv);
         weight = std::max(weight, double(out) * ch * 9 + double(out));
@@ -65,7 +67,7 @@ int64_t predict_activations(const config::Config& c, int64_t micro) {
     kept += double(m.num_classes);
     weight = std::max(weight, prev * double(m.num_classes) + double(m.num_classes));
     double per = b * kept + 4 * argmax + 4 * double(m.num_classes);
-    per += m.type == "cnn" ? b * (cast * input + widest) : 2 * cast * b * input;
+    per += m.type == "cnn" ? b * (cast * input + widest + grads) : 2 * cast * b * input;
     const double train = n * per + b * weight;
     const double eval = evaluates ? 1000 * b * (cast * input + 2 * std::max(widest, input)) : 0;
     return clamp_bytes(std::max(train, eval));
@@ -107,8 +109,17 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
 namespace {
 
 // The engine options of one budget option: the config's, with the placement and limits it names.
+// Through the devices' strings, so that the swap settings (tile, buffers) are the ones a run with
+// "nvme" would use.
 zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes& bs, const zero::BudgetOption& o) {
-  zero::EngineOptions e = engine_options(c, bs);
+  config::Config v = c;
+  auto place = [](config::OffloadConfig& d, bool file) {
+    if (file) d.device = "nvme";
+    if (!file && (d.device == "nvme" || d.device == "auto")) d.device = "none";
+  };
+  place(v.zero.offload_optimizer, o.optimizer_file);
+  place(v.zero.offload_param, o.param_file && c.zero.stage == 3);
+  zero::EngineOptions e = engine_options(v, bs);
   e.optimizer_residence = o.optimizer_file ? zero::Residence::file : zero::Residence::memory;
   e.param_residence = o.param_file && c.zero.stage == 3 ? zero::Residence::file : zero::Residence::memory;
   if (o.lowered_limits) {

@@ -200,6 +200,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const MemoryPlan mem_plan = plan_memory(cfg, *model, bs, {world, held, std::string(group.backend()) == "shm"});
   nlohmann::json plan_record = peak_json(mem_plan.peak);
   plan_record["process_baseline"] = rss_before.now - held;
+  plan_record["rss_peak_before"] = rss_before.peak;  // e.g. reading the data: the run's peak when larger
   plan_record["choices"] = mem_plan.lines;
   if (lead)
     for (const std::string& line : mem_plan.lines) std::fprintf(stderr, "zerotrain: %s\n", line.c_str());

@@ -1,0 +1,149 @@
+// Note [peak memory] against the OS: real training processes (MLP, CNN, GPT at stages 0-3, N = 2,
+// in memory and with optimizer offload) whose OS peak RSS (VmHWM, read by the process and
+// written as rss_peak) is within 10% of the plan made before step 1 plus the process baseline
+// (RSS minus the allocator's bytes, measured by the process after a warm-up matrix product);
+// then run.memory_budget_mb choosing the offload, and a budget nothing meets.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+
+#include "e2e_util.h"
+
+namespace {
+
+using namespace zt::e2e;
+
+const std::string kBin = ZT_BIN;
+const std::string kMpi = std::string(ZT_MPIRUN) + " -np ";
+constexpr double kMiB = 1 << 20;
+
+// Small data the test writes, so that reading it never sets the process's peak: MNIST-format
+// IDX files and token shards in llm.c's format.
+std::string write_data(const std::string& dir) {
+  fs::create_directories(dir + "/img");
+  fs::create_directories(dir + "/tok");
+  std::mt19937 gen(7);
+  auto be32 = [](std::string& s, uint32_t v) {
+    for (int k = 24; k >= 0; k -= 8) s.push_back(char(v >> k));
+  };
+  for (auto [split, n] : {std::pair{"train", 512u}, std::pair{"t10k", 16u}}) {
+    std::string images, labels;
+    be32(images, 0x803), be32(images, n), be32(images, 28), be32(images, 28);
+    be32(labels, 0x801), be32(labels, n);
+    for (uint32_t i = 0; i < n * 784; ++i) images.push_back(char(gen() & 255));
+    for (uint32_t i = 0; i < n; ++i) labels.push_back(char(gen() % 10));
+    write_file(dir + "/img/" + split + "-images-idx3-ubyte", images);
+    write_file(dir + "/img/" + split + "-labels-idx1-ubyte", labels);
+  }
+  for (auto [split, n] : {std::pair{"train", 40000}, std::pair{"val", 4000}}) {
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240520, header[1] = 1, header[2] = n;
+    std::string bytes(reinterpret_cast<const char*>(header.data()), 1024);
+    for (int i = 0; i < n; ++i) {
+      const uint16_t t = uint16_t(gen() % 50257);
+      bytes.append(reinterpret_cast<const char*>(&t), 2);
+    }
+    write_file(dir + "/tok/" + split + "_000000.bin", bytes);
+  }
+  return dir;
+}
+
+struct Model {
+  const char* name;
+  std::string args;  // the config and the overrides that keep a step short
+};
+
+std::vector<Model> models(const std::string& data) {
+  return {{"mlp", " --config configs/mnist_mlp.json model.hidden=[1024,1024] data.dir=" + data + "/img"},
+          {"cnn", " --config configs/cnn_fashion.json data.dataset=mnist data.dir=" + data + "/img"},
+          {"gpt", " --config configs/gpt_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=2 "
+                  "model.block_size=64 train_batch_size=8 train_micro_batch_size_per_gpu=4 data.eval_every=0 "
+                  "data.dir=" +
+                      data + "/tok"}};
+}
+
+struct Measured {
+  double predicted, rss, before;  // baseline + plan, VmHWM at the last step, VmHWM before the plan
+  nlohmann::json plan;
+};
+
+// Each run in a folder of its own (a run directory's metrics are appended to, never truncated).
+Measured train(const std::string& args, const std::string& dir, std::string* out = nullptr) {
+  static int runs = 0;
+  const std::string run_dir = dir + "/run" + std::to_string(++runs);
+  Result r = run(kMpi + "2 " + kBin + " train" + args + " run.max_steps=2 steps_per_print=1 run.eval_at_end=false" +
+                     " run.dir=" + run_dir,
+                 120);
+  if (out) *out = r.out;
+  EXPECT_EQ(r.code, 0) << r.out;
+  if (r.code != 0) return {};
+  const auto lines = read_jsonl(run_dir + "/metrics.jsonl");
+  const nlohmann::json plan = lines.front()["memory_plan"];
+  const nlohmann::json& last = lines[lines.size() - 2];
+  return {double(plan["total"].get<int64_t>() + plan["process_baseline"].get<int64_t>()),
+          double(last["rss_peak"].get<int64_t>()), double(plan["rss_peak_before"].get<int64_t>()), plan};
+}
+
+void expect_within_10_percent(const Measured& m, const std::string& what) {
+  // The run's peak is its training's, not reading the data's: else this compares nothing.
+  EXPECT_GT(m.predicted, 1.2 * m.before) << what;
+  EXPECT_NEAR(m.predicted / m.rss, 1.0, 0.10) << what << ": predicted " << m.predicted / kMiB << " MiB, /proc "
+                                               << m.rss / kMiB << " MiB; plan " << m.plan.dump();
+  std::printf("[ memory   ] %-24s predicted %8.1f MiB  /proc %8.1f MiB  (%+.1f%%)\n", what.c_str(),
+              m.predicted / kMiB, m.rss / kMiB, 100 * (m.predicted / m.rss - 1));
+}
+
+TEST(MemoryPlan, PeakRssIsWithinTenPercentOfThePlanForEveryModelAndStage) {
+  const std::string dir = tmpdir("memplan"), data = write_data(dir + "/data");
+  for (const Model& m : models(data)) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      const std::string what = std::string(m.name) + " stage " + std::to_string(stage);
+      expect_within_10_percent(train(m.args + " zero_optimization.stage=" + std::to_string(stage), dir), what);
+    }
+  }
+  // Optimizer states in swap files: memory keeps their tile buffers.
+  const std::string off = " 'zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"" + dir +
+                          "/swap\"}' zero_optimization.sub_group_size=65536";
+  const std::vector<Model> all = models(data);
+  for (auto [m, stage] : {std::pair{0, 2}, std::pair{2, 3}}) {
+    const Model& model = all[size_t(m)];
+    const Measured r = train(model.args + off + " zero_optimization.stage=" + std::to_string(stage), dir);
+    EXPECT_LT(r.plan["optim"].get<int64_t>(), 4 << 20);
+    expect_within_10_percent(r, std::string(model.name) + " stage " + std::to_string(stage) + " optimizer nvme");
+  }
+  fs::remove_all(dir);
+}
+
+// Note [budget choice]: "auto" offloads only what the budget needs, and says why.
+TEST(MemoryPlan, ABudgetChoosesTheLeastOffloadThatFits) {
+  const std::string dir = tmpdir("memplan_auto"), data = write_data(dir + "/data");
+  const std::string args = models(data)[0].args + " zero_optimization.stage=1" +
+                           " 'zero_optimization.offload_optimizer={\"device\": \"auto\", \"nvme_path\": \"" + dir +
+                           "/swap\"}' zero_optimization.sub_group_size=65536";
+  std::string out;
+  const Measured free = train(args, dir, &out);  // no budget: auto means none
+  EXPECT_NE(out.find("offload auto -> none: no run.memory_budget_mb"), std::string::npos) << out;
+  const int64_t mem = free.plan["total"].get<int64_t>();
+  // A budget 1 MiB above the in-memory peak keeps the states in memory.
+  const Measured fits = train(args + " run.memory_budget_mb=" + std::to_string((mem >> 20) + 1), dir, &out);
+  EXPECT_NE(out.find("offload_optimizer auto -> none: predicted peak"), std::string::npos) << out;
+  EXPECT_EQ(fits.plan["optim"], free.plan["optim"]);
+  // 1 MiB below: the optimizer goes to disk, and the run's metrics show the swap files at work.
+  const Measured low = train(args + " run.memory_budget_mb=" + std::to_string((mem >> 20) - 1), dir, &out);
+  EXPECT_NE(out.find("offload_optimizer auto -> nvme: predicted peak"), std::string::npos) << out;
+  EXPECT_NE(out.find("would need"), std::string::npos) << out;
+  EXPECT_LT(low.plan["total"].get<int64_t>(), (mem >> 20) << 20);
+  EXPECT_GT(low.plan["optim"].get<int64_t>(), 0);
+  EXPECT_LT(low.plan["optim"].get<int64_t>(), free.plan["optim"].get<int64_t>());
+  EXPECT_NE(out.find("offload_optimizer: nvme"), std::string::npos) << out;  // the engine's start line
+  // 8 MiB: nothing fits; one line before training names the smallest peak and its settings.
+  Result r = run(kBin + " train" + args + " run.memory_budget_mb=8 run.dir=" + dir + "/run8", 60);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("the smallest predicted peak is"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("with offload_optimizer nvme"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+}  // namespace
