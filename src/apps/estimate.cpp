@@ -23,7 +23,8 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   zero::EngineOptions eo = engine_options(cfg, bs);
   // Note [peak memory]: the peak of each row at the configured micro-batch, activations included
   // (data and the process baseline are a run's own: `train` measures them before step 1).
-  const RunContext ctx{world, 0, world > 1 && (cfg.run.comm_backend == "auto" || cfg.run.comm_backend == "shm")};
+  const RunContext ctx{world, 0, world > 1 && (cfg.run.comm_backend == "auto" || cfg.run.comm_backend == "shm"),
+                       eval_batch_of(cfg, bs.micro)};
   auto peak_of = [&](const zero::EngineOptions& o) { return peak_json(predict_run_peak(*model, cfg, o, bs, ctx)); };
   nlohmann::json out = {{"parameters", model->num_parameters()},
                         {"optimizer", spec.type},
@@ -38,9 +39,9 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   ckpt.activation_checkpointing.enabled = true;
   plain.activation_checkpointing.enabled = false;
   out["micro_batch"] = bs.micro;
-  out["activations"] = {{"configured", predict_activations(cfg, bs.micro)},
-                        {"checkpointing", predict_activations(ckpt, bs.micro)},
-                        {"no_checkpointing", predict_activations(plain, bs.micro)}};
+  out["activations"] = {{"configured", predict_activations(cfg, bs.micro, ctx.eval_batch)},
+                        {"checkpointing", predict_activations(ckpt, bs.micro, ctx.eval_batch)},
+                        {"no_checkpointing", predict_activations(plain, bs.micro, ctx.eval_batch)}};
   for (int stage = 0; stage <= 3; ++stage) {
     eo.stage = stage;
     const zero::Plan plan = zero::plan_model(*model, eo, world);
@@ -107,11 +108,12 @@ void print_table(const nlohmann::json& j) {
                 format_bytes(size_t(f["disk"].get<int64_t>())).c_str());
   }
   const nlohmann::json& a = j["activations"];
-  std::printf("predicted peak per rank at micro-batch %lld (activations %s; with checkpointing %s, without %s; "
-              "data and the process baseline not included):\n",
-              (long long)j["micro_batch"].get<int64_t>(), format_bytes(a["configured"].get<size_t>()).c_str(),
-              format_bytes(a["checkpointing"].get<size_t>()).c_str(),
-              format_bytes(a["no_checkpointing"].get<size_t>()).c_str());
+  std::printf(
+      "predicted peak per rank at micro-batch %lld (activations %s; with checkpointing %s, without %s; "
+      "data and the process baseline not included):\n",
+      (long long)j["micro_batch"].get<int64_t>(), format_bytes(a["configured"].get<size_t>()).c_str(),
+      format_bytes(a["checkpointing"].get<size_t>()).c_str(),
+      format_bytes(a["no_checkpointing"].get<size_t>()).c_str());
   for (const auto& r : j["stages"]) {
     std::printf("  stage %d: in memory %s; offload_optimizer nvme %s", r["stage"].get<int>(),
                 peak_terms(r["peak"]).c_str(), peak_terms(r["offload_optimizer_nvme"]["peak"]).c_str());

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "session.h"
+#include "zt/core/allocator.h"
 #include "zt/ops/ops.h"
 
 namespace zt::apps {
@@ -35,12 +36,11 @@ int64_t tokens_per_sample(const config::Config& c) {
 // - GPT/BERT: per token and block 14C working values plus 2 attention rows (H x T); a
 //   checkpointed block keeps its input only, and one block is recomputed at a time; the LM
 //   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient).
-// Evaluation of images runs batches of 1000 samples without a tape (two layers live at once).
-int64_t predict_activations(const config::Config& c, int64_t micro) {
+// Evaluating images (batches of up to 1000) can hold more than a training micro-batch.
+int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch) {
   const config::ModelConfig& m = c.model;
   const double b = c.bf16 || c.fp16.enabled ? 2 : 4, n = double(micro);
   const double cast = b != 4 ? 1 : 0;  // inputs are cast to the working dtype
-  const bool evaluates = c.run.eval_at_end || c.data.eval_every > 0;
   if (m.type == "mlp" || m.type == "cnn") {
     double kept = 0, grads = 0, widest = 0, argmax = 0, weight = 0, prev = double(config::model_input_features(m));
     const double input = prev;
@@ -69,7 +69,8 @@ int64_t predict_activations(const config::Config& c, int64_t micro) {
     double per = b * kept + 4 * argmax + 4 * double(m.num_classes);
     per += m.type == "cnn" ? b * (cast * input + widest + grads) : 2 * cast * b * input;
     const double train = n * per + b * weight;
-    const double eval = evaluates ? 1000 * b * (cast * input + 2 * std::max(widest, input)) : 0;
+    // Evaluation, without a tape: the f32 batch, its cast, and two layers' outputs at a time.
+    const double eval = double(eval_batch) * (4 * input + cast * b * input + 2 * b * widest);
     return clamp_bytes(std::max(train, eval));
   }
   // Transformers (gpt, bert).
@@ -96,7 +97,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   in.max_inflight_elems = opts.max_inflight_reduce_elems;
   in.overlap_comm = opts.overlap_comm;
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
-  in.activations = predict_activations(c, bs.micro);
+  in.activations = predict_activations(c, bs.micro, ctx.eval_batch);
   in.data = ctx.data_bytes;
   if (ctx.shm && ctx.world > 1) {  // two staging slots per rank, each rank reads its peers' (comm/shm.cpp)
     const char* kib = std::getenv("ZT_SHM_SLOT_KIB");
@@ -140,11 +141,9 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   const zero::BudgetOption configured{opt.device == "nvme", par.device == "nvme", false};
   zero::BudgetOption chosen = configured;
   if (c.run.memory_budget_mb > 0) {
-    const zero::BudgetChoice choice =
-        zero::choose_offload(c.run.memory_budget_mb << 20, opt_auto, par_auto, configured, c.zero.stage,
-                             [&](const zero::BudgetOption& o) {
-                               return predict_run_peak(model, c, options_of(c, bs, o), bs, ctx);
-                             });
+    const zero::BudgetChoice choice = zero::choose_offload(
+        c.run.memory_budget_mb << 20, opt_auto, par_auto, configured, c.zero.stage,
+        [&](const zero::BudgetOption& o) { return predict_run_peak(model, c, options_of(c, bs, o), bs, ctx); });
     chosen = choice.option;
     mp.lines = choice.lines;
   } else if (opt_auto || par_auto) {
@@ -174,12 +173,31 @@ nlohmann::json peak_json(const zero::PeakEstimate& p) {
           {"workspace", p.workspace},
           {"comm_buffers", p.comm_buffers},
           {"data", p.data},
+          {"in_use", p.in_use()},
           {"total", p.total()}};
+}
+
+MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const config::BatchSizes& bs, RunContext ctx) {
+  warm_up_runtime(engine_options(c, bs).dtype);
+  const Rss before = read_rss();
+  ctx.data_bytes = int64_t(Allocator::global().stats().total_current);
+  MemoryPlan mp = plan_memory(c, model, bs, ctx);
+  mp.record = peak_json(mp.peak);
+  mp.record["process_baseline"] = before.now - ctx.data_bytes;
+  mp.record["rss_peak_before"] = before.peak;  // e.g. reading the data: the run's peak when larger
+  mp.record["choices"] = mp.lines;
+  return mp;
 }
 
 void warm_up_runtime(DType dtype) {
   const Tensor a = ops::cast(Tensor::zeros({256, 256}), dtype);
   for (bool t : {false, true}) (void)ops::matmul(a, a, t, !t);
+}
+
+int64_t eval_batch_of(const config::Config& c, int64_t micro) {
+  if (!c.run.eval_at_end && c.data.eval_every <= 0) return 0;
+  if (c.model.type != "mlp" && c.model.type != "cnn") return micro;
+  return std::min<int64_t>(1000, c.data.test_limit > 0 ? c.data.test_limit : 1000);  // ImageTask::eval_batch
 }
 
 Rss read_rss() {

@@ -16,8 +16,11 @@
 namespace zt::apps {
 
 // Note [activation formula]: bytes of activations one rank holds at its peak for a micro-batch
-// of `micro` samples (training, checkpointing as configured), or for an evaluation pass.
-int64_t predict_activations(const config::Config& c, int64_t micro);
+// of `micro` samples (training, checkpointing as configured), or for an evaluation pass of
+// `eval_batch` samples (0: none).
+int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch);
+// The samples of an evaluation forward as the config says (the test split may hold fewer).
+int64_t eval_batch_of(const config::Config& c, int64_t micro);
 
 // What the run holds beside the model: the data already loaded (allocator bytes) and whether
 // ranks talk through the shm backend (its staging slots count in each rank's RSS).
@@ -25,13 +28,15 @@ struct RunContext {
   int world = 1;
   int64_t data_bytes = 0;
   bool shm = false;
+  int64_t eval_batch = 0;  // samples per evaluation forward (0: the run does not evaluate)
 };
 
 struct MemoryPlan {
-  config::Config cfg;            // offload devices resolved: "auto" became "none" or "nvme"
-  zero::EngineOptions options;   // what the engine takes (limits lowered when the budget needs it)
-  zero::PeakEstimate peak;       // of those options
+  config::Config cfg;              // offload devices resolved: "auto" became "none" or "nvme"
+  zero::EngineOptions options;     // what the engine takes (limits lowered when the budget needs it)
+  zero::PeakEstimate peak;         // of those options
   std::vector<std::string> lines;  // rank 0 prints them: what was chosen and why
+  nlohmann::json record;           // plan_before_step1: the start record's memory_plan
 };
 
 // The peak of `opts` for `model` (built deferred or not) at the config's micro-batch.
@@ -40,8 +45,13 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
 
 // Without run.memory_budget_mb: "auto" means none and the plan is the config's. With it: the
 // least offload that fits (zero::choose_offload), or a config error naming what would fit.
-MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config::BatchSizes& bs,
-                       const RunContext& ctx);
+MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config::BatchSizes& bs, const RunContext& ctx);
+
+// `train`'s plan: the compute runtime warmed up, then the process baseline measured (RSS minus
+// the allocator's bytes: libraries, threads) with the data already loaded (ctx.data_bytes is
+// taken from the allocator), then plan_memory; `record` holds the terms, the baseline and the
+// choices.
+MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const config::BatchSizes& bs, RunContext ctx);
 
 // The terms of a peak as JSON: states by tag, each transient term, and the total (bytes).
 nlohmann::json peak_json(const zero::PeakEstimate& p);

@@ -66,7 +66,8 @@ class ImageTask : public Task {
     if (c.run.eval_at_end || c.data.eval_every > 0 || !with_train) test_ = load_image_split(c, "test");
   }
   int64_t train_size() const override { return train_.size(); }
-  int64_t eval_batch(int64_t) const override { return 1000; }
+  // 1000 images, or the whole test split when smaller (what a batch of evaluate() holds).
+  int64_t eval_batch(int64_t) const override { return std::clamp<int64_t>(test_.size(), 1, 1000); }
   MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t) const override {
     data::Batch b = data::gather_batch(train_, order, begin, end);
     return {{b.x}, b.y, end - begin};

@@ -192,16 +192,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     const std::string what = load_weights(*model, cfg.model.init_from, /*allow_missing=*/true);
     if (lead) std::fprintf(stderr, "zerotrain: model.init_from: %s\n", what.c_str());
   }
-  // Note [peak memory]: the plan before step 1 (with run.memory_budget_mb, the offload that fits);
-  // the process baseline is what the OS holds beyond the allocator's bytes now (libraries, threads).
-  warm_up_runtime(engine_options(cfg, bs).dtype);
-  const Rss rss_before = read_rss();
-  const int64_t held = int64_t(Allocator::global().stats().total_current);
-  const MemoryPlan mem_plan = plan_memory(cfg, *model, bs, {world, held, std::string(group.backend()) == "shm"});
-  nlohmann::json plan_record = peak_json(mem_plan.peak);
-  plan_record["process_baseline"] = rss_before.now - held;
-  plan_record["rss_peak_before"] = rss_before.peak;  // e.g. reading the data: the run's peak when larger
-  plan_record["choices"] = mem_plan.lines;
+  // Note [peak memory]: the plan before step 1 (with run.memory_budget_mb, the offload that fits).
+  const MemoryPlan mem_plan =
+      plan_before_step1(cfg, *model, bs,
+                        {world, 0, std::string(group.backend()) == "shm",
+                         cfg.run.eval_at_end || cfg.data.eval_every > 0 ? task->eval_batch(bs.micro) : 0});
   if (lead)
     for (const std::string& line : mem_plan.lines) std::fprintf(stderr, "zerotrain: %s\n", line.c_str());
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), mem_plan.options);
@@ -248,7 +243,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                                {"total_steps", total_steps},
                                {"threads", threads},
                                {"comm_backend", group.backend()},
-                               {"memory_plan", plan_record},
+                               {"memory_plan", mem_plan.record},
                                {"config", cfg.raw}});
     });
     std::fprintf(stderr,

@@ -21,7 +21,8 @@ void parse_offload(const Section& s, OffloadConfig& o, bool optimizer) {
               s.path("device"), "' = \"nvme\" needs '", s.path("nvme_path"), "' (a folder on a local disk)");
   // "auto": run.memory_budget_mb decides (Note [budget choice] in zero/budget.cpp); nvme when it must.
   ZT_CHECK_AS(ErrorKind::config, o.device != "auto" || !o.nvme_path.empty(), "[config] ", s.source(), ": '",
-              s.path("device"), "' = \"auto\" needs '", s.path("nvme_path"), "' (where to offload when the budget needs it)");
+              s.path("device"), "' = \"auto\" needs '", s.path("nvme_path"),
+              "' (where to offload when the budget needs it)");
   s.read_bool("pin_memory", o.pin_memory);
   s.read_int("buffer_count", o.buffer_count, 1, 64);
   s.read_bool("fast_init", o.fast_init);

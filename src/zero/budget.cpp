@@ -20,8 +20,10 @@ namespace zt::zero {
 // - activations at the micro-batch (the caller's formula per model kind), the data already
 //   loaded, the shm slots, and workspace: the larger of the initialiser's f32 values and a
 //   stage-1/2 publish copy.
-// The sum is the allocator's peak plus the shm slots; the OS adds the process baseline
-// (libraries, threads: RSS minus allocator bytes, measured by `train` before the engine exists).
+// The sum is what stays resident (the caching allocator keeps freed blocks, so terms that never
+// coexist still add up) plus the shm slots; the OS adds the process baseline (libraries,
+// threads: RSS minus allocator bytes, measured by `train` before the engine exists). A budget
+// holds in_use(): the allocator hands cached blocks back before it refuses.
 namespace {
 
 int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
@@ -117,7 +119,7 @@ std::string describe_peak(const PeakEstimate& p) {
   std::string s;
   auto add = [&](const char* name, int64_t v) {
     if (v <= 0) return;
-    s += (s.empty() ? "" : " + ") + std::string(name) + " " + format_bytes(size_t(v));
+    s += (s.empty() ? "" : ", ") + std::string(name) + " " + format_bytes(size_t(v));
   };
   add("states", p.states.total());
   add("gradient buckets", p.grad_buckets);
@@ -127,7 +129,7 @@ std::string describe_peak(const PeakEstimate& p) {
   add("workspace", p.workspace);
   add("comm buffers", p.comm_buffers);
   add("data", p.data);
-  return s + " = " + format_bytes(size_t(p.total()));
+  return s + ": " + format_bytes(size_t(p.in_use())) + " at once, " + format_bytes(size_t(p.total())) + " resident";
 }
 
 std::string BudgetOption::describe() const {
@@ -152,13 +154,13 @@ BudgetChoice choose_offload(int64_t budget, bool optimizer_auto, bool param_auto
   const std::string cap = format_bytes(size_t(budget));
   for (const BudgetOption& o : order) {
     const PeakEstimate p = predict(o);
-    if (p.total() > budget) continue;
+    if (p.in_use() > budget) continue;
     BudgetChoice c{o, p, {}};
     const std::string head = "memory budget " + cap + ": ";
-    const std::string fits = "predicted peak " + format_bytes(size_t(p.total())) + " per rank fits";
+    const std::string fits = "predicted peak " + format_bytes(size_t(p.in_use())) + " per rank fits";
     auto line = [&](const std::string& what, const BudgetOption& without) {
       c.lines.push_back(head + what + ": " + fits + "; " + without.describe() + " would need " +
-                        format_bytes(size_t(predict(without).total())));
+                        format_bytes(size_t(predict(without).in_use())));
     };
     if (optimizer_auto && !configured.optimizer_file) {
       if (o.optimizer_file)
@@ -186,8 +188,8 @@ BudgetChoice choose_offload(int64_t budget, bool optimizer_auto, bool param_auto
       if (par && stage != 3) continue;
       for (bool lowered : {false, true}) {
         const PeakEstimate p = predict({o, par, lowered});
-        if (smallest < 0 || p.total() < smallest) {
-          smallest = p.total();
+        if (smallest < 0 || p.in_use() < smallest) {
+          smallest = p.in_use();
           best = {o, par, lowered};
           bp = p;
         }

@@ -57,10 +57,11 @@ struct Model {
 std::vector<Model> models(const std::string& data) {
   return {{"mlp", " --config configs/mnist_mlp.json model.hidden=[1024,1024] data.dir=" + data + "/img"},
           {"cnn", " --config configs/cnn_fashion.json data.dataset=mnist data.dir=" + data + "/img"},
-          {"gpt", " --config configs/gpt_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=2 "
-                  "model.block_size=64 train_batch_size=8 train_micro_batch_size_per_gpu=4 data.eval_every=0 "
-                  "data.dir=" +
-                      data + "/tok"}};
+          {"gpt",
+           " --config configs/gpt_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=2 "
+           "model.block_size=64 train_batch_size=8 train_micro_batch_size_per_gpu=4 data.eval_every=0 "
+           "data.dir=" +
+               data + "/tok"}};
 }
 
 struct Measured {
@@ -89,9 +90,9 @@ void expect_within_10_percent(const Measured& m, const std::string& what) {
   // The run's peak is its training's, not reading the data's: else this compares nothing.
   EXPECT_GT(m.predicted, 1.2 * m.before) << what;
   EXPECT_NEAR(m.predicted / m.rss, 1.0, 0.10) << what << ": predicted " << m.predicted / kMiB << " MiB, /proc "
-                                               << m.rss / kMiB << " MiB; plan " << m.plan.dump();
-  std::printf("[ memory   ] %-24s predicted %8.1f MiB  /proc %8.1f MiB  (%+.1f%%)\n", what.c_str(),
-              m.predicted / kMiB, m.rss / kMiB, 100 * (m.predicted / m.rss - 1));
+                                              << m.rss / kMiB << " MiB; plan " << m.plan.dump();
+  std::printf("[ memory   ] %-24s predicted %8.1f MiB  /proc %8.1f MiB  (%+.1f%%)\n", what.c_str(), m.predicted / kMiB,
+              m.rss / kMiB, 100 * (m.predicted / m.rss - 1));
 }
 
 TEST(MemoryPlan, PeakRssIsWithinTenPercentOfThePlanForEveryModelAndStage) {
@@ -124,7 +125,7 @@ TEST(MemoryPlan, ABudgetChoosesTheLeastOffloadThatFits) {
   std::string out;
   const Measured free = train(args, dir, &out);  // no budget: auto means none
   EXPECT_NE(out.find("offload auto -> none: no run.memory_budget_mb"), std::string::npos) << out;
-  const int64_t mem = free.plan["total"].get<int64_t>();
+  const int64_t mem = free.plan["in_use"].get<int64_t>();  // what a budget holds
   // A budget 1 MiB above the in-memory peak keeps the states in memory.
   const Measured fits = train(args + " run.memory_budget_mb=" + std::to_string((mem >> 20) + 1), dir, &out);
   EXPECT_NE(out.find("offload_optimizer auto -> none: predicted peak"), std::string::npos) << out;
@@ -133,7 +134,7 @@ TEST(MemoryPlan, ABudgetChoosesTheLeastOffloadThatFits) {
   const Measured low = train(args + " run.memory_budget_mb=" + std::to_string((mem >> 20) - 1), dir, &out);
   EXPECT_NE(out.find("offload_optimizer auto -> nvme: predicted peak"), std::string::npos) << out;
   EXPECT_NE(out.find("would need"), std::string::npos) << out;
-  EXPECT_LT(low.plan["total"].get<int64_t>(), (mem >> 20) << 20);
+  EXPECT_LT(low.plan["in_use"].get<int64_t>(), (mem >> 20) << 20);
   EXPECT_GT(low.plan["optim"].get<int64_t>(), 0);
   EXPECT_LT(low.plan["optim"].get<int64_t>(), free.plan["optim"].get<int64_t>());
   EXPECT_NE(out.find("offload_optimizer: nvme"), std::string::npos) << out;  // the engine's start line

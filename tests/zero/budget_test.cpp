@@ -62,6 +62,8 @@ TEST(PeakMemory, StatesAreThePlansAndTransientsFollowTheStage) {
     EXPECT_EQ(p.gathered > 0, stage == 3) << stage;
     EXPECT_EQ(p.param_staging, 0);
     EXPECT_EQ(p.total(), p.states.total() + p.grad_buckets + p.gathered + p.activations + p.workspace);
+    // A budget holds what is in use at once: the initialiser's values are gone before step 1.
+    EXPECT_EQ(p.in_use(), p.states.total() + std::max(p.workspace, p.grad_buckets + p.gathered + p.activations));
   }
   // bf16 at stage 1: the gradient is cast for the wire and half of it comes back.
   const PeakEstimate b = predict_peak(plan_of(1, {}, DType::bf16), limits_of({}));
@@ -92,13 +94,14 @@ TEST(PeakMemory, Stage3GathersWhatPrefetchAllows) {
 }
 
 TEST(PeakMemory, OffloadMovesStatesToFilesAndKeepsTheirBuffers) {
-  const PeakEstimate mem = predict(3, {}), opt = predict(3, {true, false, false}), both = predict(3, {true, true, false});
+  const PeakEstimate mem = predict(3, {}), opt = predict(3, {true, false, false}),
+                     both = predict(3, {true, true, false});
   const Plan p = plan_of(3, {true, false, false});
   EXPECT_EQ(opt.states.optim, p.policy.swap.buffers * p.swap_slot_bytes());
   EXPECT_LT(opt.total(), mem.total());
   const int64_t shards = 8 * plan_of(3, {}).buffers[0].padded / 2 * 4;
   EXPECT_EQ(both.states.param, opt.states.param - shards);  // at rest on disk
-  EXPECT_EQ(both.param_staging, shards / 8 + 4096);          // one unit's shard staged while gathered
+  EXPECT_EQ(both.param_staging, shards / 8 + 4096);         // one unit's shard staged while gathered
   EXPECT_LT(both.total(), opt.total());
   EXPECT_EQ(predict(2, {true, true, false}).param_staging, 0);  // parameters go to files at stage 3 only
 }
@@ -109,9 +112,9 @@ struct Ladder {
   int64_t none, none_low, opt, opt_low, both, both_low;
 };
 Ladder ladder() {
-  return {predict(3, {false, false, false}).total(), predict(3, {false, false, true}).total(),
-          predict(3, {true, false, false}).total(),  predict(3, {true, false, true}).total(),
-          predict(3, {true, true, false}).total(),   predict(3, {true, true, true}).total()};
+  return {predict(3, {false, false, false}).in_use(), predict(3, {false, false, true}).in_use(),
+          predict(3, {true, false, false}).in_use(),  predict(3, {true, false, true}).in_use(),
+          predict(3, {true, true, false}).in_use(),   predict(3, {true, true, true}).in_use()};
 }
 BudgetChoice choose(int64_t budget, bool opt_auto, bool par_auto, int stage = 3) {
   return choose_offload(budget, opt_auto, par_auto, {}, stage,
@@ -139,15 +142,14 @@ TEST(BudgetChoice, TheLeastOffloadThatFits) {
   EXPECT_TRUE(opt.option.optimizer_file);
   EXPECT_FALSE(opt.option.param_file);
   EXPECT_NE(opt.lines[0].find("offload_optimizer auto -> nvme"), std::string::npos) << opt.lines[0];
-  EXPECT_NE(opt.lines[0].find("would need " + zt::format_bytes(size_t(predict(3, {false, false,
-                                                                                   opt.option.lowered_limits})
-                                                                           .total()))),
+  EXPECT_NE(opt.lines[0].find("would need " +
+                              zt::format_bytes(size_t(predict(3, {false, false, opt.option.lowered_limits}).in_use()))),
             std::string::npos)
       << opt.lines[0];
 
   const BudgetChoice both = choose(l.both_low, true, true);  // needs the parameters on disk too
   EXPECT_TRUE(both.option.optimizer_file && both.option.param_file && both.option.lowered_limits);
-  EXPECT_EQ(both.peak.total(), l.both_low);
+  EXPECT_EQ(both.peak.in_use(), l.both_low);
   ASSERT_EQ(both.lines.size(), 3u);
   EXPECT_NE(both.lines[1].find("offload_param auto -> nvme"), std::string::npos) << both.lines[1];
   EXPECT_NE(both.lines[2].find("one gradient bucket in flight"), std::string::npos) << both.lines[2];
@@ -156,11 +158,11 @@ TEST(BudgetChoice, TheLeastOffloadThatFits) {
 TEST(BudgetChoice, OnlyAutoDevicesMoveAndParametersOnlyAtStage3) {
   const Ladder l = ladder();
   // The optimizer is not "auto": parameters alone may move, after the in-memory options.
-  const BudgetChoice par = choose(predict(3, {false, true, true}).total(), false, true);
+  const BudgetChoice par = choose(predict(3, {false, true, true}).in_use(), false, true);
   EXPECT_FALSE(par.option.optimizer_file);
   EXPECT_TRUE(par.option.param_file);
   // Stage 2: no parameter files, whatever offload_param says.
-  const int64_t s2 = predict(2, {true, false, true}).total();
+  const int64_t s2 = predict(2, {true, false, true}).in_use();
   const BudgetChoice two = choose(s2, true, true, 2);
   EXPECT_TRUE(two.option.optimizer_file);
   EXPECT_FALSE(two.option.param_file);

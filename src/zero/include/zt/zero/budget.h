@@ -2,6 +2,7 @@
 // The peak memory of a rank before step 1 (Note [peak memory] in budget.cpp), and the least
 // offload that fits run.memory_budget_mb (Note [budget choice]). Pure arithmetic over a Plan;
 // what the plan cannot know (activations, data already loaded) comes from the caller.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -33,8 +34,14 @@ struct PeakEstimate {
   int64_t workspace = 0;  // the larger of the initialiser's values and the step's temporaries
   int64_t comm_buffers = 0;
   int64_t data = 0;
+  // Resident: every term, as the caching allocator keeps freed blocks (what the OS shows).
   int64_t total() const {
     return states.total() + grad_buckets + gathered + param_staging + activations + workspace + comm_buffers + data;
+  }
+  // The allocator's bytes in use at once (what run.memory_budget_mb holds: over it, cached blocks
+  // go back to the system first): the initialiser's workspace and a step's transients never coexist.
+  int64_t in_use() const {
+    return states.total() + data + std::max(workspace, grad_buckets + gathered + param_staging + activations);
   }
 };
 
@@ -52,12 +59,13 @@ struct BudgetChoice {
   std::vector<std::string> lines;  // what was chosen and why, one line per choice
 };
 // The least offload whose predicted peak fits `budget` bytes: optimizer states to files first
-// (when optimizer_auto), then parameters (when param_auto, stage 3 only); within each, the
+// (when optimizer_auto), then parameters (when param_auto, stage 3 only), compared by in_use(); within each, the
 // configured limits before lowered ones. `predict` gives the peak of an option. Throws a config
 // error naming the smallest peak and its settings when none fits.
 BudgetChoice choose_offload(int64_t budget, bool optimizer_auto, bool param_auto, const BudgetOption& configured,
                             int stage, const std::function<PeakEstimate(const BudgetOption&)>& predict);
 
-std::string describe_peak(const PeakEstimate& p);  // "states 1.2MiB + buckets ... = total"
+// "states 1.20MiB, activations ...: 2.00MiB at once, 2.50MiB resident"
+std::string describe_peak(const PeakEstimate& p);
 
 }  // namespace zt::zero
