@@ -78,9 +78,11 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   return out;
 }
 
-// "1.20GiB (states 1.00GiB, buckets 20.00MiB, ...)": the total, then its nonzero transient terms.
+// "1.20GiB resident, 1.10GiB at once (states 1.00GiB, grad_buckets 20.00MiB, ...)": both totals
+// (Note [peak memory]), then the nonzero transient terms.
 std::string peak_terms(const nlohmann::json& p) {
-  std::string s = format_bytes(p["total"].get<size_t>()) + " (states " +
+  std::string s = format_bytes(p["total"].get<size_t>()) + " resident, " + format_bytes(p["in_use"].get<size_t>()) +
+                  " at once (states " +
                   format_bytes(p["param"].get<size_t>() + p["grad"].get<size_t>() + p["master"].get<size_t>() +
                                p["optim"].get<size_t>());
   for (const char* k : {"grad_buckets", "gathered", "param_staging", "activations", "workspace", "comm_buffers"})

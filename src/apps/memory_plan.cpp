@@ -35,7 +35,8 @@ int64_t tokens_per_sample(const config::Config& c) {
 //   allocator (its values of that size are still alive): resident, though not at once.
 // - GPT/BERT: per token and block 14C working values plus 2 attention rows (H x T); a
 //   checkpointed block keeps its input only, and one block is recomputed at a time; the LM
-//   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient).
+//   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient);
+//   BERT's MLM decoder adds its bias into one more logits-sized tensor.
 // Evaluating images (batches of up to 1000) can hold more than a training micro-batch.
 int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch) {
   const config::ModelConfig& m = c.model;
@@ -83,7 +84,7 @@ int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval
                ? std::min(L, double(c.activation_checkpointing.number_checkpoints))
                : L;
   const bool lm = m.type == "gpt" || m.head == "mlm";
-  const double head = lm ? V * (b + 4 + (b == 4 ? 4 : 0)) : 0;
+  const double head = lm ? V * (b + 4 + (b == 4 ? 4 : 0) + (m.type == "bert" ? b : 0)) : 0;  // bert: + bias
   const double per_token = (L - ckpt) * block + ckpt * b * C + (ckpt > 0 ? block : 0) + 4 * b * C + head;
   return clamp_bytes(n * T * per_token);
 }

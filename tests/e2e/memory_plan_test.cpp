@@ -95,12 +95,26 @@ void expect_within_10_percent(const Measured& m, const std::string& what) {
               m.rss / kMiB, 100 * (m.predicted / m.rss - 1));
 }
 
+// `estimate` prints the plan `train` made, term by term (the data loaded is the run's own).
+void expect_estimate_agrees(const std::string& args, int stage, const nlohmann::json& plan) {
+  Result e = run(kBin + " estimate" + args + " run.eval_at_end=false --world 2 --json", 60);
+  ASSERT_EQ(e.code, 0) << e.out;
+  const nlohmann::json peak = nlohmann::json::parse(e.out)["stages"][stage]["peak"];
+  for (auto& [key, value] : peak.items()) {
+    if (key != "data" && key != "total" && key != "in_use") EXPECT_EQ(value, plan[key]) << key << ": " << e.out;
+  }
+  EXPECT_EQ(peak["total"].get<int64_t>() + plan["data"].get<int64_t>(), plan["total"].get<int64_t>());
+}
+
 TEST(MemoryPlan, PeakRssIsWithinTenPercentOfThePlanForEveryModelAndStage) {
   const std::string dir = tmpdir("memplan"), data = write_data(dir + "/data");
   for (const Model& m : models(data)) {
     for (int stage = 0; stage <= 3; ++stage) {
       const std::string what = std::string(m.name) + " stage " + std::to_string(stage);
-      expect_within_10_percent(train(m.args + " zero_optimization.stage=" + std::to_string(stage), dir), what);
+      const std::string args = m.args + " zero_optimization.stage=" + std::to_string(stage);
+      const Measured r = train(args, dir);
+      expect_within_10_percent(r, what);
+      expect_estimate_agrees(args, stage, r.plan);
     }
   }
   // Optimizer states in swap files: memory keeps their tile buffers.
@@ -109,7 +123,9 @@ TEST(MemoryPlan, PeakRssIsWithinTenPercentOfThePlanForEveryModelAndStage) {
   const std::vector<Model> all = models(data);
   for (auto [m, stage] : {std::pair{0, 2}, std::pair{2, 3}}) {
     const Model& model = all[size_t(m)];
-    const Measured r = train(model.args + off + " zero_optimization.stage=" + std::to_string(stage), dir);
+    const std::string args = model.args + off + " zero_optimization.stage=" + std::to_string(stage);
+    const Measured r = train(args, dir);
+    expect_estimate_agrees(args, stage, r.plan);
     EXPECT_LT(r.plan["optim"].get<int64_t>(), 4 << 20);
     expect_within_10_percent(r, std::string(model.name) + " stage " + std::to_string(stage) + " optimizer nvme");
   }
