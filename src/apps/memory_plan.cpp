@@ -5,6 +5,8 @@
 #include <fstream>
 #include <limits>
 
+#include <malloc.h>
+
 #include "session.h"
 #include "zt/core/allocator.h"
 #include "zt/ops/ops.h"
@@ -179,6 +181,9 @@ nlohmann::json peak_json(const zero::PeakEstimate& p) {
 }
 
 MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const config::BatchSizes& bs, RunContext ctx) {
+  // Under a budget the allocator hands cached blocks back; from mmap (not glibc's heap) they
+  // leave the process's RSS, so the OS peak is bounded by the budget too.
+  if (c.run.memory_budget_mb > 0) mallopt(M_MMAP_THRESHOLD, 1 << 20);
   warm_up_runtime(engine_options(c, bs).dtype);
   const Rss before = read_rss();
   ctx.data_bytes = int64_t(Allocator::global().stats().total_current);
@@ -186,6 +191,9 @@ MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const c
   mp.record = peak_json(mp.peak);
   mp.record["process_baseline"] = before.now - ctx.data_bytes;
   mp.record["rss_peak_before"] = before.peak;  // e.g. reading the data: the run's peak when larger
+  const int64_t budget = c.run.memory_budget_mb << 20, held = mp.peak.total() - mp.peak.comm_buffers;
+  mp.record["predicted_rss"] =
+      before.now - ctx.data_bytes + mp.peak.comm_buffers + (budget > 0 ? std::min(held, budget) : held);
   mp.record["choices"] = mp.lines;
   return mp;
 }

@@ -50,7 +50,8 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
 // `train`'s plan: the compute runtime warmed up, then the process baseline measured (RSS minus
 // the allocator's bytes: libraries, threads) with the data already loaded (ctx.data_bytes is
 // taken from the allocator), then plan_memory; `record` holds the terms, the baseline and the
-// choices.
+// choices, and predicted_rss: the baseline plus the resident total, or under a budget at most
+// the budget (plus the shm slots, outside the allocator).
 MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const config::BatchSizes& bs, RunContext ctx);
 
 // The terms of a peak as JSON: states by tag, each transient term, and the total (bytes).
