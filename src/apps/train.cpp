@@ -118,8 +118,21 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
                          p.swap_tile_elems(), "-element tiles through ", p.policy.swap.buffers, " buffers (",
                          format_bytes(size_t(p.memory().optim)), " in memory)");
   }
-  if (c.zero.offload_param.device == "cpu")
-    out += std::string(out.empty() ? "" : "; ") + "offload_param: cpu, where a CPU run's parameters already are";
+  std::string par;
+  if (c.zero.offload_param.device == "cpu") par = "offload_param: cpu, where a CPU run's parameters already are";
+  if (e.policy().param_residence == zero::Residence::file) {
+    const zero::Plan& p = e.plan();
+    int64_t swapped = 0, units = 0;
+    for (size_t b = 0; b < p.buffers.size(); ++b)
+      if (p.param_swapped(b)) {
+        ++units;
+        swapped += p.buffers[b].padded / p.world * int64_t(dtype_size(p.policy.param_dtype));
+      }
+    par = detail::concat("offload_param: nvme, the parameter shards of ", units, " of ", p.buffers.size(),
+                         " units in swap files under ", p.policy.swap.param_dir, "/rank*/ (", format_bytes(size_t(swapped)),
+                         " per rank on disk, read ahead of each all-gather)");
+  }
+  if (!par.empty()) out += (out.empty() ? "" : "; ") + par;
   return out;
 }
 
@@ -390,12 +403,12 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     rec["comm_overlap"] = {{"reduce", overlap_json(reduce_overlap)}, {"gather", overlap_json(gather_overlap)}};
     rec["comm_hidden_fraction"] = all.hidden() ? nlohmann::json(*all.hidden()) : nullptr;
     reduce_overlap = gather_overlap = {};
-    if (engine.policy().optimizer_residence == zero::Residence::file) {  // rank 0's swap I/O, cumulative
+    if (engine.policy().optimizer_residence == zero::Residence::file ||
+        engine.policy().param_residence == zero::Residence::file) {  // rank 0's swap I/O, cumulative
       const zero::SwapStats sw = engine.swap_stats();
-      rec["swap"] = {{"bytes_read", sw.bytes_read},
-                     {"bytes_written", sw.bytes_written},
-                     {"io_wait_s", sw.io_wait_s},
-                     {"update_s", sw.compute_s}};
+      rec["swap"] = {{"bytes_read", sw.bytes_read},     {"bytes_written", sw.bytes_written},
+                     {"io_wait_s", sw.io_wait_s},       {"read_wait_s", sw.read_wait_s},
+                     {"write_wait_s", sw.write_wait_s}, {"update_s", sw.compute_s}};
     }
     if (engine.options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative
       rec["sparse_comm_bytes"] = engine.sparse_comm_bytes().moved;

@@ -53,21 +53,20 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     }
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
-  store_ = std::make_unique<ParamStore>(
-      plan_, params_, *group_, PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters},
-      materialize);
-  std::vector<Tensor> initial;
-  for (size_t b = 0; b < plan_.buffers.size(); ++b) initial.push_back(store_->owned(b));
   // Swap files are made by every rank on its own disk: one agreed error if any rank cannot.
   std::string swap_error;
   try {
-    optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(), initial);
+    store_ = std::make_unique<ParamStore>(
+        plan_, params_, *group_,
+        PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters}, materialize);
+    optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(),
+                                          [this](size_t b) { return store_->owned_copy(b); });
   } catch (const Error& e) {
-    if (plan_.policy.optimizer_residence != Residence::file) throw;
+    if (policy.optimizer_residence != Residence::file && policy.param_residence != Residence::file) throw;
     swap_error = e.what();
   }
-  if (plan_.policy.optimizer_residence == Residence::file)
-    comm::agree_on_error(*group_, swap_error, label("optimizer swap files"), ErrorKind::checkpoint);
+  if (policy.optimizer_residence == Residence::file || policy.param_residence == Residence::file)
+    comm::agree_on_error(*group_, swap_error, label("swap files"), ErrorKind::checkpoint);
   const int64_t inflight =
       opts_.max_inflight_reduce_elems > 0 ? opts_.max_inflight_reduce_elems : plan_.grad_bucket_elems;
   reducer_ = std::make_unique<GradReducer>(plan_, params_, *group_, opts_.overlap_comm, inflight,
@@ -215,14 +214,17 @@ std::vector<ShardState> Engine::shard_states() {
   std::vector<ShardState> out;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const Range r = plan_.optim_range(b, group_->rank());
-    ShardState s{b, r.begin, r.size(), {ShardTensor::in_memory("param", store_->owned(b))}};
+    ShardState s{b, r.begin, r.size(), {store_->owned_state(b)}};
     for (auto& t : optim_->state(b)) s.tensors.push_back(std::move(t));
     out.push_back(std::move(s));
   }
   return out;
 }
 
-SwapStats Engine::swap_stats() const { return optim_->swap_stats(); }
+SwapStats Engine::swap_stats() const {
+  SwapStats st = optim_->swap_stats();
+  return st += store_->swap_stats();
+}
 
 Engine::Counters Engine::counters() const {
   Counters c;

@@ -10,31 +10,22 @@
 
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 
 #include "swap_file.h"
 #include "zt/ops/ops.h"
 
 namespace zt::zero {
 
-OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank, const std::vector<Tensor>& initial)
+OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank,
+                       const std::function<Tensor(size_t)>& initial)
     : spec_(spec), names_(optim::state_names(spec)), master_(plan.policy.fp32_master) {
   optim::validate(spec_);
   const bool file = plan.policy.optimizer_residence == Residence::file;
   if (file) {
-    const SwapOptions& so = plan.policy.swap;
-    dir_ = so.dir + "/rank" + std::to_string(rank);
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[offload] cannot create the swap folder ", dir_, ": ", ec.message());
+    dir_ = make_swap_folder(plan.policy.swap.dir, rank);
     tile_ = plan.swap_tile_elems();
     TagScope tag(MemTag::optim);
-    for (int s = 0; s < so.buffers; ++s) {  // each aligned to 4 KiB inside its allocation, for O_DIRECT
-      Tensor raw = Tensor::empty({plan.swap_slot_bytes() / 4}, DType::f32);
-      const auto addr = reinterpret_cast<uintptr_t>(raw.raw_data());
-      const int64_t skip = int64_t((4096 - addr % 4096) % 4096) / 4;
-      slots_.push_back(Tensor::view_of(raw.storage(), skip, {(plan.swap_slot_bytes() - 4096) / 4}, DType::f32));
-    }
+    for (int s = 0; s < plan.policy.swap.buffers; ++s) slots_.push_back(page_aligned(plan.swap_slot_bytes() - 4096, DType::f32));
   }
   const int64_t k = (master_ ? 1 : 0) + int64_t(names_.size());
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
@@ -43,7 +34,7 @@ OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int r
     if (!file) {
       if (master_) {
         TagScope tag(MemTag::master);
-        buf.master = ops::cast(initial.at(b), DType::f32);
+        buf.master = ops::cast(initial(b), DType::f32);
       }
       TagScope tag(MemTag::optim);
       for (size_t i = 0; i < names_.size(); ++i) buf.states.push_back(Tensor::zeros({buf.numel}, DType::f32));
@@ -51,7 +42,7 @@ OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int r
       const std::string path = dir_ + "/b" + std::to_string(b) + ".swap";
       const int64_t tiles = (buf.numel + tile_ - 1) / tile_;
       buf.file = std::make_unique<SwapFile>(path, tiles, size_t(k * tile_ * 4), int(slots_.size()), plan.policy.swap);
-      const Tensor& init = initial.at(b);
+      const Tensor init = initial(b);
       run_tiles(
           buf,
           [&](int64_t t, int64_t len, Tensor rec) {
@@ -121,25 +112,6 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
       /*read_first=*/true);
 }
 
-// Elements [begin, begin + n) of tensor j (master first) of a swapped buffer, out (dst) or in (src).
-void OptimShard::file_range(Buf& buf, size_t j, int64_t begin, int64_t n, void* dst, const void* src) {
-  SwapFile& f = *buf.file;
-  f.wait_all();
-  for (int64_t e = begin; e < begin + n;) {
-    const int64_t t = e / tile_, in = e - t * tile_, len = std::min(tile_ - in, begin + n - e);
-    f.read(t, slot(0), 0);
-    f.wait(0);
-    float* p = slot(0) + int64_t(j) * tile_ + in;
-    if (dst) std::memcpy(static_cast<char*>(dst) + (e - begin) * 4, p, size_t(len) * 4);
-    if (src) {
-      std::memcpy(p, static_cast<const char*>(src) + (e - begin) * 4, size_t(len) * 4);
-      f.write(t, slot(0), 0);
-      f.wait(0);
-    }
-    e += len;
-  }
-}
-
 std::vector<ShardTensor> OptimShard::state(size_t b) {
   Buf& buf = bufs_[b];
   std::vector<std::string> names;
@@ -155,9 +127,10 @@ std::vector<ShardTensor> OptimShard::state(size_t b) {
     ShardTensor t;
     t.name = names[j];
     t.numel = buf.numel;
-    t.read_fn = [this, &buf, j](int64_t begin, int64_t n, void* dst) { file_range(buf, j, begin, n, dst, nullptr); };
+    t.read_fn = [this, &buf, j](int64_t begin, int64_t n, void* dst) { swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, dst, nullptr);
+    };
     t.write_fn = [this, &buf, j](int64_t begin, int64_t n, const void* src) {
-      file_range(buf, j, begin, n, nullptr, src);
+      swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, nullptr, src);
     };
     out.push_back(std::move(t));
   }
@@ -168,12 +141,7 @@ SwapStats OptimShard::swap_stats() const {
   SwapStats st;
   st.compute_s = compute_s_;
   for (const Buf& b : bufs_)
-    if (b.file) {
-      st.bytes_read += b.file->bytes_read();
-      st.bytes_written += b.file->bytes_written();
-      st.io_wait_s += b.file->io_wait_seconds();
-      st.direct = b.file->direct();
-    }
+    if (b.file) st += b.file->stats();
   return st;
 }
 
