@@ -150,6 +150,7 @@ zero::EngineOptions engine_options(const config::Config& c, const config::BatchS
   o.reduce_bucket_size = c.zero.reduce_bucket_size;
   o.stage3_prefetch_bucket_size = c.zero.stage3_prefetch_bucket_size;
   o.stage3_max_live_parameters = c.zero.stage3_max_live_parameters;
+  o.stage3_max_reuse_distance = c.zero.stage3_max_reuse_distance;
   o.stage3_param_persistence_threshold = c.zero.stage3_param_persistence_threshold;
   o.optimizer = optimizer_spec(c);
   o.sparse_gradients = c.sparse_gradients;

@@ -210,6 +210,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   // world size and stage; the data position is the step (same global batch, same seed).
   int64_t first_step = 0, skipped = 0, skipped_in_a_row = 0;
   zero::CommOverlap reduce_overlap, gather_overlap;  // rank 0's, since the last printed step
+  int64_t gathers = 0;  // stage 3: unit all-gathers since the last metrics line
   if (!cfg.run.resume.empty()) {
     std::string path;
     const nlohmann::json extra = ckpt::load_checkpoint(engine, cfg.checkpoint.dir, cfg.run.resume, &path);
@@ -319,6 +320,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     }
     reduce_overlap += st.reduce;
     gather_overlap += st.gather;
+    gathers += st.gathers;
     // A non-finite loss stops the run, except where fp16 loss scaling skipped the step for it.
     const bool bad_loss = !std::isfinite(step_loss) && !st.skipped;
     const Vote vote = agree(group, {stop_signal(), bad_loss ? rank : -1, on_lead.failed()},
@@ -403,6 +405,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     rec["comm_overlap"] = {{"reduce", overlap_json(reduce_overlap)}, {"gather", overlap_json(gather_overlap)}};
     rec["comm_hidden_fraction"] = all.hidden() ? nlohmann::json(*all.hidden()) : nullptr;
     reduce_overlap = gather_overlap = {};
+    if (engine.policy().shard_parameters()) rec["gathers"] = std::exchange(gathers, 0);
     if (engine.policy().optimizer_residence == zero::Residence::file ||
         engine.policy().param_residence == zero::Residence::file) {  // rank 0's swap I/O, cumulative
       const zero::SwapStats sw = engine.swap_stats();

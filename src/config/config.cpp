@@ -60,6 +60,7 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   s.read_int("stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size, 0);
   s.read_int("stage3_max_live_parameters", z.stage3_max_live_parameters, 0);
   s.read_int("stage3_param_persistence_threshold", z.stage3_param_persistence_threshold, 0);
+  s.read_int("stage3_max_reuse_distance", z.stage3_max_reuse_distance, 0);
   s.read_section("offload_optimizer", [&](const Section& o) { parse_offload(o, z.offload_optimizer); });
   s.read_section("offload_param", [&](const Section& o) { parse_offload(o, z.offload_param); });
   ZT_CHECK_AS(ErrorKind::config, z.offload_param.device != "nvme" || z.stage == 3, "[config] ", s.source(), ": '",
@@ -74,10 +75,8 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   }
   // Accepted and validated; tuning knobs our engine does not need.
   bool b = false;
-  int64_t i = 0;
   s.read_bool("round_robin_gradients", b);
   s.read_int("sub_group_size", z.sub_group_size, 1);
-  s.read_int("stage3_max_reuse_distance", i, 0);
   s.read_bool("stage3_gather_16bit_weights_on_model_save", b);
 }
 

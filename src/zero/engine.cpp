@@ -58,7 +58,9 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   try {
     store_ = std::make_unique<ParamStore>(
         plan_, params_, *group_,
-        PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters}, materialize);
+        PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters,
+                       opts_.stage3_max_reuse_distance},
+        materialize);
     optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(),
                                           [this](size_t b) { return store_->owned_copy(b); });
   } catch (const Error& e) {
@@ -161,6 +163,9 @@ StepStats Engine::step(double lr) {
   StepStats st;
   st.reduce = reducer_->take_overlap();
   st.gather = store_->take_overlap();
+  st.gathers = store_->gathers() - gathers_at_step_;
+  gathers_at_step_ = store_->gathers();
+  store_->end_step();
   st.loss_scale = loss_scale();
   if (scaler_) {  // fp16: an overflow on any rank skips the step on every rank
     bool overflow = false;
@@ -204,7 +209,7 @@ void Engine::for_each_full_param(const std::function<void(const std::string&, co
     for (size_t b = 0; b < plan_.buffers.size(); ++b) {
       store_->gather(b, true, label("consolidation of unit " + std::to_string(b)));
       for (auto& s : plan_.buffers[b].params) fn(names_[s.index], params_[s.index]);
-      store_->release(b);
+      store_->release(b, /*may_keep=*/false);
     }
   }
   for (size_t i = 0; i < frozen_.size(); ++i) fn(frozen_names_[i], frozen_[i]);

@@ -211,11 +211,13 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
     comm::CollOptions o;
     o.label = label;
     buf.gather_work = group_.all_gather_async(buf.shard, buf.full, o);
+    ++gathers_;
   }
   if (wait && buf.gather_work) {
     finish_gather(b);
     bind(b);
   }
+  if (wait && plan_.policy.shard_parameters() && !plan_.persistent[b]) note_use(b);
 }
 
 void ParamStore::finish_gather(size_t b) {
@@ -226,19 +228,56 @@ void ParamStore::finish_gather(size_t b) {
   if (buf.file && !buf.updating) buf.shard = Tensor();  // the file still holds it
 }
 
-void ParamStore::release(size_t b) {
+void ParamStore::release(size_t b, bool may_keep) {
   Buf& buf = bufs_[b];
   if (!plan_.policy.shard_parameters() || plan_.persistent[b] || !buf.full.defined()) return;
+  if (may_keep && reused_soon(b) && live_elems() <= limits_.max_live_elems) return;
   if (buf.gather_work) finish_gather(b);
   unbind(b);
   buf.full = Tensor();
 }
 
-// Swapped units (Note [parameter swap]) are read at one prefetch and all-gathered at the next.
-void ParamStore::prefetch(size_t b, int dir, const std::string& label) {
+// Note [reuse distance]: as DeepSpeed, a unit is not released when the trace says it is used again
+// within stage3_max_reuse_distance elements of other units' uses (GPT-2's tied wte, a unit whose
+// checkpointed forward is recomputed for its backward, the next micro-batch's first unit), as
+// long as the gathered units stay within stage3_max_live_parameters ("resident before
+// releasing"). The trace is the first step's order of uses; a step that departs from it (an
+// evaluation pass in between) releases as usual until the next step begins.
+void ParamStore::note_use(size_t b) {
+  if (recording_) {
+    trace_.push_back(b);
+  } else if (following_) {
+    following_ = cursor_ < trace_.size() && trace_[cursor_] == b;
+    ++cursor_;
+  }
+}
+
+bool ParamStore::reused_soon(size_t b) const {
+  if (!following_) return false;
+  int64_t distance = 0;
+  for (size_t i = cursor_; i < trace_.size() && distance < limits_.max_reuse_elems; ++i) {
+    if (trace_[i] == b) return true;
+    distance += plan_.buffers[trace_[i]].padded;
+  }
+  return false;
+}
+
+void ParamStore::end_step() {
+  recording_ = recording_ && trace_.empty();  // a step that gathered nothing does not make the trace
+  following_ = !recording_;
+  cursor_ = 0;
+}
+
+int64_t ParamStore::live_elems() const {
   int64_t live = 0;
   for (size_t i = 0; i < bufs_.size(); ++i)
     if (bufs_[i].full.defined() && !plan_.persistent[i]) live += plan_.buffers[i].padded;
+  return live;
+}
+
+// Swapped units (Note [parameter swap]) are read at one prefetch and all-gathered at the next.
+void ParamStore::prefetch(size_t b, int dir, const std::string& label) {
+  int64_t live = live_elems();
   int64_t budget = limits_.prefetch_elems;
   for (int64_t j = int64_t(b) + dir; j >= 0 && j < int64_t(bufs_.size()); j += dir) {
     const size_t u = size_t(j);

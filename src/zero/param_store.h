@@ -17,8 +17,9 @@
 namespace zt::zero {
 
 struct PrefetchLimits {
-  int64_t prefetch_elems = 50'000'000;     // stage3_prefetch_bucket_size
-  int64_t max_live_elems = 1'000'000'000;  // stage3_max_live_parameters
+  int64_t prefetch_elems = 50'000'000;      // stage3_prefetch_bucket_size
+  int64_t max_live_elems = 1'000'000'000;   // stage3_max_live_parameters
+  int64_t max_reuse_elems = 1'000'000'000;  // stage3_max_reuse_distance (Note [reuse distance])
 };
 
 class SwapFile;
@@ -48,7 +49,10 @@ class ParamStore {
 
   bool gathered(size_t b) const { return bufs_[b].full.defined(); }
   void gather(size_t b, bool wait, const std::string& label);  // stage 3
-  void release(size_t b);                                      // stage 3; persistent units stay
+  // Stage 3; persistent units stay, and with `may_keep` a unit used again soon (Note [reuse distance]).
+  void release(size_t b, bool may_keep = true);
+  void end_step();  // the first step's order of unit uses becomes the trace; later steps follow it
+  int64_t gathers() const { return gathers_; }  // unit all-gathers launched since the engine was built
   void prefetch(size_t b, int dir, const std::string& label);  // gathers units after (+1) or before (-1) b
 
   CommOverlap take_overlap() { return std::exchange(overlap_, {}); }  // all-gathers waited for since
@@ -79,6 +83,14 @@ class ParamStore {
   PrefetchLimits limits_;
   std::vector<Buf> bufs_;
   std::string swap_dir_;
+  // Note [reuse distance]: units in the order the first step used them, and where this step is.
+  std::vector<size_t> trace_;
+  bool recording_ = true, following_ = false;
+  size_t cursor_ = 0;
+  int64_t gathers_ = 0;
+  void note_use(size_t b);
+  bool reused_soon(size_t b) const;
+  int64_t live_elems() const;
 };
 
 }  // namespace zt::zero
