@@ -96,14 +96,11 @@ void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when,
 }
 
 // Weights that are NaN or infinite are never saved over earlier ones.
-void check_finite(const std::vector<std::pair<std::string, Tensor>>& weights, int64_t steps) {
-  for (const auto& [name, t] : weights) {
-    const float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      ZT_CHECK_AS(ErrorKind::config, std::isfinite(p[i]), "[train] the weights after step ", steps,
-                  " are not finite ('", name, "' holds ", p[i],
-                  "): training diverged (lower optimizer.params.lr or set gradient_clipping)");
-  }
+void check_finite(const std::string& name, const Tensor& t, int64_t steps) {
+  const float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    ZT_CHECK_AS(ErrorKind::config, std::isfinite(p[i]), "[train] the weights after step ", steps, " are not finite ('",
+                name, "' holds ", p[i], "): training diverged (lower optimizer.params.lr or set gradient_clipping)");
 }
 
 // What the offload sections mean for this run, for the start line ("" when nothing is offloaded).
@@ -438,12 +435,6 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       on_lead([&] { run_dir->append_metrics(rec); });
     }
   }
-  // Consolidated weights, in fp32 whatever the working precision: every rank takes part in the
-  // gathers (one unit at a time at stage 3); only rank 0 keeps a copy and writes.
-  std::vector<std::pair<std::string, Tensor>> weights;
-  engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
-    if (lead) weights.emplace_back(n, ops::cast(p, DType::f32));
-  });
   nlohmann::json summary = {{"steps", total_steps},
                             {"train_seconds", train_s},
                             {"world_size", world},
@@ -456,12 +447,23 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   if (final_eval) summary.update(final_eval->metrics);
   // Two votes (Note [agreed stops]): after rank 0 wrote the outputs under temporary names, and
   // after it committed them, so no rank finalizes while rank 0 may still block in I/O.
+  // Consolidated weights, in fp32 whatever the working precision, streamed: every rank takes
+  // part in the gathers (one unit at a time at stage 3); rank 0 writes each tensor as it comes.
   std::unique_ptr<RunDir::Staged> staged;
   on_lead([&] {
     fault.maybe_fire(rank, total_steps + 1);  // ZT_FAULT step K+1 of a K-step run: the final save
-    check_finite(weights, total_steps);
-    staged = run_dir->stage(weights, summary);
+    std::vector<ckpt::TensorEntry> entries;
+    for (auto& [name, shape] : engine.full_param_shapes()) entries.push_back({name, DType::f32, shape});
+    staged = run_dir->begin_stage(std::move(entries));
   });
+  engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
+    on_lead([&] {
+      const Tensor w = ops::cast(p, DType::f32);
+      check_finite(n, w, total_steps);
+      staged->writer->write(n, w);
+    });
+  });
+  on_lead([&] { run_dir->finish_stage(*staged, summary); });
   stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "final save, outputs written"), on_lead,
                 "before saving", cfg.run.dir);
   on_lead([&] { run_dir->commit(*staged, {{"event", "final"}, {"summary", summary}}); });

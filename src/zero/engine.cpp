@@ -215,6 +215,18 @@ void Engine::for_each_full_param(const std::function<void(const std::string&, co
   for (size_t i = 0; i < frozen_.size(); ++i) fn(frozen_names_[i], frozen_[i]);
 }
 
+std::vector<std::pair<std::string, Shape>> Engine::full_param_shapes() const {
+  std::vector<std::pair<std::string, Shape>> out;
+  if (!plan_.policy.shard_parameters()) {
+    for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(names_[i], params_[i].shape());
+  } else {
+    for (auto& b : plan_.buffers)
+      for (auto& s : b.params) out.emplace_back(names_[s.index], params_[s.index].shape());
+  }
+  for (size_t i = 0; i < frozen_.size(); ++i) out.emplace_back(frozen_names_[i], frozen_[i].shape());
+  return out;
+}
+
 std::vector<ShardState> Engine::shard_states() {
   std::vector<ShardState> out;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {

@@ -122,6 +122,8 @@ class Engine {
   // Calls fn(name, full parameter) for every trainable parameter in model order (stage 3
   // gathers one unit at a time), then for the frozen ones.
   void for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn);
+  // The names and shapes for_each_full_param yields, in its order, without gathering anything.
+  std::vector<std::pair<std::string, Shape>> full_param_shapes() const;
 
   const Plan& plan() const { return plan_; }
   const Policy& policy() const { return plan_.policy; }
