@@ -2,12 +2,14 @@
 // buffer's fp32 master and optimizer states live in a swap file <dir>/b<buffer>.swap, tile by
 // tile: record t holds elements [tT, (t+1)T) of the master (16-bit runs) and then of each
 // state, T a multiple of 1024 so a record is whole 4 KiB pages. An update streams the records
-// through `buffers` tile buffers: tile i+1 is read while tile i is updated by the same stateless
-// kernel as in memory, and tile i-1 is written meanwhile. The kernel is element-wise, so the
-// trajectory is the in-memory one bit for bit; RAM holds only the tile buffers
-// (Plan::memory()). Every record is checked against the xxh64 it was written with.
+// through `buffers` tile buffers: the next tiles are read (buffers - 2 of them, at least one)
+// while tile i is updated by the same stateless kernel as in memory, and tile i-1 is written.
+// The kernel is element-wise, so the trajectory is the in-memory one bit for bit; RAM holds
+// only the tile buffers (Plan::memory()). Every record is checked against the xxh64 it was
+// written with.
 #include "optim_shard.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -57,8 +59,8 @@ OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int r
 
 OptimShard::~OptimShard() = default;
 
-// Tiles of `buf` in order through the tile buffers: tile i+1 is read (read_first) while fn
-// updates tile i, whose write then goes out behind it.
+// Tiles of `buf` in order through the tile buffers: the next tiles are read (read_first) while
+// fn updates tile i, whose write then goes out behind it.
 void OptimShard::run_tiles(Buf& buf, const std::function<void(int64_t, int64_t, Tensor)>& fn, bool read_first) {
   SwapFile& f = *buf.file;
   const int S = int(slots_.size());
@@ -68,11 +70,15 @@ void OptimShard::run_tiles(Buf& buf, const std::function<void(int64_t, int64_t, 
     f.wait(s);  // the write that last used this buffer
     f.read(t, slot(s), s);
   };
-  if (read_first && tiles > 0) start_read(0);
+  // Reads run `ahead` tiles in front of the update, so the disk always has a read queued; one
+  // buffer is being updated and one written behind (S = 2, 3: one ahead; S = 1: none).
+  const int64_t ahead = std::max(1, S - 2);
+  if (read_first)
+    for (int64_t t = 0; t < std::min(S > 1 ? ahead : 1, tiles); ++t) start_read(t);
   for (int64_t t = 0; t < tiles; ++t) {
     const int s = int(t % S);
     f.wait(s);
-    if (read_first && S > 1 && t + 1 < tiles) start_read(t + 1);
+    if (read_first && S > 1 && t + ahead < tiles) start_read(t + ahead);
     const auto t0 = std::chrono::steady_clock::now();
     fn(t, std::min(tile_, buf.numel - t * tile_), slots_[size_t(s)]);
     compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
