@@ -414,6 +414,20 @@ class Report:
         return "\n".join(out)
 
 
+SCALE_BEGIN, SCALE_END = "<!-- scale_offload.py: begin -->", "<!-- scale_offload.py: end -->"
+
+
+def kept_sections(path):
+    """The block bench/scale_offload.py wrote into the previous file (minutes of runs that
+    bench/run.sh does not repeat), carried over unchanged."""
+    try:
+        old = open(path).read()
+    except OSError:
+        return ""
+    b, e = old.find(SCALE_BEGIN), old.find(SCALE_END)
+    return "\n" + old[b:e + len(SCALE_END)] + "\n" if 0 <= b < e else ""
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results")
@@ -421,6 +435,7 @@ def main():
     args = p.parse_args()
     text = Report(load(args.results)).render()
     if args.out:
+        text += kept_sections(args.out)
         with open(args.out, "w") as f:
             f.write(text)
     else:

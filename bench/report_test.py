@@ -131,6 +131,20 @@ class ReportTest(unittest.TestCase):
         finally:
             os.remove(path)
 
+    def test_the_scale_block_of_the_previous_file_is_kept_and_nothing_else(self):
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"report_test_{os.getpid()}.md")
+        block = report.SCALE_BEGIN + "\n## Scale\n| a |\n" + report.SCALE_END
+        with open(path, "w") as f:
+            f.write("# Benchmarks\nold figures\n" + block + "\ntrailing\n")
+        try:
+            self.assertEqual(report.kept_sections(path), "\n" + block + "\n")
+            with open(path, "w") as f:
+                f.write("# Benchmarks\n" + report.SCALE_END + report.SCALE_BEGIN)  # out of order: nothing
+            self.assertEqual(report.kept_sections(path), "")
+        finally:
+            os.remove(path)
+        self.assertEqual(report.kept_sections(path), "")  # no previous file
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -179,7 +179,7 @@ void run_case(int64_t n, const std::string& dt, const zero::SwapOptions& so, con
   Probe probe(dir + "/disk_probe.swap", tiles, record, so);
   const Tensor params = Tensor::full({plan.buffers[0].padded}, 0.5f, dtype);
   const Tensor grads = Tensor::full({plan.buffers[0].padded}, 0.01f, dtype);
-  zero::OptimShard shard(plan, spec, 0, {params});
+  zero::OptimShard shard(plan, spec, 0, [&](size_t) { return params; });
   shard.update(0, params, grads, 1e-3f, 1.f);  // warm-up: the first read of every tile
   shard.finish_step();
   const zero::SwapStats before = shard.swap_stats();

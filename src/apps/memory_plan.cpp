@@ -97,6 +97,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   zero::PeakInput in;
   in.prefetch_elems = opts.stage3_prefetch_bucket_size;
   in.max_live_elems = opts.stage3_max_live_parameters;
+  in.max_reuse_elems = opts.stage3_max_reuse_distance;
   in.max_inflight_elems = opts.max_inflight_reduce_elems;
   in.overlap_comm = opts.overlap_comm;
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
@@ -129,6 +130,7 @@ zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes
   if (o.lowered_limits) {
     e.max_inflight_reduce_elems = 1;  // launching a bucket first finishes the one before
     e.stage3_prefetch_bucket_size = 0;
+    e.stage3_max_reuse_distance = 0;
   }
   return e;
 }
@@ -154,11 +156,7 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   }
   if (opt_auto) opt.device = chosen.optimizer_file ? "nvme" : "none";
   if (par_auto) par.device = chosen.param_file && c.zero.stage == 3 ? "nvme" : "none";
-  mp.options = engine_options(mp.cfg, bs);
-  if (chosen.lowered_limits) {
-    mp.options.max_inflight_reduce_elems = 1;
-    mp.options.stage3_prefetch_bucket_size = 0;
-  }
+  mp.options = options_of(mp.cfg, bs, chosen);
   mp.peak = predict_run_peak(model, mp.cfg, mp.options, bs, ctx);
   return mp;
 }

@@ -105,16 +105,20 @@ void RunDir::append_metrics(const nlohmann::json& record) {
   ZT_CHECK_AS(kIo, !err, "[run] appending to ", file, " failed: ", std::strerror(err));
 }
 
-std::unique_ptr<RunDir::Staged> RunDir::stage(const std::vector<std::pair<std::string, Tensor>>& weights,
-                                              const nlohmann::json& summary) {
+std::unique_ptr<RunDir::Staged> RunDir::begin_stage(std::vector<ckpt::TensorEntry> entries) {
   auto s = std::make_unique<Staged>();
   s->weights = std::make_unique<AtomicFile>(path("model.safetensors"), kIo, "[run]");
-  ckpt::write_safetensors(*s->weights, weights, {{"format", "zerotrain"}});
-  s->weights->finish();
-  s->summary = std::make_unique<AtomicFile>(path("summary.json"), kIo, "[run]");
-  s->summary->write(summary.dump(2) + "\n");
-  s->summary->finish();
+  s->writer = std::make_unique<ckpt::SafetensorsWriter>(*s->weights, std::move(entries),
+                                                        std::map<std::string, std::string>{{"format", "zerotrain"}});
   return s;
+}
+
+void RunDir::finish_stage(Staged& s, const nlohmann::json& summary) {
+  s.writer->finish();
+  s.weights->finish();
+  s.summary = std::make_unique<AtomicFile>(path("summary.json"), kIo, "[run]");
+  s.summary->write(summary.dump(2) + "\n");
+  s.summary->finish();
 }
 
 void RunDir::commit(Staged& staged, const nlohmann::json& final_record) {

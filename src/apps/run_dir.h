@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "zt/ckpt/safetensors.h"
 #include "zt/core/atomic_file.h"
 #include "zt/core/tensor.h"
 
@@ -58,12 +59,14 @@ class RunDir {
   void append_metrics(const nlohmann::json& record);
 
   // The final outputs, written and fsynced under temporary names; dropped uncommitted, they
-  // leave nothing behind.
+  // leave nothing behind. begin_stage opens model.safetensors for `entries`, which the caller
+  // writes through `writer` one tensor at a time; finish_stage syncs it and writes the summary.
   struct Staged {
     std::unique_ptr<AtomicFile> weights, summary;
+    std::unique_ptr<ckpt::SafetensorsWriter> writer;
   };
-  std::unique_ptr<Staged> stage(const std::vector<std::pair<std::string, Tensor>>& weights,
-                                const nlohmann::json& summary);
+  std::unique_ptr<Staged> begin_stage(std::vector<ckpt::TensorEntry> entries);
+  void finish_stage(Staged& staged, const nlohmann::json& summary);
   // Renames the weights, then the summary; syncs the folder; appends `final_record`.
   void commit(Staged& staged, const nlohmann::json& final_record);
 

@@ -150,22 +150,31 @@ zero::EngineOptions engine_options(const config::Config& c, const config::BatchS
   o.reduce_bucket_size = c.zero.reduce_bucket_size;
   o.stage3_prefetch_bucket_size = c.zero.stage3_prefetch_bucket_size;
   o.stage3_max_live_parameters = c.zero.stage3_max_live_parameters;
+  o.stage3_max_reuse_distance = c.zero.stage3_max_reuse_distance;
   o.stage3_param_persistence_threshold = c.zero.stage3_param_persistence_threshold;
   o.optimizer = optimizer_spec(c);
   o.sparse_gradients = c.sparse_gradients;
-  const config::OffloadConfig& off = c.zero.offload_optimizer;
-  if (off.device == "nvme") {  // Note [optimizer swap]: <nvme_path>/<run.dir's name>/rank<r>/b<buffer>.swap
+  // Note [optimizer swap], Note [parameter swap]: <nvme_path>/<run.dir's name>/rank<r>/
+  const std::filesystem::path run = std::filesystem::path(c.run.dir).lexically_normal();
+  const std::string name = run.has_filename() ? run.filename().string() : run.parent_path().filename().string();
+  auto swap_dir = [&](const std::string& nvme_path) {
+    return (std::filesystem::path(nvme_path) / (name.empty() ? "run" : name)).string();
+  };
+  const config::OffloadConfig &off = c.zero.offload_optimizer, &par = c.zero.offload_param;
+  if (off.device == "nvme") {
     o.optimizer_residence = zero::Residence::file;
-    const std::filesystem::path run = std::filesystem::path(c.run.dir).lexically_normal();
-    const std::string name = run.has_filename() ? run.filename().string() : run.parent_path().filename().string();
-    o.swap.dir = (std::filesystem::path(off.nvme_path) / (name.empty() ? "run" : name)).string();
-    o.swap.tile_elems = c.zero.sub_group_size > 0 ? c.zero.sub_group_size : o.swap.tile_elems;
+    o.swap.dir = swap_dir(off.nvme_path);
     o.swap.buffers = int(off.buffer_count);
-    o.swap.block_bytes = c.aio.block_size;
-    o.swap.queue_depth = int(c.aio.queue_depth);
-    o.swap.single_submit = c.aio.single_submit;
-    o.swap.overlap_events = c.aio.overlap_events;
   }
+  if (par.device == "nvme") {
+    o.param_residence = zero::Residence::file;
+    o.swap.param_dir = swap_dir(par.nvme_path);
+  }
+  o.swap.tile_elems = c.zero.sub_group_size > 0 ? c.zero.sub_group_size : o.swap.tile_elems;
+  o.swap.block_bytes = c.aio.block_size;
+  o.swap.queue_depth = int(c.aio.queue_depth);
+  o.swap.single_submit = c.aio.single_submit;
+  o.swap.overlap_events = c.aio.overlap_events;
   return o;
 }
 

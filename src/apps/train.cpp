@@ -97,14 +97,11 @@ void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when,
 }
 
 // Weights that are NaN or infinite are never saved over earlier ones.
-void check_finite(const std::vector<std::pair<std::string, Tensor>>& weights, int64_t steps) {
-  for (const auto& [name, t] : weights) {
-    const float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      ZT_CHECK_AS(ErrorKind::config, std::isfinite(p[i]), "[train] the weights after step ", steps,
-                  " are not finite ('", name, "' holds ", p[i],
-                  "): training diverged (lower optimizer.params.lr or set gradient_clipping)");
-  }
+void check_finite(const std::string& name, const Tensor& t, int64_t steps) {
+  const float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    ZT_CHECK_AS(ErrorKind::config, std::isfinite(p[i]), "[train] the weights after step ", steps, " are not finite ('",
+                name, "' holds ", p[i], "): training diverged (lower optimizer.params.lr or set gradient_clipping)");
 }
 
 // What the offload sections mean for this run, for the start line ("" when nothing is offloaded).
@@ -119,8 +116,21 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
                          p.swap_tile_elems(), "-element tiles through ", p.policy.swap.buffers, " buffers (",
                          format_bytes(size_t(p.memory().optim)), " in memory)");
   }
-  if (c.zero.offload_param.device == "cpu")
-    out += std::string(out.empty() ? "" : "; ") + "offload_param: cpu, where a CPU run's parameters already are";
+  std::string par;
+  if (c.zero.offload_param.device == "cpu") par = "offload_param: cpu, where a CPU run's parameters already are";
+  if (e.policy().param_residence == zero::Residence::file) {
+    const zero::Plan& p = e.plan();
+    int64_t swapped = 0, units = 0;
+    for (size_t b = 0; b < p.buffers.size(); ++b)
+      if (p.param_swapped(b)) {
+        ++units;
+        swapped += p.buffers[b].padded / p.world * int64_t(dtype_size(p.policy.param_dtype));
+      }
+    par = detail::concat("offload_param: nvme, the parameter shards of ", units, " of ", p.buffers.size(),
+                         " units in swap files under ", p.policy.swap.param_dir, "/rank*/ (", format_bytes(size_t(swapped)),
+                         " per rank on disk, read ahead of each all-gather)");
+  }
+  if (!par.empty()) out += (out.empty() ? "" : "; ") + par;
   return out;
 }
 
@@ -205,6 +215,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   // world size and stage; the data position is the step (same global batch, same seed).
   int64_t first_step = 0, skipped = 0, skipped_in_a_row = 0;
   zero::CommOverlap reduce_overlap, gather_overlap;  // rank 0's, since the last printed step
+  int64_t gathers = 0;  // stage 3: unit all-gathers since the last metrics line
   if (!cfg.run.resume.empty()) {
     std::string path;
     const nlohmann::json extra = ckpt::load_checkpoint(engine, cfg.checkpoint.dir, cfg.run.resume, &path);
@@ -315,6 +326,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     }
     reduce_overlap += st.reduce;
     gather_overlap += st.gather;
+    gathers += st.gathers;
     // A non-finite loss stops the run, except where fp16 loss scaling skipped the step for it.
     const bool bad_loss = !std::isfinite(step_loss) && !st.skipped;
     const Vote vote = agree(group, {stop_signal(), bad_loss ? rank : -1, on_lead.failed()},
@@ -401,12 +413,13 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     rec["comm_overlap"] = {{"reduce", overlap_json(reduce_overlap)}, {"gather", overlap_json(gather_overlap)}};
     rec["comm_hidden_fraction"] = all.hidden() ? nlohmann::json(*all.hidden()) : nullptr;
     reduce_overlap = gather_overlap = {};
-    if (engine.policy().optimizer_residence == zero::Residence::file) {  // rank 0's swap I/O, cumulative
+    if (engine.policy().shard_parameters()) rec["gathers"] = std::exchange(gathers, 0);
+    if (engine.policy().optimizer_residence == zero::Residence::file ||
+        engine.policy().param_residence == zero::Residence::file) {  // rank 0's swap I/O, cumulative
       const zero::SwapStats sw = engine.swap_stats();
-      rec["swap"] = {{"bytes_read", sw.bytes_read},
-                     {"bytes_written", sw.bytes_written},
-                     {"io_wait_s", sw.io_wait_s},
-                     {"update_s", sw.compute_s}};
+      rec["swap"] = {{"bytes_read", sw.bytes_read},     {"bytes_written", sw.bytes_written},
+                     {"io_wait_s", sw.io_wait_s},       {"read_wait_s", sw.read_wait_s},
+                     {"write_wait_s", sw.write_wait_s}, {"update_s", sw.compute_s}};
     }
     if (engine.options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative
       rec["sparse_comm_bytes"] = engine.sparse_comm_bytes().moved;
@@ -433,12 +446,6 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       on_lead([&] { run_dir->append_metrics(rec); });
     }
   }
-  // Consolidated weights, in fp32 whatever the working precision: every rank takes part in the
-  // gathers (one unit at a time at stage 3); only rank 0 keeps a copy and writes.
-  std::vector<std::pair<std::string, Tensor>> weights;
-  engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
-    if (lead) weights.emplace_back(n, ops::cast(p, DType::f32));
-  });
   nlohmann::json summary = {{"steps", total_steps},
                             {"train_seconds", train_s},
                             {"world_size", world},
@@ -451,12 +458,23 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   if (final_eval) summary.update(final_eval->metrics);
   // Two votes (Note [agreed stops]): after rank 0 wrote the outputs under temporary names, and
   // after it committed them, so no rank finalizes while rank 0 may still block in I/O.
+  // Consolidated weights, in fp32 whatever the working precision, streamed: every rank takes
+  // part in the gathers (one unit at a time at stage 3); rank 0 writes each tensor as it comes.
   std::unique_ptr<RunDir::Staged> staged;
   on_lead([&] {
     fault.maybe_fire(rank, total_steps + 1);  // ZT_FAULT step K+1 of a K-step run: the final save
-    check_finite(weights, total_steps);
-    staged = run_dir->stage(weights, summary);
+    std::vector<ckpt::TensorEntry> entries;
+    for (auto& [name, shape] : engine.full_param_shapes()) entries.push_back({name, DType::f32, shape});
+    staged = run_dir->begin_stage(std::move(entries));
   });
+  engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
+    on_lead([&] {
+      const Tensor w = ops::cast(p, DType::f32);
+      check_finite(n, w, total_steps);
+      staged->writer->write(n, w);
+    });
+  });
+  on_lead([&] { run_dir->finish_stage(*staged, summary); });
   stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "final save, outputs written"), on_lead,
                 "before saving", cfg.run.dir);
   on_lead([&] { run_dir->commit(*staged, {{"event", "final"}, {"summary", summary}}); });

@@ -212,20 +212,43 @@ std::string detail::encode_safetensors_header(const nlohmann::json& header) {
   return std::string(reinterpret_cast<const char*>(&n), 8) + h;
 }
 
-void write_safetensors(AtomicFile& out, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+SafetensorsWriter::SafetensorsWriter(AtomicFile& out, std::vector<TensorEntry> entries,
+                                     const std::map<std::string, std::string>& metadata)
+    : out_(out), entries_(std::move(entries)) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   size_t off = 0;
-  for (auto& [name, t] : tensors) {
-    header[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {off, off + t.nbytes()}}};
-    off += t.nbytes();
+  for (auto& e : entries_) {
+    const size_t bytes = size_t(shape_numel(e.shape)) * dtype_size(e.dtype);
+    header[e.name] = {{"dtype", st_dtype(e.dtype)}, {"shape", e.shape}, {"data_offsets", {off, off + bytes}}};
+    off += bytes;
   }
-  out.write(detail::encode_safetensors_header(header));
-  for (auto& [name, t] : tensors) {
-    Tensor c = t.contiguous();
-    out.write(c.raw_data(), c.nbytes());
-  }
+  out_.write(detail::encode_safetensors_header(header));
+}
+
+void SafetensorsWriter::write(const std::string& name, const Tensor& t) {
+  ZT_CHECK(next_ < entries_.size(), "[safetensors] ", out_.path(), ": tensor '", name, "' beyond the header's ",
+           entries_.size());
+  const TensorEntry& e = entries_[next_++];
+  ZT_CHECK(e.name == name && e.dtype == t.dtype() && e.shape == t.shape(), "[safetensors] ", out_.path(),
+           ": tensor '", name, "' ", dtype_name(t.dtype()), " ", shape_str(t.shape()), " where the header has '", e.name,
+           "' ", dtype_name(e.dtype), " ", shape_str(e.shape));
+  Tensor c = t.contiguous();
+  out_.write(c.raw_data(), c.nbytes());
+}
+
+void SafetensorsWriter::finish() const {
+  ZT_CHECK(next_ == entries_.size(), "[safetensors] ", out_.path(), ": ", next_, " of ", entries_.size(),
+           " tensors written");
+}
+
+void write_safetensors(AtomicFile& out, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorEntry> entries;
+  for (auto& [name, t] : tensors) entries.push_back({name, t.dtype(), t.shape()});
+  SafetensorsWriter w(out, std::move(entries), metadata);
+  for (auto& [name, t] : tensors) w.write(name, t);
+  w.finish();
 }
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,

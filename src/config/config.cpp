@@ -9,13 +9,11 @@ namespace {
 
 using detail::Section;
 
-// offload_optimizer (`optimizer` true) or offload_param: every key DeepSpeed has, checked.
-void parse_offload(const Section& s, OffloadConfig& o, bool optimizer) {
+// offload_optimizer or offload_param: every key DeepSpeed has, checked.
+void parse_offload(const Section& s, OffloadConfig& o) {
   s.allow({"device", "pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "fast_init", "ratio",
            "pipeline_read", "pipeline_write", "pipeline"});
   s.read_choice("device", o.device, {"none", "cpu", "nvme", "auto"});
-  ZT_CHECK_AS(ErrorKind::config, optimizer || o.device != "nvme", "[config] ", s.source(), ": '", s.path("device"),
-              "' = \"nvme\" is not supported yet for parameters (allowed: none, cpu; offload_optimizer takes nvme)");
   s.read_string("nvme_path", o.nvme_path, true);
   ZT_CHECK_AS(ErrorKind::config, o.device != "nvme" || !o.nvme_path.empty(), "[config] ", s.source(), ": '",
               s.path("device"), "' = \"nvme\" needs '", s.path("nvme_path"), "' (a folder on a local disk)");
@@ -66,8 +64,12 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   s.read_int("stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size, 0);
   s.read_int("stage3_max_live_parameters", z.stage3_max_live_parameters, 0);
   s.read_int("stage3_param_persistence_threshold", z.stage3_param_persistence_threshold, 0);
-  s.read_section("offload_optimizer", [&](const Section& o) { parse_offload(o, z.offload_optimizer, true); });
-  s.read_section("offload_param", [&](const Section& o) { parse_offload(o, z.offload_param, false); });
+  s.read_int("stage3_max_reuse_distance", z.stage3_max_reuse_distance, 0);
+  s.read_section("offload_optimizer", [&](const Section& o) { parse_offload(o, z.offload_optimizer); });
+  s.read_section("offload_param", [&](const Section& o) { parse_offload(o, z.offload_param); });
+  ZT_CHECK_AS(ErrorKind::config, z.offload_param.device != "nvme" || z.stage == 3, "[config] ", s.source(), ": '",
+              s.path("offload_param.device"), "' = \"nvme\" needs '", s.path("stage"),
+              "' 3 (below it every rank holds all parameters), got ", z.stage);
   // DeepSpeed keys whose only value we implement is DeepSpeed's default behaviour.
   for (const char* key : {"reduce_scatter", "allgather_partitions"}) {
     bool on = true;
@@ -77,10 +79,8 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   }
   // Accepted and validated; tuning knobs our engine does not need.
   bool b = false;
-  int64_t i = 0;
   s.read_bool("round_robin_gradients", b);
   s.read_int("sub_group_size", z.sub_group_size, 1);
-  s.read_int("stage3_max_reuse_distance", i, 0);
   s.read_bool("stage3_gather_16bit_weights_on_model_save", b);
 }
 

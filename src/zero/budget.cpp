@@ -15,8 +15,9 @@ namespace zt::zero {
 //   order, a bucket's full gradient exists from its first gradient until its reduction finishes,
 //   with its receive (and cast wire) buffer; at most max_inflight elements are in flight;
 // - gathered units (stage 3): the unit running plus what ParamStore::prefetch gathers ahead
-//   (stage3_prefetch_bucket_size, stage3_max_live_parameters), in both directions;
-// - parameter files (stage 3): one unit's shard staged while it is read in;
+//   (stage3_prefetch_bucket_size, stage3_max_live_parameters), in both directions, or the units
+//   that Note [reuse distance] keeps gathered between their forward and backward;
+// - parameter files (stage 3): the shards staged while they are read in (one unit's without prefetch);
 // - activations at the micro-batch (the caller's formula per model kind), the data already
 //   loaded, the shm slots, and workspace: the larger of the initialiser's f32 values and a
 //   stage-1/2 publish copy.
@@ -58,30 +59,49 @@ int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
   return peak;
 }
 
-int64_t gathered_peak(const Plan& plan, const PeakInput& in) {
-  if (!plan.policy.shard_parameters()) return 0;
+// Stage 3: the most elements gathered at once, and the most staging bytes of swapped shards
+// being read in, over the unit running plus ParamStore::prefetch's window (both directions).
+struct Window {
+  int64_t elems = 0, staging = 0;
+};
+Window window_peak(const Plan& plan, const PeakInput& in) {
   const int64_t nb = int64_t(plan.buffers.size());
   auto kept = [&](int64_t i) { return size_t(i) < plan.persistent.size() && plan.persistent[size_t(i)]; };
-  int64_t peak = 0;
+  auto staging = [&](int64_t i) { return plan.param_swapped(size_t(i)) ? plan.param_staging_bytes(size_t(i)) : 0; };
+  Window peak;
   for (int dir : {1, -1})
     for (int64_t i = 0; i < nb; ++i) {
       if (kept(i)) continue;
-      int64_t live = plan.buffers[size_t(i)].padded, ahead = in.prefetch_elems;
+      int64_t live = plan.buffers[size_t(i)].padded, ahead = in.prefetch_elems, staged = staging(i);
       for (int64_t j = i + dir; j >= 0 && j < nb; j += dir) {  // ParamStore::prefetch's rule
         if (kept(j)) continue;
         const int64_t n = plan.buffers[size_t(j)].padded;
         if (n > ahead || live + n > in.max_live_elems) break;
         live += n;
         ahead -= n;
+        staged += staging(j);
       }
-      peak = std::max(peak, live);
+      peak.elems = std::max(peak.elems, live);
+      peak.staging = std::max(peak.staging, staged);
     }
-  return peak * int64_t(dtype_size(plan.policy.param_dtype));
+  return peak;
 }
 
-bool swapped(const Plan& plan, size_t b) {
-  return plan.policy.shard_parameters() && plan.policy.param_residence == Residence::file &&
-         !(b < plan.persistent.size() && plan.persistent[b]);
+// Note [reuse distance] from the second step: a unit whose next use (its backward, after the later
+// units' forward and backward) comes within stage3_max_reuse_distance elements stays gathered,
+// while the gathered units stay within stage3_max_live_parameters.
+int64_t gathered_peak(const Plan& plan, const PeakInput& in) {
+  if (!plan.policy.shard_parameters()) return 0;
+  int64_t kept = 0, after = 0, largest = 0;
+  for (size_t i = plan.buffers.size(); i-- > 0;) {
+    if (i < plan.persistent.size() && plan.persistent[i]) continue;
+    const int64_t n = plan.buffers[i].padded;
+    if (2 * after < in.max_reuse_elems) kept += n;
+    after += n;
+    largest = std::max(largest, n);
+  }
+  const int64_t reused = std::min(kept, in.max_live_elems + largest);
+  return std::max(window_peak(plan, in).elems, reused) * int64_t(dtype_size(plan.policy.param_dtype));
 }
 
 }  // namespace
@@ -91,20 +111,10 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
   const int64_t pb = int64_t(dtype_size(pol.param_dtype));
   PeakEstimate p;
   p.states = plan.memory();
-  int64_t swapped_bytes = 0, staging = 0, largest_shard = 0;
-  for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    const int64_t shard = plan.buffers[b].padded / plan.world;
-    largest_shard = std::max(largest_shard, plan.policy.shard_optimizer() ? shard : plan.buffers[b].padded);
-    if (!swapped(plan, b)) continue;
-    swapped_bytes += shard * pb;
-    staging = std::max(staging, shard * pb + 4096);  // + the O_DIRECT alignment slack
-  }
-  if (swapped_bytes > 0) {  // a Plan::memory() that predates parameter files still counts the shards
-    Plan resident = plan;
-    resident.policy.param_residence = Residence::memory;
-    if (resident.memory().param == p.states.param) p.states.param -= swapped_bytes;
-  }
-  p.param_staging = staging;
+  int64_t largest_shard = 0;
+  for (const BufferPlan& b : plan.buffers)
+    largest_shard = std::max(largest_shard, pol.shard_optimizer() ? b.padded / plan.world : b.padded);
+  p.param_staging = pol.shard_parameters() ? window_peak(plan, in).staging : 0;
   p.grad_buckets = bucket_peak(plan, in);
   p.gathered = gathered_peak(plan, in);
   p.activations = in.activations;
@@ -134,7 +144,8 @@ std::string describe_peak(const PeakEstimate& p) {
 
 std::string BudgetOption::describe() const {
   return std::string("offload_optimizer ") + (optimizer_file ? "nvme" : "none") + ", offload_param " +
-         (param_file ? "nvme" : "none") + (lowered_limits ? ", one gradient bucket in flight and no prefetch" : "");
+         (param_file ? "nvme" : "none") +
+         (lowered_limits ? ", one gradient bucket in flight and no stage-3 prefetch or reuse" : "");
 }
 
 // Note [budget choice]: disk is slower than memory and lowered limits cost overlap, so the
@@ -175,7 +186,7 @@ BudgetChoice choose_offload(int64_t budget, bool optimizer_auto, bool param_auto
         c.lines.push_back(head + "offload_param auto -> none: " + fits);
     }
     if (o.lowered_limits)
-      line("one gradient bucket in flight and no stage-3 prefetch", {o.optimizer_file, o.param_file, false});
+      line("one gradient bucket in flight and no stage-3 prefetch or reuse", {o.optimizer_file, o.param_file, false});
     if (c.lines.empty()) c.lines.push_back(head + fits + " (" + describe_peak(p) + ")");
     return c;
   }

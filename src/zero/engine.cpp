@@ -53,21 +53,22 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     }
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
-  store_ = std::make_unique<ParamStore>(
-      plan_, params_, *group_, PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters},
-      materialize);
-  std::vector<Tensor> initial;
-  for (size_t b = 0; b < plan_.buffers.size(); ++b) initial.push_back(store_->owned(b));
   // Swap files are made by every rank on its own disk: one agreed error if any rank cannot.
   std::string swap_error;
   try {
-    optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(), initial);
+    store_ = std::make_unique<ParamStore>(
+        plan_, params_, *group_,
+        PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters,
+                       opts_.stage3_max_reuse_distance},
+        materialize);
+    optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(),
+                                          [this](size_t b) { return store_->owned_copy(b); });
   } catch (const Error& e) {
-    if (plan_.policy.optimizer_residence != Residence::file) throw;
+    if (policy.optimizer_residence != Residence::file && policy.param_residence != Residence::file) throw;
     swap_error = e.what();
   }
-  if (plan_.policy.optimizer_residence == Residence::file)
-    comm::agree_on_error(*group_, swap_error, label("optimizer swap files"), ErrorKind::checkpoint);
+  if (policy.optimizer_residence == Residence::file || policy.param_residence == Residence::file)
+    comm::agree_on_error(*group_, swap_error, label("swap files"), ErrorKind::checkpoint);
   const int64_t inflight =
       opts_.max_inflight_reduce_elems > 0 ? opts_.max_inflight_reduce_elems : plan_.grad_bucket_elems;
   reducer_ = std::make_unique<GradReducer>(plan_, params_, *group_, opts_.overlap_comm, inflight,
@@ -162,6 +163,9 @@ StepStats Engine::step(double lr) {
   StepStats st;
   st.reduce = reducer_->take_overlap();
   st.gather = store_->take_overlap();
+  st.gathers = store_->gathers() - gathers_at_step_;
+  gathers_at_step_ = store_->gathers();
+  store_->end_step();
   st.loss_scale = loss_scale();
   if (scaler_) {  // fp16: an overflow on any rank skips the step on every rank
     bool overflow = false;
@@ -205,24 +209,39 @@ void Engine::for_each_full_param(const std::function<void(const std::string&, co
     for (size_t b = 0; b < plan_.buffers.size(); ++b) {
       store_->gather(b, true, label("consolidation of unit " + std::to_string(b)));
       for (auto& s : plan_.buffers[b].params) fn(names_[s.index], params_[s.index]);
-      store_->release(b);
+      store_->release(b, /*may_keep=*/false);
     }
   }
   for (size_t i = 0; i < frozen_.size(); ++i) fn(frozen_names_[i], frozen_[i]);
+}
+
+std::vector<std::pair<std::string, Shape>> Engine::full_param_shapes() const {
+  std::vector<std::pair<std::string, Shape>> out;
+  if (!plan_.policy.shard_parameters()) {
+    for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(names_[i], params_[i].shape());
+  } else {
+    for (auto& b : plan_.buffers)
+      for (auto& s : b.params) out.emplace_back(names_[s.index], params_[s.index].shape());
+  }
+  for (size_t i = 0; i < frozen_.size(); ++i) out.emplace_back(frozen_names_[i], frozen_[i].shape());
+  return out;
 }
 
 std::vector<ShardState> Engine::shard_states() {
   std::vector<ShardState> out;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const Range r = plan_.optim_range(b, group_->rank());
-    ShardState s{b, r.begin, r.size(), {ShardTensor::in_memory("param", store_->owned(b))}};
+    ShardState s{b, r.begin, r.size(), {store_->owned_state(b)}};
     for (auto& t : optim_->state(b)) s.tensors.push_back(std::move(t));
     out.push_back(std::move(s));
   }
   return out;
 }
 
-SwapStats Engine::swap_stats() const { return optim_->swap_stats(); }
+SwapStats Engine::swap_stats() const {
+  SwapStats st = optim_->swap_stats();
+  return st += store_->swap_stats();
+}
 
 Engine::Counters Engine::counters() const {
   Counters c;

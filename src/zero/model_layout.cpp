@@ -39,6 +39,9 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   m.policy = make_policy(opts.stage, opts.dtype, opts.grad_accum_dtype, opts.communication_data_type);
   m.policy.optimizer_residence = opts.optimizer_residence;
   m.policy.param_residence = opts.param_residence;
+  ZT_CHECK_AS(ErrorKind::config, opts.param_residence == Residence::memory || opts.stage == 3,
+              "[zero] offload_param.device = nvme needs zero_optimization.stage 3 (below it every rank holds all ",
+              "parameters), got stage ", opts.stage);
   m.policy.swap = opts.swap;
   std::unordered_set<TensorImpl*> seen;
   std::unordered_map<TensorImpl*, size_t> index;

@@ -2,39 +2,32 @@
 // buffer's fp32 master and optimizer states live in a swap file <dir>/b<buffer>.swap, tile by
 // tile: record t holds elements [tT, (t+1)T) of the master (16-bit runs) and then of each
 // state, T a multiple of 1024 so a record is whole 4 KiB pages. An update streams the records
-// through `buffers` tile buffers: tile i+1 is read while tile i is updated by the same stateless
-// kernel as in memory, and tile i-1 is written meanwhile. The kernel is element-wise, so the
-// trajectory is the in-memory one bit for bit; RAM holds only the tile buffers
-// (Plan::memory()). Every record is checked against the xxh64 it was written with.
+// through `buffers` tile buffers: the next tiles are read (buffers - 2 of them, at least one)
+// while tile i is updated by the same stateless kernel as in memory, and tile i-1 is written.
+// The kernel is element-wise, so the trajectory is the in-memory one bit for bit; RAM holds
+// only the tile buffers (Plan::memory()). Every record is checked against the xxh64 it was
+// written with.
 #include "optim_shard.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 
 #include "swap_file.h"
 #include "zt/ops/ops.h"
 
 namespace zt::zero {
 
-OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank, const std::vector<Tensor>& initial)
+OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank,
+                       const std::function<Tensor(size_t)>& initial)
     : spec_(spec), names_(optim::state_names(spec)), master_(plan.policy.fp32_master) {
   optim::validate(spec_);
   const bool file = plan.policy.optimizer_residence == Residence::file;
   if (file) {
-    const SwapOptions& so = plan.policy.swap;
-    dir_ = so.dir + "/rank" + std::to_string(rank);
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[offload] cannot create the swap folder ", dir_, ": ", ec.message());
+    dir_ = make_swap_folder(plan.policy.swap.dir, rank);
     tile_ = plan.swap_tile_elems();
     TagScope tag(MemTag::optim);
-    for (int s = 0; s < so.buffers; ++s) {  // each aligned to 4 KiB inside its allocation, for O_DIRECT
-      Tensor raw = Tensor::empty({plan.swap_slot_bytes() / 4}, DType::f32);
-      const auto addr = reinterpret_cast<uintptr_t>(raw.raw_data());
-      const int64_t skip = int64_t((4096 - addr % 4096) % 4096) / 4;
-      slots_.push_back(Tensor::view_of(raw.storage(), skip, {(plan.swap_slot_bytes() - 4096) / 4}, DType::f32));
-    }
+    for (int s = 0; s < plan.policy.swap.buffers; ++s) slots_.push_back(page_aligned(plan.swap_slot_bytes() - 4096, DType::f32));
   }
   const int64_t k = (master_ ? 1 : 0) + int64_t(names_.size());
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
@@ -43,7 +36,7 @@ OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int r
     if (!file) {
       if (master_) {
         TagScope tag(MemTag::master);
-        buf.master = ops::cast(initial.at(b), DType::f32);
+        buf.master = ops::cast(initial(b), DType::f32);
       }
       TagScope tag(MemTag::optim);
       for (size_t i = 0; i < names_.size(); ++i) buf.states.push_back(Tensor::zeros({buf.numel}, DType::f32));
@@ -51,7 +44,7 @@ OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int r
       const std::string path = dir_ + "/b" + std::to_string(b) + ".swap";
       const int64_t tiles = (buf.numel + tile_ - 1) / tile_;
       buf.file = std::make_unique<SwapFile>(path, tiles, size_t(k * tile_ * 4), int(slots_.size()), plan.policy.swap);
-      const Tensor& init = initial.at(b);
+      const Tensor init = initial(b);
       run_tiles(
           buf,
           [&](int64_t t, int64_t len, Tensor rec) {
@@ -66,8 +59,8 @@ OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int r
 
 OptimShard::~OptimShard() = default;
 
-// Tiles of `buf` in order through the tile buffers: tile i+1 is read (read_first) while fn
-// updates tile i, whose write then goes out behind it.
+// Tiles of `buf` in order through the tile buffers: the next tiles are read (read_first) while
+// fn updates tile i, whose write then goes out behind it.
 void OptimShard::run_tiles(Buf& buf, const std::function<void(int64_t, int64_t, Tensor)>& fn, bool read_first) {
   SwapFile& f = *buf.file;
   const int S = int(slots_.size());
@@ -77,11 +70,15 @@ void OptimShard::run_tiles(Buf& buf, const std::function<void(int64_t, int64_t, 
     f.wait(s);  // the write that last used this buffer
     f.read(t, slot(s), s);
   };
-  if (read_first && tiles > 0) start_read(0);
+  // Reads run `ahead` tiles in front of the update, so the disk always has a read queued; one
+  // buffer is being updated and one written behind (S = 2, 3: one ahead; S = 1: none).
+  const int64_t ahead = std::max(1, S - 2);
+  if (read_first)
+    for (int64_t t = 0; t < std::min(S > 1 ? ahead : 1, tiles); ++t) start_read(t);
   for (int64_t t = 0; t < tiles; ++t) {
     const int s = int(t % S);
     f.wait(s);
-    if (read_first && S > 1 && t + 1 < tiles) start_read(t + 1);
+    if (read_first && S > 1 && t + ahead < tiles) start_read(t + ahead);
     const auto t0 = std::chrono::steady_clock::now();
     fn(t, std::min(tile_, buf.numel - t * tile_), slots_[size_t(s)]);
     compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -121,25 +118,6 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
       /*read_first=*/true);
 }
 
-// Elements [begin, begin + n) of tensor j (master first) of a swapped buffer, out (dst) or in (src).
-void OptimShard::file_range(Buf& buf, size_t j, int64_t begin, int64_t n, void* dst, const void* src) {
-  SwapFile& f = *buf.file;
-  f.wait_all();
-  for (int64_t e = begin; e < begin + n;) {
-    const int64_t t = e / tile_, in = e - t * tile_, len = std::min(tile_ - in, begin + n - e);
-    f.read(t, slot(0), 0);
-    f.wait(0);
-    float* p = slot(0) + int64_t(j) * tile_ + in;
-    if (dst) std::memcpy(static_cast<char*>(dst) + (e - begin) * 4, p, size_t(len) * 4);
-    if (src) {
-      std::memcpy(p, static_cast<const char*>(src) + (e - begin) * 4, size_t(len) * 4);
-      f.write(t, slot(0), 0);
-      f.wait(0);
-    }
-    e += len;
-  }
-}
-
 std::vector<ShardTensor> OptimShard::state(size_t b) {
   Buf& buf = bufs_[b];
   std::vector<std::string> names;
@@ -155,9 +133,10 @@ std::vector<ShardTensor> OptimShard::state(size_t b) {
     ShardTensor t;
     t.name = names[j];
     t.numel = buf.numel;
-    t.read_fn = [this, &buf, j](int64_t begin, int64_t n, void* dst) { file_range(buf, j, begin, n, dst, nullptr); };
+    t.read_fn = [this, &buf, j](int64_t begin, int64_t n, void* dst) { swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, dst, nullptr);
+    };
     t.write_fn = [this, &buf, j](int64_t begin, int64_t n, const void* src) {
-      file_range(buf, j, begin, n, nullptr, src);
+      swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, nullptr, src);
     };
     out.push_back(std::move(t));
   }
@@ -168,12 +147,7 @@ SwapStats OptimShard::swap_stats() const {
   SwapStats st;
   st.compute_s = compute_s_;
   for (const Buf& b : bufs_)
-    if (b.file) {
-      st.bytes_read += b.file->bytes_read();
-      st.bytes_written += b.file->bytes_written();
-      st.io_wait_s += b.file->io_wait_seconds();
-      st.direct = b.file->direct();
-    }
+    if (b.file) st += b.file->stats();
   return st;
 }
 

@@ -21,7 +21,7 @@ class SwapFile;
 class OptimShard {
  public:
   // `initial(b)` gives this rank's working parameters of buffer b (the master starts from them).
-  OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank, const std::vector<Tensor>& initial);
+  OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank, const std::function<Tensor(size_t)>& initial);
   ~OptimShard();
 
   // One update of buffer b: params and grads are this rank's range, any float dtypes.
@@ -43,7 +43,6 @@ class OptimShard {
   // Residence::file: tile buffer s (its tensors, master first, each tile_ elements).
   float* slot(int s) const { return slots_[size_t(s)].data<float>(); }
   void run_tiles(Buf& buf, const std::function<void(int64_t tile, int64_t len, Tensor rec)>& fn, bool read_first);
-  void file_range(Buf& buf, size_t j, int64_t begin, int64_t n, void* dst, const void* src);
 
   optim::OptimizerSpec spec_;
   std::vector<std::string> names_;

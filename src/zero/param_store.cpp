@@ -1,5 +1,15 @@
+// Note [parameter swap]: with offload_param.device = nvme (Residence::file, stage 3) each unit
+// that is not persistent keeps its parameter shard in a swap file <dir>/p<unit>.swap instead of
+// memory, in records of Plan::param_tile_elems() elements. The prefetcher starts reading a unit's
+// shard one prefetch before it launches the unit's all-gather, so the read runs behind the
+// computation of the unit before; the shard is freed once the all-gather completes. The
+// optimizer reads a shard in, updates it and writes it back (publish), one unit at a time, so
+// RAM holds the persistent units plus the shards being gathered or updated (Plan::memory()).
 #include "param_store.h"
 
+#include <cstring>
+
+#include "swap_file.h"
 #include "zt/ops/ops.h"
 
 namespace zt::zero {
@@ -27,8 +37,15 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group
     for (size_t b = 0; b < nb; ++b) bind(b);
     return;
   }
+  const bool swap = pol.param_residence == Residence::file;
+  if (swap) swap_dir_ = make_swap_folder(pol.swap.param_dir.empty() ? pol.swap.dir : pol.swap.param_dir, group_.rank());
   for (size_t b = 0; b < nb; ++b) {  // stage 3: one unit at a time (units are in model order)
     Buf& buf = bufs_[b];
+    if (plan_.param_swapped(b)) {
+      const int64_t tile = plan_.param_tile_elems(), tiles = (buf.own.size() + tile - 1) / tile;
+      buf.file = std::make_unique<SwapFile>(swap_dir_ + "/p" + std::to_string(b) + ".swap", tiles,
+                                            size_t(tile) * dtype_size(pol.param_dtype), int(tiles), pol.swap);
+    }
     Tensor full;
     {
       TagScope tag(plan_.persistent[b] ? MemTag::param : MemTag::comm);
@@ -36,7 +53,13 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group
     }
     for (auto& s : plan_.buffers[b].params)
       write_initial(s.index, full.slice(0, s.offset, s.offset + s.numel), materialize);
-    {
+    if (buf.file) {
+      Tensor staged = staging(b);
+      staged.zero_();  // the last record's tail
+      buf.shard = staged.slice(0, 0, buf.own.size());
+      buf.shard.copy_(full.slice(0, buf.own.begin, buf.own.end));
+      stage_out(b);
+    } else {
       TagScope tag(MemTag::param);
       buf.shard = full.slice(0, buf.own.begin, buf.own.end).clone();
     }
@@ -47,6 +70,41 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group
       unbind(b);
     }
   }
+}
+
+ParamStore::~ParamStore() = default;
+
+Tensor ParamStore::staging(size_t b) const {
+  TagScope tag(MemTag::param);
+  return page_aligned(plan_.param_staging_bytes(b) - 4096, plan_.policy.param_dtype);
+}
+
+void ParamStore::stage_in(size_t b, bool wait) {
+  Buf& buf = bufs_[b];
+  if (!buf.shard.defined()) {
+    const Tensor staged = staging(b);
+    char* base = static_cast<char*>(staged.raw_data());
+    const int64_t tile = plan_.param_tile_elems();
+    for (int64_t t = 0; t * tile < buf.own.size(); ++t)
+      buf.file->read(t, base + size_t(t) * buf.file->record_bytes(), int(t));
+    buf.reading = true;
+    buf.shard = staged.slice(0, 0, buf.own.size());
+  }
+  if (wait && buf.reading) {
+    buf.file->wait_all();
+    buf.reading = false;
+  }
+}
+
+void ParamStore::stage_out(size_t b) {
+  Buf& buf = bufs_[b];
+  ZT_ASSERT(buf.shard.defined() && !buf.reading, "parameter swap of unit ", b, " written back while not read in");
+  const int64_t tile = plan_.param_tile_elems();
+  const char* base = static_cast<const char*>(buf.shard.raw_data());
+  for (int64_t t = 0; t * tile < buf.own.size(); ++t)
+    buf.file->write(t, base + size_t(t) * buf.file->record_bytes(), int(t));
+  buf.file->wait_all();
+  buf.shard = Tensor();
 }
 
 void ParamStore::write_initial(size_t index, Tensor dst, const Materialize& materialize) const {
@@ -72,31 +130,80 @@ void ParamStore::unbind(size_t b) {
   for (auto& s : plan_.buffers[b].params) params_[s.index].release_storage();
 }
 
-Tensor ParamStore::owned(size_t b) const {
-  const Buf& buf = bufs_[b];
+Tensor ParamStore::owned(size_t b) {
+  Buf& buf = bufs_[b];
+  if (buf.file) {
+    stage_in(b, true);
+    buf.updating = true;
+  }
   if (plan_.policy.shard_parameters()) return buf.shard;
   const Range r = plan_.optim_range(b, group_.rank());
   return buf.full.slice(0, r.begin, r.end);
 }
 
+Tensor ParamStore::owned_copy(size_t b) {
+  Buf& buf = bufs_[b];
+  if (!buf.file) return owned(b);
+  if (buf.shard.defined()) {
+    stage_in(b, true);
+    TagScope tag(MemTag::workspace);
+    return buf.shard.clone();
+  }
+  stage_in(b, true);
+  return std::exchange(buf.shard, Tensor());
+}
+
+ShardTensor ParamStore::owned_state(size_t b) {
+  Buf& buf = bufs_[b];
+  if (!buf.file) return ShardTensor::in_memory("param", owned(b));
+  ZT_ASSERT(!buf.updating && !buf.gather_work, "checkpoint of unit ", b, " while its swapped shard is in use");
+  if (buf.shard.defined()) {  // a read-ahead copy: the file is what a load must change
+    stage_in(b, true);
+    buf.shard = Tensor();
+  }
+  ShardTensor t;
+  t.name = "param";
+  t.dtype = plan_.policy.param_dtype;
+  t.numel = buf.own.size();
+  const size_t es = dtype_size(t.dtype);
+  auto io = [this, &buf, es](int64_t begin, int64_t n, void* dst, const void* src) {
+    TagScope tag(MemTag::workspace);
+    Tensor scratch = page_aligned(int64_t(buf.file->record_bytes()), plan_.policy.param_dtype);
+    swap_range(*buf.file, scratch.raw_data(), plan_.param_tile_elems(), es, 0, begin, n, dst, src);
+  };
+  t.read_fn = [io](int64_t begin, int64_t n, void* dst) { io(begin, n, dst, nullptr); };
+  t.write_fn = [io](int64_t begin, int64_t n, const void* src) { io(begin, n, nullptr, src); };
+  return t;
+}
+
 void ParamStore::publish(size_t b, const std::string& label) {
   Buf& buf = bufs_[b];
   const Policy& pol = plan_.policy;
-  if (!pol.shard_optimizer() || (pol.shard_parameters() && !buf.full.defined())) return;
-  comm::CollOptions o;
-  o.label = label;
-  if (pol.shard_parameters()) {
-    group_.all_gather(buf.shard, buf.full, o);
-    return;
+  if (pol.shard_optimizer() && (!pol.shard_parameters() || buf.full.defined())) {
+    comm::CollOptions o;
+    o.label = label;
+    if (pol.shard_parameters()) {
+      if (buf.file) stage_in(b, true);
+      group_.all_gather(buf.shard, buf.full, o);
+    } else {
+      TagScope tag(MemTag::comm);  // the collective's input must not alias its output
+      Tensor mine = buf.full.slice(0, buf.own.begin, buf.own.end).clone();
+      group_.all_gather(mine, buf.full, o);
+    }
   }
-  TagScope tag(MemTag::comm);  // the collective's input must not alias its output
-  Tensor mine = buf.full.slice(0, buf.own.begin, buf.own.end).clone();
-  group_.all_gather(mine, buf.full, o);
+  if (buf.file && buf.updating) {
+    buf.updating = false;
+    stage_out(b);
+  } else if (buf.file && buf.shard.defined() && !buf.gather_work) {  // a read-ahead may predate a load
+    stage_in(b, true);
+    buf.shard = Tensor();
+  }
 }
 
 void ParamStore::gather(size_t b, bool wait, const std::string& label) {
   Buf& buf = bufs_[b];
   if (!buf.full.defined()) {
+    if (buf.file) stage_in(b, true);  // the read a prefetch started, or one now
     {
       TagScope tag(MemTag::param);
       buf.full = Tensor::empty({plan_.buffers[b].padded}, plan_.policy.param_dtype);
@@ -104,41 +211,93 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
     comm::CollOptions o;
     o.label = label;
     buf.gather_work = group_.all_gather_async(buf.shard, buf.full, o);
+    ++gathers_;
   }
   if (wait && buf.gather_work) {
-    buf.gather_work->wait();
-    overlap_.add(*buf.gather_work);
-    buf.gather_work = nullptr;
+    finish_gather(b);
     bind(b);
   }
+  if (wait && plan_.policy.shard_parameters() && !plan_.persistent[b]) note_use(b);
 }
 
-void ParamStore::release(size_t b) {
+void ParamStore::finish_gather(size_t b) {
+  Buf& buf = bufs_[b];
+  buf.gather_work->wait();
+  overlap_.add(*buf.gather_work);
+  buf.gather_work = nullptr;
+  if (buf.file && !buf.updating) buf.shard = Tensor();  // the file still holds it
+}
+
+void ParamStore::release(size_t b, bool may_keep) {
   Buf& buf = bufs_[b];
   if (!plan_.policy.shard_parameters() || plan_.persistent[b] || !buf.full.defined()) return;
-  if (buf.gather_work) {
-    buf.gather_work->wait();
-    overlap_.add(*buf.gather_work);
-    buf.gather_work = nullptr;
-  }
+  if (may_keep && reused_soon(b) && live_elems() <= limits_.max_live_elems) return;
+  if (buf.gather_work) finish_gather(b);
   unbind(b);
   buf.full = Tensor();
 }
 
-void ParamStore::prefetch(size_t b, int dir, const std::string& label) {
+// Note [reuse distance]: as DeepSpeed, a unit is not released when the trace says it is used again
+// within stage3_max_reuse_distance elements of other units' uses (GPT-2's tied wte, a unit whose
+// checkpointed forward is recomputed for its backward, the next micro-batch's first unit), as
+// long as the gathered units stay within stage3_max_live_parameters ("resident before
+// releasing"). The trace is the first step's order of uses; a step that departs from it (an
+// evaluation pass in between) releases as usual until the next step begins.
+void ParamStore::note_use(size_t b) {
+  if (recording_) {
+    trace_.push_back(b);
+  } else if (following_) {
+    following_ = cursor_ < trace_.size() && trace_[cursor_] == b;
+    ++cursor_;
+  }
+}
+
+bool ParamStore::reused_soon(size_t b) const {
+  if (!following_) return false;
+  int64_t distance = 0;
+  for (size_t i = cursor_; i < trace_.size() && distance < limits_.max_reuse_elems; ++i) {
+    if (trace_[i] == b) return true;
+    distance += plan_.buffers[trace_[i]].padded;
+  }
+  return false;
+}
+
+void ParamStore::end_step() {
+  recording_ = recording_ && trace_.empty();  // a step that gathered nothing does not make the trace
+  following_ = !recording_;
+  cursor_ = 0;
+}
+
+int64_t ParamStore::live_elems() const {
   int64_t live = 0;
   for (size_t i = 0; i < bufs_.size(); ++i)
     if (bufs_[i].full.defined() && !plan_.persistent[i]) live += plan_.buffers[i].padded;
+  return live;
+}
+
+// Swapped units (Note [parameter swap]) are read at one prefetch and all-gathered at the next.
+void ParamStore::prefetch(size_t b, int dir, const std::string& label) {
+  int64_t live = live_elems();
   int64_t budget = limits_.prefetch_elems;
   for (int64_t j = int64_t(b) + dir; j >= 0 && j < int64_t(bufs_.size()); j += dir) {
     const size_t u = size_t(j);
     if (plan_.persistent[u] || bufs_[u].full.defined()) continue;
     const int64_t n = plan_.buffers[u].padded;
     if (n > budget || live + n > limits_.max_live_elems) break;
-    gather(u, false, label);
+    if (bufs_[u].file && !bufs_[u].shard.defined())
+      stage_in(u, false);
+    else
+      gather(u, false, label);
     budget -= n;
     live += n;
   }
+}
+
+SwapStats ParamStore::swap_stats() const {
+  SwapStats st;
+  for (const Buf& b : bufs_)
+    if (b.file) st += b.file->stats();
+  return st;
 }
 
 }  // namespace zt::zero

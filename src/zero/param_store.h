@@ -3,6 +3,7 @@
 // all-gathered on demand (stage 3). Model parameters are views into the full buffer while it
 // exists, and have no storage while a stage-3 unit is released.
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,13 +12,17 @@
 #include "zt/core/tensor.h"
 #include "zt/zero/engine.h"
 #include "zt/zero/plan.h"
+#include "zt/zero/shard_state.h"
 
 namespace zt::zero {
 
 struct PrefetchLimits {
-  int64_t prefetch_elems = 50'000'000;     // stage3_prefetch_bucket_size
-  int64_t max_live_elems = 1'000'000'000;  // stage3_max_live_parameters
+  int64_t prefetch_elems = 50'000'000;      // stage3_prefetch_bucket_size
+  int64_t max_live_elems = 1'000'000'000;   // stage3_max_live_parameters
+  int64_t max_reuse_elems = 1'000'000'000;  // stage3_max_reuse_distance (Note [reuse distance])
 };
+
+class SwapFile;
 
 class ParamStore {
  public:
@@ -29,30 +34,47 @@ class ParamStore {
   // unit at a time, so construction holds one unit beyond the shards).
   ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, PrefetchLimits limits,
              const Materialize& materialize);
+  ~ParamStore();
 
-  // This rank's working parameters of buffer b over plan.optim_range (the optimizer writes here).
-  Tensor owned(size_t b) const;
+  // This rank's working parameters of buffer b over plan.optim_range (the optimizer writes here);
+  // a swapped unit's shard is read in and stays until publish(b).
+  Tensor owned(size_t b);
+  // The same values to read: for a swapped unit a copy read from its file.
+  Tensor owned_copy(size_t b);
+  // This rank's parameters of buffer b as a checkpoint sees them (streamed when swapped).
+  ShardTensor owned_state(size_t b);
   // After the optimizer wrote owned(b): stages 1-2 all-gather it into the full buffer, a
-  // persistent stage-3 unit refreshes its gathered copy.
+  // persistent stage-3 unit refreshes its gathered copy, a swapped shard is written back.
   void publish(size_t b, const std::string& label);
 
   bool gathered(size_t b) const { return bufs_[b].full.defined(); }
   void gather(size_t b, bool wait, const std::string& label);  // stage 3
-  void release(size_t b);                                      // stage 3; persistent units stay
+  // Stage 3; persistent units stay, and with `may_keep` a unit used again soon (Note [reuse distance]).
+  void release(size_t b, bool may_keep = true);
+  void end_step();  // the first step's order of unit uses becomes the trace; later steps follow it
+  int64_t gathers() const { return gathers_; }  // unit all-gathers launched since the engine was built
   void prefetch(size_t b, int dir, const std::string& label);  // gathers units after (+1) or before (-1) b
 
   CommOverlap take_overlap() { return std::exchange(overlap_, {}); }  // all-gathers waited for since
+  SwapStats swap_stats() const;                                       // parameter swap files' I/O
 
  private:
   CommOverlap overlap_;
   struct Buf {
     Range own;
     Tensor full;   // padded, working dtype (stages 0-2 always; stage 3 while gathered)
-    Tensor shard;  // stage 3: this rank's slice
+    Tensor shard;  // stage 3: this rank's slice (a swapped unit: while read in)
     comm::WorkPtr gather_work;
+    std::unique_ptr<SwapFile> file;  // Note [parameter swap]: the shard's records
+    bool reading = false;            // a read into `shard` is in flight
+    bool updating = false;           // owned(b) handed the shard out: publish writes it back
   };
   void bind(size_t b);
   void unbind(size_t b);
+  void finish_gather(size_t b);
+  Tensor staging(size_t b) const;      // swapped: a page-aligned buffer of the shard's whole records
+  void stage_in(size_t b, bool wait);  // swapped: reads the shard in (waits when asked)
+  void stage_out(size_t b);            // swapped: writes the shard back and frees it
   void write_initial(size_t index, Tensor dst, const Materialize& materialize) const;
 
   const Plan& plan_;
@@ -60,6 +82,15 @@ class ParamStore {
   comm::Group& group_;
   PrefetchLimits limits_;
   std::vector<Buf> bufs_;
+  std::string swap_dir_;
+  // Note [reuse distance]: units in the order the first step used them, and where this step is.
+  std::vector<size_t> trace_;
+  bool recording_ = true, following_ = false;
+  size_t cursor_ = 0;
+  int64_t gathers_ = 0;
+  void note_use(size_t b);
+  bool reused_soon(size_t b) const;
+  int64_t live_elems() const;
 };
 
 }  // namespace zt::zero

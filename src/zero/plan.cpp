@@ -47,7 +47,7 @@ MemoryEstimate Plan::memory() const {
   for (size_t i = 0; i < buffers.size(); ++i) {
     const int64_t p = buffers[i].padded, s = p / world, o = policy.shard_optimizer() ? s : p;
     const bool kept = i < persistent.size() && persistent[i];
-    e.param += pb * (policy.shard_parameters() ? s + (kept ? p : 0) : p);
+    e.param += param_swapped(i) ? 0 : pb * (policy.shard_parameters() ? s + (kept ? p : 0) : p);
     e.grad += ab * (policy.shard_gradients() ? s : p);
     e.master += policy.fp32_master ? 4 * o : 0;
     e.optim += optim_state_bytes_per_elem * o;
@@ -70,6 +70,23 @@ int64_t Plan::swap_tile_elems() const {
 int64_t Plan::swap_slot_bytes() const {
   const int64_t states = (policy.fp32_master ? 1 : 0) + optim_state_bytes_per_elem / 4;
   return states * swap_tile_elems() * 4 + 4096;  // + the slack that aligns it for O_DIRECT
+}
+
+bool Plan::param_swapped(size_t b) const {
+  return policy.shard_parameters() && policy.param_residence == Residence::file && !persistent.at(b);
+}
+
+int64_t Plan::param_tile_elems() const {
+  int64_t largest = 0;
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (param_swapped(b)) largest = std::max(largest, buffers[b].padded / world);
+  const int64_t page = 4096 / int64_t(dtype_size(policy.param_dtype)), t = std::min(policy.swap.tile_elems, largest);
+  return std::max(page, (t + page - 1) / page * page);
+}
+
+int64_t Plan::param_staging_bytes(size_t b) const {
+  const int64_t tile = param_tile_elems(), tiles = (buffers.at(b).padded / world + tile - 1) / tile;
+  return tiles * tile * int64_t(dtype_size(policy.param_dtype)) + 4096;  // + the O_DIRECT alignment slack
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "zt/core/tensor.h"
 #include "zt/zero/policy.h"
 
 namespace zt::zero {
@@ -40,7 +41,11 @@ class SwapFile {
   bool direct() const;  // O_DIRECT in use
   uint64_t bytes_read() const { return read_bytes_; }
   uint64_t bytes_written() const { return written_bytes_; }
-  double io_wait_seconds() const { return wait_s_; }  // time spent blocked in wait()
+  double io_wait_seconds() const { return read_wait_s_ + write_wait_s_; }  // time spent blocked in wait()
+  double read_wait_seconds() const { return read_wait_s_; }
+  double write_wait_seconds() const { return write_wait_s_; }
+  // This file's I/O as SwapStats (compute_s 0).
+  SwapStats stats() const;
 
  private:
   struct Impl;
@@ -48,7 +53,19 @@ class SwapFile {
   std::string path_;
   size_t record_ = 0;
   uint64_t read_bytes_ = 0, written_bytes_ = 0;
-  double wait_s_ = 0;
+  double read_wait_s_ = 0, write_wait_s_ = 0;
 };
+
+// Helpers shared by the optimizer and parameter swaps (swap_io.cpp).
+// Creates this rank's swap folder <dir>/rank<r> and returns it; ErrorKind::checkpoint if it cannot.
+std::string make_swap_folder(const std::string& dir, int rank);
+// `bytes` (a multiple of the dtype's size) whose data starts on a 4 KiB boundary, as O_DIRECT
+// needs: allocated under the current tag with 4096 bytes of slack.
+Tensor page_aligned(int64_t bytes, DType dtype);
+// Elements [begin, begin + n) of tensor j of a file whose records hold tensors of `tile` elements
+// of `elem_bytes` each, one after another: read into dst, or written from src (read, patched and
+// written back). `scratch` holds one record (page aligned); slot 0 is used once all are idle.
+void swap_range(SwapFile& f, void* scratch, int64_t tile, size_t elem_bytes, size_t j, int64_t begin, int64_t n,
+                void* dst, const void* src);
 
 }  // namespace zt::zero

@@ -245,7 +245,11 @@ TEST(ConfigParse, MixedPrecisionKeysAsDeepSpeed) {
 
 TEST(ConfigParse, UnsupportedFeaturesSaySo) {
   EXPECT_THAT(error_of({{"zero_optimization", {{"offload_param", {{"device", "nvme"}, {"nvme_path", "/x"}}}}}}),
-              HasSubstr("offload_param.device' = \"nvme\" is not supported yet for parameters"));
+              HasSubstr("'zero_optimization.offload_param.device' = \"nvme\" needs 'zero_optimization.stage' 3 "
+                        "(below it every rank holds all parameters), got 0"));
+  EXPECT_EQ(parse({{"zero_optimization", {{"stage", 3}, {"offload_param", {{"device", "nvme"}, {"nvme_path", "/x"}}}}}})
+                .zero.offload_param.device,
+            "nvme");
   EXPECT_THAT(error_of({{"zero_optimization", {{"offload_optimizer", {{"device", "nvme"}}}}}}),
               HasSubstr("'zero_optimization.offload_optimizer.device' = \"nvme\" needs "
                         "'zero_optimization.offload_optimizer.nvme_path'"));

@@ -28,18 +28,20 @@ std::map<int64_t, double> losses(const std::string& dir) {
 struct Case {
   std::string precision;  // "" or "bf16.enabled=true"
   int stage_saved, stage_resumed, np_saved, np_resumed;
-  bool offload_saved = false, offload_resumed = false;  // offload_optimizer.device = nvme (Note [optimizer swap])
+  // offload_optimizer.device = nvme (Note [optimizer swap]), and at stage 3 offload_param too
+  bool offload_saved = false, offload_resumed = false;
 };
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.precision << " stage " << c.stage_saved << "->" << c.stage_resumed << " np " << c.np_saved << "->"
       << c.np_resumed << (c.offload_saved ? " from nvme" : "") << (c.offload_resumed ? " to nvme" : "");
 }
 
-// The override that puts the optimizer states in swap files under dir.
-std::string nvme(bool on, const std::string& dir) {
-  return on ? " 'zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"" + dir +
-                  "/swap\"}' zero_optimization.sub_group_size=100000"
-            : "";
+// The overrides that put the optimizer states (and at stage 3 the parameters) in swap files under dir.
+std::string nvme(bool on, int stage, const std::string& dir) {
+  if (!on) return "";
+  const std::string to = "={\"device\": \"nvme\", \"nvme_path\": \"" + dir + "/swap\"}'";
+  return " 'zero_optimization.offload_optimizer" + to + " zero_optimization.sub_group_size=100000" +
+         (stage == 3 ? " 'zero_optimization.offload_param" + to : "");
 }
 class Resume : public ::testing::TestWithParam<Case> {};
 
@@ -62,10 +64,10 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
   // Stopped after 20 of the 40 steps (the schedule is the 40-step one: total_num_steps=40).
   Result b = train(c.np_saved, c.stage_saved, parts,
                    " checkpoint.every_steps=20 run.max_steps=20 scheduler.params.total_num_steps=40" +
-                       nvme(c.offload_saved, parts));
+                       nvme(c.offload_saved, c.stage_saved, parts));
   ASSERT_EQ(b.code, 0) << b.out;
   Result r = train(c.np_resumed, c.stage_resumed, parts,
-                   " run.resume=latest scheduler.params.total_num_steps=40" + nvme(c.offload_resumed, parts));
+                   " run.resume=latest scheduler.params.total_num_steps=40" + nvme(c.offload_resumed, c.stage_resumed, parts));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
   const auto want = losses(whole), got = losses(parts);
@@ -74,7 +76,9 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
     if (c.np_saved == c.np_resumed && c.stage_saved == c.stage_resumed)
       EXPECT_EQ(got.at(step), want.at(step)) << step;
     else
-      EXPECT_NEAR(got.at(step), want.at(step), 1e-4 * std::max(1.0, want.at(step))) << step;
+      // Another reduction order: bf16 gradients round differently in their last bits.
+      EXPECT_NEAR(got.at(step), want.at(step), (c.precision.empty() ? 1e-4 : 1e-3) * std::max(1.0, want.at(step)))
+          << step;
   }
 }
 
@@ -84,7 +88,9 @@ INSTANTIATE_TEST_SUITE_P(Train, Resume,
                                            Case{"", 3, 3, 2, 2, true, true},
                                            Case{"bf16.enabled=true", 2, 2, 2, 2, true, false},
                                            Case{"", 2, 2, 2, 1, true, false},
-                                           Case{"", 1, 3, 2, 2, false, true}));
+                                           Case{"", 1, 3, 2, 2, false, true},
+                                           Case{"bf16.enabled=true", 3, 3, 2, 2, true, false},
+                                           Case{"bf16.enabled=true", 3, 3, 2, 1, true, false}));
 
 TEST(Resume, ALaterStepThanTheRunHasIsAClearError) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";

@@ -276,6 +276,16 @@ TEST_P(HostileRun, ADeepSpeedStage3OffloadConfigRunsUnchangedAndMatchesTheInMemo
   const Result b = run(launch(GetParam()) + kBin + " train --config " + mem + " run.dir=" + dir + "/mem");
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_EQ(read_bytes(dir + "/nvme/model.safetensors"), read_bytes(dir + "/mem/model.safetensors"));
+  // ZeRO-Infinity: the parameters to nvme as well (Note [parameter swap]).
+  const Result c = run(launch(GetParam()) + kBin + " train --config " + cfg +
+                       " 'zero_optimization.offload_param={\"device\": \"nvme\", \"nvme_path\": \"" + dir +
+                       "/nvme\"}' run.dir=" + dir + "/infinity");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("offload_param: nvme, the parameter shards of 1 of 2 units in swap files under " + dir +
+                       "/nvme/infinity/rank*/"),
+            std::string::npos)
+      << c.out;
+  EXPECT_EQ(read_bytes(dir + "/infinity/model.safetensors"), read_bytes(dir + "/mem/model.safetensors"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HostileRun, ::testing::Values(1, 2));

@@ -38,6 +38,7 @@ PeakInput limits_of(const BudgetOption& o) {
   if (o.lowered_limits) {
     in.max_inflight_elems = 1;
     in.prefetch_elems = 0;
+    in.max_reuse_elems = 0;
   }
   return in;
 }
@@ -82,27 +83,41 @@ TEST(PeakMemory, ABucketInFlightIsItsFullGradientAndItsShard) {
   EXPECT_EQ(predict_peak(plan, many).grad_buckets, 4 * n + 4 * n / 2);
 }
 
-TEST(PeakMemory, Stage3GathersWhatPrefetchAllows) {
+TEST(PeakMemory, Stage3GathersWhatPrefetchAndReuseAllow) {
   const Plan plan = plan_of(3, {});
-  const int64_t unit = plan.buffers[0].padded * 4;
+  const int64_t n = plan.buffers[0].padded, unit = n * 4;
   PeakInput in = limits_of({});
+  in.max_reuse_elems = 0;                                // every use gathers (ZeRO's 3 gathers a step)
   EXPECT_EQ(predict_peak(plan, in).gathered, 8 * unit);  // 50M elements of prefetch take every unit
-  in.max_live_elems = 3 * plan.buffers[0].padded;
+  in.max_live_elems = 3 * n;
   EXPECT_EQ(predict_peak(plan, in).gathered, 3 * unit);
   in.prefetch_elems = 0;
   EXPECT_EQ(predict_peak(plan, in).gathered, unit);
+  // Note [reuse distance]: a unit whose backward comes within the distance stays gathered: the
+  // last unit's comes next, the one before after 2 units' uses, ...
+  in.max_live_elems = 1'000'000'000;
+  in.max_reuse_elems = 2 * n + 1;
+  EXPECT_EQ(predict_peak(plan, in).gathered, 2 * unit);
+  in.max_reuse_elems = 1'000'000'000;
+  EXPECT_EQ(predict_peak(plan, in).gathered, 8 * unit);
+  in.max_live_elems = 3 * n;  // kept while the gathered units are within the limit: one more gathers
+  EXPECT_EQ(predict_peak(plan, in).gathered, 4 * unit);
 }
 
 TEST(PeakMemory, OffloadMovesStatesToFilesAndKeepsTheirBuffers) {
   const PeakEstimate mem = predict(3, {}), opt = predict(3, {true, false, false}),
-                     both = predict(3, {true, true, false});
+                     both = predict(3, {true, true, true});
   const Plan p = plan_of(3, {true, false, false});
   EXPECT_EQ(opt.states.optim, p.policy.swap.buffers * p.swap_slot_bytes());
   EXPECT_LT(opt.total(), mem.total());
   const int64_t shards = 8 * plan_of(3, {}).buffers[0].padded / 2 * 4;
   EXPECT_EQ(both.states.param, opt.states.param - shards);  // at rest on disk
-  EXPECT_EQ(both.param_staging, shards / 8 + 4096);         // one unit's shard staged while gathered
-  EXPECT_LT(both.total(), opt.total());
+  const Plan files = plan_of(3, {true, true, false});
+  EXPECT_EQ(both.param_staging, files.param_staging_bytes(0));  // without prefetch one unit's shard is staged
+  EXPECT_EQ(files.param_staging_bytes(0), shards / 8 + 4096);
+  EXPECT_LT(both.total(), predict(3, {true, false, true}).total());
+  // Prefetching stages every shard of its window while it is read in.
+  EXPECT_EQ(predict(3, {true, true, false}).param_staging, 8 * files.param_staging_bytes(0));
   EXPECT_EQ(predict(2, {true, true, false}).param_staging, 0);  // parameters go to files at stage 3 only
 }
 

@@ -108,16 +108,27 @@ TEST_P(Stage, CommunicationPerStepIsTwoOrThreePsi) {
   s.gas = 1;
   const int64_t N = g_world->size();
   const Data d = make_data(2 * s.micro * N);
-  auto model = make_model();
-  zero::Engine engine(*model, g_world, options(s));
-  for (int64_t step = 0; step < 2; ++step) {
-    g_world->reset_stats();
-    train_step(engine, s, d, step);
-    engine.step(1e-2);
-    const uint64_t elems = uint64_t(engine.padded_params()) * (s.stage == 3 ? 3 : 2);
-    // Scalars are f32 all-reduces of 2·4 bytes: the squared norm (sharded stages), fp16's overflow flag.
-    const uint64_t scalars = 8 * ((s.stage >= 1 ? 1 : 0) + (s.dtype == DType::f16 ? 1 : 0));
-    EXPECT_EQ(g_world->stats().total_bytes(), elems * dtype_size(s.dtype) + scalars) << "step " << step;
+  // Stage 3's 3Ψ gathers every unit for each use; with the default stage3_max_reuse_distance a
+  // unit used again soon stays gathered from the second step on (Note [reuse distance]).
+  for (int64_t reuse : {int64_t(0), int64_t(1'000'000'000)}) {
+    auto model = make_model();
+    zero::EngineOptions o = options(s);
+    o.stage3_max_reuse_distance = reuse;
+    zero::Engine engine(*model, g_world, o);
+    for (int64_t step = 0; step < 2; ++step) {
+      g_world->reset_stats();
+      train_step(engine, s, d, step);
+      engine.step(1e-2);
+      const uint64_t elems = uint64_t(engine.padded_params()) * (s.stage == 3 ? 3 : 2);
+      // Scalars are f32 all-reduces of 2·4 bytes: the squared norm (sharded stages), fp16's overflow flag.
+      const uint64_t scalars = 8 * ((s.stage >= 1 ? 1 : 0) + (s.dtype == DType::f16 ? 1 : 0));
+      const uint64_t want = elems * dtype_size(s.dtype) + scalars;
+      if (s.stage == 3 && reuse > 0 && step > 0) {
+        EXPECT_LT(g_world->stats().total_bytes(), want) << "step " << step;
+      } else {
+        EXPECT_EQ(g_world->stats().total_bytes(), want) << "step " << step << ", reuse distance " << reuse;
+      }
+    }
   }
 }
 

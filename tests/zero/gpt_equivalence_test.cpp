@@ -29,6 +29,7 @@ struct GptSpec {
   bool ckpt = false, sparse = false;
   int64_t prefetch = 200;  // elements gathered ahead at stage 3 (200: none of this model's units)
   int64_t micro = 2, gas = 2, steps = 8;
+  int64_t reuse = 1'000'000'000, max_live = 1'000'000'000;  // stage3_max_reuse_distance, _max_live_parameters
 };
 
 // Sequences of kT + 1 tokens: x = the first kT, y = the last kT.
@@ -56,6 +57,8 @@ GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor&
   zero::EngineOptions o = options(rs);
   o.sparse_gradients = s.sparse;
   o.stage3_prefetch_bucket_size = s.prefetch;
+  o.stage3_max_reuse_distance = s.reuse;
+  o.stage3_max_live_parameters = s.max_live;
   zero::Engine e(*model, group, o);
   const int64_t N = group->size(), r = group->rank(), global = s.micro * s.gas * N;
   RunResult out;
@@ -155,6 +158,37 @@ TEST_P(GptStage, SteadyStateStepTakesNoNewMemoryFromTheSystem) {
     const GptResult r = train_gpt(s, g_world, make_tokens(s.steps * s.micro * s.gas * g_world->size()));
     EXPECT_GT(r.system_allocs_after_warmup, 0u);  // the counter counts
     EXPECT_EQ(r.system_allocs_at_end, r.system_allocs_after_warmup) << (ckpt ? "with" : "without") << " checkpointing";
+  }
+}
+
+// Note [reuse distance]: from the second step on, units used again soon (the tied wte, each
+// micro-batch's first unit, a recomputed unit) stay gathered: fewer all-gathers, the same
+// trajectory bit for bit. Distance 0, or a live limit of one unit, gathers for every use.
+TEST_P(GptStage, ReuseDistanceKeepsReusedUnitsGatheredOnTheSameTrajectory) {
+  if (GetParam() != 3) GTEST_SKIP() << "stage 3 only";
+  for (bool ckpt : {false, true}) {
+    GptSpec s{3, ckpt, false};
+    s.steps = 3;
+    const Tensor tokens = make_tokens(s.steps * s.micro * s.gas * g_world->size());
+    const GptResult kept = train_gpt(s, g_world, tokens);
+    s.reuse = 0;
+    const GptResult every = train_gpt(s, g_world, tokens);
+    s.reuse = 1'000'000'000;
+    s.max_live = 1;  // any unit is more than this
+    const GptResult capped = train_gpt(s, g_world, tokens);
+    EXPECT_EQ(kept.run.losses, every.run.losses);
+    EXPECT_EQ(kept.run.params, every.run.params);
+    for (int step = 0; step < 3; ++step) {
+      const int64_t k = kept.run.stats[size_t(step)].gathers, e = every.run.stats[size_t(step)].gathers;
+      EXPECT_EQ(capped.run.stats[size_t(step)].gathers, e) << "step " << step;
+      if (step == 0) {
+        EXPECT_EQ(k, e);  // the first step makes the trace
+      } else {
+        EXPECT_LT(k, e) << "step " << step << (ckpt ? " with checkpointing" : "");
+      }
+      std::printf("[reuse] %s step %d: %lld all-gathers kept, %lld without reuse\n", ckpt ? "ckpt" : "plain", step,
+                  (long long)k, (long long)e);
+    }
   }
 }
 

@@ -19,6 +19,26 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 void write_safetensors(AtomicFile& out, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// A safetensors file written one tensor at a time: the header (every name, dtype and shape, known
+// up front) first, then each tensor's bytes in that order, so the writer holds one tensor at most
+// (a stage-3 model's consolidated weights never sit whole in memory).
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+};
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(AtomicFile& out, std::vector<TensorEntry> entries, const std::map<std::string, std::string>& metadata);
+  void write(const std::string& name, const Tensor& t);  // the next entry's tensor
+  void finish() const;                                   // checks that every entry was written
+
+ private:
+  AtomicFile& out_;
+  std::vector<TensorEntry> entries_;
+  size_t next_ = 0;
+};
+
 struct LoadedTensors {
   std::string source;                                   // the file (or buffer name) read
   std::vector<std::pair<std::string, Tensor>> tensors;  // in file order (by data offsets)

@@ -58,6 +58,7 @@ struct ZeroConfig {
   int64_t stage3_prefetch_bucket_size = 50'000'000;
   int64_t stage3_max_live_parameters = 1'000'000'000;
   int64_t stage3_param_persistence_threshold = 100'000;
+  int64_t stage3_max_reuse_distance = 1'000'000'000;
   int64_t sub_group_size = 0;  // 0: not given (the swap tile is then 1M elements; DeepSpeed's default 1e9)
   OffloadConfig offload_optimizer, offload_param;
 };

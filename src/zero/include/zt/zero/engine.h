@@ -31,6 +31,7 @@ struct EngineOptions {
   int64_t stage3_prefetch_bucket_size = 50'000'000;      // elements gathered ahead
   int64_t stage3_max_live_parameters = 1'000'000'000;    // elements gathered at once
   int64_t stage3_param_persistence_threshold = 100'000;  // units this small stay gathered
+  int64_t stage3_max_reuse_distance = 1'000'000'000;     // a unit used again this soon stays gathered
   // Most gradient elements whose reduction may be in flight; launching past it first finishes
   // the oldest (0: one bucket, Note [gradient buckets]). Bounds the full gradients alive at stages 2-3.
   int64_t max_inflight_reduce_elems = 0;
@@ -76,6 +77,7 @@ struct CommOverlap {
 struct StepStats {
   CommOverlap reduce;    // gradient reduce-scatters / all-reduces of this step's backward passes
   CommOverlap gather;    // stage 3: parameter all-gathers of this step's forward and backward passes
+  int64_t gathers = 0;   // stage 3: unit all-gathers launched since the last step
   double grad_norm = 0;  // global L2 norm before clipping (unscaled)
   double clip_coef = 1;
   bool skipped = false;   // fp16 overflow: no update on any rank
@@ -120,6 +122,8 @@ class Engine {
   // Calls fn(name, full parameter) for every trainable parameter in model order (stage 3
   // gathers one unit at a time), then for the frozen ones.
   void for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn);
+  // The names and shapes for_each_full_param yields, in its order, without gathering anything.
+  std::vector<std::pair<std::string, Shape>> full_param_shapes() const;
 
   const Plan& plan() const { return plan_; }
   const Policy& policy() const { return plan_.policy; }
@@ -166,6 +170,7 @@ class Engine {
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t micro_ = 0;  // backward() calls since the last step
   int64_t steps_ = 0;
+  int64_t gathers_at_step_ = 0;
 };
 
 }  // namespace zt::zero

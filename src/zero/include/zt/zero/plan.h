@@ -50,6 +50,12 @@ struct Plan {
   // configured tile), and the bytes of one tile buffer (the states of one tile, 4 KiB aligned).
   int64_t swap_tile_elems() const;
   int64_t swap_slot_bytes() const;
+  // Note [parameter swap]: whether stage-3 unit b's parameter shard lives in a swap file (the
+  // persistent units stay in memory), the elements per record of those files (whole 4 KiB pages
+  // of the working dtype), and the bytes a unit's shard takes while it is read in.
+  bool param_swapped(size_t b) const;
+  int64_t param_tile_elems() const;
+  int64_t param_staging_bytes(size_t b) const;
 };
 
 Plan make_plan(const PlanInput& in, const Policy& policy, int world);

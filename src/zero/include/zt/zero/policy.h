@@ -15,7 +15,8 @@ enum class Residence { memory, file };
 
 // The file residence's knobs: DeepSpeed's offload_optimizer and aio keys.
 struct SwapOptions {
-  std::string dir;  // the run's folder <nvme_path>/<run>; rank r swaps in dir/rank<r>
+  std::string dir;        // the run's folder <nvme_path>/<run>; rank r swaps in dir/rank<r>
+  std::string param_dir;  // the same for parameter files (offload_param.nvme_path; empty: dir)
   int64_t tile_elems =
       int64_t(1) << 20;           // elements of each state per tile (sub_group_size); the plan rounds it up to 1024
   int buffers = 4;                // tile buffers in RAM (buffer_count): reads ahead, writes behind
@@ -29,9 +30,11 @@ struct SwapOptions {
 struct SwapStats {
   uint64_t bytes_read = 0, bytes_written = 0;
   double io_wait_s = 0;  // blocked waiting for reads and writes
+  double read_wait_s = 0, write_wait_s = 0;  // the same, split
   double compute_s = 0;  // updating tiles
   bool direct = false;   // O_DIRECT in use
 };
+SwapStats& operator+=(SwapStats& a, const SwapStats& b);
 
 struct Policy {
   int stage = 0;
