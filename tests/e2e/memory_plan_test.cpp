@@ -143,6 +143,16 @@ TEST(MemoryPlan, PeakRssIsWithinTenPercentOfThePlanForEveryModelAndStage) {
     EXPECT_LT(r.plan["optim"].get<int64_t>(), 4 << 20);
     expect_within_10_percent(r, std::string(model.name) + " stage " + std::to_string(stage) + " optimizer nvme");
   }
+  // Parameters in swap files too (stage 3, Note [parameter swap]): memory keeps the shards being read in.
+  const std::string par = " 'zero_optimization.offload_param={\"device\": \"nvme\", \"nvme_path\": \"" + dir +
+                          "/pswap\"}' zero_optimization.stage3_param_persistence_threshold=0";
+  for (int m : {0, 2}) {
+    const std::string args = all[size_t(m)].args + off + par + " zero_optimization.stage=3";
+    const Measured r = train(args, dir);
+    expect_estimate_agrees(args, 3, r.plan);
+    EXPECT_GT(r.plan["param_staging"].get<int64_t>(), 0);
+    expect_within_10_percent(r, std::string(all[size_t(m)].name) + " stage 3 param+optimizer nvme");
+  }
   fs::remove_all(dir);
 }
 
