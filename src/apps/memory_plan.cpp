@@ -38,7 +38,9 @@ int64_t tokens_per_sample(const config::Config& c) {
 // - GPT/BERT: per token and block 14C working values plus 2 attention rows (H x T); a
 //   checkpointed block keeps its input only, and one block is recomputed at a time; the LM
 //   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient);
-//   BERT's MLM decoder adds its bias into one more logits-sized tensor.
+//   BERT's MLM decoder adds its bias into one more logits-sized tensor. Backward through the head
+//   then holds the tied embedding's [V, C] weight gradient beside the logits' gradient and the
+//   blocks' values: the peak when C is large against T (the larger of the two moments).
 // Evaluating images (batches of up to 1000) can hold more than a training micro-batch.
 int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch) {
   const config::ModelConfig& m = c.model;
@@ -87,8 +89,11 @@ int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval
                : L;
   const bool lm = m.type == "gpt" || m.head == "mlm";
   const double head = lm ? V * (b + 4 + (b == 4 ? 4 : 0) + (m.type == "bert" ? b : 0)) : 0;  // bert: + bias
-  const double per_token = (L - ckpt) * block + ckpt * b * C + (ckpt > 0 ? block : 0) + 4 * b * C + head;
-  return clamp_bytes(n * T * per_token);
+  const double kept = (L - ckpt) * block + ckpt * b * C + 4 * b * C;
+  const double start = n * T * (kept + (ckpt > 0 ? block : 0) + head);
+  // Then the tied output projection's weight gradient [V, C] beside the logits' gradient.
+  const double tied = lm ? b * V * C + n * T * (kept + b * V) : 0;
+  return clamp_bytes(std::max(start, tied));
 }
 
 zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, const zero::EngineOptions& opts,
