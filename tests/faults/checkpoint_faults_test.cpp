@@ -17,22 +17,41 @@ void expect_latest_is(const std::string& ckpt_dir, const std::string& tag) {
   EXPECT_EQ(v.code, 0) << v.out;
 }
 
-class KilledInSave : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(KilledInSave, LeavesThePreviousLatestLoadable) {
+// `mode` exit or kill; `more` overrides, `id` names the case's folder.
+void killed_in_save(const std::string& mode, const std::string& more, const std::string& id) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
-  const std::string dir = tmpdir("killed_" + GetParam()), ckpt = dir + "/checkpoints";
+  const std::string dir = tmpdir("killed_" + id), ckpt = dir + "/checkpoints";
   // Rank 1 dies after writing its shard of the step-20 checkpoint; rank 0 waits at the vote.
-  Result r = run("env ZT_FAULT=" + GetParam() + ":rank=1:step=20:at=save " + kMpi + kBin + kTrain + kCkpt +
+  Result r = run("env ZT_FAULT=" + mode + ":rank=1:step=20:at=save " + kMpi + kBin + kTrain + kCkpt + more +
                  " run.comm_timeout_s=5 run.dir=" + dir);
   EXPECT_NE(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("fault injection: rank 1 " + GetParam() + " in the checkpoint after step 20"), std::string::npos)
+  EXPECT_NE(r.out.find("fault injection: rank 1 " + mode + " in the checkpoint after step 20"), std::string::npos)
       << r.out;
   expect_latest_is(ckpt, "step_00000010");
   EXPECT_FALSE(fs::exists(ckpt + "/step_00000020")) << "a half-written checkpoint was committed";
-  Result resumed = run(kMpi + kBin + kTrain + " run.resume=latest run.dir=" + dir);
+  Result resumed = run(kMpi + kBin + kTrain + more + " run.resume=latest run.dir=" + dir);
   EXPECT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_NE(resumed.out.find("resumed from " + ckpt + "/step_00000010 at step 10"), std::string::npos) << resumed.out;
+}
+
+class KilledInSave : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KilledInSave, LeavesThePreviousLatestLoadable) { killed_in_save(GetParam(), "", GetParam()); }
+
+// Issue 18: the same with the optimizer states and parameters in swap files (stage 3). The
+// killed run's swap files stay behind; the resumed run, of the same name, remakes them and
+// removes them at its end.
+TEST_P(KilledInSave, AnOffloadedRunLeavesThePreviousLatestLoadable) {
+  const std::string swap = tmpdir("killed_swap_" + GetParam());
+  const std::string to = "={\"device\": \"nvme\", \"nvme_path\": \"" + swap + "\"}'";
+  killed_in_save(GetParam(),
+                 " zero_optimization.stage=3 zero_optimization.stage3_param_persistence_threshold=1000"
+                 " 'zero_optimization.offload_optimizer" +
+                     to + " 'zero_optimization.offload_param" + to,
+                 "nvme_" + GetParam());
+  int left = 0;
+  for (auto& f : fs::recursive_directory_iterator(swap)) left += f.path().extension() == ".swap";
+  EXPECT_EQ(left, 0) << "swap files left under " << swap;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ckpt, KilledInSave, ::testing::Values("exit", "kill"));
