@@ -179,12 +179,29 @@ TEST(MemoryPlan, ABudgetChoosesTheLeastOffloadThatFits) {
   EXPECT_LT(low.plan["optim"].get<int64_t>(), free.plan["optim"].get<int64_t>());
   EXPECT_NE(out.find("offload_optimizer: nvme"), std::string::npos) << out;  // the engine's start line
   expect_within_10_percent(low, "mlp stage 1 auto -> nvme");
+  // estimate says what train will choose (its numbers lack the data, which train has loaded).
+  const std::string low_budget = " run.memory_budget_mb=" + std::to_string((mem >> 20) - 1);
+  Result e = run(kBin + " estimate" + args + low_budget + " run.eval_at_end=false --world 2 --json", 60);
+  ASSERT_EQ(e.code, 0) << e.out;
+  const nlohmann::json plan = nlohmann::json::parse(e.out)["budget_plan"];
+  ASSERT_FALSE(plan["choices"].empty()) << e.out;
+  const std::string choice = plan["choices"][0].get<std::string>();
+  EXPECT_NE(out.find(choice.substr(0, choice.find(": predicted"))), std::string::npos) << e.out << "\n" << out;
+  EXPECT_NE(choice.find("offload_optimizer auto -> nvme"), std::string::npos) << choice;
   // 8 MiB: nothing fits; one line before training names the smallest peak and its settings.
   Result r = run(kBin + " train" + args + " run.memory_budget_mb=8 run.dir=" + dir + "/run8", 60);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_NE(r.out.find("the smallest predicted peak is"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("with offload_optimizer nvme"), std::string::npos) << r.out;
+  Result e8 = run(kBin + " estimate" + args + " run.memory_budget_mb=8 --world 1 --json", 60);
+  ASSERT_EQ(e8.code, 0) << e8.out;
+  const std::string error = nlohmann::json::parse(e8.out)["budget_plan"]["error"].get<std::string>();
+  EXPECT_NE(error.find("[budget] run.memory_budget_mb = 8 (8.00MiB per rank) cannot hold this run"), std::string::npos)
+      << error;
+  const size_t with = error.find(" with "), terms = error.find(" (states");
+  ASSERT_TRUE(with != std::string::npos && terms != std::string::npos) << error;
+  EXPECT_NE(r.out.find(error.substr(with, terms - with)), std::string::npos) << error << "\n" << r.out;
   fs::remove_all(dir);
 }
 
