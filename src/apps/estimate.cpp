@@ -42,10 +42,10 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   out["activations"] = {{"configured", predict_activations(cfg, bs.micro, ctx.eval_batch)},
                         {"checkpointing", predict_activations(ckpt, bs.micro, ctx.eval_batch)},
                         {"no_checkpointing", predict_activations(plain, bs.micro, ctx.eval_batch)}};
-  const zero::Residence param_residence = eo.param_residence;
+  // Every stage in memory, then offloaded (the configuration's own placement is one of the rows).
+  eo.optimizer_residence = eo.param_residence = zero::Residence::memory;
   for (int stage = 0; stage <= 3; ++stage) {
     eo.stage = stage;
-    eo.param_residence = stage == 3 ? param_residence : zero::Residence::memory;  // offload_param: stage 3 only
     const zero::Plan plan = zero::plan_model(*model, eo, world);
     const zero::MemoryEstimate e = plan.memory();
     nlohmann::json row = {{"stage", stage},     {"param", e.param}, {"grad", e.grad},

@@ -104,7 +104,11 @@ void expect_within_10_percent(const Measured& m, const std::string& what) {
 void expect_estimate_agrees(const std::string& args, int stage, const nlohmann::json& plan) {
   Result e = run(kBin + " estimate" + args + " run.eval_at_end=false --world 2 --json", 60);
   ASSERT_EQ(e.code, 0) << e.out;
-  const nlohmann::json peak = nlohmann::json::parse(e.out)["stages"][stage]["peak"];
+  // The row of the run's own placement: in memory, the optimizer offloaded, or both (stage 3).
+  const nlohmann::json row = nlohmann::json::parse(e.out)["stages"][stage];
+  const bool opt = args.find("offload_optimizer={\"device\": \"nvme\"") != std::string::npos,
+             par = args.find("offload_param={\"device\": \"nvme\"") != std::string::npos;
+  const nlohmann::json peak = par ? row["offload_both_nvme"]["peak"] : opt ? row["offload_optimizer_nvme"]["peak"] : row["peak"];
   for (auto& [key, value] : peak.items()) {
     if (key == "data" || key == "total" || key == "in_use") continue;
     EXPECT_EQ(value, plan[key]) << key << ": " << e.out;
