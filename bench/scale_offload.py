@@ -71,10 +71,12 @@ def run_one(label, overrides, a):
     budget = next((int(o.split("=")[1]) << 20 for o in over if o.startswith("run.memory_budget_mb=")), None)
     states = model_states_bytes(e["parameters"], e["dtype"], e["optimizer_state_bytes_per_param"])
     steps = steps_of(metrics)
+    plan = next((m["memory_plan"] for m in metrics if m.get("event") == "start" and "memory_plan" in m), {})
     row = {"bench": "scale_offload", "label": label, "parameters": e["parameters"], "dtype": e["dtype"],
            "world_size": a.np, "model_states_bytes": states, "budget_bytes": budget,
            "states_over_budget": states / budget if budget else None, "rss_peak_bytes": rss,
            "alloc_peak_bytes": max((s["alloc_peak"] or 0) for s in steps) if steps else None,
+           "predicted_rss_bytes": plan.get("predicted_rss"), "predicted_in_use_bytes": plan.get("in_use"),
            "steps": steps, "wall_s": wall, "offload": "offload_param" in p.stderr,
            "cmd": " ".join(shlex.quote(c) for c in cmd)}
     shutil.rmtree(run_dir, ignore_errors=True)  # the weights of a billion-parameter model: gigabytes
@@ -92,8 +94,8 @@ def markdown(rows):
            "set (/usr/bin/time); model states are all ranks' parameters, gradients, fp32 master and Adam states "
            "as they would be in memory. Step split: rank 0's time blocked on disk reads and writes and on "
            "collectives; compute is the rest (forward, backward, recompute, the optimizer's arithmetic).", "",
-           "| run | parameters | model states | budget/rank | states/budget | OS peak RSS/rank | allocator peak | "
-           "s/step | read | write | comm | compute | loss first→last |", "|" + "---|" * 13]
+           "| run | parameters | model states | budget/rank | states/budget | OS peak RSS/rank | predicted RSS | "
+           "allocator peak | s/step | read | write | comm | compute | loss by step |", "|" + "---|" * 14]
     cmds = []
     for i, r in enumerate(rows, 1):
         st = r["steps"][1:] or r["steps"]  # the first step also makes the trace and warms the caches
@@ -102,10 +104,11 @@ def markdown(rows):
         out.append(f"| {r['label']} ({i}) | {r['parameters']:,} | {gib(r['model_states_bytes'])} | "
                    f"{gib(r['budget_bytes']) if r['budget_bytes'] else '–'} | "
                    f"{'%.1fx' % r['states_over_budget'] if r['states_over_budget'] else '–'} | "
-                   f"{' / '.join(gib(x) for x in r['rss_peak_bytes'])} | {gib(r['alloc_peak_bytes'])} | "
+                   f"{' / '.join(gib(x) for x in r['rss_peak_bytes'])} | "
+                   f"{gib(r['predicted_rss_bytes']) if r.get('predicted_rss_bytes') else '–'} | {gib(r['alloc_peak_bytes'])} | "
                    f"{mean['step_s']:.1f} | {mean['disk_read_s']:.1f} | {mean['disk_write_s']:.1f} | "
                    f"{mean['comm_s']:.1f} | {mean['compute_s']:.1f} | "
-                   f"{r['steps'][0]['loss']:.3f}→{r['steps'][-1]['loss']:.3f} |")
+                   f"{', '.join('%.2f' % s['loss'] for s in r['steps'])} |")
         cmds.append(f"{i}. `{r['cmd']}`")
     return out + ["", "Commands:", ""] + cmds + [""]
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -121,12 +122,13 @@ INSTANTIATE_TEST_SUITE_P(Zero, Offload,
                                            OffloadCase{2, DType::bf16, 4}, OffloadCase{3, DType::bf16, 1},
                                            OffloadCase{3, DType::f32, 3, false}));
 
-// A checkpoint of an offloaded run streams its swapped states; loaded into an in-memory engine
-// and into an offloaded one, both continue exactly as a run that never stopped.
-TEST(OffloadCheckpoint, SavesStreamedStatesThatLoadIntoEitherPlacement) {
+// A checkpoint of a run whose states live in swap files (`offload(spec, subfolder)`) streams
+// them; loaded into an in-memory engine and into an offloaded one, both continue exactly as a
+// run that never stopped.
+void expect_checkpoint_loads_into_either_placement(
+    int stage, const std::function<zero::EngineOptions(const RunSpec&, const std::string&)>& offload) {
   for (DType dt : {DType::f32, DType::bf16}) {
-    const OffloadCase c{2, dt, 2};
-    const RunSpec s = spec(c);
+    const RunSpec s = spec(OffloadCase{stage, dt, 2});
     const Data d = make_data(s.steps * s.micro * s.gas * g_world->size());
     SharedDir dir("ckpt");
     auto ref_model = wide_model();
@@ -137,7 +139,7 @@ TEST(OffloadCheckpoint, SavesStreamedStatesThatLoadIntoEitherPlacement) {
     RunSpec first = s;
     first.steps = 3;
     auto m1 = wide_model();
-    zero::Engine saved(*m1, g_world, offloaded(first, c, dir.path + "/swap_a"));
+    zero::Engine saved(*m1, g_world, offload(first, dir.path + "/swap_a"));
     run(saved, first, d);
     ckpt::save_checkpoint(saved, {dir.path + "/ckpt", "step_3", 0, {{"step", 3}}});
 
@@ -147,10 +149,16 @@ TEST(OffloadCheckpoint, SavesStreamedStatesThatLoadIntoEitherPlacement) {
     expect_identical(run(in_memory, s, d, 3), want);
 
     auto m3 = wide_model();
-    zero::Engine swapped(*m3, g_world, offloaded(s, c, dir.path + "/swap_b"));
+    zero::Engine swapped(*m3, g_world, offload(s, dir.path + "/swap_b"));
     ckpt::load_checkpoint(swapped, dir.path + "/ckpt/step_3");
     expect_identical(run(swapped, s, d, 3), want);
   }
+}
+
+TEST(OffloadCheckpoint, SavesStreamedStatesThatLoadIntoEitherPlacement) {
+  expect_checkpoint_loads_into_either_placement(2, [](const RunSpec& s, const std::string& dir) {
+    return offloaded(s, OffloadCase{2, s.dtype, 2}, dir);
+  });
 }
 
 // Note [parameter swap]: stage-3 parameter shards in swap files follow the in-memory trajectory
@@ -211,43 +219,15 @@ INSTANTIATE_TEST_SUITE_P(Zero, ParamOffload,
                                            ParamCase{DType::f32, true, 1000000, 2000},
                                            ParamCase{DType::bf16, true, 200, 0}));
 
-// A checkpoint of a run with swapped parameters streams them; it loads into an in-memory
-// engine and into a swapped one, and both continue exactly as a run that never stopped.
+// The same with the parameters swapped (stage 3).
 TEST(ParamOffloadCheckpoint, SavesStreamedParametersThatLoadIntoEitherPlacement) {
-  for (DType dt : {DType::f32, DType::bf16}) {
-    const OffloadCase c{3, dt, 2};
-    const RunSpec s = spec(c);
-    const Data d = make_data(s.steps * s.micro * s.gas * g_world->size());
-    SharedDir dir("param_ckpt");
-    auto swapped_params = [&](RunSpec r, const std::string& sub) {
-      zero::EngineOptions o = options(r);
-      o.param_residence = zero::Residence::file;
-      o.swap.param_dir = dir.path + "/" + sub;
-      o.swap.tile_elems = 1024;
-      return o;
-    };
-    auto ref_model = wide_model();
-    zero::Engine ref(*ref_model, g_world, options(s));
-    RunResult want = run(ref, s, d);
-    want.losses.erase(want.losses.begin(), want.losses.begin() + 3);
-
-    RunSpec first = s;
-    first.steps = 3;
-    auto m1 = wide_model();
-    zero::Engine saved(*m1, g_world, swapped_params(first, "a"));
-    run(saved, first, d);
-    ckpt::save_checkpoint(saved, {dir.path + "/ckpt", "step_3", 0, {{"step", 3}}});
-
-    auto m2 = wide_model();
-    zero::Engine in_memory(*m2, g_world, options(s));
-    ckpt::load_checkpoint(in_memory, dir.path + "/ckpt/step_3");
-    expect_identical(run(in_memory, s, d, 3), want);
-
-    auto m3 = wide_model();
-    zero::Engine swapped(*m3, g_world, swapped_params(s, "b"));
-    ckpt::load_checkpoint(swapped, dir.path + "/ckpt/step_3");
-    expect_identical(run(swapped, s, d, 3), want);
-  }
+  expect_checkpoint_loads_into_either_placement(3, [](const RunSpec& s, const std::string& dir) {
+    zero::EngineOptions o = options(s);
+    o.param_residence = zero::Residence::file;
+    o.swap.param_dir = dir;
+    o.swap.tile_elems = 1024;
+    return o;
+  });
 }
 
 // Note [gradient buckets]: with DeepSpeed's default reduce_bucket_size (5e8, one bucket for the
