@@ -59,7 +59,7 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
     zero::EngineOptions off = eo;
     off.optimizer_residence = zero::Residence::file;
     const zero::MemoryEstimate f = zero::plan_model(*model, off, world).memory();
-    row["offload_optimizer_nvme"] = {{"param", f.param}, {"grad", f.grad},   {"master", f.master},
+    row["offload_optimizer_nvme"] = {{"param", f.param}, {"grad", f.grad},     {"master", f.master},
                                      {"optim", f.optim}, {"total", f.total()}, {"disk", e.master + e.optim}};
     row["offload_optimizer_nvme"]["peak"] = peak_of(off);
     if (stage == 3) {  // ZeRO-Infinity: the parameter shards in files too

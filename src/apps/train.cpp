@@ -127,8 +127,8 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
         swapped += p.buffers[b].padded / p.world * int64_t(dtype_size(p.policy.param_dtype));
       }
     par = detail::concat("offload_param: nvme, the parameter shards of ", units, " of ", p.buffers.size(),
-                         " units in swap files under ", p.policy.swap.param_dir, "/rank*/ (", format_bytes(size_t(swapped)),
-                         " per rank on disk, read ahead of each all-gather)");
+                         " units in swap files under ", p.policy.swap.param_dir, "/rank*/ (",
+                         format_bytes(size_t(swapped)), " per rank on disk, read ahead of each all-gather)");
   }
   if (!par.empty()) out += (out.empty() ? "" : "; ") + par;
   return out;
@@ -215,7 +215,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   // world size and stage; the data position is the step (same global batch, same seed).
   int64_t first_step = 0, skipped = 0, skipped_in_a_row = 0;
   zero::CommOverlap reduce_overlap, gather_overlap;  // rank 0's, since the last printed step
-  int64_t gathers = 0;  // stage 3: unit all-gathers since the last metrics line
+  int64_t gathers = 0;                               // stage 3: unit all-gathers since the last metrics line
   if (!cfg.run.resume.empty()) {
     std::string path;
     const nlohmann::json extra = ckpt::load_checkpoint(engine, cfg.checkpoint.dir, cfg.run.resume, &path);
@@ -345,12 +345,15 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     // Every rank skipped the same steps (the overflow vote), so every rank stops here together.
     const int64_t max_skips = cfg.run.max_consecutive_skipped_steps;
     if (max_skips > 0 && skipped_in_a_row >= max_skips)
-      throw AgreedStop(detail::concat("[train] ", skipped_in_a_row, " optimizer steps in a row were skipped for fp16 "
-                                      "gradient overflow (steps ", step + 2 - skipped_in_a_row, " to ", step + 1,
-                                      ", loss scale ", engine.loss_scale(), "): the model is not training; lower "
-                                      "fp16.loss_scale or use dynamic loss scaling (run.max_consecutive_skipped_steps "
-                                      "sets this limit); nothing from this run was saved as trained"),
-                       ErrorKind::config, 1);
+      throw AgreedStop(
+          detail::concat("[train] ", skipped_in_a_row,
+                         " optimizer steps in a row were skipped for fp16 "
+                         "gradient overflow (steps ",
+                         step + 2 - skipped_in_a_row, " to ", step + 1, ", loss scale ", engine.loss_scale(),
+                         "): the model is not training; lower "
+                         "fp16.loss_scale or use dynamic loss scaling (run.max_consecutive_skipped_steps "
+                         "sets this limit); nothing from this run was saved as trained"),
+          ErrorKind::config, 1);
     const int64_t every = cfg.checkpoint.every_steps;
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) save(step + 1);
     const int64_t eval_every = cfg.data.eval_every;
@@ -417,9 +420,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     if (engine.policy().optimizer_residence == zero::Residence::file ||
         engine.policy().param_residence == zero::Residence::file) {  // rank 0's swap I/O, cumulative
       const zero::SwapStats sw = engine.swap_stats();
-      rec["swap"] = {{"bytes_read", sw.bytes_read},     {"bytes_written", sw.bytes_written},
-                     {"io_wait_s", sw.io_wait_s},       {"read_wait_s", sw.read_wait_s},
-                     {"write_wait_s", sw.write_wait_s}, {"update_s", sw.compute_s}};
+      rec["swap"] = {{"bytes_read", sw.bytes_read},   {"bytes_written", sw.bytes_written}, {"io_wait_s", sw.io_wait_s},
+                     {"read_wait_s", sw.read_wait_s}, {"write_wait_s", sw.write_wait_s},   {"update_s", sw.compute_s}};
     }
     if (engine.options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative
       rec["sparse_comm_bytes"] = engine.sparse_comm_bytes().moved;

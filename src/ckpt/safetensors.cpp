@@ -79,10 +79,11 @@ nlohmann::json parse_json(const std::string& src, const std::string& h) {
   check_depth(src, h);
   // Note [duplicate JSON keys]; a NUL would end a C reader's view of the header early.
   const size_t nul = h.find('\0');
-  ZT_CHECK_AS(ErrorKind::checkpoint, nul == std::string::npos, "[safetensors] ", src, ": a NUL byte in the JSON header at byte ",
-              8 + nul);
+  ZT_CHECK_AS(ErrorKind::checkpoint, nul == std::string::npos, "[safetensors] ", src,
+              ": a NUL byte in the JSON header at byte ", 8 + nul);
   auto duplicate = [&](const std::string& k, const std::string&) {
-    ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", src, ": duplicate key '", printable(k), "' in the JSON header");
+    ZT_THROW_AS(ErrorKind::checkpoint, "[safetensors] ", src, ": duplicate key '", printable(k),
+                "' in the JSON header");
   };
   try {
     return parse_unique_keys<nlohmann::json>(h, duplicate);
@@ -230,9 +231,9 @@ void SafetensorsWriter::write(const std::string& name, const Tensor& t) {
   ZT_CHECK(next_ < entries_.size(), "[safetensors] ", out_.path(), ": tensor '", name, "' beyond the header's ",
            entries_.size());
   const TensorEntry& e = entries_[next_++];
-  ZT_CHECK(e.name == name && e.dtype == t.dtype() && e.shape == t.shape(), "[safetensors] ", out_.path(),
-           ": tensor '", name, "' ", dtype_name(t.dtype()), " ", shape_str(t.shape()), " where the header has '", e.name,
-           "' ", dtype_name(e.dtype), " ", shape_str(e.shape));
+  ZT_CHECK(e.name == name && e.dtype == t.dtype() && e.shape == t.shape(), "[safetensors] ", out_.path(), ": tensor '",
+           name, "' ", dtype_name(t.dtype()), " ", shape_str(t.shape()), " where the header has '", e.name, "' ",
+           dtype_name(e.dtype), " ", shape_str(e.shape));
   Tensor c = t.contiguous();
   out_.write(c.raw_data(), c.nbytes());
 }

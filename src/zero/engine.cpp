@@ -56,11 +56,11 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   // Swap files are made by every rank on its own disk: one agreed error if any rank cannot.
   std::string swap_error;
   try {
-    store_ = std::make_unique<ParamStore>(
-        plan_, params_, *group_,
-        PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters,
-                       opts_.stage3_max_reuse_distance},
-        materialize);
+    store_ =
+        std::make_unique<ParamStore>(plan_, params_, *group_,
+                                     PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters,
+                                                    opts_.stage3_max_reuse_distance},
+                                     materialize);
     optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(),
                                           [this](size_t b) { return store_->owned_copy(b); });
   } catch (const Error& e) {
@@ -278,13 +278,15 @@ ShardTensor ShardTensor::in_memory(std::string name, const Tensor& t) {
 
 void ShardTensor::read(int64_t begin, int64_t n, void* dst) const {
   ZT_ASSERT(begin >= 0 && n >= 0 && begin + n <= numel, "shard tensor ", name, " range");
-  if (!streamed()) return void(std::memcpy(dst, tensor.slice(0, begin, begin + n).raw_data(), size_t(n) * dtype_size(dtype)));
+  if (!streamed())
+    return void(std::memcpy(dst, tensor.slice(0, begin, begin + n).raw_data(), size_t(n) * dtype_size(dtype)));
   read_fn(begin, n, dst);
 }
 
 void ShardTensor::write(int64_t begin, int64_t n, const void* src) const {
   ZT_ASSERT(begin >= 0 && n >= 0 && begin + n <= numel, "shard tensor ", name, " range");
-  if (!streamed()) return void(std::memcpy(tensor.slice(0, begin, begin + n).raw_data(), src, size_t(n) * dtype_size(dtype)));
+  if (!streamed())
+    return void(std::memcpy(tensor.slice(0, begin, begin + n).raw_data(), src, size_t(n) * dtype_size(dtype)));
   write_fn(begin, n, src);
 }
 

@@ -27,7 +27,8 @@ OptimShard::OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int r
     dir_ = make_swap_folder(plan.policy.swap.dir, rank);
     tile_ = plan.swap_tile_elems();
     TagScope tag(MemTag::optim);
-    for (int s = 0; s < plan.policy.swap.buffers; ++s) slots_.push_back(page_aligned(plan.swap_slot_bytes() - 4096, DType::f32));
+    for (int s = 0; s < plan.policy.swap.buffers; ++s)
+      slots_.push_back(page_aligned(plan.swap_slot_bytes() - 4096, DType::f32));
   }
   const int64_t k = (master_ ? 1 : 0) + int64_t(names_.size());
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
@@ -133,7 +134,8 @@ std::vector<ShardTensor> OptimShard::state(size_t b) {
     ShardTensor t;
     t.name = names[j];
     t.numel = buf.numel;
-    t.read_fn = [this, &buf, j](int64_t begin, int64_t n, void* dst) { swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, dst, nullptr);
+    t.read_fn = [this, &buf, j](int64_t begin, int64_t n, void* dst) {
+      swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, dst, nullptr);
     };
     t.write_fn = [this, &buf, j](int64_t begin, int64_t n, const void* src) {
       swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, nullptr, src);

@@ -21,7 +21,8 @@ class SwapFile;
 class OptimShard {
  public:
   // `initial(b)` gives this rank's working parameters of buffer b (the master starts from them).
-  OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank, const std::function<Tensor(size_t)>& initial);
+  OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank,
+             const std::function<Tensor(size_t)>& initial);
   ~OptimShard();
 
   // One update of buffer b: params and grads are this rank's range, any float dtypes.

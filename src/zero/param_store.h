@@ -52,7 +52,7 @@ class ParamStore {
   // Stage 3; persistent units stay, and with `may_keep` a unit used again soon (Note [reuse distance]).
   void release(size_t b, bool may_keep = true);
   void end_step();  // the first step's order of unit uses becomes the trace; later steps follow it
-  int64_t gathers() const { return gathers_; }  // unit all-gathers launched since the engine was built
+  int64_t gathers() const { return gathers_; }                 // unit all-gathers launched since the engine was built
   void prefetch(size_t b, int dir, const std::string& label);  // gathers units after (+1) or before (-1) b
 
   CommOverlap take_overlap() { return std::exchange(overlap_, {}); }  // all-gathers waited for since

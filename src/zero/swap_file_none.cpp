@@ -7,7 +7,8 @@ namespace zt::zero {
 struct SwapFile::Impl {};
 
 SwapFile::SwapFile(std::string path, int64_t, size_t, int, const SwapOptions&) : path_(std::move(path)) {
-  ZT_THROW_AS(ErrorKind::config, "[offload] offload to nvme (offload_optimizer / offload_param) is not available in this build: it needs ",
+  ZT_THROW_AS(ErrorKind::config,
+              "[offload] offload to nvme (offload_optimizer / offload_param) is not available in this build: it needs ",
               "io_uring (install liburing-dev and rebuild; scripts/setup.sh does)");
 }
 SwapFile::~SwapFile() = default;

@@ -170,7 +170,8 @@ void SwapFile::wait(int slot) {
   Impl::Slot& s = m.slots.at(size_t(slot));
   const auto t0 = std::chrono::steady_clock::now();
   while (s.pending > 0) m.reap(true, path_, record_);
-  (s.reading ? read_wait_s_ : write_wait_s_) += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  (s.reading ? read_wait_s_ : write_wait_s_) +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (s.tile < 0) return;
   const int64_t t = s.tile;
   const bool reading = s.reading;

@@ -270,8 +270,8 @@ TEST(ConfigParse, UnsupportedFeaturesSaySo) {
   EXPECT_THAT(error_of({{"zero_optimization", {{"offload_optimizer", {{"device", "nvme"}}}}}}),
               HasSubstr("'zero_optimization.offload_optimizer.device' = \"nvme\" needs "
                         "'zero_optimization.offload_optimizer.nvme_path'"));
-  EXPECT_THAT(error_of({{"zero_optimization", {{"offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/x"},
-                                                                       {"ratio", 0.5}}}}}}),
+  EXPECT_THAT(error_of({{"zero_optimization",
+                         {{"offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/x"}, {"ratio", 0.5}}}}}}),
               HasSubstr("'zero_optimization.offload_optimizer.ratio' = 0.5 is not supported yet"));
   EXPECT_THAT(error_of({{"aio", {{"use_gds", true}}}}), HasSubstr("'aio.use_gds' = true needs GPUDirect Storage"));
   EXPECT_THAT(error_of({{"aio", {{"queue_depth", 0}}}}), HasSubstr("aio.queue_depth"));
@@ -289,11 +289,19 @@ TEST(ConfigParse, OffloadAndAioKeys) {
   Config c = parse(json{{"zero_optimization",
                          {{"stage", 3},
                           {"sub_group_size", 1e6},
-                          {"offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/local"}, {"buffer_count", 5},
-                                                 {"pin_memory", true}, {"fast_init", false}}},
+                          {"offload_optimizer",
+                           {{"device", "nvme"},
+                            {"nvme_path", "/local"},
+                            {"buffer_count", 5},
+                            {"pin_memory", true},
+                            {"fast_init", false}}},
                           {"offload_param", {{"device", "cpu"}, {"pin_memory", true}}}}},
-                        {"aio", {{"block_size", 262144}, {"queue_depth", 16}, {"thread_count", 2},
-                                 {"single_submit", true}, {"overlap_events", false}}}});
+                        {"aio",
+                         {{"block_size", 262144},
+                          {"queue_depth", 16},
+                          {"thread_count", 2},
+                          {"single_submit", true},
+                          {"overlap_events", false}}}});
   EXPECT_EQ(c.zero.offload_optimizer.device, "nvme");
   EXPECT_EQ(c.zero.offload_optimizer.nvme_path, "/local");
   EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 5);

@@ -108,7 +108,9 @@ void expect_estimate_agrees(const std::string& args, int stage, const nlohmann::
   const nlohmann::json row = nlohmann::json::parse(e.out)["stages"][stage];
   const bool opt = args.find("offload_optimizer={\"device\": \"nvme\"") != std::string::npos,
              par = args.find("offload_param={\"device\": \"nvme\"") != std::string::npos;
-  const nlohmann::json peak = par ? row["offload_both_nvme"]["peak"] : opt ? row["offload_optimizer_nvme"]["peak"] : row["peak"];
+  const nlohmann::json peak = par   ? row["offload_both_nvme"]["peak"]
+                              : opt ? row["offload_optimizer_nvme"]["peak"]
+                                    : row["peak"];
   for (auto& [key, value] : peak.items()) {
     if (key == "data" || key == "total" || key == "in_use") continue;
     EXPECT_EQ(value, plan[key]) << key << ": " << e.out;

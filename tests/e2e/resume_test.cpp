@@ -52,7 +52,8 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
   std::string id = "_";  // appending only: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string
   for (int v : {c.stage_saved, c.stage_resumed, c.np_saved, c.np_resumed}) id += std::to_string(v);
   if (!c.precision.empty()) id += "bf16";
-  if (c.offload_saved || c.offload_resumed) id += std::string("nvme") + (c.offload_saved ? "s" : "") + (c.offload_resumed ? "r" : "");
+  if (c.offload_saved || c.offload_resumed)
+    id += std::string("nvme") + (c.offload_saved ? "s" : "") + (c.offload_resumed ? "r" : "");
   const std::string whole = tmpdir("resume_whole" + id), parts = tmpdir("resume_parts" + id);
   const std::string common = kArgs + " " + c.precision + " run.max_steps=40";
   auto train = [&](int np, int stage, const std::string& dir, const std::string& more) {
@@ -66,8 +67,9 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
                    " checkpoint.every_steps=20 run.max_steps=20 scheduler.params.total_num_steps=40" +
                        nvme(c.offload_saved, c.stage_saved, parts));
   ASSERT_EQ(b.code, 0) << b.out;
-  Result r = train(c.np_resumed, c.stage_resumed, parts,
-                   " run.resume=latest scheduler.params.total_num_steps=40" + nvme(c.offload_resumed, c.stage_resumed, parts));
+  Result r =
+      train(c.np_resumed, c.stage_resumed, parts,
+            " run.resume=latest scheduler.params.total_num_steps=40" + nvme(c.offload_resumed, c.stage_resumed, parts));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
   const auto want = losses(whole), got = losses(parts);
@@ -84,11 +86,9 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
 
 INSTANTIATE_TEST_SUITE_P(Train, Resume,
                          ::testing::Values(Case{"", 2, 2, 2, 2}, Case{"bf16.enabled=true", 3, 3, 2, 2},
-                                           Case{"", 2, 3, 2, 1}, Case{"", 0, 2, 1, 2},
-                                           Case{"", 3, 3, 2, 2, true, true},
+                                           Case{"", 2, 3, 2, 1}, Case{"", 0, 2, 1, 2}, Case{"", 3, 3, 2, 2, true, true},
                                            Case{"bf16.enabled=true", 2, 2, 2, 2, true, false},
-                                           Case{"", 2, 2, 2, 1, true, false},
-                                           Case{"", 1, 3, 2, 2, false, true},
+                                           Case{"", 2, 2, 2, 1, true, false}, Case{"", 1, 3, 2, 2, false, true},
                                            Case{"bf16.enabled=true", 3, 3, 2, 2, true, false},
                                            Case{"bf16.enabled=true", 3, 3, 2, 1, true, false}));
 

@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "swap_file.h"
@@ -171,8 +171,8 @@ struct ParamCase {
   int64_t persistence;  // 2000: the first and last layers (1,680 and 355 elements) stay in memory
 };
 void PrintTo(const ParamCase& c, std::ostream* os) {
-  *os << dtype_name(c.dtype) << (c.optimizer_too ? " +optimizer" : "") << " prefetch " << c.prefetch
-      << " persistence " << c.persistence;
+  *os << dtype_name(c.dtype) << (c.optimizer_too ? " +optimizer" : "") << " prefetch " << c.prefetch << " persistence "
+      << c.persistence;
 }
 
 class ParamOffload : public ::testing::TestWithParam<ParamCase> {};
@@ -214,7 +214,8 @@ TEST_P(ParamOffload, FollowsTheInMemoryTrajectoryBitForBitHoldingOnlyPersistentU
 }
 
 INSTANTIATE_TEST_SUITE_P(Zero, ParamOffload,
-                         ::testing::Values(ParamCase{DType::f32, false, 200, 0}, ParamCase{DType::f32, false, 1000000, 0},
+                         ::testing::Values(ParamCase{DType::f32, false, 200, 0},
+                                           ParamCase{DType::f32, false, 1000000, 0},
                                            ParamCase{DType::bf16, false, 1000000, 2000},
                                            ParamCase{DType::f32, true, 1000000, 2000},
                                            ParamCase{DType::bf16, true, 200, 0}));

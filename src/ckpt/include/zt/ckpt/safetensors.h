@@ -29,7 +29,8 @@ struct TensorEntry {
 };
 class SafetensorsWriter {
  public:
-  SafetensorsWriter(AtomicFile& out, std::vector<TensorEntry> entries, const std::map<std::string, std::string>& metadata);
+  SafetensorsWriter(AtomicFile& out, std::vector<TensorEntry> entries,
+                    const std::map<std::string, std::string>& metadata);
   void write(const std::string& name, const Tensor& t);  // the next entry's tensor
   void finish() const;                                   // checks that every entry was written
 

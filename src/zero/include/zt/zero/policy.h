@@ -29,10 +29,10 @@ struct SwapOptions {
 // What the swap files did since the engine was built (Residence::file; zeros otherwise).
 struct SwapStats {
   uint64_t bytes_read = 0, bytes_written = 0;
-  double io_wait_s = 0;  // blocked waiting for reads and writes
+  double io_wait_s = 0;                      // blocked waiting for reads and writes
   double read_wait_s = 0, write_wait_s = 0;  // the same, split
-  double compute_s = 0;  // updating tiles
-  bool direct = false;   // O_DIRECT in use
+  double compute_s = 0;                      // updating tiles
+  bool direct = false;                       // O_DIRECT in use
 };
 SwapStats& operator+=(SwapStats& a, const SwapStats& b);
 
