@@ -91,7 +91,16 @@ Measured train(const std::string& args, const std::string& dir, std::string* out
           double(plan["rss_peak_before"].get<int64_t>()), plan};
 }
 
+// Under AddressSanitizer the binary's memory is ASan's allocator, redzones and shadow, which no
+// plan of this program's allocations describes.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+
 void expect_within_10_percent(const Measured& m, const std::string& what) {
+  if (kAsan) return;
   // The run's peak is its training's, not reading the data's: else this compares nothing.
   EXPECT_GT(m.predicted, 1.2 * m.before) << what;
   EXPECT_NEAR(m.predicted / m.rss, 1.0, 0.10) << what << ": predicted " << m.predicted / kMiB << " MiB, /proc "
@@ -119,6 +128,7 @@ void expect_estimate_agrees(const std::string& args, int stage, const nlohmann::
 }
 
 TEST(MemoryPlan, PeakRssIsWithinTenPercentOfThePlanForEveryModelAndStage) {
+  if (kAsan) GTEST_SKIP() << "RSS under AddressSanitizer is not the plan's to predict";
   const std::string dir = tmpdir("memplan"), data = write_data(dir + "/data");
   for (const Model& m : models(data)) {
     for (int stage = 0; stage <= 3; ++stage) {
