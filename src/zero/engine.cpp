@@ -63,8 +63,10 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
                                      materialize);
     optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(),
                                           [this](size_t b) { return store_->owned_copy(b); });
-  } catch (const Error& e) {
-    if (policy.optimizer_residence != Residence::file && policy.param_residence != Residence::file) throw;
+  } catch (const Error& e) {  // only the swap files' own failures (disk, folder) are per rank
+    if (e.kind() != ErrorKind::checkpoint ||
+        (policy.optimizer_residence != Residence::file && policy.param_residence != Residence::file))
+      throw;
     swap_error = e.what();
   }
   if (policy.optimizer_residence == Residence::file || policy.param_residence == Residence::file)
@@ -130,11 +132,13 @@ void Engine::install_unit_hooks() {
 }
 
 Tensor Engine::forward(const Tensor& x) {
+  store_->begin_forward(autograd::grad_enabled());
   const DType dt = plan_.policy.param_dtype;
   return model_(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
 }
 
 Tensor Engine::forward(const std::vector<Tensor>& inputs) {
+  store_->begin_forward(autograd::grad_enabled());
   const DType dt = plan_.policy.param_dtype;
   std::vector<Tensor> in;
   in.reserve(inputs.size());

@@ -231,7 +231,13 @@ void ParamStore::finish_gather(size_t b) {
 void ParamStore::release(size_t b, bool may_keep) {
   Buf& buf = bufs_[b];
   if (!plan_.policy.shard_parameters() || plan_.persistent[b] || !buf.full.defined()) return;
-  if (may_keep && reused_soon(b) && live_elems() <= limits_.max_live_elems) return;
+  if (may_keep && may_stay(b)) {
+    if (buf.gather_work) {  // a prefetched unit this pass never used: the step must not race its gather
+      finish_gather(b);
+      bind(b);
+    }
+    return;
+  }
   if (buf.gather_work) finish_gather(b);
   unbind(b);
   buf.full = Tensor();
@@ -240,10 +246,12 @@ void ParamStore::release(size_t b, bool may_keep) {
 // Note [reuse distance]: as DeepSpeed, a unit is not released when the trace says it is used again
 // within stage3_max_reuse_distance elements of other units' uses (GPT-2's tied wte, a unit whose
 // checkpointed forward is recomputed for its backward, the next micro-batch's first unit), as
-// long as the gathered units stay within stage3_max_live_parameters ("resident before
-// releasing"). The trace is the first step's order of uses; a step that departs from it (an
-// evaluation pass in between) releases as usual until the next step begins.
+// long as the gathered units, with the next one the trace needs, stay within
+// stage3_max_live_parameters ("resident before releasing"). The trace is the first step's order
+// of uses in training passes (an evaluation forward neither follows it nor keeps units); a step
+// that departs from it releases as usual until the next step begins.
 void ParamStore::note_use(size_t b) {
+  if (!training_pass_) return;
   if (recording_) {
     trace_.push_back(b);
   } else if (following_) {
@@ -252,8 +260,14 @@ void ParamStore::note_use(size_t b) {
   }
 }
 
+bool ParamStore::may_stay(size_t b) const {
+  if (!training_pass_ || !following_ || !reused_soon(b)) return false;
+  int64_t next = 0;  // the unit the trace needs next, when it is not gathered yet
+  if (cursor_ < trace_.size() && !bufs_[trace_[cursor_]].full.defined()) next = plan_.buffers[trace_[cursor_]].padded;
+  return live_elems() + next <= limits_.max_live_elems;
+}
+
 bool ParamStore::reused_soon(size_t b) const {
-  if (!following_) return false;
   int64_t distance = 0;
   for (size_t i = cursor_; i < trace_.size() && distance < limits_.max_reuse_elems; ++i) {
     if (trace_[i] == b) return true;
@@ -266,6 +280,11 @@ void ParamStore::end_step() {
   recording_ = recording_ && trace_.empty();  // a step that gathered nothing does not make the trace
   following_ = !recording_;
   cursor_ = 0;
+  for (size_t b = 0; b < bufs_.size(); ++b)  // the update must not race a gather nobody waited for
+    if (bufs_[b].gather_work) {
+      finish_gather(b);
+      bind(b);
+    }
 }
 
 int64_t ParamStore::live_elems() const {
@@ -281,14 +300,16 @@ void ParamStore::prefetch(size_t b, int dir, const std::string& label) {
   int64_t budget = limits_.prefetch_elems;
   for (int64_t j = int64_t(b) + dir; j >= 0 && j < int64_t(bufs_.size()); j += dir) {
     const size_t u = size_t(j);
-    if (plan_.persistent[u] || bufs_[u].full.defined()) continue;
+    if (plan_.persistent[u]) continue;
     const int64_t n = plan_.buffers[u].padded;
-    if (n > budget || live + n > limits_.max_live_elems) break;
+    const bool gathered = bufs_[u].full.defined();  // by an earlier prefetch, or kept: inside the bucket
+    if (n > budget || (!gathered && live + n > limits_.max_live_elems)) break;
+    budget -= n;
+    if (gathered) continue;
     if (bufs_[u].file && !bufs_[u].shard.defined())
       stage_in(u, false);
     else
       gather(u, false, label);
-    budget -= n;
     live += n;
   }
 }

@@ -52,6 +52,8 @@ class ParamStore {
   // Stage 3; persistent units stay, and with `may_keep` a unit used again soon (Note [reuse distance]).
   void release(size_t b, bool may_keep = true);
   void end_step();  // the first step's order of unit uses becomes the trace; later steps follow it
+  // A forward of a training pass (gradients on) or of an evaluation (which leaves the trace alone).
+  void begin_forward(bool training) { training_pass_ = training; }
   int64_t gathers() const { return gathers_; }                 // unit all-gathers launched since the engine was built
   void prefetch(size_t b, int dir, const std::string& label);  // gathers units after (+1) or before (-1) b
 
@@ -85,11 +87,12 @@ class ParamStore {
   std::string swap_dir_;
   // Note [reuse distance]: units in the order the first step used them, and where this step is.
   std::vector<size_t> trace_;
-  bool recording_ = true, following_ = false;
+  bool recording_ = true, following_ = false, training_pass_ = true;
   size_t cursor_ = 0;
   int64_t gathers_ = 0;
   void note_use(size_t b);
   bool reused_soon(size_t b) const;
+  bool may_stay(size_t b) const;
   int64_t live_elems() const;
 };
 

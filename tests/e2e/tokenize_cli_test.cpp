@@ -14,7 +14,9 @@ const std::string kBin = ZT_BIN;
 
 // A WordPiece vocabulary in vocab.json's form: "un aff able" and "a" with continuations.
 std::string tiny_bert() {
-  const std::string dir = tmpdir("tokenize_bert");
+  // One folder per test: ctest runs this binary's tests in parallel.
+  const std::string dir = tmpdir(std::string("tokenize_bert_") +
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
   write_file(dir + "/vocab.json", R"(["[PAD]","[UNK]","[CLS]","[SEP]","[MASK]","▁un","aff","able","▁a","a","▁,"])");
   return dir;
 }
