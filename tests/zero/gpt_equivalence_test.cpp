@@ -30,6 +30,7 @@ struct GptSpec {
   int64_t prefetch = 200;  // elements gathered ahead at stage 3 (200: none of this model's units)
   int64_t micro = 2, gas = 2, steps = 8;
   int64_t reuse = 1'000'000'000, max_live = 1'000'000'000;  // stage3_max_reuse_distance, _max_live_parameters
+  bool eval_between = false;                                // an evaluation forward (no gradients) after every step
 };
 
 // Sequences of kT + 1 tokens: x = the first kT, y = the last kT.
@@ -77,6 +78,10 @@ GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor&
     }
     out.stats.push_back(e.step(1e-2));
     out.losses.push_back(group->all_reduce_scalar(loss_sum) / double(N));
+    if (s.eval_between) {
+      autograd::NoGradGuard no_grad;
+      (void)e.forward(std::vector<Tensor>{tokens.slice(0, 0, s.micro).slice(1, 0, kT).contiguous()});
+    }
   }
   const size_t end_allocs = Allocator::global().stats().system_allocs;
   if (s.sparse) {  // wpe travels as rows; wte, tied to lm_head, in two parts at stages 0-2
@@ -176,11 +181,19 @@ TEST_P(GptStage, ReuseDistanceKeepsReusedUnitsGatheredOnTheSameTrajectory) {
     s.reuse = 1'000'000'000;
     s.max_live = 1;  // any unit is more than this
     const GptResult capped = train_gpt(s, g_world, tokens);
+    s.max_live = 1'000'000'000;
+    s.eval_between = true;  // evaluation passes leave the trace alone
+    const GptResult evaluated = train_gpt(s, g_world, tokens);
+    EXPECT_EQ(evaluated.run.losses, kept.run.losses);
     EXPECT_EQ(kept.run.losses, every.run.losses);
     EXPECT_EQ(kept.run.params, every.run.params);
     for (int step = 0; step < 3; ++step) {
       const int64_t k = kept.run.stats[size_t(step)].gathers, e = every.run.stats[size_t(step)].gathers;
       EXPECT_EQ(capped.run.stats[size_t(step)].gathers, e) << "step " << step;
+      // The evaluation forward's own gathers count in the step after it; were reuse off in
+      // that step (the trace lost), it alone would make as many as `e`.
+      if (step > 0)
+        EXPECT_LT(evaluated.run.stats[size_t(step)].gathers, e) << "step " << step << " after an evaluation";
       if (step == 0) {
         EXPECT_EQ(k, e);  // the first step makes the trace
       } else {
