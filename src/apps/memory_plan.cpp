@@ -100,9 +100,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
                                     const config::BatchSizes& bs, const RunContext& ctx) {
   const zero::Plan plan = zero::plan_model(model, opts, ctx.world);
   zero::PeakInput in;
-  in.prefetch_elems = opts.stage3_prefetch_bucket_size;
-  in.max_live_elems = opts.stage3_max_live_parameters;
-  in.max_reuse_elems = opts.stage3_max_reuse_distance;
+  static_cast<zero::Stage3Limits&>(in) = zero::stage3_limits(opts);
   in.max_inflight_elems = opts.max_inflight_reduce_elems;
   in.overlap_comm = opts.overlap_comm;
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());

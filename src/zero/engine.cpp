@@ -56,11 +56,7 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   // Swap files are made by every rank on its own disk: one agreed error if any rank cannot.
   std::string swap_error;
   try {
-    store_ =
-        std::make_unique<ParamStore>(plan_, params_, *group_,
-                                     PrefetchLimits{opts_.stage3_prefetch_bucket_size, opts_.stage3_max_live_parameters,
-                                                    opts_.stage3_max_reuse_distance},
-                                     materialize);
+    store_ = std::make_unique<ParamStore>(plan_, params_, *group_, stage3_limits(opts_), materialize);
     optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(),
                                           [this](size_t b) { return store_->owned_copy(b); });
   } catch (const Error& e) {  // only the swap files' own failures (disk, folder) are per rank

@@ -14,7 +14,7 @@
 
 namespace zt::zero {
 
-ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, PrefetchLimits limits,
+ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, Stage3Limits limits,
                        const Materialize& materialize)
     : plan_(plan), params_(std::move(params)), group_(group), limits_(limits) {
   const Policy& pol = plan_.policy;

@@ -16,12 +16,6 @@
 
 namespace zt::zero {
 
-struct PrefetchLimits {
-  int64_t prefetch_elems = 50'000'000;      // stage3_prefetch_bucket_size
-  int64_t max_live_elems = 1'000'000'000;   // stage3_max_live_parameters
-  int64_t max_reuse_elems = 1'000'000'000;  // stage3_max_reuse_distance (Note [reuse distance])
-};
-
 class SwapFile;
 
 class ParamStore {
@@ -32,7 +26,7 @@ class ParamStore {
   // `params` in model order; their current values, or for deferred ones what `materialize`
   // gives, become the initial parameters, written straight into the flat layout (stage 3: one
   // unit at a time, so construction holds one unit beyond the shards).
-  ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, PrefetchLimits limits,
+  ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, Stage3Limits limits,
              const Materialize& materialize);
   ~ParamStore();
 
@@ -82,7 +76,7 @@ class ParamStore {
   const Plan& plan_;
   std::vector<Tensor> params_;
   comm::Group& group_;
-  PrefetchLimits limits_;
+  Stage3Limits limits_;
   std::vector<Buf> bufs_;
   std::string swap_dir_;
   // Note [reuse distance]: units in the order the first step used them, and where this step is.

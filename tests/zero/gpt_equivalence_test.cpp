@@ -192,8 +192,9 @@ TEST_P(GptStage, ReuseDistanceKeepsReusedUnitsGatheredOnTheSameTrajectory) {
       EXPECT_EQ(capped.run.stats[size_t(step)].gathers, e) << "step " << step;
       // The evaluation forward's own gathers count in the step after it; were reuse off in
       // that step (the trace lost), it alone would make as many as `e`.
-      if (step > 0)
+      if (step > 0) {
         EXPECT_LT(evaluated.run.stats[size_t(step)].gathers, e) << "step " << step << " after an evaluation";
+      }
       if (step == 0) {
         EXPECT_EQ(k, e);  // the first step makes the trace
       } else {

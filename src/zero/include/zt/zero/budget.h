@@ -13,11 +13,8 @@
 namespace zt::zero {
 
 // What the plan does not say: the engine's limits, and the bytes only the caller knows.
-struct PeakInput {
-  int64_t prefetch_elems = 50'000'000;      // stage3_prefetch_bucket_size
-  int64_t max_live_elems = 1'000'000'000;   // stage3_max_live_parameters
-  int64_t max_reuse_elems = 1'000'000'000;  // stage3_max_reuse_distance
-  int64_t max_inflight_elems = 0;           // EngineOptions::max_inflight_reduce_elems (0: one bucket)
+struct PeakInput : Stage3Limits {
+  int64_t max_inflight_elems = 0;  // EngineOptions::max_inflight_reduce_elems (0: one bucket)
   bool overlap_comm = true;
   int64_t largest_param = 0;  // elements: the deferred initialiser's f32 values (workspace)
   int64_t activations = 0;    // at the micro-batch, checkpointing as configured

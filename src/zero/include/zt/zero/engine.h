@@ -52,6 +52,10 @@ struct EngineOptions {
   SwapOptions swap;
 };
 
+inline Stage3Limits stage3_limits(const EngineOptions& o) {
+  return {o.stage3_prefetch_bucket_size, o.stage3_max_live_parameters, o.stage3_max_reuse_distance};
+}
+
 // Note [overlap]: for one kind of collective, the seconds its transfers ran (busy) and the seconds
 // the engine then waited for them (blocked), summed over a step on this rank; what was not waited
 // for ran behind computation. shm's comm thread times each transfer; mpi cannot say when its data

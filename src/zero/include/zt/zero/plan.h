@@ -11,6 +11,14 @@
 
 namespace zt::zero {
 
+// Stage 3's gather limits (DeepSpeed's keys), in elements: what the parameter store obeys and
+// the budget predictor assumes.
+struct Stage3Limits {
+  int64_t prefetch_elems = 50'000'000;      // stage3_prefetch_bucket_size
+  int64_t max_live_elems = 1'000'000'000;   // stage3_max_live_parameters
+  int64_t max_reuse_elems = 1'000'000'000;  // stage3_max_reuse_distance (Note [reuse distance])
+};
+
 struct PlanInput {
   std::vector<int64_t> numels;             // trainable parameters in model order
   std::vector<std::vector<size_t>> units;  // stage-3 units: indices into numels, each once
