@@ -105,8 +105,9 @@ void RunDir::append_metrics(const nlohmann::json& record) {
   ZT_CHECK_AS(kIo, !err, "[run] appending to ", file, " failed: ", std::strerror(err));
 }
 
-std::unique_ptr<RunDir::Staged> RunDir::begin_stage(std::vector<ckpt::TensorEntry> entries) {
+std::unique_ptr<RunDir::Staged> RunDir::begin_stage(std::vector<ckpt::TensorEntry> entries, bool with_weights) {
   auto s = std::make_unique<Staged>();
+  if (!with_weights) return s;
   s->weights = std::make_unique<AtomicFile>(path("model.safetensors"), kIo, "[run]");
   s->writer = std::make_unique<ckpt::SafetensorsWriter>(*s->weights, std::move(entries),
                                                         std::map<std::string, std::string>{{"format", "zerotrain"}});
@@ -114,15 +115,24 @@ std::unique_ptr<RunDir::Staged> RunDir::begin_stage(std::vector<ckpt::TensorEntr
 }
 
 void RunDir::finish_stage(Staged& s, const nlohmann::json& summary) {
-  s.writer->finish();
-  s.weights->finish();
+  if (s.weights) {
+    s.writer->finish();
+    s.weights->finish();
+  }
   s.summary = std::make_unique<AtomicFile>(path("summary.json"), kIo, "[run]");
   s.summary->write(summary.dump(2) + "\n");
   s.summary->finish();
 }
 
 void RunDir::commit(Staged& staged, const nlohmann::json& final_record) {
-  staged.weights->commit();
+  if (staged.weights) {
+    staged.weights->commit();
+  } else {
+    std::error_code ec;  // an earlier run's weights: not what the new summary describes
+    std::filesystem::remove(path("model.safetensors"), ec);
+    ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[run] cannot remove the earlier ", path("model.safetensors"), ": ",
+                ec.message());
+  }
   try {
     staged.summary->commit();  // last: summary.json describes the weights beside it
   } catch (const Error& e) {

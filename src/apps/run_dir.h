@@ -61,11 +61,13 @@ class RunDir {
   // The final outputs, written and fsynced under temporary names; dropped uncommitted, they
   // leave nothing behind. begin_stage opens model.safetensors for `entries`, which the caller
   // writes through `writer` one tensor at a time; finish_stage syncs it and writes the summary.
+  // Without weights (run.save_weights false) the commit removes an earlier run's weights instead,
+  // so summary.json never describes weights it did not write.
   struct Staged {
     std::unique_ptr<AtomicFile> weights, summary;
     std::unique_ptr<ckpt::SafetensorsWriter> writer;
   };
-  std::unique_ptr<Staged> begin_stage(std::vector<ckpt::TensorEntry> entries);
+  std::unique_ptr<Staged> begin_stage(std::vector<ckpt::TensorEntry> entries, bool with_weights = true);
   void finish_stage(Staged& staged, const nlohmann::json& summary);
   // Renames the weights, then the summary; syncs the folder; appends `final_record`.
   void commit(Staged& staged, const nlohmann::json& final_record);

@@ -455,6 +455,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                             {"parameters", engine.num_params()},
                             {"dtype", dtype_name(engine.policy().param_dtype)},
                             {"skipped_steps", skipped},
+                            {"weights_saved", cfg.run.save_weights},
                             {"samples_per_s", double((total_steps - first_step) * bs.train_batch_size) / train_s},
                             {"comm_bytes_rank0", group.stats().total_bytes()}};
   if (final_eval) summary.update(final_eval->metrics);
@@ -467,15 +468,17 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     fault.maybe_fire(rank, total_steps + 1);  // ZT_FAULT step K+1 of a K-step run: the final save
     std::vector<ckpt::TensorEntry> entries;
     for (auto& [name, shape] : engine.full_param_shapes()) entries.push_back({name, DType::f32, shape});
-    staged = run_dir->begin_stage(std::move(entries));
+    staged = run_dir->begin_stage(std::move(entries), cfg.run.save_weights);
   });
-  engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
-    on_lead([&] {
-      const Tensor w = ops::cast(p, DType::f32);
-      check_finite(n, w, total_steps);
-      staged->writer->write(n, w);
+  if (cfg.run.save_weights) {
+    engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
+      on_lead([&] {
+        const Tensor w = ops::cast(p, DType::f32);
+        check_finite(n, w, total_steps);
+        staged->writer->write(n, w);
+      });
     });
-  });
+  }
   on_lead([&] { run_dir->finish_stage(*staged, summary); });
   stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "final save, outputs written"), on_lead,
                 "before saving", cfg.run.dir);
@@ -484,8 +487,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                 false);
   if (lead) {
     if (final_eval) std::printf("%s\n", final_eval->line.c_str());
-    std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; weights and metrics in %s\n", (long long)total_steps,
-                 train_s, cfg.run.dir.c_str());
+    std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; %s in %s\n", (long long)total_steps, train_s,
+                 cfg.run.save_weights ? "weights and metrics" : "metrics (run.save_weights false)", cfg.run.dir.c_str());
   }
   return 0;
 }

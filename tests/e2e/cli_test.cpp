@@ -184,6 +184,20 @@ TEST(Cli, TruncatedDataNamesTheFileAndNothingSavedIsLost) {
   EXPECT_EQ(kept, "precious");
 }
 
+// run.save_weights false: no weights, and an earlier run's weights do not stay beside the new summary.
+TEST(Cli, WithoutSaveWeightsTheRunLeavesNoWeights) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string out = tmpdir("noweights");
+  Result first = run(kBin + " train" + kConfig + " run.max_steps=2 run.eval_at_end=false run.dir=" + out);
+  ASSERT_EQ(first.code, 0) << first.out;
+  ASSERT_TRUE(fs::exists(out + "/model.safetensors"));
+  Result r = run(kBin + " train" + kConfig + " run.max_steps=2 run.eval_at_end=false run.save_weights=false run.dir=" + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("metrics (run.save_weights false)"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
+  EXPECT_EQ(read_json(out + "/summary.json").at("weights_saved"), false);
+}
+
 struct StageCase {
   int stage;
   std::string precision;  // "" (fp32), "bf16.enabled=true", "fp16.enabled=true"

@@ -128,6 +128,9 @@ struct RunConfig {
   // fp16: this many optimizer steps skipped in a row (overflow at every step, e.g. a static
   // loss_scale too high) stop the run instead of "training" nothing; 0: never.
   int64_t max_consecutive_skipped_steps = 50;
+  // false: no model.safetensors at the end (checkpoints only), for models whose consolidated
+  // fp32 weights would not fit beside their swap files; an earlier run's weights are removed.
+  bool save_weights = true;
 };
 
 // Sharded checkpoints of a run (zt/ckpt/checkpoint.h).
