@@ -77,10 +77,15 @@ def run_one(label, overrides, a):
            "states_over_budget": states / budget if budget else None, "rss_peak_bytes": rss,
            "alloc_peak_bytes": max((s["alloc_peak"] or 0) for s in steps) if steps else None,
            "predicted_rss_bytes": plan.get("predicted_rss"), "predicted_in_use_bytes": plan.get("in_use"),
-           "steps": steps, "wall_s": wall, "offload": "offload_param" in p.stderr,
+           "ram_bytes": machine_ram_bytes(), "steps": steps, "wall_s": wall, "offload": "offload_param" in p.stderr,
            "cmd": " ".join(shlex.quote(c) for c in cmd)}
     shutil.rmtree(run_dir, ignore_errors=True)  # the weights of a billion-parameter model: gigabytes
     return row
+
+
+def machine_ram_bytes():
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
 
 
 def gib(b):
@@ -92,16 +97,17 @@ def markdown(rows):
            "Written by `bench/scale_offload.py --markdown` from its own runs (not part of `bench/run.sh`: "
            "minutes per run). ZeRO stage 3 at N = 2, bf16, AdamW; OS peak RSS is each rank's maximum resident "
            "set (/usr/bin/time); model states are all ranks' parameters, gradients, fp32 master and Adam states "
-           "as they would be in memory. Step split: rank 0's time blocked on disk reads and writes and on "
+           "as they would be in memory, and states/RAM sets them against the machine's whole memory (MemTotal). Step split: rank 0's time blocked on disk reads and writes and on "
            "collectives; compute is the rest (forward, backward, recompute, the optimizer's arithmetic).", "",
-           "| run | parameters | model states | budget/rank | states/budget | OS peak RSS/rank | predicted RSS | "
-           "allocator peak | s/step | read | write | comm | compute | loss by step |", "|" + "---|" * 14]
+           "| run | parameters | model states | states/RAM | budget/rank | states/budget | OS peak RSS/rank | "
+           "predicted RSS | allocator peak | s/step | read | write | comm | compute | loss by step |", "|" + "---|" * 15]
     cmds = []
     for i, r in enumerate(rows, 1):
         st = r["steps"][1:] or r["steps"]  # the first step also makes the trace and warms the caches
         mean = {k: sum(s[k] for s in st) / len(st) for k in ("step_s", "disk_read_s", "disk_write_s", "comm_s",
                                                              "compute_s")}
         out.append(f"| {r['label']} ({i}) | {r['parameters']:,} | {gib(r['model_states_bytes'])} | "
+                   f"{r['model_states_bytes'] / r['ram_bytes']:.1f}x | "
                    f"{gib(r['budget_bytes']) if r['budget_bytes'] else '–'} | "
                    f"{'%.1fx' % r['states_over_budget'] if r['states_over_budget'] else '–'} | "
                    f"{' / '.join(gib(x) for x in r['rss_peak_bytes'])} | "

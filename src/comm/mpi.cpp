@@ -14,6 +14,7 @@
 
 #include "comm_detail.h"
 #include "mpi_runtime.h"
+#include "shm_reduce.h"
 
 namespace zt::comm::detail {
 
@@ -69,12 +70,26 @@ struct Comm {
   }
 };
 
-// A request whose Work was dropped before completion (e.g. after a timeout): MPI forbids
-// freeing a collective's request, so we keep it and its buffers alive until it completes.
-struct Pending {
-  MPI_Request req;
-  std::vector<Tensor> keep;
+// A collective's requests in flight: one round, or rounds posted one after another (Note [ring
+// reduce-scatter]), `next` posting the next round's requests and returning none when done. A
+// Work dropped before completion (e.g. after a timeout) leaves its Rounds to the runtime, which
+// keeps polling them: MPI forbids freeing a collective's request, and a late peer still needs
+// this rank's part of every round.
+struct Rounds {
+  std::vector<MPI_Request> reqs;  // MPI_Testall sets completed ones to MPI_REQUEST_NULL
+  std::function<std::vector<MPI_Request>()> next;
+  std::vector<Tensor> keep;  // buffers must outlive the requests
   std::shared_ptr<Comm> comm;
+
+  bool poll(const std::string& where) {
+    while (!reqs.empty()) {
+      int flag = 0;
+      check_mpi(MPI_Testall(int(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE), "MPI_Testall", where);
+      if (!flag) return false;
+      reqs = next ? next() : std::vector<MPI_Request>{};
+    }
+    return true;
+  }
 };
 
 // Note [finalize only in the normal path]: MPI_Finalize synchronises with every peer, so after
@@ -87,7 +102,7 @@ class Runtime {
     return rt;
   }
 
-  void abandon(Pending p) {
+  void abandon(std::shared_ptr<Rounds> p) {
     std::lock_guard<std::mutex> lock(mu_);
     graveyard_.push_back(std::move(p));
   }
@@ -95,9 +110,12 @@ class Runtime {
   // Drops abandoned requests that have completed since; returns how many remain.
   size_t reap() {
     std::lock_guard<std::mutex> lock(mu_);
-    std::erase_if(graveyard_, [](Pending& p) {
-      int flag = 0;
-      return MPI_Test(&p.req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0;
+    std::erase_if(graveyard_, [](const std::shared_ptr<Rounds>& p) {
+      try {
+        return p->poll("");
+      } catch (const Error&) {
+        return true;  // failed: nothing more will come of it
+      }
     });
     return graveyard_.size();
   }
@@ -134,7 +152,7 @@ class Runtime {
     while (reap() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (!graveyard_.empty()) {
       std::fprintf(stderr, "[comm] not calling MPI_Finalize: %zu collective(s) never completed\n", graveyard_.size());
-      new std::vector<Pending>(std::move(graveyard_));  // leaked on purpose: no MPI calls now
+      new std::vector<std::shared_ptr<Rounds>>(std::move(graveyard_));  // leaked on purpose: no MPI calls now
       return;
     }
     if (!all_ranks_at_exit()) {
@@ -167,38 +185,34 @@ class Runtime {
   bool owns_ = false;
   MPI_Op bf16_sum_ = MPI_OP_NULL, bf16_max_ = MPI_OP_NULL, f16_sum_ = MPI_OP_NULL, f16_max_ = MPI_OP_NULL;
   std::mutex mu_;
-  std::vector<Pending> graveyard_;
+  std::vector<std::shared_ptr<Rounds>> graveyard_;
   std::string skip_why_;  // set by mpi_skip_finalize: finalize only if every rank reaches the exit
 };
 
 // Waits poll with Backoff (Note [wait backoff] in mpi_runtime.h).
 class MpiWork : public Work {
  public:
-  MpiWork(MPI_Request req, Coll coll, uint64_t seq, std::shared_ptr<Comm> comm, int rank, int size, double timeout,
-          std::string label, std::vector<Tensor> keep, std::function<void()> on_done)
+  MpiWork(std::shared_ptr<Rounds> rounds, Coll coll, uint64_t seq, int rank, int size, double timeout,
+          std::string label, std::function<void()> on_done)
       : Work(seq),
-        req_(req),
+        rounds_(std::move(rounds)),
         coll_(coll),
-        comm_(std::move(comm)),
         rank_(rank),
         size_(size),
         timeout_(timeout),
         label_(std::move(label)),
-        keep_(std::move(keep)),
         on_done_(std::move(on_done)) {}
 
   ~MpiWork() override {
-    if (!done_ && !g_runtime_gone && !mpi_finalized()) Runtime::get().abandon({req_, std::move(keep_), comm_});
+    if (!done_ && !g_runtime_gone && !mpi_finalized()) Runtime::get().abandon(std::move(rounds_));
   }
 
   bool test() override {
     if (done_) return true;
-    int flag = 0;
-    check_mpi(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE), "MPI_Test", call_name(coll_, seq(), label_));
-    if (!flag) return false;
+    if (!rounds_->poll(call_name(coll_, seq(), label_))) return false;
     done_ = true;
     if (on_done_) on_done_();  // copy out of a staging buffer, divide for avg
-    keep_.clear();
+    rounds_->keep.clear();
     return true;
   }
 
@@ -224,13 +238,11 @@ class MpiWork : public Work {
   double blocked_seconds() const override { return blocked_s_; }
 
  private:
-  MPI_Request req_;
+  std::shared_ptr<Rounds> rounds_;
   Coll coll_;
-  std::shared_ptr<Comm> comm_;
   int rank_, size_;
   double timeout_;
   std::string label_;
-  std::vector<Tensor> keep_;  // buffers must outlive the request
   std::function<void()> on_done_;
   bool done_ = false;
   double blocked_s_ = 0;
@@ -300,21 +312,53 @@ class MpiGroup : public Group {
     return issued(r, c, {buf}, std::move(on_done));
   }
 
+  // Note [ring reduce-scatter]: OpenMPI's non-blocking reduce_scatter (libnbc) reduces to one
+  // rank and scatters from it, so that rank's link carries the whole buffer in and out: across
+  // two hosts one host sent twice what the other did. A ring sends (P-1)/P of the buffer
+  // through every link: in round k (of P-1) rank r sends the partial sum of chunk r-k-1 to rank
+  // r+1 and adds its own part to chunk r-k-2 received from rank r-1; the last round lands chunk
+  // r in `out` (which may alias `in`'s chunk r: it is read only then). Two chunk buffers.
   WorkPtr do_reduce_scatter(const Tensor& in, Tensor& out, const Call& c) override {
-    int n = mpi_count(c.coll, out.numel());
-    // MPI forbids aliased buffers: reduce into a staging buffer and copy when done.
-    Tensor dst = overlaps(in, out) ? staging_like(out) : out;
+    const int n = mpi_count(c.coll, out.numel());
+    if (size_ == 1) {  // no ring: the sum of one
+      if (!in.same(out)) copy_bytes(in, out);
+      return done_work(c.seq);
+    }
+    struct Ring {
+      Tensor in, out, sent, got;  // sent: the partial sum in flight; got: the one received
+      int k = 0;
+    };
+    auto ring = std::make_shared<Ring>(Ring{in, out, staging_like(out), staging_like(out)});
+    const DType d = in.dtype();
+    const ReduceOp op = c.op == ReduceOp::avg ? ReduceOp::sum : c.op;
+    const size_t chunk_bytes = out.nbytes();
+    auto chunk = [ring, chunk_bytes](int i) {
+      return static_cast<const char*>(ring->in.raw_data()) + size_t(i) * chunk_bytes;
+    };
+    const int p = size_, r = rank_, tag = int(c.seq % 32768);
+    const MPI_Comm comm = comm_->c;
+    const std::string where = call_name(c.coll, c.seq, c.label);
+    auto post = [=]() {  // round ring->k: send to r+1, receive from r-1
+      std::vector<MPI_Request> q(2);
+      const void* send = ring->k == 0 ? chunk((r - 1 + p) % p) : ring->sent.raw_data();
+      check_mpi(MPI_Irecv(ring->got.raw_data(), n, mpi_dtype(d), (r - 1 + p) % p, tag, comm, &q[0]), "MPI_Irecv", where);
+      check_mpi(MPI_Isend(send, n, mpi_dtype(d), (r + 1) % p, tag, comm, &q[1]), "MPI_Isend", where);
+      return q;
+    };
+    std::function<std::vector<MPI_Request>()> next = [=]() {
+      const int recv_chunk = ((r - ring->k - 2) % p + 2 * p) % p;
+      const bool last = ring->k == p - 2;
+      const void* src[2] = {ring->got.raw_data(), chunk(recv_chunk)};
+      reduce_elems(d, op, src, 2, last ? ring->out.raw_data() : ring->sent.raw_data(), nullptr, n);
+      ++ring->k;
+      return last ? std::vector<MPI_Request>{} : post();
+    };
     std::function<void()> on_done;
-    if (!dst.same(out) || c.op == ReduceOp::avg)
-      on_done = [dst, out, avg = c.op == ReduceOp::avg, size = size_]() mutable {
-        if (!dst.same(out)) copy_bytes(dst, out);
-        if (avg) divide_(out, size);
-      };
-    MPI_Request r;
-    check_mpi(MPI_Ireduce_scatter_block(in.raw_data(), dst.raw_data(), n, mpi_dtype(in.dtype()),
-                                        mpi_op(c.op, in.dtype()), comm_->c, &r),
-              "MPI_Ireduce_scatter_block", call_name(c.coll, c.seq, c.label));
-    return issued(r, c, {in, out, dst}, std::move(on_done));
+    if (c.op == ReduceOp::avg) on_done = [out, size = size_]() mutable { divide_(out, size); };
+    Runtime::get().reap();
+    auto rounds = std::make_shared<Rounds>(Rounds{post(), std::move(next), {in, out, ring->sent, ring->got}, comm_});
+    return std::make_shared<MpiWork>(std::move(rounds), c.coll, c.seq, rank_, size_, c.timeout_s, c.label,
+                                     std::move(on_done));
   }
 
   WorkPtr do_all_gather(const Tensor& in, Tensor& out, const Call& c) override {
@@ -355,7 +399,8 @@ class MpiGroup : public Group {
  private:
   WorkPtr issued(MPI_Request r, const Call& c, std::vector<Tensor> keep, std::function<void()> on_done) {
     Runtime::get().reap();
-    return std::make_shared<MpiWork>(r, c.coll, c.seq, comm_, rank_, size_, c.timeout_s, c.label, std::move(keep),
+    auto rounds = std::make_shared<Rounds>(Rounds{{r}, nullptr, std::move(keep), comm_});
+    return std::make_shared<MpiWork>(std::move(rounds), c.coll, c.seq, rank_, size_, c.timeout_s, c.label,
                                      std::move(on_done));
   }
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Test hosts on one machine (issue 20): N network namespaces joined by veth pairs to a bridge,
+# each entered with its own hostname, so OpenMPI sees N nodes and sends everything between them
+# over TCP. Links are capped with tc's token-bucket filter (tbf; this kernel has no netem, so
+# no added delay). Needs root (CAP_NET_ADMIN); where namespaces cannot be made, `up` says so in
+# one line and exits 77 (CTest's skip code).
+#
+#   scripts/hosts.sh up N [RATE]     make hosts zt-host1..N (2 slots each); RATE: 1gbit, 10gbit, none
+#   scripts/hosts.sh down            remove them (also whatever a killed run left)
+#   scripts/hosts.sh with N RATE -- CMD...   up, run CMD, down (also when CMD fails)
+#   scripts/hosts.sh mpirun ARGS...  OpenMPI across the hosts (hostfile, this script as rsh agent)
+#   scripts/hosts.sh exec HOST CMD.. run CMD (as ssh would: one shell line) inside HOST
+#   scripts/hosts.sh kill HOST       kill -9 everything running inside HOST (a host that dies)
+#   scripts/hosts.sh bytes           per host: bytes its link sent and received (the veth counters)
+#   scripts/hosts.sh status          exit 0 with the hosts listed if they are up, else 1
+#
+# On real hosts none of this is needed: see README "Across machines".
+set -euo pipefail
+
+PREFIX=zt-host
+BRIDGE=zt-br0
+NET=10.231.0
+STATE=${ZT_HOSTS_STATE:-/run/zt-hosts}
+SELF=$(readlink -f "$0")
+
+die() { echo "hosts.sh: $*" >&2; exit 1; }
+skip() { echo "hosts.sh: skipped: $*" >&2; exit 77; }
+
+hosts() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${PREFIX}[0-9]+$" | sort -V || true; }
+
+# The namespace of a hostfile entry: zt-hostK, or its address 10.231.0.K.
+ns_of() {
+  case $1 in
+    "$NET".*) echo "$PREFIX${1##*.}" ;;
+    "$PREFIX"*) echo "$1" ;;
+    *) die "unknown host '$1' (hosts: $(hosts | tr '\n' ' '))" ;;
+  esac
+}
+
+down() {
+  local h
+  for h in $(hosts); do
+    ip netns pids "$h" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$h" 2>/dev/null || true
+  done
+  for h in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^zt-v[0-9]+$" || true); do
+    ip link del "$h" 2>/dev/null || true
+  done
+  ip link del "$BRIDGE" 2>/dev/null || true
+  rm -rf "$STATE"
+}
+
+# tbf needs a bucket of at least one packet burst per timer tick: 10 ms of the rate, >= 256 KiB.
+cap() {  # cap NETNS_OR_EMPTY DEV RATE
+  local rate=$3 bytes burst
+  [ "$rate" = none ] && return 0
+  case $rate in
+    *gbit) bytes=$(( ${rate%gbit} * 125000000 )) ;;
+    *mbit) bytes=$(( ${rate%mbit} * 125000 )) ;;
+    *) die "rate '$rate' is not NNmbit, NNgbit or none" ;;
+  esac
+  burst=$(( bytes / 100 > 262144 ? bytes / 100 : 262144 ))
+  ${1:+ip netns exec "$1"} tc qdisc replace dev "$2" root tbf rate "$rate" burst "$burst" latency 100ms
+}
+
+up() {
+  local n=${1:-2} rate=${2:-none} i ns
+  [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 16 ] || die "host count '$n' is not 1 to 16"
+  [ "$(id -u)" = 0 ] || skip "network namespaces need root"
+  command -v ip >/dev/null && command -v tc >/dev/null && command -v unshare >/dev/null ||
+    skip "ip, tc and unshare are needed (apt-get install iproute2 util-linux)"
+  down
+  ip netns add zt-probe$$ 2>/dev/null || skip "this machine does not let us make network namespaces"
+  ip netns del zt-probe$$
+  trap 'down' ERR
+  ip link add "$BRIDGE" type bridge
+  ip addr add "$NET.254/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  mkdir -p "$STATE"
+  : >"$STATE/hostfile"
+  for i in $(seq 1 "$n"); do
+    ns=$PREFIX$i
+    ip netns add "$ns"
+    ip link add "zt-v$i" type veth peer name eth0 netns "$ns"
+    ip link set "zt-v$i" master "$BRIDGE" up
+    ip netns exec "$ns" ip addr add "$NET.$i/24" dev eth0
+    ip netns exec "$ns" ip link set eth0 up
+    ip netns exec "$ns" ip link set lo up
+    cap "$ns" eth0 "$rate"  # what the host sends
+    cap "" "zt-v$i" "$rate" # what it receives
+    echo "$NET.$i slots=2" >>"$STATE/hostfile"
+  done
+  echo "$rate" >"$STATE/rate"
+  trap - ERR
+  echo "hosts.sh: $n hosts up (${PREFIX}1..$n at $NET.1..$n, links: $([ "$rate" = none ] && echo uncapped || echo "$rate tbf"))" >&2
+}
+
+# As ssh runs a remote command: the words joined into one line for a shell, here inside the
+# host's namespace with its own hostname (a UTS namespace), so OpenMPI counts it as a node.
+exec_in() {
+  local ns
+  ns=$(ns_of "$1")
+  shift
+  exec ip netns exec "$ns" unshare --uts -- /bin/sh -c 'hostname "$0" && exec /bin/sh -c "$*"' "$ns" "$@"
+}
+
+run_mpirun() {
+  [ -s "$STATE/hostfile" ] || die "no hosts are up (scripts/hosts.sh up N)"
+  exec mpirun --hostfile "$STATE/hostfile" --mca plm_rsh_agent "$SELF exec" --mca plm_rsh_no_tree_spawn 1 \
+    --mca btl self,vader,tcp --mca btl_tcp_if_include "$NET.0/24" --mca oob_tcp_if_include "$NET.0/24" \
+    -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "$@"
+}
+
+bytes() {
+  local h i
+  for h in $(hosts); do
+    i=${h#"$PREFIX"}
+    # The bridge side's counters: what the host sent is what zt-vK received.
+    echo "$h tx $(cat /sys/class/net/zt-v$i/statistics/rx_bytes) rx $(cat /sys/class/net/zt-v$i/statistics/tx_bytes)"
+  done
+}
+
+case ${1:-} in
+  up) shift; up "$@" ;;
+  down) down ;;
+  with)
+    shift
+    n=$1 rate=$2
+    shift 2
+    [ "${1:-}" = -- ] && shift
+    trap down EXIT
+    up "$n" "$rate"
+    "$@"
+    ;;
+  mpirun) shift; run_mpirun "$@" ;;
+  exec) shift; exec_in "$@" ;;
+  kill) ns=$(ns_of "$2"); ip netns pids "$ns" | xargs -r kill -9 ;;
+  bytes) bytes ;;
+  status) [ -s "$STATE/hostfile" ] && [ -n "$(hosts)" ] && hosts || exit 1 ;;
+  *) sed -n '2,17p' "$SELF" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
