@@ -415,17 +415,22 @@ class Report:
 
 
 SCALE_BEGIN, SCALE_END = "<!-- scale_offload.py: begin -->", "<!-- scale_offload.py: end -->"
+# Blocks other scripts write into BENCHMARKS.md (minutes of runs that bench/run.sh does not
+# repeat), each between its markers.
+KEPT_BLOCKS = [(SCALE_BEGIN, SCALE_END), ("<!-- multihost.py: begin -->", "<!-- multihost.py: end -->")]
 
 
 def kept_sections(path):
-    """The block bench/scale_offload.py wrote into the previous file (minutes of runs that
-    bench/run.sh does not repeat), carried over unchanged."""
+    """The blocks of KEPT_BLOCKS in the previous file, carried over unchanged."""
     try:
         old = open(path).read()
     except OSError:
         return ""
-    b, e = old.find(SCALE_BEGIN), old.find(SCALE_END)
-    return "\n" + old[b:e + len(SCALE_END)] + "\n" if 0 <= b < e else ""
+    out = ""
+    for begin, end in KEPT_BLOCKS:
+        b, e = old.find(begin), old.find(end)
+        out += "\n" + old[b:e + len(end)] + "\n" if 0 <= b < e else ""
+    return out
 
 
 def main():

@@ -145,6 +145,16 @@ class ReportTest(unittest.TestCase):
             os.remove(path)
         self.assertEqual(report.kept_sections(path), "")  # no previous file
 
+    def test_every_kept_block_is_carried_in_its_order(self):
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"report_test_{os.getpid()}.md")
+        blocks = [b + f"\n## {i}\n" + e for i, (b, e) in enumerate(report.KEPT_BLOCKS)]
+        with open(path, "w") as f:
+            f.write("# Benchmarks\n" + "\nbetween\n".join(reversed(blocks)) + "\n")
+        try:
+            self.assertEqual(report.kept_sections(path), "".join("\n" + b + "\n" for b in blocks))
+        finally:
+            os.remove(path)
+
 
 if __name__ == "__main__":
     unittest.main()
