@@ -104,9 +104,9 @@ int main(int argc, char** argv) {
     const int rank = g->rank(), world = g->size();
     auto model = nn::make_mlp(784, hidden, 10, "relu", 1);
     zero::EngineOptions eo;
-    eo.stage = 2;
+    eo.zero.stage = 2;
     eo.optimizer.type = "AdamW";
-    eo.reduce_bucket_size = bucket;
+    eo.zero.reduce_bucket_size = bucket;
     zero::Engine e(*model, g, eo);
     if (rank == 0) fs::remove_all(dir), fs::create_directories(dir);
     g->barrier();

@@ -133,7 +133,7 @@ class Probe {
 };
 
 // Seconds per optim::update in memory (median of `steps`, after a warm-up that pages all in).
-double memory_step(int64_t n, DType dtype, const optim::OptimizerSpec& spec, int steps) {
+double memory_step(int64_t n, DType dtype, const config::OptimizerConfig& spec, int steps) {
   optim::UpdateArgs a;
   a.param = Tensor::full({n}, 0.5f, dtype);
   if (dtype != DType::f32) a.master = Tensor::full({n}, 0.5f);
@@ -152,7 +152,7 @@ double memory_step(int64_t n, DType dtype, const optim::OptimizerSpec& spec, int
 }
 
 // One size and dtype: the disk's rounds, AdamW in memory and offloaded; three JSON lines.
-void run_case(int64_t n, const std::string& dt, const zero::SwapOptions& so, const optim::OptimizerSpec& spec,
+void run_case(int64_t n, const std::string& dt, const zero::SwapOptions& so, const config::OptimizerConfig& spec,
               int steps) {
   const DType dtype = dtype_from_name(dt);
   const std::string& dir = so.dir;
@@ -270,7 +270,7 @@ int main(int argc, char** argv) {
     }
     so.dir = dir;
     std::filesystem::create_directories(dir);
-    optim::OptimizerSpec spec;
+    config::OptimizerConfig spec;
     spec.type = "AdamW";
     spec.weight_decay = 0.01f;
     for (const std::string& dt : dtypes) {

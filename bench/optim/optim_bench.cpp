@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
                         {"AdamW", DType::f16, DType::f16, true},  {"AdamW", DType::bf16, DType::f32, true},
                         {"SGD", DType::f32, DType::f32, false},   {"SGD", DType::bf16, DType::bf16, true}};
   for (const Case& c : cases) {
-    optim::OptimizerSpec spec;
+    config::OptimizerConfig spec;
     spec.type = c.type;
     spec.weight_decay = 0.01f;
     spec.momentum = 0.9f;

@@ -165,11 +165,11 @@ Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
   const size_t base = Allocator::global().stats().total_current;
   auto model = nn::make_gpt(a.model);
   zero::EngineOptions o;
-  o.stage = stage;
+  o.zero.stage = stage;
   o.dtype = dt;
-  o.reduce_bucket_size = a.bucket;
+  o.zero.reduce_bucket_size = a.bucket;
   o.max_inflight_reduce_elems = a.inflight > 0 ? a.inflight : 4 * a.bucket;
-  o.stage3_prefetch_bucket_size = std::min<int64_t>(a.bucket, o.stage3_prefetch_bucket_size);
+  o.zero.stage3_prefetch_bucket_size = std::min<int64_t>(a.bucket, o.zero.stage3_prefetch_bucket_size);
   o.sparse_gradients = a.sparse;
   o.optimizer.type = "AdamW";
   o.optimizer.lr = 1e-4f;

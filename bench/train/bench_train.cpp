@@ -118,13 +118,13 @@ Result run_stage(int stage, const Args& a, const data::Dataset& ds, const comm::
   const size_t base = Allocator::global().stats().total_current;
   auto model = nn::make_mlp(784, a.hidden, 10, "relu", 42);
   zero::EngineOptions o;
-  o.stage = stage;
+  o.zero.stage = stage;
   o.dtype = a.dtype;
-  o.reduce_bucket_size = a.bucket;
+  o.zero.reduce_bucket_size = a.bucket;
   o.max_inflight_reduce_elems = a.inflight > 0 ? a.inflight : 4 * a.bucket;
   // Stage 3 gathers ahead at most one bucket's worth (DeepSpeed's default of 5e7 elements would
   // hold three 16.8M-element layers of the memory model gathered at once).
-  o.stage3_prefetch_bucket_size = std::min<int64_t>(a.bucket, o.stage3_prefetch_bucket_size);
+  o.zero.stage3_prefetch_bucket_size = std::min<int64_t>(a.bucket, o.zero.stage3_prefetch_bucket_size);
   o.optimizer.type = "AdamW";
   o.optimizer.lr = 1e-3f;
   o.optimizer.weight_decay = 0.01f;  // torch.optim.AdamW's default

@@ -17,7 +17,6 @@ namespace {
 // numbers come from zero::plan_model, the plan the engine itself makes.
 nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& opt) {
   auto model = build_model(cfg, /*deferred=*/true);
-  const auto spec = optimizer_spec(cfg);
   const int world = opt.world;
   const config::BatchSizes bs = check_run_settings(cfg, world);
   zero::EngineOptions eo = engine_options(cfg, bs);
@@ -27,8 +26,8 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
                        eval_batch_of(cfg, bs.micro)};
   auto peak_of = [&](const zero::EngineOptions& o) { return peak_json(predict_run_peak(*model, cfg, o, bs, ctx)); };
   nlohmann::json out = {{"parameters", model->num_parameters()},
-                        {"optimizer", spec.type},
-                        {"optimizer_state_bytes_per_param", optim::state_bytes_per_elem(spec)},
+                        {"optimizer", cfg.optimizer.type},
+                        {"optimizer_state_bytes_per_param", optim::state_bytes_per_elem(cfg.optimizer)},
                         {"world_size", world},
                         {"dtype", eo.dtype == DType::f32    ? "fp32"
                                   : eo.dtype == DType::bf16 ? "bf16"
@@ -43,9 +42,9 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
                         {"checkpointing", predict_activations(ckpt, bs.micro, ctx.eval_batch)},
                         {"no_checkpointing", predict_activations(plain, bs.micro, ctx.eval_batch)}};
   // Every stage in memory, then offloaded (the configuration's own placement is one of the rows).
-  eo.optimizer_residence = eo.param_residence = zero::Residence::memory;
+  eo.zero.offload_optimizer.device = eo.zero.offload_param.device = "none";
   for (int stage = 0; stage <= 3; ++stage) {
-    eo.stage = stage;
+    eo.zero.stage = stage;
     const zero::Plan plan = zero::plan_model(*model, eo, world);
     const zero::MemoryEstimate e = plan.memory();
     nlohmann::json row = {{"stage", stage},     {"param", e.param}, {"grad", e.grad},
@@ -57,13 +56,13 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
     // The same stage with offload_optimizer.device = nvme (Note [optimizer swap]): the master and
     // states move to disk, and memory keeps the tile buffers.
     zero::EngineOptions off = eo;
-    off.optimizer_residence = zero::Residence::file;
+    off.zero.offload_optimizer.device = "nvme";
     const zero::MemoryEstimate f = zero::plan_model(*model, off, world).memory();
     row["offload_optimizer_nvme"] = {{"param", f.param}, {"grad", f.grad},     {"master", f.master},
                                      {"optim", f.optim}, {"total", f.total()}, {"disk", e.master + e.optim}};
     row["offload_optimizer_nvme"]["peak"] = peak_of(off);
     if (stage == 3) {  // ZeRO-Infinity: the parameter shards in files too
-      off.param_residence = zero::Residence::file;
+      off.zero.offload_param.device = "nvme";
       row["offload_both_nvme"] = {{"peak", peak_of(off)}};
     }
     out["stages"].push_back(row);

@@ -102,7 +102,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   zero::PeakInput in;
   static_cast<zero::Stage3Limits&>(in) = zero::stage3_limits(opts);
   in.max_inflight_elems = opts.max_inflight_reduce_elems;
-  in.overlap_comm = opts.overlap_comm;
+  in.overlap_comm = opts.zero.overlap_comm;
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
   in.activations = predict_activations(c, bs.micro, ctx.eval_batch);
   in.data = ctx.data_bytes;
@@ -117,23 +117,20 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
 namespace {
 
 // The engine options of one budget option: the config's, with the placement and limits it names.
-// Through the devices' strings, so that the swap settings (tile, buffers) are the ones a run with
-// "nvme" would use.
+// Through the devices' strings, from which the engine derives the placement and the swap settings
+// (Note [placement]), as for a run configured so.
 zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes& bs, const zero::BudgetOption& o) {
-  config::Config v = c;
+  zero::EngineOptions e = engine_options(c, bs);
   auto place = [](config::OffloadConfig& d, bool file) {
     if (file) d.device = "nvme";
     if (!file && (d.device == "nvme" || d.device == "auto")) d.device = "none";
   };
-  place(v.zero.offload_optimizer, o.optimizer_file);
-  place(v.zero.offload_param, o.param_file && c.zero.stage == 3);
-  zero::EngineOptions e = engine_options(v, bs);
-  e.optimizer_residence = o.optimizer_file ? zero::Residence::file : zero::Residence::memory;
-  e.param_residence = o.param_file && c.zero.stage == 3 ? zero::Residence::file : zero::Residence::memory;
+  place(e.zero.offload_optimizer, o.optimizer_file);
+  place(e.zero.offload_param, o.param_file && c.zero.stage == 3);
   if (o.lowered_limits) {
     e.max_inflight_reduce_elems = 1;  // launching a bucket first finishes the one before
-    e.stage3_prefetch_bucket_size = 0;
-    e.stage3_max_reuse_distance = 0;
+    e.zero.stage3_prefetch_bucket_size = 0;
+    e.zero.stage3_max_reuse_distance = 0;
   }
   return e;
 }

@@ -111,19 +111,6 @@ data::Dataset load_image_split(const config::Config& c, const std::string& split
   return ds;
 }
 
-optim::OptimizerSpec optimizer_spec(const config::Config& c) {
-  optim::OptimizerSpec s;
-  s.type = c.optimizer.type;
-  s.lr = float(c.optimizer.lr);
-  s.beta1 = float(c.optimizer.beta1);
-  s.beta2 = float(c.optimizer.beta2);
-  s.eps = float(c.optimizer.eps);
-  s.weight_decay = float(c.optimizer.weight_decay);
-  s.momentum = float(c.optimizer.momentum);
-  s.nesterov = c.optimizer.nesterov;
-  return s;
-}
-
 namespace {
 // DeepSpeed's dtype names in the config ("" = the working dtype).
 std::optional<DType> ds_dtype(const std::string& name) {
@@ -134,47 +121,20 @@ std::optional<DType> ds_dtype(const std::string& name) {
 
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b) {
   zero::EngineOptions o;
+  o.zero = c.zero;
+  o.optimizer = c.optimizer;
+  o.fp16 = c.fp16;
+  o.aio = c.aio;
   o.dtype = c.bf16 ? DType::bf16 : c.fp16.enabled ? DType::f16 : DType::f32;
   o.communication_data_type = ds_dtype(c.communication_data_type);
   o.grad_accum_dtype = ds_dtype(c.grad_accum_dtype);
-  o.loss_scale.loss_scale = c.fp16.loss_scale;
-  o.loss_scale.initial_scale_power = c.fp16.initial_scale_power;
-  o.loss_scale.loss_scale_window = c.fp16.loss_scale_window;
-  o.loss_scale.hysteresis = c.fp16.hysteresis;
-  o.loss_scale.consecutive_hysteresis = c.fp16.consecutive_hysteresis;
-  o.loss_scale.min_loss_scale = c.fp16.min_loss_scale;
-  o.stage = c.zero.stage;
   o.gradient_accumulation_steps = b.accumulation;
   o.gradient_clipping = c.gradient_clipping;
-  o.overlap_comm = c.zero.overlap_comm;
-  o.reduce_bucket_size = c.zero.reduce_bucket_size;
-  o.stage3_prefetch_bucket_size = c.zero.stage3_prefetch_bucket_size;
-  o.stage3_max_live_parameters = c.zero.stage3_max_live_parameters;
-  o.stage3_max_reuse_distance = c.zero.stage3_max_reuse_distance;
-  o.stage3_param_persistence_threshold = c.zero.stage3_param_persistence_threshold;
-  o.optimizer = optimizer_spec(c);
   o.sparse_gradients = c.sparse_gradients;
-  // Note [optimizer swap], Note [parameter swap]: <nvme_path>/<run.dir's name>/rank<r>/
+  // Note [placement]: swap files under <nvme_path>/<run.dir's name>/rank<r>/
   const std::filesystem::path run = std::filesystem::path(c.run.dir).lexically_normal();
-  const std::string name = run.has_filename() ? run.filename().string() : run.parent_path().filename().string();
-  auto swap_dir = [&](const std::string& nvme_path) {
-    return (std::filesystem::path(nvme_path) / (name.empty() ? "run" : name)).string();
-  };
-  const config::OffloadConfig &off = c.zero.offload_optimizer, &par = c.zero.offload_param;
-  if (off.device == "nvme") {
-    o.optimizer_residence = zero::Residence::file;
-    o.swap.dir = swap_dir(off.nvme_path);
-    o.swap.buffers = int(off.buffer_count);
-  }
-  if (par.device == "nvme") {
-    o.param_residence = zero::Residence::file;
-    o.swap.param_dir = swap_dir(par.nvme_path);
-  }
-  o.swap.tile_elems = c.zero.sub_group_size > 0 ? c.zero.sub_group_size : o.swap.tile_elems;
-  o.swap.block_bytes = c.aio.block_size;
-  o.swap.queue_depth = int(c.aio.queue_depth);
-  o.swap.single_submit = c.aio.single_submit;
-  o.swap.overlap_events = c.aio.overlap_events;
+  o.run_name = run.has_filename() ? run.filename().string() : run.parent_path().filename().string();
+  if (o.run_name.empty()) o.run_name = "run";
   return o;
 }
 

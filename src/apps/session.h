@@ -8,7 +8,6 @@
 #include "zt/data/mnist.h"
 #include "zt/nn/module.h"
 #include "zt/nn/transformer.h"
-#include "zt/optim/optimizer.h"
 #include "zt/zero/engine.h"
 
 namespace zt::apps {
@@ -20,7 +19,7 @@ nn::TransformerConfig transformer_config(const config::Config& c);
 // The train or test split of data.dataset from data.dir (data.*_limit, padded to data.pad_to),
 // normalised with the dataset's statistics; its features must be what the model takes.
 data::Dataset load_image_split(const config::Config& c, const std::string& split);
-optim::OptimizerSpec optimizer_spec(const config::Config& c);
+// The engine takes the config's sections as they are; this adds what several keys decide.
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
 // What a run needs of its settings at `world` ranks beyond config::parse, before any data is
 // read: DeepSpeed's batch rule and the scheduler's params. `estimate` checks them as `train` does

@@ -17,7 +17,7 @@ namespace zt::optim {
 //   cur_iter += 1 always. A static scale (loss_scale > 0) never changes, but an overflowing
 //   step is still skipped, as DeepSpeed's FP16_Optimizer does.
 
-void validate(const LossScaleConfig& c) {
+void validate(const config::Fp16Config& c) {
   constexpr auto cfg = ErrorKind::config;
   ZT_CHECK_AS(cfg, std::isfinite(c.loss_scale) && c.loss_scale >= 0,
               "[fp16] loss_scale must be >= 0 (0 = dynamic), got ", c.loss_scale);
@@ -29,7 +29,7 @@ void validate(const LossScaleConfig& c) {
               c.min_loss_scale);
 }
 
-LossScaler::LossScaler(const LossScaleConfig& c) : cfg_(c), dynamic_(c.loss_scale == 0) {
+LossScaler::LossScaler(const config::Fp16Config& c) : cfg_(c), dynamic_(c.loss_scale == 0) {
   validate(c);
   state_.scale = dynamic_ ? std::ldexp(1.0, c.initial_scale_power) : c.loss_scale;
   state_.cur_hysteresis = c.hysteresis;

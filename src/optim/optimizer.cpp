@@ -11,12 +11,19 @@ namespace {
 
 enum class Kind { adam, adamw, sgd };
 
-// Validates the spec and names its rule: the one place that reads spec.type.
-Kind kind_of(const OptimizerSpec& s) {
+// Note [float hyper-parameters]: the one place the config's doubles become floats.
+detail::FloatHyper floats_of(const config::OptimizerConfig& c) {
+  return {float(c.lr),           float(c.beta1),    float(c.beta2), float(c.eps),
+          float(c.weight_decay), float(c.momentum), c.nesterov};
+}
+
+// Validates the spec (its float hyper-parameters, `s`) and names its rule: the one place that
+// reads spec.type.
+Kind kind_of(const config::OptimizerConfig& spec, const detail::FloatHyper& s) {
   std::string t;
-  for (char c : s.type) t += char(std::tolower(static_cast<unsigned char>(c)));
+  for (char c : spec.type) t += char(std::tolower(static_cast<unsigned char>(c)));
   constexpr auto cfg = ErrorKind::config;
-  ZT_CHECK_AS(cfg, t == "adam" || t == "adamw" || t == "sgd", "[optim] unknown optimizer type '", s.type,
+  ZT_CHECK_AS(cfg, t == "adam" || t == "adamw" || t == "sgd", "[optim] unknown optimizer type '", spec.type,
               "' (allowed: Adam, AdamW, SGD)");
   ZT_CHECK_AS(cfg, std::isfinite(s.lr) && s.lr >= 0.f, "[optim] lr must be >= 0, got ", s.lr);
   ZT_CHECK_AS(cfg, std::isfinite(s.weight_decay) && s.weight_decay >= 0.f, "[optim] weight_decay must be >= 0, got ",
@@ -28,9 +35,9 @@ Kind kind_of(const OptimizerSpec& s) {
                 "[optim] SGD nesterov requires momentum > 0 (dampening is always 0)");
     return Kind::sgd;
   }
-  ZT_CHECK_AS(cfg, s.beta1 >= 0.f && s.beta1 < 1.f, "[optim] ", s.type, " beta1 must be in [0, 1), got ", s.beta1);
-  ZT_CHECK_AS(cfg, s.beta2 >= 0.f && s.beta2 < 1.f, "[optim] ", s.type, " beta2 must be in [0, 1), got ", s.beta2);
-  ZT_CHECK_AS(cfg, std::isfinite(s.eps) && s.eps >= 0.f, "[optim] ", s.type, " eps must be >= 0, got ", s.eps);
+  ZT_CHECK_AS(cfg, s.beta1 >= 0.f && s.beta1 < 1.f, "[optim] ", spec.type, " beta1 must be in [0, 1), got ", s.beta1);
+  ZT_CHECK_AS(cfg, s.beta2 >= 0.f && s.beta2 < 1.f, "[optim] ", spec.type, " beta2 must be in [0, 1), got ", s.beta2);
+  ZT_CHECK_AS(cfg, std::isfinite(s.eps) && s.eps >= 0.f, "[optim] ", spec.type, " eps must be >= 0, got ", s.eps);
   return t == "adam" ? Kind::adam : Kind::adamw;
 }
 
@@ -45,18 +52,20 @@ void check_tensor(const Tensor& t, const char* what, int64_t n) {
 
 }  // namespace
 
-void validate(const OptimizerSpec& spec) { kind_of(spec); }
+void validate(const config::OptimizerConfig& spec) { kind_of(spec, floats_of(spec)); }
 
-std::vector<std::string> state_names(const OptimizerSpec& spec) {
-  if (kind_of(spec) != Kind::sgd) return {"exp_avg", "exp_avg_sq"};
-  if (spec.momentum != 0.f) return {"momentum_buffer"};
+std::vector<std::string> state_names(const config::OptimizerConfig& spec) {
+  const detail::FloatHyper h = floats_of(spec);
+  if (kind_of(spec, h) != Kind::sgd) return {"exp_avg", "exp_avg_sq"};
+  if (h.momentum != 0.f) return {"momentum_buffer"};
   return {};
 }
 
-int64_t state_bytes_per_elem(const OptimizerSpec& spec) { return 4 * int64_t(state_names(spec).size()); }
+int64_t state_bytes_per_elem(const config::OptimizerConfig& spec) { return 4 * int64_t(state_names(spec).size()); }
 
-void update(const OptimizerSpec& spec, const UpdateArgs& a) {
-  const Kind kind = kind_of(spec);
+void update(const config::OptimizerConfig& spec, const UpdateArgs& a) {
+  const detail::FloatHyper h = floats_of(spec);
+  const Kind kind = kind_of(spec, h);
   ZT_CHECK(a.param.defined(), "[optim.update] param is undefined");
   const int64_t n = a.param.numel();
   check_tensor(a.param, "param", n);
@@ -71,7 +80,7 @@ void update(const OptimizerSpec& spec, const UpdateArgs& a) {
     ZT_CHECK(a.param.dtype() == DType::f32, "[optim.update] ", dtype_name(a.param.dtype()),
              " params need an fp32 master");
   }
-  const size_t want = kind == Kind::sgd ? (spec.momentum != 0.f ? 1 : 0) : 2;
+  const size_t want = kind == Kind::sgd ? (h.momentum != 0.f ? 1 : 0) : 2;
   ZT_CHECK(a.states.size() == want, "[optim.update] ", spec.type, " takes ", want, " state tensors, got ",
            a.states.size());
   for (const Tensor& s : a.states) {
@@ -82,9 +91,9 @@ void update(const OptimizerSpec& spec, const UpdateArgs& a) {
   ZT_CHECK(std::isfinite(a.lr) && a.lr >= 0.f, "[optim.update] lr must be >= 0, got ", a.lr);
   if (n == 0) return;
   if (kind == Kind::sgd)
-    detail::update_sgd(spec, a);
+    detail::update_sgd(h, a);
   else
-    detail::update_adam(spec, kind == Kind::adamw, a);
+    detail::update_adam(h, kind == Kind::adamw, a);
 }
 
 }  // namespace zt::optim

@@ -6,7 +6,7 @@
 namespace zt::optim::detail {
 namespace {
 
-// Per-step scalars, computed in double from the float spec as torch does with Python floats,
+// Per-step scalars, computed in double from the float hyper-parameters as torch does with Python floats,
 // then rounded to float where torch passes them to a float kernel.
 struct AdamScalars {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
@@ -38,18 +38,18 @@ struct AdamRule {
 
 }  // namespace
 
-void update_adam(const OptimizerSpec& spec, bool decoupled, const UpdateArgs& a) {
-  const double b1 = spec.beta1, b2 = spec.beta2, lr = a.lr, wd = spec.weight_decay;
+void update_adam(const FloatHyper& h, bool decoupled, const UpdateArgs& a) {
+  const double b1 = h.beta1, b2 = h.beta2, lr = a.lr, wd = h.weight_decay;
   const double step = double(a.step);
   AdamScalars s;
-  s.beta1 = spec.beta1;
+  s.beta1 = h.beta1;
   s.one_minus_beta1 = float(1.0 - b1);
-  s.beta2 = spec.beta2;
+  s.beta2 = h.beta2;
   s.one_minus_beta2 = float(1.0 - b2);
-  s.eps = spec.eps;
+  s.eps = h.eps;
   s.bias_correction2_sqrt = float(std::sqrt(1.0 - std::pow(b2, step)));
   s.neg_step_size = float(-(lr / (1.0 - std::pow(b1, step))));
-  s.l2 = spec.weight_decay;
+  s.l2 = h.weight_decay;
   s.decay = float(1.0 - lr * wd);  // lr * wd of two floats is exact in double
   if (decoupled)
     run(a, AdamRule<false, true>{s});

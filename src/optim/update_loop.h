@@ -100,7 +100,15 @@ void run(const UpdateArgs& a, const Rule& rule) {
   });
 }
 
-void update_adam(const OptimizerSpec& spec, bool decoupled, const UpdateArgs& a);
-void update_sgd(const OptimizerSpec& spec, const UpdateArgs& a);
+// Note [float hyper-parameters]: the config holds doubles; the rules take their float roundings,
+// as torch's fp32 kernels do, and the checks in optimizer.cpp judge those (a beta2 that rounds
+// to 1 is out of range). Rounded once, in floats_of(), and nowhere else.
+struct FloatHyper {
+  float lr, beta1, beta2, eps, weight_decay, momentum;
+  bool nesterov;
+};
+
+void update_adam(const FloatHyper& h, bool decoupled, const UpdateArgs& a);
+void update_sgd(const FloatHyper& h, const UpdateArgs& a);
 
 }  // namespace zt::optim::detail

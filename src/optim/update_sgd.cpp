@@ -39,8 +39,8 @@ void run_momentum(const UpdateArgs& a, bool first, bool nesterov, float wd, floa
 
 }  // namespace
 
-void update_sgd(const OptimizerSpec& spec, const UpdateArgs& a) {
-  const float wd = spec.weight_decay, mom = spec.momentum, neg_lr = float(-double(a.lr));
+void update_sgd(const FloatHyper& h, const UpdateArgs& a) {
+  const float wd = h.weight_decay, mom = h.momentum, neg_lr = float(-double(a.lr));
   const bool has_wd = wd != 0.f;
   if (mom == 0.f) {
     if (has_wd)
@@ -51,9 +51,9 @@ void update_sgd(const OptimizerSpec& spec, const UpdateArgs& a) {
   }
   const bool first = a.step == 1;
   if (has_wd)
-    run_momentum<true>(a, first, spec.nesterov, wd, mom, neg_lr);
+    run_momentum<true>(a, first, h.nesterov, wd, mom, neg_lr);
   else
-    run_momentum<false>(a, first, spec.nesterov, wd, mom, neg_lr);
+    run_momentum<false>(a, first, h.nesterov, wd, mom, neg_lr);
 }
 
 }  // namespace zt::optim::detail

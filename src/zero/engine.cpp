@@ -69,9 +69,9 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     comm::agree_on_error(*group_, swap_error, label("swap files"), ErrorKind::checkpoint);
   const int64_t inflight =
       opts_.max_inflight_reduce_elems > 0 ? opts_.max_inflight_reduce_elems : plan_.grad_bucket_elems;
-  reducer_ = std::make_unique<GradReducer>(plan_, params_, *group_, opts_.overlap_comm, inflight,
+  reducer_ = std::make_unique<GradReducer>(plan_, params_, *group_, opts_.zero.overlap_comm, inflight,
                                            [this](size_t b) { store_->release(b); });
-  if (policy.loss_scaling) scaler_ = std::make_unique<optim::LossScaler>(opts_.loss_scale);
+  if (policy.loss_scaling) scaler_ = std::make_unique<optim::LossScaler>(opts_.fp16);
   if (policy.shard_parameters()) install_unit_hooks();
 }
 

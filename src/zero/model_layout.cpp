@@ -36,13 +36,11 @@ SparseEligible sparse_eligible(nn::Module& model, const std::vector<Tensor>& par
 
 ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   ModelLayout m;
-  m.policy = make_policy(opts.stage, opts.dtype, opts.grad_accum_dtype, opts.communication_data_type);
-  m.policy.optimizer_residence = opts.optimizer_residence;
-  m.policy.param_residence = opts.param_residence;
-  ZT_CHECK_AS(ErrorKind::config, opts.param_residence == Residence::memory || opts.stage == 3,
+  m.policy = make_policy(opts.zero.stage, opts.dtype, opts.grad_accum_dtype, opts.communication_data_type);
+  place(m.policy, opts.zero, opts.aio, opts.run_name);
+  ZT_CHECK_AS(ErrorKind::config, m.policy.param_residence == Residence::memory || opts.zero.stage == 3,
               "[zero] offload_param.device = nvme needs zero_optimization.stage 3 (below it every rank holds all ",
-              "parameters), got stage ", opts.stage);
-  m.policy.swap = opts.swap;
+              "parameters), got stage ", opts.zero.stage);
   std::unordered_set<TensorImpl*> seen;
   std::unordered_map<TensorImpl*, size_t> index;
   for (auto& [name, p] : model.named_parameters()) {
@@ -66,8 +64,8 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
     m.input.tied_rows = std::move(e.tied);
   }
   m.input.optim_state_bytes_per_elem = optim::state_bytes_per_elem(opts.optimizer);
-  m.input.reduce_bucket_size = opts.reduce_bucket_size;
-  m.input.persistence_threshold = opts.stage3_param_persistence_threshold;
+  m.input.reduce_bucket_size = opts.zero.reduce_bucket_size;
+  m.input.persistence_threshold = opts.zero.stage3_param_persistence_threshold;
   if (!m.policy.shard_parameters()) return m;
   std::unordered_map<TensorImpl*, size_t> owner;  // parameter -> buffer of its first unit
   std::vector<std::pair<nn::Module*, std::vector<TensorImpl*>>> shared;

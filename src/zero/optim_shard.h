@@ -21,7 +21,7 @@ class SwapFile;
 class OptimShard {
  public:
   // `initial(b)` gives this rank's working parameters of buffer b (the master starts from them).
-  OptimShard(const Plan& plan, const optim::OptimizerSpec& spec, int rank,
+  OptimShard(const Plan& plan, const config::OptimizerConfig& spec, int rank,
              const std::function<Tensor(size_t)>& initial);
   ~OptimShard();
 
@@ -45,7 +45,7 @@ class OptimShard {
   float* slot(int s) const { return slots_[size_t(s)].data<float>(); }
   void run_tiles(Buf& buf, const std::function<void(int64_t tile, int64_t len, Tensor rec)>& fn, bool read_first);
 
-  optim::OptimizerSpec spec_;
+  config::OptimizerConfig spec_;
   std::vector<std::string> names_;
   std::vector<Buf> bufs_;
   int64_t steps_ = 0;

@@ -1,6 +1,7 @@
 #include "zt/zero/plan.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 
 #include "zt/core/error.h"
@@ -22,6 +23,26 @@ Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum
   p.fp32_master = param_dtype != DType::f32;
   p.loss_scaling = param_dtype == DType::f16;
   return p;
+}
+
+void place(Policy& p, const config::ZeroConfig& zero, const config::AioConfig& aio, const std::string& run_name) {
+  auto folder = [&](const std::string& nvme_path) {
+    return run_name.empty() ? nvme_path : (std::filesystem::path(nvme_path) / run_name).string();
+  };
+  if (zero.offload_optimizer.device == "nvme") {
+    p.optimizer_residence = Residence::file;
+    p.swap.dir = folder(zero.offload_optimizer.nvme_path);
+  }
+  if (zero.offload_param.device == "nvme") {
+    p.param_residence = Residence::file;
+    p.swap.param_dir = folder(zero.offload_param.nvme_path);
+  }
+  if (zero.sub_group_size > 0) p.swap.tile_elems = zero.sub_group_size;
+  p.swap.buffers = int(zero.offload_optimizer.buffer_count);
+  p.swap.block_bytes = aio.block_size;
+  p.swap.queue_depth = int(aio.queue_depth);
+  p.swap.single_submit = aio.single_submit;
+  p.swap.overlap_events = aio.overlap_events;
 }
 
 int64_t Plan::numel() const {

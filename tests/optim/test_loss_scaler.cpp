@@ -11,8 +11,8 @@
 namespace zt::optim {
 namespace {
 
-LossScaleConfig dynamic(int power, int window, int hysteresis, double min_scale = 1) {
-  LossScaleConfig c;
+config::Fp16Config dynamic(int power, int window, int hysteresis, double min_scale = 1) {
+  config::Fp16Config c;
   c.initial_scale_power = power;
   c.loss_scale_window = window;
   c.hysteresis = hysteresis;
@@ -31,7 +31,7 @@ std::vector<double> replay(LossScaler& s, const std::string& pattern) {
 }
 
 TEST(LossScaler, DefaultsAreDeepSpeeds) {
-  LossScaleConfig c;
+  config::Fp16Config c;
   EXPECT_EQ(c.loss_scale, 0);
   EXPECT_EQ(c.loss_scale_window, 1000);
   EXPECT_EQ(c.hysteresis, 2);
@@ -52,7 +52,7 @@ TEST(LossScaler, DoublesAfterEachWindowOfCleanSteps) {
 }
 
 TEST(LossScaler, DefaultWindowGrowsOnStep1001) {
-  LossScaler s{LossScaleConfig{}};
+  LossScaler s{config::Fp16Config{}};
   for (int i = 0; i < 1000; ++i) s.update(false);
   EXPECT_EQ(s.scale(), 65536.0);
   s.update(false);
@@ -78,7 +78,7 @@ TEST(LossScaler, HalvesAfterHysteresisOverflowsAndRefillsOnGrowth) {
 TEST(LossScaler, CleanStepsRefillHysteresisOnlyWhenConsecutive) {
   LossScaler plain(dynamic(4, 100, 2));
   EXPECT_EQ(replay(plain, "o.o"), (std::vector<double>{16, 16, 8}));
-  LossScaleConfig c = dynamic(4, 100, 2);
+  config::Fp16Config c = dynamic(4, 100, 2);
   c.consecutive_hysteresis = true;
   LossScaler consecutive(c);
   EXPECT_EQ(replay(consecutive, "o.o.o."), std::vector<double>(6, 16));
@@ -91,7 +91,7 @@ TEST(LossScaler, HysteresisOneHalvesOnEveryOverflow) {
 }
 
 TEST(LossScaler, StaticScaleNeverChangesButSkipsOverflows) {
-  LossScaleConfig c;
+  config::Fp16Config c;
   c.loss_scale = 128;
   LossScaler s(c);
   EXPECT_FALSE(s.dynamic());
@@ -129,7 +129,7 @@ TEST(LossScaler, StateRoundTripContinuesTheSameSequence) {
 }
 
 TEST(LossScaler, LoadRejectsInconsistentStateAsCheckpointError) {
-  LossScaler s{LossScaleConfig{}};
+  LossScaler s{config::Fp16Config{}};
   auto bad = [&](auto edit) {
     LossScaler::State st = s.state();
     edit(st);
@@ -153,7 +153,7 @@ TEST(LossScaler, LoadRejectsInconsistentStateAsCheckpointError) {
 
 TEST(LossScaler, RejectsBadConfigs) {
   auto bad = [](auto edit, const std::string& part) {
-    LossScaleConfig c;
+    config::Fp16Config c;
     edit(c);
     try {
       LossScaler s(c);
@@ -163,11 +163,11 @@ TEST(LossScaler, RejectsBadConfigs) {
       EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }
   };
-  bad([](LossScaleConfig& c) { c.loss_scale = -1; }, "loss_scale must be >= 0");
-  bad([](LossScaleConfig& c) { c.loss_scale_window = 0; }, "loss_scale_window must be >= 1");
-  bad([](LossScaleConfig& c) { c.hysteresis = 0; }, "hysteresis must be >= 1");
-  bad([](LossScaleConfig& c) { c.min_loss_scale = 0; }, "min_loss_scale must be > 0");
-  bad([](LossScaleConfig& c) { c.initial_scale_power = 99; }, "initial_scale_power must be in [0, 62]");
+  bad([](config::Fp16Config& c) { c.loss_scale = -1; }, "loss_scale must be >= 0");
+  bad([](config::Fp16Config& c) { c.loss_scale_window = 0; }, "loss_scale_window must be >= 1");
+  bad([](config::Fp16Config& c) { c.hysteresis = 0; }, "hysteresis must be >= 1");
+  bad([](config::Fp16Config& c) { c.min_loss_scale = 0; }, "min_loss_scale must be > 0");
+  bad([](config::Fp16Config& c) { c.initial_scale_power = 99; }, "initial_scale_power must be in [0, 62]");
 }
 
 }  // namespace

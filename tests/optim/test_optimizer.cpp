@@ -26,8 +26,8 @@ const json& golden() {
   return j;
 }
 
-OptimizerSpec spec_of(const json& c) {
-  OptimizerSpec s;
+config::OptimizerConfig spec_of(const json& c) {
+  config::OptimizerConfig s;
   s.type = c["spec"]["type"].get<std::string>();
   s.lr = c["lrs"][0].get<float>();
   s.beta1 = golden()["beta1"].get<float>();
@@ -46,7 +46,7 @@ Tensor repeated(const std::vector<float>& v, int64_t reps, DType dt) {
   return Tensor::from_vector(out, {int64_t(out.size())}, dt);
 }
 
-std::vector<Tensor> zero_states(const OptimizerSpec& s, int64_t n) {
+std::vector<Tensor> zero_states(const config::OptimizerConfig& s, int64_t n) {
   std::vector<Tensor> out;
   for (size_t k = 0; k < state_names(s).size(); ++k) out.push_back(Tensor::zeros({n}));
   return out;
@@ -72,7 +72,7 @@ void check_golden(int64_t reps) {
   ASSERT_EQ(golden()["cases"].size(), 20u);
   for (const auto& c : golden()["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    const OptimizerSpec spec = spec_of(c);
+    const config::OptimizerConfig spec = spec_of(c);
     const DType pd = dtype_from_name(c["param_dtype"].get<std::string>());
     const DType gd = dtype_from_name(c["grad_dtype"].get<std::string>());
     const auto init = c["init"].get<std::vector<float>>();
@@ -128,8 +128,8 @@ const Precision kPrecisions[] = {{DType::f32, DType::f32, false},  {DType::f32, 
                                  {DType::bf16, DType::bf16, true}, {DType::f16, DType::f16, true},
                                  {DType::bf16, DType::f32, true},  {DType::f16, DType::bf16, true}};
 
-OptimizerSpec spec_of(const Variant& v) {
-  OptimizerSpec s;
+config::OptimizerConfig spec_of(const Variant& v) {
+  config::OptimizerConfig s;
   s.type = v.type;
   s.weight_decay = v.wd;
   s.momentum = v.momentum;
@@ -139,7 +139,8 @@ OptimizerSpec spec_of(const Variant& v) {
 
 // Three updates of n elements, in pieces of `piece` elements each, on `threads` threads.
 // Returns param, master and states.
-std::vector<Tensor> run_pieces(const OptimizerSpec& s, const Precision& pr, int64_t n, int64_t piece, int threads) {
+std::vector<Tensor> run_pieces(const config::OptimizerConfig& s, const Precision& pr, int64_t n, int64_t piece,
+                               int threads) {
   set_num_threads(threads);
   std::vector<float> p(static_cast<size_t>(n)), g(p.size());
   for (int64_t i = 0; i < n; ++i) p[size_t(i)] = std::sin(0.01f * float(i));
@@ -175,7 +176,7 @@ TEST(Update, ResultsDoNotDependOnChunkingOrThreads) {
     for (const Precision& pr : kPrecisions) {
       SCOPED_TRACE(std::string(v.type) + " wd " + std::to_string(v.wd) + " mom " + std::to_string(v.momentum) +
                    " param " + dtype_name(pr.param) + " grad " + dtype_name(pr.grad));
-      const OptimizerSpec s = spec_of(v);
+      const config::OptimizerConfig s = spec_of(v);
       const auto whole2 = run_pieces(s, pr, n, n, 2), whole1 = run_pieces(s, pr, n, n, 1);
       const auto pieces = run_pieces(s, pr, n, kOptimGrain / 2, 2);
       ASSERT_EQ(whole2.size(), pieces.size());
@@ -190,7 +191,7 @@ TEST(Update, ResultsDoNotDependOnChunkingOrThreads) {
 // grad_scale is one float multiply: scaling inside equals pre-scaling an f32 gradient.
 TEST(Update, GradScaleEqualsPrescaledGradient) {
   for (const Variant& v : kVariants) {
-    const OptimizerSpec s = spec_of(v);
+    const config::OptimizerConfig s = spec_of(v);
     const int64_t n = 257;
     std::vector<float> g(n);
     for (int64_t i = 0; i < n; ++i) g[size_t(i)] = 1000.f * std::sin(float(i));
@@ -215,7 +216,7 @@ TEST(Update, GradScaleEqualsPrescaledGradient) {
 // An f32 master beside f32 params follows exactly the in-place f32 trajectory.
 TEST(Update, F32MasterMatchesInPlaceF32) {
   for (const Variant& v : kVariants) {
-    const OptimizerSpec s = spec_of(v);
+    const config::OptimizerConfig s = spec_of(v);
     const auto plain = run_pieces(s, {DType::f32, DType::f32, false}, 100, 100, 1);
     const auto with_master = run_pieces(s, {DType::f32, DType::f32, true}, 100, 100, 1);
     EXPECT_TRUE(bitwise_equal(plain[0], with_master[0])) << v.type;
@@ -226,7 +227,7 @@ TEST(Update, F32MasterMatchesInPlaceF32) {
 // Restoring the states and continuing at the next step number continues the same trajectory.
 TEST(Update, ResumeFromCopiedStatesMatchesUninterrupted) {
   for (const Variant& v : kVariants) {
-    const OptimizerSpec s = spec_of(v);
+    const config::OptimizerConfig s = spec_of(v);
     const int64_t n = 9;
     UpdateArgs a;
     a.param = Tensor::full({n}, 0.5f);
@@ -254,7 +255,7 @@ TEST(Update, ResumeFromCopiedStatesMatchesUninterrupted) {
 
 // As torch's lazy momentum_buffer: step 1 sets the buffer to the gradient, whatever it held.
 TEST(Update, SgdStepOneInitialisesMomentumFromTheGradient) {
-  OptimizerSpec s = spec_of(Variant{"SGD", 0.f, 0.9f, false});
+  config::OptimizerConfig s = spec_of(Variant{"SGD", 0.f, 0.9f, false});
   UpdateArgs a;
   a.param = Tensor::full({4}, 1.f);
   a.grad = Tensor::full({4}, 0.25f);
@@ -268,7 +269,7 @@ TEST(Update, SgdStepOneInitialisesMomentumFromTheGradient) {
 }
 
 TEST(Update, ZeroElementsIsANoOp) {
-  OptimizerSpec s;
+  config::OptimizerConfig s;
   UpdateArgs a;
   a.param = Tensor::empty({0});
   a.grad = Tensor::empty({0});
@@ -284,7 +285,7 @@ TEST(StateNames, FollowTheOptimizerAndSizeItsState) {
   };
   for (const Case& c : {Case{"Adam", 0.f, {"exp_avg", "exp_avg_sq"}}, Case{"adamw", 0.f, {"exp_avg", "exp_avg_sq"}},
                         Case{"SGD", 0.9f, {"momentum_buffer"}}, Case{"sgd", 0.f, {}}}) {
-    OptimizerSpec s;
+    config::OptimizerConfig s;
     s.type = c.type;
     s.momentum = c.momentum;
     EXPECT_EQ(state_names(s), c.names) << c.type;
@@ -304,23 +305,23 @@ void expect_error(const std::function<void()>& fn, ErrorKind kind, const std::st
 
 TEST(Validate, RejectsBadSpecsAsConfigErrors) {
   auto bad = [](auto edit, const std::string& part) {
-    OptimizerSpec s;
+    config::OptimizerConfig s;
     edit(s);
     expect_error([&] { validate(s); }, ErrorKind::config, part);
     expect_error([&] { state_names(s); }, ErrorKind::config, part);
   };
-  bad([](OptimizerSpec& s) { s.type = "Lamb"; }, "unknown optimizer type 'Lamb' (allowed: Adam, AdamW, SGD)");
-  bad([](OptimizerSpec& s) { s.lr = -1.f; }, "lr must be >= 0");
-  bad([](OptimizerSpec& s) { s.beta2 = 1.f; }, "beta2 must be in [0, 1)");
-  bad([](OptimizerSpec& s) { s.eps = NAN; }, "eps must be >= 0");
-  bad([](OptimizerSpec& s) { s.type = "SGD", s.nesterov = true; }, "nesterov requires momentum > 0");
-  bad([](OptimizerSpec& s) { s.type = "SGD", s.momentum = -1; }, "momentum must be >= 0");
-  bad([](OptimizerSpec& s) { s.weight_decay = -0.1f; }, "weight_decay must be >= 0");
-  EXPECT_NO_THROW(validate(OptimizerSpec{}));
+  bad([](config::OptimizerConfig& s) { s.type = "Lamb"; }, "unknown optimizer type 'Lamb' (allowed: Adam, AdamW, SGD)");
+  bad([](config::OptimizerConfig& s) { s.lr = -1.f; }, "lr must be >= 0");
+  bad([](config::OptimizerConfig& s) { s.beta2 = 1.f; }, "beta2 must be in [0, 1)");
+  bad([](config::OptimizerConfig& s) { s.eps = NAN; }, "eps must be >= 0");
+  bad([](config::OptimizerConfig& s) { s.type = "SGD", s.nesterov = true; }, "nesterov requires momentum > 0");
+  bad([](config::OptimizerConfig& s) { s.type = "SGD", s.momentum = -1; }, "momentum must be >= 0");
+  bad([](config::OptimizerConfig& s) { s.weight_decay = -0.1f; }, "weight_decay must be >= 0");
+  EXPECT_NO_THROW(validate(config::OptimizerConfig{}));
 }
 
 TEST(Update, RejectsBadArguments) {
-  const OptimizerSpec adam;
+  const config::OptimizerConfig adam;
   auto good = [&] {
     UpdateArgs a;
     a.param = Tensor::zeros({6});
@@ -343,7 +344,7 @@ TEST(Update, RejectsBadArguments) {
   bad([](UpdateArgs& a) { a.states[1] = Tensor::zeros({6}, DType::bf16); }, "states must be f32");
   bad([](UpdateArgs& a) { a.step = 0; }, "step is 1-based");
   bad([](UpdateArgs& a) { a.lr = NAN; }, "lr must be >= 0");
-  expect_error([&] { update(OptimizerSpec{"Lamb"}, good()); }, ErrorKind::config, "unknown optimizer type");
+  expect_error([&] { update(config::OptimizerConfig{"Lamb"}, good()); }, ErrorKind::config, "unknown optimizer type");
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ struct Oracle {
   ckpt::LoadedTensors file;
   nn::TransformerConfig config;
   int64_t batch = 0, seq = 0, steps = 0;
-  optim::OptimizerSpec optimizer;
+  config::OptimizerConfig optimizer;
 
   const Tensor& at(const std::string& name) const {
     const Tensor* t = file.find(name);
@@ -84,11 +84,11 @@ bool is_key_bias(const std::string& name, int64_t i) {
 
 zero::EngineOptions engine_options(int stage) {
   zero::EngineOptions o;
-  o.stage = stage;
-  o.gradient_clipping = 0;      // the oracle does not clip
-  o.reduce_bucket_size = 1000;  // elements: several buckets, parameters straddling shards
-  o.stage3_prefetch_bucket_size = 2000;
-  o.stage3_param_persistence_threshold = 0;  // every stage-3 unit is partitioned
+  o.zero.stage = stage;
+  o.gradient_clipping = 0;           // the oracle does not clip
+  o.zero.reduce_bucket_size = 1000;  // elements: several buckets, parameters straddling shards
+  o.zero.stage3_prefetch_bucket_size = 2000;
+  o.zero.stage3_param_persistence_threshold = 0;  // every stage-3 unit is partitioned
   o.optimizer = oracle().optimizer;
   return o;
 }

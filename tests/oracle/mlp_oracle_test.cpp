@@ -27,7 +27,7 @@ struct Oracle {
   ckpt::LoadedTensors file;
   int64_t batch = 0, steps = 0;
   double max_norm = 0;
-  optim::OptimizerSpec optimizer;
+  config::OptimizerConfig optimizer;
 
   const Tensor& at(const std::string& name) const {
     const Tensor* t = file.find(name);
@@ -88,11 +88,11 @@ std::string case_name(const OracleCase& c) { return "stage" + std::to_string(c.s
 zero::EngineOptions engine_options(const OracleCase& c) {
   zero::EngineOptions o;
   o.dtype = dtype_from_name(c.dtype);
-  o.stage = c.stage;
+  o.zero.stage = c.stage;
   o.gradient_clipping = oracle().max_norm;
-  o.reduce_bucket_size = 100;  // elements: several buckets, parameters straddling shards
-  o.stage3_prefetch_bucket_size = 200;
-  o.stage3_param_persistence_threshold = 0;  // every stage-3 unit is partitioned
+  o.zero.reduce_bucket_size = 100;  // elements: several buckets, parameters straddling shards
+  o.zero.stage3_prefetch_bucket_size = 200;
+  o.zero.stage3_param_persistence_threshold = 0;  // every stage-3 unit is partitioned
   o.optimizer = oracle().optimizer;
   return o;
 }

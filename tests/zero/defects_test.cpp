@@ -136,7 +136,7 @@ TEST_P(Defect, Fp16RunThatKeepsOverflowingEndsWithTheMinimumScaleError) {
   d.x.fill_(INFINITY);
   auto model = make_model();
   zero::EngineOptions o = options(s);
-  o.loss_scale.min_loss_scale = std::ldexp(1.0, s.initial_scale_power - 2);
+  o.fp16.min_loss_scale = std::ldexp(1.0, s.initial_scale_power - 2);
   zero::Engine engine(*model, g_world, o);
   std::string msg;
   try {

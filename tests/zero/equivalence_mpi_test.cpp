@@ -113,7 +113,7 @@ TEST_P(Stage, CommunicationPerStepIsTwoOrThreePsi) {
   for (int64_t reuse : {int64_t(0), int64_t(1'000'000'000)}) {
     auto model = make_model();
     zero::EngineOptions o = options(s);
-    o.stage3_max_reuse_distance = reuse;
+    o.zero.stage3_max_reuse_distance = reuse;
     zero::Engine engine(*model, g_world, o);
     for (int64_t step = 0; step < 2; ++step) {
       g_world->reset_stats();

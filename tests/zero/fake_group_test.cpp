@@ -53,12 +53,12 @@ struct Peak {
 Peak peak_of(int stage, int N, DType dt) {
   const int64_t unit = 256 * 256 + 256;
   zero::EngineOptions o;
-  o.stage = stage;
+  o.zero.stage = stage;
   o.dtype = dt;
-  o.reduce_bucket_size = unit;
-  o.stage3_prefetch_bucket_size = unit;
-  o.stage3_max_live_parameters = 2 * unit;
-  o.stage3_param_persistence_threshold = 0;
+  o.zero.reduce_bucket_size = unit;
+  o.zero.stage3_prefetch_bucket_size = unit;
+  o.zero.stage3_max_live_parameters = 2 * unit;
+  o.zero.stage3_param_persistence_threshold = 0;
   Allocator::global().release_cached();
   Allocator::global().reset_peaks();
   const size_t base = Allocator::global().stats().total_current;
@@ -82,7 +82,7 @@ Peak peak_of(int stage, int N, DType dt) {
     // In flight by design: two buckets' full gradients (one filling, one reducing) plus their
     // wire and receive buffers, and at stage 3 the units allowed to be gathered.
     const int64_t b = int64_t(dtype_size(dt));
-    p.allowance = (2 * unit * 2 + 2 * unit) * b + (stage == 3 ? o.stage3_max_live_parameters * b : 0);
+    p.allowance = (2 * unit * 2 + 2 * unit) * b + (stage == 3 ? o.zero.stage3_max_live_parameters * b : 0);
   }
   return p;
 }
@@ -123,9 +123,9 @@ TEST(DeferredInit, SameInitialValuesAsEagerAtEveryStage) {
     }
     for (auto& [n, p] : lazy->named_parameters()) EXPECT_FALSE(p.has_storage()) << n;
     zero::EngineOptions o;
-    o.stage = stage;
-    o.reduce_bucket_size = 256 * 256;  // buckets in reverse model order
-    o.stage3_param_persistence_threshold = 0;
+    o.zero.stage = stage;
+    o.zero.reduce_bucket_size = 256 * 256;  // buckets in reverse model order
+    o.zero.stage3_param_persistence_threshold = 0;
     zero::Engine engine(*lazy, comm::make_fake_group(0, 1), o);
     size_t i = 0;
     engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
@@ -150,8 +150,8 @@ TEST(DeferredInit, Stage3ConstructionNeverExceedsTheModelStates) {
       model = make_wide_model();
     }
     zero::EngineOptions o;
-    o.stage = 3;
-    o.stage3_param_persistence_threshold = 0;
+    o.zero.stage = 3;
+    o.zero.stage3_param_persistence_threshold = 0;
     zero::Engine engine(*model, comm::make_fake_group(0, N), o);
     const int64_t peak = int64_t(Allocator::global().stats().total_peak - base);
     const int64_t states = engine.expected_memory().total();

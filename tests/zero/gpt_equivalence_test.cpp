@@ -57,9 +57,9 @@ GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor&
   rs.bucket = 500;
   zero::EngineOptions o = options(rs);
   o.sparse_gradients = s.sparse;
-  o.stage3_prefetch_bucket_size = s.prefetch;
-  o.stage3_max_reuse_distance = s.reuse;
-  o.stage3_max_live_parameters = s.max_live;
+  o.zero.stage3_prefetch_bucket_size = s.prefetch;
+  o.zero.stage3_max_reuse_distance = s.reuse;
+  o.zero.stage3_max_live_parameters = s.max_live;
   zero::Engine e(*model, group, o);
   const int64_t N = group->size(), r = group->rank(), global = s.micro * s.gas * N;
   RunResult out;

@@ -194,3 +194,49 @@ TEST(Plan, GradientBucketsAtStagesTwoAndThreeHoldAtMostTheLargestParameter) {
   EXPECT_EQ(make_plan(in, make_policy(2, zt::DType::f32, std::nullopt, std::nullopt), 2).grad_bucket_elems, 2500);
 }
 
+// Note [placement]: the offload and aio keys become the policy's residences and swap settings in
+// one place; "nvme" alone means files, and the defaults are the config's.
+TEST(Placement, OffloadDevicesAndAioKeysBecomeResidencesAndSwapSettings) {
+  zt::config::ZeroConfig z;
+  zt::config::AioConfig aio;
+  Policy p = make_policy(3, DType::f32, {}, {});
+  place(p, z, aio, "run");
+  EXPECT_EQ(p.optimizer_residence, Residence::memory);
+  EXPECT_EQ(p.param_residence, Residence::memory);
+  const SwapOptions defaults;
+  EXPECT_EQ(p.swap.tile_elems, defaults.tile_elems);  // sub_group_size not given
+  EXPECT_EQ(p.swap.buffers, defaults.buffers);
+  EXPECT_EQ(p.swap.block_bytes, defaults.block_bytes);
+  EXPECT_EQ(p.swap.queue_depth, defaults.queue_depth);
+  for (const char* device : {"none", "cpu", "auto"}) {
+    z.offload_optimizer.device = z.offload_param.device = device;
+    Policy q = make_policy(3, DType::f32, {}, {});
+    place(q, z, aio, "run");
+    EXPECT_EQ(q.optimizer_residence, Residence::memory) << device;
+    EXPECT_EQ(q.param_residence, Residence::memory) << device;
+  }
+  z.offload_optimizer.device = z.offload_param.device = "nvme";
+  z.offload_optimizer.nvme_path = "/disk/a";
+  z.offload_param.nvme_path = "/disk/b";
+  z.offload_optimizer.buffer_count = 6;
+  z.sub_group_size = 4096;
+  aio.block_size = 8192;
+  aio.queue_depth = 3;
+  aio.single_submit = true;
+  aio.overlap_events = false;
+  place(p, z, aio, "gpt");
+  EXPECT_EQ(p.optimizer_residence, Residence::file);
+  EXPECT_EQ(p.param_residence, Residence::file);
+  EXPECT_EQ(p.swap.dir, "/disk/a/gpt");
+  EXPECT_EQ(p.swap.param_dir, "/disk/b/gpt");
+  EXPECT_EQ(p.swap.tile_elems, 4096);
+  EXPECT_EQ(p.swap.buffers, 6);
+  EXPECT_EQ(p.swap.block_bytes, 8192);
+  EXPECT_EQ(p.swap.queue_depth, 3);
+  EXPECT_TRUE(p.swap.single_submit);
+  EXPECT_FALSE(p.swap.overlap_events);
+  Policy bare = make_policy(3, DType::f32, {}, {});
+  place(bare, z, aio, "");  // no run name: the folders are the nvme paths themselves
+  EXPECT_EQ(bare.swap.dir, "/disk/a");
+  EXPECT_EQ(bare.swap.param_dir, "/disk/b");
+}

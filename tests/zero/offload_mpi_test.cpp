@@ -61,13 +61,13 @@ RunSpec spec(const OffloadCase& c) {
 
 zero::EngineOptions offloaded(const RunSpec& s, const OffloadCase& c, const std::string& dir) {
   zero::EngineOptions o = options(s);
-  o.optimizer_residence = zero::Residence::file;
-  o.swap.dir = dir;
-  o.swap.tile_elems = 1024;
-  o.swap.buffers = c.buffers;
-  o.swap.block_bytes = 8192;  // several pieces per record
-  o.swap.queue_depth = 3;     // fewer entries than pieces: the ring fills and drains
-  o.swap.overlap_events = c.overlap;
+  o.zero.offload_optimizer.device = "nvme";
+  o.zero.offload_optimizer.nvme_path = dir;
+  o.zero.offload_optimizer.buffer_count = c.buffers;
+  o.zero.sub_group_size = 1024;
+  o.aio.block_size = 8192;  // several pieces per record
+  o.aio.queue_depth = 3;    // fewer entries than pieces: the ring fills and drains
+  o.aio.overlap_events = c.overlap;
   return o;
 }
 
@@ -184,16 +184,16 @@ TEST_P(ParamOffload, FollowsTheInMemoryTrajectoryBitForBitHoldingOnlyPersistentU
   const Data d = make_data(s.steps * s.micro * s.gas * g_world->size());
   SharedDir dir("params");
   zero::EngineOptions mem = options(s);
-  mem.stage3_prefetch_bucket_size = c.prefetch;
+  mem.zero.stage3_prefetch_bucket_size = c.prefetch;
   auto ref_model = wide_model();
   zero::Engine ref(*ref_model, g_world, mem);
   const RunResult want = run(ref, s, d);
 
   zero::EngineOptions o = c.optimizer_too ? offloaded(s, OffloadCase{3, c.dtype, 2}, dir.path + "/opt") : mem;
-  o.stage3_prefetch_bucket_size = c.prefetch;
-  o.param_residence = zero::Residence::file;
-  o.swap.param_dir = dir.path + "/param";
-  o.swap.tile_elems = 1024;  // several records per unit
+  o.zero.stage3_prefetch_bucket_size = c.prefetch;
+  o.zero.offload_param.device = "nvme";
+  o.zero.offload_param.nvme_path = dir.path + "/param";
+  o.zero.sub_group_size = 1024;  // several records per unit
   Allocator::global().release_cached();
   const size_t before = Allocator::global().stats().of(MemTag::param);
   auto model = wide_model();
@@ -224,9 +224,9 @@ INSTANTIATE_TEST_SUITE_P(Zero, ParamOffload,
 TEST(ParamOffloadCheckpoint, SavesStreamedParametersThatLoadIntoEitherPlacement) {
   expect_checkpoint_loads_into_either_placement(3, [](const RunSpec& s, const std::string& dir) {
     zero::EngineOptions o = options(s);
-    o.param_residence = zero::Residence::file;
-    o.swap.param_dir = dir;
-    o.swap.tile_elems = 1024;
+    o.zero.offload_param.device = "nvme";
+    o.zero.offload_param.nvme_path = dir;
+    o.zero.sub_group_size = 1024;
     return o;
   });
 }

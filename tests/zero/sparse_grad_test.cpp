@@ -205,7 +205,7 @@ TEST(SparseGradLayout, OnlyUntiedEmbeddingWeightsBecomeSparse) {
     Tensor forward(const Tensor& ids) override { return (*table)(ids); }
   };
   for (int stage : {0, 3}) {  // a tied weight: two parts at stages 0-2 (Note [tied rows]), dense at 3
-    o.stage = stage;
+    o.zero.stage = stage;
     Tied t;
     {
       zero::Engine e(t, g_world, o);

@@ -49,17 +49,17 @@ struct RunSpec {
 
 inline zero::EngineOptions options(const RunSpec& s) {
   zero::EngineOptions o;
-  o.stage = s.stage;
+  o.zero.stage = s.stage;
   o.dtype = s.dtype;
   o.gradient_accumulation_steps = s.gas;
   o.gradient_clipping = s.clip;
-  o.reduce_bucket_size = s.bucket;
-  o.overlap_comm = s.overlap;
-  o.stage3_prefetch_bucket_size = 200;
-  o.stage3_param_persistence_threshold = s.persistence;
+  o.zero.reduce_bucket_size = s.bucket;
+  o.zero.overlap_comm = s.overlap;
+  o.zero.stage3_prefetch_bucket_size = 200;
+  o.zero.stage3_param_persistence_threshold = s.persistence;
   o.communication_data_type = s.comm_dtype;
   o.grad_accum_dtype = s.accum_dtype;
-  o.loss_scale.initial_scale_power = s.initial_scale_power;
+  o.fp16.initial_scale_power = s.initial_scale_power;
   o.optimizer.type = s.optimizer;
   if (s.optimizer == "SGD") o.optimizer.momentum = 0.9f;
   o.optimizer.lr = 1e-2f;

@@ -3,25 +3,20 @@
 // (deepspeed/runtime/fp16/loss_scaler.py, DynamicLossScaler.update_scale; Note [loss scaler]).
 #include <cstdint>
 
+#include "zt/config/sections.h"
+
 namespace zt::optim {
 
-// DeepSpeed's "fp16" block: loss_scale > 0 is a static scale; 0 starts a dynamic one at
-// 2^initial_scale_power.
-struct LossScaleConfig {
-  double loss_scale = 0;
-  int initial_scale_power = 16;
-  int loss_scale_window = 1000;  // clean steps before the scale doubles
-  int hysteresis = 2;            // overflows tolerated before the scale halves
-  double min_loss_scale = 1;
-  bool consecutive_hysteresis = false;  // refill the hysteresis after every clean step
-};
-
+// DeepSpeed's "fp16" block (Note [config sections]): loss_scale > 0 is a static scale; 0 starts
+// a dynamic one at 2^initial_scale_power. loss_scale_window: clean steps before the scale doubles;
+// hysteresis: overflows tolerated before it halves; consecutive_hysteresis: refill the hysteresis
+// after every clean step. `enabled` and `auto_cast` are not read here.
 // Throws zt::Error (ErrorKind::config) for a value out of range.
-void validate(const LossScaleConfig& c);
+void validate(const config::Fp16Config& c);
 
 class LossScaler {
  public:
-  explicit LossScaler(const LossScaleConfig& c);  // validates c
+  explicit LossScaler(const config::Fp16Config& c);  // validates c
 
   double scale() const { return state_.scale; }
   bool dynamic() const { return dynamic_; }
@@ -45,7 +40,7 @@ class LossScaler {
   void load(const State& s);
 
  private:
-  LossScaleConfig cfg_;
+  config::Fp16Config cfg_;
   bool dynamic_;
   State state_;
 };

@@ -6,26 +6,23 @@
 #include <string>
 #include <vector>
 
+#include "zt/config/sections.h"
 #include "zt/core/tensor.h"
 
 namespace zt::optim {
 
-struct OptimizerSpec {
-  std::string type = "AdamW";  // Adam | AdamW | SGD, case-insensitive
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f, momentum = 0.f;
-  bool nesterov = false;
-};
-
+// The optimizer is the config's section (Note [config sections]); its type is case-insensitive
+// here. The hyper-parameters are used, and checked, as floats (Note [float hyper-parameters]).
 // Throws zt::Error (ErrorKind::config) for an unknown type or an out-of-range hyper-parameter.
-void validate(const OptimizerSpec& spec);
+void validate(const config::OptimizerConfig& spec);
 
 // Names of the fp32 state tensors, one element per parameter each, in UpdateArgs::states order
 // and as checkpoints name them: Adam/AdamW {exp_avg, exp_avg_sq}, SGD with momentum
 // {momentum_buffer}, plain SGD {}. Validates the spec.
-std::vector<std::string> state_names(const OptimizerSpec& spec);
+std::vector<std::string> state_names(const config::OptimizerConfig& spec);
 
 // 4 * state_names(spec).size(): known before any state exists, for memory estimates.
-int64_t state_bytes_per_elem(const OptimizerSpec& spec);
+int64_t state_bytes_per_elem(const config::OptimizerConfig& spec);
 
 struct UpdateArgs {
   Tensor param;                // working params: f32, bf16 or f16; contiguous, n elements
@@ -41,7 +38,7 @@ struct UpdateArgs {
 // One update of n elements. With a master, the master is updated and param = round(master) in
 // param's dtype, in the same pass. Element-wise, so results do not depend on the thread count.
 // Throws zt::Error: ErrorKind::config for a bad spec, invalid_argument for bad arguments.
-void update(const OptimizerSpec& spec, const UpdateArgs& a);
+void update(const config::OptimizerConfig& spec, const UpdateArgs& a);
 
 // Elements per parallel chunk; at or below this the update runs on the calling thread.
 constexpr int64_t kOptimGrain = int64_t(1) << 14;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "zt/comm/group.h"
+#include "zt/config/sections.h"
 #include "zt/core/tensor.h"
 #include "zt/nn/module.h"
 #include "zt/optim/loss_scaler.h"
@@ -22,38 +23,32 @@
 
 namespace zt::zero {
 
+// The engine takes the config's sections as they are (Note [config sections]), plus what is no
+// key of one section: the working dtype and what the caller derives from several keys.
 struct EngineOptions {
-  int stage = 0;
-  int64_t gradient_accumulation_steps = 1;
-  double gradient_clipping = 0.0;                        // max global norm; 0 = off
-  bool overlap_comm = true;                              // reduce buckets while backward continues
-  int64_t reduce_bucket_size = 500'000'000;              // elements (stages 0-2)
-  int64_t stage3_prefetch_bucket_size = 50'000'000;      // elements gathered ahead
-  int64_t stage3_max_live_parameters = 1'000'000'000;    // elements gathered at once
-  int64_t stage3_param_persistence_threshold = 100'000;  // units this small stay gathered
-  int64_t stage3_max_reuse_distance = 1'000'000'000;     // a unit used again this soon stays gathered
-  // Most gradient elements whose reduction may be in flight; launching past it first finishes
-  // the oldest (0: one bucket, Note [gradient buckets]). Bounds the full gradients alive at stages 2-3.
-  int64_t max_inflight_reduce_elems = 0;
+  config::ZeroConfig zero;                       // stage, buckets, stage3_* limits, offload_optimizer, offload_param
+  config::OptimizerConfig optimizer;             // validated by the optimizer shard (optim::validate)
+  config::Fp16Config fp16;                       // loss scaling when dtype is f16
+  config::AioConfig aio;                         // swap files' I/O (offload_*.device = nvme)
+  DType dtype = DType::f32;                      // working precision: f32, bf16 (bf16.enabled), f16 (fp16.enabled)
+  std::optional<DType> grad_accum_dtype;         // data_types.grad_accum_dtype (default: dtype)
+  std::optional<DType> communication_data_type;  // default: dtype
+  int64_t gradient_accumulation_steps = 1;       // resolved by the batch rule (config::resolve_batch)
+  double gradient_clipping = 0.0;                // max global norm; 0 = off
   // DeepSpeed's sparse_gradients: an embedding weight that is not tied to another use gets a
   // buffer of its own, and ranks exchange only the rows their micro-batches touched; a tied one
   // (stages 0-2) reduces its other uses' part early and its own rows at the end (Note [tied rows]).
   bool sparse_gradients = false;
-  DType dtype = DType::f32;                      // working precision: f32, bf16 (bf16.enabled), f16 (fp16.enabled)
-  std::optional<DType> grad_accum_dtype;         // data_types.grad_accum_dtype (default: dtype)
-  std::optional<DType> communication_data_type;  // default: dtype
-  optim::LossScaleConfig loss_scale;             // fp16 only
-  optim::OptimizerSpec optimizer;
-  // offload_optimizer.device = nvme: the fp32 master and optimizer states live in swap files
-  // under swap.dir (this rank's folder), streamed tile by tile (Note [optimizer swap]).
-  Residence optimizer_residence = Residence::memory;
-  // offload_param.device = nvme (stage 3): parameter shards in swap files under swap.dir.
-  Residence param_residence = Residence::memory;
-  SwapOptions swap;
+  // Swap files live under <nvme_path>/<run_name>/rank<r>/ ("": under <nvme_path>/rank<r>/).
+  std::string run_name;
+  // Most gradient elements whose reduction may be in flight; launching past it first finishes
+  // the oldest (0: one bucket, Note [gradient buckets]). Bounds the full gradients alive at stages
+  // 2-3; the memory budget lowers it (Note [budget choice]).
+  int64_t max_inflight_reduce_elems = 0;
 };
 
 inline Stage3Limits stage3_limits(const EngineOptions& o) {
-  return {o.stage3_prefetch_bucket_size, o.stage3_max_live_parameters, o.stage3_max_reuse_distance};
+  return {o.zero.stage3_prefetch_bucket_size, o.zero.stage3_max_live_parameters, o.zero.stage3_max_reuse_distance};
 }
 
 // Note [overlap]: for one kind of collective, the seconds its transfers ran (busy) and the seconds

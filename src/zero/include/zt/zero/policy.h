@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "zt/config/sections.h"
 #include "zt/core/dtype.h"
 
 namespace zt::zero {
@@ -13,17 +14,19 @@ namespace zt::zero {
 // or in a swap file streamed through a few tile buffers (offload_optimizer.device = nvme).
 enum class Residence { memory, file };
 
-// The file residence's knobs: DeepSpeed's offload_optimizer and aio keys.
+// The file residence's knobs: DeepSpeed's offload_optimizer and aio keys, as place() derives
+// them; the defaults are the config's.
 struct SwapOptions {
   std::string dir;        // the run's folder <nvme_path>/<run>; rank r swaps in dir/rank<r>
   std::string param_dir;  // the same for parameter files (offload_param.nvme_path; empty: dir)
   int64_t tile_elems =
-      int64_t(1) << 20;           // elements of each state per tile (sub_group_size); the plan rounds it up to 1024
-  int buffers = 4;                // tile buffers in RAM (buffer_count): reads ahead, writes behind
-  int64_t block_bytes = 1 << 20;  // aio.block_size: bytes per submitted read or write
-  int queue_depth = 8;            // aio.queue_depth: the ring's entries
-  bool single_submit = false;     // aio.single_submit: submit each block by itself
-  bool overlap_events = true;     // aio.overlap_events: false waits for each tile's I/O before the next
+      int64_t(1) << 20;  // elements of each state per tile (sub_group_size); the plan rounds it up to 1024
+  int buffers = int(config::OffloadConfig{}.buffer_count);  // tile buffers in RAM: reads ahead, writes behind
+  int64_t block_bytes = config::AioConfig{}.block_size;     // aio.block_size: bytes per submitted read or write
+  int queue_depth = int(config::AioConfig{}.queue_depth);   // aio.queue_depth: the ring's entries
+  bool single_submit = config::AioConfig{}.single_submit;   // aio.single_submit: submit each block by itself
+  // aio.overlap_events: false waits for each tile's I/O before the next
+  bool overlap_events = config::AioConfig{}.overlap_events;
 };
 
 // What the swap files did since the engine was built (Residence::file; zeros otherwise).
@@ -64,5 +67,12 @@ struct Policy {
 // data_types.grad_accum_dtype / communication_data_type say otherwise.
 Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum_dtype,
                    std::optional<DType> comm_dtype);
+
+// Note [placement]: the one place the offload and aio keys become a placement. Device "nvme" puts
+// the fp32 master and optimizer states (offload_optimizer) or stage 3's parameter shards
+// (offload_param) in swap files under <nvme_path>/<run_name>/rank<r>/ (run_name "": nvme_path
+// itself); any other device keeps them in memory. sub_group_size is the tile (when given),
+// offload_optimizer.buffer_count the optimizer's tile buffers, aio the reads and writes.
+void place(Policy& p, const config::ZeroConfig& zero, const config::AioConfig& aio, const std::string& run_name);
 
 }  // namespace zt::zero
