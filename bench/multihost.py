@@ -3,8 +3,8 @@
 network namespaces with 2 ranks each, links capped by tc's token-bucket filter), each ZeRO stage
 at each link rate; per run the mean step time and the bytes per step each host's link sent (its
 veth counters over a long run minus a short one, so set-up and the final save cancel out)
-against DESIGN.md's volume: (M-1)/M of 2 Psi (stages 0-2) or 3 Psi (stage 3) elements per rank
-of a host, M = 2 hosts. Standard library only; needs root (namespaces).
+against DESIGN.md's volume: (M-1)/M of 2 Psi (stages 0-2) or 3 Psi (stage 3) elements per host
+(each of its L ranks sends (M-1)/M of a 1/L share), M = 2 hosts. Standard library only; needs root (namespaces).
 
 usage: bench/multihost.py [--rates 1gbit,10gbit] [--stages 0,1,2,3] [--models gpt_5m,gpt_30m]
                           [--steps 6] [--out bench/multihost_results.jsonl] [--markdown]
@@ -38,8 +38,7 @@ def train(a, model, stage, steps, run_dir):
     shutil.rmtree(run_dir, ignore_errors=True)
     over = MODELS[model] + [f"zero_optimization.stage={stage}", f"run.max_steps={steps}", "run.eval_at_end=false",
                             "steps_per_print=1", "train_batch_size=16", "train_micro_batch_size_per_gpu=4",
-                            "zero_optimization.stage3_param_persistence_threshold=0",
-                            "zero_optimization.stage3_max_reuse_distance=0", f"run.dir={run_dir}"]
+                            f"run.dir={run_dir}"]
     before = sent_bytes()
     p = sh([HOSTS, "mpirun", "-np", "4", os.path.abspath(a.bin), "train", "--config", CONFIG] + over)
     if p.returncode != 0:
@@ -72,7 +71,9 @@ def run_all(a):
                     long_, l_sent, _, _, cmd = train(a, model, stage, 2 + a.steps, "runs/multihost/long")
                     per_step = [(l - s) / a.steps for l, s in zip(l_sent, s_sent)]
                     elem = 2 if dtype == "bf16" else 4
-                    design = (3 if stage == 3 else 2) * psi * elem * 2 * (2 - 1) / 2  # 2 ranks/host, M = 2
+                    # Each rank sends (M-1)/M of its 1/L share across (Note [hierarchical groups]): per
+                    # host k Psi (M-1)/M elements, k = 2 (stages 0-2) or 3; M = 2 hosts.
+                    design = (3 if stage == 3 else 2) * psi * elem * (2 - 1) / 2
                     row = {"bench": "multihost", "rate": rate, "model": model, "stage": stage, "parameters": psi,
                            "dtype": dtype, "step_s": step_times(long_), "sent_per_step": per_step,
                            "design_per_step": design, "cmd": cmd, "date": time.strftime("%Y-%m-%d")}
@@ -88,9 +89,11 @@ def markdown(rows):
            "Written by `bench/multihost.py --markdown` from its own runs (not part of `bench/run.sh`). Two test "
            "hosts on this machine (`scripts/hosts.sh`: network namespaces, 2 ranks each, `comm backend shm+mpi`), "
            "links capped with tc's token-bucket filter (no netem on this kernel, so no added latency), N = 4 "
-           "sharing the machine's 2 cores, global batch 16. Sent/step is what each host's link carried per step "
-           "(veth counters of a long run minus a short one); design is DESIGN.md's volume per host: half of 2Ψ "
-           "(stages 0-2) or 3Ψ (stage 3) elements for each of its 2 ranks.", "",
+           "sharing the machine's 2 cores, global batch 16, bf16. Sent/step is what each host's link carried per "
+           "step (veth counters of a long run minus a short one); design is DESIGN.md's volume per host: half of "
+           "2Ψ (stages 0-2) or 3Ψ (stage 3) elements, each rank sending half of its 1/2 share across. At stage 3 "
+           "the units under stage3_param_persistence_threshold (1e5) stay gathered and the tied wte stays "
+           "gathered between its two uses (stage3_max_reuse_distance), so less than 3Ψ crosses.", "",
            "| model | link | stage | parameters | s/step | sent/step host 1 | host 2 | design | ratio |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
