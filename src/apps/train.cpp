@@ -380,10 +380,12 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     if (!lead) continue;
     char scale[48] = "";  // %g: a scale past int64 (2^63 and up) must not print as a wrapped integer
     if (engine.policy().loss_scaling) std::snprintf(scale, sizeof scale, " | loss-scale %g", engine.loss_scale());
+    char rate[32];  // a billion-parameter step takes minutes: 0.01 samples/s must not print as 0
+    std::snprintf(rate, sizeof rate, sps < 10 ? "%.3g" : "%.0f", sps);
     std::fprintf(
-        stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %.0f samples/s | ETA %s | %s\n",
+        stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %s samples/s | ETA %s | %s\n",
         (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg, lr,
-        st.grad_norm, scale, sps, fmt_eta(eta).c_str(), mem_summary().c_str());
+        st.grad_norm, scale, rate, fmt_eta(eta).c_str(), mem_summary().c_str());
     MemStats ms = Allocator::global().stats();
     nlohmann::json mem, mem_peak;
     for (size_t t = 0; t < kNumMemTags; ++t) {
