@@ -163,6 +163,11 @@ bool matmul_native(DType dt) {
 }
 
 void set_matmul_lowp_fallback(bool force) { g_force_fallback.store(force); }
+bool matmul_lowp_fallback() { return g_force_fallback.load(); }
+bool cpu_has_amx() {  // oneDNN's ISA values are bit sets, each containing the ones below it
+  const int amx = int(dnnl::cpu_isa::avx512_core_amx);
+  return (int(dnnl::get_effective_cpu_isa()) & amx) == amx;
+}
 int64_t matmul_fallback_count() { return g_fallbacks.load(); }
 
 size_t matmul_cache_size() {
