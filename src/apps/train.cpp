@@ -137,15 +137,16 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
 }
 
 // The products a 16-bit run times to choose its path (Note [16-bit products]): the model's largest
-// 2-D weight of at most 4M elements (a vocabulary-sized embedding would make the timing long) at
-// one micro-batch's rows, fewer where that product would take more than ~0.1 s.
+// 2-D weight with both sides at most 16384 (not a vocabulary-sized table: its timing would be
+// long and its f32 copies would set the process's peak before the plan measures it) at one
+// micro-batch's rows, fewer where the product is larger than 256x768x3072 (~0.1 s).
 zero::ProductShape product_shape(const config::Config& c, const nn::Module& model, int64_t micro) {
   const bool tokens = c.model.type == "gpt" || c.model.type == "bert";
   const int64_t per_sample = tokens ? (c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size) : 1;
   zero::ProductShape s;
   int64_t best = 0;
   for (const auto& [name, p] : model.named_parameters())
-    if (p.dim() == 2 && p.numel() > best && p.numel() <= (int64_t(1) << 22)) {
+    if (p.dim() == 2 && p.numel() > best && p.size(0) <= 16384 && p.size(1) <= 16384) {
       best = p.numel();
       s.out = p.size(0);
       s.in = p.size(1);
