@@ -32,10 +32,11 @@ ProductsChoice choose_products(comm::Group& group, DType dt, const std::string& 
   c.amx = ops::cpu_has_amx();
   const std::string amx = c.amx ? "AMX" : "no AMX";
   if (setting != "auto") {
-    c.products = setting == "f32" ? ops::Products::f32 : ops::Products::native;
-    c.reason = "run.bf16_products = " + setting + "; " + amx;
-    if (c.products == ops::Products::native && !ops::matmul_native(dt))
-      c.reason += detail::concat("; oneDNN has no ", dtype_name(dt), " kernel here, so products widen to f32");
+    // Native without a kernel is the f32 path anyway (Note [low-precision fallback]); said as such.
+    const bool kernel = ops::matmul_native(dt);
+    c.products = setting == "f32" || !kernel ? ops::Products::f32 : ops::Products::native;
+    c.reason = "run.bf16_products = " + setting +
+               (kernel ? "" : detail::concat(", but oneDNN has no ", dtype_name(dt), " kernel here")) + "; " + amx;
   } else {
     bool f32 = false;
     if (group.rank() == 0) {
