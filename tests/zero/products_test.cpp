@@ -93,6 +93,28 @@ TEST_F(ProductsTest, AutoPicksOneOfTheTwoAndSaysWhy) {
   }
 }
 
+// Each side of auto's rule, from given facts (no timing).
+TEST(DecideProducts, EachSideOfAutosRule) {
+  const zero::ProductShape shape{256, 768, 3072};
+  const auto slower_native =
+      zero::decide_products(DType::bf16, {false, true, ops::ProductTimes{2.4e-3, 1.8e-3}}, shape);
+  EXPECT_EQ(slower_native.products, ops::Products::f32);
+  EXPECT_EQ(slower_native.reason, "measured 1.80 ms vs native 2.40 ms on 256x768x3072; no AMX");
+  EXPECT_EQ(slower_native.line(DType::bf16),
+            "bf16 products: f32 kernels (measured 1.80 ms vs native 2.40 ms on 256x768x3072; no AMX)");
+  const auto faster_native =
+      zero::decide_products(DType::bf16, {false, true, ops::ProductTimes{0.9e-3, 1.8e-3}}, shape);
+  EXPECT_EQ(faster_native.products, ops::Products::native);
+  EXPECT_EQ(faster_native.reason, "measured 0.90 ms vs f32 1.80 ms on 256x768x3072; no AMX");
+  const auto amx = zero::decide_products(DType::bf16, {true, true, std::nullopt}, shape);
+  EXPECT_EQ(amx.products, ops::Products::native);
+  EXPECT_EQ(amx.reason, "AMX");
+  const auto no_kernel = zero::decide_products(DType::f16, {false, false, std::nullopt}, shape);
+  EXPECT_EQ(no_kernel.products, ops::Products::f32);
+  EXPECT_EQ(no_kernel.reason, "oneDNN has no f16 kernel here; no AMX");
+  EXPECT_EQ(ops::lowp_products(), ops::Products::native);  // deciding sets nothing
+}
+
 TEST_F(ProductsTest, AutoOnAnotherRankTakesRankZerosChoiceWithoutMeasuring) {
   // The fake group's peers contribute what this rank does: rank 1 of 2 sees only non-lead votes.
   auto group = comm::make_fake_group(1, 2);

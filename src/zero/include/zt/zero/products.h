@@ -1,6 +1,7 @@
 #pragma once
 // The product path of a 16-bit run (Note [16-bit products]), chosen once before step 1.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "zt/comm/group.h"
@@ -25,10 +26,19 @@ struct ProductsChoice {
   std::string line(DType dt) const;
 };
 
-// setting "native" or "f32" is taken as it is. "auto": AMX -> native; no oneDNN kernel for dt ->
-// f32; otherwise both paths are timed on `shape` (a few tenths of a second at most) and the
-// faster is taken. Rank 0 decides and every rank takes its choice (a collective in group, so
-// every rank calls this, with the same setting). Sets ops::set_lowp_products on every rank.
+// auto's inputs: what the processor offers and, where both paths were timed, their times.
+struct ProductFacts {
+  bool amx = false;
+  bool kernel = true;  // oneDNN has a 16-bit kernel for the dtype
+  std::optional<ops::ProductTimes> times;
+};
+// auto's rule, without side effects: no kernel -> f32; AMX (or nothing timed) -> native; else the faster.
+ProductsChoice decide_products(DType dt, const ProductFacts& facts, ProductShape shape);
+
+// setting "native" or "f32" is taken as it is. "auto": decide_products on rank 0's facts, timing
+// both paths on `shape` (a few tenths of a second at most) where it has a kernel and no AMX. Rank 0 decides and every
+// rank takes its choice (a collective in group, so every rank calls this, with the same setting). Sets
+// ops::set_lowp_products on every rank.
 ProductsChoice choose_products(comm::Group& group, DType dt, const std::string& setting, ProductShape shape);
 
 }  // namespace zt::zero
