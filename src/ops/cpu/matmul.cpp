@@ -1,7 +1,8 @@
 // CPU matrix products through oneDNN. Transposes and strided views become memory strides (no
 // copies); primitives are cached by (shapes, strides, dtype, bias) so steady state creates none.
 // 16-bit products use oneDNN's bf16/f16 kernels (fp32 accumulation) where the CPU has them,
-// else Note [low-precision fallback].
+// else Note [low-precision fallback]; a run may choose that path where it is faster
+// (Note [16-bit products], ops.h).
 #include <atomic>
 #include <map>
 #include <mutex>
