@@ -22,6 +22,7 @@
 #include "zt/core/parallel.h"
 #include "zt/nn/transformer.h"
 #include "zt/zero/engine.h"
+#include "zt/zero/products.h"
 
 using namespace zt;
 
@@ -41,6 +42,8 @@ struct Args {
   // large layer, ready together, reduce while backward goes on; the engine's default is 1 bucket).
   int64_t inflight = 0;
   bool sparse = false;  // sparse_gradients: wpe as rows, the tied wte in two parts (Note [tied rows])
+  // 16-bit runs: each product path in turn (Note [16-bit products]); f32 runs once.
+  std::vector<std::string> products = {"auto"};
 };
 
 void usage() {
@@ -48,7 +51,7 @@ void usage() {
                "usage: bench_gpt [--name LABEL] [--layers 4] [--embd 192] [--heads 6] [--vocab 16384] [--ctx 256] "
                "[--batch 8 (per rank)] [--dtype f32,bf16] [--stages 0,1,2,3] [--steps 10] [--warmup 2] [--threads T] "
                "[--checkpointing 0|1] [--seed S] [--backend auto|local|mpi|...] [--bucket ELEMS] [--inflight ELEMS] "
-               "[--sparse 0|1]\n");
+               "[--sparse 0|1] [--products auto,native,f32]\n");
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -108,7 +111,12 @@ Args parse(int argc, char** argv) {
       a.inflight = std::atoll(v.c_str());
     else if (k == "--bucket")
       a.bucket = positive(k, v);
-    else if (k == "--dtype") {
+    else if (k == "--products") {
+      a.products = split(v);
+      for (const auto& p : a.products)
+        ZT_CHECK(p == "auto" || p == "native" || p == "f32", "[bench_gpt] --products: '", p,
+                 "' is not auto, native or f32");
+    } else if (k == "--dtype") {
       a.dtypes.clear();
       for (const auto& d : split(v)) a.dtypes.push_back(dtype_from_name(d));
     } else if (k == "--stages") {
@@ -120,7 +128,7 @@ Args parse(int argc, char** argv) {
     } else
       ZT_THROW("[bench_gpt] unknown option ", k,
                "; allowed --name --layers --embd --heads --vocab --ctx --batch --dtype --stages --steps --warmup "
-               "--threads --checkpointing --seed --backend --bucket --inflight --sparse");
+               "--threads --checkpointing --seed --backend --bucket --inflight --sparse --products");
   }
   a.model.seed = a.seed;
   a.model.validate("bench_gpt");
@@ -207,7 +215,23 @@ int main(int argc, char** argv) {
         a.stages.empty() ? (world == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3}) : a.stages;
     const int threads = a.threads > 0 ? a.threads : bench::default_threads();
     set_num_threads(threads);
-    for (DType dt : a.dtypes) {
+    // Each dtype; a 16-bit one once per product path asked for (Note [16-bit products]).
+    std::vector<std::pair<DType, std::string>> runs;
+    for (DType dt : a.dtypes)
+      if (dt == DType::f32)
+        runs.emplace_back(dt, "");
+      else
+        for (const std::string& p : a.products) runs.emplace_back(dt, p);
+    for (const auto& [dt, setting] : runs) {
+      std::string products;  // the JSON fields of a 16-bit run's product path
+      if (!setting.empty()) {
+        const int64_t embd = a.model.n_embd;
+        const zero::ProductsChoice c =
+            zero::choose_products(*g, dt, setting, {a.batch * a.model.block_size, embd, 4 * embd});
+        if (g->rank() == 0) std::fprintf(stderr, "bench_gpt: %s\n", c.line(dt).c_str());
+        products = "\"products\":\"" + std::string(ops::products_name(c.products)) + "\",\"products_setting\":\"" +
+                   setting + "\",";
+      }
       for (int stage : stages) {
         const Result r = run(stage, dt, a, g);
         rusage ru{};
@@ -224,7 +248,7 @@ int main(int argc, char** argv) {
             "\"global_batch\":%lld,"
             "\"steps\":%lld,\"warmup\":%lld,\"tokens_per_s\":%.1f,\"step_s\":%.4f,\"step_s_mean\":%.4f,"
             "\"final_loss\":%.4f,\"peak_mib\":%.1f,\"states_mib\":%.1f,\"peak_rss_mib\":%.1f,"
-            "%s"
+            "%s%s"
             "\"timing\":\"step_s=median per step (rank 0); tokens_per_s=global tokens*steps/total (slowest rank); "
             "peak_mib=allocator peak, peak_rss_mib=process peak RSS (max over ranks)\"}\n",
             a.name.c_str(), (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
@@ -232,7 +256,7 @@ int main(int argc, char** argv) {
             m.activation_checkpointing ? "true" : "false", a.sparse ? "true" : "false", (long long)a.batch,
             (long long)(a.batch * world), (long long)a.steps, (long long)a.warmup, r.tokens_per_s, r.step_s_median,
             r.step_s_mean, r.final_loss, double(r.peak_bytes) / 1048576.0, double(r.states_bytes) / 1048576.0, rss_mib,
-            bench::overlap_fields(r.reduce, r.gather).c_str());
+            bench::overlap_fields(r.reduce, r.gather).c_str(), products.c_str());
         std::fflush(stdout);
       }
     }

@@ -2,6 +2,7 @@
 // metrics as JSON lines in the run directory, final weights as safetensors. Every reason to stop
 // early (a signal, a non-finite loss, rank 0's failed write) is agreed by all ranks
 // (Note [agreed stops]); outputs are committed together (Note [run directory]).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -26,6 +27,7 @@
 #include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
 #include "zt/optim/schedule.h"
+#include "zt/zero/products.h"
 
 namespace zt::apps {
 
@@ -134,6 +136,36 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
   return out;
 }
 
+// The products a 16-bit run times to choose its path (Note [16-bit products]): the model's largest
+// 2-D weight with both sides at most 16384 (not a vocabulary-sized table: its timing would be
+// long and its f32 copies would set the process's peak before the plan measures it) at one
+// micro-batch's rows, fewer where the product is larger than 256x768x3072 (~0.1 s).
+zero::ProductShape product_shape(const config::Config& c, const nn::Module& model, int64_t micro) {
+  const bool tokens = c.model.type == "gpt" || c.model.type == "bert";
+  const int64_t per_sample = tokens ? (c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size) : 1;
+  zero::ProductShape s;
+  int64_t best = 0;
+  for (const auto& [name, p] : model.named_parameters())
+    if (p.dim() == 2 && p.numel() > best && p.size(0) <= 16384 && p.size(1) <= 16384) {
+      best = p.numel();
+      s.out = p.size(0);
+      s.in = p.size(1);
+    }
+  const int64_t cap = std::max<int64_t>(16, int64_t(256) * 768 * 3072 / std::max<int64_t>(1, s.in * s.out));
+  s.rows = std::clamp<int64_t>(micro * per_sample, 1, cap);
+  return s;
+}
+
+// The start record's "products" (null for an f32 run).
+nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt) {
+  if (!p) return nullptr;
+  nlohmann::json r = {{"dtype", dtype_name(dt)}, {"path", ops::products_name(p->products)},
+                      {"setting", p->setting},   {"reason", p->reason},
+                      {"amx", p->amx},           {"shape", {p->shape.rows, p->shape.in, p->shape.out}}};
+  if (p->native_ms > 0) r["measured_ms"] = {{"native", p->native_ms}, {"f32", p->f32_ms}};
+  return r;
+}
+
 uint64_t dropout_stream_seed(uint64_t seed, int64_t step, int64_t micro) {
   auto mix = [](uint64_t x) {  // splitmix64's finaliser
     x += 0x9E3779B97F4A7C15ull;
@@ -202,6 +234,14 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     const std::string what = load_weights(*model, cfg.model.init_from, /*allow_missing=*/true);
     if (lead) std::fprintf(stderr, "zerotrain: model.init_from: %s\n", what.c_str());
   }
+  // 16-bit runs: the product path, chosen once by rank 0 (Note [16-bit products]), before the
+  // memory plan measures the process.
+  std::optional<zero::ProductsChoice> products;
+  const DType dt = engine_options(cfg, bs).dtype;
+  if (dt != DType::f32) {
+    products = zero::choose_products(group, dt, cfg.run.bf16_products, product_shape(cfg, *model, bs.micro));
+    if (lead) std::fprintf(stderr, "zerotrain: %s\n", products->line(dt).c_str());
+  }
   // Note [peak memory]: the plan before step 1 (with run.memory_budget_mb, the offload that fits).
   const MemoryPlan mem_plan =
       plan_before_step1(cfg, *model, bs,
@@ -255,6 +295,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                                {"threads", threads},
                                {"comm_backend", group.backend()},
                                {"memory_plan", mem_plan.record},
+                               {"products", products_record(products, dt)},
                                {"config", cfg.raw}});
     });
     std::fprintf(stderr,

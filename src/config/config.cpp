@@ -238,7 +238,7 @@ void check_model_fits_data(const Config& c, const std::string& source) {
 
 void parse_run(const Section& s, RunConfig& r) {
   s.allow({"dir", "epochs", "max_steps", "threads", "pin_threads", "comm_backend", "comm_timeout_s", "memory_budget_mb",
-           "eval_at_end", "resume", "max_consecutive_skipped_steps", "save_weights"});
+           "eval_at_end", "resume", "max_consecutive_skipped_steps", "save_weights", "bf16_products"});
   s.read_string("resume", r.resume);
   s.read_string("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
@@ -250,6 +250,7 @@ void parse_run(const Section& s, RunConfig& r) {
   s.read_int("memory_budget_mb", r.memory_budget_mb, 0, kMaxMemoryBudgetMb);
   s.read_bool("eval_at_end", r.eval_at_end);
   s.read_bool("save_weights", r.save_weights);
+  s.read_choice("bf16_products", r.bf16_products, {"auto", "native", "f32"});
   s.read_int("max_consecutive_skipped_steps", r.max_consecutive_skipped_steps, 0);
 }
 

@@ -1,8 +1,11 @@
 // Contracts of the matrix products (matmul, linear) and their backward: shape and dtype checks,
 // output allocation, dispatch to the backend.
+#include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "contract.h"
+#include "cpu/conv_kernels.h"
 #include "cpu/kernels.h"
 #include "zt/ops/ops.h"
 
@@ -126,5 +129,37 @@ bool matmul_native(DType dt) {
 }
 void set_matmul_lowp_fallback_for_testing(bool force) { cpu::set_matmul_lowp_fallback(force); }
 int64_t matmul_fallback_count() { return cpu::matmul_fallback_count(); }
+
+void set_lowp_products(Products p) {
+  cpu::set_matmul_lowp_fallback(p == Products::f32);
+  cpu::set_conv_lowp_fallback(p == Products::f32);
+}
+Products lowp_products() { return cpu::matmul_lowp_fallback() ? Products::f32 : Products::native; }
+const char* products_name(Products p) { return p == Products::f32 ? "f32" : "native"; }
+bool cpu_has_amx() { return cpu::cpu_has_amx(); }
+
+ProductTimes time_lowp_products(DType dt, int64_t m, int64_t k, int64_t n, int reps) {
+  ZT_CHECK(dt == DType::bf16 || dt == DType::f16, "[products] timing needs a 16-bit dtype, not ", dtype_name(dt));
+  const bool matmul_was = cpu::matmul_lowp_fallback(), conv_was = cpu::conv_lowp_fallback();
+  const Tensor x = Tensor::full({m, k}, 0.5f, dt), w = Tensor::full({n, k}, 0.25f, dt),
+               dy = Tensor::full({m, n}, 1.f, dt);
+  auto once = [&](Products p) {
+    set_lowp_products(p);
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)linear(x, w, nullptr);
+    (void)linear_backward(dy, x, w, /*need_dx=*/true, /*has_bias=*/false);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  once(Products::native);  // warm-up: primitives created, memory touched
+  once(Products::f32);
+  ProductTimes best{1e30, 1e30};
+  for (int r = 0; r < std::max(1, reps); ++r) {  // interleaved, so a busy moment hits both alike
+    best.native_s = std::min(best.native_s, once(Products::native));
+    best.f32_s = std::min(best.f32_s, once(Products::f32));
+  }
+  cpu::set_matmul_lowp_fallback(matmul_was);
+  cpu::set_conv_lowp_fallback(conv_was);
+  return best;
+}
 
 }  // namespace zt::ops

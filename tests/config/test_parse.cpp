@@ -37,6 +37,7 @@ TEST(ConfigParse, EmptyObjectGivesDefaults) {
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{256, 256}));
   EXPECT_EQ(c.data.dir, "data/mnist");
   EXPECT_EQ(c.run.comm_backend, "auto");
+  EXPECT_EQ(c.run.bf16_products, "auto");
   EXPECT_EQ(c.raw, json::object());
   // The struct's own defaults agree with parsing an empty file.
   Config d;
@@ -205,6 +206,8 @@ TEST(ConfigParse, OutOfRange) {
               HasSubstr("'run.comm_timeout_s' must be a positive number"));
   EXPECT_THAT(error_of({{"run", {{"comm_backend", "nccl"}}}}),
               HasSubstr("'run.comm_backend' must be one of auto, local, mpi, shm, got \"nccl\""));
+  EXPECT_THAT(error_of({{"run", {{"bf16_products", "fast"}}}}),
+              HasSubstr("'run.bf16_products' must be one of auto, native, f32, got \"fast\""));
   EXPECT_THAT(error_of({{"model", {{"activation", "relu6"}}}}),
               HasSubstr("'model.activation' must be one of relu, gelu (did you mean \"relu\"?), got \"relu6\""));
   EXPECT_THAT(error_of({{"data", {{"dataset", "imagenet"}}}}), HasSubstr("one of mnist, fashion-mnist, cifar10"));

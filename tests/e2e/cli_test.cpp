@@ -133,6 +133,11 @@ TEST(Cli, ConfigErrorsAreOneLineNamingTheKey) {
   Result range = run(kBin + " train" + kConfig + " zero_optimization.stage=5");
   EXPECT_EQ(range.code, 1);
   EXPECT_NE(range.out.find("stage"), std::string::npos) << range.out;
+  Result products = run(kBin + " train" + kConfig + " run.bf16_products=fast");
+  EXPECT_EQ(products.code, 1);
+  EXPECT_EQ(count_lines(products.out), 1) << products.out;
+  EXPECT_NE(products.out.find("'run.bf16_products' must be one of auto, native, f32"), std::string::npos)
+      << products.out;
   Result missing = run(kBin + " train --config /nonexistent/ds.json");
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.out.find("/nonexistent/ds.json"), std::string::npos) << missing.out;
@@ -219,6 +224,7 @@ TEST_P(StageRun, TrainsEstimatesAndEvaluates) {
   ASSERT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("step 20/40"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("ETA"), std::string::npos);
+  EXPECT_EQ(t.out.find(" products: ") == std::string::npos, GetParam().precision.empty()) << t.out;
   auto lines = read_jsonl(dir + "/metrics.jsonl");
   ASSERT_GE(lines.size(), 3u);
   const auto& last_step = lines[lines.size() - 2];
@@ -295,6 +301,14 @@ TEST(Cli, MnistMlpInBf16ReachesTheSameTargetAccuracy) {
   const auto summary = read_json(dir + "/summary.json");
   EXPECT_EQ(summary["dtype"], "bf16");
   EXPECT_GE(summary["test_accuracy"].get<double>(), 0.975) << r.out;
+  // Note [16-bit products]: rank 0's choice, said once, in the start line and the start record.
+  EXPECT_EQ(count_of(r.out, "zerotrain: bf16 products: "), 1) << r.out;
+  const auto start = read_jsonl(dir + "/metrics.jsonl").front();
+  ASSERT_TRUE(start.contains("products")) << start.dump();
+  const std::string path = start["products"]["path"];
+  EXPECT_TRUE(path == "native" || path == "f32") << path;
+  EXPECT_EQ(start["products"]["setting"], "auto");
+  EXPECT_NE(r.out.find("bf16 products: " + path + " kernels ("), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -227,6 +227,7 @@ bool conv_native(DType dt) {
 }
 
 void set_conv_lowp_fallback(bool force) { g_force_fallback.store(force); }
+bool conv_lowp_fallback() { return g_force_fallback.load(); }
 int64_t conv_fallback_count() { return g_fallbacks.load(); }
 
 size_t conv_cache_size() {

@@ -19,6 +19,7 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, const ConvGeometry&
 void conv2d_backward_weights(const Tensor& dy, const Tensor& x, const ConvGeometry& g, Tensor& dw, Tensor* db);
 bool conv_native(DType dt);
 void set_conv_lowp_fallback(bool force);
+bool conv_lowp_fallback();
 int64_t conv_fallback_count();
 size_t conv_cache_size();
 

@@ -13,6 +13,8 @@ namespace zt::ops::cpu {
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor* bias, Tensor& out);
 bool matmul_native(DType dt);
 void set_matmul_lowp_fallback(bool force);
+bool matmul_lowp_fallback();  // forced (Note [16-bit products]: the f32 path)
+bool cpu_has_amx();
 int64_t matmul_fallback_count();
 size_t matmul_cache_size();
 

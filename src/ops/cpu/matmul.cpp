@@ -1,7 +1,8 @@
 // CPU matrix products through oneDNN. Transposes and strided views become memory strides (no
 // copies); primitives are cached by (shapes, strides, dtype, bias) so steady state creates none.
 // 16-bit products use oneDNN's bf16/f16 kernels (fp32 accumulation) where the CPU has them,
-// else Note [low-precision fallback].
+// else Note [low-precision fallback]; a run may choose that path where it is faster
+// (Note [16-bit products], ops.h).
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -163,6 +164,11 @@ bool matmul_native(DType dt) {
 }
 
 void set_matmul_lowp_fallback(bool force) { g_force_fallback.store(force); }
+bool matmul_lowp_fallback() { return g_force_fallback.load(); }
+bool cpu_has_amx() {  // oneDNN's ISA values are bit sets, each containing the ones below it
+  const int amx = int(dnnl::cpu_isa::avx512_core_amx);
+  return (int(dnnl::get_effective_cpu_isa()) & amx) == amx;
+}
 int64_t matmul_fallback_count() { return g_fallbacks.load(); }
 
 size_t matmul_cache_size() {

@@ -78,6 +78,7 @@ struct RunConfig {
   // false: no model.safetensors at the end (checkpoints only), for models whose consolidated
   // fp32 weights would not fit beside their swap files; an earlier run's weights are removed.
   bool save_weights = true;
+  std::string bf16_products = "auto";  // auto | native | f32: 16-bit products' path (Note [16-bit products])
 };
 
 // Sharded checkpoints of a run (zt/ckpt/checkpoint.h).

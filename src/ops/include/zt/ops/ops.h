@@ -56,6 +56,23 @@ bool matmul_native(DType dt);
 void set_matmul_lowp_fallback_for_testing(bool force);
 int64_t matmul_fallback_count();  // 16-bit products computed through the fallback so far
 
+// Note [16-bit products]: 16-bit matmuls and convolutions either run oneDNN's bf16/f16 kernels
+// (native) or widen to f32, run the f32 kernel and round once (f32: Note [low-precision
+// fallback]); both give the same result up to summation order. Which is faster depends on the
+// processor (AMX: native; AVX512-BF16 alone: often f32), so a run picks one before step 1
+// (zero::choose_products) and keeps it. The test hooks above and below share this switch.
+enum class Products { native, f32 };
+void set_lowp_products(Products p);  // matmuls and convolutions, process-wide
+Products lowp_products();
+const char* products_name(Products p);  // "native" | "f32"
+bool cpu_has_amx();                     // oneDNN's effective ISA includes AMX
+// Seconds for one Linear's 16-bit products in dt (forward x[m,k] @ w[n,k]^T and both backward
+// products) along each path: the best of `reps` after a warm-up. Restores the switch.
+struct ProductTimes {
+  double native_s = 0, f32_s = 0;
+};
+ProductTimes time_lowp_products(DType dt, int64_t m, int64_t k, int64_t n, int reps);
+
 // ---- elementwise (numpy broadcasting for binary ops) ----
 Shape broadcast_shape(const Shape& a, const Shape& b);  // throws "[broadcast] ..." if incompatible
 Tensor add(const Tensor& a, const Tensor& b);
