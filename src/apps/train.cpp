@@ -270,6 +270,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     if (lead) std::fprintf(stderr, "zerotrain: resumed from %s at step %lld\n", path.c_str(), (long long)first_step);
   }
   fault.check_reachable(world, total_steps, cfg.checkpoint.every_steps, first_step);
+  const std::string zeropp = engine.zeropp_summary();
+  if (lead && !zeropp.empty()) std::fprintf(stderr, "zerotrain: ZeRO++: %s\n", zeropp.c_str());
   auto save = [&](int64_t steps_done) {
     char tag[32];
     std::snprintf(tag, sizeof tag, "step_%08lld", (long long)steps_done);
@@ -296,6 +298,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                                {"comm_backend", group.backend()},
                                {"memory_plan", mem_plan.record},
                                {"products", products_record(products, dt)},
+                               {"zeropp", zeropp},
                                {"config", cfg.raw}});
     });
     std::fprintf(stderr,
@@ -442,7 +445,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                           {"grad_norm", st.grad_norm},
                           {"samples_per_s", sps},
                           {"elapsed_s", elapsed},
-                          {"comm_bytes", group.stats().total_bytes()},
+                          {"comm_bytes", engine.comm_bytes()},
+                          {"cross_node_bytes", engine.cross_node_bytes()},
                           {"memory", mem},
                           {"memory_peak", mem_peak},
                           {"rss_peak", read_rss().peak},  // VmHWM: the OS's view of memory_plan
@@ -500,7 +504,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                             {"skipped_steps", skipped},
                             {"weights_saved", cfg.run.save_weights},
                             {"samples_per_s", double((total_steps - first_step) * bs.train_batch_size) / train_s},
-                            {"comm_bytes_rank0", group.stats().total_bytes()}};
+                            {"comm_bytes_rank0", engine.comm_bytes()}};
   if (final_eval) summary.update(final_eval->metrics);
   // Two votes (Note [agreed stops]): after rank 0 wrote the outputs under temporary names, and
   // after it committed them, so no rank finalizes while rank 0 may still block in I/O.

@@ -24,6 +24,7 @@ void check_buffer(Coll c, const Tensor& t, const char* what);
 void check_op(Coll c, ReduceOp op, DType d);
 void check_reduce_scatter(int size, const Tensor& in, const Tensor& out);
 void check_all_gather(int size, const Tensor& in, const Tensor& out);
+void check_all_to_all(int size, const Tensor& in, const Tensor& out);
 void check_root(int size, int root);
 // True when the byte ranges of a and b intersect (both contiguous).
 bool overlaps(const Tensor& a, const Tensor& b);

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <utility>
 
 #include "comm_detail.h"
 
@@ -33,6 +35,8 @@ const char* coll_name(Coll c) {
       return "broadcast";
     case Coll::barrier:
       return "barrier";
+    case Coll::all_to_all:
+      return "all_to_all";
   }
   return "unknown";
 }
@@ -96,6 +100,55 @@ WorkPtr Group::barrier_async(const CollOptions& opts) {
   WorkPtr w = do_barrier(next_call(Coll::barrier, opts));
   count(Coll::barrier, 0);
   return w;
+}
+
+WorkPtr Group::all_to_all_async(const Tensor& in, Tensor& out, const CollOptions& opts) {
+  detail::check_all_to_all(size(), in, out);
+  WorkPtr w = do_all_to_all(in, out, next_call(Coll::all_to_all, opts));
+  count(Coll::all_to_all, in.nbytes());
+  return w;
+}
+
+namespace {
+// A Work that runs `then` once, on this thread, when `inner` completes.
+class ThenWork : public Work {
+ public:
+  ThenWork(WorkPtr inner, std::function<void()> then) : Work(inner->seq()), inner_(std::move(inner)), then_(std::move(then)) {}
+  void wait() override {
+    inner_->wait();
+    run();
+  }
+  bool test() override {
+    if (!inner_->test()) return false;
+    run();
+    return true;
+  }
+  double busy_seconds() const override { return inner_->busy_seconds(); }
+  double blocked_seconds() const override { return inner_->blocked_seconds(); }
+
+ private:
+  void run() {
+    if (then_) std::exchange(then_, nullptr)();
+  }
+  WorkPtr inner_;
+  std::function<void()> then_;
+};
+}  // namespace
+
+WorkPtr Group::do_all_to_all(const Tensor& in, Tensor& out, const Call& c) {
+  const int64_t n = in.numel(), k = n / size();
+  Tensor all = Tensor::empty({int64_t(size()) * n}, in.dtype(), MemTag::comm);
+  Call gather = c;  // the backend runs an all_gather (shm dispatches on it)
+  gather.coll = Coll::all_gather;
+  WorkPtr w = do_all_gather(in, all, gather);
+  const int me = rank();
+  return std::make_shared<ThenWork>(std::move(w), [all, out, n, k, me, p = size()]() mutable {
+    for (int r = 0; r < p; ++r) {
+      const Tensor piece = all.slice(0, r * n + me * k, r * n + (me + 1) * k);
+      Tensor dst = out.view({out.numel()}).slice(0, r * k, (r + 1) * k);
+      detail::copy_bytes(piece, dst);
+    }
+  });
 }
 
 double Group::all_reduce_scalar(double v, const CollOptions& opts) {
@@ -167,6 +220,13 @@ void check_all_gather(int size, const Tensor& in, const Tensor& out) {
   check_pair(Coll::all_gather, in, out);
   ZT_CHECK(out.numel() == int64_t(size) * in.numel(), "[comm] all_gather: output has ", out.numel(),
            " elements, expected group size ", size, " x input ", in.numel(), " = ", int64_t(size) * in.numel());
+}
+
+void check_all_to_all(int size, const Tensor& in, const Tensor& out) {
+  check_pair(Coll::all_to_all, in, out);
+  ZT_CHECK(in.numel() == out.numel() && in.numel() % size == 0, "[comm] all_to_all: input has ", in.numel(),
+           " and output ", out.numel(), " elements; both must be the same multiple of the group size ", size);
+  ZT_CHECK(!overlaps(in, out), "[comm] all_to_all: input and output must not overlap");
 }
 
 void check_root(int size, int root) {

@@ -187,6 +187,8 @@ class HierGroup : public Group {
   int rank() const override { return st_->rank; }
   int size() const override { return st_->size; }
   const char* backend() const override { return "shm+mpi"; }
+  int local_size() const override { return local_size_; }
+  uint64_t cross_node_bytes() const override { return lane(kInter).stats().total_bytes(); }
 
   std::shared_ptr<Group> split(int color, int key) override {
     ZT_CHECK(color >= 0, "[comm] split: color ", color, " must be >= 0");
@@ -321,26 +323,54 @@ MPI_Comm split_node(MPI_Comm c, int rank) {
   return node;
 }
 
-}  // namespace
+// This rank's node in c and whether the nodes allow the hierarchy (collective over c).
+struct NodeLayout {
+  MPI_Comm node = MPI_COMM_NULL;  // the caller frees it
+  int local = 0, local_size = 1, smallest = 1, largest = 1;
+  bool one_node = false;
+  bool alike = false;  // the same number of ranks on every node, each node's ranks consecutive
+};
 
-GroupPtr make_node_group_on(MPI_Comm c, bool shm_required, size_t slot_bytes) {
-  int rank = 0, size = 0, local = 0, local_size = 0;
+NodeLayout node_layout(MPI_Comm c) {
+  int rank = 0, size = 0;
   MPI_Comm_rank(c, &rank);
   MPI_Comm_size(c, &size);
-  MPI_Comm node = split_node(c, rank);
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_size(node, &local_size);
+  NodeLayout n;
+  n.node = split_node(c, rank);
+  MPI_Comm_rank(n.node, &n.local);
+  MPI_Comm_size(n.node, &n.local_size);
   // The hierarchy needs rank = m*L + l with the same L on every node; every rank must agree.
-  int mine[3] = {local_size, -local_size, rank == (rank / local_size) * local_size + local ? 1 : 0}, all[3];
+  int mine[3] = {n.local_size, -n.local_size, rank == (rank / n.local_size) * n.local_size + n.local ? 1 : 0}, all[3];
   check_mpi(MPI_Allreduce(mine, all, 3, MPI_INT, MPI_MIN, c), "MPI_Allreduce");
-  const bool one_node = local_size == size, alike = all[0] == -all[1] && all[2] == 1;
+  n.one_node = n.local_size == size;
+  n.smallest = all[0];
+  n.largest = -all[1];
+  n.alike = all[0] == -all[1] && all[2] == 1;
+  return n;
+}
+
+}  // namespace
+
+int ranks_per_node(MPI_Comm c) {
+  NodeLayout n = node_layout(c);
+  MPI_Comm_free(&n.node);
+  return n.alike ? n.local_size : 1;
+}
+
+GroupPtr make_node_group_on(MPI_Comm c, bool shm_required, size_t slot_bytes) {
+  int size = 0;
+  MPI_Comm_size(c, &size);
+  NodeLayout layout = node_layout(c);
+  MPI_Comm node = layout.node;
+  const int local = layout.local, local_size = layout.local_size;
+  const bool one_node = layout.one_node, alike = layout.alike;
   if (!one_node && !(alike && local_size > 1)) {
     MPI_Comm_free(&node);
     if (!shm_required) return make_mpi_group_on(c);
     if (!mpi_finalized()) MPI_Comm_free(&c);
     ZT_THROW_AS(ErrorKind::comm, "[comm] backend 'shm' across nodes needs the same number of ranks (more than one) ",
                 "on every node, each node's ranks consecutive (mpirun --map-by slot); this node has ", local_size,
-                " of ", size, " ranks, nodes have ", all[0], " to ", -all[1], " (use 'mpi' or 'auto')");
+                " of ", size, " ranks, nodes have ", layout.smallest, " to ", layout.largest, " (use 'mpi' or 'auto')");
   }
   auto make = [&]() -> GroupPtr {
     if (!one_node) return std::make_shared<HierGroup>(c, node, slot_bytes);

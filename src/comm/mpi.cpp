@@ -282,11 +282,14 @@ class MpiGroup : public Group {
     check_mpi(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(c, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(c, &size_), "MPI_Comm_size");
+    local_size_ = ranks_per_node(c);
   }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "mpi"; }
+  int local_size() const override { return local_size_; }
+  uint64_t cross_node_bytes() const override { return local_size_ == size_ ? 0 : stats().total_bytes(); }
 
   // Blocking (MPI has no non-blocking split): every rank of this group must call it.
   std::shared_ptr<Group> split(int color, int key) override {
@@ -390,6 +393,15 @@ class MpiGroup : public Group {
     return issued(r, c, {buf}, nullptr);
   }
 
+  WorkPtr do_all_to_all(const Tensor& in, Tensor& out, const Call& c) override {
+    const int k = mpi_count(c.coll, in.numel() / size_);
+    const MPI_Datatype dt = mpi_dtype(in.dtype());
+    MPI_Request r;
+    check_mpi(MPI_Ialltoall(in.raw_data(), k, dt, out.raw_data(), k, dt, comm_->c, &r), "MPI_Ialltoall",
+              call_name(c.coll, c.seq, c.label));
+    return issued(r, c, {in, out}, nullptr);
+  }
+
   WorkPtr do_barrier(const Call& c) override {
     MPI_Request r;
     check_mpi(MPI_Ibarrier(comm_->c, &r), "MPI_Ibarrier", call_name(c.coll, c.seq, c.label));
@@ -405,7 +417,7 @@ class MpiGroup : public Group {
   }
 
   std::shared_ptr<Comm> comm_;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1;
 };
 
 }  // namespace

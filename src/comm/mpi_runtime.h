@@ -27,6 +27,8 @@ GroupPtr make_shm_group_on(MPI_Comm c, size_t slot_bytes);
 // segment can be made). Several nodes, alike and in consecutive ranks: shm inside each node and
 // mpi between them. Else mpi, or for shm_required an ErrorKind::comm naming the layout.
 GroupPtr make_node_group_on(MPI_Comm c, bool shm_required, size_t slot_bytes);
+// hier.cpp: Group::local_size() of a group over c (collective over c).
+int ranks_per_node(MPI_Comm c);
 
 // Note [wait backoff]: OpenMPI progresses only inside MPI calls (shared-memory fragments need
 // both sides polling), but ranks may outnumber cores (4 on 2). So: spin on a test briefly,

@@ -239,7 +239,10 @@ class ShmEngine {
         return broadcast(w.t[0], w.root, wf);
       case Coll::barrier:
         return sync(wf);
+      case Coll::all_to_all:  // Group::do_all_to_all runs it as an all_gather
+        break;
     }
+    ZT_ASSERT(false, "[comm] shm runs no ", coll_name(w.coll));
   }
 
   void sync(const ShmWaitFor& wf) { seg_.sync(wf); }
@@ -390,6 +393,7 @@ class ShmGroup : public Group {
   int rank() const override { return st_->seg->rank(); }
   int size() const override { return st_->seg->size(); }
   const char* backend() const override { return "shm"; }
+  int local_size() const override { return size(); }
 
   // Blocking and collective over this group's ranks, like MpiGroup::split.
   std::shared_ptr<Group> split(int color, int key) override {

@@ -55,7 +55,9 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   s.allow({"stage", "overlap_comm", "contiguous_gradients", "reduce_bucket_size", "allgather_bucket_size",
            "stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_param_persistence_threshold",
            "offload_optimizer", "offload_param", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
-           "sub_group_size", "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save"});
+           "sub_group_size", "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
+           "zero_quantized_weights", "zero_quantized_gradients", "zero_quantized_gradients_bits",
+           "zero_hpz_partition_size"});
   s.read_int("stage", z.stage, 0, 3);
   s.read_bool("overlap_comm", z.overlap_comm);
   s.read_bool("contiguous_gradients", z.contiguous_gradients);
@@ -70,6 +72,22 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   ZT_CHECK_AS(ErrorKind::config, z.offload_param.device != "nvme" || z.stage == 3, "[config] ", s.source(), ": '",
               s.path("offload_param.device"), "' = \"nvme\" needs '", s.path("stage"),
               "' 3 (below it every rank holds all parameters), got ", z.stage);
+  s.read_bool("zero_quantized_weights", z.zero_quantized_weights);
+  s.read_bool("zero_quantized_gradients", z.zero_quantized_gradients);
+  s.read_int("zero_quantized_gradients_bits", z.zero_quantized_gradients_bits, 4, 8);
+  ZT_CHECK_AS(ErrorKind::config, z.zero_quantized_gradients_bits == 4 || z.zero_quantized_gradients_bits == 8,
+              "[config] ", s.source(), ": '", s.path("zero_quantized_gradients_bits"), "' = ",
+              z.zero_quantized_gradients_bits, " is not a width we quantize to (allowed: 4 or 8)");
+  s.read_int("zero_hpz_partition_size", z.zero_hpz_partition_size, 1);
+  auto needs_stage3 = [&](const char* key, bool on) {
+    ZT_CHECK_AS(ErrorKind::config, !on || z.stage == 3, "[config] ", s.source(), ": '", s.path(key), "' needs '",
+                s.path("stage"), "' 3 (it changes the parameter all-gathers), got ", z.stage);
+  };
+  needs_stage3("zero_quantized_weights", z.zero_quantized_weights);
+  needs_stage3("zero_hpz_partition_size", z.zero_hpz_partition_size > 1);
+  ZT_CHECK_AS(ErrorKind::config, !z.zero_quantized_gradients || z.stage >= 1, "[config] ", s.source(), ": '",
+              s.path("zero_quantized_gradients"), "' needs '", s.path("stage"),
+              "' 1, 2 or 3 (it quantizes the reduce-scatter), got ", z.stage);
   // DeepSpeed keys whose only value we implement is DeepSpeed's default behaviour.
   for (const char* key : {"reduce_scatter", "allgather_partitions"}) {
     bool on = true;

@@ -9,6 +9,7 @@
 #include "model_layout.h"
 #include "optim_shard.h"
 #include "param_store.h"
+#include "wire.h"
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
 #include "zt/nn/transformer.h"
@@ -54,9 +55,11 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
   // Swap files are made by every rank on its own disk: one agreed error if any rank cannot.
+  groups_ = std::make_unique<CommGroups>(make_comm_groups(group_, opts_.zero));
   std::string swap_error;
   try {
-    store_ = std::make_unique<ParamStore>(plan_, params_, *group_, stage3_limits(opts_), materialize);
+    store_ = std::make_unique<ParamStore>(plan_, params_, *groups_, stage3_limits(opts_),
+                                          opts_.zero.zero_quantized_weights, materialize);
     optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(),
                                           [this](size_t b) { return store_->owned_copy(b); });
   } catch (const Error& e) {  // only the swap files' own failures (disk, folder) are per rank
@@ -69,7 +72,8 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     comm::agree_on_error(*group_, swap_error, label("swap files"), ErrorKind::checkpoint);
   const int64_t inflight =
       opts_.max_inflight_reduce_elems > 0 ? opts_.max_inflight_reduce_elems : plan_.grad_bucket_elems;
-  reducer_ = std::make_unique<GradReducer>(plan_, params_, *group_, opts_.zero.overlap_comm, inflight,
+  const int qgz_bits = groups_->cross ? opts_.zero.zero_quantized_gradients_bits : 0;
+  reducer_ = std::make_unique<GradReducer>(plan_, params_, *groups_, qgz_bits, opts_.zero.overlap_comm, inflight,
                                            [this](size_t b) { store_->release(b); });
   if (policy.loss_scaling) scaler_ = std::make_unique<optim::LossScaler>(opts_.fp16);
   if (policy.shard_parameters()) install_unit_hooks();
@@ -91,6 +95,24 @@ std::string Engine::label(const std::string& what) const { return "step " + std:
 double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
 SparseCommBytes Engine::sparse_comm_bytes() const { return reducer_->sparse_bytes(); }
+
+uint64_t Engine::comm_bytes() const { return groups_->bytes(); }
+
+uint64_t Engine::cross_node_bytes() const { return groups_->cross_node_bytes(); }
+
+std::string Engine::zeropp_summary() const {
+  const config::ZeroConfig& z = opts_.zero;
+  std::string s;
+  auto add = [&s](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+  if (z.zero_quantized_weights) add("int8 weights");
+  const int nodes = group_->size() / groups_->local_size;
+  if (z.zero_quantized_gradients)
+    add(groups_->cross ? "int" + std::to_string(z.zero_quantized_gradients_bits) + " gradients across " +
+                             std::to_string(nodes) + " nodes"
+                       : "gradients dense (one node: nothing crosses)");
+  if (groups_->secondary) add("backward gathers over " + std::to_string(groups_->secondary->size()) + " ranks");
+  return s;
+}
 
 // Stage 3: a unit is gathered before its forward (the next ones prefetched) and released after
 // it; when backward reaches the unit it is gathered again; the reducer releases it once its

@@ -6,11 +6,13 @@
 
 namespace zt::zero {
 
-GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, comm::Group& group, bool overlap,
-                         int64_t max_inflight_elems, Callback on_launched)
+GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, int quantized_bits,
+                         bool overlap, int64_t max_inflight_elems, Callback on_launched)
     : plan_(plan),
       params_(std::move(params)),
-      group_(group),
+      group_(*groups.all),
+      dense_(quantized_bits > 0 ? make_quantized_encoder(groups, quantized_bits)
+                                : make_dense_encoder(*groups.all, plan.policy.shard_optimizer())),
       overlap_(overlap),
       max_inflight_(max_inflight_elems),
       on_launched_(std::move(on_launched)) {
@@ -30,6 +32,8 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, comm::Gro
       ZT_CHECK(p.dim() == 2, "[zero] a sparse gradient needs a [rows, columns] parameter, got ", shape_str(p.shape()));
       autograd::set_sparse_grad(p, true);
       autograd::clear_touched_rows(p);
+      buf.rows = make_sparse_rows_encoder(group_, p, plan_.buffers[b].params[0].offset, plan_.buffers[b].padded,
+                                          pol.shard_optimizer(), pol.comm_dtype, sparse_bytes_);
       if (plan_.buffers[b].tied_rows)
         autograd::set_grad_partial_hook(p, [this, b](Tensor&, int left) { on_param_partial(b, left); });
     }
@@ -105,13 +109,12 @@ void GradReducer::launch(size_t b, bool early) {
   const int64_t n = plan_.buffers[b].padded;
   while (!inflight_.empty() && inflight_elems_ + n > max_inflight_) finish(inflight_.front());
   buf.launched = true;
-  buf.busy = true;
   comm::CollOptions o;
   o.op = comm::ReduceOp::avg;
   o.label = label_ + ", bucket " + std::to_string(b);
   TagScope tag(MemTag::comm);
   if (plan_.buffers[b].sparse) {
-    launch_sparse(b, o);
+    buf.transfer = buf.rows->launch(buf.full, o);
   } else {
     Tensor in = buf.full;
     if (pol.comm_dtype != buf.full.dtype()) in = ops::cast(buf.full, pol.comm_dtype);
@@ -121,13 +124,8 @@ void GradReducer::launch(size_t b, bool early) {
       buf.early = true;
       ++sparse_bytes_.tied_early;
     }
-    buf.wire = in;
-    if (!pol.shard_optimizer()) {
-      buf.work = group_.all_reduce_async(buf.wire, o);
-    } else {
-      buf.recv = Tensor::empty({buf.own.size()}, pol.comm_dtype);
-      buf.work = group_.reduce_scatter_async(buf.wire, buf.recv, o);
-    }
+    buf.sent = in;
+    buf.transfer = dense_->launch(in, o);
   }
   inflight_.push_back(b);
   inflight_elems_ += n;
@@ -135,79 +133,22 @@ void GradReducer::launch(size_t b, bool early) {
   if (!overlap_) finish(b);
 }
 
-// Note [sparse rows]: the most rows any rank touched (a blocking max: every rank launches its
-// buckets in the same order), then the ids and rows all-gathered; finish_sparse sums them.
-void GradReducer::launch_sparse(size_t b, const comm::CollOptions& o) {
-  Buf& buf = bufs_[b];
-  const ParamSlot& s = plan_.buffers[b].params.at(0);
-  const Tensor& p = params_[s.index];
-  const int64_t V = p.size(0), C = p.size(1), N = group_.size();
-  const DType wire = plan_.policy.comm_dtype;
-  const std::vector<int32_t>& rows = autograd::touched_rows(p);
-  Tensor k = Tensor::from_ints({int32_t(rows.size())}, {1});
-  group_.all_reduce(k, comm::CollOptions(comm::ReduceOp::max, o.label + ", sparse row count"));
-  const int64_t K = k.data<int32_t>()[0];
-  PackedRows packed = pack_rows(buf.full, s.offset, V, C, rows, K, wire);
-  autograd::clear_touched_rows(p);  // the next window starts empty
-  buf.ids = packed.ids;
-  buf.wire = packed.rows;
-  buf.ids_all = Tensor::empty({N * K}, DType::i32);
-  buf.rows_all = Tensor::empty({N * K * C}, wire);
-  if (K > 0) {  // else no rank touched a row: nothing to gather, the average is zero
-    buf.ids_work = group_.all_gather_async(buf.ids, buf.ids_all, comm::CollOptions(o.label + ", sparse row ids"));
-    buf.work = group_.all_gather_async(buf.wire, buf.rows_all, comm::CollOptions(o.label + ", sparse rows"));
-  }
-  const int64_t w = int64_t(dtype_size(wire)), padded = plan_.buffers[b].padded;
-  sparse_bytes_.moved += 2 * 4 + (K > 0 ? N * K * (4 + C * w) : 0);
-  sparse_bytes_.dense_equivalent += (plan_.policy.shard_optimizer() ? 1 : 2) * padded * w;
-}
-
-void GradReducer::finish_sparse(size_t b) {
-  Buf& buf = bufs_[b];
-  for (comm::WorkPtr* w : {&buf.ids_work, &buf.work})
-    if (*w) {
-      (*w)->wait();
-      comm_overlap_.add(**w);
-    }
-  buf.ids_work = nullptr;
-  buf.work = nullptr;
-  const ParamSlot& s = plan_.buffers[b].params.at(0);
-  const Tensor& p = params_[s.index];
-  const Policy& pol = plan_.policy;
-  const Range dst = pol.shard_optimizer() ? buf.own : Range{0, plan_.buffers[b].padded};
-  TagScope tag(MemTag::comm);
-  Tensor avg =
-      average_rows(buf.ids_all, buf.rows_all, s.offset, p.size(0), p.size(1), dst, group_.size(), pol.comm_dtype);
-  // From here on as the dense path after its collective: stage 0 reads wire, stages 1-3 recv.
-  (pol.shard_optimizer() ? buf.recv : buf.wire) = avg;
-  buf.ids = buf.ids_all = buf.rows_all = Tensor();
-}
-
 void GradReducer::finish(size_t b) {
   Buf& buf = bufs_[b];
-  if (!buf.busy) return;
-  buf.busy = false;
-  if (plan_.buffers[b].sparse) {
-    finish_sparse(b);
-  } else {
-    buf.work->wait();
-    comm_overlap_.add(*buf.work);
-    buf.work = nullptr;
-  }
+  if (!buf.transfer) return;
+  const Tensor avg = buf.transfer->finish(comm_overlap_);
+  buf.transfer = nullptr;
+  buf.sent = Tensor();
   for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
     if (*it == b) {
       inflight_.erase(it);
       break;
     }
   inflight_elems_ -= plan_.buffers[b].padded;
-  const Policy& pol = plan_.policy;
-  const Tensor avg = pol.shard_optimizer() ? buf.recv : buf.wire;
   if (buf.early)  // the rows come next (finish_tied_rows); full keeps accumulating them
     buf.early_sum = avg;
   else
     store_reduced(b, avg, Tensor());
-  buf.wire = Tensor();
-  buf.recv = Tensor();
 }
 
 // The averaged gradient (stage 0: the whole buffer; else this rank's range), plus the tied
@@ -239,18 +180,17 @@ void GradReducer::end_backward() {
 // Note [tied rows]: the embedding's rows, averaged as sparse rows, plus the dense part's average.
 void GradReducer::finish_tied_rows(size_t b) {
   Buf& buf = bufs_[b];
-  const Policy& pol = plan_.policy;
   buf.early = false;
+  Tensor rows;
   {
     comm::CollOptions o;
     o.op = comm::ReduceOp::avg;
     o.label = label_ + ", bucket " + std::to_string(b) + " embedding rows";
     TagScope tag(MemTag::comm);
-    launch_sparse(b, o);
-    finish_sparse(b);
+    rows = buf.rows->launch(buf.full, o)->finish(comm_overlap_);
   }
-  store_reduced(b, buf.early_sum, pol.shard_optimizer() ? buf.recv : buf.wire);
-  buf.early_sum = buf.wire = buf.recv = Tensor();
+  store_reduced(b, buf.early_sum, rows);
+  buf.early_sum = Tensor();
 }
 
 Tensor GradReducer::owned(size_t b) const {

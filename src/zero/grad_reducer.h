@@ -1,10 +1,9 @@
 #pragma once
 // Gradients of every flat buffer: backward writes each parameter's gradient straight into its
 // buffer's full gradient (contiguous_gradients); once every parameter of a buffer is final the
-// buffer is averaged over the ranks (all-reduce at stage 0, reduce-scatter otherwise) in the
-// wire dtype, and at stages 2-3 added into this rank's gradient shard and freed. A sparse buffer
-// (one embedding weight) travels as the rows its uses touched (Note [sparse rows]); a tied one
-// travels in two parts (Note [tied rows]).
+// buffer is averaged over the ranks in one of the wire formats (Note [wire formats]: dense,
+// quantized across nodes, or a sparse buffer's touched rows), and at stages 2-3 added into this
+// rank's gradient shard and freed. A tied embedding travels in two parts (Note [tied rows]).
 #include <deque>
 #include <functional>
 #include <string>
@@ -15,6 +14,7 @@
 #include "zt/core/tensor.h"
 #include "zt/zero/engine.h"
 #include "zt/zero/plan.h"
+#include "wire.h"
 
 namespace zt::zero {
 
@@ -23,8 +23,9 @@ class GradReducer {
   using Callback = std::function<void(size_t buffer)>;
   // on_launched(b) runs once buffer b's gradient is complete and its reduction launched: the
   // parameters are not needed any more this pass (stage 3 releases the unit right away).
-  GradReducer(const Plan& plan, std::vector<Tensor> params, comm::Group& group, bool overlap,
-              int64_t max_inflight_elems, Callback on_launched);
+  // quantized_bits: 0 for dense, else qgZ's width (groups.cross must exist).
+  GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, int quantized_bits,
+              bool overlap, int64_t max_inflight_elems, Callback on_launched);
   ~GradReducer();
 
   void begin_backward(bool boundary, const std::string& label);
@@ -42,13 +43,11 @@ class GradReducer {
     Range own;
     Tensor full;   // padded, full_grad_dtype (stages 0-1 persistent, 2-3 during backward)
     Tensor shard;  // stages 2-3: accumulated over micro-batches
-    Tensor wire, recv;
-    comm::WorkPtr work;
-    Tensor ids, ids_all, rows_all;  // sparse: this rank's packed rows go out in wire, peers' come back here
-    comm::WorkPtr ids_work;
+    std::unique_ptr<WireEncoder> rows;  // sparse and tied buffers: the touched rows' format
+    std::unique_ptr<Transfer> transfer;  // launched and not finished
+    Tensor sent;                         // the wire-dtype tensor in flight
     int pending = 0;
     bool launched = false;
-    bool busy = false;   // launched and not finished
     bool early = false;  // tied rows: the dense part is launched; the rows follow in end_backward
     Tensor early_sum;    // tied rows: the dense part's average, once finished
   };
@@ -58,13 +57,12 @@ class GradReducer {
   void launch(size_t b, bool early = false);
   void finish_tied_rows(size_t b);
   void store_reduced(size_t b, const Tensor& avg, const Tensor& rows);
-  void launch_sparse(size_t b, const comm::CollOptions& o);
   void finish(size_t b);
-  void finish_sparse(size_t b);
 
   const Plan& plan_;
   std::vector<Tensor> params_;
   comm::Group& group_;
+  std::unique_ptr<WireEncoder> dense_;  // dense or quantized
   bool overlap_;
   int64_t max_inflight_;
   Callback on_launched_;

@@ -9,14 +9,20 @@
 
 #include <cstring>
 
+#include "quantize.h"
 #include "swap_file.h"
 #include "zt/ops/ops.h"
 
 namespace zt::zero {
 
-ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, Stage3Limits limits,
-                       const Materialize& materialize)
-    : plan_(plan), params_(std::move(params)), group_(group), limits_(limits) {
+ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, Stage3Limits limits,
+                       bool quantized_weights, const Materialize& materialize)
+    : plan_(plan),
+      params_(std::move(params)),
+      group_(*groups.all),
+      groups_(groups),
+      limits_(limits),
+      quantized_weights_(quantized_weights) {
   const Policy& pol = plan_.policy;
   const size_t nb = plan_.buffers.size();
   bufs_.resize(nb);
@@ -179,6 +185,7 @@ ShardTensor ParamStore::owned_state(size_t b) {
 void ParamStore::publish(size_t b, const std::string& label) {
   Buf& buf = bufs_[b];
   const Policy& pol = plan_.policy;
+  buf.secondary = Tensor();  // the parameters change
   if (pol.shard_optimizer() && (!pol.shard_parameters() || buf.full.defined())) {
     comm::CollOptions o;
     o.label = label;
@@ -210,7 +217,19 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
     }
     comm::CollOptions o;
     o.label = label;
-    buf.gather_work = group_.all_gather_async(buf.shard, buf.full, o);
+    buf.training_gather = training_pass_;
+    if (training_pass_ && buf.secondary.defined()) {
+      buf.gather_work = groups_.secondary->all_gather_async(buf.secondary, buf.full, o);
+    } else if (training_pass_ && quantized_weights_) {
+      TagScope tag(MemTag::comm);
+      const int64_t words = packet_words(buf.own.size(), 8);
+      buf.packet = Tensor::empty({words}, DType::i32);
+      buf.packets = Tensor::empty({plan_.world * words}, DType::i32);
+      quantize_into(buf.shard, 8, buf.packet);
+      buf.gather_work = group_.all_gather_async(buf.packet, buf.packets, o);
+    } else {
+      buf.gather_work = group_.all_gather_async(buf.shard, buf.full, o);
+    }
     ++gathers_;
   }
   if (wait && buf.gather_work) {
@@ -226,6 +245,18 @@ void ParamStore::finish_gather(size_t b) {
   overlap_.add(*buf.gather_work);
   buf.gather_work = nullptr;
   if (buf.file && !buf.updating) buf.shard = Tensor();  // the file still holds it
+  if (buf.packets.defined()) {  // qwZ: every rank decodes every slice alike, its own too
+    const int64_t n = buf.own.size(), words = buf.packet.numel();
+    for (int r = 0; r < plan_.world; ++r)
+      dequantize_into(buf.packets.slice(0, r * words, (r + 1) * words), 8, buf.full.slice(0, r * n, (r + 1) * n));
+    buf.packet = buf.packets = Tensor();
+  }
+  if (groups_.secondary && buf.training_gather && !buf.secondary.defined()) {  // hpZ: keep this rank's piece
+    const int P = groups_.secondary->size(), i = groups_.secondary->rank();
+    const int64_t piece = plan_.buffers[b].padded / P;
+    TagScope tag(MemTag::param);
+    buf.secondary = buf.full.slice(0, i * piece, (i + 1) * piece).clone();
+  }
 }
 
 void ParamStore::release(size_t b, bool may_keep) {
@@ -277,6 +308,7 @@ bool ParamStore::reused_soon(size_t b) const {
 }
 
 void ParamStore::end_step() {
+  training_pass_ = false;  // until the next forward: consolidation gathers exactly
   recording_ = recording_ && trace_.empty();  // a step that gathered nothing does not make the trace
   following_ = !recording_;
   cursor_ = 0;

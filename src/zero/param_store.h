@@ -13,6 +13,7 @@
 #include "zt/zero/engine.h"
 #include "zt/zero/plan.h"
 #include "zt/zero/shard_state.h"
+#include "wire.h"
 
 namespace zt::zero {
 
@@ -26,8 +27,10 @@ class ParamStore {
   // `params` in model order; their current values, or for deferred ones what `materialize`
   // gives, become the initial parameters, written straight into the flat layout (stage 3: one
   // unit at a time, so construction holds one unit beyond the shards).
-  ParamStore(const Plan& plan, std::vector<Tensor> params, comm::Group& group, Stage3Limits limits,
-             const Materialize& materialize);
+  // Stage 3's training gathers follow Note [ZeRO++]: int8 with quantized_weights, from the
+  // secondary pieces when groups.secondary is set.
+  ParamStore(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, Stage3Limits limits,
+             bool quantized_weights, const Materialize& materialize);
   ~ParamStore();
 
   // This rank's working parameters of buffer b over plan.optim_range (the optimizer writes here);
@@ -45,7 +48,9 @@ class ParamStore {
   void gather(size_t b, bool wait, const std::string& label);  // stage 3
   // Stage 3; persistent units stay, and with `may_keep` a unit used again soon (Note [reuse distance]).
   void release(size_t b, bool may_keep = true);
-  void end_step();  // the first step's order of unit uses becomes the trace; later steps follow it
+  // The first step's order of unit uses becomes the trace; later steps follow it. Gathers after
+  // it and before the next forward (consolidation) are exact.
+  void end_step();
   // A forward of a training pass (gradients on) or of an evaluation (which leaves the trace alone).
   void begin_forward(bool training) { training_pass_ = training; }
   int64_t gathers() const { return gathers_; }                 // unit all-gathers launched since the engine was built
@@ -61,6 +66,9 @@ class ParamStore {
     Tensor full;   // padded, working dtype (stages 0-2 always; stage 3 while gathered)
     Tensor shard;  // stage 3: this rank's slice (a swapped unit: while read in)
     comm::WorkPtr gather_work;
+    Tensor packet, packets;  // qwZ: this rank's int8 packet and every rank's, while gathering
+    bool training_gather = false;  // launched by a training pass (Note [ZeRO++])
+    Tensor secondary;              // hpZ: this rank's piece of the full unit, until the update
     std::unique_ptr<SwapFile> file;  // Note [parameter swap]: the shard's records
     bool reading = false;            // a read into `shard` is in flight
     bool updating = false;           // owned(b) handed the shard out: publish writes it back
@@ -76,7 +84,9 @@ class ParamStore {
   const Plan& plan_;
   std::vector<Tensor> params_;
   comm::Group& group_;
+  const CommGroups& groups_;
   Stage3Limits limits_;
+  bool quantized_weights_;
   std::vector<Buf> bufs_;
   std::string swap_dir_;
   // Note [reuse distance]: units in the order the first step used them, and where this step is.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "wire.h"
 #include "zt/core/tensor.h"
 #include "zt/zero/layout.h"
 
@@ -25,5 +26,12 @@ PackedRows pack_rows(const Tensor& full, int64_t offset, int64_t V, int64_t C, c
 // the range `dst` of the flat buffer, in `out_dtype`; positions no row covers are zero.
 Tensor average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, Range dst, int world,
                     DType out_dtype);
+
+// The sparse-rows wire format (Note [wire formats]) of one [V, C] parameter `param` whose
+// gradient starts at `offset` of its buffer (`padded` elements): launch() takes the buffer's
+// full gradient and clears the parameter's touched rows; finish() gives the average over the
+// whole buffer (shard false) or this rank's shard, in `wire`. `bytes` counts what moved.
+std::unique_ptr<WireEncoder> make_sparse_rows_encoder(comm::Group& group, Tensor param, int64_t offset,
+                                                      int64_t padded, bool shard, DType wire, SparseCommBytes& bytes);
 
 }  // namespace zt::zero

@@ -147,6 +147,17 @@ TEST(CommFake, AllGatherRepeatsTheInputInEverySlot) {
   }
 }
 
+// The base class's all_to_all (an all_gather, keeping this rank's chunk of each): every peer
+// sends what this rank sends, so every chunk of out is in's chunk `rank`.
+TEST(CommFake, AllToAllGivesThisRanksChunkFromEveryPeer) {
+  GroupPtr g = make_fake_group(1, 3);
+  Tensor in = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {6}), out = Tensor::zeros({6});
+  g->all_to_all(in, out);
+  EXPECT_EQ(out.to_vector(), (std::vector<float>{3, 4, 3, 4, 3, 4}));
+  EXPECT_EQ(g->stats().bytes[size_t(Coll::all_to_all)], 24u);
+  EXPECT_EQ(g->local_size(), 1);
+}
+
 TEST(CommFake, AllGatherFromAnySlotOfTheOutput) {
   const int size = 3;
   for (int rank = 0; rank < size; ++rank) {

@@ -96,6 +96,9 @@ TEST(CommHier, SplitPicksTheBackendByLayout) {
   GroupPtr same_node = g->split(r / 2, r), across = g->split(r % 2, r);
   EXPECT_STREQ(same_node->backend(), "shm");  // ranks 2m, 2m+1: one "node"
   EXPECT_STREQ(across->backend(), "mpi");     // one rank on each node: nothing to share
+  EXPECT_EQ(g->local_size(), 2);              // what ZeRO++ splits along
+  EXPECT_EQ(same_node->local_size(), 2);
+  EXPECT_EQ(across->local_size(), 1);
   EXPECT_EQ(same_node->all_reduce_scalar(double(r)), double(r / 2 * 4 + 1));
   double expect = 0;
   for (int q = r % 2; q < n; q += 2) expect += q;

@@ -179,17 +179,53 @@ TEST(CommMpi, ByteCountersFollowTheNote) {
   g->all_gather(shard, full);
   g->broadcast(buf, 0);
   g->barrier();
+  Tensor spread = Tensor::zeros({int64_t(2 * n)}), got = Tensor::zeros({int64_t(2 * n)});
+  g->all_to_all(spread, got);
   const CommStats& s = g->stats();
   EXPECT_EQ(s.bytes[size_t(Coll::reduce_scatter)], 12 * n);
   EXPECT_EQ(s.bytes[size_t(Coll::all_gather)], 12 * n);
   EXPECT_EQ(s.bytes[size_t(Coll::broadcast)], 40u);
   EXPECT_EQ(s.bytes[size_t(Coll::barrier)], 0u);
-  EXPECT_EQ(s.total_bytes(), 80 + 24 * n + 40);
+  EXPECT_EQ(s.bytes[size_t(Coll::all_to_all)], 8 * n);  // its input
+  EXPECT_EQ(s.total_bytes(), 80 + 24 * n + 40 + 8 * n);
   for (size_t c = 0; c < kNumColl; ++c) EXPECT_EQ(s.calls[c], 1u) << coll_name(Coll(c));
   g->all_reduce_scalar(1.0);
   EXPECT_EQ(g->stats().bytes[size_t(Coll::all_reduce)], 88u);
   g->reset_stats();
   EXPECT_EQ(g->stats().total_bytes(), 0u);
+}
+
+// Chunk r of rank q's input lands in chunk q of rank r's output, at every length and dtype the
+// quantized gradients use (i32 words) and in f32; mpi sends only the chunks, shm gathers all.
+TEST(CommMpi, AllToAllDeliversEachChunkToItsRank) {
+  GroupPtr g = make_group(test::backend());
+  const int n = g->size(), me = g->rank();
+  for (int64_t k : {int64_t(1), int64_t(3), int64_t(1000)}) {
+    Tensor in = Tensor::empty({n * k}, DType::i32), out = Tensor::zeros({n * k}, DType::i32);
+    for (int r = 0; r < n; ++r)
+      for (int64_t i = 0; i < k; ++i) in.data<int32_t>()[r * k + i] = int32_t(1000000 * me + 1000 * r + i % 1000);
+    g->all_to_all_async(in, out, "spread")->wait();
+    for (int q = 0; q < n; ++q)
+      for (int64_t i = 0; i < k; ++i)
+        ASSERT_EQ(out.data<int32_t>()[q * k + i], int32_t(1000000 * q + 1000 * me + i % 1000)) << "k " << k;
+  }
+  Tensor f = Tensor::full({2 * int64_t(n)}, float(me)), fo = Tensor::zeros({2 * int64_t(n)});
+  g->all_to_all(f, fo);
+  for (int q = 0; q < n; ++q) EXPECT_EQ(fo.data<float>()[2 * q + 1], float(q));
+  Tensor odd = Tensor::zeros({int64_t(n) + 1}), odd_out = Tensor::zeros({int64_t(n) + 1});
+  if (n > 1) {
+    EXPECT_THROW(g->all_to_all(odd, odd_out), Error);  // not a multiple of the size
+  }
+  EXPECT_THROW(g->all_to_all(f, f), Error);                     // in place
+}
+
+// One node here: mpi and shm see every rank on it (hier_test covers two "nodes").
+TEST(CommMpi, LocalSizeIsTheRanksOfThisNode) {
+  GroupPtr g = make_group(test::backend());
+  if (std::getenv("ZT_COMM_NODE_RANKS")) GTEST_SKIP() << "nodes set by the test hook";
+  EXPECT_EQ(g->local_size(), g->size());
+  GroupPtr half = g->split(g->rank() % 2, g->rank());
+  EXPECT_EQ(half->local_size(), half->size());
 }
 
 TEST(CommMpi, BadInputThrowsOnEveryRankWithoutHanging) {

@@ -7,7 +7,8 @@
 // Byte accounting (Note [comm bytes]): per call, on this rank, we count the payload that an
 // optimal algorithm moves in and out in units of the buffer: reduce_scatter counts its input
 // bytes, all_gather its output bytes, all_reduce twice its buffer (reduce-scatter + all-gather),
-// broadcast its buffer. Hence a ZeRO step moves 2Ψ (stages 0-2) or 3Ψ (stage 3) elements.
+// broadcast its buffer, all_to_all its input bytes. Hence a ZeRO step moves 2Ψ (stages 0-2) or
+// 3Ψ (stage 3) elements.
 //
 // Errors: a timeout, a failed peer or an MPI error throws ErrorKind::comm; misuse (shapes,
 // dtypes, layout, root, an op the dtype cannot take) throws ErrorKind::invalid_argument on
@@ -27,8 +28,8 @@ namespace zt::comm {
 enum class ReduceOp { sum, avg, max };
 const char* reduce_op_name(ReduceOp op);
 
-enum class Coll { all_reduce, reduce_scatter, all_gather, broadcast, barrier };
-constexpr size_t kNumColl = 5;
+enum class Coll { all_reduce, reduce_scatter, all_gather, broadcast, barrier, all_to_all };
+constexpr size_t kNumColl = 6;
 const char* coll_name(Coll c);
 
 // Implicit constructors keep call sites short: all_reduce(t, ReduceOp::max),
@@ -91,6 +92,9 @@ class Group {
   WorkPtr all_gather_async(const Tensor& in, Tensor& out, const CollOptions& opts = {});
   WorkPtr broadcast_async(Tensor& buf, int root, const CollOptions& opts = {});
   WorkPtr barrier_async(const CollOptions& opts = {});
+  // in.numel() == out.numel() == size() * k: in's chunk r goes to rank r, out's chunk r comes
+  // from rank r (ZeRO++'s quantized gradients, whose pieces cannot be summed on the wire).
+  WorkPtr all_to_all_async(const Tensor& in, Tensor& out, const CollOptions& opts = {});
 
   void all_reduce(Tensor& buf, const CollOptions& opts = {}) { all_reduce_async(buf, opts)->wait(); }
   void reduce_scatter(const Tensor& in, Tensor& out, const CollOptions& opts = {}) {
@@ -101,7 +105,18 @@ class Group {
   }
   void broadcast(Tensor& buf, int root, const CollOptions& opts = {}) { broadcast_async(buf, root, opts)->wait(); }
   void barrier(const CollOptions& opts = {}) { barrier_async(opts)->wait(); }
+  void all_to_all(const Tensor& in, Tensor& out, const CollOptions& opts = {}) {
+    all_to_all_async(in, out, opts)->wait();
+  }
   double all_reduce_scalar(double v, const CollOptions& opts = {});  // convenience, f32 on the wire
+
+  // Ranks per node, when every node holds the same number of this group's ranks and each
+  // node's ranks are consecutive (rank = node * local_size() + local rank); else 1. Hierarchical
+  // schemes (ZeRO++) split along it. Fake and local groups: 1.
+  virtual int local_size() const { return 1; }
+  // Of stats(), the bytes of collectives between nodes (Note [comm bytes]): a hierarchical
+  // group's MPI lane, an mpi group's all when its ranks span nodes; 0 for shm, local, fake.
+  virtual uint64_t cross_node_bytes() const { return 0; }
 
   // Ends every process of the job (MPI_Abort); for the CLI after a fatal error. Local: no-op.
   virtual void abort_job(int code) = 0;
@@ -126,6 +141,9 @@ class Group {
   virtual WorkPtr do_all_gather(const Tensor& in, Tensor& out, const Call& c) = 0;
   virtual WorkPtr do_broadcast(Tensor& buf, int root, const Call& c) = 0;
   virtual WorkPtr do_barrier(const Call& c) = 0;
+  // By default an all_gather of every rank's whole input, keeping this rank's chunk of each:
+  // right for any backend, size() times the traffic (mpi sends only the chunks).
+  virtual WorkPtr do_all_to_all(const Tensor& in, Tensor& out, const Call& c);
 
  private:
   Call next_call(Coll coll, const CollOptions& opts);  // takes the next sequence number

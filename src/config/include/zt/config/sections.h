@@ -58,6 +58,14 @@ struct ZeroConfig {
   int64_t stage3_max_reuse_distance = 1'000'000'000;
   int64_t sub_group_size = 0;  // 0: not given (the swap tile is then 1M elements; DeepSpeed's default 1e9)
   OffloadConfig offload_optimizer, offload_param;
+  // ZeRO++ (Note [ZeRO++] in zero/wire.h): stage 3's parameter all-gathers in int8; gradients
+  // across nodes in int4 (or int8: zero_quantized_gradients_bits, a zerotrain key; stages 1-3);
+  // a second copy of the parameters partitioned over zero_hpz_partition_size ranks (1: none,
+  // else a divisor of the world size, usually the ranks per node), which backward gathers from.
+  bool zero_quantized_weights = false;
+  bool zero_quantized_gradients = false;
+  int zero_quantized_gradients_bits = 4;
+  int64_t zero_hpz_partition_size = 1;
 };
 
 // DeepSpeed's fp16 section (dynamic loss scaling unless loss_scale > 0). optim::LossScaler reads

@@ -104,6 +104,7 @@ struct Borrower {
 class ParamStore;
 class GradReducer;
 class OptimShard;
+struct CommGroups;
 
 class Engine {
  public:
@@ -130,6 +131,13 @@ class Engine {
   int64_t num_params() const { return plan_.numel(); }
   int64_t padded_params() const { return plan_.padded(); }
   const comm::GroupPtr& group() const { return group_; }
+  // Bytes this rank's collectives moved (Note [comm bytes]), over every group the engine uses
+  // (ZeRO++ adds the node, cross-node and secondary groups).
+  uint64_t comm_bytes() const;
+  uint64_t cross_node_bytes() const;  // of those, what crossed nodes (comm::Group::cross_node_bytes)
+  // What ZeRO++ does in this run ("" when off), e.g. "int8 weights, int4 gradients across 2
+  // nodes, backward gathers over 2 ranks".
+  std::string zeropp_summary() const;
   const EngineOptions& options() const { return opts_; }
   int64_t optimizer_steps() const { return steps_; }
   double loss_scale() const;
@@ -159,6 +167,7 @@ class Engine {
   comm::GroupPtr group_;
   EngineOptions opts_;
   Plan plan_;
+  std::unique_ptr<CommGroups> groups_;
   std::vector<Tensor> params_, frozen_;
   std::vector<std::string> names_, frozen_names_;
   std::vector<nn::Module*> units_;  // stage 3: unit i owns buffer i

@@ -1,0 +1,162 @@
+#include "wire.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "quantize.h"
+#include "zt/ops/ops.h"
+
+namespace zt::zero {
+
+namespace {
+template <typename Fn>
+uint64_t sum_distinct(const CommGroups& c, Fn bytes_of) {
+  uint64_t sum = 0;
+  std::vector<const comm::Group*> seen;
+  for (const comm::GroupPtr& g : {c.all, c.node, c.cross, c.secondary})
+    if (g && std::find(seen.begin(), seen.end(), g.get()) == seen.end()) {
+      seen.push_back(g.get());
+      sum += bytes_of(*g);
+    }
+  return sum;
+}
+}  // namespace
+
+uint64_t CommGroups::bytes() const {
+  return sum_distinct(*this, [](const comm::Group& g) { return g.stats().total_bytes(); });
+}
+
+uint64_t CommGroups::cross_node_bytes() const {
+  return sum_distinct(*this, [](const comm::Group& g) { return g.cross_node_bytes(); });
+}
+
+CommGroups make_comm_groups(comm::GroupPtr all, const config::ZeroConfig& zero) {
+  CommGroups g;
+  g.all = all;
+  const int n = all->size(), rank = all->rank();
+  g.local_size = all->local_size();
+  const int L = g.local_size, M = n / L;
+  if (zero.zero_quantized_gradients && M > 1) {
+    if (L > 1) {
+      g.node = all->split(rank / L, rank);
+      g.cross = all->split(rank % L, rank);
+    } else {
+      g.cross = all;
+    }
+  }
+  const int64_t P = zero.zero_hpz_partition_size;
+  if (P > 1) {
+    int64_t below = P, above = P;  // the nearest divisors of n on each side
+    while (n % below != 0) --below;
+    while (above <= n && n % above != 0) ++above;
+    ZT_CHECK_AS(ErrorKind::config, n % P == 0, "[zero] zero_optimization.zero_hpz_partition_size = ", P,
+                " must divide the world size ", n, " (nearest valid: ", below, above <= n ? " or " + std::to_string(above) : "",
+                ")");
+    g.secondary = P == L && g.node ? g.node : P == n ? all : all->split(int(rank / P), rank);
+  }
+  return g;
+}
+
+namespace {
+
+class DenseTransfer : public Transfer {
+ public:
+  DenseTransfer(comm::WorkPtr w, Tensor in, Tensor out) : work_(std::move(w)), in_(std::move(in)), out_(std::move(out)) {}
+  Tensor finish(CommOverlap& overlap) override {
+    work_->wait();
+    overlap.add(*work_);
+    return out_;
+  }
+
+ private:
+  comm::WorkPtr work_;
+  Tensor in_, out_;
+};
+
+class DenseEncoder : public WireEncoder {
+ public:
+  DenseEncoder(comm::Group& g, bool shard) : group_(g), shard_(shard) {}
+  std::unique_ptr<Transfer> launch(const Tensor& in, const comm::CollOptions& o) override {
+    if (!shard_) {
+      Tensor buf = in;
+      comm::WorkPtr w = group_.all_reduce_async(buf, o);
+      return std::make_unique<DenseTransfer>(std::move(w), in, in);
+    }
+    Tensor out = Tensor::empty({in.numel() / group_.size()}, in.dtype(), MemTag::comm);
+    comm::WorkPtr w = group_.reduce_scatter_async(in, out, o);
+    return std::make_unique<DenseTransfer>(std::move(w), in, out);
+  }
+
+ private:
+  comm::Group& group_;
+  bool shard_;
+};
+
+class QuantizedTransfer : public Transfer {
+ public:
+  QuantizedTransfer(comm::WorkPtr w, Tensor sent, Tensor got, int64_t shard, int bits, int world, DType out)
+      : work_(std::move(w)), sent_(std::move(sent)), got_(std::move(got)), shard_(shard), bits_(bits), world_(world),
+        out_(out) {}
+  Tensor finish(CommOverlap& overlap) override {
+    work_->wait();
+    overlap.add(*work_);
+    TagScope tag(MemTag::comm);
+    Tensor acc = Tensor::zeros({shard_}, DType::f32);
+    const int64_t words = packet_words(shard_, bits_);
+    for (int64_t off = 0; off < got_.numel(); off += words)  // node order: the same sum on every rank
+      dequantize_add(got_.slice(0, off, off + words), bits_, acc);
+    ops::scale_(acc, 1.f / float(world_));
+    return out_ == DType::f32 ? acc : ops::cast(acc, out_);
+  }
+
+ private:
+  comm::WorkPtr work_;
+  Tensor sent_, got_;
+  int64_t shard_;
+  int bits_, world_;
+  DType out_;
+};
+
+class QuantizedEncoder : public WireEncoder {
+ public:
+  QuantizedEncoder(const CommGroups& g, int bits) : groups_(g), bits_(bits) {}
+  std::unique_ptr<Transfer> launch(const Tensor& in, const comm::CollOptions& o) override {
+    const int world = groups_.all->size(), L = groups_.local_size, M = world / L;
+    const int64_t s = in.numel() / world;
+    TagScope tag(MemTag::comm);
+    Tensor sums = in;  // chunk m: this node's sum of the shard of rank m*L + l
+    if (groups_.node) {
+      sums = Tensor::empty({M * s}, in.dtype());
+      std::vector<comm::WorkPtr> parts;
+      comm::CollOptions sum(comm::ReduceOp::sum, o.label + ", in node", o.timeout_s);
+      for (int64_t m = 0; m < M; ++m) {
+        Tensor dst = sums.slice(0, m * s, (m + 1) * s);
+        parts.push_back(groups_.node->reduce_scatter_async(in.slice(0, m * L * s, (m + 1) * L * s), dst, sum));
+      }
+      for (auto& w : parts) w->wait();  // shared memory: waited here, so only the network overlaps
+    }
+    const int64_t words = packet_words(s, bits_);
+    Tensor sent = Tensor::empty({M * words}, DType::i32), got = Tensor::empty({M * words}, DType::i32);
+    for (int64_t m = 0; m < M; ++m) quantize_into(sums.slice(0, m * s, (m + 1) * s), bits_, sent.slice(0, m * words, (m + 1) * words));
+    comm::WorkPtr w = groups_.cross->all_to_all_async(sent, got, comm::CollOptions(o.label + ", quantized across nodes"));
+    return std::make_unique<QuantizedTransfer>(std::move(w), sent, got, s, bits_, world, in.dtype());
+  }
+
+ private:
+  const CommGroups& groups_;
+  int bits_;
+};
+
+}  // namespace
+
+std::unique_ptr<WireEncoder> make_dense_encoder(comm::Group& group, bool shard) {
+  return std::make_unique<DenseEncoder>(group, shard);
+}
+
+std::unique_ptr<WireEncoder> make_quantized_encoder(const CommGroups& groups, int bits) {
+  ZT_CHECK(groups.cross, "[zero] quantized gradients need the group of ranks across nodes");
+  return std::make_unique<QuantizedEncoder>(groups, bits);
+}
+
+}  // namespace zt::zero
