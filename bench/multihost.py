@@ -33,10 +33,10 @@ def sent_bytes():
     return [int(out[i + 2]) for i in range(0, len(out), 5)]  # "NAME tx N rx N" per host
 
 
-def train(a, model, stage, steps, run_dir):
+def train(a, model, stage, steps, run_dir, extra=()):
     """One run on the hosts; returns (metrics lines, bytes each host sent, parameters, dtype)."""
     shutil.rmtree(run_dir, ignore_errors=True)
-    over = MODELS[model] + [f"zero_optimization.stage={stage}", f"run.max_steps={steps}", "run.eval_at_end=false",
+    over = MODELS[model] + list(extra) + [f"zero_optimization.stage={stage}", f"run.max_steps={steps}", "run.eval_at_end=false",
                             "steps_per_print=1", "train_batch_size=16", "train_micro_batch_size_per_gpu=4",
                             f"run.dir={run_dir}"]
     before = sent_bytes()

@@ -103,6 +103,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   static_cast<zero::Stage3Limits&>(in) = zero::stage3_limits(opts);
   in.max_inflight_elems = opts.max_inflight_reduce_elems;
   in.overlap_comm = opts.zero.overlap_comm;
+  in.hpz_partition = opts.zero.zero_hpz_partition_size;
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
   in.activations = predict_activations(c, bs.micro, ctx.eval_batch);
   in.data = ctx.data_bytes;
@@ -169,6 +170,7 @@ nlohmann::json peak_json(const zero::PeakEstimate& p) {
           {"optim", s.optim},
           {"grad_buckets", p.grad_buckets},
           {"gathered", p.gathered},
+          {"hpz_pieces", p.secondary},
           {"param_staging", p.param_staging},
           {"activations", p.activations},
           {"workspace", p.workspace},

@@ -18,6 +18,8 @@ namespace zt::zero {
 //   (stage3_prefetch_bucket_size, stage3_max_live_parameters), in both directions, or the units
 //   that Note [reuse distance] keeps gathered between their forward and backward;
 // - parameter files (stage 3): the shards staged while they are read in (one unit's without prefetch);
+// - hpZ's secondary pieces (Note [ZeRO++]): 1/P of every unit that is not persistent. (qwZ's int8
+//   packets and qgZ's node sums and packets, transient and under a third of a bucket, are not counted);
 // - activations at the micro-batch (the caller's formula per model kind), the data already
 //   loaded, the shm slots, and workspace: the larger of the initialiser's f32 values and a
 //   stage-1/2 publish copy.
@@ -117,6 +119,9 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
   p.param_staging = pol.shard_parameters() ? window_peak(plan, in).staging : 0;
   p.grad_buckets = bucket_peak(plan, in);
   p.gathered = gathered_peak(plan, in);
+  if (pol.shard_parameters() && in.hpz_partition > 1)
+    for (size_t i = 0; i < plan.buffers.size(); ++i)
+      if (i >= plan.persistent.size() || !plan.persistent[i]) p.secondary += plan.buffers[i].padded / in.hpz_partition * pb;
   p.activations = in.activations;
   const int64_t publish = pol.shard_optimizer() && !pol.shard_parameters() ? largest_shard * pb : 0;
   p.workspace = std::max(4 * in.largest_param, publish);
@@ -134,6 +139,7 @@ std::string describe_peak(const PeakEstimate& p) {
   add("states", p.states.total());
   add("gradient buckets", p.grad_buckets);
   add("gathered units", p.gathered);
+  add("hpZ pieces", p.secondary);
   add("parameter staging", p.param_staging);
   add("activations", p.activations);
   add("workspace", p.workspace);

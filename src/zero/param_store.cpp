@@ -189,9 +189,11 @@ void ParamStore::publish(size_t b, const std::string& label) {
   if (pol.shard_optimizer() && (!pol.shard_parameters() || buf.full.defined())) {
     comm::CollOptions o;
     o.label = label;
-    if (pol.shard_parameters()) {
+    if (pol.shard_parameters()) {  // a gathered unit: kept (quantized as a training gather) or persistent
       if (buf.file) stage_in(b, true);
-      group_.all_gather(buf.shard, buf.full, o);
+      buf.training_gather = false;
+      launch_gather(b, quantized_weights_ && !plan_.persistent[b] ? Source::quantized : Source::exact, label);
+      finish_gather(b);
     } else {
       TagScope tag(MemTag::comm);  // the collective's input must not alias its output
       Tensor mine = buf.full.slice(0, buf.own.begin, buf.own.end).clone();
@@ -209,27 +211,24 @@ void ParamStore::publish(size_t b, const std::string& label) {
 
 void ParamStore::gather(size_t b, bool wait, const std::string& label) {
   Buf& buf = bufs_[b];
+  if (buf.full.defined() && !training_pass_ && !buf.exact) {  // kept with qwZ's values: consolidation reads exact ones
+    if (buf.gather_work) finish_gather(b);
+    if (buf.file) stage_in(b, true);
+    launch_gather(b, Source::exact, label);
+    finish_gather(b);
+  }
   if (!buf.full.defined()) {
     if (buf.file) stage_in(b, true);  // the read a prefetch started, or one now
     {
       TagScope tag(MemTag::param);
       buf.full = Tensor::empty({plan_.buffers[b].padded}, plan_.policy.param_dtype);
     }
-    comm::CollOptions o;
-    o.label = label;
     buf.training_gather = training_pass_;
-    if (training_pass_ && buf.secondary.defined()) {
-      buf.gather_work = groups_.secondary->all_gather_async(buf.secondary, buf.full, o);
-    } else if (training_pass_ && quantized_weights_) {
-      TagScope tag(MemTag::comm);
-      const int64_t words = packet_words(buf.own.size(), 8);
-      buf.packet = Tensor::empty({words}, DType::i32);
-      buf.packets = Tensor::empty({plan_.world * words}, DType::i32);
-      quantize_into(buf.shard, 8, buf.packet);
-      buf.gather_work = group_.all_gather_async(buf.packet, buf.packets, o);
-    } else {
-      buf.gather_work = group_.all_gather_async(buf.shard, buf.full, o);
-    }
+    const Source src = !training_pass_           ? Source::exact
+                       : buf.secondary.defined() ? Source::secondary
+                       : quantized_weights_      ? Source::quantized
+                                                 : Source::exact;
+    launch_gather(b, src, label);
     ++gathers_;
   }
   if (wait && buf.gather_work) {
@@ -237,6 +236,25 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
     bind(b);
   }
   if (wait && plan_.policy.shard_parameters() && !plan_.persistent[b]) note_use(b);
+}
+
+void ParamStore::launch_gather(size_t b, Source src, const std::string& label) {
+  Buf& buf = bufs_[b];
+  comm::CollOptions o;
+  o.label = label;
+  buf.exact = src == Source::exact || !quantized_weights_;  // pieces hold what a quantized gather brought
+  if (src == Source::secondary) {
+    buf.gather_work = groups_.secondary->all_gather_async(buf.secondary, buf.full, o);
+  } else if (src == Source::quantized) {
+    TagScope tag(MemTag::comm);
+    const int64_t words = packet_words(buf.own.size(), 8);
+    buf.packet = Tensor::empty({words}, DType::i32);
+    buf.packets = Tensor::empty({plan_.world * words}, DType::i32);
+    quantize_into(buf.shard, 8, buf.packet);
+    buf.gather_work = group_.all_gather_async(buf.packet, buf.packets, o);
+  } else {
+    buf.gather_work = group_.all_gather_async(buf.shard, buf.full, o);
+  }
 }
 
 void ParamStore::finish_gather(size_t b) {

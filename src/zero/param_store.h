@@ -68,6 +68,7 @@ class ParamStore {
     comm::WorkPtr gather_work;
     Tensor packet, packets;  // qwZ: this rank's int8 packet and every rank's, while gathering
     bool training_gather = false;  // launched by a training pass (Note [ZeRO++])
+    bool exact = true;             // full holds the shards' values, not qwZ's
     Tensor secondary;              // hpZ: this rank's piece of the full unit, until the update
     std::unique_ptr<SwapFile> file;  // Note [parameter swap]: the shard's records
     bool reading = false;            // a read into `shard` is in flight
@@ -75,6 +76,8 @@ class ParamStore {
   };
   void bind(size_t b);
   void unbind(size_t b);
+  enum class Source { exact, quantized, secondary };  // Note [ZeRO++]
+  void launch_gather(size_t b, Source src, const std::string& label);
   void finish_gather(size_t b);
   Tensor staging(size_t b) const;      // swapped: a page-aligned buffer of the shard's whole records
   void stage_in(size_t b, bool wait);  // swapped: reads the shard in (waits when asked)

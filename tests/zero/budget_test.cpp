@@ -104,6 +104,18 @@ TEST(PeakMemory, Stage3GathersWhatPrefetchAndReuseAllow) {
   EXPECT_EQ(predict_peak(plan, in).gathered, 4 * unit);
 }
 
+// Note [ZeRO++]: hpZ keeps 1/P of every unit that is not persistent until the update.
+TEST(PeakMemory, HpzPiecesAreOnePthOfTheUnits) {
+  PeakInput in = limits_of({});
+  const Plan plan = plan_of(3, {});
+  EXPECT_EQ(predict_peak(plan, in).secondary, 0);
+  in.hpz_partition = 2;
+  const PeakEstimate p = predict_peak(plan, in);
+  EXPECT_EQ(p.secondary, 8 * plan.buffers[0].padded / 2 * 4);
+  EXPECT_EQ(p.total() - predict_peak(plan, limits_of({})).total(), p.secondary);
+  EXPECT_EQ(predict_peak(plan_of(2, {}), in).secondary, 0);  // below stage 3 nothing is gathered
+}
+
 TEST(PeakMemory, OffloadMovesStatesToFilesAndKeepsTheirBuffers) {
   const PeakEstimate mem = predict(3, {}), opt = predict(3, {true, false, false}),
                      both = predict(3, {true, true, true});

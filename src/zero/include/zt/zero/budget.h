@@ -20,6 +20,7 @@ struct PeakInput : Stage3Limits {
   int64_t activations = 0;    // at the micro-batch, checkpointing as configured
   int64_t data = 0;           // allocator bytes held before the engine exists (the dataset)
   int64_t comm_buffers = 0;   // outside the allocator: shm staging slots this rank touches
+  int64_t hpz_partition = 1;  // zero_hpz_partition_size (Note [ZeRO++])
 };
 
 // One rank's predicted peak, term by term (bytes).
@@ -27,6 +28,7 @@ struct PeakEstimate {
   MemoryEstimate states;      // model states at rest by placement (Plan::memory)
   int64_t grad_buckets = 0;   // stages 2-3: full gradients and receive buffers of buckets in flight
   int64_t gathered = 0;       // stage 3: full copies of the units gathered at once
+  int64_t secondary = 0;      // hpZ: every unit's 1/P piece, from its forward gather to the update
   int64_t param_staging = 0;  // stage 3 parameter files: one unit's shard read in
   int64_t activations = 0;
   int64_t workspace = 0;  // the larger of the initialiser's values and the step's temporaries
@@ -34,12 +36,14 @@ struct PeakEstimate {
   int64_t data = 0;
   // Resident: every term, as the caching allocator keeps freed blocks (what the OS shows).
   int64_t total() const {
-    return states.total() + grad_buckets + gathered + param_staging + activations + workspace + comm_buffers + data;
+    return states.total() + grad_buckets + gathered + secondary + param_staging + activations + workspace +
+           comm_buffers + data;
   }
   // The allocator's bytes in use at once (what run.memory_budget_mb holds: over it, cached blocks
   // go back to the system first): the initialiser's workspace and a step's transients never coexist.
   int64_t in_use() const {
-    return states.total() + data + std::max(workspace, grad_buckets + gathered + param_staging + activations);
+    return states.total() + data +
+           std::max(workspace, grad_buckets + gathered + secondary + param_staging + activations);
   }
 };
 
