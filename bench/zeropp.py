@@ -32,6 +32,15 @@ VARIANTS = {
     "all": ["zero_optimization.zero_quantized_weights=true", "zero_optimization.zero_quantized_gradients=true",
             "zero_optimization.zero_hpz_partition_size=2"],
 }
+# ZeRO's 3 gathers a step (every unit released after each use), where hpZ has backward gathers to serve.
+REUSE0 = ["zero_optimization.stage3_max_reuse_distance=0"]
+
+
+def variants():
+    for name, extra in VARIANTS.items():
+        yield name, "1e9", extra
+    for name in ("plain", "all"):
+        yield name, "0", VARIANTS[name] + REUSE0
 
 
 def cross_node_per_step(metrics):
@@ -46,10 +55,11 @@ def traffic(a):
         sys.exit(f"hosts.sh up failed: {up.stderr.strip()}")
     try:
         for model in a.models.split(","):
-            for name, extra in VARIANTS.items():
+            for name, reuse, extra in variants():
                 _, s_sent, psi, _, _ = multihost.train(a, model, 3, 2, "runs/zeropp/short", extra)
                 long_, l_sent, _, _, cmd = multihost.train(a, model, 3, 2 + a.steps, "runs/zeropp/long", extra)
-                row = {"bench": "zeropp_traffic", "rate": a.rate, "model": model, "variant": name, "parameters": psi,
+                row = {"bench": "zeropp_traffic", "rate": a.rate, "model": model, "variant": name, "reuse": reuse,
+                       "parameters": psi,
                        "step_s": multihost.step_times(long_),
                        "sent_per_step": [(x - y) / a.steps for x, y in zip(l_sent, s_sent)],
                        "cross_node_per_step": cross_node_per_step(long_), "cmd": cmd,
@@ -63,7 +73,7 @@ def traffic(a):
 
 def parity(a):
     rows = []
-    for name, extra in VARIANTS.items():
+    for name, extra in VARIANTS.items():  # DeepSpeed's reuse distance: the trajectory does not depend on it
         run_dir = "runs/zeropp/parity"
         shutil.rmtree(run_dir, ignore_errors=True)
         over = multihost.MODELS["gpt_5m"] + extra + [
@@ -95,18 +105,21 @@ def markdown(rows):
            "N = 4 on two test hosts (`scripts/hosts.sh`, 2 ranks each, bf16, global batch 16, the same set-up as "
            "the table above), plain and with each ZeRO++ option (Note [ZeRO++] in src/zero/wire.h): qwZ = "
            "zero_quantized_weights, qgZ = zero_quantized_gradients (int4), hpZ = zero_hpz_partition_size 2 (the "
-           "node), all = the three. Sent/step: each host's veth counters; counted: the engine's cross_node_bytes "
-           "of the 4 ranks per step; both as a share of plain stage 3 in the last columns.", "",
-           "| model | link | variant | s/step | sent/step host 1 | host 2 | counted/step | sent vs plain | counted vs plain |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    plain = {(r["model"], r["rate"]): r for r in t if r["variant"] == "plain"}
+           "node), all = the three; reuse is stage3_max_reuse_distance (1e9, DeepSpeed's default, keeps units "
+           "gathered from forward to backward; 0 gathers for every use, ZeRO's 3Ψ). Sent/step: each host's veth "
+           "counters; counted: the engine's cross_node_bytes of the 4 ranks per step; both as a share of plain "
+           "stage 3 at the same reuse in the last columns.", "",
+           "| model | link | reuse | variant | s/step | sent/step host 1 | host 2 | counted/step | sent vs plain | "
+           "counted vs plain |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    plain = {(r["model"], r["rate"], r.get("reuse")): r for r in t if r["variant"] == "plain"}
     for r in t:
-        base = plain.get((r["model"], r["rate"]))
+        base = plain.get((r["model"], r["rate"], r.get("reuse")))
         sent, counted = max(r["sent_per_step"]), r["cross_node_per_step"] or 0
         rs = f"{sent / max(base['sent_per_step']):.3f}" if base else "-"
         rc = f"{counted / base['cross_node_per_step']:.3f}" if base and base["cross_node_per_step"] else "-"
         mb = [f"{x / 1e6:.2f} MB" for x in r["sent_per_step"]]
-        out.append(f"| {r['model']} | {r['rate']} | {r['variant']} | {r['step_s']:.2f} | {mb[0]} | {mb[1]} | "
+        out.append(f"| {r['model']} | {r['rate']} | {r.get('reuse')} | {r['variant']} | {r['step_s']:.2f} | {mb[0]} | {mb[1]} | "
                    f"{counted / 1e6:.2f} MB | {rs} | {rc} |")
     p = [r for r in rows if r["bench"] == "zeropp_parity"]
     if p:
@@ -117,7 +130,7 @@ def markdown(rows):
         for r in p:
             d = f"{r['val_loss'] - base['val_loss']:+.4f}" if base else "-"
             out.append(f"| {r['variant']} | {r['train_loss']:.4f} | {r['val_loss']:.4f} | {d} |")
-    cmds = sorted({r["cmd"] for r in rows if r["variant"] == "all"})
+    cmds = sorted({r["cmd"] for r in rows if r["variant"] == "all"})  # the other variants drop keys
     return out + ["", "Commands (ZeRO++ all; the other variants drop keys):", ""] + [f"- `{c}`" for c in cmds] + [""]
 
 

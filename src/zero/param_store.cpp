@@ -191,7 +191,7 @@ void ParamStore::publish(size_t b, const std::string& label) {
     o.label = label;
     if (pol.shard_parameters()) {  // a gathered unit: kept (quantized as a training gather) or persistent
       if (buf.file) stage_in(b, true);
-      buf.training_gather = false;
+      buf.training_gather = true;  // the next step uses these values: hpZ keeps its piece of them
       launch_gather(b, quantized_weights_ && !plan_.persistent[b] ? Source::quantized : Source::exact, label);
       finish_gather(b);
     } else {
@@ -269,7 +269,7 @@ void ParamStore::finish_gather(size_t b) {
       dequantize_into(buf.packets.slice(0, r * words, (r + 1) * words), 8, buf.full.slice(0, r * n, (r + 1) * n));
     buf.packet = buf.packets = Tensor();
   }
-  if (groups_.secondary && buf.training_gather && !buf.secondary.defined()) {  // hpZ: keep this rank's piece
+  if (groups_.secondary && buf.training_gather && !plan_.persistent[b] && !buf.secondary.defined()) {  // hpZ
     const int P = groups_.secondary->size(), i = groups_.secondary->rank();
     const int64_t piece = plan_.buffers[b].padded / P;
     TagScope tag(MemTag::param);

@@ -39,38 +39,38 @@ void store(T* p, int64_t i, float v) {
     p[i] = float_to_f16(v);
 }
 
+// Nearest, ties to even, for |v| < 2^22: adding 1.5 * 2^23 leaves the integer in the low bits
+// (IEEE arithmetic: the build has no -ffast-math to fold it away). Vectorises, unlike nearbyint.
+constexpr float kRoundMagic = 12582912.f;
+
 template <typename T>
 void encode(const T* x, int64_t n, int bits, float* scales, uint8_t* codes) {
   const float q = float(qmax(bits));
   parallel_for(blocks_of(n), 64, [&](int64_t b0, int64_t b1) {
+    float v[kQuantBlock];
+    int8_t c[kQuantBlock];
     for (int64_t blk = b0; blk < b1; ++blk) {
-      const int64_t begin = blk * kQuantBlock, end = std::min(n, begin + kQuantBlock);
+      const int64_t begin = blk * kQuantBlock, len = std::min(n, begin + kQuantBlock) - begin;
       float amax = 0;
       bool finite = true;
-      for (int64_t i = begin; i < end; ++i) {
-        const float v = load(x, i);
-        finite = finite && std::isfinite(v);
-        amax = std::max(amax, std::fabs(v));
+      for (int64_t i = 0; i < len; ++i) {
+        v[i] = load(x, begin + i);
+        amax = std::max(amax, std::fabs(v[i]));
       }
+      for (int64_t i = 0; i < len; ++i) finite = finite && std::isfinite(v[i]);
       scales[blk] = finite ? amax / q : NAN;
       const float inv = finite && amax > 0 ? q / amax : 0.f;
-      for (int64_t i = begin; i < end; ++i) {
-        const int c = finite ? int(std::nearbyint(std::clamp(load(x, i) * inv, -q, q))) : 0;
-        if (bits == 8) {
-          codes[i] = uint8_t(int8_t(c));
-        } else {
-          const uint8_t nib = uint8_t(c & 0xF);
-          codes[i / 2] = (i % 2 == 0) ? uint8_t((codes[i / 2] & 0xF0) | nib) : uint8_t((codes[i / 2] & 0x0F) | (nib << 4));
-        }
+      for (int64_t i = 0; i < len; ++i)  // |v * inv| <= q: the magic rounding applies
+        c[i] = int8_t(int(((finite ? v[i] * inv : 0.f) + kRoundMagic) - kRoundMagic));
+      if (bits == 8) {
+        std::memcpy(codes + begin, c, size_t(len));
+      } else {  // blocks hold an even count of values, so each starts on a whole byte
+        uint8_t* dst = codes + begin / 2;
+        for (int64_t i = 0; i + 1 < len; i += 2) dst[i / 2] = uint8_t((c[i] & 0xF) | ((c[i + 1] & 0xF) << 4));
+        if (len % 2) dst[len / 2] = uint8_t(c[len - 1] & 0xF);
       }
     }
   });
-}
-
-int code_at(const uint8_t* codes, int64_t i, int bits) {
-  if (bits == 8) return int(int8_t(codes[i]));
-  const int nib = (i % 2 == 0) ? (codes[i / 2] & 0xF) : (codes[i / 2] >> 4);
-  return nib >= 8 ? nib - 16 : nib;  // sign-extend
 }
 
 // Calls put(i, value) for every element, blocks in parallel.
@@ -85,7 +85,17 @@ void decode(const Tensor& packet, int64_t n, int bits, Put put) {
   parallel_for(blocks_of(n), 64, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t begin = blk * kQuantBlock, end = std::min(n, begin + kQuantBlock);
-      for (int64_t i = begin; i < end; ++i) put(i, float(code_at(codes, i, bits)) * scales[blk]);
+      const float scale = scales[blk];
+      if (bits == 8) {
+        for (int64_t i = begin; i < end; ++i) put(i, float(int8_t(codes[i])) * scale);
+      } else {
+        auto value = [scale](int nib) { return float(nib - ((nib & 8) << 1)) * scale; };  // sign-extended
+        for (int64_t i = begin; i < end; i += 2) {  // blocks start on whole bytes
+          const uint8_t byte = codes[i / 2];
+          put(i, value(byte & 0xF));
+          if (i + 1 < end) put(i + 1, value(byte >> 4));
+        }
+      }
     }
   });
 }

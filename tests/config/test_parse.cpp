@@ -263,6 +263,37 @@ TEST(ConfigOffloadAuto, AutoIsADeviceThatNeedsAFolder) {
               HasSubstr("none, cpu, nvme, auto"));
 }
 
+// ZeRO++ (Note [ZeRO++]): DeepSpeed's keys, each checked against the stage it needs.
+TEST(ConfigParse, ZeroPlusPlusKeys) {
+  const Config c = parse({{"zero_optimization",
+                           {{"stage", 3},
+                            {"zero_quantized_weights", true},
+                            {"zero_quantized_gradients", true},
+                            {"zero_quantized_gradients_bits", 8},
+                            {"zero_hpz_partition_size", 2}}}});
+  EXPECT_TRUE(c.zero.zero_quantized_weights);
+  EXPECT_TRUE(c.zero.zero_quantized_gradients);
+  EXPECT_EQ(c.zero.zero_quantized_gradients_bits, 8);
+  EXPECT_EQ(c.zero.zero_hpz_partition_size, 2);
+  EXPECT_EQ(parse(json::object()).zero.zero_quantized_gradients_bits, 4);  // DeepSpeed's int4
+  EXPECT_THAT(error_of({{"zero_optimization", {{"stage", 2}, {"zero_quantized_weights", true}}}}),
+              HasSubstr("'zero_optimization.zero_quantized_weights' needs 'zero_optimization.stage' 3"));
+  EXPECT_THAT(error_of({{"zero_optimization", {{"stage", 1}, {"zero_hpz_partition_size", 2}}}}),
+              HasSubstr("'zero_optimization.zero_hpz_partition_size' needs 'zero_optimization.stage' 3"));
+  EXPECT_EQ(parse({{"zero_optimization", {{"stage", 1}, {"zero_hpz_partition_size", 1}}}}).zero.zero_hpz_partition_size,
+            1);  // 1 is off
+  EXPECT_THAT(error_of({{"zero_optimization", {{"zero_quantized_gradients", true}}}}),
+              HasSubstr("'zero_optimization.zero_quantized_gradients' needs 'zero_optimization.stage' 1, 2 or 3"));
+  EXPECT_THAT(error_of({{"zero_optimization", {{"stage", 3}, {"zero_quantized_gradients_bits", 6}}}}),
+              HasSubstr("(allowed: 4 or 8)"));
+  EXPECT_THAT(error_of({{"zero_optimization", {{"stage", 3}, {"zero_quantized_gradients_bits", 16}}}}),
+              HasSubstr("zero_quantized_gradients_bits"));
+  EXPECT_THAT(error_of({{"zero_optimization", {{"stage", 3}, {"zero_hpz_partition_size", 0}}}}),
+              HasSubstr("zero_hpz_partition_size"));
+  EXPECT_THAT(error_of({{"zero_optimization", {{"stage", 3}, {"zero_quantized_weights", "yes"}}}}),
+              HasSubstr("zero_quantized_weights"));
+}
+
 TEST(ConfigParse, UnsupportedFeaturesSaySo) {
   EXPECT_THAT(error_of({{"zero_optimization", {{"offload_param", {{"device", "nvme"}, {"nvme_path", "/x"}}}}}}),
               HasSubstr("'zero_optimization.offload_param.device' = \"nvme\" needs 'zero_optimization.stage' 3 "

@@ -1,8 +1,11 @@
 // Run under mpirun -np N (and with ZT_COMM_NODE_RANKS=2 at N = 4: two "nodes"): ZeRO++ (Note
 // [ZeRO++] in zero/wire.h). hpZ alone changes where backward gathers from, never the values, so it
 // follows plain stage 3 bit for bit; qwZ and qgZ quantize, so they stay close to it and differ.
+#include <map>
+
 #include "quantize.h"
 #include "zero_harness.h"
+#include "zt/nn/transformer.h"
 
 using namespace zt;
 using namespace zt::testing;
@@ -147,6 +150,47 @@ TEST(ZeroPlusPlus, HpzPiecesAreOnePthOfTheUnitsUntilTheUpdate) {
   ASSERT_GT(pieces, 0);
   EXPECT_EQ(param_bytes[1][0] - param_bytes[0][0], pieces);
   EXPECT_EQ(param_bytes[1][1], param_bytes[0][1]);
+}
+
+// Units kept gathered across the update hold qwZ's values (the next forward's), yet what
+// consolidation yields (checkpoints, exported weights) is every rank's exact shard. A tiny GPT:
+// its tied wte keeps a unit gathered across the update.
+TEST(ZeroPlusPlus, ConsolidationYieldsExactValuesOfKeptQuantizedUnits) {
+  nn::TransformerConfig c;
+  c.vocab_size = 37;
+  c.block_size = 16;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.seed = 3;
+  auto model = nn::make_gpt(c);
+  zero::EngineOptions o = options(stage3());
+  o.zero.zero_quantized_weights = true;  // DeepSpeed's reuse distance: units may stay gathered
+  zero::Engine engine(*model, g_world, o);
+  Generator g(17);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int32_t> v(2 * 13);
+    for (auto& t : v) t = int32_t(g.below(37));
+    const Tensor rows = Tensor::from_ints(v, {2, 13});
+    Tensor x = rows.slice(1, 0, 12).contiguous(), y = rows.slice(1, 1, 13).contiguous().reshape({24});
+    for (int m = 0; m < 2; ++m)
+      engine.backward(ag::cross_entropy(ag::reshape(engine.forward(std::vector<Tensor>{x}), {24, 37}), y));
+    engine.step(1e-2);
+  }
+  std::map<std::string, std::vector<float>> full;
+  engine.for_each_full_param([&](const std::string& name, const Tensor& p) { full[name] = p.to_vector(); });
+  int64_t compared = 0;
+  for (const zero::ShardState& st : engine.shard_states()) {
+    std::vector<float> flat(size_t(engine.plan().buffers[st.buffer].padded), 0.f);
+    for (const zero::ParamSlot& slot : engine.plan().buffers[st.buffer].params) {
+      const std::vector<float>& v = full.at(engine.param_names()[slot.index]);
+      std::copy(v.begin(), v.end(), flat.begin() + slot.offset);
+    }
+    const std::vector<float> mine = st.tensors.at(0).tensor.to_vector();
+    for (int64_t i = 0; i < st.numel; ++i, ++compared)
+      ASSERT_EQ(flat[size_t(st.offset + i)], mine[size_t(i)]) << "buffer " << st.buffer << " element " << st.offset + i;
+  }
+  EXPECT_GT(compared, 0);
 }
 
 TEST(ZeroPlusPlus, HpzPartitionMustDivideTheWorld) {
