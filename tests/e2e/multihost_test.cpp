@@ -102,6 +102,49 @@ TEST(Multihost, BytesPerStepThroughEachLinkAreDesignsVolume) {
   }
 }
 
+// ZeRO++ (Note [ZeRO++]) at stage 3 with every unit gathered for each use (ZeRO's 3Ψ): int8
+// forward gathers, backward gathers inside each host (hpZ over its 2 ranks), int4 gradients
+// across. Each link then carries at most 0.3 of plain stage 3's 1.5Ψ fp32 elements per step
+// (about 0.13 by design: a quarter, nothing, an eighth, plus a scale per 256 values), and the
+// losses stay near one process's.
+TEST(Multihost, ZeroPlusPlusCutsStage3LinkBytes) {
+  REQUIRE_HOSTS();
+  const int64_t psi = 269376;
+  const std::string pp = " zero_optimization.stage=3 zero_optimization.stage3_param_persistence_threshold=0"
+                         " zero_optimization.stage3_max_reuse_distance=0 zero_optimization.zero_quantized_weights=true"
+                         " zero_optimization.zero_quantized_gradients=true zero_optimization.zero_hpz_partition_size=2";
+  std::vector<int64_t> sent[2];
+  std::vector<double> got;
+  int i = 0;
+  for (int steps : {3, 9}) {
+    const std::vector<int64_t> before = sent_per_host();
+    const std::string dir = tmpdir("mh_zeropp");
+    Result r = train_on_hosts("run.max_steps=" + std::to_string(steps) + pp + " run.dir=" + dir);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("ZeRO++: int8 weights, int4 gradients across 2 nodes, backward gathers over 2 ranks"),
+              std::string::npos)
+        << r.out;
+    const std::vector<int64_t> after = sent_per_host();
+    ASSERT_EQ(after.size(), 2u);
+    for (size_t h = 0; h < 2; ++h) sent[i].push_back(after[h] - before[h]);
+    got = losses(dir);
+    ++i;
+  }
+  const double plain = 1.5 * double(psi) * 4;
+  for (size_t h = 0; h < 2; ++h) {
+    const double per_step = double(sent[1][h] - sent[0][h]) / 6;
+    std::printf("ZeRO++ stage 3, host %zu: %.0f bytes/step sent, %.3f x plain's %.0f\n", h + 1, per_step,
+                per_step / plain, plain);
+    EXPECT_LT(per_step / plain, 0.3) << "host " << h + 1;
+  }
+  const std::string one = tmpdir("mh_zeropp_one");
+  Result r1 = run(kBin + " train" + kMlp + " run.max_steps=9 run.dir=" + one, 300);
+  ASSERT_EQ(r1.code, 0) << r1.out;
+  const std::vector<double> want = losses(one);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], want[s], 2e-2 * want[s]) << "step " << s + 1;
+}
+
 // A host that dies mid-run (every process in it killed) ends the job on every other rank,
 // non-zero, well within the test's limit: OpenMPI notices its daemon is gone and stops the rest.
 TEST(Multihost, KilledHostEndsTheJobWithoutHanging) {
