@@ -33,6 +33,10 @@ const char* coll_name(Coll c) {
       return "broadcast";
     case Coll::barrier:
       return "barrier";
+    case Coll::send:
+      return "send";
+    case Coll::recv:
+      return "recv";
   }
   return "unknown";
 }
@@ -96,6 +100,38 @@ WorkPtr Group::barrier_async(const CollOptions& opts) {
   WorkPtr w = do_barrier(next_call(Coll::barrier, opts));
   count(Coll::barrier, 0);
   return w;
+}
+
+// Note [point-to-point]: numbered apart from the collectives (a send is one rank's call, so it
+// would shift the numbers that name a collective alike on every rank).
+WorkPtr Group::send_async(const Tensor& buf, int peer, const CollOptions& opts) {
+  detail::check_buffer(Coll::send, buf, "buffer");
+  detail::check_peer(Coll::send, size(), rank(), peer);
+  ZT_CHECK(opts.timeout_s >= 0, "[comm] send: timeout_s must be >= 0, got ", opts.timeout_s);
+  const Call c{Coll::send, opts.op, ++p2p_seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
+  WorkPtr w = do_send(buf, peer, c);
+  count(Coll::send, buf.nbytes());
+  return w;
+}
+
+WorkPtr Group::recv_async(Tensor& buf, int peer, const CollOptions& opts) {
+  detail::check_buffer(Coll::recv, buf, "buffer");
+  detail::check_peer(Coll::recv, size(), rank(), peer);
+  ZT_CHECK(opts.timeout_s >= 0, "[comm] recv: timeout_s must be >= 0, got ", opts.timeout_s);
+  const Call c{Coll::recv, opts.op, ++p2p_seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
+  WorkPtr w = do_recv(buf, peer, c);
+  count(Coll::recv, buf.nbytes());
+  return w;
+}
+
+WorkPtr Group::do_send(const Tensor&, int, const Call&) {
+  ZT_THROW_AS(ErrorKind::comm, "[comm] send is not available with backend ", backend(),
+              " (point-to-point messages need run.comm_backend mpi)");
+}
+
+WorkPtr Group::do_recv(Tensor&, int, const Call&) {
+  ZT_THROW_AS(ErrorKind::comm, "[comm] recv is not available with backend ", backend(),
+              " (point-to-point messages need run.comm_backend mpi)");
 }
 
 double Group::all_reduce_scalar(double v, const CollOptions& opts) {
@@ -171,6 +207,11 @@ void check_all_gather(int size, const Tensor& in, const Tensor& out) {
 
 void check_root(int size, int root) {
   ZT_CHECK(root >= 0 && root < size, "[comm] broadcast: root ", root, " is outside the group [0, ", size, ")");
+}
+
+void check_peer(Coll c, int size, int rank, int peer) {
+  ZT_CHECK(peer >= 0 && peer < size && peer != rank, "[comm] ", coll_name(c), ": peer ", peer,
+           " is not another rank of the group (rank ", rank, " of ", size, ")");
 }
 
 bool overlaps(const Tensor& a, const Tensor& b) {

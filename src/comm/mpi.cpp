@@ -390,6 +390,26 @@ class MpiGroup : public Group {
     return issued(r, c, {buf}, nullptr);
   }
 
+  // Note [point-to-point]: MPI_Isend / MPI_Irecv on the group's communicator, with the largest
+  // tag (the ring reduce-scatter's tags stay below 32768), so messages between one pair are
+  // matched in order. A parameter server's traffic is then exactly its W pushes in and W pulls
+  // out of Ψ/S elements each (Note [parameter-server traffic] in zero/param_server.cpp).
+  WorkPtr do_send(const Tensor& buf, int peer, const Call& c) override {
+    MPI_Request r;
+    check_mpi(MPI_Isend(buf.raw_data(), mpi_count(c.coll, buf.numel()), mpi_dtype(buf.dtype()), peer, p2p_tag(),
+                        comm_->c, &r),
+              "MPI_Isend", call_name(c.coll, c.seq, c.label));
+    return issued(r, c, {buf}, nullptr);
+  }
+
+  WorkPtr do_recv(Tensor& buf, int peer, const Call& c) override {
+    MPI_Request r;
+    check_mpi(MPI_Irecv(buf.raw_data(), mpi_count(c.coll, buf.numel()), mpi_dtype(buf.dtype()), peer, p2p_tag(),
+                        comm_->c, &r),
+              "MPI_Irecv", call_name(c.coll, c.seq, c.label));
+    return issued(r, c, {buf}, nullptr);
+  }
+
   WorkPtr do_barrier(const Call& c) override {
     MPI_Request r;
     check_mpi(MPI_Ibarrier(comm_->c, &r), "MPI_Ibarrier", call_name(c.coll, c.seq, c.label));
@@ -402,6 +422,13 @@ class MpiGroup : public Group {
     auto rounds = std::make_shared<Rounds>(Rounds{{r}, nullptr, std::move(keep), comm_});
     return std::make_shared<MpiWork>(std::move(rounds), c.coll, c.seq, rank_, size_, c.timeout_s, c.label,
                                      std::move(on_done));
+  }
+
+  int p2p_tag() const {
+    void* ub = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(comm_->c, MPI_TAG_UB, &ub, &flag);
+    return flag ? *static_cast<int*>(ub) : 32767;
   }
 
   std::shared_ptr<Comm> comm_;

@@ -239,6 +239,9 @@ class ShmEngine {
         return broadcast(w.t[0], w.root, wf);
       case Coll::barrier:
         return sync(wf);
+      case Coll::send:  // point-to-point: not offered by shm (Group's default throws first)
+      case Coll::recv:
+        break;
     }
   }
 
