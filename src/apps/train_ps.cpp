@@ -29,19 +29,21 @@ namespace zt::apps {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// An evaluation done by the workers, said to every rank (rank 0 writes it): the first worker
-// broadcasts its metrics and line as bytes.
-EvalResult share_eval(comm::Group& group, int root, const EvalResult& mine) {
-  const std::string text = group.rank() == root ? mine.metrics.dump() + "\n" + mine.line : std::string();
+// Text the first worker has (an evaluation, the data's description) said to every rank, as bytes.
+std::string share_text(comm::Group& group, int root, const std::string& mine) {
   TagScope tag(MemTag::comm);
   Tensor len = Tensor::zeros({1}, DType::i64);
-  len.data<int64_t>()[0] = int64_t(text.size());
-  group.broadcast(len, root, "evaluation result, length");
+  len.data<int64_t>()[0] = int64_t(mine.size());
+  group.broadcast(len, root, "text from the first worker, length");
   const int64_t n = len.data<int64_t>()[0];
   Tensor bytes = Tensor::zeros({(n + 3) / 4 + 1}, DType::i32);
-  std::memcpy(bytes.raw_data(), text.data(), text.size());
-  group.broadcast(bytes, root, "evaluation result");
-  const std::string got(static_cast<const char*>(bytes.raw_data()), size_t(n));
+  if (group.rank() == root) std::memcpy(bytes.raw_data(), mine.data(), mine.size());
+  group.broadcast(bytes, root, "text from the first worker");
+  return std::string(static_cast<const char*>(bytes.raw_data()), size_t(n));
+}
+
+EvalResult share_eval(comm::Group& group, int root, const EvalResult& mine) {
+  const std::string got = share_text(group, root, group.rank() == root ? mine.metrics.dump() + "\n" + mine.line : "");
   const size_t cut = got.find('\n');
   return {nlohmann::json::parse(got.substr(0, cut)), got.substr(cut + 1)};
 }
@@ -85,12 +87,13 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
   on_lead([&] { run_dir = std::make_unique<RunDir>(cfg.run.dir); });
   stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "run directory"), on_lead, "before step 1",
                 cfg.run.dir, false);
-  // Every rank reads the data (the servers for the epoch's length and rank 0's baselines).
+  // The workers read the data; the servers hold none (the epoch's length and the description
+  // come from the first worker).
   std::unique_ptr<Task> task;
   std::string data_error;
   ErrorKind data_kind = ErrorKind::data;
   try {
-    task = make_task(cfg);
+    if (!server) task = make_task(cfg);
   } catch (const Error& e) {
     data_error = e.what();
     data_kind = e.kind();
@@ -98,9 +101,11 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
     data_error = e.what();
   }
   comm::agree_on_error(group, data_error, "reading the data", data_kind);
-  const int64_t steps_per_epoch = task->train_size() / bs.train_batch_size;
+  const int64_t train_size = std::stoll(share_text(group, servers, server ? "" : std::to_string(task->train_size())));
+  const std::string about = share_text(group, servers, rank == servers ? task->describe() : "");
+  const int64_t steps_per_epoch = train_size / bs.train_batch_size;
   ZT_CHECK_AS(ErrorKind::config, steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ",
-              task->train_size(), " training samples");
+              train_size, " training samples");
   const int64_t total_steps =
       cfg.run.max_steps > 0 ? cfg.run.max_steps : steps_for_epochs(cfg.run.epochs, steps_per_epoch);
 
@@ -143,7 +148,6 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
                  (long long)bs.accumulation, workers, (long long)total_steps,
                  cfg.zero.stage != 0 ? " (zero_optimization.stage is not used)" : "");
     std::fprintf(stderr, "zerotrain: rank 0: %s; comm backend %s\n", threads.c_str(), group.backend());
-    const std::string about = task->describe();
     if (!about.empty()) std::fprintf(stderr, "%s\n", about.c_str());
   }
   auto run_eval_pass = [&](bool whole) {
@@ -172,7 +176,7 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
     double step_loss = 0;
     if (!server) {
       if (epoch != order_epoch) {
-        order = data::epoch_order(task->train_size(), cfg.seed, epoch, cfg.data.shuffle);
+        order = data::epoch_order(train_size, cfg.seed, epoch, cfg.data.shuffle);
         order_epoch = epoch;
       }
       for (int64_t m = 0; m < bs.accumulation; ++m) {
