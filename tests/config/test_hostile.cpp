@@ -221,7 +221,7 @@ TEST(HostileParse, StrategyAndParameterServersAreCheckedNamingTheKey) {
                 HasSubstr("'run.parameter_servers' must be a"))
         << v.dump();
   EXPECT_THAT(error_of([] { parse({{"run", {{"parameter_server", 2}}}}, "cfg.json"); }),
-              HasSubstr("did you mean \"parameter_servers\"?"));
+              HasSubstr("(did you mean 'run.parameter_servers'?)"));
   const Config c = parse({{"run", {{"strategy", "parameter_server"}, {"parameter_servers", 2}}}});
   EXPECT_EQ(c.run.strategy, "parameter_server");
   EXPECT_EQ(c.run.parameter_servers, 2);
@@ -235,7 +235,7 @@ TEST(HostileParse, KeysTheParameterServerCannotHonourAreRefusedInOneLine) {
       {{{"fp16", {{"enabled", true}}}}, "'fp16.enabled' = true is not available with run.strategy parameter_server"},
       {{{"zero_optimization", {{"offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/tmp"}}}}}},
        "'zero_optimization.offload_optimizer.device' = nvme is not available"},
-      {{{"zero_optimization", {{"offload_param", {{"device", "auto"}}}}}},
+      {{{"zero_optimization", {{"offload_param", {{"device", "auto"}, {"nvme_path", "/tmp"}}}}}},
        "'zero_optimization.offload_param.device' = auto is not available"},
       {{{"checkpoint", {{"every_steps", 5}}}}, "'checkpoint.every_steps' = 5 is not available"},
       {{{"run", {{"resume", "latest"}}}}, "'run.resume' = 'latest' is not available"},
