@@ -108,14 +108,18 @@ def mib(b):
 
 
 def markdown(rows):
-    psi = rows[0]["parameters"]
+    psi = min(r["parameters"] for r in rows)  # the parameter server's: no padding at S = 1
     out = ["## Parameter server against ZeRO, across two hosts (issue 20)", "",
-           "Written by `bench/param_server.py --markdown` from its own runs (not part of `bench/run.sh`). The 5M GPT "
-           f"of `bench/multihost.py` ({psi:,} parameters padded, bf16, AdamW, global batch 12) at N = 4 on two "
+           f"Written by `bench/param_server.py --markdown` from its own runs ({rows[0]['date']}; not part of "
+           "`bench/run.sh`). The 5M GPT "
+           f"of `bench/multihost.py` ({psi:,} parameters, bf16, AdamW, global batch 12) at N = 4 on two "
            f"test hosts (`scripts/hosts.sh`, 2 ranks each, links capped at {rows[0]['rate']}), sharing the "
            "machine's 2 cores. ZeRO runs `comm backend shm+mpi`; the parameter server `mpi` (its pushes and pulls "
            "are point-to-point messages), its server(s) on host 1 with one worker, the other two workers on host "
-           "2. Peak is the allocator's peak per rank (model states, activations, buffers); tx/rx what each host's "
+           "2; the workers run micro-batches of 4 (12 / 3 workers), ZeRO's ranks of 3 (12 / 4), so a worker's "
+           "activations are 4/3 of a ZeRO rank's. Peak is the allocator's peak per rank (model states, "
+           "activations, buffers; a server's is its model states exactly, 18Ψ/S + 4Ψ/S by Note "
+           "[parameter-server memory]); tx/rx what each host's "
            "link sent and received per step (veth counters of a long run minus a short one); busiest the larger "
            "direction of the busier link. Per Note [parameter-server traffic] the server receives and sends W × Ψ/S "
            "elements a step (here the two workers on host 2 cross the link: 2Ψ each way, "
@@ -129,6 +133,15 @@ def markdown(rows):
         hosts = [f"{t / 1e6:.2f} / {x / 1e6:.2f} MB" for t, x in r["link_per_step"]]
         out.append(f"| {r['strategy']} | {peak} | {rss} | {r['step_s']:.2f} | {hosts[0]} | {hosts[1]} | "
                    f"{r['busiest_per_step'] / 1e6:.2f} MB | {r['losses'][1]:.4f} | {r['losses'][-1]:.4f} |")
+    ps, z = rows[-1], {r["strategy"]: r for r in rows}
+    if "ZeRO-2" in z and "server" in ps["peak"]:
+        out += ["", f"The parameter server's busiest link carries {ps['busiest_per_step'] / z['ZeRO-2']['busiest_per_step']:.2f}x "
+                f"ZeRO-2's and {ps['busiest_per_step'] / z['ZeRO-3']['busiest_per_step']:.2f}x ZeRO-3's per step, "
+                "(a server's link carries W/S times a worker's volume, so it grows with every worker added); its "
+                "server holds "
+                f"{ps['peak']['server'] / psi:.1f} bytes per parameter (the formula's 22: 18 of states, 4 of receive "
+                f"buffers), its workers the whole model and gradients beside their activations. Every strategy ends "
+                f"at the same loss ({ps['losses'][-1]:.4f}) after {len(ps['losses'])} steps."]
     cmds = sorted({re.sub(r"run.max_steps=\d+", "run.max_steps=K", r["cmd"]) for r in rows})
     return out + ["", "Commands (K = 2 and 2 + steps; after `scripts/hosts.sh up 2 RATE`; "
                   f"`bench/param_server.py --rate {rows[0]['rate']}` runs them all):", ""] + \
@@ -136,6 +149,9 @@ def markdown(rows):
 
 
 def main():
+    if os.geteuid() == 0:  # as the scripts do: Open MPI refuses root without these
+        os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rate", default="1gbit")
     p.add_argument("--steps", type=int, default=6)

@@ -418,7 +418,8 @@ SCALE_BEGIN, SCALE_END = "<!-- scale_offload.py: begin -->", "<!-- scale_offload
 # Blocks other scripts (or a person, from commands they name) write into BENCHMARKS.md (minutes of
 # runs that bench/run.sh does not repeat), each between its markers.
 KEPT_BLOCKS = [(SCALE_BEGIN, SCALE_END), ("<!-- multihost.py: begin -->", "<!-- multihost.py: end -->"),
-               ("<!-- bf16_products: begin -->", "<!-- bf16_products: end -->")]
+               ("<!-- bf16_products: begin -->", "<!-- bf16_products: end -->"),
+               ("<!-- param_server.py: begin -->", "<!-- param_server.py: end -->")]
 
 
 def kept_sections(path):
