@@ -5,11 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include "agree.h"
 #include "commands.h"
@@ -23,8 +21,6 @@
 #include "zt/autograd/functions.h"
 #include "zt/ckpt/checkpoint.h"
 #include "zt/comm/group.h"
-#include "zt/core/affinity.h"
-#include "zt/core/parallel.h"
 #include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
 #include "zt/optim/schedule.h"
@@ -64,9 +60,6 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
   if (!par.empty()) out += (out.empty() ? "" : "; ") + par;
   return out;
 }
-
-
-
 
 }  // namespace
 

@@ -45,7 +45,6 @@ struct LeadWork {
   bool failed() const { return !error.empty(); }
 };
 
-
 // Turns a vote to stop into the same AgreedStop on every rank; `when` is "at step 3 of 10".
 // Until the final commit nothing saved has changed, and the message says so.
 void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when, const std::string& dir,

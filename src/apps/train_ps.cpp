@@ -52,7 +52,8 @@ EvalResult share_eval(comm::Group& group, int root, const EvalResult& mine) {
 nlohmann::json memory_per_rank(comm::Group& group, bool server) {
   constexpr int64_t k = 9;
   const MemStats ms = Allocator::global().stats();
-  Tensor mine = Tensor::empty({k}, DType::i64, MemTag::comm), all = Tensor::empty({k * group.size()}, DType::i64, MemTag::comm);
+  Tensor mine = Tensor::empty({k}, DType::i64, MemTag::comm),
+         all = Tensor::empty({k * group.size()}, DType::i64, MemTag::comm);
   int64_t* m = mine.data<int64_t>();
   const MemTag tags[] = {MemTag::param, MemTag::grad, MemTag::master, MemTag::optim, MemTag::comm, MemTag::activation};
   m[0] = server, m[1] = int64_t(ms.total_peak), m[2] = read_rss().peak;
@@ -63,13 +64,15 @@ nlohmann::json memory_per_rank(comm::Group& group, bool server) {
     const int64_t* a = all.data<int64_t>() + r * k;
     nlohmann::json peak;
     for (int i = 0; i < 6; ++i) peak[mem_tag_name(tags[i])] = a[3 + i];
-    out.push_back({{"rank", r}, {"role", a[0] ? "server" : "worker"}, {"peak", a[1]}, {"rss_peak", a[2]}, {"memory_peak", peak}});
+    out.push_back(
+        {{"rank", r}, {"role", a[0] ? "server" : "worker"}, {"peak", a[1]}, {"rss_peak", a[2]}, {"memory_peak", peak}});
   }
   return out;
 }
 
 nlohmann::json ps_memory_json(const zero::PsMemory& m) {
-  return {{"param", m.param}, {"grad", m.grad}, {"master", m.master}, {"optim", m.optim}, {"comm", m.comm}, {"total", m.total()}};
+  return {{"param", m.param}, {"grad", m.grad}, {"master", m.master},
+          {"optim", m.optim}, {"comm", m.comm}, {"total", m.total()}};
 }
 }  // namespace
 
@@ -115,13 +118,19 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
     if (lead) std::fprintf(stderr, "zerotrain: model.init_from: %s\n", what.c_str());
   }
   const zero::EngineOptions eo = engine_options(cfg, bs);
-  std::optional<zero::ProductsChoice> products;
+  const comm::GroupPtr worker_group = group.split(server ? 1 : 0, rank);  // the servers' is unused
+  // 16-bit runs: the workers choose their product path (Note [16-bit products]); servers run none.
+  nlohmann::json products = nullptr;
   if (eo.dtype != DType::f32) {
-    products = zero::choose_products(group, eo.dtype, cfg.run.bf16_products, product_shape(cfg, *model, bs.micro));
-    if (lead) std::fprintf(stderr, "zerotrain: %s\n", products->line(eo.dtype).c_str());
+    std::optional<zero::ProductsChoice> p;
+    if (!server)
+      p = zero::choose_products(*worker_group, eo.dtype, cfg.run.bf16_products, product_shape(cfg, *model, bs.micro));
+    const std::string said =
+        share_text(group, servers, p ? p->line(eo.dtype) + "\n" + products_record(p, eo.dtype).dump() : "");
+    products = nlohmann::json::parse(said.substr(said.find('\n') + 1));
+    if (lead) std::fprintf(stderr, "zerotrain: %s\n", said.substr(0, said.find('\n')).c_str());
   }
   zero::ParamServer ps(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), eo, servers);
-  const comm::GroupPtr worker_group = group.split(server ? 1 : 0, rank);  // the servers' is unused
   auto schedule = optim::make_schedule(cfg.scheduler.type, cfg.scheduler.params, cfg.optimizer.lr, total_steps);
 
   if (lead) {
@@ -137,7 +146,7 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
                                {"memory_plan",
                                 {{"server", ps_memory_json(zero::ps_memory(ps.plan(), true))},
                                  {"worker", ps_memory_json(zero::ps_memory(ps.plan(), false))}}},
-                               {"products", products_record(products, eo.dtype)},
+                               {"products", products},
                                {"config", cfg.raw}});
     });
     std::fprintf(stderr,
@@ -224,7 +233,8 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
     if (!lead) continue;
     char rate[32];
     std::snprintf(rate, sizeof rate, sps < 10 ? "%.3g" : "%.0f", sps);
-    std::fprintf(stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f | %s samples/s | ETA %s | %s\n",
+    std::fprintf(stderr,
+                 "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f | %s samples/s | ETA %s | %s\n",
                  (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg,
                  lr, st.grad_norm, rate, fmt_eta(eta).c_str(), mem_summary().c_str());
     nlohmann::json rec = {{"step", step + 1},
@@ -290,7 +300,8 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
   if (lead) {
     if (final_eval) std::printf("%s\n", final_eval->line.c_str());
     std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; %s in %s\n", (long long)total_steps, train_s,
-                 cfg.run.save_weights ? "weights and metrics" : "metrics (run.save_weights false)", cfg.run.dir.c_str());
+                 cfg.run.save_weights ? "weights and metrics" : "metrics (run.save_weights false)",
+                 cfg.run.dir.c_str());
   }
   return 0;
 }

@@ -104,12 +104,16 @@ WorkPtr Group::barrier_async(const CollOptions& opts) {
 
 // Note [point-to-point]: numbered apart from the collectives (a send is one rank's call, so it
 // would shift the numbers that name a collective alike on every rank).
+Group::Call Group::next_p2p_call(Coll coll, const CollOptions& opts) {
+  ZT_CHECK(opts.timeout_s >= 0, "[comm] ", coll_name(coll), ": timeout_s must be >= 0 (0 = the group's ", timeout_s_,
+           " s), got ", opts.timeout_s);
+  return Call{coll, opts.op, ++p2p_seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
+}
+
 WorkPtr Group::send_async(const Tensor& buf, int peer, const CollOptions& opts) {
   detail::check_buffer(Coll::send, buf, "buffer");
   detail::check_peer(Coll::send, size(), rank(), peer);
-  ZT_CHECK(opts.timeout_s >= 0, "[comm] send: timeout_s must be >= 0, got ", opts.timeout_s);
-  const Call c{Coll::send, opts.op, ++p2p_seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
-  WorkPtr w = do_send(buf, peer, c);
+  WorkPtr w = do_send(buf, peer, next_p2p_call(Coll::send, opts));
   count(Coll::send, buf.nbytes());
   return w;
 }
@@ -117,9 +121,7 @@ WorkPtr Group::send_async(const Tensor& buf, int peer, const CollOptions& opts) 
 WorkPtr Group::recv_async(Tensor& buf, int peer, const CollOptions& opts) {
   detail::check_buffer(Coll::recv, buf, "buffer");
   detail::check_peer(Coll::recv, size(), rank(), peer);
-  ZT_CHECK(opts.timeout_s >= 0, "[comm] recv: timeout_s must be >= 0, got ", opts.timeout_s);
-  const Call c{Coll::recv, opts.op, ++p2p_seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
-  WorkPtr w = do_recv(buf, peer, c);
+  WorkPtr w = do_recv(buf, peer, next_p2p_call(Coll::recv, opts));
   count(Coll::recv, buf.nbytes());
   return w;
 }

@@ -282,6 +282,10 @@ class MpiGroup : public Group {
     check_mpi(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(c, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(c, &size_), "MPI_Comm_size");
+    void* ub = nullptr;
+    int flag = 0;
+    check_mpi(MPI_Comm_get_attr(c, MPI_TAG_UB, &ub, &flag), "MPI_Comm_get_attr");
+    if (flag) p2p_tag_ = *static_cast<int*>(ub);
   }
 
   int rank() const override { return rank_; }
@@ -393,20 +397,20 @@ class MpiGroup : public Group {
   // Note [point-to-point]: MPI_Isend / MPI_Irecv on the group's communicator, with the largest
   // tag (the ring reduce-scatter's tags stay below 32768), so messages between one pair are
   // matched in order. A parameter server's traffic is then exactly its W pushes in and W pulls
-  // out of Ψ/S elements each (Note [parameter-server traffic] in zero/param_server.cpp).
+  // out of Ψ/S elements each (Note [parameter-server traffic] in zt/zero/param_server.h).
   WorkPtr do_send(const Tensor& buf, int peer, const Call& c) override {
     MPI_Request r;
-    check_mpi(MPI_Isend(buf.raw_data(), mpi_count(c.coll, buf.numel()), mpi_dtype(buf.dtype()), peer, p2p_tag(),
-                        comm_->c, &r),
-              "MPI_Isend", call_name(c.coll, c.seq, c.label));
+    check_mpi(
+        MPI_Isend(buf.raw_data(), mpi_count(c.coll, buf.numel()), mpi_dtype(buf.dtype()), peer, p2p_tag_, comm_->c, &r),
+        "MPI_Isend", call_name(c.coll, c.seq, c.label));
     return issued(r, c, {buf}, nullptr);
   }
 
   WorkPtr do_recv(Tensor& buf, int peer, const Call& c) override {
     MPI_Request r;
-    check_mpi(MPI_Irecv(buf.raw_data(), mpi_count(c.coll, buf.numel()), mpi_dtype(buf.dtype()), peer, p2p_tag(),
-                        comm_->c, &r),
-              "MPI_Irecv", call_name(c.coll, c.seq, c.label));
+    check_mpi(
+        MPI_Irecv(buf.raw_data(), mpi_count(c.coll, buf.numel()), mpi_dtype(buf.dtype()), peer, p2p_tag_, comm_->c, &r),
+        "MPI_Irecv", call_name(c.coll, c.seq, c.label));
     return issued(r, c, {buf}, nullptr);
   }
 
@@ -424,15 +428,9 @@ class MpiGroup : public Group {
                                      std::move(on_done));
   }
 
-  int p2p_tag() const {
-    void* ub = nullptr;
-    int flag = 0;
-    MPI_Comm_get_attr(comm_->c, MPI_TAG_UB, &ub, &flag);
-    return flag ? *static_cast<int*>(ub) : 32767;
-  }
-
   std::shared_ptr<Comm> comm_;
   int rank_ = 0, size_ = 1;
+  int p2p_tag_ = 32767;  // MPI_TAG_UB (Note [point-to-point])
 };
 
 }  // namespace

@@ -58,7 +58,8 @@ ParamServer::ParamServer(nn::Module& model, comm::GroupPtr group, EngineOptions 
       return;
     }
     auto it = inits.find(p.impl());
-    ZT_CHECK(it != inits.end(), "[ps] a parameter of shape ", shape_str(p.shape()), " has no values and no initialiser");
+    ZT_CHECK(it != inits.end(), "[ps] a parameter of shape ", shape_str(p.shape()),
+             " has no values and no initialiser");
     it->second(values);
   };
   for (auto& p : frozen_) {
@@ -198,7 +199,8 @@ StepStats ParamServer::worker_step() {
     out.push_back(grad_bufs_[b].dtype() == wire ? grad_bufs_[b] : ops::cast(grad_bufs_[b], wire));
     for (int s = 0; s < servers_; ++s) {
       const Range r = plan_.optim_range(b, s);
-      pushes.push_back(group_->send_async(out[b].slice(0, r.begin, r.end), s, label("push of buffer " + std::to_string(b))));
+      pushes.push_back(
+          group_->send_async(out[b].slice(0, r.begin, r.end), s, label("push of buffer " + std::to_string(b))));
     }
   }
   StepStats st;

@@ -228,8 +228,9 @@ TEST(CommFake, PointToPointIsNotAvailableAndSaysSo) {
     FAIL() << "recv on fake should throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::comm);
-    EXPECT_STREQ(e.what(), "[comm] recv is not available with backend fake (point-to-point messages need "
-                           "run.comm_backend mpi)");
+    EXPECT_STREQ(e.what(),
+                 "[comm] recv is not available with backend fake (point-to-point messages need "
+                 "run.comm_backend mpi)");
   }
   EXPECT_THROW(g->send(t, 0), Error);  // itself: not a peer
   EXPECT_EQ(g->stats().total_bytes(), 0u);

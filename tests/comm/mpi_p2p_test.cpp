@@ -39,8 +39,8 @@ TEST(CommP2p, SendAndRecvArriveInOrderAndCountOnEachSide) {
   EXPECT_EQ(g->stats().bytes[size_t(Coll::send)], 46u);
   EXPECT_EQ(g->stats().bytes[size_t(Coll::recv)], 46u);
   EXPECT_EQ(g->stats().calls[size_t(Coll::send)], 2u);
-  EXPECT_EQ(sb->seq() - ra->seq(), 3u);  // numbered among this rank's messages...
-  EXPECT_EQ(g->last_seq(), seq_before);  // ...taking no collective's number
+  EXPECT_EQ(sb->seq() - ra->seq(), 3u);             // numbered among this rank's messages...
+  EXPECT_EQ(g->last_seq(), seq_before);             // ...taking no collective's number
   EXPECT_EQ(g->all_reduce_scalar(1.0), double(n));  // collectives stay aligned after them
   g->reset_stats();
 }

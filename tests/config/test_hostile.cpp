@@ -213,14 +213,20 @@ TEST(HostileParse, EpochsMustBeFiniteAndPositive) {
 // naming the key; keys the parameter server cannot honour say so, naming what is allowed.
 TEST(HostileParse, StrategyAndParameterServersAreCheckedNamingTheKey) {
   for (const json& v : {json("ps"), json(1), json(nullptr), json("ZERO")})
-    EXPECT_THAT(error_of([&] { parse({{"run", {{"strategy", v}}}}, "cfg.json"); }),
+    EXPECT_THAT(error_of([&] {
+                  parse({{"run", {{"strategy", v}}}}, "cfg.json");
+                }),
                 HasSubstr("'run.strategy' must be one of zero, parameter_server"))
         << v.dump();
   for (const json& v : {json(0), json(-3), json(1.5), json("2"), json(1e12), json(nullptr)})
-    EXPECT_THAT(error_of([&] { parse({{"run", {{"parameter_servers", v}}}}, "cfg.json"); }),
+    EXPECT_THAT(error_of([&] {
+                  parse({{"run", {{"parameter_servers", v}}}}, "cfg.json");
+                }),
                 HasSubstr("'run.parameter_servers' must be a"))
         << v.dump();
-  EXPECT_THAT(error_of([] { parse({{"run", {{"parameter_server", 2}}}}, "cfg.json"); }),
+  EXPECT_THAT(error_of([] {
+                parse({{"run", {{"parameter_server", 2}}}}, "cfg.json");
+              }),
               HasSubstr("(did you mean 'run.parameter_servers'?)"));
   const Config c = parse({{"run", {{"strategy", "parameter_server"}, {"parameter_servers", 2}}}});
   EXPECT_EQ(c.run.strategy, "parameter_server");

@@ -36,8 +36,8 @@ TEST(ParamServerCli, FollowsZeroWithTheSameGlobalBatchAndSavesWeights) {
   for (int servers : {1, 2}) {
     SCOPED_TRACE("servers " + std::to_string(servers));
     const std::string dir = tmpdir("ps" + std::to_string(servers));
-    const std::string args = kArgs + " run.strategy=parameter_server run.parameter_servers=" +
-                             std::to_string(servers) + " zero_optimization.stage=2 run.dir=" + dir;
+    const std::string args = kArgs + " run.strategy=parameter_server run.parameter_servers=" + std::to_string(servers) +
+                             " zero_optimization.stage=2 run.dir=" + dir;
     Result t = run(kMpi + std::to_string(2 + servers) + " " + kBin + " train" + args, 300);
     ASSERT_EQ(t.code, 0) << t.out;
     EXPECT_NE(t.out.find("parameter server: " + std::to_string(servers) + " server"), std::string::npos) << t.out;

@@ -2,11 +2,11 @@
 // server ranks follows one process's trajectory with the same global batch (MLP in fp32 and
 // bf16, a tiny GPT with a tied wte), holds the model-state bytes of Note [parameter-server
 // memory], and its links carry what Note [parameter-server traffic] says.
+#include "zt/zero/param_server.h"
 #include "zero_harness.h"
 #include "zt/core/allocator.h"
 #include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
-#include "zt/zero/param_server.h"
 
 using namespace zt;
 using namespace zt::testing;
@@ -48,9 +48,8 @@ RunResult train_ps(const RunSpec& s, int servers, const Data& d) {
     out.stats.push_back(ps.step(1e-2));
     out.losses.push_back(g->all_reduce_scalar(loss_sum) / double(W));
   }
-  ps.for_each_full_param([&](const std::string&, const Tensor& p) {
-    out.params.push_back(ops::cast(p, DType::f32).to_vector());
-  });
+  ps.for_each_full_param(
+      [&](const std::string&, const Tensor& p) { out.params.push_back(ops::cast(p, DType::f32).to_vector()); });
   return out;
 }
 

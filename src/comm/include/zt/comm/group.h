@@ -145,7 +145,8 @@ class Group {
   virtual WorkPtr do_recv(Tensor& buf, int peer, const Call& c);
 
  private:
-  Call next_call(Coll coll, const CollOptions& opts);  // takes the next sequence number
+  Call next_call(Coll coll, const CollOptions& opts);      // takes the next sequence number
+  Call next_p2p_call(Coll coll, const CollOptions& opts);  // takes the next send / recv number
   void count(Coll c, uint64_t bytes);
 
   double timeout_s_ = 300.0;
