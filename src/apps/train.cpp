@@ -219,11 +219,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     double step_loss = 0;
     for (int64_t m = 0; m < bs.accumulation; ++m) {
       // Global batch layout: micro-batch m of every rank, rank-major inside each micro-batch.
-      const int64_t begin = in_epoch * bs.train_batch_size + (m * world + rank) * bs.micro;
+      const int64_t begin = micro_begin(bs, in_epoch, m, world, rank);
       MicroBatch b = task->gather(order, begin, begin + bs.micro, epoch);
       // Dropout masks: a stream per (seed, step, micro-batch of the global batch), replayed by
       // activation checkpointing.
-      nn::set_dropout_stream(dropout_stream_seed(cfg.seed, step, m * world + rank));
+      nn::set_dropout_stream(dropout_stream_seed(cfg.seed, step, micro_index(m, world, rank)));
       Tensor loss = task->loss(engine.forward(b.inputs), b);
       const int64_t global_begin = in_epoch * bs.train_batch_size;
       const double w =

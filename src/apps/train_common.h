@@ -51,6 +51,13 @@ void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when,
                    bool before_commit = true);
 // Weights that are NaN or infinite are never saved over earlier ones.
 void check_finite(const std::string& name, const Tensor& t, int64_t steps);
+// Global batch layout: micro-batch m of every data-parallel rank, rank-major inside each
+// micro-batch. The first sample of `rank`'s micro-batch m (of `ranks`) in step `in_epoch` of its
+// epoch, and that micro-batch's index in the global batch.
+inline int64_t micro_index(int64_t m, int ranks, int rank) { return m * ranks + rank; }
+inline int64_t micro_begin(const config::BatchSizes& bs, int64_t in_epoch, int64_t m, int ranks, int rank) {
+  return in_epoch * bs.train_batch_size + micro_index(m, ranks, rank) * bs.micro;
+}
 // Dropout masks: a stream per (seed, step, micro-batch of the global batch).
 uint64_t dropout_stream_seed(uint64_t seed, int64_t step, int64_t micro);
 // run.epochs in steps, rounded, at least 1; a count past int64 is a config error.

@@ -56,7 +56,9 @@ nlohmann::json memory_per_rank(comm::Group& group, bool server) {
          all = Tensor::empty({k * group.size()}, DType::i64, MemTag::comm);
   int64_t* m = mine.data<int64_t>();
   const MemTag tags[] = {MemTag::param, MemTag::grad, MemTag::master, MemTag::optim, MemTag::comm, MemTag::activation};
-  m[0] = server, m[1] = int64_t(ms.total_peak), m[2] = read_rss().peak;
+  m[0] = server ? 1 : 0;
+  m[1] = int64_t(ms.total_peak);
+  m[2] = read_rss().peak;
   for (int i = 0; i < 6; ++i) m[3 + i] = int64_t(ms.peak[size_t(tags[i])]);
   group.all_gather(mine, all, "memory per rank");
   nlohmann::json out = nlohmann::json::array();
@@ -189,9 +191,9 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
         order_epoch = epoch;
       }
       for (int64_t m = 0; m < bs.accumulation; ++m) {
-        const int64_t begin = in_epoch * bs.train_batch_size + (m * workers + wi) * bs.micro;
+        const int64_t begin = micro_begin(bs, in_epoch, m, workers, wi);
         MicroBatch b = task->gather(order, begin, begin + bs.micro, epoch);
-        nn::set_dropout_stream(dropout_stream_seed(cfg.seed, step, m * workers + wi));
+        nn::set_dropout_stream(dropout_stream_seed(cfg.seed, step, micro_index(m, workers, wi)));
         Tensor loss = task->loss(ps.forward(b.inputs), b);
         const int64_t global_begin = in_epoch * bs.train_batch_size;
         const double w =
