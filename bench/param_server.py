@@ -7,7 +7,9 @@ Per run: peak memory per rank (the allocator's peak from metrics.jsonl; the para
 records list every rank's), the bytes each host's link sent and received per step (veth counters of
 a long run minus a short one, so set-up and the final save cancel out), the busiest link's figure,
 the mean step time, and the final loss (the same global batch, so the same trajectory up to bf16
-rounding). Standard library only; needs root (namespaces).
+rounding). Standard library only; needs root (namespaces). The test hosts are the machine's: `up` and
+`down` end whatever runs inside them, so this refuses to start while they are up (another bench using
+them) unless --force.
 
 usage: bench/param_server.py [--rate 1gbit] [--steps 6] [--servers 1] [--out bench/param_server_results.jsonl]
                              [--markdown]
@@ -81,6 +83,9 @@ def peaks(last):
 
 
 def run_all(a):
+    if sh([HOSTS, "status"]).returncode == 0 and not a.force:
+        sys.exit("the test hosts are up: another run may be using them (scripts/hosts.sh status); --force to take them")
+    commit = sh(["git", "rev-parse", "--short", "HEAD"]).stdout.strip()
     up = sh([HOSTS, "up", "2", a.rate])
     if up.returncode != 0:
         sys.exit(f"hosts.sh up failed: {up.stderr.strip()}")
@@ -95,7 +100,8 @@ def run_all(a):
             row = {"bench": "param_server", "rate": a.rate, "strategy": name, "parameters": psi, "dtype": "bf16",
                    "step_s": step_time(records), "link_per_step": per_step,
                    "busiest_per_step": max(max(h) for h in per_step), "peak": mem, "rss_peak": rss,
-                   "losses": [m["loss"] for m in records], "cmd": cmd, "date": time.strftime("%Y-%m-%d")}
+                   "losses": [m["loss"] for m in records], "cmd": cmd, "date": time.strftime("%Y-%m-%d"),
+                   "commit": commit}
             print(json.dumps(row), flush=True)
             rows.append(row)
     finally:
@@ -110,7 +116,8 @@ def mib(b):
 def markdown(rows):
     psi = min(r["parameters"] for r in rows)  # the parameter server's: no padding at S = 1
     out = ["## Parameter server against ZeRO, across two hosts (issue 20)", "",
-           f"Written by `bench/param_server.py --markdown` from its own runs ({rows[0]['date']}; not part of "
+           f"Written by `bench/param_server.py --markdown` from its own runs ({rows[0]['date']}, commit "
+           f"{rows[0].get('commit', '?')}; not part of "
            "`bench/run.sh`). The 5M GPT "
            f"of `bench/multihost.py` ({psi:,} parameters, bf16, AdamW, global batch 12) at N = 4 on two "
            f"test hosts (`scripts/hosts.sh`, 2 ranks each, links capped at {rows[0]['rate']}), sharing the "
@@ -159,6 +166,7 @@ def main():
     p.add_argument("--bin", default="build/zerotrain")
     p.add_argument("--out", default="bench/param_server_results.jsonl")
     p.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md's section from --out, run nothing")
+    p.add_argument("--force", action="store_true", help="take the test hosts even if they are up")
     a = p.parse_args()
     if a.markdown:
         print("\n".join(markdown([json.loads(line) for line in open(a.out) if line.startswith("{")])))
