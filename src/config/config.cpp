@@ -1,6 +1,8 @@
 // Config parsing: DeepSpeed's keys with DeepSpeed's meanings, plus our model/data/run sections.
 #include "zt/config/config.h"
 
+#include <limits>
+
 #include "json_check.h"
 #include "zt/core/error.h"
 
@@ -254,7 +256,17 @@ void parse_run(const Section& s, RunConfig& r) {
   s.read_choice("bf16_products", r.bf16_products, {"auto", "native", "f32"});
   s.read_int("max_consecutive_skipped_steps", r.max_consecutive_skipped_steps, 0);
   s.read_choice("strategy", r.strategy, {"zero", "parameter_server"});
-  s.read_int("parameter_servers", r.parameter_servers, 1);
+  if (s.has("parameter_servers")) {  // a bad value names the nearest valid one (the world size bounds it too)
+    int64_t v = 0;
+    const bool integer = detail::as_int64(s.value("parameter_servers"), v);
+    if (!integer || v < 1 || v > std::numeric_limits<int>::max())
+      detail::bad_value(s.source(), s.path("parameter_servers"),
+                        !integer ? "a positive integer"
+                        : v < 1  ? "a positive integer (the nearest valid value is 1)"
+                                 : "less than the world size (and than 2^31)",
+                        s.value("parameter_servers"));
+    r.parameter_servers = int(v);
+  }
 }
 
 // The parameter server (Note [parameter server]) trains in fp32 or bf16 with its states in memory,

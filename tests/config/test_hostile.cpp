@@ -218,12 +218,20 @@ TEST(HostileParse, StrategyAndParameterServersAreCheckedNamingTheKey) {
                 }),
                 HasSubstr("'run.strategy' must be one of zero, parameter_server"))
         << v.dump();
-  for (const json& v : {json(0), json(-3), json(1.5), json("2"), json(1e12), json(nullptr)})
+  for (const json& v : {json(-3), json(1.5), json("2"), json(nullptr)})
     EXPECT_THAT(error_of([&] {
                   parse({{"run", {{"parameter_servers", v}}}}, "cfg.json");
                 }),
                 HasSubstr("'run.parameter_servers' must be a"))
         << v.dump();
+  EXPECT_THAT(error_of([] {
+                parse({{"run", {{"parameter_servers", 0}}}}, "cfg.json");
+              }),
+              HasSubstr("'run.parameter_servers' must be a positive integer (the nearest valid value is 1), got 0"));
+  EXPECT_THAT(error_of([] {
+                parse({{"run", {{"parameter_servers", 1e12}}}}, "cfg.json");
+              }),
+              HasSubstr("'run.parameter_servers' must be less than the world size (and than 2^31)"));
   EXPECT_THAT(error_of([] {
                 parse({{"run", {{"parameter_server", 2}}}}, "cfg.json");
               }),

@@ -80,7 +80,7 @@ TEST(ParamServerCli, ValuesItCannotTakeAreOneLineErrors) {
        "the nearest valid value is 2)"},
       {"2 " + kBin + " train" + kArgs + " run.strategy=ps", "'run.strategy' must be one of zero, parameter_server"},
       {"2 " + kBin + " train" + kArgs + " run.strategy=parameter_server run.parameter_servers=0",
-       "'run.parameter_servers' must be a positive integer, got 0"},
+       "'run.parameter_servers' must be a positive integer (the nearest valid value is 1), got 0"},
       {"2 " + kBin + " train" + kArgs + " run.strategy=parameter_server fp16.enabled=true",
        "'fp16.enabled' = true is not available with run.strategy parameter_server"},
       {"2 " + kBin + " train" + kArgs + " run.strategy=parameter_server checkpoint.every_steps=5",
