@@ -419,7 +419,8 @@ SCALE_BEGIN, SCALE_END = "<!-- scale_offload.py: begin -->", "<!-- scale_offload
 # runs that bench/run.sh does not repeat), each between its markers.
 KEPT_BLOCKS = [(SCALE_BEGIN, SCALE_END), ("<!-- multihost.py: begin -->", "<!-- multihost.py: end -->"),
                ("<!-- bf16_products: begin -->", "<!-- bf16_products: end -->"),
-               ("<!-- zeropp.py: begin -->", "<!-- zeropp.py: end -->")]
+               ("<!-- zeropp.py: begin -->", "<!-- zeropp.py: end -->"),
+               ("<!-- param_server.py: begin -->", "<!-- param_server.py: end -->")]
 
 
 def kept_sections(path):

@@ -275,7 +275,9 @@ int run_command(const std::string& command, const Args& a) {
                 " ranks would run that many separate trainings into one run.dir; use auto or mpi under mpirun, or "
                 "local without it");
     // ZT_FAULT's at=save against the checkpoint settings (the rest is checked by train).
-    group = zt::comm::make_group(cfg.run.comm_backend);
+    // The parameter server's pushes and pulls are point-to-point messages, which mpi carries.
+    const bool p2p = cfg.run.strategy == "parameter_server" && zt::comm::launched_by_mpirun();
+    group = zt::comm::make_group(p2p && cfg.run.comm_backend == "auto" ? "mpi" : cfg.run.comm_backend);
     if (command == "import") return zt::apps::run_import(cfg, *group, a.tools);
     return zt::apps::run_train(cfg, *group);
   } catch (const zt::AgreedError& e) {

@@ -5,11 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include "agree.h"
 #include "commands.h"
@@ -18,12 +16,11 @@
 #include "run_dir.h"
 #include "session.h"
 #include "tasks.h"
+#include "train_common.h"
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
 #include "zt/ckpt/checkpoint.h"
 #include "zt/comm/group.h"
-#include "zt/core/affinity.h"
-#include "zt/core/parallel.h"
 #include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
 #include "zt/optim/schedule.h"
@@ -33,78 +30,6 @@ namespace zt::apps {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-std::string fmt_eta(double s) {
-  char buf[32];
-  const long t = long(s + 0.5);
-  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  return buf;
-}
-
-int env_int(const char* name, int fallback) {
-  const char* s = std::getenv(name);
-  return s ? std::max(0, std::atoi(s)) : fallback;
-}
-
-// Threads per rank: the configured number, else the cores shared by the ranks on this node;
-// then each thread is pinned to a core of this rank's share (run.pin_threads).
-std::string pick_threads(const config::Config& c) {
-  const int local = std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
-  const int cores = int(std::thread::hardware_concurrency());
-  set_num_threads(c.run.threads > 0 ? c.run.threads : std::max(1, cores / local));
-  const std::string n = std::to_string(num_threads()) + (num_threads() == 1 ? " thread" : " threads");
-  if (!c.run.pin_threads) return n + ", not pinned (run.pin_threads = false)";
-  return n + ", " + pin_threads(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0), local, num_threads()).note;
-}
-
-// Rank 0's work on the run directory: its first error is kept for the next vote instead of
-// thrown, so that no other rank is left waiting (Note [agreed stops]).
-struct LeadWork {
-  explicit LeadWork(bool is_lead) : lead(is_lead) {}
-  bool lead;
-  ErrorKind kind = ErrorKind::internal;
-  std::string error;
-
-  template <typename Fn>
-  void operator()(Fn&& fn) {
-    if (!lead || !error.empty()) return;
-    try {
-      fn();
-    } catch (const Error& e) {
-      kind = e.kind();
-      error = e.what();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  bool failed() const { return !error.empty(); }
-};
-
-// Turns a vote to stop into the same AgreedStop on every rank; `when` is "at step 3 of 10".
-// Until the final commit nothing saved has changed, and the message says so.
-void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when, const std::string& dir,
-                   bool before_commit = true) {
-  const std::string kept = before_commit ? "; nothing from this run was saved (model.safetensors and summary.json in " +
-                                               dir + " are unchanged)"
-                                         : "";
-  if (v.lead_failed) throw AgreedStop(lead.error + kept, lead.kind, 1);
-  if (v.bad_loss_rank >= 0)
-    throw AgreedStop(detail::concat("[train] the loss is not finite ", when, " on rank ", v.bad_loss_rank,
-                                    ": training diverged (lower optimizer.params.lr or set gradient_clipping)", kept),
-                     ErrorKind::config, 1);
-  if (v.signal)
-    throw AgreedStop(detail::concat("interrupted by ", v.signal == SIGINT ? "SIGINT" : "SIGTERM", " ", when,
-                                    ", every rank stopped", kept),
-                     ErrorKind::internal, 128 + v.signal);
-}
-
-// Weights that are NaN or infinite are never saved over earlier ones.
-void check_finite(const std::string& name, const Tensor& t, int64_t steps) {
-  const float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i)
-    ZT_CHECK_AS(ErrorKind::config, std::isfinite(p[i]), "[train] the weights after step ", steps, " are not finite ('",
-                name, "' holds ", p[i], "): training diverged (lower optimizer.params.lr or set gradient_clipping)");
-}
 
 // What the offload sections mean for this run, for the start line ("" when nothing is offloaded).
 std::string offload_note(const config::Config& c, const zero::Engine& e) {
@@ -136,57 +61,10 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
   return out;
 }
 
-// The products a 16-bit run times to choose its path (Note [16-bit products]): the model's largest
-// 2-D weight with both sides at most 16384 (not a vocabulary-sized table: its timing would be
-// long and its f32 copies would set the process's peak before the plan measures it) at one
-// micro-batch's rows, fewer where the product is larger than 256x768x3072 (~0.1 s).
-zero::ProductShape product_shape(const config::Config& c, const nn::Module& model, int64_t micro) {
-  const bool tokens = c.model.type == "gpt" || c.model.type == "bert";
-  const int64_t per_sample = tokens ? (c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size) : 1;
-  zero::ProductShape s;
-  int64_t best = 0;
-  for (const auto& [name, p] : model.named_parameters())
-    if (p.dim() == 2 && p.numel() > best && p.size(0) <= 16384 && p.size(1) <= 16384) {
-      best = p.numel();
-      s.out = p.size(0);
-      s.in = p.size(1);
-    }
-  const int64_t cap = std::max<int64_t>(16, int64_t(256) * 768 * 3072 / std::max<int64_t>(1, s.in * s.out));
-  s.rows = std::clamp<int64_t>(micro * per_sample, 1, cap);
-  return s;
-}
-
-// The start record's "products" (null for an f32 run).
-nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt) {
-  if (!p) return nullptr;
-  nlohmann::json r = {{"dtype", dtype_name(dt)}, {"path", ops::products_name(p->products)},
-                      {"setting", p->setting},   {"reason", p->reason},
-                      {"amx", p->amx},           {"shape", {p->shape.rows, p->shape.in, p->shape.out}}};
-  if (p->native_ms > 0) r["measured_ms"] = {{"native", p->native_ms}, {"f32", p->f32_ms}};
-  return r;
-}
-
-uint64_t dropout_stream_seed(uint64_t seed, int64_t step, int64_t micro) {
-  auto mix = [](uint64_t x) {  // splitmix64's finaliser
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-  };
-  return mix(seed ^ mix(uint64_t(step) ^ mix(uint64_t(micro))));
-}
-
-// run.epochs in steps, rounded, at least 1; a count past int64 is a config error (llround's
-// result would be unspecified and the run would take one step).
-int64_t steps_for_epochs(double epochs, int64_t steps_per_epoch) {
-  const double steps = std::round(epochs * double(steps_per_epoch));
-  ZT_CHECK_AS(ErrorKind::config, std::isfinite(steps) && steps < 9.2e18, "[config] 'run.epochs' = ", epochs, " at ",
-              steps_per_epoch, " steps per epoch gives more steps than int64 can count");
-  return std::max<int64_t>(1, int64_t(steps));
-}
 }  // namespace
 
 int run_train(const config::Config& cfg, comm::Group& group) {
+  if (cfg.run.strategy == "parameter_server") return run_train_ps(cfg, group);
   const int rank = group.rank(), world = group.size();
   const bool lead = rank == 0;
   group.set_timeout(cfg.run.comm_timeout_s);
@@ -344,11 +222,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     double step_loss = 0;
     for (int64_t m = 0; m < bs.accumulation; ++m) {
       // Global batch layout: micro-batch m of every rank, rank-major inside each micro-batch.
-      const int64_t begin = in_epoch * bs.train_batch_size + (m * world + rank) * bs.micro;
+      const int64_t begin = micro_begin(bs, in_epoch, m, world, rank);
       MicroBatch b = task->gather(order, begin, begin + bs.micro, epoch);
       // Dropout masks: a stream per (seed, step, micro-batch of the global batch), replayed by
       // activation checkpointing.
-      nn::set_dropout_stream(dropout_stream_seed(cfg.seed, step, m * world + rank));
+      nn::set_dropout_stream(dropout_stream_seed(cfg.seed, step, micro_index(m, world, rank)));
       Tensor loss = task->loss(engine.forward(b.inputs), b);
       const int64_t global_begin = in_epoch * bs.train_batch_size;
       const double w =
@@ -430,14 +308,6 @@ int run_train(const config::Config& cfg, comm::Group& group) {
         stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %s samples/s | ETA %s | %s\n",
         (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg, lr,
         st.grad_norm, scale, rate, fmt_eta(eta).c_str(), mem_summary().c_str());
-    MemStats ms = Allocator::global().stats();
-    nlohmann::json mem, mem_peak;
-    for (size_t t = 0; t < kNumMemTags; ++t) {
-      mem[mem_tag_name(MemTag(t))] = ms.current[t];
-      mem_peak[mem_tag_name(MemTag(t))] = ms.peak[t];  // activation: what checkpointing saves
-    }
-    mem["peak"] = ms.total_peak;
-    mem["cached"] = ms.cached;  // freed blocks kept for reuse: resident beside the tags
     nlohmann::json rec = {{"step", step + 1},
                           {"epoch", double(step + 1) / double(steps_per_epoch)},
                           {"loss", loss_avg},
@@ -447,11 +317,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                           {"elapsed_s", elapsed},
                           {"comm_bytes", engine.comm_bytes()},
                           {"cross_node_bytes", engine.cross_node_bytes()},
-                          {"memory", mem},
-                          {"memory_peak", mem_peak},
-                          {"rss_peak", read_rss().peak},  // VmHWM: the OS's view of memory_plan
                           {"loss_scale", engine.loss_scale()},
                           {"skipped_steps", skipped}};
+    add_memory_fields(rec);
     // Note [overlap]: how much of the communication ran behind computation since the last record.
     auto overlap_json = [](const zero::CommOverlap& o) {
       const std::optional<double> h = o.hidden();

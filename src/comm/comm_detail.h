@@ -26,6 +26,7 @@ void check_reduce_scatter(int size, const Tensor& in, const Tensor& out);
 void check_all_gather(int size, const Tensor& in, const Tensor& out);
 void check_all_to_all(int size, const Tensor& in, const Tensor& out);
 void check_root(int size, int root);
+void check_peer(Coll c, int size, int rank, int peer);  // send / recv: another rank of the group
 // True when the byte ranges of a and b intersect (both contiguous).
 bool overlaps(const Tensor& a, const Tensor& b);
 

@@ -37,6 +37,10 @@ const char* coll_name(Coll c) {
       return "barrier";
     case Coll::all_to_all:
       return "all_to_all";
+    case Coll::send:
+      return "send";
+    case Coll::recv:
+      return "recv";
   }
   return "unknown";
 }
@@ -151,6 +155,40 @@ WorkPtr Group::do_all_to_all(const Tensor& in, Tensor& out, const Call& c) {
   });
 }
 
+// Note [point-to-point]: numbered apart from the collectives (a send is one rank's call, so it
+// would shift the numbers that name a collective alike on every rank).
+Group::Call Group::next_p2p_call(Coll coll, const CollOptions& opts) {
+  ZT_CHECK(opts.timeout_s >= 0, "[comm] ", coll_name(coll), ": timeout_s must be >= 0 (0 = the group's ", timeout_s_,
+           " s), got ", opts.timeout_s);
+  return Call{coll, opts.op, ++p2p_seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
+}
+
+WorkPtr Group::send_async(const Tensor& buf, int peer, const CollOptions& opts) {
+  detail::check_buffer(Coll::send, buf, "buffer");
+  detail::check_peer(Coll::send, size(), rank(), peer);
+  WorkPtr w = do_send(buf, peer, next_p2p_call(Coll::send, opts));
+  count(Coll::send, buf.nbytes());
+  return w;
+}
+
+WorkPtr Group::recv_async(Tensor& buf, int peer, const CollOptions& opts) {
+  detail::check_buffer(Coll::recv, buf, "buffer");
+  detail::check_peer(Coll::recv, size(), rank(), peer);
+  WorkPtr w = do_recv(buf, peer, next_p2p_call(Coll::recv, opts));
+  count(Coll::recv, buf.nbytes());
+  return w;
+}
+
+WorkPtr Group::do_send(const Tensor&, int, const Call&) {
+  ZT_THROW_AS(ErrorKind::comm, "[comm] send is not available with backend ", backend(),
+              " (point-to-point messages need run.comm_backend mpi)");
+}
+
+WorkPtr Group::do_recv(Tensor&, int, const Call&) {
+  ZT_THROW_AS(ErrorKind::comm, "[comm] recv is not available with backend ", backend(),
+              " (point-to-point messages need run.comm_backend mpi)");
+}
+
 double Group::all_reduce_scalar(double v, const CollOptions& opts) {
   Tensor t = Tensor::empty({1}, DType::f32, MemTag::comm);
   *t.data<float>() = float(v);
@@ -231,6 +269,11 @@ void check_all_to_all(int size, const Tensor& in, const Tensor& out) {
 
 void check_root(int size, int root) {
   ZT_CHECK(root >= 0 && root < size, "[comm] broadcast: root ", root, " is outside the group [0, ", size, ")");
+}
+
+void check_peer(Coll c, int size, int rank, int peer) {
+  ZT_CHECK(peer >= 0 && peer < size && peer != rank, "[comm] ", coll_name(c), ": peer ", peer,
+           " is not another rank of the group (rank ", rank, " of ", size, ")");
 }
 
 bool overlaps(const Tensor& a, const Tensor& b) {

@@ -283,6 +283,10 @@ class MpiGroup : public Group {
     check_mpi(MPI_Comm_rank(c, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(c, &size_), "MPI_Comm_size");
     local_size_ = ranks_per_node(c);
+    void* ub = nullptr;
+    int flag = 0;
+    check_mpi(MPI_Comm_get_attr(c, MPI_TAG_UB, &ub, &flag), "MPI_Comm_get_attr");
+    if (flag) p2p_tag_ = *static_cast<int*>(ub);
   }
 
   int rank() const override { return rank_; }
@@ -402,6 +406,26 @@ class MpiGroup : public Group {
     return issued(r, c, {in, out}, nullptr);
   }
 
+  // Note [point-to-point]: MPI_Isend / MPI_Irecv on the group's communicator, with the largest
+  // tag (the ring reduce-scatter's tags stay below 32768), so messages between one pair are
+  // matched in order. A parameter server's traffic is then exactly its W pushes in and W pulls
+  // out of Ψ/S elements each (Note [parameter-server traffic] in zt/zero/param_server.h).
+  WorkPtr do_send(const Tensor& buf, int peer, const Call& c) override {
+    MPI_Request r;
+    check_mpi(
+        MPI_Isend(buf.raw_data(), mpi_count(c.coll, buf.numel()), mpi_dtype(buf.dtype()), peer, p2p_tag_, comm_->c, &r),
+        "MPI_Isend", call_name(c.coll, c.seq, c.label));
+    return issued(r, c, {buf}, nullptr);
+  }
+
+  WorkPtr do_recv(Tensor& buf, int peer, const Call& c) override {
+    MPI_Request r;
+    check_mpi(
+        MPI_Irecv(buf.raw_data(), mpi_count(c.coll, buf.numel()), mpi_dtype(buf.dtype()), peer, p2p_tag_, comm_->c, &r),
+        "MPI_Irecv", call_name(c.coll, c.seq, c.label));
+    return issued(r, c, {buf}, nullptr);
+  }
+
   WorkPtr do_barrier(const Call& c) override {
     MPI_Request r;
     check_mpi(MPI_Ibarrier(comm_->c, &r), "MPI_Ibarrier", call_name(c.coll, c.seq, c.label));
@@ -418,6 +442,7 @@ class MpiGroup : public Group {
 
   std::shared_ptr<Comm> comm_;
   int rank_ = 0, size_ = 1, local_size_ = 1;
+  int p2p_tag_ = 32767;  // MPI_TAG_UB (Note [point-to-point])
 };
 
 }  // namespace

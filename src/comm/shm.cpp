@@ -240,6 +240,8 @@ class ShmEngine {
       case Coll::barrier:
         return sync(wf);
       case Coll::all_to_all:  // Group::do_all_to_all runs it as an all_gather
+      case Coll::send:  // point-to-point: not offered by shm (Group's default throws first)
+      case Coll::recv:
         break;
     }
     ZT_ASSERT(false, "[comm] shm runs no ", coll_name(w.coll));

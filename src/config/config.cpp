@@ -1,6 +1,8 @@
 // Config parsing: DeepSpeed's keys with DeepSpeed's meanings, plus our model/data/run sections.
 #include "zt/config/config.h"
 
+#include <limits>
+
 #include "json_check.h"
 #include "zt/core/error.h"
 
@@ -256,7 +258,8 @@ void check_model_fits_data(const Config& c, const std::string& source) {
 
 void parse_run(const Section& s, RunConfig& r) {
   s.allow({"dir", "epochs", "max_steps", "threads", "pin_threads", "comm_backend", "comm_timeout_s", "memory_budget_mb",
-           "eval_at_end", "resume", "max_consecutive_skipped_steps", "save_weights", "bf16_products"});
+           "eval_at_end", "resume", "max_consecutive_skipped_steps", "save_weights", "bf16_products", "strategy",
+           "parameter_servers"});
   s.read_string("resume", r.resume);
   s.read_string("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
@@ -270,6 +273,37 @@ void parse_run(const Section& s, RunConfig& r) {
   s.read_bool("save_weights", r.save_weights);
   s.read_choice("bf16_products", r.bf16_products, {"auto", "native", "f32"});
   s.read_int("max_consecutive_skipped_steps", r.max_consecutive_skipped_steps, 0);
+  s.read_choice("strategy", r.strategy, {"zero", "parameter_server"});
+  if (s.has("parameter_servers")) {  // a bad value names the nearest valid one (the world size bounds it too)
+    int64_t v = 0;
+    const bool integer = detail::as_int64(s.value("parameter_servers"), v);
+    if (!integer || v < 1 || v > std::numeric_limits<int>::max())
+      detail::bad_value(s.source(), s.path("parameter_servers"),
+                        !integer ? "a positive integer"
+                        : v < 1  ? "a positive integer (the nearest valid value is 1)"
+                                 : "less than the world size (and than 2^31)",
+                        s.value("parameter_servers"));
+    r.parameter_servers = int(v);
+  }
+}
+
+// The parameter server (Note [parameter server]) trains in fp32 or bf16 with its states in memory,
+// over point-to-point messages, without checkpoints; each key it cannot honour is one line.
+void check_strategy(const Config& c, const std::string& source) {
+  if (c.run.strategy != "parameter_server") return;
+  auto refuse = [&](bool bad, const char* key, const std::string& value, const char* allowed) {
+    ZT_CHECK_AS(ErrorKind::config, !bad, "[config] ", source, ": '", key, "' = ", value,
+                " is not available with run.strategy parameter_server (allowed: ", allowed, ")");
+  };
+  refuse(c.fp16.enabled, "fp16.enabled", "true", "false; bf16.enabled works");
+  for (const auto& [key, o] : {std::pair{"zero_optimization.offload_optimizer.device", &c.zero.offload_optimizer},
+                               std::pair{"zero_optimization.offload_param.device", &c.zero.offload_param}})
+    refuse(o->device == "nvme" || o->device == "auto", key, o->device, "none, cpu");
+  refuse(c.sparse_gradients, "sparse_gradients", "true", "false");
+  refuse(c.checkpoint.every_steps > 0, "checkpoint.every_steps", std::to_string(c.checkpoint.every_steps), "0");
+  refuse(!c.run.resume.empty(), "run.resume", "'" + c.run.resume + "'", "\"\"");
+  refuse(c.run.memory_budget_mb > 0, "run.memory_budget_mb", std::to_string(c.run.memory_budget_mb), "0");
+  refuse(c.run.comm_backend == "shm", "run.comm_backend", "shm", "auto, mpi; the servers need point-to-point messages");
 }
 
 void parse_checkpoint(const Section& s, CheckpointConfig& c) {
@@ -411,6 +445,7 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   top.read_section("checkpoint", [&](const Section& s) { parse_checkpoint(s, c.checkpoint); });
   if (c.checkpoint.dir.empty()) c.checkpoint.dir = c.run.dir + "/checkpoints";
   check_model_fits_data(c, source);
+  check_strategy(c, source);
   c.raw = j;
   return c;
 }

@@ -172,4 +172,15 @@ BatchSizes resolve_batch(const Config& c, int world_size) {
   return out;
 }
 
+int data_parallel_ranks(const Config& c, int world_size) {
+  if (c.run.strategy != "parameter_server") return world_size;
+  const int s = c.run.parameter_servers;
+  ZT_CHECK_AS(ErrorKind::config, world_size >= 2, "[config] run.strategy parameter_server needs at least 2 ranks ",
+              "(a server and a worker), got world size ", world_size);
+  ZT_CHECK_AS(ErrorKind::config, s < world_size, "[config] run.parameter_servers = ", s,
+              " leaves no worker at world size ", world_size, " (it must be less than the world size; the nearest ",
+              "valid value is ", world_size - 1, ")");
+  return world_size - s;
+}
+
 }  // namespace zt::config

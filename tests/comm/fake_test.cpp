@@ -227,3 +227,25 @@ TEST(CommFake, AveragedReduceScatterOfIdenticalGradientsIsTheLocalShard) {
 
 }  // namespace
 }  // namespace zt::comm
+
+namespace zt::comm {
+namespace {
+// Note [point-to-point]: the backends without messages say so, naming themselves, and count nothing.
+TEST(CommFake, PointToPointIsNotAvailableAndSaysSo) {
+  GroupPtr g = make_fake_group(0, 3);
+  Tensor t = Tensor::zeros({4});
+  try {
+    g->recv(t, 2);
+    FAIL() << "recv on fake should throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::comm);
+    EXPECT_STREQ(e.what(),
+                 "[comm] recv is not available with backend fake (point-to-point messages need "
+                 "run.comm_backend mpi)");
+  }
+  EXPECT_THROW(g->send(t, 0), Error);  // itself: not a peer
+  EXPECT_EQ(g->stats().total_bytes(), 0u);
+  EXPECT_EQ(g->last_seq(), 0u);
+}
+}  // namespace
+}  // namespace zt::comm

@@ -188,7 +188,8 @@ TEST(CommMpi, ByteCountersFollowTheNote) {
   EXPECT_EQ(s.bytes[size_t(Coll::barrier)], 0u);
   EXPECT_EQ(s.bytes[size_t(Coll::all_to_all)], 8 * n);  // its input
   EXPECT_EQ(s.total_bytes(), 80 + 24 * n + 40 + 8 * n);
-  for (size_t c = 0; c < kNumColl; ++c) EXPECT_EQ(s.calls[c], 1u) << coll_name(Coll(c));
+  for (size_t c = 0; c <= size_t(Coll::all_to_all); ++c) EXPECT_EQ(s.calls[c], 1u) << coll_name(Coll(c));
+  EXPECT_EQ(s.calls[size_t(Coll::send)] + s.calls[size_t(Coll::recv)], 0u);
   g->all_reduce_scalar(1.0);
   EXPECT_EQ(g->stats().bytes[size_t(Coll::all_reduce)], 88u);
   g->reset_stats();

@@ -209,5 +209,85 @@ TEST(HostileParse, EpochsMustBeFiniteAndPositive) {
   EXPECT_EQ(parse({{"run", {{"epochs", 1e16}}}}).run.epochs, 1e16);  // the step count is train's to check
 }
 
+// run.strategy / run.parameter_servers (Note [parameter server]): hostile values are one line
+// naming the key; keys the parameter server cannot honour say so, naming what is allowed.
+TEST(HostileParse, StrategyAndParameterServersAreCheckedNamingTheKey) {
+  for (const json& v : {json("ps"), json(1), json(nullptr), json("ZERO")})
+    EXPECT_THAT(error_of([&] {
+                  parse({{"run", {{"strategy", v}}}}, "cfg.json");
+                }),
+                HasSubstr("'run.strategy' must be one of zero, parameter_server"))
+        << v.dump();
+  for (const json& v : {json(-3), json(1.5), json("2"), json(nullptr)})
+    EXPECT_THAT(error_of([&] {
+                  parse({{"run", {{"parameter_servers", v}}}}, "cfg.json");
+                }),
+                HasSubstr("'run.parameter_servers' must be a"))
+        << v.dump();
+  EXPECT_THAT(error_of([] {
+                parse({{"run", {{"parameter_servers", 0}}}}, "cfg.json");
+              }),
+              HasSubstr("'run.parameter_servers' must be a positive integer (the nearest valid value is 1), got 0"));
+  EXPECT_THAT(error_of([] {
+                parse({{"run", {{"parameter_servers", 1e12}}}}, "cfg.json");
+              }),
+              HasSubstr("'run.parameter_servers' must be less than the world size (and than 2^31)"));
+  EXPECT_THAT(error_of([] {
+                parse({{"run", {{"parameter_server", 2}}}}, "cfg.json");
+              }),
+              HasSubstr("(did you mean 'run.parameter_servers'?)"));
+  const Config c = parse({{"run", {{"strategy", "parameter_server"}, {"parameter_servers", 2}}}});
+  EXPECT_EQ(c.run.strategy, "parameter_server");
+  EXPECT_EQ(c.run.parameter_servers, 2);
+  EXPECT_EQ(parse(json::object()).run.strategy, "zero");
+  EXPECT_EQ(parse(json::object()).run.parameter_servers, 1);
+}
+
+TEST(HostileParse, KeysTheParameterServerCannotHonourAreRefusedInOneLine) {
+  const json ps = {{"strategy", "parameter_server"}};
+  const std::pair<json, std::string> cases[] = {
+      {{{"fp16", {{"enabled", true}}}}, "'fp16.enabled' = true is not available with run.strategy parameter_server"},
+      {{{"zero_optimization", {{"offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/tmp"}}}}}},
+       "'zero_optimization.offload_optimizer.device' = nvme is not available"},
+      {{{"zero_optimization", {{"offload_param", {{"device", "auto"}, {"nvme_path", "/tmp"}}}}}},
+       "'zero_optimization.offload_param.device' = auto is not available"},
+      {{{"checkpoint", {{"every_steps", 5}}}}, "'checkpoint.every_steps' = 5 is not available"},
+      {{{"run", {{"resume", "latest"}}}}, "'run.resume' = 'latest' is not available"},
+      {{{"run", {{"memory_budget_mb", 100}}}}, "'run.memory_budget_mb' = 100 is not available"},
+      {{{"run", {{"comm_backend", "shm"}}}}, "'run.comm_backend' = shm is not available"},
+      {{{"sparse_gradients", true}}, "'sparse_gradients' = true is not available"},
+  };
+  for (const auto& [extra, want] : cases) {
+    json j = extra;
+    for (auto& [k, v] : ps.items()) j["run"][k] = v;
+    const std::string msg = error_of([&] { parse(j, "cfg.json"); });
+    EXPECT_THAT(msg, HasSubstr(want)) << j.dump();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(error_kind_of([&] { parse(j, "cfg.json"); }), ErrorKind::config);
+    j["run"]["strategy"] = "zero";  // each is fine under ZeRO (given what else it needs)
+    if (extra.contains("zero_optimization") || extra.contains("run")) continue;
+    EXPECT_NO_THROW(parse(j, "cfg.json")) << j.dump();
+  }
+  // zero_optimization.stage is not used by the parameter server, so any valid stage passes.
+  EXPECT_NO_THROW(parse({{"zero_optimization", {{"stage", 3}}}, {"run", ps}}));
+}
+
+TEST(HostileParse, ParameterServersMustLeaveAWorkerAtTheWorldSize) {
+  Config c = parse({{"train_micro_batch_size_per_gpu", 4}, {"run", {{"strategy", "parameter_server"}}}});
+  EXPECT_EQ(data_parallel_ranks(c, 2), 1);
+  EXPECT_EQ(data_parallel_ranks(c, 4), 3);
+  EXPECT_EQ(resolve_batch(c, data_parallel_ranks(c, 4)).train_batch_size, 12);  // micro x accumulation x workers
+  c.run.parameter_servers = 3;
+  EXPECT_EQ(data_parallel_ranks(c, 4), 1);
+  const std::string msg = error_of([&] { data_parallel_ranks(c, 3); });
+  EXPECT_EQ(msg,
+            "[config] run.parameter_servers = 3 leaves no worker at world size 3 (it must be less than the world "
+            "size; the nearest valid value is 2)");
+  EXPECT_EQ(error_kind_of([&] { data_parallel_ranks(c, 3); }), ErrorKind::config);
+  EXPECT_THAT(error_of([&] { data_parallel_ranks(c, 1); }), HasSubstr("needs at least 2 ranks"));
+  c.run.strategy = "zero";
+  EXPECT_EQ(data_parallel_ranks(c, 3), 3);
+}
+
 }  // namespace
 }  // namespace zt::config

@@ -9,6 +9,8 @@
 // bytes, all_gather its output bytes, all_reduce twice its buffer (reduce-scatter + all-gather),
 // broadcast its buffer, all_to_all its input bytes. Hence a ZeRO step moves 2Ψ (stages 0-2) or
 // 3Ψ (stage 3) elements.
+// Point-to-point (Note [point-to-point]): send counts its buffer on the sender, recv its buffer on
+// the receiver, so a parameter server's counters show W x Ψ/S in and out per step.
 //
 // Errors: a timeout, a failed peer or an MPI error throws ErrorKind::comm; misuse (shapes,
 // dtypes, layout, root, an op the dtype cannot take) throws ErrorKind::invalid_argument on
@@ -28,8 +30,9 @@ namespace zt::comm {
 enum class ReduceOp { sum, avg, max };
 const char* reduce_op_name(ReduceOp op);
 
-enum class Coll { all_reduce, reduce_scatter, all_gather, broadcast, barrier, all_to_all };
-constexpr size_t kNumColl = 6;
+// send and recv are point-to-point (Note [point-to-point]), counted with the collectives.
+enum class Coll { all_reduce, reduce_scatter, all_gather, broadcast, barrier, all_to_all, send, recv };
+constexpr size_t kNumColl = 8;
 const char* coll_name(Coll c);
 
 // Implicit constructors keep call sites short: all_reduce(t, ReduceOp::max),
@@ -108,6 +111,17 @@ class Group {
   void all_to_all(const Tensor& in, Tensor& out, const CollOptions& opts = {}) {
     all_to_all_async(in, out, opts)->wait();
   }
+
+  // Note [point-to-point]: `buf` goes to rank `peer` alone (send) or comes from it (recv); only
+  // the two ranks take part. Messages between one pair arrive in the order they were sent, and
+  // each recv must match its send's dtype and element count. They take their own numbers
+  // (Work::seq counts this rank's sends and recvs), so the collectives' numbers stay aligned
+  // across ranks. Backends without them (local, fake, shm, shm+mpi) throw ErrorKind::comm
+  // "[comm] send is not available with backend shm", before anything is counted.
+  WorkPtr send_async(const Tensor& buf, int peer, const CollOptions& opts = {});
+  WorkPtr recv_async(Tensor& buf, int peer, const CollOptions& opts = {});
+  void send(const Tensor& buf, int peer, const CollOptions& opts = {}) { send_async(buf, peer, opts)->wait(); }
+  void recv(Tensor& buf, int peer, const CollOptions& opts = {}) { recv_async(buf, peer, opts)->wait(); }
   double all_reduce_scalar(double v, const CollOptions& opts = {});  // convenience, f32 on the wire
 
   // Ranks per node, when every node holds the same number of this group's ranks and each
@@ -144,13 +158,18 @@ class Group {
   // By default an all_gather of every rank's whole input, keeping this rank's chunk of each:
   // right for any backend, size() times the traffic (mpi sends only the chunks).
   virtual WorkPtr do_all_to_all(const Tensor& in, Tensor& out, const Call& c);
+  // Point-to-point: by default "not available with backend <backend()>" (ErrorKind::comm).
+  virtual WorkPtr do_send(const Tensor& buf, int peer, const Call& c);
+  virtual WorkPtr do_recv(Tensor& buf, int peer, const Call& c);
 
  private:
-  Call next_call(Coll coll, const CollOptions& opts);  // takes the next sequence number
+  Call next_call(Coll coll, const CollOptions& opts);      // takes the next sequence number
+  Call next_p2p_call(Coll coll, const CollOptions& opts);  // takes the next send / recv number
   void count(Coll c, uint64_t bytes);
 
   double timeout_s_ = 300.0;
   uint64_t seq_ = 0;
+  uint64_t p2p_seq_ = 0;  // sends and recvs: numbered apart from the collectives
   CommStats stats_;
 };
 using GroupPtr = std::shared_ptr<Group>;

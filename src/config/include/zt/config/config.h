@@ -79,6 +79,11 @@ struct RunConfig {
   // fp32 weights would not fit beside their swap files; an earlier run's weights are removed.
   bool save_weights = true;
   std::string bf16_products = "auto";  // auto | native | f32: 16-bit products' path (Note [16-bit products])
+  // zero | parameter_server: ranks 0..parameter_servers-1 hold the parameters and optimizer
+  // states in partitions, the others compute (Note [parameter server] in zero/param_server.h);
+  // zero_optimization.stage is then not used.
+  std::string strategy = "zero";
+  int parameter_servers = 1;  // parameter_server: server ranks, 1 <= S < world size
 };
 
 // Sharded checkpoints of a run (zt/ckpt/checkpoint.h).
@@ -138,6 +143,10 @@ struct BatchSizes {
   int64_t train_batch_size, micro, accumulation;
 };
 BatchSizes resolve_batch(const Config& c, int world_size);
+// Ranks that run forward and backward on a share of the global batch: the world size, or under
+// run.strategy parameter_server the workers (world size - run.parameter_servers); throws a
+// config error naming run.parameter_servers and the largest value that leaves a worker.
+int data_parallel_ranks(const Config& c, int world_size);
 
 // Weights and biases of the MLP that `m` describes; nullopt when the count overflows int64.
 std::optional<int64_t> mlp_parameter_count(const ModelConfig& m);

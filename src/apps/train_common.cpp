@@ -1,0 +1,123 @@
+// Helpers of the training loops (train_common.h).
+#include "train_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "memory_plan.h"
+#include "zt/core/affinity.h"
+#include "zt/core/allocator.h"
+#include "zt/core/parallel.h"
+#include "zt/ops/ops.h"
+
+namespace zt::apps {
+
+std::string fmt_eta(double s) {
+  char buf[32];
+  const long t = long(s + 0.5);
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* s = std::getenv(name);
+  return s ? std::max(0, std::atoi(s)) : fallback;
+}
+
+std::string pick_threads(const config::Config& c) {
+  const int local = std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
+  const int cores = int(std::thread::hardware_concurrency());
+  set_num_threads(c.run.threads > 0 ? c.run.threads : std::max(1, cores / local));
+  const std::string n = std::to_string(num_threads()) + (num_threads() == 1 ? " thread" : " threads");
+  if (!c.run.pin_threads) return n + ", not pinned (run.pin_threads = false)";
+  return n + ", " + pin_threads(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0), local, num_threads()).note;
+}
+
+void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when, const std::string& dir,
+                   bool before_commit) {
+  const std::string kept = before_commit ? "; nothing from this run was saved (model.safetensors and summary.json in " +
+                                               dir + " are unchanged)"
+                                         : "";
+  if (v.lead_failed) throw AgreedStop(lead.error + kept, lead.kind, 1);
+  if (v.bad_loss_rank >= 0)
+    throw AgreedStop(detail::concat("[train] the loss is not finite ", when, " on rank ", v.bad_loss_rank,
+                                    ": training diverged (lower optimizer.params.lr or set gradient_clipping)", kept),
+                     ErrorKind::config, 1);
+  if (v.signal)
+    throw AgreedStop(detail::concat("interrupted by ", v.signal == SIGINT ? "SIGINT" : "SIGTERM", " ", when,
+                                    ", every rank stopped", kept),
+                     ErrorKind::internal, 128 + v.signal);
+}
+
+void check_finite(const std::string& name, const Tensor& t, int64_t steps) {
+  const float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    ZT_CHECK_AS(ErrorKind::config, std::isfinite(p[i]), "[train] the weights after step ", steps, " are not finite ('",
+                name, "' holds ", p[i], "): training diverged (lower optimizer.params.lr or set gradient_clipping)");
+}
+
+uint64_t dropout_stream_seed(uint64_t seed, int64_t step, int64_t micro) {
+  auto mix = [](uint64_t x) {  // splitmix64's finaliser
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  return mix(seed ^ mix(uint64_t(step) ^ mix(uint64_t(micro))));
+}
+
+int64_t steps_for_epochs(double epochs, int64_t steps_per_epoch) {
+  const double steps = std::round(epochs * double(steps_per_epoch));
+  ZT_CHECK_AS(ErrorKind::config, std::isfinite(steps) && steps < 9.2e18, "[config] 'run.epochs' = ", epochs, " at ",
+              steps_per_epoch, " steps per epoch gives more steps than int64 can count");
+  return std::max<int64_t>(1, int64_t(steps));
+}
+
+// Note [16-bit products]: the model's largest
+// 2-D weight with both sides at most 16384 (not a vocabulary-sized table: its timing would be
+// long and its f32 copies would set the process's peak before the plan measures it) at one
+// micro-batch's rows, fewer where the product is larger than 256x768x3072 (~0.1 s).
+zero::ProductShape product_shape(const config::Config& c, const nn::Module& model, int64_t micro) {
+  const bool tokens = c.model.type == "gpt" || c.model.type == "bert";
+  const int64_t per_sample = tokens ? (c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size) : 1;
+  zero::ProductShape s;
+  int64_t best = 0;
+  for (const auto& [name, p] : model.named_parameters())
+    if (p.dim() == 2 && p.numel() > best && p.size(0) <= 16384 && p.size(1) <= 16384) {
+      best = p.numel();
+      s.out = p.size(0);
+      s.in = p.size(1);
+    }
+  const int64_t cap = std::max<int64_t>(16, int64_t(256) * 768 * 3072 / std::max<int64_t>(1, s.in * s.out));
+  s.rows = std::clamp<int64_t>(micro * per_sample, 1, cap);
+  return s;
+}
+
+nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt) {
+  if (!p) return nullptr;
+  nlohmann::json r = {{"dtype", dtype_name(dt)}, {"path", ops::products_name(p->products)},
+                      {"setting", p->setting},   {"reason", p->reason},
+                      {"amx", p->amx},           {"shape", {p->shape.rows, p->shape.in, p->shape.out}}};
+  if (p->native_ms > 0) r["measured_ms"] = {{"native", p->native_ms}, {"f32", p->f32_ms}};
+  return r;
+}
+
+void add_memory_fields(nlohmann::json& rec) {
+  MemStats ms = Allocator::global().stats();
+  nlohmann::json mem, mem_peak;
+  for (size_t t = 0; t < kNumMemTags; ++t) {
+    mem[mem_tag_name(MemTag(t))] = ms.current[t];
+    mem_peak[mem_tag_name(MemTag(t))] = ms.peak[t];  // activation: what checkpointing saves
+  }
+  mem["peak"] = ms.total_peak;
+  mem["cached"] = ms.cached;  // freed blocks kept for reuse: resident beside the tags
+  rec["memory"] = mem;
+  rec["memory_peak"] = mem_peak;
+  rec["rss_peak"] = read_rss().peak;  // VmHWM: the OS's view of memory_plan
+}
+
+}  // namespace zt::apps

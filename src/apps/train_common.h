@@ -1,0 +1,73 @@
+#pragma once
+// What the ZeRO and the parameter-server training loops share (train.cpp, train_ps.cpp): the
+// threads, rank 0's work on the run directory, agreed stops, the data stream seeds, and the
+// memory fields of a metrics record.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "agree.h"
+#include "zt/config/config.h"
+#include "zt/core/tensor.h"
+#include "zt/nn/module.h"
+#include "zt/zero/products.h"
+
+namespace zt::apps {
+
+std::string fmt_eta(double seconds);  // "h:mm:ss"
+int env_int(const char* name, int fallback);
+// Threads per rank: the configured number, else the cores shared by the ranks on this node;
+// then each thread is pinned to a core of this rank's share (run.pin_threads).
+std::string pick_threads(const config::Config& c);
+
+// Rank 0's work on the run directory: its first error is kept for the next vote instead of
+// thrown, so that no other rank is left waiting (Note [agreed stops]).
+struct LeadWork {
+  explicit LeadWork(bool is_lead) : lead(is_lead) {}
+  bool lead;
+  ErrorKind kind = ErrorKind::internal;
+  std::string error;
+
+  template <typename Fn>
+  void operator()(Fn&& fn) {
+    if (!lead || !error.empty()) return;
+    try {
+      fn();
+    } catch (const Error& e) {
+      kind = e.kind();
+      error = e.what();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  bool failed() const { return !error.empty(); }
+};
+
+// Turns a vote to stop into the same AgreedStop on every rank; `when` is "at step 3 of 10".
+// Until the final commit nothing saved has changed, and the message says so.
+void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when, const std::string& dir,
+                   bool before_commit = true);
+// Weights that are NaN or infinite are never saved over earlier ones.
+void check_finite(const std::string& name, const Tensor& t, int64_t steps);
+// Global batch layout: micro-batch m of every data-parallel rank, rank-major inside each
+// micro-batch. The first sample of `rank`'s micro-batch m (of `ranks`) in step `in_epoch` of its
+// epoch, and that micro-batch's index in the global batch.
+inline int64_t micro_index(int64_t m, int ranks, int rank) { return m * ranks + rank; }
+inline int64_t micro_begin(const config::BatchSizes& bs, int64_t in_epoch, int64_t m, int ranks, int rank) {
+  return in_epoch * bs.train_batch_size + micro_index(m, ranks, rank) * bs.micro;
+}
+// Dropout masks: a stream per (seed, step, micro-batch of the global batch).
+uint64_t dropout_stream_seed(uint64_t seed, int64_t step, int64_t micro);
+// run.epochs in steps, rounded, at least 1; a count past int64 is a config error.
+int64_t steps_for_epochs(double epochs, int64_t steps_per_epoch);
+// The products a 16-bit run times to choose its path (Note [16-bit products]).
+zero::ProductShape product_shape(const config::Config& c, const nn::Module& model, int64_t micro);
+// The start record's "products" (null for an f32 run).
+nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt);
+// This rank's allocator by tag (now and peak), "peak", "cached", and the OS's peak RSS, into
+// rec's "memory", "memory_peak" and "rss_peak".
+void add_memory_fields(nlohmann::json& rec);
+
+}  // namespace zt::apps

@@ -1,0 +1,296 @@
+// The parameter-server baseline (Note [parameter server] in param_server.h): the step order of a
+// classic server/worker split, on the plan, optimizer shard and optimizer kernels of the engine.
+#include "zt/zero/param_server.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model_layout.h"
+#include "optim_shard.h"
+#include "zt/autograd/autograd.h"
+#include "zt/autograd/functions.h"
+#include "zt/ops/ops.h"
+#include "zt/optim/clip.h"
+
+namespace zt::zero {
+
+PsMemory ps_memory(const Plan& plan, bool server) {
+  const Policy& pol = plan.policy;
+  const int64_t p = int64_t(dtype_size(pol.param_dtype)), a = int64_t(dtype_size(pol.grad_accum_dtype)),
+                w = int64_t(dtype_size(pol.comm_dtype));
+  PsMemory m;
+  int64_t largest = 0;
+  for (const BufferPlan& b : plan.buffers) {
+    const int64_t n = server ? b.padded / plan.world : b.padded;
+    largest = std::max(largest, n);
+    m.param += p * n;
+    m.grad += (server ? 4 : a) * n;
+    if (server) m.master += pol.fp32_master ? 4 * n : 0;
+    if (server) m.optim += plan.optim_state_bytes_per_elem * n;
+  }
+  if (server) m.comm = 2 * w * largest;
+  return m;
+}
+
+ParamServer::ParamServer(nn::Module& model, comm::GroupPtr group, EngineOptions opts, int servers)
+    : model_(model), group_(std::move(group)), opts_(std::move(opts)), servers_(servers) {
+  ZT_CHECK(group_, "[ps] no process group");
+  ZT_CHECK_AS(ErrorKind::config, servers_ >= 1 && servers_ < group_->size(), "[ps] ", servers_,
+              " parameter servers leave no worker in a group of ", group_->size());
+  ZT_CHECK_AS(ErrorKind::config, opts_.gradient_accumulation_steps >= 1,
+              "[ps] gradient_accumulation_steps must be >= 1, got ", opts_.gradient_accumulation_steps);
+  opts_.zero.stage = 1;  // the servers partition as ZeRO-1 partitions among ranks
+  opts_.sparse_gradients = false;
+  ModelLayout m = layout_model(model_, opts_);
+  ZT_CHECK_AS(ErrorKind::config, !m.policy.loss_scaling && m.policy.optimizer_residence == Residence::memory,
+              "[ps] the parameter server trains in fp32 or bf16 with its states in memory");
+  params_ = std::move(m.params);
+  names_ = std::move(m.names);
+  frozen_ = std::move(m.frozen);
+  frozen_names_ = std::move(m.frozen_names);
+  plan_ = make_plan(m.input, m.policy, servers_);
+  const auto inits = model_.deferred_initializers();
+  // Values in the engine's order (frozen first, then trainable in model order): deferred
+  // initialisers share one generator, so every rank draws them all, servers included.
+  const auto materialize = [&inits](const Tensor& p, Tensor& values) {
+    if (p.has_storage()) {
+      values.copy_(p);
+      return;
+    }
+    auto it = inits.find(p.impl());
+    ZT_CHECK(it != inits.end(), "[ps] a parameter of shape ", shape_str(p.shape()),
+             " has no values and no initialiser");
+    it->second(values);
+  };
+  for (auto& p : frozen_) {
+    Tensor values = Tensor::empty(p.shape(), DType::f32, MemTag::workspace);
+    materialize(p, values);
+    if (is_server()) {
+      p.release_storage();
+      continue;
+    }
+    TagScope tag(MemTag::param);
+    Tensor t = Tensor::empty(p.shape(), plan_.policy.param_dtype);
+    ops::cast_into(t, values);
+    p.rebind(t.storage(), t.offset(), t.dtype());
+  }
+  if (is_server())
+    init_server(materialize);
+  else
+    init_worker(materialize);
+}
+
+ParamServer::~ParamServer() {
+  if (!is_server())
+    for (auto& p : params_) autograd::set_grad(p, Tensor());
+}
+
+// The buffers whole, parameters bound as views (as ParamStore at stages 0-2), and the gradient
+// slots backward accumulates into (as GradReducer at stages 0-1).
+void ParamServer::init_worker(const std::function<void(const Tensor&, Tensor&)>& materialize) {
+  const Policy& pol = plan_.policy;
+  std::vector<std::pair<size_t, const ParamSlot*>> where(params_.size());
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    const int64_t n = plan_.buffers[b].padded;
+    {
+      TagScope tag(MemTag::param);
+      param_bufs_.push_back(Tensor::zeros({n}, pol.param_dtype));
+    }
+    TagScope tag(MemTag::grad);
+    grad_bufs_.push_back(Tensor::zeros({n}, pol.full_grad_dtype()));
+    for (auto& s : plan_.buffers[b].params) where[s.index] = {b, &s};
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto [b, s] = where[i];
+    Tensor dst = param_bufs_[b].slice(0, s->offset, s->offset + s->numel);
+    Tensor values = Tensor::empty(params_[i].shape(), DType::f32, MemTag::workspace);
+    materialize(params_[i], values);
+    ops::cast_into(dst, values);
+  }
+  for (size_t b = 0; b < plan_.buffers.size(); ++b)
+    for (auto& s : plan_.buffers[b].params) {
+      Tensor& p = params_[s.index];
+      p.rebind(param_bufs_[b].storage(), param_bufs_[b].offset() + s.offset, param_bufs_[b].dtype());
+      autograd::set_grad(p, grad_bufs_[b].slice(0, s.offset, s.offset + s.numel).view(p.shape()));
+    }
+}
+
+// This server's range of each buffer, one parameter at a time (no full copy), then the fp32
+// master and optimizer states (OptimShard, as ZeRO-1's rank `rank` over S ranks).
+void ParamServer::init_server(const std::function<void(const Tensor&, Tensor&)>& materialize) {
+  const Policy& pol = plan_.policy;
+  const int s = group_->rank();
+  std::vector<std::pair<size_t, const ParamSlot*>> where(params_.size());
+  int64_t largest = 0;
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    const int64_t n = plan_.optim_range(b, s).size();
+    largest = std::max(largest, n);
+    {
+      TagScope tag(MemTag::param);
+      param_bufs_.push_back(Tensor::zeros({n}, pol.param_dtype));
+    }
+    TagScope tag(MemTag::grad);
+    grad_bufs_.push_back(Tensor::zeros({n}, DType::f32));
+    for (auto& slot : plan_.buffers[b].params) where[slot.index] = {b, &slot};
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto [b, slot] = where[i];
+    Tensor values = Tensor::empty(params_[i].shape(), DType::f32, MemTag::workspace);
+    materialize(params_[i], values);
+    const Range own = plan_.optim_range(b, s);
+    const Range mine = intersect(own, {slot->offset, slot->offset + slot->numel});
+    if (!mine.empty()) {
+      Tensor dst = param_bufs_[b].slice(0, mine.begin - own.begin, mine.end - own.begin);
+      ops::cast_into(dst, values.view({values.numel()}).slice(0, mine.begin - slot->offset, mine.end - slot->offset));
+    }
+    params_[i].release_storage();  // a model built whole (model.init_from) keeps nothing here
+  }
+  {
+    TagScope tag(MemTag::comm);
+    for (int k = 0; k < 2; ++k) recv_slots_.push_back(Tensor::empty({largest}, pol.comm_dtype));
+  }
+  optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, s, [this](size_t b) { return param_bufs_[b]; });
+}
+
+std::string ParamServer::label(const std::string& what) const {
+  return "step " + std::to_string(steps_ + 1) + ", " + what;
+}
+
+Tensor ParamServer::forward(const Tensor& x) {
+  ZT_CHECK(!is_server(), "[ps] rank ", group_->rank(), " is a parameter server: it does not run the model");
+  const DType dt = plan_.policy.param_dtype;
+  return model_(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
+}
+
+Tensor ParamServer::forward(const std::vector<Tensor>& inputs) {
+  ZT_CHECK(!is_server(), "[ps] rank ", group_->rank(), " is a parameter server: it does not run the model");
+  const DType dt = plan_.policy.param_dtype;
+  std::vector<Tensor> in;
+  for (const Tensor& x : inputs) in.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
+  return model_(in);
+}
+
+void ParamServer::backward(const Tensor& loss) {
+  ZT_CHECK(!is_server(), "[ps] rank ", group_->rank(), " is a parameter server: it has no loss");
+  const int64_t gas = opts_.gradient_accumulation_steps;
+  ZT_CHECK(micro_ < gas, "[ps] backward() called ", micro_ + 1, " times since the last step(); ",
+           "gradient_accumulation_steps is ", gas);
+  ++micro_;
+  autograd::backward(gas != 1 ? ag::scale(loss, float(1.0 / double(gas))) : loss);
+}
+
+StepStats ParamServer::step(double lr) {
+  StepStats st = is_server() ? server_step(lr) : worker_step();
+  ++steps_;
+  return st;
+}
+
+// Push every range to its server, take part in the norm, pull the updated ranges back.
+StepStats ParamServer::worker_step() {
+  const int64_t gas = opts_.gradient_accumulation_steps;
+  ZT_CHECK(micro_ == gas, "[ps] step() needs ", gas, " backward() call", gas == 1 ? "" : "s",
+           " since the last step, got ", micro_);
+  micro_ = 0;
+  const DType wire = plan_.policy.comm_dtype;
+  std::vector<comm::WorkPtr> pushes, pulls;
+  std::vector<Tensor> out;
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    TagScope tag(MemTag::comm);
+    out.push_back(grad_bufs_[b].dtype() == wire ? grad_bufs_[b] : ops::cast(grad_bufs_[b], wire));
+    for (int s = 0; s < servers_; ++s) {
+      const Range r = plan_.optim_range(b, s);
+      pushes.push_back(
+          group_->send_async(out[b].slice(0, r.begin, r.end), s, label("push of buffer " + std::to_string(b))));
+    }
+  }
+  StepStats st;
+  const double sumsq = group_->all_reduce_scalar(0.0, label("gradient norm"));
+  st.grad_norm = std::sqrt(sumsq);
+  if (opts_.gradient_clipping > 0) st.clip_coef = optim::clip_coefficient(st.grad_norm, opts_.gradient_clipping);
+  for (size_t b = 0; b < plan_.buffers.size(); ++b)
+    for (int s = 0; s < servers_; ++s) {
+      const Range r = plan_.optim_range(b, s);
+      Tensor dst = param_bufs_[b].slice(0, r.begin, r.end);
+      pulls.push_back(group_->recv_async(dst, s, label("pull of buffer " + std::to_string(b))));
+    }
+  for (auto& w : pushes) {
+    w->wait();
+    st.reduce.add(*w);
+  }
+  for (auto& w : pulls) {
+    w->wait();
+    st.gather.add(*w);
+  }
+  for (auto& g : grad_bufs_) g.zero_();
+  return st;
+}
+
+// Sum the W pushes of each range in worker order (two receive buffers: the next push arrives
+// while one is added), average, clip by the global norm, update, send the range to every worker.
+StepStats ParamServer::server_step(double lr) {
+  const int W = workers();
+  StepStats st;
+  double sumsq = 0;
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    Tensor& sum = grad_bufs_[b];
+    const int64_t n = sum.numel();
+    const std::string what = label("push of buffer " + std::to_string(b));
+    std::vector<comm::WorkPtr> in(static_cast<size_t>(W));
+    auto post = [&](int w) {
+      Tensor slot = recv_slots_[size_t(w % 2)].slice(0, 0, n);
+      in[size_t(w)] = group_->recv_async(slot, servers_ + w, what);
+    };
+    for (int w = 0; w < std::min(W, 2); ++w) post(w);
+    for (int w = 0; w < W; ++w) {
+      in[size_t(w)]->wait();
+      st.reduce.add(*in[size_t(w)]);
+      const Tensor got = recv_slots_[size_t(w % 2)].slice(0, 0, n);
+      if (w == 0)
+        ops::cast_into(sum, got);
+      else
+        ops::add_(sum, got);
+      if (w + 2 < W) post(w + 2);
+    }
+    if (W > 1) ops::scale_(sum, float(1.0 / double(W)));
+    sumsq += ops::sum_of_squares(sum);
+  }
+  st.grad_norm = std::sqrt(group_->all_reduce_scalar(sumsq, label("gradient norm")));
+  if (opts_.gradient_clipping > 0) st.clip_coef = optim::clip_coefficient(st.grad_norm, opts_.gradient_clipping);
+  std::vector<comm::WorkPtr> out;
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    optim_->update(b, param_bufs_[b], grad_bufs_[b], float(lr), float(st.clip_coef));
+    for (int w = 0; w < W; ++w)
+      out.push_back(group_->send_async(param_bufs_[b], servers_ + w, label("pull of buffer " + std::to_string(b))));
+  }
+  optim_->finish_step();
+  for (auto& w : out) {
+    w->wait();
+    st.gather.add(*w);
+  }
+  return st;
+}
+
+void ParamServer::for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn) {
+  const int rank = group_->rank(), first = servers_;
+  auto one = [&](const std::string& name, const Tensor& p) {
+    if (rank == 0) {
+      Tensor t = Tensor::empty(p.shape(), plan_.policy.param_dtype, MemTag::workspace);
+      group_->recv(t, first, "weights of " + name);
+      fn(name, t);
+    } else if (rank == first) {
+      group_->send(p, 0, "weights of " + name);
+      fn(name, p);
+    }
+  };
+  for (size_t i = 0; i < params_.size(); ++i) one(names_[i], params_[i]);
+  for (size_t i = 0; i < frozen_.size(); ++i) one(frozen_names_[i], frozen_[i]);
+}
+
+std::vector<std::pair<std::string, Shape>> ParamServer::full_param_shapes() const {
+  std::vector<std::pair<std::string, Shape>> out;
+  for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(names_[i], params_[i].shape());
+  for (size_t i = 0; i < frozen_.size(); ++i) out.emplace_back(frozen_names_[i], frozen_[i].shape());
+  return out;
+}
+
+}  // namespace zt::zero
