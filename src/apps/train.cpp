@@ -373,38 +373,16 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                             {"weights_saved", cfg.run.save_weights},
                             {"samples_per_s", double((total_steps - first_step) * bs.train_batch_size) / train_s},
                             {"comm_bytes_rank0", engine.comm_bytes()}};
-  if (final_eval) summary.update(final_eval->metrics);
-  // Two votes (Note [agreed stops]): after rank 0 wrote the outputs under temporary names, and
-  // after it committed them, so no rank finalizes while rank 0 may still block in I/O.
-  // Consolidated weights, in fp32 whatever the working precision, streamed: every rank takes
-  // part in the gathers (one unit at a time at stage 3); rank 0 writes each tensor as it comes.
-  std::unique_ptr<RunDir::Staged> staged;
-  on_lead([&] {
-    fault.maybe_fire(rank, total_steps + 1);  // ZT_FAULT step K+1 of a K-step run: the final save
-    std::vector<ckpt::TensorEntry> entries;
-    for (auto& [name, shape] : engine.full_param_shapes()) entries.push_back({name, DType::f32, shape});
-    staged = run_dir->begin_stage(std::move(entries), cfg.run.save_weights);
-  });
-  if (cfg.run.save_weights) {
-    engine.for_each_full_param([&](const std::string& n, const Tensor& p) {
-      on_lead([&] {
-        const Tensor w = ops::cast(p, DType::f32);
-        check_finite(n, w, total_steps);
-        staged->writer->write(n, w);
-      });
-    });
-  }
-  on_lead([&] { run_dir->finish_stage(*staged, summary); });
-  stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "final save, outputs written"), on_lead,
-                "before saving", cfg.run.dir);
-  on_lead([&] { run_dir->commit(*staged, {{"event", "final"}, {"summary", summary}}); });
-  stop_if_voted(agree(group, {0, -1, on_lead.failed()}, "final save, outputs committed"), on_lead, "", cfg.run.dir,
-                false);
-  if (lead) {
-    if (final_eval) std::printf("%s\n", final_eval->line.c_str());
-    std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; %s in %s\n", (long long)total_steps, train_s,
-                 cfg.run.save_weights ? "weights and metrics" : "metrics (run.save_weights false)", cfg.run.dir.c_str());
-  }
+  // Consolidated weights in fp32, streamed: every rank takes part in the gathers (one unit at a
+  // time at stage 3); ZT_FAULT step K+1 of a K-step run fires in the final save.
+  finish_run(cfg, group, on_lead, run_dir,
+             {engine.full_param_shapes(),
+              [&](const auto& fn) { engine.for_each_full_param(fn); },
+              std::move(summary),
+              std::move(final_eval),
+              total_steps,
+              train_s,
+              [&] { fault.maybe_fire(rank, total_steps + 1); }});
   return 0;
 }
 

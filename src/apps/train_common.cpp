@@ -120,4 +120,37 @@ void add_memory_fields(nlohmann::json& rec) {
   rec["rss_peak"] = read_rss().peak;  // VmHWM: the OS's view of memory_plan
 }
 
+void finish_run(const config::Config& cfg, comm::Group& group, LeadWork& on_lead, std::unique_ptr<RunDir>& run_dir,
+                FinalOutputs out) {
+  if (out.final_eval) out.summary.update(out.final_eval->metrics);
+  std::unique_ptr<RunDir::Staged> staged;
+  on_lead([&] {
+    if (out.before_stage) out.before_stage();
+    std::vector<ckpt::TensorEntry> entries;
+    for (auto& [name, shape] : out.shapes) entries.push_back({name, DType::f32, shape});
+    staged = run_dir->begin_stage(std::move(entries), cfg.run.save_weights);
+  });
+  if (cfg.run.save_weights) {
+    out.each([&](const std::string& n, const Tensor& p) {
+      on_lead([&] {
+        const Tensor w = ops::cast(p, DType::f32);
+        check_finite(n, w, out.steps);
+        staged->writer->write(n, w);
+      });
+    });
+  }
+  on_lead([&] { run_dir->finish_stage(*staged, out.summary); });
+  stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "final save, outputs written"), on_lead,
+                "before saving", cfg.run.dir);
+  on_lead([&] { run_dir->commit(*staged, {{"event", "final"}, {"summary", out.summary}}); });
+  stop_if_voted(agree(group, {0, -1, on_lead.failed()}, "final save, outputs committed"), on_lead, "", cfg.run.dir,
+                false);
+  if (on_lead.lead) {
+    if (out.final_eval) std::printf("%s\n", out.final_eval->line.c_str());
+    std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; %s in %s\n", (long long)out.steps, out.train_s,
+                 cfg.run.save_weights ? "weights and metrics" : "metrics (run.save_weights false)",
+                 cfg.run.dir.c_str());
+  }
+}
+
 }  // namespace zt::apps

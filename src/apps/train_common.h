@@ -3,12 +3,18 @@
 // threads, rank 0's work on the run directory, agreed stops, the data stream seeds, and the
 // memory fields of a metrics record.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "agree.h"
+#include "run_dir.h"
+#include "tasks.h"
 #include "zt/config/config.h"
 #include "zt/core/tensor.h"
 #include "zt/nn/module.h"
@@ -69,5 +75,21 @@ nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DTy
 // This rank's allocator by tag (now and peak), "peak", "cached", and the OS's peak RSS, into
 // rec's "memory", "memory_peak" and "rss_peak".
 void add_memory_fields(nlohmann::json& rec);
+
+// The end of a training run, on every rank (Note [agreed stops]): rank 0 writes the consolidated
+// weights (fp32, streamed as `each` yields them; every rank takes part in its gathers) and the
+// summary under temporary names, a vote, the commit, a vote; then it prints the final lines.
+// `before_stage` runs on rank 0 first (the fault injector's final-save hook).
+struct FinalOutputs {
+  std::vector<std::pair<std::string, Shape>> shapes;  // what `each` yields, in its order
+  std::function<void(const std::function<void(const std::string&, const Tensor&)>&)> each;
+  nlohmann::json summary;
+  std::optional<EvalResult> final_eval;
+  int64_t steps = 0;
+  double train_s = 0;
+  std::function<void()> before_stage;
+};
+void finish_run(const config::Config& cfg, comm::Group& group, LeadWork& on_lead, std::unique_ptr<RunDir>& run_dir,
+                FinalOutputs out);
 
 }  // namespace zt::apps

@@ -276,35 +276,14 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
                             {"weights_saved", cfg.run.save_weights},
                             {"samples_per_s", double(total_steps * bs.train_batch_size) / train_s},
                             {"comm_bytes_rank0", group.stats().total_bytes()}};
-  if (final_eval) summary.update(final_eval->metrics);
-  // As train.cpp: outputs under temporary names, a vote, the commit, a vote (Note [agreed stops]).
-  std::unique_ptr<RunDir::Staged> staged;
-  on_lead([&] {
-    std::vector<ckpt::TensorEntry> entries;
-    for (auto& [name, shape] : ps.full_param_shapes()) entries.push_back({name, DType::f32, shape});
-    staged = run_dir->begin_stage(std::move(entries), cfg.run.save_weights);
-  });
-  if (cfg.run.save_weights) {
-    ps.for_each_full_param([&](const std::string& n, const Tensor& p) {
-      on_lead([&] {
-        const Tensor w = ops::cast(p, DType::f32);
-        check_finite(n, w, total_steps);
-        staged->writer->write(n, w);
-      });
-    });
-  }
-  on_lead([&] { run_dir->finish_stage(*staged, summary); });
-  stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "final save, outputs written"), on_lead,
-                "before saving", cfg.run.dir);
-  on_lead([&] { run_dir->commit(*staged, {{"event", "final"}, {"summary", summary}}); });
-  stop_if_voted(agree(group, {0, -1, on_lead.failed()}, "final save, outputs committed"), on_lead, "", cfg.run.dir,
-                false);
-  if (lead) {
-    if (final_eval) std::printf("%s\n", final_eval->line.c_str());
-    std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; %s in %s\n", (long long)total_steps, train_s,
-                 cfg.run.save_weights ? "weights and metrics" : "metrics (run.save_weights false)",
-                 cfg.run.dir.c_str());
-  }
+  finish_run(cfg, group, on_lead, run_dir,
+             {ps.full_param_shapes(),
+              [&](const auto& fn) { ps.for_each_full_param(fn); },
+              std::move(summary),
+              std::move(final_eval),
+              total_steps,
+              train_s,
+              nullptr});
   return 0;
 }
 
