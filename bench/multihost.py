@@ -58,7 +58,14 @@ def step_times(metrics):
     return sum(d) / len(d) if d else None
 
 
+def take_hosts(a):
+    """Test hosts are one set per machine: refuse them while another run may hold them."""
+    if sh([HOSTS, "status"]).returncode == 0 and not a.force:
+        sys.exit("the test hosts are up: another run may be using them (scripts/hosts.sh status); --force to take them")
+
+
 def run_all(a):
+    take_hosts(a)
     rows = []
     for rate in a.rates.split(","):
         up = sh([HOSTS, "up", "2", rate])
@@ -116,6 +123,7 @@ def main():
     p.add_argument("--bin", default="build/zerotrain")
     p.add_argument("--out", default="bench/multihost_results.jsonl")
     p.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md's section from --out, run nothing")
+    p.add_argument("--force", action="store_true", help="take the test hosts even if they are up")
     a = p.parse_args()
     if a.markdown:
         print("\n".join(markdown([json.loads(line) for line in open(a.out) if line.startswith("{")])))

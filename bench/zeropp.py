@@ -49,6 +49,7 @@ def cross_node_per_step(metrics):
 
 
 def traffic(a):
+    multihost.take_hosts(a)
     rows = []
     up = multihost.sh([multihost.HOSTS, "up", "2", a.rate])
     if up.returncode != 0:
@@ -144,6 +145,7 @@ def main():
     p.add_argument("--bin", default="build/zerotrain")
     p.add_argument("--out", default="bench/zeropp_results.jsonl")
     p.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md's section from --out, run nothing")
+    p.add_argument("--force", action="store_true", help="take the test hosts even if they are up")
     a = p.parse_args()
     if a.markdown:
         print("\n".join(markdown([json.loads(x) for x in open(a.out) if x.startswith("{")])))
