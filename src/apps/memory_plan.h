@@ -29,6 +29,7 @@ struct RunContext {
   int64_t data_bytes = 0;
   bool shm = false;
   int64_t eval_batch = 0;  // samples per evaluation forward (0: the run does not evaluate)
+  int local_size = 1;      // ranks per node (comm::Group::local_size): where qgZ quantizes
 };
 
 struct MemoryPlan {

@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "zt/core/allocator.h"
+#include "quantize.h"
 #include "zt/core/error.h"
 
 namespace zt::zero {
@@ -18,8 +19,9 @@ namespace zt::zero {
 //   (stage3_prefetch_bucket_size, stage3_max_live_parameters), in both directions, or the units
 //   that Note [reuse distance] keeps gathered between their forward and backward;
 // - parameter files (stage 3): the shards staged while they are read in (one unit's without prefetch);
-// - hpZ's secondary pieces (Note [ZeRO++]): 1/P of every unit that is not persistent. (qwZ's int8
-//   packets and qgZ's node sums and packets, transient and under a third of a bucket, are not counted);
+// - ZeRO++ (Note [ZeRO++]): hpZ's secondary pieces, 1/P of every unit that is not persistent; qwZ's
+//   packets (this rank's and every rank's) beside each unit gathered ahead; qgZ's node averages,
+//   packets sent and received and fp32 sum beside each bucket in flight;
 // - activations at the micro-batch (the caller's formula per model kind), the data already
 //   loaded, the shm slots, and workspace: the larger of the initialiser's f32 values and a
 //   stage-1/2 publish copy.
@@ -28,6 +30,15 @@ namespace zt::zero {
 // threads: RSS minus allocator bytes, measured by `train` before the engine exists). A budget
 // holds in_use(): the allocator hands cached blocks back before it refuses.
 namespace {
+
+// qgZ across M > 1 nodes, for a bucket of n elements: the node averages (M shards, when L > 1),
+// the packets out and in, and the fp32 sum of this rank's shard.
+int64_t quantized_gradient_bytes(const Plan& plan, const PeakInput& in, int64_t n) {
+  const int L = std::max(1, in.local_size), M = plan.world / L;
+  if (in.quantized_gradient_bits == 0 || M <= 1 || !plan.policy.shard_optimizer()) return 0;
+  const int64_t s = n / plan.world, cb = int64_t(dtype_size(plan.policy.comm_dtype));
+  return (L > 1 ? M * s * cb : 0) + 2 * M * packet_words(s, in.quantized_gradient_bits) * 4 + s * 4;
+}
 
 int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
   const Policy& pol = plan.policy;
@@ -48,7 +59,7 @@ int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
       flights.pop_front();
     }
     const int64_t wire = pol.comm_dtype != pol.full_grad_dtype() ? n * cb : 0;
-    const int64_t recv = pol.shard_optimizer() ? n / plan.world * cb : 0;
+    const int64_t recv = (pol.shard_optimizer() ? n / plan.world * cb : 0) + quantized_gradient_bytes(plan, in, n);
     flights.push_back({n, full + wire + recv});
     elems += n;
     bytes += full + wire + recv;
@@ -119,6 +130,10 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
   p.param_staging = pol.shard_parameters() ? window_peak(plan, in).staging : 0;
   p.grad_buckets = bucket_peak(plan, in);
   p.gathered = gathered_peak(plan, in);
+  if (pol.shard_parameters() && in.quantized_weights) {  // int8 packets: 1 + 4/256 bytes a value, this rank's and all
+    const int64_t window = window_peak(plan, in).elems;
+    p.gathered += (window + window / plan.world) * (kQuantBlock + 4) / kQuantBlock;
+  }
   if (pol.shard_parameters() && in.hpz_partition > 1)
     for (size_t i = 0; i < plan.buffers.size(); ++i)
       if (i >= plan.persistent.size() || !plan.persistent[i]) p.secondary += plan.buffers[i].padded / in.hpz_partition * pb;

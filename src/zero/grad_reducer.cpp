@@ -124,7 +124,6 @@ void GradReducer::launch(size_t b, bool early) {
       buf.early = true;
       ++sparse_bytes_.tied_early;
     }
-    buf.sent = in;
     buf.transfer = dense_->launch(in, o);
   }
   inflight_.push_back(b);
@@ -138,7 +137,6 @@ void GradReducer::finish(size_t b) {
   if (!buf.transfer) return;
   const Tensor avg = buf.transfer->finish(comm_overlap_);
   buf.transfer = nullptr;
-  buf.sent = Tensor();
   for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
     if (*it == b) {
       inflight_.erase(it);

@@ -45,7 +45,6 @@ class GradReducer {
     Tensor shard;  // stages 2-3: accumulated over micro-batches
     std::unique_ptr<WireEncoder> rows;  // sparse and tied buffers: the touched rows' format
     std::unique_ptr<Transfer> transfer;  // launched and not finished
-    Tensor sent;                         // the wire-dtype tensor in flight
     int pending = 0;
     bool launched = false;
     bool early = false;  // tied rows: the dense part is launched; the rows follow in end_backward

@@ -190,6 +190,7 @@ void ParamStore::publish(size_t b, const std::string& label) {
     comm::CollOptions o;
     o.label = label;
     if (pol.shard_parameters()) {  // a gathered unit: kept (quantized as a training gather) or persistent
+      if (buf.gather_work) finish_gather(b);  // a prefetch still in flight (a load's refresh)
       if (buf.file) stage_in(b, true);
       buf.training_gather = true;  // the next step uses these values: hpZ keeps its piece of them
       launch_gather(b, quantized_weights_ && !plan_.persistent[b] ? Source::quantized : Source::exact, label);
@@ -218,16 +219,16 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
     finish_gather(b);
   }
   if (!buf.full.defined()) {
-    if (buf.file) stage_in(b, true);  // the read a prefetch started, or one now
+    const Source src = !training_pass_           ? Source::exact
+                       : buf.secondary.defined() ? Source::secondary
+                       : quantized_weights_      ? Source::quantized
+                                                 : Source::exact;
+    if (buf.file && src != Source::secondary) stage_in(b, true);  // the read a prefetch started, or one now
     {
       TagScope tag(MemTag::param);
       buf.full = Tensor::empty({plan_.buffers[b].padded}, plan_.policy.param_dtype);
     }
     buf.training_gather = training_pass_;
-    const Source src = !training_pass_           ? Source::exact
-                       : buf.secondary.defined() ? Source::secondary
-                       : quantized_weights_      ? Source::quantized
-                                                 : Source::exact;
     launch_gather(b, src, label);
     ++gathers_;
   }
@@ -240,6 +241,7 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
 
 void ParamStore::launch_gather(size_t b, Source src, const std::string& label) {
   Buf& buf = bufs_[b];
+  ZT_ASSERT(!buf.gather_work, "unit ", b, " gathered again while its gather is in flight");
   comm::CollOptions o;
   o.label = label;
   buf.exact = src == Source::exact || !quantized_weights_;  // pieces hold what a quantized gather brought
@@ -356,7 +358,8 @@ void ParamStore::prefetch(size_t b, int dir, const std::string& label) {
     if (n > budget || (!gathered && live + n > limits_.max_live_elems)) break;
     budget -= n;
     if (gathered) continue;
-    if (bufs_[u].file && !bufs_[u].shard.defined())
+    const bool from_pieces = training_pass_ && bufs_[u].secondary.defined();  // hpZ: no shard needed
+    if (bufs_[u].file && !bufs_[u].shard.defined() && !from_pieces)
       stage_in(u, false);
     else
       gather(u, false, label);

@@ -59,7 +59,8 @@ void encode(const T* x, int64_t n, int bits, float* scales, uint8_t* codes) {
       }
       for (int64_t i = 0; i < len; ++i) finite = finite && std::isfinite(v[i]);
       scales[blk] = finite ? amax / q : NAN;
-      const float inv = finite && amax > 0 ? q / amax : 0.f;
+      float inv = finite && amax > 0 ? q / amax : 0.f;
+      if (!std::isfinite(inv)) inv = 0.f;  // amax below q / FLT_MAX: the block rounds to zeros
       for (int64_t i = 0; i < len; ++i)  // |v * inv| <= q: the magic rounding applies
         c[i] = int8_t(int(((finite ? v[i] * inv : 0.f) + kRoundMagic) - kRoundMagic));
       if (bits == 8) {

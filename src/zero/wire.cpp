@@ -95,8 +95,9 @@ class DenseEncoder : public WireEncoder {
 
 class QuantizedTransfer : public Transfer {
  public:
-  QuantizedTransfer(comm::WorkPtr w, Tensor sent, Tensor got, int64_t shard, int bits, int world, DType out)
-      : work_(std::move(w)), sent_(std::move(sent)), got_(std::move(got)), shard_(shard), bits_(bits), world_(world),
+  // `parts`: how many node averages (or, one rank per node, rank values) got holds.
+  QuantizedTransfer(comm::WorkPtr w, Tensor sent, Tensor got, int64_t shard, int bits, int parts, DType out)
+      : work_(std::move(w)), sent_(std::move(sent)), got_(std::move(got)), shard_(shard), bits_(bits), parts_(parts),
         out_(out) {}
   Tensor finish(CommOverlap& overlap) override {
     work_->wait();
@@ -106,7 +107,7 @@ class QuantizedTransfer : public Transfer {
     const int64_t words = packet_words(shard_, bits_);
     for (int64_t off = 0; off < got_.numel(); off += words)  // node order: the same sum on every rank
       dequantize_add(got_.slice(0, off, off + words), bits_, acc);
-    ops::scale_(acc, 1.f / float(world_));
+    ops::scale_(acc, 1.f / float(parts_));
     return out_ == DType::f32 ? acc : ops::cast(acc, out_);
   }
 
@@ -114,7 +115,7 @@ class QuantizedTransfer : public Transfer {
   comm::WorkPtr work_;
   Tensor sent_, got_;
   int64_t shard_;
-  int bits_, world_;
+  int bits_, parts_;
   DType out_;
 };
 
@@ -125,11 +126,12 @@ class QuantizedEncoder : public WireEncoder {
     const int world = groups_.all->size(), L = groups_.local_size, M = world / L;
     const int64_t s = in.numel() / world;
     TagScope tag(MemTag::comm);
-    Tensor sums = in;  // chunk m: this node's sum of the shard of rank m*L + l
+    Tensor sums = in;  // chunk m: this node's average of the shard of rank m*L + l
     if (groups_.node) {
       sums = Tensor::empty({M * s}, in.dtype());
       std::vector<comm::WorkPtr> parts;
-      comm::CollOptions sum(comm::ReduceOp::sum, o.label + ", in node", o.timeout_s);
+      // avg, as the dense path: fp32 inside, so a 16-bit node sum cannot overflow sooner.
+      comm::CollOptions sum(comm::ReduceOp::avg, o.label + ", in node", o.timeout_s);
       for (int64_t m = 0; m < M; ++m) {
         Tensor dst = sums.slice(0, m * s, (m + 1) * s);
         parts.push_back(groups_.node->reduce_scatter_async(in.slice(0, m * L * s, (m + 1) * L * s), dst, sum));
@@ -139,8 +141,9 @@ class QuantizedEncoder : public WireEncoder {
     const int64_t words = packet_words(s, bits_);
     Tensor sent = Tensor::empty({M * words}, DType::i32), got = Tensor::empty({M * words}, DType::i32);
     for (int64_t m = 0; m < M; ++m) quantize_into(sums.slice(0, m * s, (m + 1) * s), bits_, sent.slice(0, m * words, (m + 1) * words));
-    comm::WorkPtr w = groups_.cross->all_to_all_async(sent, got, comm::CollOptions(o.label + ", quantized across nodes"));
-    return std::make_unique<QuantizedTransfer>(std::move(w), sent, got, s, bits_, world, in.dtype());
+    comm::WorkPtr w =
+        groups_.cross->all_to_all_async(sent, got, comm::CollOptions(o.op, o.label + ", quantized across nodes", o.timeout_s));
+    return std::make_unique<QuantizedTransfer>(std::move(w), sent, got, s, bits_, groups_.node ? M : world, in.dtype());
   }
 
  private:

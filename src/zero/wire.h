@@ -15,11 +15,11 @@
 //       keeps its 1/P piece of the full unit; a later gather of the unit in the same step (the
 //       backward one) is an all-gather among the P consecutive ranks holding those pieces,
 //       inside the node when P is the ranks per node. The pieces are dropped at the update.
-//   qgZ (zero_quantized_gradients): with L ranks per node and M > 1 nodes, a reduce-scatter sums
-//       inside each node in comm_dtype (shm), quantizes the M node sums of this rank's column,
-//       exchanges them by all-to-all among the M ranks with its local rank, and sums the decoded
-//       values in fp32 before dividing by the world size. One quantization per value, not one per
-//       hop. On one node there is nothing to cross, and the reduction stays dense.
+//   qgZ (zero_quantized_gradients): with L ranks per node and M > 1 nodes, a reduce-scatter
+//       averages inside each node (shm, fp32 inside, comm_dtype out), quantizes the M node
+//       averages of this rank's column, exchanges them by all-to-all among the M ranks with its
+//       local rank, and averages the decoded values in fp32. One quantization per value, not one
+//       per hop. On one node there is nothing to cross, and the reduction stays dense.
 // Cross-node elements per step become about Ψ/4 (int8 weights, forward) + 0 (backward) + Ψ/8
 // (int4 gradients), plus one f32 scale per 256 values.
 #include <cstdint>

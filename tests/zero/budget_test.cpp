@@ -116,6 +116,26 @@ TEST(PeakMemory, HpzPiecesAreOnePthOfTheUnits) {
   EXPECT_EQ(predict_peak(plan_of(2, {}), in).secondary, 0);  // below stage 3 nothing is gathered
 }
 
+// qwZ: int8 packets (1 + 4/256 bytes a value) of the window's units, this rank's shard and all;
+// qgZ: only across nodes (world 2, one rank per node): packets out and in, and the fp32 sum.
+TEST(PeakMemory, QuantizedTrafficAddsItsPackets) {
+  const Plan plan = plan_of(3, {});
+  const int64_t n = plan.buffers[0].padded;
+  PeakInput in = limits_of({});
+  in.max_reuse_elems = 0;
+  in.prefetch_elems = 0;  // one unit gathered at a time
+  const PeakEstimate plain = predict_peak(plan, in);
+  in.quantized_weights = true;
+  EXPECT_EQ(predict_peak(plan, in).gathered - plain.gathered, (n + n / 2) * 260 / 256);
+  in.quantized_weights = false;
+  in.quantized_gradient_bits = 4;
+  in.local_size = 2;  // one node of both ranks: nothing crosses
+  EXPECT_EQ(predict_peak(plan, in).grad_buckets, plain.grad_buckets);
+  in.local_size = 1;  // two nodes
+  const int64_t s = n / 2, packet = (4 * (s / 256) + s / 2 + 3) / 4 * 4;
+  EXPECT_EQ(predict_peak(plan, in).grad_buckets - plain.grad_buckets, 2 * 2 * packet + 4 * s);
+}
+
 TEST(PeakMemory, OffloadMovesStatesToFilesAndKeepsTheirBuffers) {
   const PeakEstimate mem = predict(3, {}), opt = predict(3, {true, false, false}),
                      both = predict(3, {true, true, true});
