@@ -6,11 +6,12 @@ traffic: plain stage 3 beside each ZeRO++ option and all three, GPT 5M and 30M a
   host's link sent (veth counters, long run minus short, as bench/multihost.py), the cross-node
   bytes per step by the engine's own counters (metrics' cross_node_bytes, rank 0, times the 4
   ranks), and the step time.
-parity: GPT 5M for --parity-steps steps at N = 4 on this machine as two "nodes"
+parity: --parity-model (GPT 5M) for --parity-steps steps at N = 4 on this machine as two "nodes"
   (ZT_COMM_NODE_RANKS=2: the same hierarchy, no link cap), each option against plain stage 3:
   the final validation loss and its difference.
 
 usage: bench/zeropp.py [--rate 1gbit] [--models gpt_5m,gpt_30m] [--steps 6] [--parity-steps 200]
+                       [--parity-model gpt_5m|gpt_30m] [--skip traffic|parity] [--force]
                        [--out bench/zeropp_results.jsonl] [--markdown]
 """
 import argparse
@@ -77,7 +78,7 @@ def parity(a):
     for name, extra in VARIANTS.items():  # DeepSpeed's reuse distance: the trajectory does not depend on it
         run_dir = "runs/zeropp/parity"
         shutil.rmtree(run_dir, ignore_errors=True)
-        over = multihost.MODELS["gpt_5m"] + extra + [
+        over = multihost.MODELS[a.parity_model] + extra + [
             "zero_optimization.stage=3", f"run.max_steps={a.parity_steps}", "run.eval_at_end=true",
             f"steps_per_print={a.parity_steps}", "train_batch_size=16", "train_micro_batch_size_per_gpu=4",
             f"run.dir={run_dir}"]
@@ -90,7 +91,7 @@ def parity(a):
         metrics = [json.loads(x) for x in open(os.path.join(run_dir, "metrics.jsonl")) if x.startswith("{")]
         val = [m["val_loss"] for m in metrics if "val_loss" in m]
         train_loss = [m["loss"] for m in metrics if "loss" in m and "step" in m]
-        row = {"bench": "zeropp_parity", "variant": name, "steps": a.parity_steps, "val_loss": val[-1],
+        row = {"bench": "zeropp_parity", "model": a.parity_model, "variant": name, "steps": a.parity_steps, "val_loss": val[-1],
                "train_loss": train_loss[-1], "wall_s": time.time() - t0, "cmd": " ".join(cmd),
                "date": time.strftime("%Y-%m-%d")}
         print(json.dumps(row), flush=True)
@@ -125,7 +126,8 @@ def markdown(rows):
     p = [r for r in rows if r["bench"] == "zeropp_parity"]
     if p:
         base = next((r for r in p if r["variant"] == "plain"), None)
-        out += ["", f"Loss parity: GPT 5M, stage 3, N = 4 as two \"nodes\" on this machine (ZT_COMM_NODE_RANKS=2), "
+        model = p[0].get("model", "gpt_5m")
+        out += ["", f"Loss parity: {model}, stage 3, N = 4 as two \"nodes\" on this machine (ZT_COMM_NODE_RANKS=2), "
                 f"{p[0]['steps']} steps, validation loss at the end (10 batches):", "",
                 "| variant | final train loss | final validation loss | difference from plain |", "|---|---|---|---|"]
         for r in p:
@@ -141,6 +143,7 @@ def main():
     p.add_argument("--models", default="gpt_5m,gpt_30m")
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--parity-steps", type=int, default=200)
+    p.add_argument("--parity-model", default="gpt_5m", choices=sorted(multihost.MODELS))
     p.add_argument("--skip", default="", help="traffic or parity: leave that part out")
     p.add_argument("--bin", default="build/zerotrain")
     p.add_argument("--out", default="bench/zeropp_results.jsonl")
