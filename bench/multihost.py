@@ -114,23 +114,30 @@ def markdown(rows):
         [f"- `{c}`" for c in cmds] + [""]
 
 
+def bench_main(p, out, run, to_markdown):
+    """The host benchmarks' common tail: --bin, --out, --markdown, --force; then either print the
+    BENCHMARKS.md section from --out, or run (rows of JSON) and write --out."""
+    p.add_argument("--bin", default="build/zerotrain")
+    p.add_argument("--out", default=out)
+    p.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md's section from --out, run nothing")
+    p.add_argument("--force", action="store_true", help="take the test hosts even if they are up")
+    a = p.parse_args()
+    if a.markdown:
+        print("\n".join(to_markdown([json.loads(line) for line in open(a.out) if line.startswith("{")])))
+        return None
+    rows = run(a)
+    with open(a.out, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rates", default="1gbit,10gbit")
     p.add_argument("--stages", default="0,1,2,3")
     p.add_argument("--models", default="gpt_5m,gpt_30m")
     p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--bin", default="build/zerotrain")
-    p.add_argument("--out", default="bench/multihost_results.jsonl")
-    p.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md's section from --out, run nothing")
-    p.add_argument("--force", action="store_true", help="take the test hosts even if they are up")
-    a = p.parse_args()
-    if a.markdown:
-        print("\n".join(markdown([json.loads(line) for line in open(a.out) if line.startswith("{")])))
-        return
-    rows = run_all(a)
-    with open(a.out, "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    bench_main(p, "bench/multihost_results.jsonl", run_all, markdown)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import multihost  # noqa: E402
+
 HOSTS = "scripts/hosts.sh"
 CONFIG = "configs/gpt_sotu.json"
 # bench/multihost.py's gpt_5m; global batch 12 = 3 x 4 ZeRO ranks = 4 x 3 workers (S = 1), dropout 0.
@@ -83,8 +86,7 @@ def peaks(last):
 
 
 def run_all(a):
-    if sh([HOSTS, "status"]).returncode == 0 and not a.force:
-        sys.exit("the test hosts are up: another run may be using them (scripts/hosts.sh status); --force to take them")
+    multihost.take_hosts(a)
     commit = sh(["git", "rev-parse", "--short", "HEAD"]).stdout.strip()
     up = sh([HOSTS, "up", "2", a.rate])
     if up.returncode != 0:
@@ -163,18 +165,9 @@ def main():
     p.add_argument("--rate", default="1gbit")
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--servers", type=int, default=1)
-    p.add_argument("--bin", default="build/zerotrain")
-    p.add_argument("--out", default="bench/param_server_results.jsonl")
-    p.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md's section from --out, run nothing")
-    p.add_argument("--force", action="store_true", help="take the test hosts even if they are up")
-    a = p.parse_args()
-    if a.markdown:
-        print("\n".join(markdown([json.loads(line) for line in open(a.out) if line.startswith("{")])))
-        return
-    rows = run_all(a)
-    with open(a.out, "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
-    print("\n".join(markdown(rows)))
+    rows = multihost.bench_main(p, "bench/param_server_results.jsonl", run_all, markdown)
+    if rows:
+        print("\n".join(markdown(rows)))
 
 
 if __name__ == "__main__":

@@ -145,17 +145,9 @@ def main():
     p.add_argument("--parity-steps", type=int, default=200)
     p.add_argument("--parity-model", default="gpt_5m", choices=sorted(multihost.MODELS))
     p.add_argument("--skip", default="", help="traffic or parity: leave that part out")
-    p.add_argument("--bin", default="build/zerotrain")
-    p.add_argument("--out", default="bench/zeropp_results.jsonl")
-    p.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md's section from --out, run nothing")
-    p.add_argument("--force", action="store_true", help="take the test hosts even if they are up")
-    a = p.parse_args()
-    if a.markdown:
-        print("\n".join(markdown([json.loads(x) for x in open(a.out) if x.startswith("{")])))
-        return
-    rows = (traffic(a) if a.skip != "traffic" else []) + (parity(a) if a.skip != "parity" else [])
-    with open(a.out, "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    multihost.bench_main(p, "bench/zeropp_results.jsonl",
+                         lambda a: (traffic(a) if a.skip != "traffic" else []) + (parity(a) if a.skip != "parity" else []),
+                         markdown)
 
 
 if __name__ == "__main__":

@@ -220,22 +220,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       order = data::epoch_order(task->train_size(), cfg.seed, epoch, cfg.data.shuffle);
       order_epoch = epoch;
     }
-    double step_loss = 0;
-    for (int64_t m = 0; m < bs.accumulation; ++m) {
-      // Global batch layout: micro-batch m of every rank, rank-major inside each micro-batch.
-      const int64_t begin = micro_begin(bs, in_epoch, m, world, rank);
-      MicroBatch b = task->gather(order, begin, begin + bs.micro, epoch);
-      // Dropout masks: a stream per (seed, step, micro-batch of the global batch), replayed by
-      // activation checkpointing.
-      nn::set_dropout_stream(dropout_stream_seed(cfg.seed, step, micro_index(m, world, rank)));
-      Tensor loss = task->loss(engine.forward(b.inputs), b);
-      const int64_t global_begin = in_epoch * bs.train_batch_size;
-      const double w =
-          task->weight(order, begin, begin + bs.micro, global_begin, global_begin + bs.train_batch_size, epoch);
-      if (w != 1.0) loss = ag::scale(loss, float(w));
-      step_loss += loss.item() / double(bs.accumulation);
-      engine.backward(loss);
-    }
+    const double step_loss = train_micro_batches(
+        *task, order, bs, cfg.seed, {step, epoch, in_epoch}, world, rank,
+        [&](const std::vector<Tensor>& in) { return engine.forward(in); }, [&](const Tensor& l) { engine.backward(l); });
     // The schedule follows applied updates: an fp16 step skipped on overflow does not advance it (as DeepSpeed).
     const double lr = schedule->lr(engine.optimizer_steps());
     zero::StepStats st;

@@ -9,9 +9,11 @@
 #include <thread>
 
 #include "memory_plan.h"
+#include "zt/autograd/functions.h"
 #include "zt/core/affinity.h"
 #include "zt/core/allocator.h"
 #include "zt/core/parallel.h"
+#include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
 
 namespace zt::apps {
@@ -118,6 +120,26 @@ void add_memory_fields(nlohmann::json& rec) {
   rec["memory"] = mem;
   rec["memory_peak"] = mem_peak;
   rec["rss_peak"] = read_rss().peak;  // VmHWM: the OS's view of memory_plan
+}
+
+double train_micro_batches(const Task& task, const std::vector<int64_t>& order, const config::BatchSizes& bs,
+                           uint64_t seed, StepPlace at, int ranks, int rank,
+                           const std::function<Tensor(const std::vector<Tensor>&)>& forward,
+                           const std::function<void(const Tensor&)>& backward) {
+  double step_loss = 0;
+  const int64_t global_begin = at.in_epoch * bs.train_batch_size;
+  for (int64_t m = 0; m < bs.accumulation; ++m) {
+    const int64_t begin = micro_begin(bs, at.in_epoch, m, ranks, rank);
+    MicroBatch b = task.gather(order, begin, begin + bs.micro, at.epoch);
+    nn::set_dropout_stream(dropout_stream_seed(seed, at.step, micro_index(m, ranks, rank)));
+    Tensor loss = task.loss(forward(b.inputs), b);
+    const double w =
+        task.weight(order, begin, begin + bs.micro, global_begin, global_begin + bs.train_batch_size, at.epoch);
+    if (w != 1.0) loss = ag::scale(loss, float(w));
+    step_loss += loss.item() / double(bs.accumulation);
+    backward(loss);
+  }
+  return step_loss;
 }
 
 void finish_run(const config::Config& cfg, comm::Group& group, LeadWork& on_lead, std::unique_ptr<RunDir>& run_dir,

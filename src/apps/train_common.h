@@ -76,6 +76,18 @@ nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DTy
 // rec's "memory", "memory_peak" and "rss_peak".
 void add_memory_fields(nlohmann::json& rec);
 
+// One step's micro-batches on data-parallel rank `rank` of `ranks`, in the global batch layout
+// (micro_begin): each gathered, with its dropout stream (replayed by activation checkpointing),
+// its loss weighted for the global batch (Task::weight), forward and backward. Returns this
+// rank's mean loss over the micro-batches.
+struct StepPlace {
+  int64_t step = 0, epoch = 0, in_epoch = 0;
+};
+double train_micro_batches(const Task& task, const std::vector<int64_t>& order, const config::BatchSizes& bs,
+                           uint64_t seed, StepPlace at, int ranks, int rank,
+                           const std::function<Tensor(const std::vector<Tensor>&)>& forward,
+                           const std::function<void(const Tensor&)>& backward);
+
 // The end of a training run, on every rank (Note [agreed stops]): rank 0 writes the consolidated
 // weights (fp32, streamed as `each` yields them; every rank takes part in its gathers) and the
 // summary under temporary names, a vote, the commit, a vote; then it prints the final lines.

@@ -190,18 +190,9 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
         order = data::epoch_order(train_size, cfg.seed, epoch, cfg.data.shuffle);
         order_epoch = epoch;
       }
-      for (int64_t m = 0; m < bs.accumulation; ++m) {
-        const int64_t begin = micro_begin(bs, in_epoch, m, workers, wi);
-        MicroBatch b = task->gather(order, begin, begin + bs.micro, epoch);
-        nn::set_dropout_stream(dropout_stream_seed(cfg.seed, step, micro_index(m, workers, wi)));
-        Tensor loss = task->loss(ps.forward(b.inputs), b);
-        const int64_t global_begin = in_epoch * bs.train_batch_size;
-        const double w =
-            task->weight(order, begin, begin + bs.micro, global_begin, global_begin + bs.train_batch_size, epoch);
-        if (w != 1.0) loss = ag::scale(loss, float(w));
-        step_loss += loss.item() / double(bs.accumulation);
-        ps.backward(loss);
-      }
+      step_loss = train_micro_batches(
+          *task, order, bs, cfg.seed, {step, epoch, in_epoch}, workers, wi,
+          [&](const std::vector<Tensor>& in) { return ps.forward(in); }, [&](const Tensor& l) { ps.backward(l); });
     }
     const double lr = schedule->lr(ps.optimizer_steps());
     const zero::StepStats st = ps.step(lr);
