@@ -87,19 +87,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "run directory"), on_lead, "before step 1",
                 cfg.run.dir, false);
 
-  // Every rank reads the data: a bad file is one agreed error, said once (the lowest failing rank's).
-  std::unique_ptr<Task> task;
-  std::string data_error;
-  ErrorKind data_kind = ErrorKind::data;
-  try {
-    task = make_task(cfg);
-  } catch (const Error& e) {
-    data_error = e.what();
-    data_kind = e.kind();
-  } catch (const std::exception& e) {
-    data_error = e.what();
-  }
-  comm::agree_on_error(group, data_error, "reading the data", data_kind);
+  const std::unique_ptr<Task> task = load_task_agreed(cfg, group);  // every rank reads the data
   const int64_t steps_per_epoch = task->train_size() / bs.train_batch_size;
   ZT_CHECK_AS(ErrorKind::config, steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ",
               task->train_size(), " training samples");

@@ -122,6 +122,22 @@ void add_memory_fields(nlohmann::json& rec) {
   rec["rss_peak"] = read_rss().peak;  // VmHWM: the OS's view of memory_plan
 }
 
+std::unique_ptr<Task> load_task_agreed(const config::Config& cfg, comm::Group& group, bool read) {
+  std::unique_ptr<Task> task;
+  std::string error;
+  ErrorKind kind = ErrorKind::data;
+  try {
+    if (read) task = make_task(cfg);
+  } catch (const Error& e) {
+    error = e.what();
+    kind = e.kind();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  comm::agree_on_error(group, error, "reading the data", kind);
+  return task;
+}
+
 double train_micro_batches(const Task& task, const std::vector<int64_t>& order, const config::BatchSizes& bs,
                            uint64_t seed, StepPlace at, int ranks, int rank,
                            const std::function<Tensor(const std::vector<Tensor>&)>& forward,

@@ -15,6 +15,7 @@
 #include "agree.h"
 #include "run_dir.h"
 #include "tasks.h"
+#include "zt/comm/group.h"
 #include "zt/config/config.h"
 #include "zt/core/tensor.h"
 #include "zt/nn/module.h"
@@ -75,6 +76,10 @@ nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DTy
 // This rank's allocator by tag (now and peak), "peak", "cached", and the OS's peak RSS, into
 // rec's "memory", "memory_peak" and "rss_peak".
 void add_memory_fields(nlohmann::json& rec);
+
+// The training data on the ranks that `read` it (make_task): a bad file is one agreed error on
+// every rank, said once (the lowest failing rank's). Null where `read` is false.
+std::unique_ptr<Task> load_task_agreed(const config::Config& cfg, comm::Group& group, bool read = true);
 
 // One step's micro-batches on data-parallel rank `rank` of `ranks`, in the global batch layout
 // (micro_begin): each gathered, with its dropout stream (replayed by activation checkpointing),

@@ -94,18 +94,7 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
                 cfg.run.dir, false);
   // The workers read the data; the servers hold none (the epoch's length and the description
   // come from the first worker).
-  std::unique_ptr<Task> task;
-  std::string data_error;
-  ErrorKind data_kind = ErrorKind::data;
-  try {
-    if (!server) task = make_task(cfg);
-  } catch (const Error& e) {
-    data_error = e.what();
-    data_kind = e.kind();
-  } catch (const std::exception& e) {
-    data_error = e.what();
-  }
-  comm::agree_on_error(group, data_error, "reading the data", data_kind);
+  const std::unique_ptr<Task> task = load_task_agreed(cfg, group, /*read=*/!server);
   const int64_t train_size = std::stoll(share_text(group, servers, server ? "" : std::to_string(task->train_size())));
   const std::string about = share_text(group, servers, rank == servers ? task->describe() : "");
   const int64_t steps_per_epoch = train_size / bs.train_batch_size;
