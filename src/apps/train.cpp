@@ -330,15 +330,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                                     "was saved as trained"),
                      ErrorKind::config, 1);
 
-  std::optional<EvalResult> final_eval;
-  if (cfg.run.eval_at_end) {
-    final_eval = run_eval_pass(/*whole=*/true);
-    if (cfg.data.eval_every > 0) {  // the last point of the validation curve
-      nlohmann::json rec = final_eval->metrics;
-      rec["step"] = total_steps;
-      on_lead([&] { run_dir->append_metrics(rec); });
-    }
-  }
+  std::optional<EvalResult> final_eval = eval_at_end(cfg, run_eval_pass, on_lead, run_dir, total_steps);
   nlohmann::json summary = {{"steps", total_steps},
                             {"train_seconds", train_s},
                             {"world_size", world},

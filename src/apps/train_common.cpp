@@ -158,6 +158,18 @@ double train_micro_batches(const Task& task, const std::vector<int64_t>& order, 
   return step_loss;
 }
 
+std::optional<EvalResult> eval_at_end(const config::Config& cfg, const std::function<EvalResult(bool)>& pass,
+                                      LeadWork& on_lead, std::unique_ptr<RunDir>& run_dir, int64_t steps) {
+  if (!cfg.run.eval_at_end) return std::nullopt;
+  EvalResult r = pass(/*whole=*/true);
+  if (cfg.data.eval_every > 0) {
+    nlohmann::json rec = r.metrics;
+    rec["step"] = steps;
+    on_lead([&] { run_dir->append_metrics(rec); });
+  }
+  return r;
+}
+
 void finish_run(const config::Config& cfg, comm::Group& group, LeadWork& on_lead, std::unique_ptr<RunDir>& run_dir,
                 FinalOutputs out) {
   if (out.final_eval) out.summary.update(out.final_eval->metrics);

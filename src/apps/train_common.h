@@ -93,6 +93,11 @@ double train_micro_batches(const Task& task, const std::vector<int64_t>& order, 
                            const std::function<Tensor(const std::vector<Tensor>&)>& forward,
                            const std::function<void(const Tensor&)>& backward);
 
+// run.eval_at_end: the whole validation pass (`pass(true)`), and with data.eval_every its last
+// point on the validation curve; nullopt when the run does not evaluate at the end.
+std::optional<EvalResult> eval_at_end(const config::Config& cfg, const std::function<EvalResult(bool)>& pass,
+                                      LeadWork& on_lead, std::unique_ptr<RunDir>& run_dir, int64_t steps);
+
 // The end of a training run, on every rank (Note [agreed stops]): rank 0 writes the consolidated
 // weights (fp32, streamed as `each` yields them; every rank takes part in its gathers) and the
 // summary under temporary names, a vote, the commit, a vote; then it prints the final lines.
