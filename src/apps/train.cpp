@@ -88,18 +88,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                 cfg.run.dir, false);
 
   const std::unique_ptr<Task> task = load_task_agreed(cfg, group);  // every rank reads the data
-  const int64_t steps_per_epoch = task->train_size() / bs.train_batch_size;
-  ZT_CHECK_AS(ErrorKind::config, steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ",
-              task->train_size(), " training samples");
-  const int64_t total_steps =
-      cfg.run.max_steps > 0 ? cfg.run.max_steps : steps_for_epochs(cfg.run.epochs, steps_per_epoch);
-
-  // Fine-tuning starts from saved weights: the model is built whole, then overwritten by name.
-  auto model = build_model(cfg, /*deferred=*/cfg.model.init_from.empty());
-  if (!cfg.model.init_from.empty()) {
-    const std::string what = load_weights(*model, cfg.model.init_from, /*allow_missing=*/true);
-    if (lead) std::fprintf(stderr, "zerotrain: model.init_from: %s\n", what.c_str());
-  }
+  const auto [steps_per_epoch, total_steps] = run_length(cfg, bs, task->train_size());
+  auto model = model_to_train(cfg, lead);
   // 16-bit runs: the product path, chosen once by rank 0 (Note [16-bit products]), before the
   // memory plan measures the process.
   std::optional<zero::ProductsChoice> products;

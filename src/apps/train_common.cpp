@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "memory_plan.h"
+#include "session.h"
 #include "zt/autograd/functions.h"
 #include "zt/core/affinity.h"
 #include "zt/core/allocator.h"
@@ -136,6 +137,24 @@ std::unique_ptr<Task> load_task_agreed(const config::Config& cfg, comm::Group& g
   }
   comm::agree_on_error(group, error, "reading the data", kind);
   return task;
+}
+
+RunLength run_length(const config::Config& cfg, const config::BatchSizes& bs, int64_t train_size) {
+  RunLength r;
+  r.steps_per_epoch = train_size / bs.train_batch_size;
+  ZT_CHECK_AS(ErrorKind::config, r.steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size,
+              " exceeds the ", train_size, " training samples");
+  r.total_steps = cfg.run.max_steps > 0 ? cfg.run.max_steps : steps_for_epochs(cfg.run.epochs, r.steps_per_epoch);
+  return r;
+}
+
+std::shared_ptr<nn::Module> model_to_train(const config::Config& cfg, bool say) {
+  auto model = build_model(cfg, /*deferred=*/cfg.model.init_from.empty());
+  if (!cfg.model.init_from.empty()) {
+    const std::string what = load_weights(*model, cfg.model.init_from, /*allow_missing=*/true);
+    if (say) std::fprintf(stderr, "zerotrain: model.init_from: %s\n", what.c_str());
+  }
+  return model;
 }
 
 double train_micro_batches(const Task& task, const std::vector<int64_t>& order, const config::BatchSizes& bs,

@@ -81,6 +81,16 @@ void add_memory_fields(nlohmann::json& rec);
 // every rank, said once (the lowest failing rank's). Null where `read` is false.
 std::unique_ptr<Task> load_task_agreed(const config::Config& cfg, comm::Group& group, bool read = true);
 
+// Steps per epoch of `train_size` samples (a config error when one global batch exceeds them),
+// and the run's steps: run.max_steps, else run.epochs of them.
+struct RunLength {
+  int64_t steps_per_epoch = 0, total_steps = 0;
+};
+RunLength run_length(const config::Config& cfg, const config::BatchSizes& bs, int64_t train_size);
+// The model, deferred unless model.init_from fine-tunes saved weights (loaded by name; rank 0
+// says what was loaded when `say`).
+std::shared_ptr<nn::Module> model_to_train(const config::Config& cfg, bool say);
+
 // One step's micro-batches on data-parallel rank `rank` of `ranks`, in the global batch layout
 // (micro_begin): each gathered, with its dropout stream (replayed by activation checkpointing),
 // its loss weighted for the global batch (Task::weight), forward and backward. Returns this

@@ -97,17 +97,8 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
   const std::unique_ptr<Task> task = load_task_agreed(cfg, group, /*read=*/!server);
   const int64_t train_size = std::stoll(share_text(group, servers, server ? "" : std::to_string(task->train_size())));
   const std::string about = share_text(group, servers, rank == servers ? task->describe() : "");
-  const int64_t steps_per_epoch = train_size / bs.train_batch_size;
-  ZT_CHECK_AS(ErrorKind::config, steps_per_epoch > 0, "[train] train_batch_size ", bs.train_batch_size, " exceeds the ",
-              train_size, " training samples");
-  const int64_t total_steps =
-      cfg.run.max_steps > 0 ? cfg.run.max_steps : steps_for_epochs(cfg.run.epochs, steps_per_epoch);
-
-  auto model = build_model(cfg, /*deferred=*/cfg.model.init_from.empty());
-  if (!cfg.model.init_from.empty()) {
-    const std::string what = load_weights(*model, cfg.model.init_from, /*allow_missing=*/true);
-    if (lead) std::fprintf(stderr, "zerotrain: model.init_from: %s\n", what.c_str());
-  }
+  const auto [steps_per_epoch, total_steps] = run_length(cfg, bs, train_size);
+  auto model = model_to_train(cfg, lead);
   const zero::EngineOptions eo = engine_options(cfg, bs);
   const comm::GroupPtr worker_group = group.split(server ? 1 : 0, rank);  // the servers' is unused
   // 16-bit runs: the workers choose their product path (Note [16-bit products]); servers run none.
