@@ -6,12 +6,14 @@ traffic: plain stage 3 beside each ZeRO++ option and all three, GPT 5M and 30M a
   host's link sent (veth counters, long run minus short, as bench/multihost.py), the cross-node
   bytes per step by the engine's own counters (metrics' cross_node_bytes, rank 0, times the 4
   ranks), and the step time.
-parity: --parity-model (GPT 5M) for --parity-steps steps at N = 4 on this machine as two "nodes"
-  (ZT_COMM_NODE_RANKS=2: the same hierarchy, no link cap), each option against plain stage 3:
-  the final validation loss and its difference.
+parity: --parity-model (GPT 5M) for --parity-steps steps at N = --parity-ranks (4) on this machine as
+  two "nodes" (ZT_COMM_NODE_RANKS=N/2: the same hierarchy, no link cap), each option in
+  --parity-variants against plain stage 3: the final validation loss and its difference. At N = 2
+  each "node" is one rank, so hpZ has nothing to serve there; qwZ and qgZ cross between the two.
 
 usage: bench/zeropp.py [--rate 1gbit] [--models gpt_5m,gpt_30m] [--steps 6] [--parity-steps 200]
-                       [--parity-model gpt_5m|gpt_30m] [--skip traffic|parity] [--force]
+                       [--parity-model gpt_5m|gpt_30m] [--parity-ranks 4] [--parity-variants plain,qwZ,...]
+                       [--skip traffic|parity] [--force]
                        [--out bench/zeropp_results.jsonl] [--markdown]
 """
 import argparse
@@ -32,6 +34,8 @@ VARIANTS = {
     "hpZ": ["zero_optimization.zero_hpz_partition_size=2"],
     "all": ["zero_optimization.zero_quantized_weights=true", "zero_optimization.zero_quantized_gradients=true",
             "zero_optimization.zero_hpz_partition_size=2"],
+    # All that applies where each "node" is one rank (parity at N = 2): no secondary partition.
+    "qwZ+qgZ": ["zero_optimization.zero_quantized_weights=true", "zero_optimization.zero_quantized_gradients=true"],
 }
 # ZeRO's 3 gathers a step (every unit released after each use), where hpZ has backward gathers to serve.
 REUSE0 = ["zero_optimization.stage3_max_reuse_distance=0"]
@@ -75,23 +79,26 @@ def traffic(a):
 
 def parity(a):
     rows = []
-    for name, extra in VARIANTS.items():  # DeepSpeed's reuse distance: the trajectory does not depend on it
+    node = str(max(1, a.parity_ranks // 2))
+    for name in a.parity_variants.split(","):  # DeepSpeed's reuse distance: the trajectory does not depend on it
+        extra = VARIANTS[name]
         run_dir = "runs/zeropp/parity"
         shutil.rmtree(run_dir, ignore_errors=True)
         over = multihost.MODELS[a.parity_model] + extra + [
             "zero_optimization.stage=3", f"run.max_steps={a.parity_steps}", "run.eval_at_end=true",
             f"steps_per_print={a.parity_steps}", "train_batch_size=16", "train_micro_batch_size_per_gpu=4",
             f"run.dir={run_dir}"]
-        cmd = ["mpirun", "--oversubscribe", "-np", "4", "-x", "ZT_COMM_NODE_RANKS=2", a.bin, "train", "--config",
-               multihost.CONFIG] + over
+        cmd = ["mpirun", "--oversubscribe", "-np", str(a.parity_ranks), "-x", f"ZT_COMM_NODE_RANKS={node}", a.bin,
+               "train", "--config", multihost.CONFIG] + over
         t0 = time.time()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, ZT_COMM_NODE_RANKS="2"))
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, ZT_COMM_NODE_RANKS=node))
         if p.returncode != 0:
             sys.exit(f"parity {name} failed ({p.returncode}):\n{p.stderr[-3000:]}")
         metrics = [json.loads(x) for x in open(os.path.join(run_dir, "metrics.jsonl")) if x.startswith("{")]
         val = [m["val_loss"] for m in metrics if "val_loss" in m]
         train_loss = [m["loss"] for m in metrics if "loss" in m and "step" in m]
-        row = {"bench": "zeropp_parity", "model": a.parity_model, "variant": name, "steps": a.parity_steps, "val_loss": val[-1],
+        row = {"bench": "zeropp_parity", "model": a.parity_model, "ranks": a.parity_ranks, "variant": name,
+               "steps": a.parity_steps, "val_loss": val[-1],
                "train_loss": train_loss[-1], "wall_s": time.time() - t0, "cmd": " ".join(cmd),
                "date": time.strftime("%Y-%m-%d")}
         print(json.dumps(row), flush=True)
@@ -123,17 +130,19 @@ def markdown(rows):
         mb = [f"{x / 1e6:.2f} MB" for x in r["sent_per_step"]]
         out.append(f"| {r['model']} | {r['rate']} | {r.get('reuse')} | {r['variant']} | {r['step_s']:.2f} | {mb[0]} | {mb[1]} | "
                    f"{counted / 1e6:.2f} MB | {rs} | {rc} |")
-    p = [r for r in rows if r["bench"] == "zeropp_parity"]
-    if p:
+    parity_rows = [r for r in rows if r["bench"] == "zeropp_parity"]
+    for key in dict.fromkeys((r.get("model", "gpt_5m"), r.get("ranks", 4), r["steps"]) for r in parity_rows):
+        p = [r for r in parity_rows if (r.get("model", "gpt_5m"), r.get("ranks", 4), r["steps"]) == key]
+        model, ranks, steps = key
         base = next((r for r in p if r["variant"] == "plain"), None)
-        model = p[0].get("model", "gpt_5m")
-        out += ["", f"Loss parity: {model}, stage 3, N = 4 as two \"nodes\" on this machine (ZT_COMM_NODE_RANKS=2), "
-                f"{p[0]['steps']} steps, validation loss at the end (10 batches):", "",
-                "| variant | final train loss | final validation loss | difference from plain |", "|---|---|---|---|"]
+        out += ["", f"Loss parity: {model}, stage 3, N = {ranks} as two \"nodes\" on this machine "
+                f"(ZT_COMM_NODE_RANKS={max(1, ranks // 2)}), {steps} steps, validation loss at the end (10 batches):", "",
+                "| variant | final train loss | final validation loss | difference from plain | wall time |",
+                "|---|---|---|---|---|"]
         for r in p:
             d = f"{r['val_loss'] - base['val_loss']:+.4f}" if base else "-"
-            out.append(f"| {r['variant']} | {r['train_loss']:.4f} | {r['val_loss']:.4f} | {d} |")
-    cmds = sorted({r["cmd"] for r in rows if r["variant"] == "all"})  # the other variants drop keys
+            out.append(f"| {r['variant']} | {r['train_loss']:.4f} | {r['val_loss']:.4f} | {d} | {r['wall_s'] / 60:.0f} min |")
+    cmds = sorted({r["cmd"] for r in rows if r["variant"] in ("all", "qwZ+qgZ")})  # the others drop keys
     return out + ["", "Commands (ZeRO++ all; the other variants drop keys):", ""] + [f"- `{c}`" for c in cmds] + [""]
 
 
@@ -144,6 +153,8 @@ def main():
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--parity-steps", type=int, default=200)
     p.add_argument("--parity-model", default="gpt_5m", choices=sorted(multihost.MODELS))
+    p.add_argument("--parity-ranks", type=int, default=4, help="N; the two \"nodes\" hold N/2 ranks each")
+    p.add_argument("--parity-variants", default=",".join(VARIANTS), help="of " + ",".join(VARIANTS))
     p.add_argument("--skip", default="", help="traffic or parity: leave that part out")
     multihost.bench_main(p, "bench/zeropp_results.jsonl",
                          lambda a: (traffic(a) if a.skip != "traffic" else []) + (parity(a) if a.skip != "parity" else []),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds zerotrain into build/ (Release). Usage: scripts/build.sh [BUILD_DIR [cmake args...]]
-# ZT_BUILD_TARGET=NAME builds only that target (scripts/run.sh: the zerotrain binary, not every test).
+# ZT_BUILD_TARGET="NAME [NAME...]" builds only those targets (scripts/run.sh: the zerotrain binary, not every test).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${1:-$repo_root/build}"
@@ -8,4 +8,5 @@ shift || true
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   cmake -S "$repo_root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 fi
-cmake --build "$build_dir" -j"$(nproc)" ${ZT_BUILD_TARGET:+--target "$ZT_BUILD_TARGET"}
+# shellcheck disable=SC2086 # several targets split on spaces
+cmake --build "$build_dir" -j"$(nproc)" ${ZT_BUILD_TARGET:+--target $ZT_BUILD_TARGET}

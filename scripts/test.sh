@@ -2,7 +2,7 @@
 # The whole test suite: set up (packages, data), build Release and run every test (unit, golden,
 # multi-rank under mpirun, end-to-end), then the same under AddressSanitizer + UBSan.
 # ZT_SKIP_SANITIZE=1 skips the sanitizer pass; ZT_SKIP_FUZZ=1 the fuzz targets (ZT_FUZZ_SECONDS
-# each, default 20; scripts/fuzz.sh).
+# each, default 20; scripts/fuzz.sh); ZT_SKIP_CUDA=1 the CUDA build (compiled wherever nvcc is).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -13,6 +13,17 @@ jobs="$(nproc)"
 echo "[test] Release build"
 scripts/build.sh build >/dev/null
 (cd build && ctest -j"$jobs" --output-on-failure --timeout 900)
+
+# The CUDA backend compiles wherever nvcc exists (no GPU needed), so it never rots; its tests run
+# here too, and the GPU rows skip with one line where no GPU is present (README: "On a GPU").
+nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+if [[ "${ZT_SKIP_CUDA:-0}" != 1 && -x "$nvcc_path" ]]; then
+  echo "[test] CUDA build ($nvcc_path)"
+  ZT_BUILD_TARGET="zt_ops_tests test_comm" scripts/build.sh build-cuda -DZT_WITH_CUDA=ON \
+    -DCMAKE_CUDA_COMPILER="$nvcc_path" -DZT_BUILD_BENCH=OFF >/dev/null
+  build-cuda/tests/ops/zt_ops_tests --gtest_brief=1 --gtest_filter='DeviceSeam*:OnGpu*:*cuda*'
+  build-cuda/tests/comm/test_comm --gtest_brief=1 --gtest_filter='Store*:Nccl*'
+fi
 
 # Every libFuzzer target for a short bounded time, so a parser regression fails CI.
 if [[ "${ZT_SKIP_FUZZ:-0}" != 1 ]]; then

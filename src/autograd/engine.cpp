@@ -99,7 +99,7 @@ void backward(const Tensor& root, Tensor grad_root) {
   if (!grad_root.defined()) {
     ZT_CHECK(root.numel() == 1, "[backward] implicit gradient needs a 1-element tensor, got shape ",
              shape_str(root.shape()));
-    grad_root = Tensor::full(root.shape(), 1.f, root.dtype());
+    grad_root = Tensor::full(root.shape(), 1.f, root.dtype(), root.device());
   }
   NoGradGuard no_grad;  // backward itself is not recorded
   if (!rm->grad_fn) {   // root is a leaf

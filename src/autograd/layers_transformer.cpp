@@ -46,8 +46,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   const int64_t n = x.size(d);
   ZT_CHECK(index >= -n && index < n, "[select] index ", index, " is out of range for dimension ", dim, " of size ", n);
   return record(x.select(d, index).clone(), {x}, "select",
-                [shape = x.shape(), dt = x.dtype(), d, index](const Tensor& g) {
-                  Tensor dx = Tensor::zeros(shape, dt);
+                [shape = x.shape(), dt = x.dtype(), dev = x.device(), d, index](const Tensor& g) {
+                  Tensor dx = Tensor::zeros(shape, dt, dev);
                   dx.select(d, index).copy_(g);  // a view into dx: the gradient lands in row `index`
                   return Grads{dx};
                 });

@@ -17,14 +17,18 @@ GroupPtr make_shm_group(size_t slot_bytes = 0);
 // [shm single copy]); false for every other group.
 bool shm_single_copy(const Group& g);
 GroupPtr make_launched_group();  // "auto" under mpirun: shm on one node, else mpi
+// make_group("nccl"): bootstrapped over MPI under mpirun (a GroupStore), else one rank on
+// cuda:0; nccl.cpp or no_nccl.cpp defines it.
+GroupPtr make_launched_nccl_group();
 
-// All throw ErrorKind::invalid_argument. Buffers: defined, with storage, contiguous; avg only
-// on floating dtypes; pairs share a dtype and have size-consistent element counts.
-void check_buffer(Coll c, const Tensor& t, const char* what);
+// All throw ErrorKind::invalid_argument. Buffers: defined, with storage, contiguous, on the
+// group's device; avg only on floating dtypes; pairs share a dtype and have size-consistent
+// element counts.
+void check_buffer(Coll c, const Tensor& t, const char* what, Device device = Device::cpu());
 void check_op(Coll c, ReduceOp op, DType d);
-void check_reduce_scatter(int size, const Tensor& in, const Tensor& out);
-void check_all_gather(int size, const Tensor& in, const Tensor& out);
-void check_all_to_all(int size, const Tensor& in, const Tensor& out);
+void check_reduce_scatter(int size, const Tensor& in, const Tensor& out, Device device = Device::cpu());
+void check_all_gather(int size, const Tensor& in, const Tensor& out, Device device = Device::cpu());
+void check_all_to_all(int size, const Tensor& in, const Tensor& out, Device device = Device::cpu());
 void check_root(int size, int root);
 void check_peer(Coll c, int size, int rank, int peer);  // send / recv: another rank of the group
 // True when the byte ranges of a and b intersect (both contiguous).

@@ -70,7 +70,7 @@ void Group::count(Coll c, uint64_t bytes) {
 // Each collective: shared checks (so every backend rejects the same inputs alike, before any
 // sequence number is taken), then the backend, then the bytes at issue time (Note [comm bytes]).
 WorkPtr Group::all_reduce_async(Tensor& buf, const CollOptions& opts) {
-  detail::check_buffer(Coll::all_reduce, buf, "buffer");
+  detail::check_buffer(Coll::all_reduce, buf, "buffer", device());
   detail::check_op(Coll::all_reduce, opts.op, buf.dtype());
   WorkPtr w = do_all_reduce(buf, next_call(Coll::all_reduce, opts));
   count(Coll::all_reduce, 2 * buf.nbytes());
@@ -78,7 +78,7 @@ WorkPtr Group::all_reduce_async(Tensor& buf, const CollOptions& opts) {
 }
 
 WorkPtr Group::reduce_scatter_async(const Tensor& in, Tensor& out, const CollOptions& opts) {
-  detail::check_reduce_scatter(size(), in, out);
+  detail::check_reduce_scatter(size(), in, out, device());
   detail::check_op(Coll::reduce_scatter, opts.op, in.dtype());
   WorkPtr w = do_reduce_scatter(in, out, next_call(Coll::reduce_scatter, opts));
   count(Coll::reduce_scatter, in.nbytes());
@@ -86,14 +86,14 @@ WorkPtr Group::reduce_scatter_async(const Tensor& in, Tensor& out, const CollOpt
 }
 
 WorkPtr Group::all_gather_async(const Tensor& in, Tensor& out, const CollOptions& opts) {
-  detail::check_all_gather(size(), in, out);
+  detail::check_all_gather(size(), in, out, device());
   WorkPtr w = do_all_gather(in, out, next_call(Coll::all_gather, opts));
   count(Coll::all_gather, out.nbytes());
   return w;
 }
 
 WorkPtr Group::broadcast_async(Tensor& buf, int root, const CollOptions& opts) {
-  detail::check_buffer(Coll::broadcast, buf, "buffer");
+  detail::check_buffer(Coll::broadcast, buf, "buffer", device());
   detail::check_root(size(), root);
   WorkPtr w = do_broadcast(buf, root, next_call(Coll::broadcast, opts));
   count(Coll::broadcast, buf.nbytes());
@@ -107,7 +107,7 @@ WorkPtr Group::barrier_async(const CollOptions& opts) {
 }
 
 WorkPtr Group::all_to_all_async(const Tensor& in, Tensor& out, const CollOptions& opts) {
-  detail::check_all_to_all(size(), in, out);
+  detail::check_all_to_all(size(), in, out, device());
   WorkPtr w = do_all_to_all(in, out, next_call(Coll::all_to_all, opts));
   count(Coll::all_to_all, in.nbytes());
   return w;
@@ -164,7 +164,7 @@ Group::Call Group::next_p2p_call(Coll coll, const CollOptions& opts) {
 }
 
 WorkPtr Group::send_async(const Tensor& buf, int peer, const CollOptions& opts) {
-  detail::check_buffer(Coll::send, buf, "buffer");
+  detail::check_buffer(Coll::send, buf, "buffer", device());
   detail::check_peer(Coll::send, size(), rank(), peer);
   WorkPtr w = do_send(buf, peer, next_p2p_call(Coll::send, opts));
   count(Coll::send, buf.nbytes());
@@ -172,7 +172,7 @@ WorkPtr Group::send_async(const Tensor& buf, int peer, const CollOptions& opts) 
 }
 
 WorkPtr Group::recv_async(Tensor& buf, int peer, const CollOptions& opts) {
-  detail::check_buffer(Coll::recv, buf, "buffer");
+  detail::check_buffer(Coll::recv, buf, "buffer", device());
   detail::check_peer(Coll::recv, size(), rank(), peer);
   WorkPtr w = do_recv(buf, peer, next_p2p_call(Coll::recv, opts));
   count(Coll::recv, buf.nbytes());
@@ -192,8 +192,9 @@ WorkPtr Group::do_recv(Tensor&, int, const Call&) {
 double Group::all_reduce_scalar(double v, const CollOptions& opts) {
   Tensor t = Tensor::empty({1}, DType::f32, MemTag::comm);
   *t.data<float>() = float(v);
-  all_reduce(t, opts);
-  return double(*t.data<float>());
+  Tensor on_device = t.to(device());  // t itself on host groups
+  all_reduce(on_device, opts);
+  return double(*on_device.to(Device::cpu()).data<float>());
 }
 
 void agree_on_error(Group& g, const std::string& error, const std::string& label, ErrorKind kind) {
@@ -210,7 +211,12 @@ void agree_on_error(Group& g, const std::string& error, const std::string& label
     t[0] = int32_t(std::min(mine.size(), kMaxText));
     std::memcpy(t + 1, mine.data(), size_t(t[0]));
   }
-  if (n > 1) g.broadcast(text, first, CollOptions(label + ", the error"));
+  if (n > 1) {
+    Tensor on_device = text.to(g.device());  // text itself on host groups
+    g.broadcast(on_device, first, CollOptions(label + ", the error"));
+    text = on_device.to(Device::cpu());
+    t = text.data<int32_t>();
+  }
   throw AgreedError(std::string(reinterpret_cast<const char*>(t + 1), size_t(std::clamp<int32_t>(t[0], 0, kMaxText))),
                     kind);
 }
@@ -223,17 +229,20 @@ GroupPtr make_group(const std::string& backend) {
   if (backend == "local") return detail::make_local_group();
   if (backend == "mpi") return detail::make_mpi_group();
   if (backend == "shm") return detail::make_shm_group();
+  if (backend == "nccl") return detail::make_launched_nccl_group();
   if (backend == "auto") return launched_by_mpirun() ? detail::make_launched_group() : detail::make_local_group();
-  ZT_THROW("[comm] unknown backend '", backend, "'; allowed: local, mpi, shm, auto");
+  ZT_THROW("[comm] unknown backend '", backend, "'; allowed: local, mpi, shm, nccl, auto");
 }
 
 namespace detail {
 
-void check_buffer(Coll c, const Tensor& t, const char* what) {
+void check_buffer(Coll c, const Tensor& t, const char* what, Device device) {
   ZT_CHECK(t.defined() && t.has_storage(), "[comm] ", coll_name(c), ": ", what,
            " tensor is undefined or has no storage");
   ZT_CHECK(t.is_contiguous(), "[comm] ", coll_name(c), ": ", what, " tensor of shape ", shape_str(t.shape()),
            " must be contiguous");
+  ZT_CHECK(t.device() == device, "[comm] ", coll_name(c), ": ", what, " tensor is on ", t.device(),
+           ", but the group's tensors live on ", device);
 }
 
 void check_op(Coll c, ReduceOp op, DType d) {
@@ -241,27 +250,27 @@ void check_op(Coll c, ReduceOp op, DType d) {
            ": op avg needs a floating dtype (f32, bf16, f16), got ", dtype_name(d));
 }
 
-static void check_pair(Coll c, const Tensor& in, const Tensor& out) {
-  check_buffer(c, in, "input");
-  check_buffer(c, out, "output");
+static void check_pair(Coll c, const Tensor& in, const Tensor& out, Device device) {
+  check_buffer(c, in, "input", device);
+  check_buffer(c, out, "output", device);
   ZT_CHECK(in.dtype() == out.dtype(), "[comm] ", coll_name(c), ": input dtype ", dtype_name(in.dtype()),
            " differs from output dtype ", dtype_name(out.dtype()));
 }
 
-void check_reduce_scatter(int size, const Tensor& in, const Tensor& out) {
-  check_pair(Coll::reduce_scatter, in, out);
+void check_reduce_scatter(int size, const Tensor& in, const Tensor& out, Device device) {
+  check_pair(Coll::reduce_scatter, in, out, device);
   ZT_CHECK(in.numel() == int64_t(size) * out.numel(), "[comm] reduce_scatter: input has ", in.numel(),
            " elements, expected group size ", size, " x output ", out.numel(), " = ", int64_t(size) * out.numel());
 }
 
-void check_all_gather(int size, const Tensor& in, const Tensor& out) {
-  check_pair(Coll::all_gather, in, out);
+void check_all_gather(int size, const Tensor& in, const Tensor& out, Device device) {
+  check_pair(Coll::all_gather, in, out, device);
   ZT_CHECK(out.numel() == int64_t(size) * in.numel(), "[comm] all_gather: output has ", out.numel(),
            " elements, expected group size ", size, " x input ", in.numel(), " = ", int64_t(size) * in.numel());
 }
 
-void check_all_to_all(int size, const Tensor& in, const Tensor& out) {
-  check_pair(Coll::all_to_all, in, out);
+void check_all_to_all(int size, const Tensor& in, const Tensor& out, Device device) {
+  check_pair(Coll::all_to_all, in, out, device);
   ZT_CHECK(in.numel() == out.numel() && in.numel() % size == 0, "[comm] all_to_all: input has ", in.numel(),
            " and output ", out.numel(), " elements; both must be the same multiple of the group size ", size);
   ZT_CHECK(!overlaps(in, out), "[comm] all_to_all: input and output must not overlap");

@@ -1,12 +1,22 @@
 #pragma once
 // What a device backend provides to the core. Which file defines these is chosen at build time:
-// no_cuda.cpp on a CPU-only build (see DESIGN.md, "Layers").
+// cuda.cpp when CUDA is compiled in, no_cuda.cpp otherwise (see DESIGN.md, "Layers").
+#include <cstddef>
+
 #include "zt/core/allocator.h"
 
 namespace zt::detail {
 
+int cuda_device_count();                // 0 without CUDA or without a GPU
 bool cuda_available(int index);
 Allocator& cuda_allocator(int index);  // throws when the device is not available
 Allocator& pinned_host_allocator();    // cudaHostAlloc with CUDA, ordinary host memory without
+void* cuda_stream(int index);          // the device's compute stream (a cudaStream_t)
+void cuda_synchronize(int index);      // waits for everything queued on the compute stream
+// Copies `bytes` between host and device memory or within/between devices, ordered after the
+// work queued on the involved devices' compute streams; returns once a host destination holds
+// the data (a device destination may still be in flight on its stream).
+void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+void cuda_memset(void* dst, int index, int value, size_t bytes);  // on the compute stream
 
 }  // namespace zt::detail

@@ -18,4 +18,12 @@ bool is_available(Device d) {
   return d.index == 0;
 }
 
+int cuda_device_count() { return detail::cuda_device_count(); }
+
+void* device_stream(Device d) { return d.is_cpu() ? nullptr : detail::cuda_stream(d.index); }
+
+void synchronize(Device d) {
+  if (!d.is_cpu()) detail::cuda_synchronize(d.index);
+}
+
 }  // namespace zt

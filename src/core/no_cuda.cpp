@@ -4,13 +4,22 @@
 #include "zt/core/error.h"
 
 namespace zt::detail {
-
-bool cuda_available(int) { return false; }
-
-Allocator& cuda_allocator(int index) {
+namespace {
+[[noreturn]] void not_built(int index) {
   ZT_THROW_AS(ErrorKind::invalid_argument, "[core] device ", Device::cuda(index),
               " is not available in this build (built without CUDA)");
 }
+}  // namespace
+
+int cuda_device_count() { return 0; }
+bool cuda_available(int) { return false; }
+Allocator& cuda_allocator(int index) { not_built(index); }
+void* cuda_stream(int index) { not_built(index); }
+void cuda_synchronize(int index) { not_built(index); }
+void cuda_copy(void*, Device dst_dev, const void*, Device src_dev, size_t) {
+  not_built(dst_dev.is_cpu() ? src_dev.index : dst_dev.index);
+}
+void cuda_memset(void*, int index, int, size_t) { not_built(index); }
 
 Allocator& pinned_host_allocator() {
   static Allocator* a = new CachingAllocator(Device::cpu(), "pinned host", host_system_memory());

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "backend.h"
+
 namespace zt {
 
 std::string shape_str(const Shape& s) {
@@ -90,11 +92,6 @@ void store_float(void* p, DType dt, int64_t i, float v) {
   ZT_THROW("[tensor] dtype ", dtype_name(dt), " is not supported here");
 }
 
-// copy_/fill_/to_vector read and write through host pointers; device tensors need an op.
-void require_host(const Tensor& t, const char* op) {
-  ZT_CHECK(t.device().is_cpu(), "[", op, "] needs a cpu tensor, got one on ", t.device(), " (use the device's ops)");
-}
-
 // Element range [offset, offset + numel) must lie in the storage's bytes at `dt`.
 void check_fits(const Storage& st, int64_t offset, int64_t numel, DType dt, const char* op) {
   const int64_t cap = int64_t(st.bytes() / dtype_size(dt));
@@ -158,19 +155,17 @@ Tensor Tensor::full(const Shape& shape, float value, DType dtype, Device device)
 Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& shape, DType dtype, Device device) {
   ZT_CHECK(int64_t(v.size()) == shape_numel(shape), "[tensor] ", v.size(), " values do not fill shape ",
            shape_str(shape));
-  Tensor t = empty(shape, dtype, device);
-  require_host(t, "tensor");
+  Tensor t = empty(shape, dtype, Device::cpu());
   for (size_t i = 0; i < v.size(); ++i) store_float(t.raw_data(), dtype, int64_t(i), v[i]);
-  return t;
+  return t.to(device);
 }
 
 Tensor Tensor::from_ints(const std::vector<int32_t>& v, const Shape& shape, Device device) {
   ZT_CHECK(int64_t(v.size()) == shape_numel(shape), "[tensor] ", v.size(), " values do not fill shape ",
            shape_str(shape));
-  Tensor t = empty(shape, DType::i32, device);
-  require_host(t, "tensor");
+  Tensor t = empty(shape, DType::i32, Device::cpu());
   if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * 4);
-  return t;
+  return t.to(device);
 }
 
 Tensor Tensor::view_of(std::shared_ptr<Storage> storage, int64_t offset, const Shape& shape, DType dtype) {
@@ -308,29 +303,70 @@ Tensor Tensor::to(DType dt) const {
   return out;
 }
 
-void Tensor::copy_(const Tensor& src) {
-  ZT_CHECK(src.shape() == shape(), "[copy] shape ", shape_str(src.shape()), " does not match ", shape_str(shape()));
-  require_host(*this, "copy");
-  require_host(src, "copy");
-  if (numel() == 0) return;
-  ZT_CHECK(has_storage() && src.has_storage(), "[copy] tensor has no storage (released)");
-  if (src.dtype() == dtype() && is_contiguous() && src.is_contiguous()) {
-    std::memmove(raw_data(), src.raw_data(), nbytes());
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  Tensor out = empty(shape(), dtype(), d);
+  out.copy_(*this);
+  return out;
+}
+
+namespace {
+
+// A host tensor with t's values: t itself on the host, else a copy of t's whole storage with t's
+// view over it (Note [device copies]).
+Tensor on_host(const Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  const Storage& st = *t.storage();
+  auto host = Allocator::global().allocate(st.bytes(), st.tag());
+  detail::cuda_copy(host->data(), Device::cpu(), st.data(), t.device(), st.bytes());
+  return Tensor(make_impl(host, t.offset(), t.shape(), t.strides(), t.dtype(), Device::cpu()));
+}
+
+// Both on the host: converts dtypes and follows strides.
+void host_copy(const Tensor& dst, const Tensor& src) {
+  if (src.dtype() == dst.dtype() && dst.is_contiguous() && src.is_contiguous()) {
+    std::memmove(dst.raw_data(), src.raw_data(), dst.nbytes());
     return;
   }
-  void* dst_base = impl_->storage->data();
-  const void* src_base = src.impl_->storage->data();
-  std::vector<int64_t> dst_off(static_cast<size_t>(numel()));
-  for_each_offset(shape(), strides(), offset(), [&](int64_t i, int64_t off) { dst_off[size_t(i)] = off; });
+  void* dst_base = dst.storage()->data();
+  const void* src_base = src.storage()->data();
+  std::vector<int64_t> dst_off(static_cast<size_t>(dst.numel()));
+  for_each_offset(dst.shape(), dst.strides(), dst.offset(), [&](int64_t i, int64_t off) { dst_off[size_t(i)] = off; });
   for_each_offset(src.shape(), src.strides(), src.offset(), [&](int64_t i, int64_t off) {
-    store_float(dst_base, dtype(), dst_off[size_t(i)], load_as_float(src_base, src.dtype(), off));
+    store_float(dst_base, dst.dtype(), dst_off[size_t(i)], load_as_float(src_base, src.dtype(), off));
   });
 }
 
+}  // namespace
+
+void Tensor::copy_(const Tensor& src) {
+  ZT_CHECK(src.shape() == shape(), "[copy] shape ", shape_str(src.shape()), " does not match ", shape_str(shape()));
+  if (numel() == 0) return;
+  ZT_CHECK(has_storage() && src.has_storage(), "[copy] tensor has no storage (released)");
+  const bool host = device().is_cpu() && src.device().is_cpu();
+  if (host || (src.dtype() == dtype() && is_contiguous() && src.is_contiguous())) {
+    if (host)
+      host_copy(*this, src);
+    else
+      detail::cuda_copy(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+    return;
+  }
+  // Staged (Note [device copies]): convert on the host, then one contiguous upload.
+  const Tensor src_host = on_host(src);
+  if (device().is_cpu()) return host_copy(*this, src_host);
+  Tensor dst_host = on_host(*this);
+  host_copy(dst_host, src_host);
+  const Storage& st = *storage();
+  detail::cuda_copy(st.data(), device(), dst_host.storage()->data(), Device::cpu(), st.bytes());
+}
+
 void Tensor::fill_(float value) {
-  require_host(*this, "fill");
   void* base = impl_->storage ? impl_->storage->data() : nullptr;
   ZT_CHECK(base || numel() == 0, "[fill] tensor has no storage");
+  if (!device().is_cpu()) {
+    if (value == 0.f && is_contiguous()) return zero_();
+    return copy_(full(shape(), value, dtype(), Device::cpu()));
+  }
   if (is_contiguous() && dtype() == DType::f32) {
     float* p = data<float>();
     for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
@@ -340,20 +376,20 @@ void Tensor::fill_(float value) {
 }
 
 void Tensor::zero_() {
-  require_host(*this, "zero");
-  if (is_contiguous()) {
-    if (numel()) std::memset(raw_data(), 0, nbytes());
-  } else {
-    fill_(0.f);
-  }
+  if (!is_contiguous()) return fill_(0.f);
+  if (numel() == 0) return;
+  if (device().is_cpu())
+    std::memset(raw_data(), 0, nbytes());
+  else
+    detail::cuda_memset(raw_data(), device().index, 0, nbytes());
 }
 
 std::vector<float> Tensor::to_vector() const {
-  require_host(*this, "to_vector");
   std::vector<float> out(static_cast<size_t>(numel()));
   if (out.empty()) return out;
   ZT_CHECK(has_storage(), "[to_vector] tensor has no storage (released)");
-  const void* base = impl_->storage->data();
+  const Tensor h = on_host(*this);
+  const void* base = h.storage()->data();
   for_each_offset(shape(), strides(), offset(),
                   [&](int64_t i, int64_t off) { out[size_t(i)] = load_as_float(base, dtype(), off); });
   return out;

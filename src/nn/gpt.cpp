@@ -106,7 +106,8 @@ class Gpt : public Module {
              "[gpt] input must be token ids [B, T] i32");
     const int64_t T = in[0].size(1);
     ZT_CHECK(T >= 1 && T <= c_.block_size, "[gpt] sequence length ", T, " exceeds model.block_size ", c_.block_size);
-    if (!positions_.defined() || positions_.numel() != T) positions_ = position_ids(T);
+    if (!positions_.defined() || positions_.numel() != T || positions_.device() != in[0].device())
+      positions_ = position_ids(T, in[0].device());
     Tensor x = (*drop)(ag::add((*wte)(in[0]), (*wpe)(positions_)));
     const int64_t ckpt = c_.checkpoint_blocks < 0 ? c_.n_layer : c_.checkpoint_blocks;
     for (size_t i = 0; i < h->size(); ++i)

@@ -38,10 +38,10 @@ uint64_t next_dropout_seed() { return mix64(t_dropout_base ^ mix64(t_dropout_pos
 uint64_t dropout_stream_position() { return t_dropout_pos; }
 void set_dropout_stream_position(uint64_t pos) { t_dropout_pos = pos; }
 
-Tensor position_ids(int64_t T) {
+Tensor position_ids(int64_t T, Device device) {
   std::vector<int32_t> v(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) v[size_t(t)] = int32_t(t);
-  return Tensor::from_ints(v, {T});
+  return Tensor::from_ints(v, {T}, device);
 }
 
 void ModuleList::add(std::shared_ptr<Module> m) {

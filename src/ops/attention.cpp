@@ -6,8 +6,6 @@
 
 namespace zt::ops {
 
-using detail::Backend;
-using detail::backend_of;
 
 namespace {
 
@@ -41,14 +39,10 @@ AttentionResult attention(const Tensor& qkv_in, int64_t n_head, bool causal, con
   const Tensor mask = check_mask(key_mask, d, "attention");
   Tensor qkv = qkv_in.contiguous();
   AttentionResult r;
-  r.out = Tensor::empty({d.B, d.T, d.C}, qkv.dtype());
-  r.lse = Tensor::empty({d.B, n_head, d.T}, DType::f32);
+  r.out = Tensor::empty({d.B, d.T, d.C}, qkv.dtype(), qkv.device());
+  r.lse = Tensor::empty({d.B, n_head, d.T}, DType::f32, qkv.device());
   if (r.out.numel() == 0) return r;
-  switch (backend_of(qkv)) {
-    case Backend::cpu:
-      cpu::attention(qkv, n_head, causal, mask.defined() ? &mask : nullptr, r.out, r.lse);
-      break;
-  }
+  ZT_RUN(attention, __func__, qkv.device(), qkv, n_head, causal, mask.defined() ? &mask : nullptr, r.out, r.lse);
   return r;
 }
 
@@ -69,13 +63,9 @@ Tensor attention_backward(const Tensor& dout_in, const Tensor& qkv_in, const Att
            shape_str(saved.lse.shape()), " ", dtype_name(saved.lse.dtype()), " must be f32 [B, n_head, T]");
   Tensor qkv = qkv_in.contiguous(), dout = dout_in.contiguous();
   Tensor out = saved.out.contiguous(), lse = saved.lse.contiguous();
-  Tensor dqkv = Tensor::empty(qkv.shape(), qkv.dtype());
+  Tensor dqkv = Tensor::empty(qkv.shape(), qkv.dtype(), qkv.device());
   if (dqkv.numel() == 0) return dqkv;
-  switch (backend_of(qkv)) {
-    case Backend::cpu:
-      cpu::attention_backward(dout, qkv, out, lse, n_head, causal, mask.defined() ? &mask : nullptr, dqkv);
-      break;
-  }
+  ZT_RUN(attention_backward, __func__, qkv.device(), dout, qkv, out, lse, n_head, causal, mask.defined() ? &mask : nullptr, dqkv);
   return dqkv;
 }
 

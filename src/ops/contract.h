@@ -1,15 +1,11 @@
 #pragma once
-// Private to zt_ops: the argument checks every op contract shares, and the choice of backend.
-// A contract (src/ops/*.cpp) validates, infers the output shape and dtype, allocates, then calls
-// the backend's kernel (ops::cpu::* in src/ops/cpu; ops::cuda::* when compiled in).
+// Private to zt_ops: the argument checks every op contract shares. A contract (src/ops/*.cpp)
+// validates, infers the output shape and dtype, allocates on the inputs' device, then calls that
+// device's kernel (Note [kernel table]).
+#include "kernel_table.h"
 #include "zt/core/tensor.h"
 
 namespace zt::ops::detail {
-
-// Which kernels run an op. Tensors carry no device yet, so every tensor is on the CPU; once
-// Storage knows its device this reads it (and checks that all inputs agree).
-enum class Backend { cpu };
-inline Backend backend_of(const Tensor&) { return Backend::cpu; }
 
 inline bool is_float(DType dt) { return dt == DType::f32 || dt == DType::bf16 || dt == DType::f16; }
 

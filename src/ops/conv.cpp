@@ -7,14 +7,12 @@
 
 namespace zt::ops {
 
-using detail::Backend;
-using detail::backend_of;
 using detail::check_float;
 
 namespace {
 
 // Validates a convolution's arguments and works out its output size.
-cpu::ConvGeometry geometry(const Tensor& x, const Tensor& w, Conv2dParams p, const char* op) {
+kern::ConvGeometry geometry(const Tensor& x, const Tensor& w, Conv2dParams p, const char* op) {
   check_float(x, op);
   check_float(w, op);
   detail::check_same_dtype(x, w, op);
@@ -45,48 +43,40 @@ cpu::ConvGeometry geometry(const Tensor& x, const Tensor& w, Conv2dParams p, con
 }  // namespace
 
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor* b_in, Conv2dParams p) {
-  const cpu::ConvGeometry g = geometry(x_in, w_in, p, "conv2d");
+  const kern::ConvGeometry g = geometry(x_in, w_in, p, "conv2d");
   if (b_in) {
     check_float(*b_in, "conv2d");
     detail::check_same_dtype(x_in, *b_in, "conv2d");
     ZT_CHECK(b_in->dim() == 1 && b_in->size(0) == g.cout, "[conv2d] bias shape ", shape_str(b_in->shape()),
              " does not match ", g.cout, " output channels");
   }
-  Tensor y = Tensor::empty({g.n, g.cout, g.ho, g.wo}, x_in.dtype());
+  Tensor y = Tensor::empty({g.n, g.cout, g.ho, g.wo}, x_in.dtype(), x_in.device());
   if (y.numel() == 0) return y;
   const Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in ? b_in->contiguous() : Tensor();
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::conv2d(x, w, b_in ? &b : nullptr, g, y);
-      break;
-  }
+  ZT_RUN(conv2d, __func__, x.device(), x, w, b_in ? &b : nullptr, g, y);
   return y;
 }
 
 Conv2dGrads conv2d_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& w_in, Conv2dParams p, bool need_dx,
                             bool has_bias) {
-  const cpu::ConvGeometry g = geometry(x_in, w_in, p, "conv2d_backward");
+  const kern::ConvGeometry g = geometry(x_in, w_in, p, "conv2d_backward");
   check_float(dy_in, "conv2d_backward");
   detail::check_same_dtype(dy_in, x_in, "conv2d_backward");
   const Shape out{g.n, g.cout, g.ho, g.wo};
   ZT_CHECK(dy_in.shape() == out, "[conv2d_backward] dy ", shape_str(dy_in.shape()), " does not match the output ",
            shape_str(out), " of x ", shape_str(x_in.shape()), " and w ", shape_str(w_in.shape()));
   Conv2dGrads r;
-  if (need_dx) r.dx = Tensor::empty(x_in.shape(), x_in.dtype());
-  r.dw = Tensor::empty(w_in.shape(), w_in.dtype());
-  if (has_bias) r.db = Tensor::empty({g.cout}, w_in.dtype());
+  if (need_dx) r.dx = Tensor::empty(x_in.shape(), x_in.dtype(), x_in.device());
+  r.dw = Tensor::empty(w_in.shape(), w_in.dtype(), w_in.device());
+  if (has_bias) r.db = Tensor::empty({g.cout}, w_in.dtype(), w_in.device());
   if (g.n == 0) {  // no samples: the weights' gradients are zero
     r.dw.zero_();
     if (has_bias) r.db.zero_();
     return r;
   }
   const Tensor dy = dy_in.contiguous(), x = x_in.contiguous(), w = w_in.contiguous();
-  switch (backend_of(dy)) {
-    case Backend::cpu:
-      if (need_dx) cpu::conv2d_backward_data(dy, w, g, r.dx);
-      cpu::conv2d_backward_weights(dy, x, g, r.dw, has_bias ? &r.db : nullptr);
-      break;
-  }
+  if (need_dx) ZT_RUN(conv2d_backward_data, __func__, dy.device(), dy, w, g, r.dx);
+  ZT_RUN(conv2d_backward_weights, __func__, dy.device(), dy, x, g, r.dw, has_bias ? &r.db : nullptr);
   return r;
 }
 
@@ -99,14 +89,10 @@ MaxPoolResult max_pool2d(const Tensor& x_in, int64_t k, int64_t s) {
   ZT_CHECK(x_in.size(2) * x_in.size(3) <= INT32_MAX, "[max_pool2d] planes of x ", shape_str(x_in.shape()),
            " are too large for i32 indices");
   const Shape out{x_in.size(0), x_in.size(1), (x_in.size(2) - k) / s + 1, (x_in.size(3) - k) / s + 1};
-  MaxPoolResult r{Tensor::empty(out, x_in.dtype()), Tensor::empty(out, DType::i32)};
+  MaxPoolResult r{Tensor::empty(out, x_in.dtype(), x_in.device()), Tensor::empty(out, DType::i32, x_in.device())};
   if (r.y.numel() == 0) return r;
   const Tensor x = x_in.contiguous();
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::max_pool2d(x, k, s, r.y, r.argmax);
-      break;
-  }
+  ZT_RUN(max_pool2d, __func__, x.device(), x, k, s, r.y, r.argmax);
   return r;
 }
 
@@ -120,20 +106,17 @@ Tensor max_pool2d_backward(const Tensor& dy_in, const MaxPoolResult& saved, cons
            shape_str(am.shape()), " differ");
   ZT_CHECK(x_shape.size() == 4 && x_shape[0] == am.size(0) && x_shape[1] == am.size(1), "[max_pool2d_backward] x ",
            shape_str(x_shape), " does not match the pooled ", shape_str(am.shape()));
-  Tensor dx = Tensor::empty(x_shape, dy_in.dtype());
+  Tensor dx = Tensor::empty(x_shape, dy_in.dtype(), dy_in.device());
   if (dx.numel() == 0) return dx;
   const Tensor dy = dy_in.contiguous(), idx = am.contiguous();
   // Indices are checked here, outside the parallel kernel (which must not throw).
   const int64_t plane = x_shape[2] * x_shape[3];
-  const int32_t* p = idx.data<int32_t>();
+  const Tensor idx_host = idx.to(Device::cpu());
+  const int32_t* p = idx_host.data<int32_t>();
   for (int64_t i = 0, n = idx.numel(); i < n; ++i)
     ZT_CHECK(p[i] >= 0 && p[i] < plane, "[max_pool2d_backward] argmax ", p[i], " at flat position ", i,
              " is outside the ", x_shape[2], "x", x_shape[3], " plane");
-  switch (backend_of(dy)) {
-    case Backend::cpu:
-      cpu::max_pool2d_backward(dy, idx, dx);
-      break;
-  }
+  ZT_RUN(max_pool2d_backward, __func__, dy.device(), dy, idx, dx);
   return dx;
 }
 

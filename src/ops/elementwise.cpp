@@ -8,8 +8,6 @@
 
 namespace zt::ops {
 
-using detail::Backend;
-using detail::backend_of;
 using detail::check_float;
 
 Shape broadcast_shape(const Shape& a, const Shape& b) {
@@ -27,47 +25,35 @@ Shape broadcast_shape(const Shape& a, const Shape& b) {
 
 namespace {
 
-Tensor binary(cpu::Binary op, const Tensor& a_in, const Tensor& b_in, const char* name) {
+Tensor binary(kern::Binary op, const Tensor& a_in, const Tensor& b_in, const char* name) {
   check_float(a_in, name);
   check_float(b_in, name);
   detail::check_same_dtype(a_in, b_in, name);
-  Tensor out = Tensor::empty(broadcast_shape(a_in.shape(), b_in.shape()), a_in.dtype());
+  Tensor out = Tensor::empty(broadcast_shape(a_in.shape(), b_in.shape()), a_in.dtype(), a_in.device());
   if (out.numel() == 0) return out;
   Tensor a = a_in.contiguous(), b = b_in.contiguous();
-  switch (backend_of(a)) {
-    case Backend::cpu:
-      cpu::binary(op, a, b, out);
-      break;
-  }
+  ZT_RUN(binary, name, a.device(), op, a, b, out);
   return out;
 }
 
-Tensor unary(cpu::Unary op, float s, const Tensor& x_in, const char* name) {
+Tensor unary(kern::Unary op, float s, const Tensor& x_in, const char* name) {
   check_float(x_in, name);
   Tensor x = x_in.contiguous();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::unary(op, s, x, out);
-      break;
-  }
+  ZT_RUN(unary, name, x.device(), op, s, x, out);
   return out;
 }
 
-Tensor unary_backward(cpu::Unary op, const Tensor& dy_in, const Tensor& x_in, const char* name) {
+Tensor unary_backward(kern::Unary op, const Tensor& dy_in, const Tensor& x_in, const char* name) {
   check_float(dy_in, name);
   check_float(x_in, name);
   detail::check_same_dtype(dy_in, x_in, name);
   detail::check_same_shape(dy_in, x_in, name, "dy", "x");
   Tensor dy = dy_in.contiguous(), x = x_in.contiguous();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::unary_backward(op, dy, x, out);
-      break;
-  }
+  ZT_RUN(unary_backward, name, x.device(), op, dy, x, out);
   return out;
 }
 
@@ -76,9 +62,9 @@ Tensor reduce_to(const Tensor& g, const Shape& shape) { return g.shape() == shap
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary(cpu::Binary::add, a, b, "add"); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary(cpu::Binary::sub, a, b, "sub"); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(cpu::Binary::mul, a, b, "mul"); }
+Tensor add(const Tensor& a, const Tensor& b) { return binary(kern::Binary::add, a, b, "add"); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(kern::Binary::sub, a, b, "sub"); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(kern::Binary::mul, a, b, "mul"); }
 
 BinaryGrads add_backward(const Tensor& dy, const Shape& a, const Shape& b, bool need_a, bool need_b) {
   return {need_a ? reduce_to(dy, a) : Tensor(), need_b ? reduce_to(dy, b) : Tensor()};
@@ -93,8 +79,8 @@ BinaryGrads mul_backward(const Tensor& dy, const Tensor& a, const Tensor& b, con
   return {need_a ? reduce_to(mul(dy, b), a_shape) : Tensor(), need_b ? reduce_to(mul(dy, a), b_shape) : Tensor()};
 }
 
-Tensor scale(const Tensor& a, float s) { return unary(cpu::Unary::scale, s, a, "scale"); }
-Tensor add_scalar(const Tensor& a, float s) { return unary(cpu::Unary::add_scalar, s, a, "add_scalar"); }
+Tensor scale(const Tensor& a, float s) { return unary(kern::Unary::scale, s, a, "scale"); }
+Tensor add_scalar(const Tensor& a, float s) { return unary(kern::Unary::add_scalar, s, a, "add_scalar"); }
 
 Tensor sum_to(const Tensor& g_in, const Shape& shape) {
   check_float(g_in, "sum_to");
@@ -107,23 +93,19 @@ Tensor sum_to(const Tensor& g_in, const Shape& shape) {
   ZT_CHECK(ok, "[sum_to] cannot reduce ", shape_str(gs), " to ", shape_str(shape));
   if (shape == gs) return g_in.clone();  // nothing to reduce (also covers 0-d)
   Tensor g = g_in.contiguous();
-  Tensor out = Tensor::empty(shape, g.dtype());
+  Tensor out = Tensor::empty(shape, g.dtype(), g.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(g)) {
-    case Backend::cpu:
-      cpu::sum_to(g, out);
-      break;
-  }
+  ZT_RUN(sum_to, __func__, g.device(), g, out);
   return out;
 }
 
-Tensor relu(const Tensor& x) { return unary(cpu::Unary::relu, 0.f, x, "relu"); }
+Tensor relu(const Tensor& x) { return unary(kern::Unary::relu, 0.f, x, "relu"); }
 Tensor relu_backward(const Tensor& dy, const Tensor& x) {
-  return unary_backward(cpu::Unary::relu, dy, x, "relu_backward");
+  return unary_backward(kern::Unary::relu, dy, x, "relu_backward");
 }
-Tensor gelu(const Tensor& x) { return unary(cpu::Unary::gelu, 0.f, x, "gelu"); }
+Tensor gelu(const Tensor& x) { return unary(kern::Unary::gelu, 0.f, x, "gelu"); }
 Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
-  return unary_backward(cpu::Unary::gelu, dy, x, "gelu_backward");
+  return unary_backward(kern::Unary::gelu, dy, x, "gelu_backward");
 }
 
 GeluBiasGrads gelu_bias_backward(const Tensor& dy_in, const Tensor& h_in) {
@@ -134,16 +116,12 @@ GeluBiasGrads gelu_bias_backward(const Tensor& dy_in, const Tensor& h_in) {
   detail::check_same_shape(dy_in, h_in, op, "dy", "h");
   ZT_CHECK(h_in.dim() >= 1, "[", op, "] h needs a last (bias) dimension, got a 0-d tensor");
   Tensor dy = dy_in.contiguous(), h = h_in.contiguous();
-  GeluBiasGrads g{Tensor::empty(h.shape(), h.dtype()), Tensor::empty({h.size(-1)}, h.dtype())};
+  GeluBiasGrads g{Tensor::empty(h.shape(), h.dtype(), h.device()), Tensor::empty({h.size(-1)}, h.dtype(), h.device())};
   if (h.numel() == 0) {  // no rows: the bias gradient is 0
     g.db.zero_();
     return g;
   }
-  switch (backend_of(h)) {
-    case Backend::cpu:
-      cpu::gelu_bias_backward(dy, h, g.dh, g.db);
-      break;
-  }
+  ZT_RUN(gelu_bias_backward, __func__, h.device(), dy, h, g.dh, g.db);
   return g;
 }
 

@@ -11,8 +11,6 @@
 
 namespace zt::ops {
 
-using detail::Backend;
-using detail::backend_of;
 using detail::check_float;
 
 namespace {
@@ -29,13 +27,9 @@ Dims dims(const Tensor& t, bool trans) {
 
 // Allocates out_shape and runs out = op(a) @ op(b) (+ bias) on the backend.
 Tensor product(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor* bias, const Shape& out_shape) {
-  Tensor out = Tensor::empty(out_shape, a.dtype());
+  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(a)) {
-    case Backend::cpu:
-      cpu::matmul(a, ta, b, tb, bias, out);
-      break;
-  }
+  ZT_RUN(matmul, "matmul", a.device(), a, ta, b, tb, bias, out);
   return out;
 }
 

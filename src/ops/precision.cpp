@@ -6,8 +6,6 @@
 
 namespace zt::ops {
 
-using detail::Backend;
-using detail::backend_of;
 using detail::check_contiguous;
 using detail::check_float;
 
@@ -21,13 +19,9 @@ Tensor cast(const Tensor& x, DType dt) {
   check_float(x, "cast");
   check_float_dtype(dt, "cast");
   Tensor src = x.contiguous();
-  Tensor out = Tensor::empty(x.shape(), dt);
+  Tensor out = Tensor::empty(x.shape(), dt, x.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(src)) {
-    case Backend::cpu:
-      cpu::cast(src, out);
-      break;
-  }
+  ZT_RUN(cast, __func__, src.device(), src, out);
   return out;
 }
 
@@ -39,22 +33,14 @@ void cast_into(Tensor& dst, const Tensor& src) {
            " elements but source ", shape_str(src.shape()), " has ", src.numel());
   if (dst.numel() == 0) return;
   Tensor s = src.contiguous();
-  switch (backend_of(dst)) {
-    case Backend::cpu:
-      cpu::cast(s, dst);
-      break;
-  }
+  ZT_RUN(cast, __func__, dst.device(), s, dst);
 }
 
 void scale_(Tensor& x, float s) {
   check_float(x, "scale_");
   check_contiguous(x, "scale_", "tensor");
   if (x.numel() == 0) return;
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::scale_(x, s);
-      break;
-  }
+  ZT_RUN(scale_, __func__, x.device(), x, s);
 }
 
 void axpy_(Tensor& dst, float alpha, const Tensor& src) {
@@ -64,11 +50,7 @@ void axpy_(Tensor& dst, float alpha, const Tensor& src) {
   check_contiguous(dst, "axpy_", "destination");
   if (dst.numel() == 0) return;
   Tensor s = src.contiguous();
-  switch (backend_of(dst)) {
-    case Backend::cpu:
-      cpu::axpy_(dst, alpha, s);
-      break;
-  }
+  ZT_RUN(axpy_, __func__, dst.device(), dst, alpha, s);
 }
 
 void add_(Tensor& dst, const Tensor& src) {
@@ -78,32 +60,20 @@ void add_(Tensor& dst, const Tensor& src) {
   check_contiguous(dst, "add_", "destination");
   if (dst.numel() == 0) return;
   Tensor s = src.contiguous();
-  switch (backend_of(dst)) {
-    case Backend::cpu:
-      cpu::axpy_(dst, 1.f, s);
-      break;  // x + 1*y rounds exactly as x + y
-  }
+  ZT_RUN(axpy_, __func__, dst.device(), dst, 1.f, s);  // x + 1*y rounds exactly as x + y
 }
 
 double sum_of_squares(const Tensor& x) {
   check_float(x, "sum_of_squares");
   Tensor c = x.contiguous();
-  switch (backend_of(c)) {
-    case Backend::cpu:
-      return cpu::sum_of_squares(c);
-  }
-  return 0.0;
+  return ZT_RUN(sum_of_squares, __func__, c.device(), c);
 }
 
 bool has_nonfinite(const Tensor& x) {
   check_float(x, "has_nonfinite");
   if (x.numel() == 0) return false;
   Tensor c = x.contiguous();
-  switch (backend_of(c)) {
-    case Backend::cpu:
-      return cpu::has_nonfinite(c);
-  }
-  return false;
+  return ZT_RUN(has_nonfinite, __func__, c.device(), c);
 }
 
 }  // namespace zt::ops

@@ -6,8 +6,6 @@
 
 namespace zt::ops {
 
-using detail::Backend;
-using detail::backend_of;
 using detail::check_float;
 
 namespace {
@@ -48,15 +46,9 @@ Tensor sum_all(const Tensor& x_in, bool mean, const char* op) {
   check_float(x_in, op);
   Tensor x = x_in.contiguous();
   double total = 0;
-  if (x.numel() > 0) {
-    switch (backend_of(x)) {
-      case Backend::cpu:
-        total = cpu::sum_all(x);
-        break;
-    }
-  }
+  if (x.numel() > 0) total = ZT_RUN(sum_all, op, x.device(), x);
   const double factor = mean ? 1.0 / double(x.numel()) : 1.0;
-  return Tensor::full({}, float(total * factor), x.dtype());
+  return Tensor::full({}, float(total * factor), x.dtype()).to(x.device());
 }
 
 Tensor sum_dim(const Tensor& x_in, int64_t dim, bool keepdim, bool mean, const char* op) {
@@ -64,14 +56,10 @@ Tensor sum_dim(const Tensor& x_in, int64_t dim, bool keepdim, bool mean, const c
   const int64_t d = norm_dim(dim, x_in.dim(), op);
   Tensor x = x_in.contiguous();
   const Split p = split(x.shape(), d);
-  Tensor out = Tensor::empty(reduced_shape(x.shape(), d, keepdim), x.dtype());
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), d, keepdim), x.dtype(), x.device());
   if (out.numel() == 0) return out;
   const float factor = mean ? 1.f / float(p.r) : 1.f;
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::sum_dim(x, p.outer, p.r, p.inner, factor, out);
-      break;
-  }
+  ZT_RUN(sum_dim, op, x.device(), x, p.outer, p.r, p.inner, factor, out);
   return out;
 }
 
@@ -84,11 +72,11 @@ Tensor mean(const Tensor& x, int64_t dim, bool keepdim) { return sum_dim(x, dim,
 
 Tensor sum_backward(const Tensor& dy, const Shape& in_shape, DType dt) {
   ZT_CHECK(dy.numel() == 1, "[sum_backward] dy must have one element, got ", shape_str(dy.shape()));
-  return Tensor::full(in_shape, dy.item(), dt);
+  return Tensor::full(in_shape, dy.item(), dt).to(dy.device());
 }
 Tensor mean_backward(const Tensor& dy, const Shape& in_shape, DType dt) {
   ZT_CHECK(dy.numel() == 1, "[mean_backward] dy must have one element, got ", shape_str(dy.shape()));
-  return Tensor::full(in_shape, dy.item() / float(shape_numel(in_shape)), dt);
+  return Tensor::full(in_shape, dy.item() / float(shape_numel(in_shape)), dt).to(dy.device());
 }
 Tensor sum_backward(const Tensor& dy, const Shape& in_shape, int64_t dim, bool keepdim) {
   return expand_reduced(dy, in_shape, dim, keepdim, 1.f);
@@ -104,14 +92,10 @@ Tensor expand_reduced(const Tensor& dy_in, const Shape& in_shape, int64_t dim, b
   ZT_CHECK(dy_in.shape() == reduced_shape(in_shape, d, keepdim), "[expand_reduced] dy ", shape_str(dy_in.shape()),
            " is not ", shape_str(in_shape), " reduced over dimension ", d);
   Tensor dy = dy_in.contiguous();
-  Tensor out = Tensor::empty(in_shape, dy.dtype());
+  Tensor out = Tensor::empty(in_shape, dy.dtype(), dy.device());
   if (out.numel() == 0) return out;
   const Split p = split(in_shape, d);
-  switch (backend_of(dy)) {
-    case Backend::cpu:
-      cpu::expand_reduced(dy, p.outer, p.r, p.inner, factor, out);
-      break;
-  }
+  ZT_RUN(expand_reduced, __func__, dy.device(), dy, p.outer, p.r, p.inner, factor, out);
   return out;
 }
 
@@ -120,13 +104,9 @@ Tensor argmax(const Tensor& x_in) {
   ZT_CHECK(x_in.dim() >= 1 && x_in.size(-1) > 0, "[argmax] needs a non-empty last dimension, got ",
            shape_str(x_in.shape()));
   Tensor x = x_in.contiguous();
-  Tensor out = Tensor::empty(Shape(x.shape().begin(), x.shape().end() - 1), DType::i32);
+  Tensor out = Tensor::empty(Shape(x.shape().begin(), x.shape().end() - 1), DType::i32, x.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::argmax(x, out);
-      break;
-  }
+  ZT_RUN(argmax, __func__, x.device(), x, out);
   return out;
 }
 
@@ -134,8 +114,8 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets) {
   Tensor pred = argmax(logits);
   ZT_CHECK(targets.dtype() == DType::i32 && targets.shape() == pred.shape(), "[count_correct] targets must be i32 ",
            shape_str(pred.shape()), ", got ", dtype_name(targets.dtype()), " ", shape_str(targets.shape()));
-  Tensor t = targets.contiguous();
-  const int32_t* pp = pred.data<int32_t>();
+  const Tensor t = targets.contiguous().to(Device::cpu()), pred_host = pred.to(Device::cpu());
+  const int32_t* pp = pred_host.data<int32_t>();
   const int32_t* pt = t.data<int32_t>();
   int64_t n = 0;
   for (int64_t i = 0; i < pred.numel(); ++i) n += pp[i] == pt[i];

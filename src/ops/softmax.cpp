@@ -6,8 +6,6 @@
 
 namespace zt::ops {
 
-using detail::Backend;
-using detail::backend_of;
 using detail::check_float;
 
 namespace {
@@ -20,13 +18,9 @@ Tensor softmax_impl(const Tensor& x_in, bool log, const char* op) {
   check_float(x_in, op);
   check_rows(x_in, op);
   Tensor x = x_in.contiguous();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::softmax(x, log, out);
-      break;
-  }
+  ZT_RUN(softmax, op, x.device(), x, log, out);
   return out;
 }
 
@@ -37,13 +31,9 @@ Tensor softmax_backward_impl(const Tensor& dy_in, const Tensor& y_in, bool log, 
   detail::check_same_shape(dy_in, y_in, op, "dy", "y");
   check_rows(y_in, op);
   Tensor dy = dy_in.contiguous(), y = y_in.contiguous();
-  Tensor out = Tensor::empty(y.shape(), y.dtype());
+  Tensor out = Tensor::empty(y.shape(), y.dtype(), y.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(y)) {
-    case Backend::cpu:
-      cpu::softmax_backward(dy, y, log, out);
-      break;
-  }
+  ZT_RUN(softmax_backward, op, y.device(), dy, y, log, out);
   return out;
 }
 
@@ -53,7 +43,7 @@ void check_targets(const Tensor& logits, const Tensor& targets, int64_t ignore_i
   ZT_CHECK(targets.dtype() == DType::i32, "[", op, "] targets must be i32, got ", dtype_name(targets.dtype()));
   ZT_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "[", op, "] targets ", shape_str(targets.shape()),
            " do not match logits ", shape_str(logits.shape()));
-  Tensor t = targets.contiguous();
+  Tensor t = targets.contiguous().to(Device::cpu());  // checked on the host, whatever the device
   const int32_t* pt = t.data<int32_t>();
   const int64_t c = logits.size(1);
   for (int64_t i = 0; i < t.numel(); ++i)
@@ -82,24 +72,20 @@ CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_
   const int64_t n = logits_in.size(0), c = logits_in.size(1);
   CrossEntropyResult res;
   res.logits = logits_in.contiguous();
-  res.lse = Tensor::empty({n}, DType::f32);
-  Tensor nll = Tensor::empty({n}, DType::f32);
-  if (n * c > 0) {
-    switch (backend_of(res.logits)) {
-      case Backend::cpu:
-        cpu::cross_entropy_rows(res.logits, targets, ignore_index, res.lse, nll);
-        break;
-    }
-  }
-  const float* pn = nll.data<float>();
-  const int32_t* pt = targets.data<int32_t>();
-  double total = 0;  // summed in row order, so the loss does not depend on the thread count
+  const Device dev = res.logits.device();
+  res.lse = Tensor::empty({n}, DType::f32, dev);
+  Tensor nll = Tensor::empty({n}, DType::f32, dev);
+  if (n * c > 0) ZT_RUN(cross_entropy_rows, __func__, dev, res.logits, targets, ignore_index, res.lse, nll);
+  const Tensor nll_host = nll.to(Device::cpu()), targets_host = targets.to(Device::cpu());
+  const float* pn = nll_host.data<float>();
+  const int32_t* pt = targets_host.data<int32_t>();
+  double total = 0;  // summed on the host in row order: independent of threads and device
   for (int64_t i = 0; i < n; ++i) {
     if (pt[i] == ignore_index) continue;
     total += pn[i];
     ++res.count;
   }
-  res.loss = Tensor::full({}, res.count ? float(total / double(res.count)) : 0.f, DType::f32);
+  res.loss = Tensor::full({}, res.count ? float(total / double(res.count)) : 0.f, DType::f32).to(dev);
   return res;
 }
 
@@ -107,14 +93,10 @@ Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, cons
                               int64_t ignore_index) {
   check_targets(saved.logits, targets_in, ignore_index, "cross_entropy_backward");
   Tensor targets = targets_in.contiguous();
-  Tensor out = Tensor::empty(saved.logits.shape(), saved.logits.dtype());
+  Tensor out = Tensor::empty(saved.logits.shape(), saved.logits.dtype(), saved.logits.device());
   if (out.numel() == 0) return out;
   const float k = saved.count ? dloss / float(saved.count) : 0.f;  // Note [all targets ignored]
-  switch (backend_of(out)) {
-    case Backend::cpu:
-      cpu::cross_entropy_backward(saved.logits, saved.lse, targets, ignore_index, k, out);
-      break;
-  }
+  ZT_RUN(cross_entropy_backward, __func__, out.device(), saved.logits, saved.lse, targets, ignore_index, k, out);
   return out;
 }
 

@@ -10,8 +10,6 @@
 
 namespace zt::ops {
 
-using detail::Backend;
-using detail::backend_of;
 using detail::check_float;
 
 namespace {
@@ -21,7 +19,8 @@ Tensor checked_ids(const Tensor& ids_in, int64_t num_rows, const char* op) {
   ZT_CHECK(ids_in.defined(), "[", op, "] undefined ids");
   ZT_CHECK(ids_in.dtype() == DType::i32, "[", op, "] ids must be i32, got ", dtype_name(ids_in.dtype()));
   Tensor ids = ids_in.contiguous();
-  const int32_t* p = ids.data<int32_t>();
+  const Tensor host = ids.to(Device::cpu());  // checked on the host, whatever the device
+  const int32_t* p = host.data<int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
     ZT_CHECK(p[i] >= 0 && p[i] < num_rows, "[", op, "] id ", p[i], " at position ", i, " is outside [0, ", num_rows,
              ")");
@@ -59,13 +58,9 @@ Tensor embedding(const Tensor& weight_in, const Tensor& ids_in) {
   ZT_CHECK(weight_in.dim() == 2, "[embedding] weight must be [V, C], got ", shape_str(weight_in.shape()));
   Tensor ids = checked_ids(ids_in, weight_in.size(0), "embedding");
   Tensor weight = weight_in.contiguous();
-  Tensor out = Tensor::empty(with_last(ids.shape(), weight.size(1)), weight.dtype());
+  Tensor out = Tensor::empty(with_last(ids.shape(), weight.size(1)), weight.dtype(), weight.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(weight)) {
-    case Backend::cpu:
-      cpu::embedding(weight, ids, out);
-      break;
-  }
+  ZT_RUN(embedding, __func__, weight.device(), weight, ids, out);
   return out;
 }
 
@@ -78,19 +73,15 @@ Tensor embedding_backward(const Tensor& dy_in, const Tensor& ids_in, int64_t num
            "[embedding_backward] dy ", shape_str(dy_in.shape()), " does not match ids ", shape_str(ids.shape()),
            " plus one dimension");
   Tensor dy = dy_in.contiguous();
-  Tensor out = Tensor::empty({num_rows, dy.size(-1)}, dt);
+  Tensor out = Tensor::empty({num_rows, dy.size(-1)}, dt, dy.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(dy)) {
-    case Backend::cpu:
-      cpu::embedding_backward(dy, ids, out);
-      break;
-  }
+  ZT_RUN(embedding_backward, __func__, dy.device(), dy, ids, out);
   return out;
 }
 
 std::vector<int32_t> touched_rows(const Tensor& ids_in, int64_t num_rows) {
   Tensor ids = checked_ids(ids_in, num_rows, "touched_rows");
-  return cpu::touched_rows(ids, num_rows);
+  return ZT_RUN(touched_rows, __func__, ids.device(), ids, num_rows);
 }
 
 LayerNormResult layer_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in, float eps) {
@@ -98,18 +89,14 @@ LayerNormResult layer_norm(const Tensor& x_in, const Tensor& gamma_in, const Ten
   ZT_CHECK(eps >= 0.f, "[layer_norm] eps must be >= 0, got ", eps);
   Tensor x = x_in.contiguous(), gamma = gamma_in.contiguous(), beta = beta_in.contiguous();
   const int64_t rows = rows_of(x);
-  LayerNormResult r{Tensor::empty(x.shape(), x.dtype()), Tensor::empty({rows}, DType::f32),
-                    Tensor::empty({rows}, DType::f32)};
+  LayerNormResult r{Tensor::empty(x.shape(), x.dtype(), x.device()),
+                    Tensor::empty({rows}, DType::f32, x.device()), Tensor::empty({rows}, DType::f32, x.device())};
   if (x.numel() == 0) {  // rows of no values: mean 0, rstd of the variance 0
     r.mean.fill_(0.f);
     r.rstd.fill_(rows ? 1.f / std::sqrt(eps) : 0.f);
     return r;
   }
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::layer_norm(x, gamma, beta, eps, r.y, r.mean, r.rstd);
-      break;
-  }
+  ZT_RUN(layer_norm, __func__, x.device(), x, gamma, beta, eps, r.y, r.mean, r.rstd);
   return r;
 }
 
@@ -127,18 +114,14 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
              s->defined() ? shape_str(s->shape()) : std::string("undefined"));
   Tensor dy = dy_in.contiguous(), x = x_in.contiguous(), gamma = gamma_in.contiguous();
   Tensor mean = saved.mean.contiguous(), rstd = saved.rstd.contiguous();
-  LayerNormGrads g{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(gamma.shape(), gamma.dtype()),
-                   Tensor::empty(gamma.shape(), gamma.dtype())};
+  LayerNormGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()),
+                   Tensor::empty(gamma.shape(), gamma.dtype(), x.device()), Tensor::empty(gamma.shape(), gamma.dtype(), x.device())};
   if (x.numel() == 0) {
     g.dgamma.zero_();
     g.dbeta.zero_();
     return g;
   }
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::layer_norm_backward(dy, x, gamma, mean, rstd, g.dx, g.dgamma, g.dbeta);
-      break;
-  }
+  ZT_RUN(layer_norm_backward, __func__, x.device(), dy, x, gamma, mean, rstd, g.dx, g.dgamma, g.dbeta);
   return g;
 }
 
@@ -146,13 +129,9 @@ Tensor dropout(const Tensor& x_in, float p, uint64_t seed) {
   check_float(x_in, "dropout");
   check_p(p, "dropout");
   Tensor x = x_in.contiguous();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
-  switch (backend_of(x)) {
-    case Backend::cpu:
-      cpu::dropout(x, p, seed, out);
-      break;
-  }
+  ZT_RUN(dropout, __func__, x.device(), x, p, seed, out);
   return out;
 }
 

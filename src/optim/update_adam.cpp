@@ -7,13 +7,8 @@ namespace zt::optim::detail {
 namespace {
 
 // Per-step scalars, computed in double from the float hyper-parameters as torch does with Python floats,
-// then rounded to float where torch passes them to a float kernel.
-struct AdamScalars {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
-  float bias_correction2_sqrt, neg_step_size;
-  float l2;     // Adam: grad += l2 * param
-  float decay;  // AdamW: param *= decay (1 - lr * wd)
-};
+// then rounded to float where torch passes them to a float kernel; a device's kernel takes the same.
+using AdamScalars = ops::AdamStep;
 
 // torch 1.13 _single_tensor_adam(w):
 //   m = m*b1 + (1-b1)*g;  v = v*b2 + ((1-b2)*g)*g;  denom = sqrt(v)/bc2_sqrt + eps;
@@ -51,7 +46,11 @@ void update_adam(const FloatHyper& h, bool decoupled, const UpdateArgs& a) {
   s.neg_step_size = float(-(lr / (1.0 - std::pow(b1, step))));
   s.l2 = h.weight_decay;
   s.decay = float(1.0 - lr * wd);  // lr * wd of two floats is exact in double
-  if (decoupled)
+  s.decoupled = decoupled;
+  s.l2_on = !decoupled && wd != 0.0;
+  if (!a.param.device().is_cpu())
+    ops::adam_update(s, device_update(a));
+  else if (decoupled)
     run(a, AdamRule<false, true>{s});
   else if (wd != 0.0)
     run(a, AdamRule<true, false>{s});

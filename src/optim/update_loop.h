@@ -7,6 +7,7 @@
 
 #include "zt/core/dtype.h"
 #include "zt/core/parallel.h"
+#include "zt/ops/update.h"
 #include "zt/optim/optimizer.h"
 
 namespace zt::optim::detail {
@@ -107,6 +108,12 @@ struct FloatHyper {
   float lr, beta1, beta2, eps, weight_decay, momentum;
   bool nesterov;
 };
+
+// Note [device updates]: a GPU's tensors go to its kernel table with the same per-step scalars.
+inline ops::DeviceUpdate device_update(const UpdateArgs& a) {
+  return {a.param, a.master, a.grad, a.states.size() > 0 ? a.states[0] : Tensor(),
+          a.states.size() > 1 ? a.states[1] : Tensor(), a.grad_scale};
+}
 
 void update_adam(const FloatHyper& h, bool decoupled, const UpdateArgs& a);
 void update_sgd(const FloatHyper& h, const UpdateArgs& a);

@@ -42,6 +42,10 @@ void run_momentum(const UpdateArgs& a, bool first, bool nesterov, float wd, floa
 void update_sgd(const FloatHyper& h, const UpdateArgs& a) {
   const float wd = h.weight_decay, mom = h.momentum, neg_lr = float(-double(a.lr));
   const bool has_wd = wd != 0.f;
+  if (!a.param.device().is_cpu()) {
+    const ops::SgdStep st{wd, mom, neg_lr, has_wd, mom != 0.f, a.step == 1, h.nesterov};
+    return ops::sgd_update(st, device_update(a));
+  }
   if (mom == 0.f) {
     if (has_wd)
       run(a, SgdRule<true, false, false, false>{wd, mom, neg_lr});

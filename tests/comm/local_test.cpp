@@ -90,7 +90,7 @@ TEST(Comm, UnknownBackendNamesTheAllowedOnes) {
     make_group("nccl2");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "[comm] unknown backend 'nccl2'; allowed: local, mpi, shm, auto");
+    EXPECT_STREQ(e.what(), "[comm] unknown backend 'nccl2'; allowed: local, mpi, shm, nccl, auto");
   }
 }
 

@@ -198,10 +198,10 @@ void gradcheck(const std::vector<Shape>& shapes, const GradFn& f, const std::fun
   }
 }
 
-// Tensors carry no device yet: every compiled backend reads host memory (cpu is the only one).
-Tensor on_backend(const Tensor& t, const std::string& backend) {
-  EXPECT_EQ(backend, "cpu") << "no transfer to backend " << backend << " yet";
-  return t;
-}
+Device backend_device(const std::string& backend) { return backend == "cuda" ? Device::cuda(0) : Device::cpu(); }
+
+bool backend_present(const std::string& backend) { return is_available(backend_device(backend)); }
+
+Tensor on_backend(const Tensor& t, const std::string& backend) { return t.to(backend_device(backend)); }
 
 }  // namespace zt::test

@@ -43,8 +43,12 @@ const std::vector<OpRow>& op_table();
 void expect_close(const Tensor& actual, const json& expected, float rtol, const std::string& what);
 const OpRow* find_row(const std::string& op);
 
-// A tensor moved onto one of ops::backends() (identity for cpu).
+// A tensor moved onto one of ops::backends() (identity for cpu; "cuda" is GPU 0).
 Tensor on_backend(const Tensor& t, const std::string& backend);
+// Whether this machine has the backend's device: a CUDA build runs its rows only where a GPU is.
+bool backend_present(const std::string& backend);
+#define ZT_SKIP_WITHOUT_DEVICE(backend) \
+  if (!::zt::test::backend_present(backend)) GTEST_SKIP() << "no GPU here: the " << (backend) << " rows need one"
 
 // Central finite differences in f32 on `backend`: the gradient of L = sum(f(x) * R) (R fixed random
 // weights) must match (L(x+e) - L(x-e)) / 2e. Inputs are drawn from N(0, 1), moved off kinks by

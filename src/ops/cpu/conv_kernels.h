@@ -3,14 +3,12 @@
 // these grow independently. As there: arguments validated, inputs contiguous, outputs allocated.
 #include <cstdint>
 
+#include "../kernel_types.h"
 #include "zt/core/tensor.h"
 
 namespace zt::ops::cpu {
 
-// Sizes of one convolution: x [n, cin, h, w], w [cout, cin, kh, kw] -> y [n, cout, ho, wo].
-struct ConvGeometry {
-  int64_t n, cin, h, w, cout, kh, kw, stride, pad, ho, wo;
-};
+using kern::ConvGeometry;
 
 // ---- convolution (conv.cpp, oneDNN primitives cached by geometry and dtype) ----
 void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, const ConvGeometry& g, Tensor& y);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../kernel_types.h"
 #include "zt/core/tensor.h"
 
 namespace zt::ops::cpu {
@@ -19,8 +20,8 @@ int64_t matmul_fallback_count();
 size_t matmul_cache_size();
 
 // ---- elementwise (elementwise.cpp) ----
-enum class Binary { add, sub, mul };
-enum class Unary { scale, add_scalar, relu, gelu };
+using kern::Binary;
+using kern::Unary;
 void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out);  // out has the broadcast shape
 void unary(Unary op, float s, const Tensor& x, Tensor& out);
 void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out);  // relu, gelu

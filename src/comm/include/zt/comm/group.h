@@ -63,6 +63,10 @@ class Work {
   virtual ~Work() = default;
   virtual void wait() = 0;  // throws zt::Error on failure or timeout
   virtual bool test() = 0;  // true when complete (never throws for timeout)
+  // Orders the device's compute stream after this collective (no host wait on GPU backends), so
+  // ops queued next read its result (Note [device streams] in zt/core/device.h). Host backends:
+  // wait().
+  virtual void synchronize() { wait(); }
   // Per group, 1 for the first collective launched and +1 for each next, in launch order;
   // ranks launch in the same order, so the same number names the same collective everywhere.
   uint64_t seq() const { return seq_; }
@@ -83,11 +87,14 @@ class Group {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* backend() const = 0;
+  // Where the tensors of its collectives must live: cpu, or the nccl group's GPU (checked).
+  virtual Device device() const { return Device::cpu(); }
   // Ranks with the same color form a group, ordered by key (then by old rank). The new group
   // starts its own sequence numbers and statistics and inherits the default timeout.
   virtual std::shared_ptr<Group> split(int color, int key) = 0;
 
-  // Tensors must be contiguous (f32, bf16, f16, i32 or i64), and stay alive until wait().
+  // Tensors must be contiguous (f32, bf16, f16, i32 or i64) on device(), and stay alive until
+  // wait() or synchronize().
   WorkPtr all_reduce_async(Tensor& buf, const CollOptions& opts = {});  // in place
   // in.numel() == size() * out.numel(); out = op over ranks of in's slice [rank*n, (rank+1)*n).
   WorkPtr reduce_scatter_async(const Tensor& in, Tensor& out, const CollOptions& opts = {});
@@ -181,13 +188,28 @@ void agree_on_error(Group& g, const std::string& error, const std::string& label
 
 // "local" (one process), "mpi", "shm" (ranks of one node through a shared-memory segment set
 // up over MPI, Note [shm backend] in shm.cpp; across nodes shm inside each node and MPI between
-// them, backend() "shm+mpi", Note [hierarchical groups] in hier.cpp), or "auto": under mpirun
+// them, backend() "shm+mpi", Note [hierarchical groups] in hier.cpp), "nccl" (GPUs, see
+// make_nccl_group below), or "auto": under mpirun
 // what shm gives, or mpi where shm cannot serve the layout; without mpirun local. "mpi" or "shm" in a build without MPI throws
 // ErrorKind::comm "[comm] backend 'mpi' is not available in this build".
 GroupPtr make_group(const std::string& backend);
 bool launched_by_mpirun();
-bool mpi_available();  // whether this build has the mpi backend
-bool shm_available();  // whether this build has the shm backend
+bool mpi_available();   // whether this build has the mpi backend
+bool shm_available();   // whether this build has the shm backend
+bool nccl_available();  // whether this build has the nccl backend (built with CUDA)
+
+// The "nccl" backend (nccl.cpp, Note [nccl backend]): one rank per GPU, tensors on the group's
+// device, collectives on the group's own stream after the work queued on the compute stream.
+// Ranks rendezvous through `store` (the unique id under "<prefix>.nccl_id", so a prefix per
+// communicator) and must each hold another GPU: two ranks on one GPU throw ErrorKind::comm
+// naming both. timeout_s bounds the rendezvous and the init, and is the group's timeout after.
+// `device` becomes the calling thread's current GPU. make_group("nccl") does this
+// over MPI under mpirun (device: local rank modulo the GPUs seen), else as one rank on cuda:0.
+// Without CUDA throws ErrorKind::comm "[comm] backend 'nccl' is not available in this build
+// (built without CUDA)".
+class Store;
+GroupPtr make_nccl_group(int rank, int size, int device, Store& store, const std::string& prefix,
+                         double timeout_s = 300.0);
 
 // Note [fake group]: a group of `size` ranks inside one process, as c10d's FakeProcessGroup,
 // so the engine's N-rank arithmetic (shards, padding, averaging, byte counts) runs in unit

@@ -23,7 +23,15 @@ struct Device {
 
 std::ostream& operator<<(std::ostream& os, const Device& d);
 
-// Whether this build can allocate on `d` (cuda: only when the CUDA backend is compiled in).
+// Whether this build can allocate on `d` (cuda: only when the CUDA backend is compiled in and
+// the GPU is present).
 bool is_available(Device d);
+int cuda_device_count();  // GPUs this process sees; 0 in a build without CUDA
+
+// Note [device streams]: each GPU has one compute stream that every op on it is enqueued on, in
+// program order, so a tensor's producer and consumer need no synchronisation between them; the
+// host waits only where it reads a result (to_vector, item, a reduction's value). cpu: nullptr.
+void* device_stream(Device d);  // a cudaStream_t for cuda devices
+void synchronize(Device d);     // waits for d's queued work (no-op for cpu)
 
 }  // namespace zt

@@ -91,8 +91,13 @@ class Tensor {
   Tensor contiguous() const;                        // self if already contiguous
   Tensor clone() const;                             // contiguous copy, current tag
   Tensor clone(MemTag tag) const;
-  Tensor to(DType dtype) const;  // converting copy (self if same dtype)
+  Tensor to(DType dtype) const;    // converting copy (self if same dtype)
+  Tensor to(Device device) const;  // contiguous copy on `device` (self if already there)
 
+  // Note [device copies]: copy_, fill_, zero_ and to_vector work on any device. Contiguous
+  // same-dtype copies and zeroing go straight through the device's copy and memset hooks;
+  // anything else (a strided view, a dtype change, a non-zero fill) stages through host memory:
+  // correct and slow, meant for set-up and tests, never a training step's hot path.
   void copy_(const Tensor& src);  // same shape; converts dtype; handles strides
   void fill_(float value);
   void zero_();

@@ -74,7 +74,7 @@ class Dropout : public Module {
   float p_;
 };
 
-Tensor position_ids(int64_t T);  // [T] i32: 0, 1, ..., T-1
+Tensor position_ids(int64_t T, Device device);  // [T] i32 on `device`: 0, 1, ..., T-1
 
 // Runs a child with activation checkpointing when enabled: forward without a graph, keeping
 // only the inputs; backward recomputes the child's forward (same dropout masks) and

@@ -18,8 +18,13 @@ inline constexpr int64_t kGrain = int64_t(1) << 15;
 // Fixed chunk of sum_of_squares, as optim::kClipGrain: the result is independent of threads.
 inline constexpr int64_t kReduceChunk = int64_t(1) << 14;
 
-// Backends compiled in ("cpu"; later "cuda"): every op runs on each, tests run on each.
+// Backends compiled in ("cpu", and "cuda" when built with CUDA; Note [kernel table] in
+// src/ops/kernel_table.h): an op runs on its inputs' device, and its outputs live there.
 std::vector<std::string> backends();
+std::vector<std::string> kernel_names();  // every kernel a backend may provide
+// Whether d's backend has `kernel` (one of kernel_names(); throws for another name). An op whose
+// kernel is missing throws one clear error naming the kernel and the device.
+bool supports(const std::string& kernel, Device d);
 
 // ---- precision: whole-buffer kernels for mixed-precision training (contiguous fast paths) ----
 Tensor cast(const Tensor& x, DType dt);          // converting copy (f32/bf16/f16), new tensor

@@ -1,0 +1,201 @@
+// The CUDA backend of the core (backend.h): a caching allocator per GPU over cudaMalloc, pinned
+// host memory over cudaHostAlloc, one compute stream per GPU (Note [device streams]), copies.
+#include <cuda_runtime.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <utility>
+
+#include "backend.h"
+#include "zt/core/error.h"
+
+namespace zt::detail {
+namespace {
+
+constexpr int kMaxDevices = 16;  // per process; SystemMemory needs one function pair per index
+
+// Every CUDA error becomes a zt::Error; `device` < 0 means host-side calls (pinned memory).
+void check(cudaError_t e, const char* call, int device) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so the next call does not report it again
+  const ErrorKind kind = e == cudaErrorMemoryAllocation ? ErrorKind::out_of_memory : ErrorKind::internal;
+  ZT_THROW_AS(kind, "[cuda] ", call, ": ", cudaGetErrorString(e), " (",
+              device < 0 ? std::string("host") : Device::cuda(device).str(), ")");
+}
+
+// Makes `index` the current device for a scope and restores the caller's afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index) : index_(index) {
+    check(cudaGetDevice(&prev_), "cudaGetDevice", index);
+    if (prev_ != index_) check(cudaSetDevice(index_), "cudaSetDevice", index);
+  }
+  ~DeviceGuard() {
+    if (prev_ != index_) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int index_, prev_ = 0;
+};
+
+// SystemMemory holds plain function pointers, so each device index gets its own pair.
+// Out of memory answers nullptr (the allocator throws out_of_memory); other errors throw.
+template <int I>
+void* device_alloc(size_t bytes) {
+  DeviceGuard guard(I);
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  check(e, "cudaMalloc", I);
+  return p;
+}
+
+// Called from Storage destructors and at exit, so it never throws: after the runtime has
+// unloaded (cudaErrorCudartUnloading) the driver frees everything anyway.
+template <int I>
+void device_free(void* p) {
+  int prev = 0;
+  if (cudaGetDevice(&prev) != cudaSuccess) prev = I;
+  if (prev != I) cudaSetDevice(I);
+  if (cudaFree(p) != cudaSuccess) cudaGetLastError();
+  if (prev != I) cudaSetDevice(prev);
+}
+
+template <int... I>
+constexpr std::array<SystemMemory, sizeof...(I)> system_table(std::integer_sequence<int, I...>) {
+  return {SystemMemory{&device_alloc<I>, &device_free<I>}...};
+}
+constexpr auto kDeviceMemory = system_table(std::make_integer_sequence<int, kMaxDevices>{});
+
+void* pinned_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;  // the allocator throws out_of_memory naming "pinned host"
+  }
+  return p;
+}
+
+void pinned_free(void* p) {
+  if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();  // never throws (see device_free)
+}
+
+void check_device(int index) {
+  const int n = cuda_device_count();
+  ZT_CHECK(index >= 0 && index < n, "[core] device ", Device::cuda(index), " is not available (this process sees ", n,
+           n == 1 ? " GPU)" : " GPUs)");
+  ZT_CHECK(index < kMaxDevices, "[core] device ", Device::cuda(index), " is beyond the ", kMaxDevices,
+           " GPUs per process this build supports");
+}
+
+// Lazily made per-device objects, never destroyed (storages and streams may outlive statics).
+std::mutex g_mu;
+std::array<std::atomic<Allocator*>, kMaxDevices> g_allocators{};
+std::array<std::atomic<cudaStream_t>, kMaxDevices> g_streams{};
+
+cudaStream_t stream_of(int index) {
+  check_device(index);
+  cudaStream_t s = g_streams[index].load(std::memory_order_acquire);
+  if (s) return s;
+  std::lock_guard<std::mutex> lock(g_mu);
+  s = g_streams[index].load(std::memory_order_relaxed);
+  if (!s) {
+    DeviceGuard guard(index);
+    // Non-blocking: never implicitly ordered with the legacy default stream (which we never use).
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", index);
+    g_streams[index].store(s, std::memory_order_release);
+  }
+  return s;
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  static const int n = [] {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {  // no driver, or no GPU: a CPU-only run
+      cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }();
+  return n;
+}
+
+bool cuda_available(int index) { return index >= 0 && index < cuda_device_count() && index < kMaxDevices; }
+
+Allocator& cuda_allocator(int index) {
+  check_device(index);
+  Allocator* a = g_allocators[index].load(std::memory_order_acquire);
+  if (a) return *a;
+  std::lock_guard<std::mutex> lock(g_mu);
+  a = g_allocators[index].load(std::memory_order_relaxed);
+  if (!a) {
+    a = new CachingAllocator(Device::cuda(index), Device::cuda(index).str(), kDeviceMemory[size_t(index)]);
+    g_allocators[index].store(a, std::memory_order_release);
+  }
+  return *a;
+}
+
+// Without a visible GPU (a CUDA build on a CPU-only machine) cudaHostAlloc cannot work, so pinned
+// memory is ordinary host memory, as in no_cuda.cpp: offload still runs and is measured the same.
+Allocator& pinned_host_allocator() {
+  static Allocator* a = new CachingAllocator(Device::cpu(), "pinned host",
+                                             cuda_device_count() > 0 ? SystemMemory{&pinned_alloc, &pinned_free}
+                                                                     : host_system_memory());
+  return *a;  // never destroyed: storages may outlive statics
+}
+
+void* cuda_stream(int index) { return stream_of(index); }
+
+void cuda_synchronize(int index) {
+  cudaStream_t s = stream_of(index);
+  DeviceGuard guard(index);
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize", index);
+}
+
+// On the compute stream of the device involved (the destination's when it is a GPU), so the copy
+// follows the work queued there. The host waits when it must: a host destination is read right
+// after, a host source may be freed right after, and a copy between two GPUs also follows the
+// source's stream and is waited for (the source block could otherwise be reused too early).
+void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_dev.is_cpu() && src_dev.is_cpu()) {
+    std::memmove(dst, src, bytes);
+    return;
+  }
+  const int index = dst_dev.is_cpu() ? src_dev.index : dst_dev.index;
+  cudaStream_t s = stream_of(index);
+  DeviceGuard guard(index);
+  const bool across = !dst_dev.is_cpu() && !src_dev.is_cpu() && dst_dev.index != src_dev.index;
+  if (across) {
+    cudaStream_t src_stream = stream_of(src_dev.index);
+    cudaEvent_t ev = nullptr;
+    {
+      DeviceGuard on_src(src_dev.index);
+      check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags", src_dev.index);
+      check(cudaEventRecord(ev, src_stream), "cudaEventRecord", src_dev.index);
+    }
+    const cudaError_t e = cudaStreamWaitEvent(s, ev, 0);
+    cudaEventDestroy(ev);  // released once it completes
+    check(e, "cudaStreamWaitEvent", index);
+  }
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "cudaMemcpyAsync", index);
+  if (dst_dev.is_cpu() || src_dev.is_cpu() || across) check(cudaStreamSynchronize(s), "cudaStreamSynchronize", index);
+}
+
+void cuda_memset(void* dst, int index, int value, size_t bytes) {
+  if (bytes == 0) return;
+  cudaStream_t s = stream_of(index);
+  DeviceGuard guard(index);
+  check(cudaMemsetAsync(dst, value, bytes, s), "cudaMemsetAsync", index);
+}
+
+}  // namespace zt::detail

@@ -1,0 +1,299 @@
+// CUDA scaled dot-product attention, flash style: tiles of 32 queries x 32 keys through shared
+// memory with an online softmax (f32), no T x T scores; backward recomputes P from lse.
+#include "common.cuh"
+
+namespace zt::ops::cuda {
+
+namespace {
+
+// Note [cuda attention tiles]: a block of 8 warps owns 32 rows (queries, or keys in dK/dV), 4 per
+// warp; each lane takes one row of the other side's 32-row tile for dot products (those tiles
+// are padded to D+1 floats per row, so lanes hit distinct banks), then walks feature columns
+// c = lane, lane+32, ... for the rank-32 updates, reading the warp's 32 weights from shared.
+constexpr int kTile = 32, kWarps = 8, kRowsPerWarp = kTile / kWarps, kAttnThreads = kWarps * 32;
+
+// One call's shapes; q, k, v of (b, t, h) at qkv + (b*T + t)*3C + h*D (+C, +2C).
+struct Geo {
+  int64_t B, T, C, H, D;
+  float scale;
+  bool causal;
+  const int32_t* mask;  // [B, T] or null
+};
+
+// Whether query i of batch b sees key j.
+__device__ __forceinline__ bool visible(const Geo& g, int64_t b, int64_t i, int64_t j) {
+  return j < g.T && (!g.mask || g.mask[b * g.T + j] != 0) && (!g.causal || j <= i);
+}
+
+__device__ __forceinline__ float dot(const float* a, const float* b, int64_t d) {
+  float s = 0.f;
+  for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
+
+// Rows [r0, r0 + kTile) of one head's q, k or v (src points at row 0, row stride ld) into dst
+// [kTile][stride] as f32 times s, zero past row n.
+template <typename T>
+__device__ void load_tile(const T* src, int64_t ld, int64_t r0, int64_t n, int64_t d, float s, float* dst,
+                          int64_t stride) {
+  for (int64_t e = threadIdx.x; e < kTile * d; e += blockDim.x) {
+    const int64_t r = e / d, c = e % d;
+    dst[r * stride + c] = r0 + r < n ? to_f(src[(r0 + r) * ld + c]) * s : 0.f;
+  }
+}
+
+// Forward: block (query tile, head, batch). Online softmax per query over key tiles: running
+// max m and sum l in registers, the unnormalised output in shared acc.
+template <typename T>
+__global__ void attention_forward(const T* qkv, T* out, float* lse, Geo g) {
+  extern __shared__ float smem[];
+  const int64_t D = g.D, ld = 3 * g.C, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kTile;
+  const int64_t ni = min(int64_t(kTile), g.T - i0);
+  float* q = smem;                // [kTile][D], scaled
+  float* k = q + kTile * D;       // [kTile][D + 1]
+  float* v = k + kTile * (D + 1);  // [kTile][D]
+  float* acc = v + kTile * D;     // [kTile][D]
+  float* pw = acc + kTile * D;    // [kWarps][32]: each warp's probabilities
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31;
+  pw += warp * 32;
+  const T* head = qkv + b * g.T * ld + h * D;
+  load_tile(head, ld, i0, g.T, D, g.scale, q, D);
+  for (int64_t e = threadIdx.x; e < kTile * D; e += blockDim.x) acc[e] = 0.f;
+  float m[kRowsPerWarp], l[kRowsPerWarp];
+  for (int r = 0; r < kRowsPerWarp; ++r) m[r] = -INFINITY, l[r] = 0.f;
+  const int64_t end = g.causal ? i0 + ni : g.T;
+  for (int64_t j0 = 0; j0 < end; j0 += kTile) {
+    __syncthreads();  // the previous tile's readers are done
+    load_tile(head + g.C, ld, j0, g.T, D, 1.f, k, D + 1);
+    load_tile(head + 2 * g.C, ld, j0, g.T, D, 1.f, v, D);
+    __syncthreads();
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int64_t il = warp * kRowsPerWarp + r, i = i0 + il;
+      if (il >= ni) continue;
+      const float s = visible(g, b, i, j0 + lane) ? dot(q + il * D, k + lane * (D + 1), D) : -INFINITY;
+      const float mb = warp_reduce(s, MaxOp{});
+      if (mb == -INFINITY) continue;  // no key of this tile visible to query i
+      const float mn = fmaxf(m[r], mb), corr = exp_approx(m[r] - mn);
+      const float p = exp_approx(s - mn);
+      m[r] = mn;
+      l[r] = l[r] * corr + warp_reduce(p, SumOp{});
+      pw[lane] = p;
+      __syncwarp();
+      for (int64_t c = lane; c < D; c += 32) {
+        float a = acc[il * D + c] * corr;
+        for (int jj = 0; jj < kTile; ++jj) a += pw[jj] * v[jj * D + c];
+        acc[il * D + c] = a;
+      }
+      __syncwarp();
+    }
+  }
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t il = warp * kRowsPerWarp + r, i = i0 + il;
+    if (il >= ni) continue;
+    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // l == 0: the query sees no key
+    T* o = out + (b * g.T + i) * g.C + h * D;
+    for (int64_t c = lane; c < D; c += 32) o[c] = from_f<T>(acc[il * D + c] * inv);
+    if (lane == 0) lse[(b * g.H + h) * g.T + i] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
+  }
+}
+
+// D_i = dO_i . O_i per (b, t, h), one warp each, into dsum [B, H, T].
+template <typename T>
+__global__ void attention_rowsums(const T* dout, const T* out, float* dsum, Geo g) {
+  const int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (w >= g.B * g.T * g.H) return;
+  const int lane = int(threadIdx.x) & 31;
+  const int64_t bt = w / g.H, h = w % g.H;
+  const T* o = out + bt * g.C + h * g.D;
+  const T* d = dout + bt * g.C + h * g.D;
+  float s = 0.f;
+  for (int64_t c = lane; c < g.D; c += 32) s += to_f(o[c]) * to_f(d[c]);
+  s = warp_reduce(s, SumOp{});
+  if (lane == 0) dsum[((bt / g.T) * g.H + h) * g.T + bt % g.T] = s;
+}
+
+// dQ: block (query tile, head, batch); dS = P * (dP - D_i), P = exp(S - lse); dQ = scale * dS K.
+template <typename T>
+__global__ void attention_backward_dq(const T* qkv, const T* dout, const float* lse, const float* dsum, T* dqkv,
+                                      Geo g) {
+  extern __shared__ float smem[];
+  const int64_t D = g.D, ld = 3 * g.C, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kTile;
+  const int64_t ni = min(int64_t(kTile), g.T - i0);
+  float* q = smem;                 // [kTile][D], scaled
+  float* dO = q + kTile * D;       // [kTile][D]
+  float* k = dO + kTile * D;       // [kTile][D + 1]
+  float* v = k + kTile * (D + 1);  // [kTile][D + 1]
+  float* dq = v + kTile * (D + 1);  // [kTile][D]
+  float* pw = dq + kTile * D;      // [kWarps][32]: each warp's dS row
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31;
+  pw += warp * 32;
+  const T* head = qkv + b * g.T * ld + h * D;
+  load_tile(head, ld, i0, g.T, D, g.scale, q, D);
+  load_tile(dout + b * g.T * g.C + h * D, g.C, i0, g.T, D, 1.f, dO, D);
+  for (int64_t e = threadIdx.x; e < kTile * D; e += blockDim.x) dq[e] = 0.f;
+  float lse_r[kRowsPerWarp], d_r[kRowsPerWarp];
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t il = warp * kRowsPerWarp + r, at = (b * g.H + h) * g.T + i0 + il;
+    lse_r[r] = il < ni ? lse[at] : -INFINITY;
+    d_r[r] = il < ni ? dsum[at] : 0.f;
+  }
+  const int64_t end = g.causal ? i0 + ni : g.T;
+  for (int64_t j0 = 0; j0 < end; j0 += kTile) {
+    __syncthreads();
+    load_tile(head + g.C, ld, j0, g.T, D, 1.f, k, D + 1);
+    load_tile(head + 2 * g.C, ld, j0, g.T, D, 1.f, v, D + 1);
+    __syncthreads();
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int64_t il = warp * kRowsPerWarp + r, i = i0 + il;
+      if (il >= ni || lse_r[r] == -INFINITY) continue;  // padding, or a query that sees no key
+      float ds = 0.f;
+      if (visible(g, b, i, j0 + lane)) {
+        const float p = exp_approx(dot(q + il * D, k + lane * (D + 1), D) - lse_r[r]);
+        ds = p * (dot(dO + il * D, v + lane * (D + 1), D) - d_r[r]);
+      }
+      pw[lane] = ds;
+      __syncwarp();
+      for (int64_t c = lane; c < D; c += 32) {
+        float a = dq[il * D + c];
+        for (int jj = 0; jj < kTile; ++jj) a += pw[jj] * k[jj * (D + 1) + c];
+        dq[il * D + c] = a;
+      }
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < ni * D; e += blockDim.x) {
+    const int64_t il = e / D, c = e % D;
+    dqkv[(b * g.T + i0 + il) * ld + h * D + c] = from_f<T>(dq[e] * g.scale);
+  }
+}
+
+// dK, dV: block (key tile, head, batch) over every query tile that sees it; dV = P^T dO and
+// dK = dS^T Q (q scaled, so this is scale * dS^T Q).
+template <typename T>
+__global__ void attention_backward_dkv(const T* qkv, const T* dout, const float* lse, const float* dsum, T* dqkv,
+                                       Geo g) {
+  extern __shared__ float smem[];
+  const int64_t D = g.D, ld = 3 * g.C, b = blockIdx.z, h = blockIdx.y, j0 = int64_t(blockIdx.x) * kTile;
+  const int64_t nj = min(int64_t(kTile), g.T - j0);
+  float* k = smem;                  // [kTile][D]
+  float* v = k + kTile * D;         // [kTile][D]
+  float* q = v + kTile * D;         // [kTile][D + 1], scaled
+  float* dO = q + kTile * (D + 1);  // [kTile][D + 1]
+  float* dk = dO + kTile * (D + 1);  // [kTile][D]
+  float* dv = dk + kTile * D;       // [kTile][D]
+  float* lse_t = dv + kTile * D;    // [kTile]
+  float* d_t = lse_t + kTile;       // [kTile]
+  float* pw = d_t + kTile;          // [kWarps][2][32]: each warp's P and dS columns
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31;
+  pw += warp * 64;
+  float* dsw = pw + 32;
+  const T* head = qkv + b * g.T * ld + h * D;
+  load_tile(head + g.C, ld, j0, g.T, D, 1.f, k, D);
+  load_tile(head + 2 * g.C, ld, j0, g.T, D, 1.f, v, D);
+  for (int64_t e = threadIdx.x; e < kTile * D; e += blockDim.x) dk[e] = dv[e] = 0.f;
+  for (int64_t i0 = g.causal ? j0 : 0; i0 < g.T; i0 += kTile) {
+    __syncthreads();
+    load_tile(head, ld, i0, g.T, D, g.scale, q, D + 1);
+    load_tile(dout + b * g.T * g.C + h * D, g.C, i0, g.T, D, 1.f, dO, D + 1);
+    for (int64_t e = threadIdx.x; e < kTile; e += blockDim.x) {
+      const bool in = i0 + e < g.T;
+      lse_t[e] = in ? lse[(b * g.H + h) * g.T + i0 + e] : -INFINITY;
+      d_t[e] = in ? dsum[(b * g.H + h) * g.T + i0 + e] : 0.f;
+    }
+    __syncthreads();
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int64_t jl = warp * kRowsPerWarp + r, j = j0 + jl, i = i0 + lane;
+      if (jl >= nj) continue;
+      float p = 0.f, ds = 0.f;
+      if (i < g.T && lse_t[lane] != -INFINITY && visible(g, b, i, j)) {
+        p = exp_approx(dot(q + lane * (D + 1), k + jl * D, D) - lse_t[lane]);
+        ds = p * (dot(dO + lane * (D + 1), v + jl * D, D) - d_t[lane]);
+      }
+      pw[lane] = p;
+      dsw[lane] = ds;
+      __syncwarp();
+      for (int64_t c = lane; c < D; c += 32) {
+        float a = dv[jl * D + c], e = dk[jl * D + c];
+        for (int ii = 0; ii < kTile; ++ii) {
+          a += pw[ii] * dO[ii * (D + 1) + c];
+          e += dsw[ii] * q[ii * (D + 1) + c];
+        }
+        dv[jl * D + c] = a;
+        dk[jl * D + c] = e;
+      }
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < nj * D; e += blockDim.x) {
+    const int64_t jl = e / D, c = e % D;
+    T* row = dqkv + (b * g.T + j0 + jl) * ld + h * D + c;
+    row[g.C] = from_f<T>(dk[e]);
+    row[2 * g.C] = from_f<T>(dv[e]);
+  }
+}
+
+Geo geometry(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask) {
+  const int64_t C = qkv.size(2) / 3, D = C / n_head;
+  return Geo{qkv.size(0), qkv.size(1), C, n_head, D, 1.f / std::sqrt(float(D)), causal,
+             key_mask ? ptr<const int32_t>(*key_mask) : nullptr};
+}
+
+// Lets `kernel` use `bytes` of dynamic shared memory (over 48 KiB needs opting in); throws when
+// the head is too large for the device.
+template <typename K>
+void allow_shared(K kernel, size_t bytes, const Geo& g, const Ctx& ctx) {
+  int most = 0;
+  ZT_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device().index));
+  ZT_CHECK(bytes <= size_t(most), "[attention] head size ", g.D, " needs ", bytes,
+           " bytes of shared memory per block on cuda, more than the device's ", most);
+  if (bytes > 48 * 1024)
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+}  // namespace
+
+void attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out, Tensor& lse) {
+  Ctx ctx(qkv);
+  const Geo g = geometry(qkv, n_head, causal, key_mask);
+  const dim3 grid(unsigned((g.T + kTile - 1) / kTile), unsigned(g.H), unsigned(g.B));
+  const size_t bytes = size_t(kTile * (4 * g.D + 1) + kWarps * 32) * sizeof(float);
+  dispatch_float(qkv.dtype(), "attention", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    allow_shared(attention_forward<T>, bytes, g, ctx);
+    attention_forward<T><<<grid, kAttnThreads, bytes, ctx.stream>>>(ptr<const T>(qkv), ptr<T>(out), ptr<float>(lse),
+                                                                     g);
+  });
+  check_launch("attention");
+}
+
+// Two kernels with no atomics: dQ per query tile and dK/dV per key tile, each recomputing S and
+// dP (as the CPU's schedule for few heads), so results do not depend on timing.
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, int64_t n_head,
+                        bool causal, const Tensor* key_mask, Tensor& dqkv) {
+  Ctx ctx(qkv);
+  const Geo g = geometry(qkv, n_head, causal, key_mask);
+  // Freed after enqueueing: the stream orders any reuse of this memory after these kernels.
+  Tensor dsum = workspace({g.B, g.H, g.T}, DType::f32, qkv.device());
+  const dim3 grid(unsigned((g.T + kTile - 1) / kTile), unsigned(g.H), unsigned(g.B));
+  const size_t dq_bytes = size_t(kTile * (5 * g.D + 2) + kWarps * 32) * sizeof(float);
+  const size_t dkv_bytes = size_t(kTile * (6 * g.D + 4) + kWarps * 64) * sizeof(float);
+  dispatch_float(qkv.dtype(), "attention_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t warps = g.B * g.T * g.H;
+    attention_rowsums<T><<<unsigned((warps * 32 + kThreads - 1) / kThreads), kThreads, 0, ctx.stream>>>(
+        ptr<const T>(dout), ptr<const T>(out), ptr<float>(dsum), g);
+    check_launch("attention_backward");
+    allow_shared(attention_backward_dq<T>, dq_bytes, g, ctx);
+    attention_backward_dq<T><<<grid, kAttnThreads, dq_bytes, ctx.stream>>>(
+        ptr<const T>(qkv), ptr<const T>(dout), ptr<const float>(lse), ptr<const float>(dsum), ptr<T>(dqkv), g);
+    check_launch("attention_backward");
+    allow_shared(attention_backward_dkv<T>, dkv_bytes, g, ctx);
+    attention_backward_dkv<T><<<grid, kAttnThreads, dkv_bytes, ctx.stream>>>(
+        ptr<const T>(qkv), ptr<const T>(dout), ptr<const float>(lse), ptr<const float>(dsum), ptr<T>(dqkv), g);
+  });
+  check_launch("attention_backward");
+}
+
+}  // namespace zt::ops::cuda

@@ -1,0 +1,139 @@
+// CUDA softmax family over the last dimension and the fused cross-entropy rows: one block per
+// row, f32 math with the CPU's exp (max-subtracted), whatever the storage dtypes.
+#include "common.cuh"
+
+namespace zt::ops::cuda {
+
+namespace {
+
+template <typename T>
+__device__ float row_max(const T* x, int64_t c, float* shm) {
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) m = fmaxf(m, to_f(x[i]));
+  return block_reduce(m, MaxOp{}, -INFINITY, shm);
+}
+
+template <typename T>
+__device__ float row_sum_exp(const T* x, int64_t c, float m, float* shm) {
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) s += exp_approx(to_f(x[i]) - m);
+  return block_reduce(s, SumOp{}, 0.f, shm);
+}
+
+// log: y = x - (m + log(sum)); else y = exp(x - m) / sum (as a multiply by its inverse).
+template <typename T, typename U>
+__global__ void softmax_rows(const T* px, U* po, int64_t c, bool log) {
+  __shared__ float shm[32];
+  const T* x = px + int64_t(blockIdx.x) * c;
+  U* y = po + int64_t(blockIdx.x) * c;
+  const float m = row_max(x, c, shm);
+  const float s = row_sum_exp(x, c, m, shm);
+  if (log) {
+    const float lse = m + logf(s);
+    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) y[i] = from_f<U>(to_f(x[i]) - lse);
+  } else {
+    const float inv = 1.f / s;
+    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) y[i] = from_f<U>(exp_approx(to_f(x[i]) - m) * inv);
+  }
+}
+
+// softmax: dx = y * (dy - sum(dy*y)); log_softmax: dx = dy - exp(y) * sum(dy).
+template <typename T>
+__global__ void softmax_backward_rows(const T* pd, const T* py, T* po, int64_t c, bool log) {
+  __shared__ float shm[32];
+  const int64_t base = int64_t(blockIdx.x) * c;
+  const T* d = pd + base;
+  const T* y = py + base;
+  T* o = po + base;
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) s += log ? to_f(d[i]) : to_f(d[i]) * to_f(y[i]);
+  s = block_reduce(s, SumOp{}, 0.f, shm);
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
+    const float dv = to_f(d[i]), yv = to_f(y[i]);
+    o[i] = from_f<T>(log ? dv - exp_approx(yv) * s : yv * (dv - s));
+  }
+}
+
+// Note [fused cross-entropy] (CPU softmax.cpp): lse per row, nll = lse - x[target] (0 if ignored).
+template <typename T>
+__global__ void cross_entropy_rows_kernel(const T* px, const int32_t* targets, int64_t ignore_index, int64_t c,
+                                          float* lse, float* nll) {
+  __shared__ float shm[32];
+  const int64_t r = blockIdx.x;
+  const T* x = px + r * c;
+  const float m = row_max(x, c, shm);
+  const float s = row_sum_exp(x, c, m, shm);
+  if (threadIdx.x == 0) {
+    const float l = m + logf(s);
+    const int32_t t = targets[r];
+    lse[r] = l;
+    nll[r] = t == ignore_index || t < 0 || t >= c ? 0.f : -(to_f(x[t]) - l);
+  }
+}
+
+// dlogits = k * exp(x - lse) - k * onehot(target); zero rows where ignored (or k == 0).
+template <typename T>
+__global__ void cross_entropy_backward_kernel(const T* px, const float* lse, const int32_t* targets,
+                                              int64_t ignore_index, float k, int64_t n, int64_t c, T* po) {
+  for (int64_t e = global_index(); e < n * c; e += grid_stride()) {
+    const int64_t r = e / c, j = e % c;
+    const int32_t t = targets[r];
+    float o = 0.f;
+    if (t != ignore_index && k != 0.f) {
+      o = k * exp_approx(to_f(px[e]) - lse[r]);
+      if (j == t) o -= k;
+    }
+    po[e] = from_f<T>(o);
+  }
+}
+
+}  // namespace
+
+void softmax(const Tensor& x, bool log, Tensor& out) {
+  Ctx ctx(x);
+  const int64_t c = x.size(-1), rows = x.numel() / c;
+  dispatch_float(x.dtype(), "softmax", [&](auto xt) {
+    using T = typename decltype(xt)::type;
+    dispatch_float(out.dtype(), "softmax", [&](auto ot) {
+      using U = typename decltype(ot)::type;
+      softmax_rows<T, U><<<unsigned(rows), row_threads(c), 0, ctx.stream>>>(ptr<const T>(x), ptr<U>(out), c, log);
+    });
+  });
+  check_launch("softmax");
+}
+
+void softmax_backward(const Tensor& dy, const Tensor& y, bool log, Tensor& out) {
+  Ctx ctx(y);
+  const int64_t c = y.size(-1), rows = y.numel() / c;
+  dispatch_float(y.dtype(), "softmax_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    softmax_backward_rows<T><<<unsigned(rows), row_threads(c), 0, ctx.stream>>>(ptr<const T>(dy), ptr<const T>(y),
+                                                                                 ptr<T>(out), c, log);
+  });
+  check_launch("softmax_backward");
+}
+
+void cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& lse, Tensor& nll) {
+  Ctx ctx(logits);
+  const int64_t n = logits.size(0), c = logits.size(1);
+  dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cross_entropy_rows_kernel<T><<<unsigned(n), row_threads(c), 0, ctx.stream>>>(
+        ptr<const T>(logits), ptr<const int32_t>(targets), ignore_index, c, ptr<float>(lse), ptr<float>(nll));
+  });
+  check_launch("cross_entropy");
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t ignore_index,
+                            float k, Tensor& out) {
+  Ctx ctx(logits);
+  const int64_t n = logits.size(0), c = logits.size(1);
+  dispatch_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cross_entropy_backward_kernel<T><<<blocks_for(n * c), kThreads, 0, ctx.stream>>>(
+        ptr<const T>(logits), ptr<const float>(lse), ptr<const int32_t>(targets), ignore_index, k, n, c, ptr<T>(out));
+  });
+  check_launch("cross_entropy_backward");
+}
+
+}  // namespace zt::ops::cuda

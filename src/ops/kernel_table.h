@@ -1,0 +1,108 @@
+#pragma once
+// Note [kernel table]: as ggml's backends, each device type has one table of kernels (function
+// pointers), filled by its backend's files: cpu/table.cpp always, cuda/table.cpp when CUDA is
+// compiled in, else no_cuda_table.cpp, whose lookup says "CUDA is not available in this build".
+// A contract (src/ops/*.cpp) validates, allocates its outputs on the inputs' device and calls
+// the kernel of that device's table; a kernel a backend lacks is a null entry, which
+// ops::supports() reports and the contract turns into one clear error (no silent fallback).
+// Kernels receive validated, contiguous (matmul: possibly transposed) inputs and allocated
+// outputs, all on the table's device, and only compute.
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kernel_types.h"
+#include "zt/core/tensor.h"
+#include "zt/ops/update.h"
+
+namespace zt::ops::detail {
+
+// X(name, signature): one entry per kernel; the names are what ops::supports() takes.
+#define ZT_KERNELS(X)      \
+  ZT_KERNELS_BUT_UPDATES(X) \
+  X(adam_update, void(const AdamStep& s, const DeviceUpdate& u)) \
+  X(sgd_update, void(const SgdStep& s, const DeviceUpdate& u))
+#define ZT_KERNELS_BUT_UPDATES(X)                                                                                     \
+  X(matmul, void(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor* bias, Tensor& out))    \
+  X(binary, void(kern::Binary op, const Tensor& a, const Tensor& b, Tensor& out))                                   \
+  X(unary, void(kern::Unary op, float s, const Tensor& x, Tensor& out))                                              \
+  X(unary_backward, void(kern::Unary op, const Tensor& dy, const Tensor& x, Tensor& out))                           \
+  X(sum_to, void(const Tensor& g, Tensor& out))                                                                      \
+  X(gelu_bias_backward, void(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& db))                             \
+  X(sum_all, double(const Tensor& x))                                                                                \
+  X(sum_dim, void(const Tensor& x, int64_t outer, int64_t r, int64_t inner, float factor, Tensor& out))             \
+  X(expand_reduced, void(const Tensor& dy, int64_t outer, int64_t r, int64_t inner, float factor, Tensor& out))     \
+  X(argmax, void(const Tensor& x, Tensor& out))                                                                      \
+  X(softmax, void(const Tensor& x, bool log, Tensor& out))                                                           \
+  X(softmax_backward, void(const Tensor& dy, const Tensor& y, bool log, Tensor& out))                                \
+  X(cross_entropy_rows,                                                                                              \
+    void(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& lse, Tensor& nll))              \
+  X(cross_entropy_backward, void(const Tensor& logits, const Tensor& lse, const Tensor& targets,                    \
+                                 int64_t ignore_index, float k, Tensor& out))                                        \
+  X(embedding, void(const Tensor& weight, const Tensor& ids, Tensor& out))                                           \
+  X(embedding_backward, void(const Tensor& dy, const Tensor& ids, Tensor& out))                                      \
+  X(touched_rows, std::vector<int32_t>(const Tensor& ids, int64_t num_rows))                                         \
+  X(layer_norm, void(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,   \
+                     Tensor& rstd))                                                                                  \
+  X(layer_norm_backward, void(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,           \
+                              const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta))                        \
+  X(dropout, void(const Tensor& x, float p, uint64_t seed, Tensor& out))                                             \
+  X(attention, void(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out,            \
+                    Tensor& lse))                                                                                    \
+  X(attention_backward, void(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,           \
+                             int64_t n_head, bool causal, const Tensor* key_mask, Tensor& dqkv))                     \
+  X(cast, void(const Tensor& src, Tensor& dst))                                                                      \
+  X(scale_, void(Tensor& x, float s))                                                                                \
+  X(axpy_, void(Tensor& dst, float alpha, const Tensor& src))                                                        \
+  X(sum_of_squares, double(const Tensor& x))                                                                         \
+  X(has_nonfinite, bool(const Tensor& x))                                                                            \
+  X(conv2d, void(const Tensor& x, const Tensor& w, const Tensor* b, const kern::ConvGeometry& g, Tensor& y))         \
+  X(conv2d_backward_data, void(const Tensor& dy, const Tensor& w, const kern::ConvGeometry& g, Tensor& dx))          \
+  X(conv2d_backward_weights,                                                                                         \
+    void(const Tensor& dy, const Tensor& x, const kern::ConvGeometry& g, Tensor& dw, Tensor* db))                   \
+  X(max_pool2d, void(const Tensor& x, int64_t k, int64_t s, Tensor& y, Tensor& argmax))                              \
+  X(max_pool2d_backward, void(const Tensor& dy, const Tensor& argmax, Tensor& dx))
+
+struct KernelTable {
+  const char* backend;  // "cpu", "cuda"
+#define ZT_KERNEL_FIELD(name, sig) std::add_pointer_t<sig> name = nullptr;
+  ZT_KERNELS(ZT_KERNEL_FIELD)
+#undef ZT_KERNEL_FIELD
+};
+
+const KernelTable& cpu_table();
+// The CUDA table, or nullptr in a build without CUDA (no_cuda_table.cpp).
+const KernelTable* cuda_table();
+
+// The table of `d`'s backend; throws ErrorKind::invalid_argument "[op] CUDA is not available in
+// this build" (or "device cuda:1 is not available") naming the op that asked.
+const KernelTable& table_for(Device d, const char* op);
+
+[[noreturn]] void throw_unsupported(const KernelTable& t, Device d, const char* kernel, const char* op);
+
+// Every tensor argument of a kernel call must be on the call's device ("[op] tensors are on
+// different devices: cuda:0 and cpu"); other arguments pass.
+void check_on(Device d, const Tensor& t, const char* op);
+inline void check_arg(Device d, const char* op, const Tensor& t) { check_on(d, t, op); }
+inline void check_arg(Device d, const char* op, const Tensor* t) {
+  if (t != nullptr) check_on(d, *t, op);
+}
+template <typename T>
+void check_arg(Device, const char*, const T&) {}
+
+// Runs the kernel `Field` of d's table on args (after checking that every tensor is on d), or
+// throws one clear error when that backend lacks it.
+template <auto Field, typename... Args>
+decltype(auto) run(Device d, const char* kernel_name, const char* op, Args&&... args) {
+  const KernelTable& t = table_for(d, op);
+  auto f = t.*Field;
+  if (f == nullptr) throw_unsupported(t, d, kernel_name, op);
+  (check_arg(d, op, args), ...);
+  return f(std::forward<Args>(args)...);
+}
+// ZT_RUN(kernel, op name, device, kernel arguments...)
+#define ZT_RUN(name, op, device, ...) \
+  ::zt::ops::detail::run<&::zt::ops::detail::KernelTable::name>(device, #name, op, __VA_ARGS__)
+
+}  // namespace zt::ops::detail
