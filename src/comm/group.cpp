@@ -117,7 +117,8 @@ namespace {
 // A Work that runs `then` once, on this thread, when `inner` completes.
 class ThenWork : public Work {
  public:
-  ThenWork(WorkPtr inner, std::function<void()> then) : Work(inner->seq()), inner_(std::move(inner)), then_(std::move(then)) {}
+  ThenWork(WorkPtr inner, std::function<void()> then)
+      : Work(inner->seq()), inner_(std::move(inner)), then_(std::move(then)) {}
   void wait() override {
     inner_->wait();
     run();

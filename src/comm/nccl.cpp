@@ -134,8 +134,8 @@ struct Comm {
   }
 
   void check_alive(const std::string& where) const {
-    ZT_CHECK_AS(ErrorKind::comm, c != nullptr, "[comm] ", where, ": the nccl communicator was aborted earlier: ",
-                aborted);
+    ZT_CHECK_AS(ErrorKind::comm, c != nullptr, "[comm] ", where,
+                ": the nccl communicator was aborted earlier: ", aborted);
   }
 
   // The communicator's state: ncclSuccess, or ncclInProgress while a non-blocking call is still
@@ -257,9 +257,7 @@ ncclDataType_t nccl_dtype(DType d) {
 }
 
 // avg is NCCL's own (floating types only, checked before): it scales by 1/size while reducing.
-ncclRedOp_t nccl_op(ReduceOp op) {
-  return op == ReduceOp::max ? ncclMax : op == ReduceOp::avg ? ncclAvg : ncclSum;
-}
+ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::max ? ncclMax : op == ReduceOp::avg ? ncclAvg : ncclSum; }
 
 // Every host holding the same number of consecutive ranks: that number, else 1 (Group::local_size).
 int ranks_per_host(const std::vector<std::string>& hosts) {
@@ -309,8 +307,8 @@ class NcclGroup : public Group {
       }
     }
     auto split_timeout = [this] {
-      return "[comm] split timed out after " + secs(timeout()) + " s on rank " + std::to_string(rank_) +
-             " of " + std::to_string(size_) + ": " + aborted_why();
+      return "[comm] split timed out after " + secs(timeout()) + " s on rank " + std::to_string(rank_) + " of " +
+             std::to_string(size_) + ": " + aborted_why();
     };
     comm_->settle(timeout(), "split", split_timeout);
     const ncclComm_t child = *slot;
@@ -396,13 +394,15 @@ class NcclGroup : public Group {
     const size_t k = size_t(in.numel()) / size_t(size_), chunk = k * dtype_size(in.dtype());
     const ncclDataType_t dt = nccl_dtype(in.dtype());
     return launch(c, {in, out}, [&](ncclComm_t comm, cudaStream_t s) {
+      // Inside a group NCCL reports in-progress only at its end; accept it anyway, so no peer is skipped.
+      auto ok = [](ncclResult_t x) { return x == ncclSuccess || x == ncclInProgress; };
       ncclResult_t r = ncclGroupStart();
-      for (int peer = 0; peer < size_ && r == ncclSuccess; ++peer) {
+      for (int peer = 0; peer < size_ && ok(r); ++peer) {
         r = ncclSend(static_cast<const char*>(in.raw_data()) + peer * chunk, k, dt, peer, comm, s);
-        if (r == ncclSuccess) r = ncclRecv(static_cast<char*>(out.raw_data()) + peer * chunk, k, dt, peer, comm, s);
+        if (ok(r)) r = ncclRecv(static_cast<char*>(out.raw_data()) + peer * chunk, k, dt, peer, comm, s);
       }
       const ncclResult_t end = ncclGroupEnd();
-      return r == ncclSuccess ? end : r;
+      return ok(r) ? end : r;
     });
   }
 
@@ -451,8 +451,7 @@ class NcclGroup : public Group {
     e = cudaEventRecord(done, comm_->stream);
     if (e != cudaSuccess) cudaEventDestroy(done);
     check_cuda(e, "cudaEventRecord", comm_->device, where);
-    return std::make_shared<NcclWork>(comm_, done, c.coll, c.seq, rank_, size_, c.timeout_s, c.label,
-                                      std::move(keep));
+    return std::make_shared<NcclWork>(comm_, done, c.coll, c.seq, rank_, size_, c.timeout_s, c.label, std::move(keep));
   }
 
   // Every rank's `v`, in rank order: an all_gather outside the numbered collectives and stats.

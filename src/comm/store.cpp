@@ -28,8 +28,8 @@ FileStore::FileStore(std::string dir) : dir_(std::move(dir)) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);  // every rank may race to create it: fine
   std::error_code ec_dir;
-  ZT_CHECK_AS(ErrorKind::comm, std::filesystem::is_directory(dir_, ec_dir), "[comm] store: cannot create folder ",
-              dir_, ec ? ": " + ec.message() : std::string(" (something else has that name)"));
+  ZT_CHECK_AS(ErrorKind::comm, std::filesystem::is_directory(dir_, ec_dir), "[comm] store: cannot create folder ", dir_,
+              ec ? ": " + ec.message() : std::string(" (something else has that name)"));
 }
 
 // Atomic (a unique temporary, then rename), so a reader sees the whole value or no file.
@@ -100,8 +100,8 @@ class GroupStore : public Store {
     ZT_CHECK_AS(ErrorKind::comm, highest >= 0, "[comm] store: no rank set key '", key,
                 "' (with a group store one rank sets each key while the others get it)");
     const int lowest = -h[1];
-    ZT_CHECK_AS(ErrorKind::comm, lowest == highest, "[comm] store: ranks ", lowest, " and ", highest,
-                " both set key '", key, "' (with a group store one rank sets each key)");
+    ZT_CHECK_AS(ErrorKind::comm, lowest == highest, "[comm] store: ranks ", lowest, " and ", highest, " both set key '",
+                key, "' (with a group store one rank sets each key)");
     if (value) {
       if (g_->size() > 1 && !value->empty()) broadcast(*value, me, label, timeout_s);
       return *value;

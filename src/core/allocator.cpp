@@ -103,6 +103,10 @@ std::shared_ptr<Storage> CachingAllocator::allocate(size_t bytes, MemTag tag) {
                     "); try a higher zero_optimization.stage, offload, or a smaller micro-batch");
       }
       p = sys_.alloc(cls);
+      if (!p && stats_.cached > 0) {  // blocks of other sizes may hold what the system lacks (a GPU)
+        release_cached_locked();
+        p = sys_.alloc(cls);
+      }
       ZT_CHECK_AS(ErrorKind::out_of_memory, p, "[memory] the system refused ", format_bytes(cls), " of ", name_,
                   " memory for '", mem_tag_name(tag), "'");
       ++stats_.system_allocs;

@@ -7,7 +7,7 @@
 
 namespace zt::detail {
 
-int cuda_device_count();                // 0 without CUDA or without a GPU
+int cuda_device_count();  // 0 without CUDA or without a GPU
 bool cuda_available(int index);
 Allocator& cuda_allocator(int index);  // throws when the device is not available
 Allocator& pinned_host_allocator();    // cudaHostAlloc with CUDA, ordinary host memory without

@@ -147,9 +147,9 @@ Allocator& cuda_allocator(int index) {
 // Without a visible GPU (a CUDA build on a CPU-only machine) cudaHostAlloc cannot work, so pinned
 // memory is ordinary host memory, as in no_cuda.cpp: offload still runs and is measured the same.
 Allocator& pinned_host_allocator() {
-  static Allocator* a = new CachingAllocator(Device::cpu(), "pinned host",
-                                             cuda_device_count() > 0 ? SystemMemory{&pinned_alloc, &pinned_free}
-                                                                     : host_system_memory());
+  static Allocator* a =
+      new CachingAllocator(Device::cpu(), "pinned host",
+                           cuda_device_count() > 0 ? SystemMemory{&pinned_alloc, &pinned_free} : host_system_memory());
   return *a;  // never destroyed: storages may outlive statics
 }
 

@@ -312,14 +312,31 @@ Tensor Tensor::to(Device d) const {
 
 namespace {
 
-// A host tensor with t's values: t itself on the host, else a copy of t's whole storage with t's
+// The elements [lo, hi) of its storage that a (non-empty) view touches: a staged copy moves only
+// these, so it neither crosses the bus with a whole flat buffer nor writes back the rest of it
+// (which another stream may be filling meanwhile).
+struct Span {
+  int64_t lo, hi;
+};
+Span span_of(const Tensor& t) {
+  Span s{t.offset(), t.offset() + 1};
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t reach = (t.size(d) - 1) * t.strides()[size_t(d)];
+    (reach < 0 ? s.lo : s.hi) += reach;
+  }
+  return s;
+}
+
+// A host tensor with t's values: t itself on the host, else a copy of the span t touches with t's
 // view over it (Note [device copies]).
 Tensor on_host(const Tensor& t) {
   if (t.device().is_cpu()) return t;
-  const Storage& st = *t.storage();
-  auto host = Allocator::global().allocate(st.bytes(), st.tag());
-  detail::cuda_copy(host->data(), Device::cpu(), st.data(), t.device(), st.bytes());
-  return Tensor(make_impl(host, t.offset(), t.shape(), t.strides(), t.dtype(), Device::cpu()));
+  const Span s = span_of(t);
+  const size_t es = dtype_size(t.dtype());
+  auto host = Allocator::global().allocate(size_t(s.hi - s.lo) * es, t.storage()->tag());
+  detail::cuda_copy(host->data(), Device::cpu(), static_cast<const char*>(t.storage()->data()) + s.lo * es, t.device(),
+                    host->bytes());
+  return Tensor(make_impl(host, t.offset() - s.lo, t.shape(), t.strides(), t.dtype(), Device::cpu()));
 }
 
 // Both on the host: converts dtypes and follows strides.
@@ -356,8 +373,9 @@ void Tensor::copy_(const Tensor& src) {
   if (device().is_cpu()) return host_copy(*this, src_host);
   Tensor dst_host = on_host(*this);
   host_copy(dst_host, src_host);
-  const Storage& st = *storage();
-  detail::cuda_copy(st.data(), device(), dst_host.storage()->data(), Device::cpu(), st.bytes());
+  const int64_t lo = span_of(*this).lo;
+  detail::cuda_copy(static_cast<char*>(storage()->data()) + lo * int64_t(dtype_size(dtype())), device(),
+                    dst_host.storage()->data(), Device::cpu(), dst_host.storage()->bytes());
 }
 
 void Tensor::fill_(float value) {

@@ -107,8 +107,9 @@ class BertEmbeddings : public Module {
     const int64_t B = in[0].size(0), T = in[0].size(1);
     if (!positions_.defined() || positions_.numel() != T || positions_.device() != in[0].device())
       positions_ = position_ids(T, in[0].device());
-    Tensor types =
-        in.size() > 1 && in[1].defined() ? in[1] : Tensor::from_ints(std::vector<int32_t>(size_t(B * T), 0), {B, T}, in[0].device());
+    Tensor types = in.size() > 1 && in[1].defined()
+                       ? in[1]
+                       : Tensor::from_ints(std::vector<int32_t>(size_t(B * T), 0), {B, T}, in[0].device());
     Tensor x = ag::add(ag::add((*word)(in[0]), (*position)(positions_)), (*type)(types));
     return (*drop)((*norm)(x));
   }

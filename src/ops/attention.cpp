@@ -6,7 +6,6 @@
 
 namespace zt::ops {
 
-
 namespace {
 
 struct Dims {
@@ -65,7 +64,8 @@ Tensor attention_backward(const Tensor& dout_in, const Tensor& qkv_in, const Att
   Tensor out = saved.out.contiguous(), lse = saved.lse.contiguous();
   Tensor dqkv = Tensor::empty(qkv.shape(), qkv.dtype(), qkv.device());
   if (dqkv.numel() == 0) return dqkv;
-  ZT_RUN(attention_backward, __func__, qkv.device(), dout, qkv, out, lse, n_head, causal, mask.defined() ? &mask : nullptr, dqkv);
+  ZT_RUN(attention_backward, __func__, qkv.device(), dout, qkv, out, lse, n_head, causal,
+         mask.defined() ? &mask : nullptr, dqkv);
   return dqkv;
 }
 

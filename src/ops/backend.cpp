@@ -17,8 +17,7 @@ const KernelTable& table_for(Device d, const char* op) {
 }
 
 void check_on(Device d, const Tensor& t, const char* op) {
-  if (t.defined())
-    ZT_CHECK(t.device() == d, "[", op, "] tensors are on different devices: ", d, " and ", t.device());
+  if (t.defined()) ZT_CHECK(t.device() == d, "[", op, "] tensors are on different devices: ", d, " and ", t.device());
 }
 
 void throw_unsupported(const KernelTable& t, Device d, const char* kernel, const char* op) {

@@ -19,49 +19,48 @@
 namespace zt::ops::detail {
 
 // X(name, signature): one entry per kernel; the names are what ops::supports() takes.
-#define ZT_KERNELS(X)      \
-  ZT_KERNELS_BUT_UPDATES(X) \
+#define ZT_KERNELS(X)                                            \
+  ZT_KERNELS_BUT_UPDATES(X)                                      \
   X(adam_update, void(const AdamStep& s, const DeviceUpdate& u)) \
   X(sgd_update, void(const SgdStep& s, const DeviceUpdate& u))
-#define ZT_KERNELS_BUT_UPDATES(X)                                                                                     \
-  X(matmul, void(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor* bias, Tensor& out))    \
-  X(binary, void(kern::Binary op, const Tensor& a, const Tensor& b, Tensor& out))                                   \
-  X(unary, void(kern::Unary op, float s, const Tensor& x, Tensor& out))                                              \
-  X(unary_backward, void(kern::Unary op, const Tensor& dy, const Tensor& x, Tensor& out))                           \
-  X(sum_to, void(const Tensor& g, Tensor& out))                                                                      \
-  X(gelu_bias_backward, void(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& db))                             \
-  X(sum_all, double(const Tensor& x))                                                                                \
-  X(sum_dim, void(const Tensor& x, int64_t outer, int64_t r, int64_t inner, float factor, Tensor& out))             \
-  X(expand_reduced, void(const Tensor& dy, int64_t outer, int64_t r, int64_t inner, float factor, Tensor& out))     \
-  X(argmax, void(const Tensor& x, Tensor& out))                                                                      \
-  X(softmax, void(const Tensor& x, bool log, Tensor& out))                                                           \
-  X(softmax_backward, void(const Tensor& dy, const Tensor& y, bool log, Tensor& out))                                \
-  X(cross_entropy_rows,                                                                                              \
-    void(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& lse, Tensor& nll))              \
-  X(cross_entropy_backward, void(const Tensor& logits, const Tensor& lse, const Tensor& targets,                    \
-                                 int64_t ignore_index, float k, Tensor& out))                                        \
-  X(embedding, void(const Tensor& weight, const Tensor& ids, Tensor& out))                                           \
-  X(embedding_backward, void(const Tensor& dy, const Tensor& ids, Tensor& out))                                      \
-  X(touched_rows, std::vector<int32_t>(const Tensor& ids, int64_t num_rows))                                         \
-  X(layer_norm, void(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,   \
-                     Tensor& rstd))                                                                                  \
-  X(layer_norm_backward, void(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,           \
-                              const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta))                        \
-  X(dropout, void(const Tensor& x, float p, uint64_t seed, Tensor& out))                                             \
-  X(attention, void(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out,            \
-                    Tensor& lse))                                                                                    \
-  X(attention_backward, void(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,           \
-                             int64_t n_head, bool causal, const Tensor* key_mask, Tensor& dqkv))                     \
-  X(cast, void(const Tensor& src, Tensor& dst))                                                                      \
-  X(scale_, void(Tensor& x, float s))                                                                                \
-  X(axpy_, void(Tensor& dst, float alpha, const Tensor& src))                                                        \
-  X(sum_of_squares, double(const Tensor& x))                                                                         \
-  X(has_nonfinite, bool(const Tensor& x))                                                                            \
-  X(conv2d, void(const Tensor& x, const Tensor& w, const Tensor* b, const kern::ConvGeometry& g, Tensor& y))         \
-  X(conv2d_backward_data, void(const Tensor& dy, const Tensor& w, const kern::ConvGeometry& g, Tensor& dx))          \
-  X(conv2d_backward_weights,                                                                                         \
-    void(const Tensor& dy, const Tensor& x, const kern::ConvGeometry& g, Tensor& dw, Tensor* db))                   \
-  X(max_pool2d, void(const Tensor& x, int64_t k, int64_t s, Tensor& y, Tensor& argmax))                              \
+#define ZT_KERNELS_BUT_UPDATES(X)                                                                                      \
+  X(matmul, void(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor* bias, Tensor& out))       \
+  X(binary, void(kern::Binary op, const Tensor& a, const Tensor& b, Tensor& out))                                      \
+  X(unary, void(kern::Unary op, float s, const Tensor& x, Tensor& out))                                                \
+  X(unary_backward, void(kern::Unary op, const Tensor& dy, const Tensor& x, Tensor& out))                              \
+  X(sum_to, void(const Tensor& g, Tensor& out))                                                                        \
+  X(gelu_bias_backward, void(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& db))                               \
+  X(sum_all, double(const Tensor& x))                                                                                  \
+  X(sum_dim, void(const Tensor& x, int64_t outer, int64_t r, int64_t inner, float factor, Tensor& out))                \
+  X(expand_reduced, void(const Tensor& dy, int64_t outer, int64_t r, int64_t inner, float factor, Tensor& out))        \
+  X(argmax, void(const Tensor& x, Tensor& out))                                                                        \
+  X(softmax, void(const Tensor& x, bool log, Tensor& out))                                                             \
+  X(softmax_backward, void(const Tensor& dy, const Tensor& y, bool log, Tensor& out))                                  \
+  X(cross_entropy_rows,                                                                                                \
+    void(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& lse, Tensor& nll))                 \
+  X(cross_entropy_backward,                                                                                            \
+    void(const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t ignore_index, float k, Tensor& out))  \
+  X(embedding, void(const Tensor& weight, const Tensor& ids, Tensor& out))                                             \
+  X(embedding_backward, void(const Tensor& dy, const Tensor& ids, Tensor& out))                                        \
+  X(touched_rows, std::vector<int32_t>(const Tensor& ids, int64_t num_rows))                                           \
+  X(layer_norm,                                                                                                        \
+    void(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd))  \
+  X(layer_norm_backward, void(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,              \
+                              const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta))                          \
+  X(dropout, void(const Tensor& x, float p, uint64_t seed, Tensor& out))                                               \
+  X(attention, void(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out, Tensor& lse)) \
+  X(attention_backward, void(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,              \
+                             int64_t n_head, bool causal, const Tensor* key_mask, Tensor& dqkv))                       \
+  X(cast, void(const Tensor& src, Tensor& dst))                                                                        \
+  X(scale_, void(Tensor & x, float s))                                                                                 \
+  X(axpy_, void(Tensor & dst, float alpha, const Tensor& src))                                                         \
+  X(sum_of_squares, double(const Tensor& x))                                                                           \
+  X(has_nonfinite, bool(const Tensor& x))                                                                              \
+  X(conv2d, void(const Tensor& x, const Tensor& w, const Tensor* b, const kern::ConvGeometry& g, Tensor& y))           \
+  X(conv2d_backward_data, void(const Tensor& dy, const Tensor& w, const kern::ConvGeometry& g, Tensor& dx))            \
+  X(conv2d_backward_weights,                                                                                           \
+    void(const Tensor& dy, const Tensor& x, const kern::ConvGeometry& g, Tensor& dw, Tensor* db))                      \
+  X(max_pool2d, void(const Tensor& x, int64_t k, int64_t s, Tensor& y, Tensor& argmax))                                \
   X(max_pool2d_backward, void(const Tensor& dy, const Tensor& argmax, Tensor& dx))
 
 struct KernelTable {
@@ -88,6 +87,7 @@ inline void check_arg(Device d, const char* op, const Tensor& t) { check_on(d, t
 inline void check_arg(Device d, const char* op, const Tensor* t) {
   if (t != nullptr) check_on(d, *t, op);
 }
+inline void check_arg(Device d, const char* op, Tensor* t) { check_arg(d, op, static_cast<const Tensor*>(t)); }
 template <typename T>
 void check_arg(Device, const char*, const T&) {}
 

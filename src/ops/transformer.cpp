@@ -89,8 +89,8 @@ LayerNormResult layer_norm(const Tensor& x_in, const Tensor& gamma_in, const Ten
   ZT_CHECK(eps >= 0.f, "[layer_norm] eps must be >= 0, got ", eps);
   Tensor x = x_in.contiguous(), gamma = gamma_in.contiguous(), beta = beta_in.contiguous();
   const int64_t rows = rows_of(x);
-  LayerNormResult r{Tensor::empty(x.shape(), x.dtype(), x.device()),
-                    Tensor::empty({rows}, DType::f32, x.device()), Tensor::empty({rows}, DType::f32, x.device())};
+  LayerNormResult r{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor::empty({rows}, DType::f32, x.device()),
+                    Tensor::empty({rows}, DType::f32, x.device())};
   if (x.numel() == 0) {  // rows of no values: mean 0, rstd of the variance 0
     r.mean.fill_(0.f);
     r.rstd.fill_(rows ? 1.f / std::sqrt(eps) : 0.f);
@@ -115,7 +115,8 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
   Tensor dy = dy_in.contiguous(), x = x_in.contiguous(), gamma = gamma_in.contiguous();
   Tensor mean = saved.mean.contiguous(), rstd = saved.rstd.contiguous();
   LayerNormGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()),
-                   Tensor::empty(gamma.shape(), gamma.dtype(), x.device()), Tensor::empty(gamma.shape(), gamma.dtype(), x.device())};
+                   Tensor::empty(gamma.shape(), gamma.dtype(), x.device()),
+                   Tensor::empty(gamma.shape(), gamma.dtype(), x.device())};
   if (x.numel() == 0) {
     g.dgamma.zero_();
     g.dbeta.zero_();

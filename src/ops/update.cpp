@@ -1,7 +1,7 @@
 // Contracts of the device optimizer updates (Note [device updates] in zt/ops/update.h): every
 // tensor on one device, then that device's kernel. optim has checked shapes and dtypes.
-#include "contract.h"
 #include "zt/ops/update.h"
+#include "contract.h"
 
 namespace zt::ops {
 

@@ -111,8 +111,12 @@ struct FloatHyper {
 
 // Note [device updates]: a GPU's tensors go to its kernel table with the same per-step scalars.
 inline ops::DeviceUpdate device_update(const UpdateArgs& a) {
-  return {a.param, a.master, a.grad, a.states.size() > 0 ? a.states[0] : Tensor(),
-          a.states.size() > 1 ? a.states[1] : Tensor(), a.grad_scale};
+  return {a.param,
+          a.master,
+          a.grad,
+          a.states.size() > 0 ? a.states[0] : Tensor(),
+          a.states.size() > 1 ? a.states[1] : Tensor(),
+          a.grad_scale};
 }
 
 void update_adam(const FloatHyper& h, bool decoupled, const UpdateArgs& a);

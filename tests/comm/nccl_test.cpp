@@ -59,9 +59,9 @@ TEST_F(NcclOnGpu, SynchronizeOrdersTheComputeStreamWithoutWaitingOnTheHost) {
   GroupPtr g = make_group("nccl");
   Tensor buf = on_gpu(std::vector<float>(1 << 20, 1.f));
   WorkPtr w = g->all_reduce_async(buf, ReduceOp::sum);
-  w->synchronize();                  // the compute stream now runs after the collective
+  w->synchronize();  // the compute stream now runs after the collective
   Tensor twice = Tensor::zeros({1 << 20}, DType::f32, Device::cuda(0));
-  twice.copy_(buf);                  // queued behind it: sees the reduced values
+  twice.copy_(buf);  // queued behind it: sees the reduced values
   EXPECT_EQ(twice.to_vector()[12345], 1.f);
   EXPECT_TRUE(w->test());
 }

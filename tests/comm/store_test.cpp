@@ -67,8 +67,8 @@ TEST_F(FileStoreTest, AGetThatTimesOutThrowsACommErrorNamingTheKey) {
 
 TEST_F(FileStoreTest, BadKeysAreRejectedBeforeTouchingTheFolder) {
   FileStore store(dir_.string());
-  const std::vector<std::string> bad = {"", "a/b", "/abs", "..", "x..y", ".hidden", std::string(201, 'k'),
-                                       std::string("nul\0byte", 8)};
+  const std::vector<std::string> bad = {
+      "", "a/b", "/abs", "..", "x..y", ".hidden", std::string(201, 'k'), std::string("nul\0byte", 8)};
   for (const std::string& key : bad) {
     SCOPED_TRACE(key);
     const Error set_error = thrown_by([&] { store.set(key, "v"); });

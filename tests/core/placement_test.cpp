@@ -50,8 +50,8 @@ TEST(Placement, DeviceCopiesGoThroughTheDeviceHooks) {
   Tensor d = Tensor::view_of(fake_cuda().allocate(64, MemTag::param), 0, {4}, DType::f32);
   Tensor h = Tensor::zeros({4});
   for (auto fn : std::initializer_list<std::function<void()>>{
-           [&] { d.fill_(1.f); }, [&] { d.zero_(); }, [&] { d.to_vector(); }, [&] { h.copy_(d); },
-           [&] { d.copy_(h); }, [&] { d.to(Device::cpu()); }, [&] { h.to(Device::cuda(0)); }})
+           [&] { d.fill_(1.f); }, [&] { d.zero_(); }, [&] { d.to_vector(); }, [&] { h.copy_(d); }, [&] { d.copy_(h); },
+           [&] { d.to(Device::cpu()); }, [&] { h.to(Device::cuda(0)); }})
     expect_error(fn, ErrorKind::invalid_argument, {"device cuda:0 is not available"});
   EXPECT_NE(d.raw_data(), nullptr);  // a device kernel still gets its pointer
   EXPECT_TRUE(h.to(Device::cpu()).same(h));

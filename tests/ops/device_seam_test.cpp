@@ -57,17 +57,24 @@ TEST(DeviceSeam, InputsOnDifferentDevicesAreOneErrorNamingBoth) {
   EXPECT_EQ(error_of([&] { ops::add(a, b); }), "[add] tensors are on different devices: cpu and cuda:0");
   const Tensor w = Tensor::unallocated({4, 3}, DType::f32, Device::cuda(0));
   EXPECT_EQ(error_of([&] { ops::linear(a, w, nullptr); }), "[matmul] tensors are on different devices: cpu and cuda:0");
+  Tensor bias = Tensor::unallocated({3}, DType::f32, Device::cuda(0));  // a non-const pointer is checked too
+  EXPECT_EQ(error_of([&] { ops::linear(a, Tensor::full({3, 3}, 1.f), &bias); }),
+            "[matmul] tensors are on different devices: cpu and cuda:0");
 }
 
 TEST(DeviceSeam, AKernelABackendLacksIsOneErrorNamingKernelAndDevice) {
   const Tensor p = Tensor::full({8}, 1.f), g = Tensor::full({8}, 0.5f);
   const Tensor m = Tensor::zeros({8}), v = Tensor::zeros({8});
   ops::AdamStep s{};
-  EXPECT_EQ(error_of([&] { ops::adam_update(s, {p, Tensor(), g, m, v, 1.f}); }),
+  EXPECT_EQ(error_of([&] {
+              ops::adam_update(s, {p, Tensor(), g, m, v, 1.f});
+            }),
             "[adam_update] the cpu backend has no adam_update kernel (device cpu; "
             "ops::supports(\"adam_update\", cpu) is false)");
   const Tensor g_gpu = Tensor::unallocated({8}, DType::f32, Device::cuda(0));
-  EXPECT_EQ(error_of([&] { ops::sgd_update(ops::SgdStep{}, {p, Tensor(), g_gpu, Tensor(), Tensor(), 1.f}); }),
+  EXPECT_EQ(error_of([&] {
+              ops::sgd_update(ops::SgdStep{}, {p, Tensor(), g_gpu, Tensor(), Tensor(), 1.f});
+            }),
             "[sgd_update] tensors are on different devices: cpu and cuda:0");
 }
 

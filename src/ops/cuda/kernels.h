@@ -64,6 +64,8 @@ double sum_of_squares(const Tensor& x);
 bool has_nonfinite(const Tensor& x);
 
 // ---- convolutions (conv.cu, cuDNN) and max pooling ----
+// Known deviation: a 16-bit conv2d with a bias rounds twice (cuDNN's output, then the bias add)
+// where oneDNN rounds once: up to one ulp apart, within the op table's bf16/f16 tolerances.
 void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, const ConvGeometry& g, Tensor& y);
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, const ConvGeometry& g, Tensor& dx);
 void conv2d_backward_weights(const Tensor& dy, const Tensor& x, const ConvGeometry& g, Tensor& dw, Tensor* db);

@@ -259,8 +259,11 @@ bool product(const Mat& a, const Mat& b, const Tensor* bias, Tensor& out, cudaSt
   p.pa = b.t.raw_data();
   p.pb = a.t.raw_data();
   p.pd = out.raw_data();
-  p.bias = bias && alignment(bias->raw_data(), 0) >= 16 ? bias->raw_data() : nullptr;
-  if (run(p, stream)) return true;
+  // The epilogue takes a 16-byte aligned bias; another (a view at any offset of a flat buffer)
+  // is added by add_bias below, never dropped.
+  const bool fuse = bias && alignment(bias->raw_data(), 0) >= 16;
+  p.bias = fuse ? bias->raw_data() : nullptr;
+  if ((fuse || !bias) && run(p, stream)) return true;
   p.bias = nullptr;
   Tensor d32 = out.dtype() == DType::f32 || !bias ? out : workspace(out.shape(), DType::f32, out.device());
   p.out = lt_type(d32.dtype());

@@ -190,8 +190,8 @@ void agree_on_error(Group& g, const std::string& error, const std::string& label
 // up over MPI, Note [shm backend] in shm.cpp; across nodes shm inside each node and MPI between
 // them, backend() "shm+mpi", Note [hierarchical groups] in hier.cpp), "nccl" (GPUs, see
 // make_nccl_group below), or "auto": under mpirun
-// what shm gives, or mpi where shm cannot serve the layout; without mpirun local. "mpi" or "shm" in a build without MPI throws
-// ErrorKind::comm "[comm] backend 'mpi' is not available in this build".
+// what shm gives, or mpi where shm cannot serve the layout; without mpirun local. "mpi" or "shm" in a build without MPI
+// throws ErrorKind::comm "[comm] backend 'mpi' is not available in this build".
 GroupPtr make_group(const std::string& backend);
 bool launched_by_mpirun();
 bool mpi_available();   // whether this build has the mpi backend
