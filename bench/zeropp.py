@@ -136,7 +136,7 @@ def markdown(rows):
         model, ranks, steps = key
         base = next((r for r in p if r["variant"] == "plain"), None)
         out += ["", f"Loss parity: {model}, stage 3, N = {ranks} as two \"nodes\" on this machine "
-                f"(ZT_COMM_NODE_RANKS={max(1, ranks // 2)}), {steps} steps, validation loss at the end (10 batches):", "",
+                f"(ZT_COMM_NODE_RANKS={max(1, ranks // 2)}), {steps} steps, validation loss on the whole held-out split at the end:", "",
                 "| variant | final train loss | final validation loss | difference from plain | wall time |",
                 "|---|---|---|---|---|"]
         for r in p:
