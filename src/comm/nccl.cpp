@@ -125,7 +125,7 @@ struct Comm {
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
-  void abort(const std::string& why) {
+  void abort_comm(const std::string& why) {
     if (aborted.empty()) aborted = why;
     if (!c) return;
     DeviceGuard guard(device);
@@ -148,7 +148,7 @@ struct Comm {
     if (r != ncclSuccess) st = r;
     if (st == ncclSuccess || st == ncclInProgress) return st;
     const std::string msg = "[comm] " + where + ": nccl failed: " + nccl_error(c, st);
-    abort(msg);
+    abort_comm(msg);
     ZT_THROW_AS(ErrorKind::comm, msg, "; the communicator was aborted");
   }
 
@@ -158,7 +158,7 @@ struct Comm {
     for (int polls = 0; state(where) == ncclInProgress; backoff(polls)) {
       if (seconds_since(start) > timeout_s) {
         const std::string msg = timeout_msg();
-        abort(msg);
+        abort_comm(msg);
         ZT_THROW_AS(ErrorKind::comm, msg);
       }
     }
@@ -209,7 +209,7 @@ class NcclWork : public Work {
       if (seconds_since(start) > timeout_) {
         blocked_s_ += seconds_since(start);
         const std::string msg = detail::timeout_message(coll_, seq(), timeout_, rank_, size_, label_, aborted_why());
-        comm_->abort(msg);
+        comm_->abort_comm(msg);
         ZT_THROW_AS(ErrorKind::comm, msg);
       }
     }
@@ -302,7 +302,7 @@ class NcclGroup : public Group {
       const ncclResult_t r = ncclCommSplit(comm_->c, color, key, slot, nullptr);  // inherits blocking = 0
       if (r != ncclSuccess && r != ncclInProgress) {
         const std::string msg = "[comm] split: ncclCommSplit failed: " + nccl_error(comm_->c, r);
-        comm_->abort(msg);
+        comm_->abort_comm(msg);
         ZT_THROW_AS(ErrorKind::comm, msg);
       }
     }
@@ -334,7 +334,7 @@ class NcclGroup : public Group {
   // a failed collective, and the caller gets an error to exit on.
   void abort_job(int code) override {
     if (bootstrap_) bootstrap_->abort_job(code);
-    comm_->abort("abort_job(" + std::to_string(code) + ")");
+    comm_->abort_comm("abort_job(" + std::to_string(code) + ")");
     ZT_THROW_AS(ErrorKind::comm, "[comm] abort_job(", code, ") on rank ", rank_, " of ", size_,
                 ": aborted the nccl communicator (no MPI launcher to end the other ranks)");
   }
@@ -439,7 +439,7 @@ class NcclGroup : public Group {
     const ncclResult_t r = op(comm_->c, comm_->stream);
     if (r != ncclSuccess && r != ncclInProgress) {
       const std::string msg = "[comm] " + where + ": nccl failed: " + nccl_error(comm_->c, r);
-      comm_->abort(msg);  // this rank is out of step with its peers now
+      comm_->abort_comm(msg);  // this rank is out of step with its peers now
       ZT_THROW_AS(ErrorKind::comm, msg, "; the communicator was aborted");
     }
     // The first call between two ranks connects them, so settling may wait for peers.
