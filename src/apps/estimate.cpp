@@ -7,7 +7,11 @@
 #include "commands.h"
 #include "memory_plan.h"
 #include "session.h"
+#include "train_common.h"
+#include "zt/comm/group.h"
+#include "zt/ops/ops.h"
 #include "zt/zero/engine.h"
+#include "zt/zero/products.h"
 
 namespace zt::apps {
 
@@ -22,8 +26,15 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   zero::EngineOptions eo = engine_options(cfg, bs);
   // Note [peak memory]: the peak of each row at the configured micro-batch, activations included
   // (data and the process baseline are a run's own: `train` measures them before step 1).
-  const RunContext ctx{world, 0, world > 1 && (cfg.run.comm_backend == "auto" || cfg.run.comm_backend == "shm"),
-                       eval_batch_of(cfg, bs.micro)};
+  RunContext ctx{world, 0, world > 1 && (cfg.run.comm_backend == "auto" || cfg.run.comm_backend == "shm"),
+                 eval_batch_of(cfg, bs.micro)};
+  // 16-bit runs: the product path `train` would take on this processor (Note [16-bit products]).
+  std::optional<zero::ProductsChoice> products;
+  if (eo.dtype != DType::f32) {
+    products = zero::choose_products(*comm::make_group("local"), eo.dtype, cfg.run.bf16_products,
+                                     product_shape(cfg, *model, bs.micro));
+    ctx.widened_products = products->products == ops::Products::f32;
+  }
   auto peak_of = [&](const zero::EngineOptions& o) { return peak_json(predict_run_peak(*model, cfg, o, bs, ctx)); };
   nlohmann::json out = {{"parameters", model->num_parameters()},
                         {"optimizer", cfg.optimizer.type},
@@ -34,6 +45,7 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
                                                             : "fp16"},
                         {"stages", nlohmann::json::array()}};
   if (opt.memory_gib > 0) out["memory_gib"] = opt.memory_gib;
+  if (products) out["products"] = {{"path", ops::products_name(products->products)}, {"line", products->line(eo.dtype)}};
   config::Config ckpt = cfg, plain = cfg;
   ckpt.activation_checkpointing.enabled = true;
   plain.activation_checkpointing.enabled = false;
@@ -86,7 +98,8 @@ std::string peak_terms(const nlohmann::json& p) {
                   " at once (states " +
                   format_bytes(p["param"].get<size_t>() + p["grad"].get<size_t>() + p["master"].get<size_t>() +
                                p["optim"].get<size_t>());
-  for (const char* k : {"grad_buckets", "gathered", "param_staging", "activations", "workspace", "comm_buffers"})
+  for (const char* k :
+       {"grad_buckets", "gathered", "param_staging", "activations", "widened_products", "workspace", "comm_buffers"})
     if (p[k].get<int64_t>() > 0) s += std::string(", ") + k + " " + format_bytes(p[k].get<size_t>());
   return s + ")";
 }
@@ -110,6 +123,7 @@ void print_table(const nlohmann::json& j) {
                 format_bytes(size_t(f["total"].get<int64_t>())).c_str(),
                 format_bytes(size_t(f["disk"].get<int64_t>())).c_str());
   }
+  if (j.contains("products")) std::printf("%s\n", j["products"]["line"].get<std::string>().c_str());
   const nlohmann::json& a = j["activations"];
   std::printf(
       "predicted peak per rank at micro-batch %lld (activations %s; with checkpointing %s, without %s; "

@@ -96,6 +96,90 @@ int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval
   return clamp_bytes(std::max(start, tied));
 }
 
+// Note [widened products]: a 16-bit run whose products take the f32 path (no 16-bit kernel on this
+// processor, or run.bf16_products = f32; Note [low-precision fallback]) widens each product's
+// operands to f32 and computes into an f32 result before rounding once. The term is the largest
+// product's f32 blocks: they exist at once, beside the activations. The smaller products' blocks
+// mostly reuse cached blocks of the run's own sizes (calibrated as the activation formula is: the
+// memory-plan test's CNN within -4% to +3% of the OS's peak on this path, GPT within +2%).
+namespace {
+
+class Widening {
+ public:
+  void product(std::initializer_list<double> elems) {  // one product's f32 blocks, in elements
+    double n = 0;
+    for (double e : elems) n += e;
+    bytes_ = std::max(bytes_, 4 * n);
+  }
+  // y = x w^T (+ b) on `rows` rows, then its two gradients (dx only where the input needs one).
+  void linear(double rows, double in, double out, bool bias, bool dx, bool backward = true) {
+    product({rows * in, out * in, bias ? out : 0, rows * out});
+    if (!backward) return;
+    if (dx) product({rows * out, out * in, rows * in});
+    product({rows * out, rows * in, out * in});
+  }
+  int64_t bytes() const { return clamp_bytes(bytes_); }
+
+ private:
+  double bytes_ = 0;
+};
+
+// Image models: the convolution stages (x, w, bias, y forward; dy, w, dx and dy, x, dw, db
+// backward; no dx for the input) and the fully connected layers, at `n` samples.
+void image_products(Widening& w, const config::ModelConfig& m, double n, bool backward) {
+  double prev = double(config::model_input_features(m));
+  bool first = true;
+  if (m.type == "cnn") {
+    double ch = double(m.in_channels), side = double(m.image_size);
+    for (int64_t out : m.channels) {
+      const double x = n * ch * side * side, y = n * double(out) * side * side, wt = double(out) * ch * 9;
+      w.product({x, wt, double(out), y});
+      if (backward) {
+        if (!first) w.product({y, wt, x});
+        w.product({y, x, wt, double(out)});
+      }
+      first = false;
+      ch = double(out);
+      side /= 2;
+    }
+    prev = ch * side * side;
+  }
+  for (int64_t h : (m.type == "cnn" ? m.fc : m.hidden)) {
+    w.linear(n, prev, double(h), true, !first, backward);
+    first = false;
+    prev = double(h);
+  }
+  w.linear(n, prev, double(m.num_classes), true, !first, backward);
+}
+
+}  // namespace
+
+int64_t predict_widened_products(const config::Config& c, int64_t micro, int64_t eval_batch) {
+  const config::ModelConfig& m = c.model;
+  Widening w;
+  if (m.type == "mlp" || m.type == "cnn") {
+    image_products(w, m, double(micro), true);
+    if (eval_batch > 0) image_products(w, m, double(eval_batch), false);
+    return w.bytes();
+  }
+  // Transformers: per block the fused qkv, the attention output, and the MLP's two layers (the
+  // attention itself is not a product); then the head. Evaluation runs at the micro-batch.
+  const double rows = double(micro) * double(tokens_per_sample(c)), C = double(m.n_embd), V = double(m.vocab_size);
+  w.linear(rows, C, 3 * C, true, true);
+  w.linear(rows, C, C, true, true);
+  w.linear(rows, C, 4 * C, true, true);
+  w.linear(rows, 4 * C, C, true, true);
+  if (m.type == "gpt") {
+    w.linear(rows, C, V, false, true);  // the tied output projection
+  } else if (m.head == "mlm") {
+    w.linear(rows, C, C, true, true);   // the transform
+    w.linear(rows, C, V, false, true);  // the tied decoder (its bias is added after)
+  } else {
+    w.linear(double(micro), C, double(m.num_classes), true, true);  // the [CLS] classifier
+  }
+  return w.bytes();
+}
+
 zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, const zero::EngineOptions& opts,
                                     const config::BatchSizes& bs, const RunContext& ctx) {
   const zero::Plan plan = zero::plan_model(model, opts, ctx.world);
@@ -109,6 +193,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   in.local_size = ctx.local_size;
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
   in.activations = predict_activations(c, bs.micro, ctx.eval_batch);
+  if (ctx.widened_products) in.widened = predict_widened_products(c, bs.micro, ctx.eval_batch);
   in.data = ctx.data_bytes;
   if (ctx.shm && ctx.world > 1) {  // two staging slots per rank, each rank reads its peers' (comm/shm.cpp)
     const char* kib = std::getenv("ZT_SHM_SLOT_KIB");
@@ -176,6 +261,7 @@ nlohmann::json peak_json(const zero::PeakEstimate& p) {
           {"hpz_pieces", p.secondary},
           {"param_staging", p.param_staging},
           {"activations", p.activations},
+          {"widened_products", p.widened},
           {"workspace", p.workspace},
           {"comm_buffers", p.comm_buffers},
           {"data", p.data},

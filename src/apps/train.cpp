@@ -103,7 +103,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       plan_before_step1(cfg, *model, bs,
                         {world, 0, std::string(group.backend()) == "shm",
                          cfg.run.eval_at_end || cfg.data.eval_every > 0 ? task->eval_batch(bs.micro) : 0,
-                         group.local_size()});
+                         group.local_size(), products && products->products == ops::Products::f32});
   if (lead)
     for (const std::string& line : mem_plan.lines) std::fprintf(stderr, "zerotrain: %s\n", line.c_str());
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), mem_plan.options);

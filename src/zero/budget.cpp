@@ -23,7 +23,8 @@ namespace zt::zero {
 //   packets (this rank's and every rank's) beside each unit gathered ahead; qgZ's node averages,
 //   packets sent and received and fp32 sum beside each bucket in flight;
 // - activations at the micro-batch (the caller's formula per model kind), the data already
-//   loaded, the shm slots, and workspace: the larger of the initialiser's f32 values and a
+//   loaded, the shm slots, 16-bit products' f32 operands where products take the f32 path
+//   (Note [widened products], the caller's formula), and workspace: the larger of the initialiser's f32 values and a
 //   stage-1/2 publish copy.
 // The sum is what stays resident (the caching allocator keeps freed blocks, so terms that never
 // coexist still add up) plus the shm slots; the OS adds the process baseline (libraries,
@@ -138,6 +139,7 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
     for (size_t i = 0; i < plan.buffers.size(); ++i)
       if (i >= plan.persistent.size() || !plan.persistent[i]) p.secondary += plan.buffers[i].padded / in.hpz_partition * pb;
   p.activations = in.activations;
+  p.widened = in.widened;
   const int64_t publish = pol.shard_optimizer() && !pol.shard_parameters() ? largest_shard * pb : 0;
   p.workspace = std::max(4 * in.largest_param, publish);
   p.comm_buffers = in.comm_buffers;
@@ -157,6 +159,7 @@ std::string describe_peak(const PeakEstimate& p) {
   add("hpZ pieces", p.secondary);
   add("parameter staging", p.param_staging);
   add("activations", p.activations);
+  add("widened products", p.widened);
   add("workspace", p.workspace);
   add("comm buffers", p.comm_buffers);
   add("data", p.data);

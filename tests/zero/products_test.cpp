@@ -128,13 +128,16 @@ TEST_F(ProductsTest, PinnedSettingsAreTakenAsTheyAre) {
   auto group = comm::make_group("local");
   EXPECT_EQ(zero::choose_products(*group, DType::bf16, "f32", {}).products, ops::Products::f32);
   EXPECT_EQ(ops::lowp_products(), ops::Products::f32);
-  EXPECT_EQ(zero::choose_products(*group, DType::bf16, "native", {}).products, ops::Products::native);
-  EXPECT_EQ(ops::lowp_products(), ops::Products::native);
-  // Native without a 16-bit kernel is the f32 path, and says so (oneDNN 2.6 has no CPU f16 matmul).
-  if (!ops::matmul_native(DType::f16)) {
-    const zero::ProductsChoice c = zero::choose_products(*group, DType::f16, "native", {});
-    EXPECT_EQ(c.products, ops::Products::f32);
-    EXPECT_NE(c.reason.find("no f16 kernel"), std::string::npos) << c.reason;
+  // Native is native where oneDNN has the 16-bit kernel; without one (no AVX512-BF16, or
+  // ONEDNN_MAX_CPU_ISA below it; oneDNN 2.7 has no CPU f16 matmul) it is the f32 path, and says so.
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const zero::ProductsChoice c = zero::choose_products(*group, dt, "native", {});
+    const ops::Products want = ops::matmul_native(dt) ? ops::Products::native : ops::Products::f32;
+    EXPECT_EQ(c.products, want) << dtype_name(dt);
+    EXPECT_EQ(ops::lowp_products(), want) << dtype_name(dt);
+    EXPECT_EQ(c.reason.find("no " + std::string(dtype_name(dt)) + " kernel") != std::string::npos,
+              want == ops::Products::f32)
+        << c.reason;
   }
 }
 
