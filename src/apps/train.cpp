@@ -152,6 +152,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                                {"world_size", world},
                                {"total_steps", total_steps},
                                {"threads", threads},
+                               {"processor", processor_record()},
                                {"comm_backend", group.backend()},
                                {"memory_plan", mem_plan.record},
                                {"products", products_record(products, dt)},
@@ -164,7 +165,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                  (long long)engine.num_params(), (long long)engine.padded_params(), cfg.zero.stage, world,
                  world == 1 ? "" : "s", (long long)bs.train_batch_size, (long long)bs.micro, (long long)bs.accumulation,
                  world, (long long)total_steps);
-    std::fprintf(stderr, "zerotrain: rank 0: %s; comm backend %s\n", threads.c_str(), group.backend());
+    std::fprintf(stderr, "zerotrain: rank 0: %s; %s; comm backend %s\n", threads.c_str(), processor_note().c_str(),
+                 group.backend());
     const std::string offload = offload_note(cfg, engine);
     if (!offload.empty()) std::fprintf(stderr, "zerotrain: %s\n", offload.c_str());
   }

@@ -32,6 +32,7 @@ int env_int(const char* name, int fallback) {
 }
 
 std::string pick_threads(const config::Config& c) {
+  (void)ops::cpu_isa();  // a bad ONEDNN_MAX_CPU_ISA stops every rank here, before any work
   const int local = std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
   const int cores = int(std::thread::hardware_concurrency());
   set_num_threads(c.run.threads > 0 ? c.run.threads : std::max(1, cores / local));
@@ -98,6 +99,16 @@ zero::ProductShape product_shape(const config::Config& c, const nn::Module& mode
   const int64_t cap = std::max<int64_t>(16, int64_t(256) * 768 * 3072 / std::max<int64_t>(1, s.in * s.out));
   s.rows = std::clamp<int64_t>(micro * per_sample, 1, cap);
   return s;
+}
+
+std::string processor_note() {
+  const ops::CpuIsa& isa = ops::cpu_isa();
+  return "processor " + isa.name + (isa.cap.empty() ? "" : " (capped by ONEDNN_MAX_CPU_ISA=" + isa.cap + ")");
+}
+
+nlohmann::json processor_record() {
+  const ops::CpuIsa& isa = ops::cpu_isa();
+  return {{"isa", isa.name}, {"cap", isa.cap.empty() ? nlohmann::json() : nlohmann::json(isa.cap)}, {"avx512", isa.avx512}};
 }
 
 nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt) {

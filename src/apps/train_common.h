@@ -28,6 +28,10 @@ int env_int(const char* name, int fallback);
 // Threads per rank: the configured number, else the cores shared by the ranks on this node;
 // then each thread is pinned to a core of this rank's share (run.pin_threads).
 std::string pick_threads(const config::Config& c);
+// The processor path the run computes on (Note [processor cap]): "avx2 (capped by
+// ONEDNN_MAX_CPU_ISA=AVX2)", and the same as the start record's "processor".
+std::string processor_note();
+nlohmann::json processor_record();
 
 // Rank 0's work on the run directory: its first error is kept for the next vote instead of
 // thrown, so that no other rank is left waiting (Note [agreed stops]).

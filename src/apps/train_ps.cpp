@@ -124,6 +124,7 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
                                {"workers", workers},
                                {"total_steps", total_steps},
                                {"threads", threads},
+                               {"processor", processor_record()},
                                {"comm_backend", group.backend()},
                                {"memory_plan",
                                 {{"server", ps_memory_json(zero::ps_memory(ps.plan(), true))},
@@ -138,7 +139,8 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
                  servers - 1, workers, workers == 1 ? "" : "s", (long long)bs.train_batch_size, (long long)bs.micro,
                  (long long)bs.accumulation, workers, (long long)total_steps,
                  cfg.zero.stage != 0 ? " (zero_optimization.stage is not used)" : "");
-    std::fprintf(stderr, "zerotrain: rank 0: %s; comm backend %s\n", threads.c_str(), group.backend());
+    std::fprintf(stderr, "zerotrain: rank 0: %s; %s; comm backend %s\n", threads.c_str(), processor_note().c_str(),
+                 group.backend());
     if (!about.empty()) std::fprintf(stderr, "%s\n", about.c_str());
   }
   auto run_eval_pass = [&](bool whole) {

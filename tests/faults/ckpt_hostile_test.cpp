@@ -337,19 +337,31 @@ TEST(HostileTools, GenerateRefusesTokenCountsAndSeedsOutOfRange) {
 
 // Case 11: data in a folder this user cannot search is "Permission denied", not "no such file".
 // As root, the run drops to nobody (setpriv), for whom the folder is closed.
+// As root the folder would be searched anyway, so the run is another user's (nobody): the binary and
+// the config are copied into the test's own folder, which that user can reach wherever the clone
+// lives (a clone under /root or a 0700 folder is out of nobody's reach).
 TEST(HostileTools, DataInAFolderThatCannotBeSearchedSaysPermissionDenied) {
   const std::string dir = tmpdir("closed_data"), closed = dir + "/closed";
   fs::create_directories(closed);
   fs::permissions(dir, fs::perms::all);  // the run's own folder stays writable for nobody
   fs::permissions(closed, fs::perms::none);
-  std::string as_user;
+  std::string as_user, bin = kBin, config = "configs/mnist_mlp.json";
   if (geteuid() == 0) {
     if (!fs::exists("/usr/bin/setpriv")) GTEST_SKIP() << "setpriv (util-linux) is needed to run as nobody";
     as_user = "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    bin = dir + "/zerotrain", config = dir + "/mnist_mlp.json";
+    fs::copy_file(kBin, bin);
+    fs::copy_file(fs::path(ZT_SOURCE_DIR) / "configs/mnist_mlp.json", config);
+    for (const std::string& f : {bin, config}) fs::permissions(f, fs::perms::all);
+    // A temporary folder mounted noexec (or a policy) may still keep nobody from running it.
+    const Result probe = run("env -C " + dir + " " + as_user + bin + " --version", 30);
+    if (probe.code != 0) GTEST_SKIP() << "nobody cannot run " << bin << " here: " << probe.out;
   }
+  const std::string args = kTrain.substr(0, kTrain.find("--config ")) + "--config " + config +
+                           kTrain.substr(kTrain.find(" ", kTrain.find("--config ") + 9));
   for (int np : {1, 2}) {
-    const Result r = run("env HOME=" + dir + " TMPDIR=" + dir + " " + as_user + launch(np) + kBin + kTrain +
-                         " data.dir=" + closed + " run.dir=" + dir + "/run" + std::to_string(np));
+    const Result r = run("env -C " + dir + " HOME=" + dir + " TMPDIR=" + dir + " " + as_user + launch(np) + bin +
+                         args + " data.dir=" + closed + " run.dir=" + dir + "/run" + std::to_string(np));
     expect_failure(r, closed + "/train-images-idx3-ubyte: Permission denied");
   }
 }

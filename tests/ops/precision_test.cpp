@@ -3,6 +3,7 @@
 // the parallel grain, for every pair of float dtypes.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -98,6 +99,38 @@ TEST(Precision, CastOfEveryF16ValueIsExact) {
       EXPECT_LT(bad++, 1) << "f16 bits " << i << " -> " << b;
     }
   }
+}
+
+// Note [processor cap]: every f16 vector path this processor may run gives the scalar path's bits,
+// for every f16 value and for f32 values around every rounding case (ties, subnormals, overflow, NaN).
+TEST(Precision, EveryF16VectorPathEqualsTheScalarPath) {
+  std::vector<float> wide;
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const float v = f16_to_float(f16{uint16_t(i)});
+    wide.push_back(v);
+    const uint32_t b = std::bit_cast<uint32_t>(v);
+    for (uint32_t d : {0x1000u, 0xfffu, 0x1001u, 0x800u}) wide.push_back(std::bit_cast<float>(b + d));  // halfway +-1
+  }
+  for (float v : {65504.f, 65520.f, 65519.f, 1e9f, 5.96e-8f, 2.98e-8f, 2.99e-8f, -0.f}) wide.push_back(v);
+  Tensor h = Tensor::empty({65536}, DType::f16);
+  for (int i = 0; i < 65536; ++i) h.data<f16>()[i] = f16{uint16_t(i)};
+  const Tensor f = Tensor::from_vector(wide, {int64_t(wide.size())});
+  ops::force_f16_path_for_testing(ops::F16Path::scalar);
+  const std::vector<float> up = ops::cast(h, DType::f32).to_vector();
+  const Tensor down = ops::cast(f, DType::f16);
+  const std::vector<ops::F16Path> paths = ops::f16_paths();
+  EXPECT_EQ(paths.front(), ops::F16Path::scalar);
+  for (ops::F16Path p : paths) {
+    ops::force_f16_path_for_testing(p);
+    expect_same_bits(ops::cast(h, DType::f32).to_vector(), up, "f16->f32, path " + std::to_string(int(p)));
+    const Tensor d = ops::cast(f, DType::f16);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < d.numel(); ++i) differ += d.data<f16>()[i].bits != down.data<f16>()[i].bits;
+    EXPECT_EQ(differ, 0) << "f32->f16, path " << int(p);
+  }
+  ops::force_f16_path_for_testing(std::nullopt);
+  std::printf("[ isa      ] %s%s: %zu f16 paths\n", ops::cpu_isa().name.c_str(),
+              ops::cpu_isa().cap.empty() ? "" : (" capped by " + ops::cpu_isa().cap).c_str(), paths.size());
 }
 
 TEST(Precision, CastOfStridedInputAndIntoAnotherShape) {

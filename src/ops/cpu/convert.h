@@ -6,10 +6,6 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__AVX512F__) || defined(__F16C__)
-#include <immintrin.h>
-#endif
-
 #include "zt/core/dtype.h"
 
 namespace zt::ops::cpu {
@@ -24,18 +20,9 @@ inline void to_f32(const bf16* src, float* __restrict dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(uint32_t(s[i]) << 16);
 }
 
-inline void to_f32(const f16* src, float* __restrict dst, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(dst + i,
-                     _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
-#elif defined(__F16C__)
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-#endif
-  for (; i < n; ++i) dst[i] = f16_to_float(src[i]);
-}
+// f16 <-> f32 run the vector path of the capped processor (Note [processor cap], isa.cpp).
+void to_f32(const f16* src, float* dst, int64_t n);
+void from_f32(const float* src, f16* dst, int64_t n);
 
 inline void from_f32(const float* src, float* dst, int64_t n) {
   if (src != dst) std::memcpy(dst, src, size_t(n) * 4);
@@ -49,21 +36,6 @@ inline void from_f32(const float* __restrict src, bf16* dst, int64_t n) {
     const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     d[i] = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
   }
-}
-
-inline void from_f32(const float* __restrict src, f16* dst, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
-                        _mm512_maskz_cvtps_ph(0xffff, _mm512_loadu_ps(src + i), kRound));
-#elif defined(__F16C__)
-  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), kRound));
-#endif
-  for (; i < n; ++i) dst[i] = float_to_f16(src[i]);
 }
 
 // The f32 values of p[0..n): p itself for f32 (no copy), else converted into buf.

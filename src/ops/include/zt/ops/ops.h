@@ -71,6 +71,20 @@ void set_lowp_products(Products p);  // matmuls and convolutions, process-wide
 Products lowp_products();
 const char* products_name(Products p);  // "native" | "f32"
 bool cpu_has_amx();                     // oneDNN's effective ISA includes AMX
+
+// Note [processor cap] (ops/cpu/isa.cpp): ONEDNN_MAX_CPU_ISA caps oneDNN and zerotrain's own
+// vector code alike; read once. A value oneDNN does not know is a config error naming the choices.
+struct CpuIsa {
+  std::string name;  // oneDNN's effective ISA: "avx512_core_bf16", "avx2", ...
+  std::string cap;   // ONEDNN_MAX_CPU_ISA as given (upper case), or empty
+  bool avx2 = false, f16c = false, avx512 = false;  // what the own vector code may use
+};
+const CpuIsa& cpu_isa();
+// The f16 conversions' vector paths this processor may run under the cap (scalar first), and a
+// test hook that pins one (nullopt: the best again).
+enum class F16Path { scalar, f16c, avx512 };
+std::vector<F16Path> f16_paths();
+void force_f16_path_for_testing(std::optional<F16Path> p);
 // Seconds for one Linear's 16-bit products in dt (forward x[m,k] @ w[n,k]^T and both backward
 // products) along each path: the best of `reps` after a warm-up. Restores the switch.
 struct ProductTimes {
