@@ -6,13 +6,18 @@
 # one line and exits 77 (CTest's skip code).
 #
 #   scripts/hosts.sh up N [RATE]     make hosts zt-host1..N (2 slots each); RATE: 1gbit, 10gbit, none
-#   scripts/hosts.sh down            remove them (also whatever a killed run left)
+#   scripts/hosts.sh down [--force]  remove them (also whatever a killed run left)
 #   scripts/hosts.sh with N RATE -- CMD...   up, run CMD, down (also when CMD fails)
 #   scripts/hosts.sh mpirun ARGS...  OpenMPI across the hosts (hostfile, this script as rsh agent)
 #   scripts/hosts.sh exec HOST CMD.. run CMD (as ssh would: one shell line) inside HOST
 #   scripts/hosts.sh kill HOST       kill -9 everything running inside HOST (a host that dies)
 #   scripts/hosts.sh bytes           per host: bytes its link sent and received (the veth counters)
 #   scripts/hosts.sh status          exit 0 with the hosts listed if they are up, else 1
+#
+# The hosts are one per machine, so they have an owner: the process that ran `up` (for CTest's
+# fixture, ctest itself; for `with`, this script), or ZT_HOSTS_OWNER's pid. While it lives, `up`
+# by anyone else waits for it (up to ZT_HOSTS_WAIT_S, default 900 s) and `down` refuses without
+# --force; an owner that died leaves hosts anyone may take.
 #
 # On real hosts none of this is needed: see README "Across machines".
 set -euo pipefail
@@ -25,6 +30,42 @@ SELF=$(readlink -f "$0")
 
 die() { echo "hosts.sh: $*" >&2; exit 1; }
 skip() { echo "hosts.sh: skipped: $*" >&2; exit 77; }
+
+LOCK=${ZT_HOSTS_LOCK:-/run/lock/zt-hosts.lock}
+
+# "PID START": a pid and its start time (so a reused pid is not mistaken for the owner).
+ident() { local st; st=$(cut -d' ' -f22 "/proc/$1/stat" 2>/dev/null) || return 1; echo "$1 $st"; }
+# The live owner's identity, or nothing (no owner, or it has ended).
+live_owner() {
+  local o pid
+  o=$(cat "$STATE/owner" 2>/dev/null) || return 0
+  pid=${o%% *}
+  [[ $pid =~ ^[0-9]+$ ]] && [ "$(ident "$pid" || true)" = "$o" ] && echo "$o"
+  return 0
+}
+describe_owner() { local pid=${1%% *}; echo "pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80))"; }
+
+# Claims the hosts for pid $1, waiting while another live owner holds them.
+claim() {
+  local me waited=0 limit=${ZT_HOSTS_WAIT_S:-900} o
+  me=$(ident "$1") || die "owner pid $1 is not running"
+  mkdir -p "$(dirname "$LOCK")" "$STATE"
+  while :; do
+    exec 9>"$LOCK"
+    flock 9
+    o=$(live_owner)
+    if [ -z "$o" ] || [ "$o" = "$me" ]; then
+      echo "$me" >"$STATE/owner"
+      flock -u 9
+      return 0
+    fi
+    flock -u 9
+    [ "$waited" -ge "$limit" ] && die "the test hosts are held by $(describe_owner "$o"); waited ${limit} s (ZT_HOSTS_WAIT_S)"
+    [ "$waited" = 0 ] && echo "hosts.sh: the test hosts are held by $(describe_owner "$o"); waiting" >&2
+    sleep 2
+    waited=$((waited + 2))
+  done
+}
 
 hosts() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${PREFIX}[0-9]+$" | sort -V || true; }
 
@@ -47,7 +88,20 @@ down() {
     ip link del "$h" 2>/dev/null || true
   done
   ip link del "$BRIDGE" 2>/dev/null || true
-  rm -rf "$STATE"
+  # Only what this script wrote: the folder may hold a user's own files.
+  rm -f "$STATE/hostfile" "$STATE/rate" "$STATE/owner"
+  rmdir "$STATE" 2>/dev/null || true
+}
+
+# `down` from the command line: the owner's (or a dead owner's) hosts, or anyone's with --force.
+down_checked() {
+  local o me
+  o=$(live_owner)
+  me=$(ident "${ZT_HOSTS_OWNER:-$PPID}" || true)
+  if [ -n "$o" ] && [ "$o" != "$me" ] && [ "${1:-}" != --force ]; then
+    die "the test hosts are held by $(describe_owner "$o"); 'down --force' removes them anyway"
+  fi
+  down
 }
 
 # tbf needs a bucket of at least one packet burst per timer tick: 10 ms of the rate, >= 256 KiB.
@@ -63,13 +117,16 @@ cap() {  # cap NETNS_OR_EMPTY DEV RATE
   ${1:+ip netns exec "$1"} tc qdisc replace dev "$2" root tbf rate "$rate" burst "$burst" latency 100ms
 }
 
-up() {
-  local n=${1:-2} rate=${2:-none} i ns
+up() {  # up OWNER_PID N [RATE]
+  local owner=$1 n=${2:-2} rate=${3:-none} i ns
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 16 ] || die "host count '$n' is not 1 to 16"
   [ "$(id -u)" = 0 ] || skip "network namespaces need root"
-  command -v ip >/dev/null && command -v tc >/dev/null && command -v unshare >/dev/null ||
-    skip "ip, tc and unshare are needed (apt-get install iproute2 util-linux)"
+  command -v ip >/dev/null && command -v tc >/dev/null && command -v unshare >/dev/null && command -v flock >/dev/null ||
+    skip "ip, tc, unshare and flock are needed (apt-get install iproute2 util-linux)"
+  claim "$owner"
   down
+  mkdir -p "$STATE"
+  ident "$owner" >"$STATE/owner"
   ip netns add zt-probe$$ 2>/dev/null || skip "this machine does not let us make network namespaces"
   ip netns del zt-probe$$
   trap 'down' ERR
@@ -121,21 +178,22 @@ bytes() {
 }
 
 case ${1:-} in
-  up) shift; up "$@" ;;
-  down) down ;;
+  up) shift; up "${ZT_HOSTS_OWNER:-$PPID}" "$@" ;;
+  down) shift; down_checked "$@" ;;
   with)
     shift
+    [ $# -ge 2 ] || die "usage: hosts.sh with N RATE -- CMD..."
     n=$1 rate=$2
     shift 2
     [ "${1:-}" = -- ] && shift
     trap down EXIT
-    up "$n" "$rate"
+    up $$ "$n" "$rate"
     "$@"
     ;;
   mpirun) shift; run_mpirun "$@" ;;
   exec) shift; exec_in "$@" ;;
-  kill) ns=$(ns_of "$2"); ip netns pids "$ns" | xargs -r kill -9 ;;
+  kill) [ $# -ge 2 ] || die "usage: hosts.sh kill HOST"; ns=$(ns_of "$2"); ip netns pids "$ns" | xargs -r kill -9 ;;
   bytes) bytes ;;
   status) [ -s "$STATE/hostfile" ] && [ -n "$(hosts)" ] && hosts || exit 1 ;;
-  *) sed -n '2,17p' "$SELF" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,22p' "$SELF" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -14,6 +14,21 @@ echo "[test] Release build"
 scripts/build.sh build >/dev/null
 (cd build && ctest -j"$jobs" --output-on-failure --timeout 900)
 
+# Note [processor cap]: what depends on the processor (kernels, the 16-bit product path, the
+# memory plan, the precision trajectories) once more capped at AVX2, so a machine with AVX-512
+# or AMX also proves the path of one without (and ZT_TEST_ISA picks another cap).
+isa="${ZT_TEST_ISA:-AVX2}"
+echo "[test] processor-dependent tests capped at ONEDNN_MAX_CPU_ISA=$isa"
+(
+  export ONEDNN_MAX_CPU_ISA="$isa"
+  for t in ops/zt_ops_tests zero/zero_products_test oracle/test_mlp_oracle oracle/test_gpt_oracle \
+    e2e/e2e_memory_plan_test; do
+    out="$(build/tests/$t --gtest_brief=1 2>&1)" || { echo "$out"; exit 1; }
+    grep -E "^\[  PASSED|^\[  SKIPPED|^\[ isa" <<<"$out" | sed "s|^|  $t: |"
+  done
+  cd build && ctest -j"$jobs" -L isa --output-on-failure --timeout 900
+)
+
 # The CUDA backend compiles wherever nvcc exists (no GPU needed), so it never rots; its tests run
 # here too, and the GPU rows skip with one line where no GPU is present (README: "On a GPU").
 nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
