@@ -131,10 +131,8 @@ zero::EngineOptions engine_options(const config::Config& c, const config::BatchS
   o.gradient_accumulation_steps = b.accumulation;
   o.gradient_clipping = c.gradient_clipping;
   o.sparse_gradients = c.sparse_gradients;
-  // Note [placement]: swap files under <nvme_path>/<run.dir's name>/rank<r>/
-  const std::filesystem::path run = std::filesystem::path(c.run.dir).lexically_normal();
-  o.run_name = run.has_filename() ? run.filename().string() : run.parent_path().filename().string();
-  if (o.run_name.empty()) o.run_name = "run";
+  // Note [placement]: swap files under <nvme_path>/<run.dir's name and path hash>/rank<r>/
+  o.run_name = zero::swap_run_name(c.run.dir);
   return o;
 }
 

@@ -57,8 +57,12 @@ class SwapFile {
 };
 
 // Helpers shared by the optimizer and parameter swaps (swap_io.cpp).
-// Creates this rank's swap folder <dir>/rank<r> and returns it; ErrorKind::checkpoint if it cannot.
+// Note [swap path] (swap_io.cpp): creates <dir> and this rank's <dir>/rank<r> as private folders
+// of ours (or checks the ones there) and returns the latter; ErrorKind::checkpoint if it cannot.
 std::string make_swap_folder(const std::string& dir, int rank);
+// Removes a stale swap file of ours at `path` before it is made anew; anything else there (a
+// link, a FIFO, a device, another user's file) is an error naming it, left as it was.
+void clear_stale_swap_file(const std::string& path);
 // `bytes` (a multiple of the dtype's size) whose data starts on a 4 KiB boundary, as O_DIRECT
 // needs: allocated under the current tag with 4096 bytes of slack.
 Tensor page_aligned(int64_t bytes, DType dtype);

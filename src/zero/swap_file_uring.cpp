@@ -100,7 +100,9 @@ SwapFile::SwapFile(std::string path, int64_t tiles, size_t record_bytes, int slo
   m.slots.resize(size_t(slots));
   m.sums.assign(size_t(tiles), 0);
   m.written.assign(size_t(tiles), false);
-  const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+  // Note [swap path]: a new file of ours, never through a link or onto what is already there.
+  clear_stale_swap_file(path_);
+  const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   m.fd = ::open(path_.c_str(), flags | O_DIRECT, 0600);
   m.direct = m.fd >= 0;
   if (m.fd < 0 && errno == EINVAL) m.fd = ::open(path_.c_str(), flags, 0600);  // no O_DIRECT here (tmpfs)

@@ -1,19 +1,88 @@
 // What the optimizer and parameter swaps share beside SwapFile itself: the rank's folder, page
 // aligned buffers and element ranges read or patched through whole records (checkpoints).
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "swap_file.h"
+#include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
 
 namespace zt::zero {
 
-std::string make_swap_folder(const std::string& run_dir, int rank) {
-  const std::string dir = run_dir + "/rank" + std::to_string(rank);
+// Note [swap path]: swap files live where others may write (configs/gpt_infinity.json uses
+// /var/tmp), so below the user's nvme_path nothing is followed or shared: the run's folder and
+// the rank's are made by us with mode 0700, or must already be folders (not links) of ours; a
+// run's folder is named after its run.dir's whole path, so two runs never share one; a stale
+// swap file of ours is replaced only if it is a regular file we own, and anything else at that
+// path (a link, a FIFO, a device) is an error naming it, left as it was.
+namespace {
+
+void own_folder(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0700) == 0) return;
+  const int err = errno;
+  struct stat st{};
+  ZT_CHECK_AS(ErrorKind::checkpoint, err == EEXIST && ::lstat(dir.c_str(), &st) == 0,
+              "[offload] cannot create the swap folder ", dir, ": ", std::strerror(err));
+  ZT_CHECK_AS(ErrorKind::checkpoint, !S_ISLNK(st.st_mode),
+              "[offload] the swap folder ", dir, " is a symbolic link: swap files never follow links (remove it)");
+  ZT_CHECK_AS(ErrorKind::checkpoint, S_ISDIR(st.st_mode), "[offload] the swap folder ", dir, " is ",
+              file_type_name(st.st_mode), ", not a folder");
+  ZT_CHECK_AS(ErrorKind::checkpoint, st.st_uid == ::geteuid(), "[offload] the swap folder ", dir, " belongs to uid ",
+              st.st_uid, ", not to this user (uid ", ::geteuid(), "): choose another nvme_path or run.dir");
+  if ((st.st_mode & 077) != 0)
+    ZT_CHECK_AS(ErrorKind::checkpoint, ::chmod(dir.c_str(), 0700) == 0, "[offload] cannot make ", dir,
+                " private: ", std::strerror(errno));
+}
+
+}  // namespace
+
+std::string swap_run_name(const std::string& run_dir) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[offload] cannot create the swap folder ", dir, ": ", ec.message());
+  std::filesystem::path abs = std::filesystem::absolute(run_dir, ec).lexically_normal();
+  if (!abs.has_filename()) abs = abs.parent_path();
+  std::string name;
+  for (char c : abs.filename().string()) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+  const std::string whole = abs.string();
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", (unsigned long long)XXH64(whole.data(), whole.size(), 0));
+  return (name.empty() ? std::string("run") : name.substr(0, 64)) + "-" + std::string(hash, 8);
+}
+
+std::string make_swap_folder(const std::string& run_dir, int rank) {
+  std::error_code ec;
+  const std::filesystem::path run(run_dir);
+  // The user's nvme_path is taken as given; the run's folder below it and the rank's are ours.
+  if (run.has_parent_path()) std::filesystem::create_directories(run.parent_path(), ec);
+  ZT_CHECK_AS(ErrorKind::checkpoint, !ec, "[offload] cannot create the swap folder ", run.parent_path().string(), ": ",
+              ec.message());
+  own_folder(run_dir);
+  const std::string dir = run_dir + "/rank" + std::to_string(rank);
+  own_folder(dir);
   return dir;
+}
+
+void clear_stale_swap_file(const std::string& path) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) {
+    ZT_CHECK_AS(ErrorKind::checkpoint, errno == ENOENT, "[offload] cannot inspect the swap file ", path, ": ",
+                std::strerror(errno));
+    return;
+  }
+  ZT_CHECK_AS(ErrorKind::checkpoint, !S_ISLNK(st.st_mode), "[offload] ", path,
+              " is a symbolic link: swap files never follow links (left as it is; remove it)");
+  ZT_CHECK_AS(ErrorKind::checkpoint, S_ISREG(st.st_mode), "[offload] ", path, " is ", file_type_name(st.st_mode),
+              ", not a swap file (left as it is; remove it)");
+  ZT_CHECK_AS(ErrorKind::checkpoint, st.st_uid == ::geteuid(), "[offload] ", path, " belongs to uid ", st.st_uid,
+              ", not to this user (left as it is)");
+  ZT_CHECK_AS(ErrorKind::checkpoint, ::unlink(path.c_str()) == 0 || errno == ENOENT, "[offload] cannot replace ", path,
+              ": ", std::strerror(errno));
 }
 
 SwapStats SwapFile::stats() const {

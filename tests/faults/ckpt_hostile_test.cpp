@@ -241,7 +241,7 @@ TEST_P(HostileRun, AnNvmePathThatCannotBeWrittenFailsBeforeStepOneInOneLine) {
   const Saved before = earlier_run(dir + "/run");
   const Result r = run(train() + " 'zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"" +
                        file + "\"}' run.dir=" + dir + "/run");
-  expect_failure(r, "[offload] cannot create the swap folder " + file + "/run/rank0: Not a directory");
+  expect_failure(r, "[offload] cannot create the swap folder " + file + ": Not a directory");
   EXPECT_EQ(r.out.find("step 10/20"), std::string::npos) << r.out;
   expect_nothing_saved_changed(before);
 }
@@ -269,7 +269,7 @@ TEST_P(HostileRun, ADeepSpeedStage3OffloadConfigRunsUnchangedAndMatchesTheInMemo
   const Result a = run(launch(GetParam()) + kBin + " train --config " + cfg + " run.dir=" + dir + "/nvme");
   ASSERT_EQ(a.code, 0) << a.out;
   EXPECT_NE(a.out.find("offload_optimizer: nvme, fp32 master and optimizer states in swap files under " + dir +
-                       "/nvme/nvme/rank*/"),
+                       "/nvme/nvme-"),  // Note [swap path]: the run folder's name and its path's hash
             std::string::npos)
       << a.out;
   EXPECT_NE(a.out.find("offload_param: cpu, where a CPU run's parameters already are"), std::string::npos) << a.out;
@@ -282,7 +282,7 @@ TEST_P(HostileRun, ADeepSpeedStage3OffloadConfigRunsUnchangedAndMatchesTheInMemo
                        "/nvme\"}' run.dir=" + dir + "/infinity");
   ASSERT_EQ(c.code, 0) << c.out;
   EXPECT_NE(c.out.find("offload_param: nvme, the parameter shards of 1 of 2 units in swap files under " + dir +
-                       "/nvme/infinity/rank*/"),
+                       "/nvme/infinity-"),
             std::string::npos)
       << c.out;
   EXPECT_EQ(read_bytes(dir + "/infinity/model.safetensors"), read_bytes(dir + "/mem/model.safetensors"));

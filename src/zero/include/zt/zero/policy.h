@@ -71,8 +71,11 @@ Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum
 // Note [placement]: the one place the offload and aio keys become a placement. Device "nvme" puts
 // the fp32 master and optimizer states (offload_optimizer) or stage 3's parameter shards
 // (offload_param) in swap files under <nvme_path>/<run_name>/rank<r>/ (run_name "": nvme_path
-// itself); any other device keeps them in memory. sub_group_size is the tile (when given),
+// itself; swap_run_name below); any other device keeps them in memory. sub_group_size is the tile (when given),
 // offload_optimizer.buffer_count the optimizer's tile buffers, aio the reads and writes.
 void place(Policy& p, const config::ZeroConfig& zero, const config::AioConfig& aio, const std::string& run_name);
+// Note [swap path]: the run's swap folder name, from its run.dir's whole path ("mnist_mlp-3fa2b1c0"),
+// so two runs whose run.dir share a last name never share swap files, and ".." stays below nvme_path.
+std::string swap_run_name(const std::string& run_dir);
 
 }  // namespace zt::zero

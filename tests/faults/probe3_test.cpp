@@ -1,0 +1,107 @@
+// The third hostile-input probe (issue 31): offload's swap files, the test hosts, paths and
+// messages, used as a hostile or unlucky user would. Each case ends in one clear line and a
+// non-zero status, or in the right result, and leaves what was there as it was.
+#include <sys/stat.h>
+
+#include "faults_util.h"
+
+using namespace zt::faults;
+
+namespace {
+
+const std::string kOffload = "zero_optimization.offload_optimizer";
+
+// One process training with its optimizer states in swap files under `nvme`.
+Result offloaded(const std::string& nvme, const std::string& run_dir, const std::string& extra = "") {
+  return run(kBin + kTrain + " '" + kOffload + "={\"device\": \"nvme\", \"nvme_path\": \"" + nvme + "\"}' run.dir=" +
+             run_dir + extra);
+}
+
+// The run's swap folder under `nvme` (the only entry a run makes there).
+std::string swap_folder(const std::string& nvme) {
+  std::vector<fs::path> entries(fs::directory_iterator(nvme), {});
+  EXPECT_EQ(entries.size(), 1u);
+  return entries.empty() ? "" : entries.front().string();
+}
+
+class SwapPath : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+    dir_ = tmpdir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    nvme_ = dir_ + "/nvme";
+  }
+  // Trains once, so the run's folders exist; returns the rank's folder.
+  std::string first_run() {
+    const Result r = offloaded(nvme_, dir_ + "/run");
+    EXPECT_EQ(r.code, 0) << r.out;
+    return swap_folder(nvme_) + "/rank0";
+  }
+  void expect_failure(const Result& r, const std::string& says) {
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(one_failure_line(r).find(says), std::string::npos) << "want: " << says << "\ngot: " << r.out;
+  }
+  std::string dir_, nvme_;
+};
+
+// Probe case 1: a link planted at a swap file's path is never followed, and its target keeps
+// its bytes; the run's folders are private (0700).
+TEST_F(SwapPath, ALinkAtASwapFilesPathIsRefusedAndItsTargetKeepsItsBytes) {
+  const std::string rank = first_run();
+  struct stat st{};
+  ASSERT_EQ(stat(rank.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  const std::string target = dir_ + "/precious";
+  std::ofstream(target) << "root's file";
+  fs::create_symlink(target, rank + "/b0.swap");
+  expect_failure(offloaded(nvme_, dir_ + "/run"), rank + "/b0.swap is a symbolic link");
+  EXPECT_EQ(read_bytes(target), "root's file");
+  EXPECT_TRUE(fs::is_symlink(rank + "/b0.swap"));
+}
+
+// Probe case 9: a FIFO at a swap file's path is named as such and left where it is.
+TEST_F(SwapPath, AFifoAtASwapFilesPathIsNamedAndLeftAlone) {
+  const std::string rank = first_run();
+  ASSERT_EQ(mkfifo((rank + "/b0.swap").c_str(), 0600), 0);
+  expect_failure(offloaded(nvme_, dir_ + "/run"), rank + "/b0.swap is a FIFO, not a swap file");
+  EXPECT_TRUE(fs::is_fifo(rank + "/b0.swap"));
+}
+
+// A run folder that is a link, or another user's, is not used.
+TEST_F(SwapPath, ARunFolderThatIsALinkOrAnotherUsersIsNotUsed) {
+  const std::string rank = first_run(), run_folder = fs::path(rank).parent_path().string();
+  fs::remove_all(run_folder);
+  fs::create_directories(dir_ + "/elsewhere");
+  fs::create_symlink(dir_ + "/elsewhere", run_folder);
+  expect_failure(offloaded(nvme_, dir_ + "/run"), "the swap folder " + run_folder + " is a symbolic link");
+  EXPECT_TRUE(fs::is_empty(dir_ + "/elsewhere"));
+  if (geteuid() != 0) return;  // only root can make a folder another user's
+  fs::remove(run_folder);
+  fs::create_directories(run_folder);
+  ASSERT_EQ(chown(run_folder.c_str(), 65534, 65534), 0);
+  expect_failure(offloaded(nvme_, dir_ + "/run"), "the swap folder " + run_folder + " belongs to uid 65534");
+}
+
+// Probe case 4: two runs whose run.dir share a last name train at once on one nvme_path, each in
+// a folder of its own; run.dir=.. keeps its folder below nvme_path.
+TEST_F(SwapPath, RunsWhoseRunDirsShareALastNameNeverShareSwapFiles) {
+  Background a(kBin + kTrain + " run.max_steps=60 '" + kOffload + "={\"device\": \"nvme\", \"nvme_path\": \"" + nvme_ +
+                   "\"}' run.dir=" + dir_ + "/exp1/run",
+               dir_ + "/a.log");
+  const Result b = offloaded(nvme_, dir_ + "/exp2/run");
+  const Result ra = a.wait();
+  EXPECT_EQ(ra.code, 0) << ra.out;
+  EXPECT_EQ(b.code, 0) << b.out;
+  const std::vector<fs::path> folders(fs::directory_iterator(nvme_), {});
+  ASSERT_EQ(folders.size(), 2u);
+  for (const fs::path& f : folders) EXPECT_EQ(f.filename().string().rfind("run-", 0), 0u) << f;
+  fs::create_directories(dir_ + "/deep/down");
+  const Result up = offloaded(nvme_, dir_ + "/deep/down/..");
+  EXPECT_EQ(up.code, 0) << up.out;
+  int deep = 0, all = 0;
+  for (const fs::path& f : fs::directory_iterator(nvme_)) ++all, deep += f.filename().string().rfind("deep-", 0) == 0;
+  EXPECT_EQ(all, 3);
+  EXPECT_EQ(deep, 1) << "run.dir=<dir>/deep/down/.. is the run folder 'deep', below nvme_path";
+}
+
+}  // namespace
