@@ -89,7 +89,7 @@ down() {
   done
   ip link del "$BRIDGE" 2>/dev/null || true
   # Only what this script wrote: the folder may hold a user's own files.
-  rm -f "$STATE/hostfile" "$STATE/rate" "$STATE/owner"
+  rm -f "$STATE/hostfile" "$STATE/rate" "$STATE/owner" "$STATE/agent"
   rmdir "$STATE" 2>/dev/null || true
 }
 
@@ -163,7 +163,13 @@ exec_in() {
 
 run_mpirun() {
   [ -s "$STATE/hostfile" ] || die "no hosts are up (scripts/hosts.sh up N)"
-  exec mpirun --hostfile "$STATE/hostfile" --mca plm_rsh_agent "$SELF exec" --mca plm_rsh_no_tree_spawn 1 \
+  # OpenMPI splits the agent at spaces: through a link of ours when the clone's path has any.
+  local agent=$SELF
+  if [[ $SELF == *[[:space:]]* ]]; then
+    agent=$STATE/agent
+    ln -sfn "$SELF" "$agent"
+  fi
+  exec mpirun --hostfile "$STATE/hostfile" --mca plm_rsh_agent "$agent exec" --mca plm_rsh_no_tree_spawn 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include "$NET.0/24" --mca oob_tcp_if_include "$NET.0/24" \
     -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "$@"
 }

@@ -138,6 +138,7 @@ zero::EngineOptions engine_options(const config::Config& c, const config::BatchS
 
 config::BatchSizes check_run_settings(const config::Config& c, int world) {
   const config::BatchSizes bs = config::resolve_batch(c, config::data_parallel_ranks(c, world));
+  if (c.run.strategy == "zero") zero::check_hpz_partition(c.zero.zero_hpz_partition_size, world);
   // Any run length will do: it only stands in for an absent total_num_steps.
   (void)optim::make_schedule(c.scheduler.type, c.scheduler.params, c.optimizer.lr, /*total_steps=*/1);
   return bs;

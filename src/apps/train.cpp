@@ -240,9 +240,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                          " optimizer steps in a row were skipped for fp16 "
                          "gradient overflow (steps ",
                          step + 2 - skipped_in_a_row, " to ", step + 1, ", loss scale ", engine.loss_scale(),
-                         "): the model is not training; lower "
-                         "fp16.loss_scale or use dynamic loss scaling (run.max_consecutive_skipped_steps "
-                         "sets this limit); nothing from this run was saved as trained"),
+                         "): the model is not training; ", overflow_advice(cfg.fp16),
+                         " (run.max_consecutive_skipped_steps sets this limit); nothing from this run was saved as "
+                         "trained"),
           ErrorKind::config, 1);
     const int64_t every = cfg.checkpoint.every_steps;
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) save(step + 1);
@@ -318,8 +318,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   if (total_steps > first_step && skipped_in_a_row == total_steps - first_step)
     throw AgreedStop(detail::concat("[train] all ", skipped_in_a_row, " optimizer steps of this run were skipped for ",
                                     "fp16 gradient overflow (loss scale ", engine.loss_scale(), "): the model did not ",
-                                    "train; lower fp16.loss_scale or use dynamic loss scaling; nothing from this run ",
-                                    "was saved as trained"),
+                                    "train; ", overflow_advice(cfg.fp16), "; nothing from this run was saved as trained"),
                      ErrorKind::config, 1);
 
   std::optional<EvalResult> final_eval = eval_at_end(cfg, run_eval_pass, on_lead, run_dir, total_steps);

@@ -106,6 +106,15 @@ std::string processor_note() {
   return "processor " + isa.name + (isa.cap.empty() ? "" : " (capped by ONEDNN_MAX_CPU_ISA=" + isa.cap + ")");
 }
 
+std::string overflow_advice(const config::Fp16Config& f) {
+  if (f.loss_scale > 0)
+    return detail::concat("lower fp16.loss_scale (a static ", f.loss_scale,
+                          "), or set it to 0 for dynamic loss scaling");
+  return detail::concat("the scale is dynamic already: lower fp16.initial_scale_power (", f.initial_scale_power,
+                        ") or fp16.min_loss_scale (", f.min_loss_scale,
+                        "), or look for values fp16 cannot hold (learning rate, inputs), or train in bf16");
+}
+
 nlohmann::json processor_record() {
   const ops::CpuIsa& isa = ops::cpu_isa();
   return {{"isa", isa.name}, {"cap", isa.cap.empty() ? nlohmann::json() : nlohmann::json(isa.cap)}, {"avx512", isa.avx512}};

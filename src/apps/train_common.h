@@ -31,6 +31,9 @@ std::string pick_threads(const config::Config& c);
 // The processor path the run computes on (Note [processor cap]): "avx2 (capped by
 // ONEDNN_MAX_CPU_ISA=AVX2)", and the same as the start record's "processor".
 std::string processor_note();
+// What to change when fp16 steps keep overflowing: the static scale, or the dynamic scale's
+// start and floor (which one the config uses, with its values).
+std::string overflow_advice(const config::Fp16Config& f);
 nlohmann::json processor_record();
 
 // Rank 0's work on the run directory: its first error is kept for the next vote instead of

@@ -300,6 +300,11 @@ void check_strategy(const Config& c, const std::string& source) {
                                std::pair{"zero_optimization.offload_param.device", &c.zero.offload_param}})
     refuse(o->device == "nvme" || o->device == "auto", key, o->device, "none, cpu");
   refuse(c.sparse_gradients, "sparse_gradients", "true", "false");
+  // ZeRO++ quantizes and re-partitions ZeRO's collectives; the servers' messages have none of them.
+  refuse(c.zero.zero_quantized_weights, "zero_optimization.zero_quantized_weights", "true", "false");
+  refuse(c.zero.zero_quantized_gradients, "zero_optimization.zero_quantized_gradients", "true", "false");
+  refuse(c.zero.zero_hpz_partition_size > 1, "zero_optimization.zero_hpz_partition_size",
+         std::to_string(c.zero.zero_hpz_partition_size), "1");
   refuse(c.checkpoint.every_steps > 0, "checkpoint.every_steps", std::to_string(c.checkpoint.every_steps), "0");
   refuse(!c.run.resume.empty(), "run.resume", "'" + c.run.resume + "'", "\"\"");
   refuse(c.run.memory_budget_mb > 0, "run.memory_budget_mb", std::to_string(c.run.memory_budget_mb), "0");

@@ -138,9 +138,15 @@ BatchSizes resolve_batch(const Config& c, int world_size) {
   auto show = [](const char* name, int64_t v) {
     return v > 0 ? zt::detail::concat(name, " ", v) : zt::detail::concat(name, " (not set)");
   };
+  // Under the parameter server the batch is split over the workers, not the whole world.
+  const int servers = c.run.strategy == "parameter_server" ? c.run.parameter_servers : 0;
+  const std::string ranks =
+      servers > 0 ? zt::detail::concat(w, " workers (world size ", w + servers, " less ", servers,
+                                       servers == 1 ? " server)" : " servers)")
+                  : zt::detail::concat("world size ", w);
   const std::string all =
       zt::detail::concat(show("train_batch_size", t), ", ", show("train_micro_batch_size_per_gpu", m), ", ",
-                         show("gradient_accumulation_steps", g), ", world size ", w);
+                         show("gradient_accumulation_steps", g), ", ", ranks);
   ZT_CHECK_AS(ErrorKind::config, t > 0 || m > 0, "[config] set train_batch_size or train_micro_batch_size_per_gpu (",
               all, ")");
   // Divides t by the product of the two known factors; throws unless exact.
@@ -155,7 +161,7 @@ BatchSizes resolve_batch(const Config& c, int world_size) {
     int64_t p = 0;
     bool ok = !__builtin_mul_overflow(m, g, &p) && !__builtin_mul_overflow(p, w, &p) && p == t;
     ZT_CHECK_AS(ErrorKind::config, ok, "[config] train_batch_size ", t, " != train_micro_batch_size_per_gpu ", m,
-                " * gradient_accumulation_steps ", g, " * world size ", w);
+                " * gradient_accumulation_steps ", g, " * ", ranks);
   } else if (t > 0 && m > 0) {
     out.accumulation = derive(m, w, "gradient_accumulation_steps");
   } else if (t > 0 && g > 0) {

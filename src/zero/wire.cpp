@@ -9,6 +9,21 @@
 
 namespace zt::zero {
 
+void check_hpz_partition(int64_t partition, int world) {
+  if (partition <= 1 || world % partition == 0) return;
+  // The nearest divisors of the world size on each side, found among the divisors (a huge
+  // value must not be stepped down one at a time).
+  int64_t below = 1, above = 0;
+  for (int64_t d = 1; d <= world; ++d) {
+    if (world % d != 0) continue;
+    if (d < partition) below = d;
+    if (d > partition && above == 0) above = d;
+  }
+  ZT_THROW_AS(ErrorKind::config, "[zero] zero_optimization.zero_hpz_partition_size = ", partition,
+              " must divide the world size ", world, " (nearest valid: ", below,
+              above > 0 ? " or " + std::to_string(above) : "", ")");
+}
+
 namespace {
 template <typename Fn>
 uint64_t sum_distinct(const CommGroups& c, Fn bytes_of) {
@@ -47,12 +62,7 @@ CommGroups make_comm_groups(comm::GroupPtr all, const config::ZeroConfig& zero) 
   }
   const int64_t P = zero.zero_hpz_partition_size;
   if (P > 1) {
-    int64_t below = P, above = P;  // the nearest divisors of n on each side
-    while (n % below != 0) --below;
-    while (above <= n && n % above != 0) ++above;
-    ZT_CHECK_AS(ErrorKind::config, n % P == 0, "[zero] zero_optimization.zero_hpz_partition_size = ", P,
-                " must divide the world size ", n, " (nearest valid: ", below, above <= n ? " or " + std::to_string(above) : "",
-                ")");
+    check_hpz_partition(P, n);
     g.secondary = P == L && g.node ? g.node : P == n ? all : all->split(int(rank / P), rank);
   }
   return g;

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/shell_word.h"
+
 namespace zt::data::tok_test {
 
 inline std::string data_dir(const std::string& name) { return std::string(ZT_SOURCE_DIR) + "/data/" + name; }
@@ -35,7 +37,8 @@ inline std::vector<std::vector<int32_t>> reference_ids(const std::string& progra
                                                        const std::string& dir, const std::vector<std::string>& strings,
                                                        const std::string& json_path) {
   std::ofstream(json_path, std::ios::binary) << nlohmann::json(strings).dump();
-  const std::string cmd = program + " '" ZT_SOURCE_DIR "/tests/data/" + script + "' '" + dir + "' '" + json_path + "'";
+  const std::string cmd = program + " " + zt::testing::shell_word(std::string(ZT_SOURCE_DIR) + "/tests/data/" + script) +
+                          " " + zt::testing::shell_word(dir) + " " + zt::testing::shell_word(json_path);
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[1 << 16];

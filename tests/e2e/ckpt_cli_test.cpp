@@ -23,7 +23,7 @@ namespace {
 
 using namespace zt::e2e;
 
-const std::string kBin = ZT_BIN;
+const std::string kBin = zt::testing::shell_word(ZT_BIN);  // a shell word wherever the clone lives
 const std::string kMpirun = ZT_MPIRUN;
 const std::string kConfig = " --config configs/mnist_mlp.json";
 

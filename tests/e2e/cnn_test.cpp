@@ -12,7 +12,7 @@ namespace {
 
 using namespace zt::e2e;
 
-const std::string kBin = ZT_BIN;
+const std::string kBin = zt::testing::shell_word(ZT_BIN);  // a shell word wherever the clone lives
 const std::string kMpi = std::string(ZT_MPIRUN) + " -np ";
 
 double accuracy_in(const std::string& out) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/shell_word.h"
+
 namespace zt::e2e {
 
 namespace fs = std::filesystem;
@@ -24,7 +26,7 @@ struct Result {
 // limit_s > 0: under `timeout`, so a regression that blocks fails instead of hanging the suite.
 inline Result run(const std::string& cmd, int limit_s = 0) {
   const std::string bounded = limit_s > 0 ? "timeout -k 5 " + std::to_string(limit_s) + " " + cmd : cmd;
-  const std::string full = "cd " ZT_SOURCE_DIR " && " + bounded + " 2>&1";
+  const std::string full = "cd " + zt::testing::shell_word(ZT_SOURCE_DIR) + " && " + bounded + " 2>&1";
   FILE* p = popen(full.c_str(), "r");
   std::string out;
   char buf[4096];

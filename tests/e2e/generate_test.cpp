@@ -17,7 +17,7 @@ namespace {
 using namespace zt::e2e;
 namespace zc = zt::config;
 
-const std::string kBin = ZT_BIN;
+const std::string kBin = zt::testing::shell_word(ZT_BIN);  // a shell word wherever the clone lives
 const std::string kTokenizerDir = std::string(ZT_SOURCE_DIR) + "/data/gpt2";
 constexpr int64_t kBlock = 8;
 
@@ -46,7 +46,7 @@ class Generate : public ::testing::Test {
 
   std::string generate(const std::string& args) {
     const Result r = run(kBin + " generate --config " + config_ + " --weights " + weights_ + " --tokenizer-dir " +
-                             kTokenizerDir + " " + args,
+                             zt::testing::shell_word(kTokenizerDir) + " " + args,
                          120);
     EXPECT_EQ(r.code, 0) << args << ": " << r.out;
     const size_t stats = r.out.find("zerotrain: generated ");  // stderr's last line
@@ -93,12 +93,12 @@ TEST_F(Generate, ASeedFixesTheSampledText) {
 
 TEST_F(Generate, ReportsTheTokensOnStderrAndBadWeightsInOneLine) {
   Result r = run(kBin + " generate --config " + config_ + " --weights " + weights_ + " --tokenizer-dir " +
-                     kTokenizerDir + " --tokens 3 --top-k 1",
+                     zt::testing::shell_word(kTokenizerDir) + " --tokens 3 --top-k 1",
                  120);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("zerotrain: generated 3 tokens in"), std::string::npos) << r.out;
   r = run(kBin + " generate --config " + config_ + " --weights " + dir_ + "/absent.safetensors --tokenizer-dir " +
-          kTokenizerDir + " --prompt hi");
+          zt::testing::shell_word(kTokenizerDir) + " --prompt hi");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_NE(r.out.find("absent.safetensors"), std::string::npos) << r.out;

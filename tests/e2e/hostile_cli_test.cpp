@@ -15,7 +15,7 @@ namespace {
 
 using namespace zt::e2e;
 
-const std::string kBin = ZT_BIN;
+const std::string kBin = zt::testing::shell_word(ZT_BIN);  // a shell word wherever the clone lives
 const std::string kConfig = " --config configs/mnist_mlp.json";
 // A quick run on the first 640 samples: 10 steps per epoch at batch 64.
 const std::string kSmall = " data.train_limit=640 run.eval_at_end=false";

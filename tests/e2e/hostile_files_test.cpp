@@ -25,7 +25,7 @@ using namespace zt::e2e;
 
 Result run30(const std::string& cmd) { return run(cmd, 30); }
 
-const std::string kBin = ZT_BIN;
+const std::string kBin = zt::testing::shell_word(ZT_BIN);  // a shell word wherever the clone lives
 const std::string kConfig = " --config configs/mnist_mlp.json";
 
 void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }

@@ -13,7 +13,7 @@ namespace {
 
 using namespace zt::e2e;
 
-const std::string kBin = ZT_BIN;
+const std::string kBin = zt::testing::shell_word(ZT_BIN);  // a shell word wherever the clone lives
 
 bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 

@@ -15,7 +15,7 @@ namespace {
 
 using namespace zt::e2e;
 
-const std::string kBin = ZT_BIN;
+const std::string kBin = zt::testing::shell_word(ZT_BIN);  // a shell word wherever the clone lives
 const std::string kHosts = "scripts/hosts.sh";
 const std::string kMlp = " --config configs/mnist_mlp.json train_batch_size=64 steps_per_print=1 run.eval_at_end=false";
 

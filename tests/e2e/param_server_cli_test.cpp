@@ -11,7 +11,7 @@ namespace {
 
 using namespace zt::e2e;
 
-const std::string kBin = ZT_BIN;
+const std::string kBin = zt::testing::shell_word(ZT_BIN);  // a shell word wherever the clone lives
 const std::string kMpi = std::string(ZT_MPIRUN) + " -np ";
 const std::string kArgs =
     " --config configs/mnist_mlp.json data.train_limit=6400 data.test_limit=2000"

@@ -17,7 +17,7 @@ namespace {
 using namespace zt::e2e;
 using zt::data::testing::write_fake_corpus;
 
-const std::string kBin = ZT_BIN;
+const std::string kBin = zt::testing::shell_word(ZT_BIN);  // a shell word wherever the clone lives
 
 const std::vector<std::string> kNames = {"1790_a_d.txt", "1791_b_r.txt", "1792_c_r.txt", "1793_d_w.txt",
                                          "1795_e_d.txt", "1796_f_r.txt", "1800_g_d.txt", "1801_h_r.txt"};
@@ -84,7 +84,7 @@ class PrepareReal : public ::testing::Test {
     tok_ = zt::data::load_tokenizer(kind, tokenizer_dir(kind));
   }
   std::string prepare(const std::string& kind, const std::string& args) {
-    return kBin + " prepare --tokenizer " + kind + " --tokenizer-dir " + tokenizer_dir(kind) + " --data-dir " + data_ +
+    return kBin + " prepare --tokenizer " + kind + " --tokenizer-dir " + zt::testing::shell_word(tokenizer_dir(kind)) + " --data-dir " + data_ +
            " --out " + out_ + " " + args;
   }
   std::string dir_ =
@@ -128,7 +128,7 @@ TEST_F(PrepareReal, AFailingRunLeavesTheEarlierOutputAndSaysOneError) {
   fs::remove(data_ + "/sotu/1797_bad_d.txt");
   fs::create_directories(dir_ + "/mine");
   write_file(dir_ + "/mine/notes.txt", "keep");
-  Result mine = run(kBin + " prepare --tokenizer gpt2 --tokenizer-dir " + tokenizer_dir("gpt2") + " --data-dir " +
+  Result mine = run(kBin + " prepare --tokenizer gpt2 --tokenizer-dir " + zt::testing::shell_word(tokenizer_dir("gpt2")) + " --data-dir " +
                         data_ + " --val-fraction 0.25 --out " + dir_ + "/mine",
                     120);
   EXPECT_EQ(mine.code, 1) << mine.out;

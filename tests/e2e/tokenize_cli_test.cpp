@@ -10,7 +10,7 @@ namespace {
 
 using namespace zt::e2e;
 
-const std::string kBin = ZT_BIN;
+const std::string kBin = zt::testing::shell_word(ZT_BIN);  // a shell word wherever the clone lives
 
 // A WordPiece vocabulary in vocab.json's form: "un aff able" and "a" with continuations.
 std::string tiny_bert() {

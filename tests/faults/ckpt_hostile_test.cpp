@@ -345,12 +345,12 @@ TEST(HostileTools, DataInAFolderThatCannotBeSearchedSaysPermissionDenied) {
   fs::create_directories(closed);
   fs::permissions(dir, fs::perms::all);  // the run's own folder stays writable for nobody
   fs::permissions(closed, fs::perms::none);
-  std::string as_user, bin = kBin, config = "configs/mnist_mlp.json";
+  std::string as_user, bin = kBin, config = "configs/mnist_mlp.json";  // shell words
   if (geteuid() == 0) {
     if (!fs::exists("/usr/bin/setpriv")) GTEST_SKIP() << "setpriv (util-linux) is needed to run as nobody";
     as_user = "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups ";
     bin = dir + "/zerotrain", config = dir + "/mnist_mlp.json";
-    fs::copy_file(kBin, bin);
+    fs::copy_file(ZT_BIN, bin);
     fs::copy_file(fs::path(ZT_SOURCE_DIR) / "configs/mnist_mlp.json", config);
     for (const std::string& f : {bin, config}) fs::permissions(f, fs::perms::all);
     // A temporary folder mounted noexec (or a policy) may still keep nobody from running it.

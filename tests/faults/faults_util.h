@@ -23,11 +23,14 @@
 #include <thread>
 #include <vector>
 
+#include "../common/shell_word.h"
+
 namespace fs = std::filesystem;
 
 namespace zt::faults {
 
-const std::string kBin = std::getenv("ZT_FAULTS_BIN") ? std::getenv("ZT_FAULTS_BIN") : ZT_BIN;
+// A shell word wherever the clone lives (the tests build shell commands with it).
+const std::string kBin = zt::testing::shell_word(std::getenv("ZT_FAULTS_BIN") ? std::getenv("ZT_FAULTS_BIN") : ZT_BIN);
 const std::string kMpi = std::string(ZT_MPIRUN) + " -np 2 ";
 // Small and short: a 25k-parameter MLP (100 KB of weights), 20 steps on 3,200 samples.
 const std::string kArgs =
@@ -44,7 +47,7 @@ inline int status_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + 
 
 // A hang fails the test instead of blocking the suite: 124/137 after `limit_s`.
 inline Result run(const std::string& cmd, int limit_s = 120) {
-  const std::string full = "cd " ZT_SOURCE_DIR " && timeout -k 5 " + std::to_string(limit_s) + " " + cmd + " 2>&1";
+  const std::string full = "cd " + zt::testing::shell_word(ZT_SOURCE_DIR) + " && timeout -k 5 " + std::to_string(limit_s) + " " + cmd + " 2>&1";
   FILE* p = popen(full.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -60,7 +63,7 @@ class Background {
   Background(const std::string& cmd, const std::string& log) : log_(log) {
     pid_ = fork();
     if (pid_ == 0) {
-      const std::string full = "cd " ZT_SOURCE_DIR " && exec " + cmd + " > " + log + " 2>&1";
+      const std::string full = "cd " + zt::testing::shell_word(ZT_SOURCE_DIR) + " && exec " + cmd + " > " + log + " 2>&1";
       execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }

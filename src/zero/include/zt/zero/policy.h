@@ -77,5 +77,8 @@ void place(Policy& p, const config::ZeroConfig& zero, const config::AioConfig& a
 // Note [swap path]: the run's swap folder name, from its run.dir's whole path ("mnist_mlp-3fa2b1c0"),
 // so two runs whose run.dir share a last name never share swap files, and ".." stays below nvme_path.
 std::string swap_run_name(const std::string& run_dir);
+// ZeRO++'s secondary partition (zero_hpz_partition_size) must divide the world size: else a
+// config error naming the nearest valid sizes. `train` and `estimate` both ask.
+void check_hpz_partition(int64_t partition, int world);
 
 }  // namespace zt::zero
