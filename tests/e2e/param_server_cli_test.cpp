@@ -85,6 +85,16 @@ TEST(ParamServerCli, ValuesItCannotTakeAreOneLineErrors) {
        "'fp16.enabled' = true is not available with run.strategy parameter_server"},
       {"2 " + kBin + " train" + kArgs + " run.strategy=parameter_server checkpoint.every_steps=5",
        "'checkpoint.every_steps' = 5 is not available with run.strategy parameter_server"},
+      // Issue 31, probe case 8: ZeRO++'s keys are ZeRO's collectives, which the servers have none of.
+      {"2 " + kBin + " train" + kArgs + " run.strategy=parameter_server zero_optimization.stage=3 "
+       "zero_optimization.zero_quantized_weights=true",
+       "'zero_optimization.zero_quantized_weights' = true is not available with run.strategy parameter_server"},
+      {"2 " + kBin + " train" + kArgs + " run.strategy=parameter_server zero_optimization.zero_quantized_gradients=true",
+       "'zero_optimization.zero_quantized_gradients' = true is not available with run.strategy parameter_server"},
+      // Probe case 12: the batch is split over the workers, and the line says so.
+      {"4 " + kBin + " train" + kArgs + " run.strategy=parameter_server train_batch_size=64 "
+       "train_micro_batch_size_per_gpu=32 gradient_accumulation_steps=1",
+       "* 3 workers (world size 4 less 1 server)"},
   };
   for (const auto& [cmd, want] : cases) {
     Result r = run(kMpi + cmd + " run.dir=" + dir, 120);

@@ -104,4 +104,35 @@ TEST_F(SwapPath, RunsWhoseRunDirsShareALastNameNeverShareSwapFiles) {
   EXPECT_EQ(deep, 1) << "run.dir=<dir>/deep/down/.. is the run folder 'deep', below nvme_path";
 }
 
+// Probe case 3: a huge zero_hpz_partition_size is one line at once (it hung, stepping down one
+// at a time), and `estimate` refuses what `train` refuses (probe case 5).
+TEST(Probe3, AHugeHpzPartitionIsOneLineNamingTheNearestValidSize) {
+  const std::string hpz = " zero_optimization.stage=3 zero_optimization.zero_hpz_partition_size=";
+  for (const std::string& size : {std::string("1e15"), std::string("1099511627776")}) {
+    const Result r = run(kBin + kTrain + hpz + size + " run.dir=" + tmpdir("hpz_huge"), 20);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(one_failure_line(r).find("must divide the world size 1 (nearest valid: 1)"), std::string::npos) << r.out;
+  }
+  const Result e = run(kBin + " estimate" + kArgs + hpz + "3 --world 4", 20);
+  EXPECT_EQ(e.code, 1) << e.out;
+  EXPECT_NE(one_failure_line(e).find("zero_hpz_partition_size = 3 must divide the world size 4 (nearest valid: 2 or 4)"),
+            std::string::npos)
+      << e.out;
+}
+
+// Probe case 11: with dynamic loss scaling already on, the advice is what to lower, with its value.
+TEST(Probe3, AnFp16RunThatStillOverflowsWithADynamicScaleSaysWhatToLower) {
+  const Result r = run(kBin + kTrain +
+                           " fp16.enabled=true fp16.initial_scale_power=60"
+                           " run.max_consecutive_skipped_steps=3 run.dir=" +
+                           tmpdir("fp16_dynamic"),
+                       60);
+  EXPECT_EQ(r.code, 1) << r.out;
+  const std::string line = one_failure_line(r);
+  EXPECT_NE(line.find("the scale is dynamic already: lower fp16.initial_scale_power (60) or fp16.min_loss_scale"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(line.find("use dynamic loss scaling"), std::string::npos) << r.out;
+}
+
 }  // namespace
