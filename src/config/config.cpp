@@ -16,7 +16,7 @@ void parse_offload(const Section& s, OffloadConfig& o) {
   s.allow({"device", "pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "fast_init", "ratio",
            "pipeline_read", "pipeline_write", "pipeline"});
   s.read_choice("device", o.device, {"none", "cpu", "nvme", "auto"});
-  s.read_string("nvme_path", o.nvme_path, true);
+  s.read_path("nvme_path", o.nvme_path, true);
   ZT_CHECK_AS(ErrorKind::config, o.device != "nvme" || !o.nvme_path.empty(), "[config] ", s.source(), ": '",
               s.path("device"), "' = \"nvme\" needs '", s.path("nvme_path"), "' (a folder on a local disk)");
   // "auto": run.memory_budget_mb decides (Note [budget choice] in zero/budget.cpp); nvme when it must.
@@ -188,7 +188,7 @@ void parse_model(const Section& s, ModelConfig& m) {
   s.read_int("type_vocab_size", m.type_vocab_size, 1, 1 << 10);
   s.read_number("dropout", m.dropout, 0, false, 1, true);
   s.read_choice("head", m.head, {"mlm", "classify"});
-  s.read_string("init_from", m.init_from, /*allow_empty=*/true);  // "" = none
+  s.read_path("init_from", m.init_from, /*allow_empty=*/true);  // "" = none
   ZT_CHECK_AS(ErrorKind::config, m.n_embd % m.n_head == 0, "[config] ", s.source(), ": model.n_embd ", m.n_embd,
               " is not a multiple of model.n_head ", m.n_head,
               " (nearest valid n_embd: ", std::max<int64_t>(m.n_head, (m.n_embd + m.n_head / 2) / m.n_head * m.n_head),
@@ -233,7 +233,7 @@ void parse_data(const Section& s, DataConfig& d) {
   s.read_int("eval_batches", d.eval_batches, 1);
   s.read_number("mask_prob", d.mask_prob, 0, true, 1, false);
   if (!s.has("dir")) d.dir = "data/" + d.dataset;  // scripts/setup.sh puts each dataset there
-  s.read_string("dir", d.dir);
+  s.read_path("dir", d.dir);
   s.read_bool("shuffle", d.shuffle);
   s.read_int("train_limit", d.train_limit, 0);
   s.read_int("test_limit", d.test_limit, 0);
@@ -260,8 +260,8 @@ void parse_run(const Section& s, RunConfig& r) {
   s.allow({"dir", "epochs", "max_steps", "threads", "pin_threads", "comm_backend", "comm_timeout_s", "memory_budget_mb",
            "eval_at_end", "resume", "max_consecutive_skipped_steps", "save_weights", "bf16_products", "strategy",
            "parameter_servers"});
-  s.read_string("resume", r.resume);
-  s.read_string("dir", r.dir);
+  s.read_path("resume", r.resume);
+  s.read_path("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
   s.read_int("max_steps", r.max_steps, 0);
   s.read_int("threads", r.threads, 0, kMaxThreads);
@@ -313,7 +313,7 @@ void check_strategy(const Config& c, const std::string& source) {
 
 void parse_checkpoint(const Section& s, CheckpointConfig& c) {
   s.allow({"dir", "every_steps", "keep_last"});
-  s.read_string("dir", c.dir);
+  s.read_path("dir", c.dir);
   s.read_int("every_steps", c.every_steps, 0);
   s.read_int("keep_last", c.keep_last, 0);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "zt/config/config.h"
@@ -204,6 +205,18 @@ void Section::read_string(const std::string& key, std::string& out, bool allow_e
   if (!v.is_string() || (!allow_empty && v.get<std::string>().empty()))
     bad_value(source_, path(key), allow_empty ? "a string" : "a non-empty string", v);
   out = v.get<std::string>();
+}
+
+void Section::read_path(const std::string& key, std::string& out, bool allow_empty) const {
+  read_string(key, out, allow_empty);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(out[i]);
+    if (c >= 0x20 && c != 0x7f) continue;
+    char code[8];
+    std::snprintf(code, sizeof code, "0x%02x", c);
+    ZT_THROW_AS(ErrorKind::config, "[config] ", source_, ": '", path(key), "' is a path and cannot hold control characters; ",
+                "byte ", i, " is ", code, " in ", short_dump(j_.at(key)));
+  }
 }
 
 void Section::read_choice(const std::string& key, std::string& out, const std::vector<std::string>& allowed,

@@ -51,6 +51,9 @@ class Section {
                    double hi = std::numeric_limits<double>::infinity(), bool hi_open = true) const;
   void read_bool(const std::string& key, bool& out) const;
   void read_string(const std::string& key, std::string& out, bool allow_empty = false) const;
+  // A file or folder path: a string without control characters (a NUL would cut the path, and
+  // every message naming it, short).
+  void read_path(const std::string& key, std::string& out, bool allow_empty = false) const;
   // One of `allowed` (compared case-insensitively when asked); `out` gets the canonical spelling.
   void read_choice(const std::string& key, std::string& out, const std::vector<std::string>& allowed,
                    bool case_insensitive = false) const;

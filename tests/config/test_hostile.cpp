@@ -289,5 +289,26 @@ TEST(HostileParse, ParameterServersMustLeaveAWorkerAtTheWorldSize) {
   EXPECT_EQ(data_parallel_ranks(c, 3), 3);
 }
 
+// Issue 31, probe case 10: a control character (a NUL above all) in a path-valued key is refused,
+// naming the key and the byte, before anything is made at the path's prefix.
+TEST(HostileParse, APathWithAControlCharacterIsRefusedNamingTheKeyAndTheByte) {
+  const std::string nul("/tmp/zt\0evil", 12);
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"train_batch_size", 8}, {"run", {{"dir", nul}}}}, "'run.dir' is a path and cannot hold control characters; byte 7 is 0x00"},
+      {{{"train_batch_size", 8}, {"checkpoint", {{"dir", "a\nb"}}}}, "'checkpoint.dir' is a path and cannot hold control characters; byte 1 is 0x0a"},
+      {{{"train_batch_size", 8}, {"data", {{"dir", "x\x7f"}}}}, "'data.dir' is a path and cannot hold control characters; byte 1 is 0x7f"},
+      {{{"train_batch_size", 8},
+        {"zero_optimization",
+         {{"offload_optimizer", {{"device", "nvme"}, {"nvme_path", nul}}}}}},
+       "'zero_optimization.offload_optimizer.nvme_path' is a path and cannot hold control characters; byte 7 is 0x00"},
+  };
+  for (const auto& [j, want] : cases) {
+    const std::string msg = error_of([&] { (void)parse(j, "c.json"); });
+    EXPECT_THAT(msg, HasSubstr(want)) << j.dump();
+    EXPECT_EQ(msg.find('\0'), std::string::npos);
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace zt::config
