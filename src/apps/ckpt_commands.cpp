@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "agree.h"
+#include "run_dir.h"
 #include "session.h"
+#include "train_common.h"
 #include "zt/ckpt/checkpoint.h"
 #include "zt/ckpt/export.h"
 #include "zt/core/allocator.h"
@@ -219,6 +222,13 @@ int run_import(const config::Config& cfg, comm::Group& group, const CkptToolOpti
   const std::string tag = o.tag.empty() ? "step_00000000" : o.tag;
   check_import_target(o.out, tag, o.force);
   group.set_timeout(cfg.run.comm_timeout_s);
+  // The folder's lock, as a training run takes it: --force replaces checkpoints, never under a
+  // run that is writing them (rank 0 holds it; every rank learns whether it could).
+  LeadWork on_lead(group.rank() == 0);
+  std::unique_ptr<DirLock> lock;
+  on_lead([&] { lock = std::make_unique<DirLock>(o.out, "--out", ErrorKind::checkpoint, "[import]"); });
+  stop_if_voted(agree(group, {0, -1, on_lead.failed()}, "import: --out locked"), on_lead, "before importing", o.out,
+                false);
   const config::BatchSizes bs = config::resolve_batch(cfg, group.size());
   auto model = build_model(cfg, /*deferred=*/true);
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));

@@ -172,6 +172,25 @@ TEST_F(HostileCkpt, ImportReplacesNothingWithoutForceAndTakesOnlyPlainTags) {
   EXPECT_EQ(fresh.code, 0) << fresh.out;
 }
 
+// Issue 31, probe case 7: import --force into a checkpoint.dir a running job holds is refused,
+// naming the holder, at 1 and 2 ranks; `latest` stays the job's.
+TEST_F(HostileCkpt, ImportForceRespectsTheLockOfARunningJob) {
+  const std::string weights = dir_ + "/model.safetensors", job = dir_ + "/job";
+  Background first(kBin + " train" + kArgs + " run.max_steps=400 checkpoint.every_steps=100 checkpoint.dir=" + ckpt_ +
+                       " run.resume=latest run.dir=" + job,
+                   dir_ + "/job.log");
+  ASSERT_TRUE(wait_for([&] { return holder_pid(ckpt_) == std::to_string(first.pid()); })) << "the job never locked";
+  ASSERT_EQ(kill(first.pid(), SIGSTOP), 0);
+  for (int np : {1, 2})
+    expect_failure(run(launch(np) + kBin + " import " + weights + kArgs + " --out " + ckpt_ + " --force"),
+                   "[import] --out " + ckpt_ + " is in use by another run (pid " + std::to_string(first.pid()));
+  EXPECT_EQ(read_bytes(ckpt_ + "/latest"), "step_00000020\n");
+  kill(first.pid(), SIGCONT);
+  const Result r = first.wait();
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(read_bytes(ckpt_ + "/latest"), "step_00000400\n");
+}
+
 // Runs of one process and of 2 ranks under mpirun.
 class HostileRun : public ::testing::TestWithParam<int> {
  protected:
