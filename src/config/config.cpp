@@ -267,7 +267,8 @@ void parse_run(const Section& s, RunConfig& r) {
   s.read_int("threads", r.threads, 0, kMaxThreads);
   s.read_bool("pin_threads", r.pin_threads);
   s.read_choice("comm_backend", r.comm_backend, {"auto", "local", "mpi", "shm"});
-  s.read_number("comm_timeout_s", r.comm_timeout_s, 0, true);
+  // Below 0.1 s a healthy peer would be blamed for a stall (probe case 13 of issue 31).
+  s.read_number("comm_timeout_s", r.comm_timeout_s, 0.1, false);
   s.read_int("memory_budget_mb", r.memory_budget_mb, 0, kMaxMemoryBudgetMb);
   s.read_bool("eval_at_end", r.eval_at_end);
   s.read_bool("save_weights", r.save_weights);

@@ -202,8 +202,10 @@ TEST(ConfigParse, OutOfRange) {
               HasSubstr("'train_micro_batch_size_per_gpu' must be a positive integer, got 0"));
   EXPECT_THAT(error_of({{"gradient_accumulation_steps", -2}}), HasSubstr("got -2"));
   EXPECT_THAT(error_of({{"run", {{"epochs", 0}}}}), HasSubstr("'run.epochs' must be a positive number, got 0"));
-  EXPECT_THAT(error_of({{"run", {{"comm_timeout_s", -5}}}}),
-              HasSubstr("'run.comm_timeout_s' must be a positive number"));
+  EXPECT_THAT(error_of({{"run", {{"comm_timeout_s", -5}}}}), HasSubstr("'run.comm_timeout_s' must be a number >= 0.1"));
+  // A timeout no healthy peer can meet is refused, not blamed on a peer later (issue 31, case 13).
+  EXPECT_THAT(error_of({{"run", {{"comm_timeout_s", 1e-3}}}}),
+              HasSubstr("'run.comm_timeout_s' must be a number >= 0.1, got 0.001"));
   EXPECT_THAT(error_of({{"run", {{"comm_backend", "nccl"}}}}),
               HasSubstr("'run.comm_backend' must be one of auto, local, mpi, shm, got \"nccl\""));
   EXPECT_THAT(error_of({{"run", {{"bf16_products", "fast"}}}}),
