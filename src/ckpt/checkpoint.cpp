@@ -7,11 +7,14 @@
 // Saving writes <tag>.partial/, fsyncs, renames it to <tag>, then moves `latest`.
 #include "zt/ckpt/checkpoint.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
 
 #include "checkpoint_detail.h"
 #include "file_io.h"
+#include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
 
 namespace zt::ckpt {
@@ -107,6 +110,11 @@ void prune(const fs::path& dir, const std::string& keep_tag, int keep_last) {
 
 }  // namespace
 
+namespace {
+// The shards, the metadata and the commit of a save whose .partial folder is ready.
+std::string write_and_commit(zero::Engine& e, const SaveOptions& o, const fs::path& partial, const fs::path& final_dir);
+}  // namespace
+
 std::string save_checkpoint(zero::Engine& e, const SaveOptions& o) {
   comm::Group& g = *e.group();
   const fs::path dir(o.dir), partial = dir / (o.tag + ".partial"), final_dir = dir / o.tag;
@@ -123,13 +131,38 @@ std::string save_checkpoint(zero::Engine& e, const SaveOptions& o) {
                     " already holds checkpoints (", (dir / "latest").string(),
                     "): this save would move `latest`; nothing existing is replaced without --force");
       }
+      // `latest` is renamed over at the commit: what is there must be the file we keep there.
+      struct stat st{};
+      const std::string latest = (dir / "latest").string();
+      ZT_CHECK_AS(ErrorKind::checkpoint, ::lstat(latest.c_str(), &st) != 0 || S_ISREG(st.st_mode), "[ckpt] ", latest,
+                  " is ", file_type_name(st.st_mode),
+                  ", not the file that names the newest checkpoint: left as it is; remove it to save here");
       fs::remove_all(partial);  // what a crash mid-save left
       fs::create_directory(partial);
     }
   } catch (const std::exception& ex) {
-    err = std::string("[ckpt] cannot prepare ") + partial.string() + ": " + ex.what();
+    err = ex.what();
+    if (err.rfind("[ckpt]", 0) != 0) err = "[ckpt] cannot prepare " + partial.string() + ": " + err;
   }
   detail::agree(g, err, "preparing " + partial.string());
+  // From here a failed save (a full disk) leaves no .partial folder behind.
+  try {
+    return write_and_commit(e, o, partial, final_dir);
+  } catch (...) {
+    if (g.rank() == 0) {
+      std::error_code ec;
+      fs::remove_all(partial, ec);
+    }
+    throw;
+  }
+}
+
+namespace {
+
+std::string write_and_commit(zero::Engine& e, const SaveOptions& o, const fs::path& partial, const fs::path& final_dir) {
+  comm::Group& g = *e.group();
+  const fs::path dir(o.dir);
+  std::string err;
 
   const std::vector<zero::ShardState> states = e.shard_states();
   json entries;
@@ -190,6 +223,8 @@ std::string save_checkpoint(zero::Engine& e, const SaveOptions& o) {
   detail::agree(g, err, "committing " + final_dir.string());
   return final_dir.string();
 }
+
+}  // namespace
 
 std::string resolve_checkpoint(const std::string& dir, const std::string& which) {
   if (which == "latest") {

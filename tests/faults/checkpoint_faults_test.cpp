@@ -70,6 +70,9 @@ TEST_F(FullDisk, ASaveThatDoesNotFitFailsSayingTheBytesNeededAndKeepsThePrevious
   EXPECT_NE(r.out.find("(the file needs "), std::string::npos) << r.out;
   fs::remove(mnt_ + "/filler");
   expect_latest_is(ckpt, "step_00000010");
+  // Issue 31, probe case 14: the failed save leaves no .partial folder behind.
+  for (const auto& e : fs::directory_iterator(ckpt))
+    EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << "left behind: " << e.path();
 }
 
 }  // namespace

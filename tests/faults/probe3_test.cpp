@@ -135,4 +135,27 @@ TEST(Probe3, AnFp16RunThatStillOverflowsWithADynamicScaleSaysWhatToLower) {
   EXPECT_EQ(line.find("use dynamic loss scaling"), std::string::npos) << r.out;
 }
 
+// Probe case 13: a FIFO or a device node named `latest` in checkpoint.dir is named and left as it
+// is, by a run's save and by import --force, before anything is written.
+TEST(Probe3, ALatestThatIsNotARegularFileIsNamedAndLeftAlone) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("latest_fifo"), ckpt = dir + "/ckpt", latest = ckpt + "/latest";
+  const Result first = run(kBin + kTrain + " checkpoint.every_steps=10 checkpoint.dir=" + ckpt + " run.dir=" + dir);
+  ASSERT_EQ(first.code, 0) << first.out;
+  fs::remove(latest);
+  ASSERT_EQ(mkfifo(latest.c_str(), 0644), 0);
+  const Result save = run(kBin + kTrain + " checkpoint.every_steps=10 checkpoint.dir=" + ckpt + " run.dir=" + dir + "/2");
+  EXPECT_EQ(save.code, 1) << save.out;
+  EXPECT_NE(one_failure_line(save).find(latest + " is a FIFO, not the file that names the newest checkpoint"),
+            std::string::npos)
+      << save.out;
+  const Result imported =
+      run(kBin + " import " + dir + "/model.safetensors" + kArgs + " --out " + ckpt + " --force", 60);
+  EXPECT_EQ(imported.code, 1) << imported.out;
+  EXPECT_NE(imported.out.find(latest + " is a FIFO"), std::string::npos) << imported.out;
+  EXPECT_TRUE(fs::is_fifo(latest));
+  for (const auto& e : fs::directory_iterator(ckpt))
+    EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << "left behind: " << e.path();
+}
+
 }  // namespace
