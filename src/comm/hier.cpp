@@ -17,6 +17,8 @@
 // in the collectives' launch order on every rank, whatever the timing, which is what matching
 // collectives by order needs. MPI allows only the caller's thread (MPI_THREAD_FUNNELED), so the
 // driver runs inside the group's calls and the Works' test() and wait().
+#include <charconv>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <string>
@@ -39,8 +41,11 @@ struct Stage {
 int node_ranks_override() {
   const char* s = std::getenv("ZT_COMM_NODE_RANKS");
   if (!s) return 0;
-  const int k = std::atoi(s);
-  ZT_CHECK_AS(ErrorKind::comm, k > 0, "[comm] ZT_COMM_NODE_RANKS must be a positive number of ranks, got '", s, "'");
+  int k = 0;
+  const char* end = s + std::strlen(s);
+  const auto [at, ec] = std::from_chars(s, end, k);  // all of it, in range: "2abc" and 1e99 are not numbers
+  ZT_CHECK_AS(ErrorKind::comm, ec == std::errc() && at == end && k > 0,
+              "[comm] ZT_COMM_NODE_RANKS must be a positive number of ranks, got '", s, "'");
   return k;
 }
 
@@ -366,6 +371,13 @@ GroupPtr make_node_group_on(MPI_Comm c, bool shm_required, size_t slot_bytes) {
   const bool one_node = layout.one_node, alike = layout.alike;
   if (!one_node && !(alike && local_size > 1)) {
     MPI_Comm_free(&node);
+    // The test hook asked for nodes it did not get: said, not a silent flat group.
+    if (const int k = node_ranks_override(); k > 0 && !alike) {
+      if (!mpi_finalized()) MPI_Comm_free(&c);
+      ZT_THROW_AS(ErrorKind::comm, "[comm] ZT_COMM_NODE_RANKS=", k, " splits ", size, " ranks into nodes of ",
+                  layout.smallest, " to ", layout.largest, " ranks: the hierarchy needs equal nodes (a divisor of ",
+                  size, ")");
+    }
     if (!shm_required) return make_mpi_group_on(c);
     if (!mpi_finalized()) MPI_Comm_free(&c);
     ZT_THROW_AS(ErrorKind::comm, "[comm] backend 'shm' across nodes needs the same number of ranks (more than one) ",

@@ -158,4 +158,21 @@ TEST(Probe3, ALatestThatIsNotARegularFileIsNamedAndLeftAlone) {
     EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << "left behind: " << e.path();
 }
 
+// Probe case 14: ZT_COMM_NODE_RANKS is a whole positive number, and nodes it cannot make evenly
+// are said, not replaced by a flat group in silence.
+TEST(Probe3, ZtCommNodeRanksIsStrictAndAnUnevenSplitIsSaid) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string np3 = std::string(ZT_MPIRUN) + " -np 3 -x ZT_COMM_NODE_RANKS ";
+  for (const std::string& bad : {std::string("2abc"), std::string("99999999999999999999"), std::string("0")}) {
+    const Result r = run("env ZT_COMM_NODE_RANKS=" + bad + " " + np3 + kBin + kTrain + " run.dir=" + tmpdir("nr"), 60);
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("ZT_COMM_NODE_RANKS must be a positive number of ranks, got '" + bad + "'"), std::string::npos)
+        << r.out;
+  }
+  const Result uneven = run("env ZT_COMM_NODE_RANKS=2 " + np3 + kBin + kTrain + " run.dir=" + tmpdir("nr2"), 60);
+  EXPECT_NE(uneven.code, 0) << uneven.out;
+  EXPECT_NE(uneven.out.find("ZT_COMM_NODE_RANKS=2 splits 3 ranks into nodes of 1 to 2 ranks"), std::string::npos)
+      << uneven.out;
+}
+
 }  // namespace
