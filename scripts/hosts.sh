@@ -120,6 +120,9 @@ cap() {  # cap NETNS_OR_EMPTY DEV RATE
 up() {  # up OWNER_PID N [RATE]
   local owner=$1 n=${2:-2} rate=${3:-none} i ns
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 16 ] || die "host count '$n' is not 1 to 16"
+  # Checked before anything is made, so a bad rate leaves no half-made hosts.
+  [[ $rate == none || $rate =~ ^[1-9][0-9]{0,5}(mbit|gbit)$ ]] ||
+    die "rate '$rate' is not a whole number of mbit or gbit above 0 (e.g. 100mbit, 1gbit) or none"
   [ "$(id -u)" = 0 ] || skip "network namespaces need root"
   command -v ip >/dev/null && command -v tc >/dev/null && command -v unshare >/dev/null && command -v flock >/dev/null ||
     skip "ip, tc, unshare and flock are needed (apt-get install iproute2 util-linux)"
