@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "zt/comm/group.h"
 #include "zt/core/error.h"
 
 namespace zt::apps {
@@ -19,6 +20,44 @@ bool parse_int(const std::string& s, int64_t lo, int64_t hi, int64_t& out) {
   out = std::stoll(s);
   return out >= lo && out <= hi;
 }
+
+// "delay:rank=R:ms=N:at=all_gather+reduce_scatter+forward+step" or at=all.
+FaultPlan parse_delay(const std::string& spec, std::stringstream& ss) {
+  FaultPlan f;
+  f.kind = "delay";
+  std::string part;
+  int64_t ms = -1, rank = -1;
+  while (std::getline(ss, part, ':')) {
+    if (part.rfind("rank=", 0) == 0) {
+      ZT_CHECK_AS(ErrorKind::config, parse_int(part.substr(5), 0, INT32_MAX, rank), "[fault] ZT_FAULT '", part,
+                  "': the rank must be an integer >= 0");
+    } else if (part.rfind("ms=", 0) == 0) {
+      ZT_CHECK_AS(ErrorKind::config, parse_int(part.substr(3), 1, 60000, ms), "[fault] ZT_FAULT '", part,
+                  "': the delay must be 1 to 60000 ms");
+    } else if (part.rfind("at=", 0) == 0) {
+      std::stringstream places(part.substr(3));
+      for (std::string w; std::getline(places, w, '+');) {
+        const unsigned bit = w == "all_gather"       ? FaultPlan::all_gather
+                             : w == "reduce_scatter" ? FaultPlan::reduce_scatter
+                             : w == "forward"        ? FaultPlan::forward
+                             : w == "step"           ? FaultPlan::optimizer_step
+                             : w == "all"            ? 15u
+                                                     : 0u;
+        ZT_CHECK_AS(ErrorKind::config, bit != 0, "[fault] ZT_FAULT delay place '", w,
+                    "' unknown (allowed: all_gather, reduce_scatter, forward, step, all; joined by +)");
+        f.delay_at |= bit;
+      }
+    } else {
+      ZT_THROW_AS(ErrorKind::config, "[fault] ZT_FAULT part '", part, "' unknown (a delay takes rank=R, ms=N, at=...)");
+    }
+  }
+  ZT_CHECK_AS(ErrorKind::config, rank >= 0 && ms > 0 && f.delay_at != 0,
+              "[fault] ZT_FAULT delay needs rank=R, ms=N and at=PLACES, got '", spec, "'");
+  f.rank = int(rank);
+  f.delay_s = double(ms) / 1000;
+  return f;
+}
+
 }  // namespace
 
 FaultPlan FaultPlan::parse(const std::string& spec) {
@@ -27,8 +66,9 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
   std::stringstream ss(spec);
   std::string part;
   std::getline(ss, f.kind, ':');
+  if (f.kind == "delay") return parse_delay(spec, ss);
   ZT_CHECK_AS(ErrorKind::config, f.kind == "stall" || f.kind == "exit" || f.kind == "kill", "[fault] ZT_FAULT kind '",
-              f.kind, "' unknown (allowed: stall, exit, kill)");
+              f.kind, "' unknown (allowed: stall, exit, kill, delay)");
   bool has_rank = false, has_step = false;
   while (std::getline(ss, part, ':')) {
     if (part.rfind("at=", 0) == 0) {
@@ -65,6 +105,7 @@ void FaultPlan::check_reachable(int world, int64_t total_steps, int64_t every_st
   if (kind.empty()) return;
   ZT_CHECK_AS(ErrorKind::config, rank < world, "[fault] ZT_FAULT rank=", rank, " never fires: the job has ", world,
               " rank", world == 1 ? "" : "s", " (0..", world - 1, ")");
+  if (kind == "delay") return;  // every step
   const int64_t last = at_save ? total_steps : total_steps + 1;  // step K+1: the final save
   ZT_CHECK_AS(ErrorKind::config, step <= last, "[fault] ZT_FAULT step=", step, " never fires: the run has ",
               total_steps, " steps", at_save ? "" : " (step K+1 is the final save)");
@@ -93,7 +134,21 @@ void fire(const FaultPlan& f, const char* where) {
 }  // namespace
 
 void FaultPlan::maybe_fire(int rank_now, int64_t step_now) const {
-  if (!kind.empty() && !at_save && rank_now == rank && step_now == step) fire(*this, "at step");
+  if (!kind.empty() && kind != "delay" && !at_save && rank_now == rank && step_now == step) fire(*this, "at step");
+}
+
+void FaultPlan::install_delays(int rank_now) const {
+  if (kind != "delay" || rank_now != rank) return;
+  std::fprintf(stderr, "zerotrain: fault injection: rank %d sleeps %g ms at%s%s%s%s\n", rank, delay_s * 1e3,
+               delay_at & all_gather ? " all_gather" : "", delay_at & reduce_scatter ? " reduce_scatter" : "",
+               delay_at & forward ? " forward" : "", delay_at & optimizer_step ? " step" : "");
+  if (delay_at & all_gather) comm::inject_delay_for_testing(comm::Coll::all_gather, delay_s);
+  if (delay_at & reduce_scatter) comm::inject_delay_for_testing(comm::Coll::reduce_scatter, delay_s);
+}
+
+void FaultPlan::maybe_delay(int rank_now, DelayAt where) const {
+  if (kind == "delay" && rank_now == rank && (delay_at & where))
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
 }
 
 void FaultPlan::maybe_fire_in_save(int rank_now, int64_t step_now) const {

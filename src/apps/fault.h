@@ -3,6 +3,10 @@
 // step 3; "exit:rank=1:step=3" makes it exit with status 3; "kill:..." sends it SIGKILL (kill -9).
 // Step K+1 of a K-step run is the final save. With ":at=save" it fires instead inside the
 // checkpoint saved after step K, once this rank's shard file is written and before the commit.
+// "delay:rank=1:ms=5:at=all_gather+reduce_scatter+forward+step" (or at=all) makes rank 1 sleep
+// that long before every all-gather and every reduce-scatter of its groups, after every forward
+// and before every optimizer step, from the first step on: a run's result must not depend on
+// its timing (issue 31).
 // A spec that does not parse, or names a rank or step the run never reaches, is a config error.
 #include <cstdint>
 #include <string>
@@ -10,10 +14,14 @@
 namespace zt::apps {
 
 struct FaultPlan {
-  std::string kind;  // "" (none), "stall", "exit", "kill"
+  std::string kind;  // "" (none), "stall", "exit", "kill", "delay"
   int rank = -1;
   int64_t step = -1;
   bool at_save = false;                             // fires inside the checkpoint save after `step`
+  // delay: how long, and where.
+  enum DelayAt : unsigned { all_gather = 1, reduce_scatter = 2, forward = 4, optimizer_step = 8 };
+  double delay_s = 0;
+  unsigned delay_at = 0;
   static FaultPlan parse(const std::string& spec);  // "" gives no fault
   static FaultPlan from_env();                      // parse(ZT_FAULT)
   // Throws unless the fault can fire in this run: rank < world, first_step < step <= total_steps
@@ -22,6 +30,10 @@ struct FaultPlan {
   void check_reachable(int world, int64_t total_steps, int64_t every_steps, int64_t first_step) const;
   void maybe_fire(int rank, int64_t step) const;          // before step `step` (not at=save)
   void maybe_fire_in_save(int rank, int64_t step) const;  // in the checkpoint after `step` (at=save)
+  // delay: the collectives' sleeps installed in comm on the plan's rank (before step 1), and the
+  // sleep after a forward or before an optimizer step.
+  void install_delays(int rank) const;
+  void maybe_delay(int rank, DelayAt where) const;
 };
 
 }  // namespace zt::apps

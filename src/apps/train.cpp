@@ -127,6 +127,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     if (lead) std::fprintf(stderr, "zerotrain: resumed from %s at step %lld\n", path.c_str(), (long long)first_step);
   }
   fault.check_reachable(world, total_steps, cfg.checkpoint.every_steps, first_step);
+  fault.install_delays(rank);
   const std::string zeropp = engine.zeropp_summary();
   if (lead && !zeropp.empty()) std::fprintf(stderr, "zerotrain: ZeRO++: %s\n", zeropp.c_str());
   auto save = [&](int64_t steps_done) {
@@ -202,10 +203,16 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     }
     const double step_loss = train_micro_batches(
         *task, order, bs, cfg.seed, {step, epoch, in_epoch}, world, rank,
-        [&](const std::vector<Tensor>& in) { return engine.forward(in); }, [&](const Tensor& l) { engine.backward(l); });
+        [&](const std::vector<Tensor>& in) {
+          Tensor out = engine.forward(in);
+          fault.maybe_delay(rank, FaultPlan::forward);
+          return out;
+        },
+        [&](const Tensor& l) { engine.backward(l); });
     // The schedule follows applied updates: an fp16 step skipped on overflow does not advance it (as DeepSpeed).
     const double lr = schedule->lr(engine.optimizer_steps());
     zero::StepStats st;
+    fault.maybe_delay(rank, FaultPlan::optimizer_step);
     try {
       st = engine.step(lr);
     } catch (const Error& e) {

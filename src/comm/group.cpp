@@ -1,10 +1,14 @@
 // Backend-independent parts of the comm layer: names, checks, sequence numbers, byte counts,
 // backend selection, and the element-wise helpers the backends share.
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <thread>
 #include <utility>
 
 #include "comm_detail.h"
@@ -56,9 +60,17 @@ void Group::set_timeout(double seconds) {
   timeout_s_ = seconds;
 }
 
+namespace {
+std::array<std::atomic<int64_t>, kNumColl> g_delay_us{};  // inject_delay_for_testing
+}  // namespace
+
+void inject_delay_for_testing(Coll c, double seconds) { g_delay_us[size_t(c)].store(int64_t(seconds * 1e6)); }
+
 Group::Call Group::next_call(Coll coll, const CollOptions& opts) {
   ZT_CHECK(opts.timeout_s >= 0, "[comm] ", coll_name(coll), ": timeout_s must be >= 0 (0 = the group's ", timeout_s_,
            " s), got ", opts.timeout_s);
+  if (const int64_t us = g_delay_us[size_t(coll)].load(std::memory_order_relaxed); us > 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
   return Call{coll, opts.op, ++seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
 }
 

@@ -181,6 +181,10 @@ class Group {
 };
 using GroupPtr = std::shared_ptr<Group>;
 
+// Fault injection (issue 31): this process sleeps `seconds` before launching every collective of
+// kind `c`, in every group (0: none). A run's result must not depend on such timing.
+void inject_delay_for_testing(Coll c, double seconds);
+
 // Every rank passes its own error ("" if none); if any rank failed, every rank throws the same
 // AgreedError of `kind`: the lowest failing rank's message, naming that rank when there are
 // several, so it is said once and no rank is left waiting. `label` names the collectives.
