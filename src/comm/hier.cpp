@@ -371,13 +371,6 @@ GroupPtr make_node_group_on(MPI_Comm c, bool shm_required, size_t slot_bytes) {
   const bool one_node = layout.one_node, alike = layout.alike;
   if (!one_node && !(alike && local_size > 1)) {
     MPI_Comm_free(&node);
-    // The test hook asked for nodes it did not get: said, not a silent flat group.
-    if (const int k = node_ranks_override(); k > 0 && !alike) {
-      if (!mpi_finalized()) MPI_Comm_free(&c);
-      ZT_THROW_AS(ErrorKind::comm, "[comm] ZT_COMM_NODE_RANKS=", k, " splits ", size, " ranks into nodes of ",
-                  layout.smallest, " to ", layout.largest, " ranks: the hierarchy needs equal nodes (a divisor of ",
-                  size, ")");
-    }
     if (!shm_required) return make_mpi_group_on(c);
     if (!mpi_finalized()) MPI_Comm_free(&c);
     ZT_THROW_AS(ErrorKind::comm, "[comm] backend 'shm' across nodes needs the same number of ranks (more than one) ",

@@ -158,9 +158,10 @@ TEST(Probe3, ALatestThatIsNotARegularFileIsNamedAndLeftAlone) {
     EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << "left behind: " << e.path();
 }
 
-// Probe case 14: ZT_COMM_NODE_RANKS is a whole positive number, and nodes it cannot make evenly
-// are said, not replaced by a flat group in silence.
-TEST(Probe3, ZtCommNodeRanksIsStrictAndAnUnevenSplitIsSaid) {
+// Probe case 14: ZT_COMM_NODE_RANKS is a whole positive number ("2abc" was read as 2). (Nodes it
+// cannot make evenly give a flat mpi group under `auto`, as uneven real nodes do, and the start
+// line names the backend: CommHier.UnevenNodesAreRefusedByShmAndServedByMpiUnderAuto.)
+TEST(Probe3, ZtCommNodeRanksIsAWholePositiveNumber) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
   const std::string np3 = std::string(ZT_MPIRUN) + " -np 3 -x ZT_COMM_NODE_RANKS ";
   for (const std::string& bad : {std::string("2abc"), std::string("99999999999999999999"), std::string("0")}) {
@@ -169,10 +170,6 @@ TEST(Probe3, ZtCommNodeRanksIsStrictAndAnUnevenSplitIsSaid) {
     EXPECT_NE(r.out.find("ZT_COMM_NODE_RANKS must be a positive number of ranks, got '" + bad + "'"), std::string::npos)
         << r.out;
   }
-  const Result uneven = run("env ZT_COMM_NODE_RANKS=2 " + np3 + kBin + kTrain + " run.dir=" + tmpdir("nr2"), 60);
-  EXPECT_NE(uneven.code, 0) << uneven.out;
-  EXPECT_NE(uneven.out.find("ZT_COMM_NODE_RANKS=2 splits 3 ranks into nodes of 1 to 2 ranks"), std::string::npos)
-      << uneven.out;
 }
 
 }  // namespace
