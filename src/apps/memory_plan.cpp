@@ -283,7 +283,18 @@ MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const c
   const int64_t budget = c.run.memory_budget_mb << 20, held = mp.peak.total() - mp.peak.comm_buffers;
   mp.record["predicted_rss"] =
       before.now - ctx.data_bytes + mp.peak.comm_buffers + (budget > 0 ? std::min(held, budget) : held);
-  mp.record["choices"] = mp.lines;
+  // What the budget covers, said before step 1: the OS also counts the process itself.
+  if (budget > 0)
+    mp.lines.push_back("memory budget " + format_bytes(size_t(budget)) +
+                       " holds zerotrain's allocations (model states, buffers, activations, the data); the process "
+                       "adds its baseline of " +
+                       format_bytes(size_t(std::max<int64_t>(0, before.now - ctx.data_bytes))) +
+                       " (libraries, threads)" +
+                       (mp.peak.comm_buffers > 0 ? " and " + format_bytes(size_t(mp.peak.comm_buffers)) + " of shm slots"
+                                                 : std::string()) +
+                       ": the OS should see up to " + format_bytes(size_t(mp.record["predicted_rss"].get<int64_t>())) +
+                       " per rank");
+  mp.record["choices"] = mp.lines;  // the budget's own line included
   return mp;
 }
 

@@ -172,4 +172,48 @@ TEST(Probe3, ZtCommNodeRanksIsAWholePositiveNumber) {
   }
 }
 
+// Probe case 2: a budget the plan accepts never fails on the budget later, the final evaluation
+// included, where 16-bit products take the f32 path (their widened operands are planned); around
+// the plan's peak a budget either refuses before step 1 or trains to the end (monotonic); and the
+// start line says what the budget covers.
+TEST(Probe3, ABudgetThePlanAcceptsHoldsToTheEndOnTheF32ProductPath) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("budget_bf16");
+  const std::string args = " train --config configs/mnist_mlp.json model.hidden=[1024,1024] zero_optimization.stage=1"
+                           " data.train_limit=2048 data.test_limit=1000 run.max_steps=3 bf16.enabled=true"
+                           " run.bf16_products=f32 '" + kOffload + "={\"device\": \"auto\", \"nvme_path\": \"" +
+                           dir + "/nvme\"}'";
+  auto train = [&](int64_t mb) {
+    return run(kBin + args + " run.memory_budget_mb=" + std::to_string(mb) + " run.dir=" + dir + "/b" +
+                   std::to_string(mb),
+               120);
+  };
+  const Result roomy = train(4096);
+  ASSERT_EQ(roomy.code, 0) << roomy.out;
+  EXPECT_NE(roomy.out.find("holds zerotrain's allocations (model states, buffers, activations, the data); the process "
+                           "adds its baseline of "),
+            std::string::npos)
+      << roomy.out;
+  std::ifstream f(dir + "/b4096/metrics.jsonl");
+  std::string first;
+  std::getline(f, first);
+  const nlohmann::json plan = nlohmann::json::parse(first)["memory_plan"];
+  EXPECT_GT(plan["widened_products"].get<int64_t>(), 0) << plan.dump();
+  const int64_t peak_mb = (plan["in_use"].get<int64_t>() >> 20) + 1;
+  bool accepted = false;
+  for (int64_t mb = peak_mb - 6; mb <= peak_mb + 6; mb += 3) {
+    const Result r = train(mb);
+    if (r.code == 0) {
+      accepted = true;
+      EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << mb << " MiB: " << r.out;
+      continue;
+    }
+    EXPECT_FALSE(accepted) << mb << " MiB failed after a smaller budget trained: " << r.out;
+    EXPECT_NE(one_failure_line(r).find("[budget] run.memory_budget_mb = " + std::to_string(mb)), std::string::npos)
+        << mb << " MiB: " << r.out;
+    EXPECT_EQ(r.out.find("step 1/"), std::string::npos) << "refused after training began: " << r.out;
+  }
+  EXPECT_TRUE(accepted);
+}
+
 }  // namespace
