@@ -7,7 +7,9 @@
 #include "commands.h"
 #include "memory_plan.h"
 #include "session.h"
+#include "tasks.h"
 #include "train_common.h"
+#include "zt/core/allocator.h"
 #include "zt/comm/group.h"
 #include "zt/ops/ops.h"
 #include "zt/zero/engine.h"
@@ -80,12 +82,27 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
     out["stages"].push_back(row);
   }
   if (cfg.run.memory_budget_mb > 0) {  // what `train` would choose at the configured stage
+    // With the data `train` loads before its plan (issue 31, probe case 5): read as train reads it,
+    // its allocator bytes measured; without it (not installed here) the plan says so.
+    RunContext run_ctx = ctx;
+    std::string no_data;
     try {
-      const MemoryPlan mp = plan_memory(cfg, *model, bs, ctx);
-      out["budget_plan"] = {{"stage", cfg.zero.stage}, {"choices", mp.lines}, {"peak", peak_json(mp.peak)}};
+      const int64_t before = int64_t(Allocator::global().stats().total_current);
+      const std::unique_ptr<Task> task = make_task(cfg);
+      run_ctx.data_bytes = int64_t(Allocator::global().stats().total_current) - before;
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::data) throw;
+      no_data = e.what();
+    }
+    out["budget_plan"] = {{"stage", cfg.zero.stage}, {"data", run_ctx.data_bytes}};
+    if (!no_data.empty()) out["budget_plan"]["data_missing"] = no_data;
+    try {
+      const MemoryPlan mp = plan_memory(cfg, *model, bs, run_ctx);
+      out["budget_plan"]["choices"] = mp.lines;
+      out["budget_plan"]["peak"] = peak_json(mp.peak);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::config) throw;
-      out["budget_plan"] = {{"stage", cfg.zero.stage}, {"error", e.what()}};
+      out["budget_plan"]["error"] = e.what();
     }
   }
   return out;
@@ -140,6 +157,10 @@ void print_table(const nlohmann::json& j) {
   }
   if (j.contains("budget_plan")) {
     const nlohmann::json& b = j["budget_plan"];
+    if (b.contains("data_missing"))
+      std::printf("budget plan without the data, which is not here: %s\n", b["data_missing"].get<std::string>().c_str());
+    else
+      std::printf("budget plan with the data train loads: %s\n", format_bytes(b["data"].get<size_t>()).c_str());
     if (b.contains("error")) std::printf("%s\n", b["error"].get<std::string>().c_str());
     for (const auto& line : b.value("choices", nlohmann::json::array()))
       std::printf("%s\n", line.get<std::string>().c_str());

@@ -216,4 +216,37 @@ TEST(Probe3, ABudgetThePlanAcceptsHoldsToTheEndOnTheF32ProductPath) {
   EXPECT_TRUE(accepted);
 }
 
+// Probe case 5: `estimate` plans with the data `train` loads, so for budgets on both sides of the
+// run's peak the two choose the same (or both refuse, naming the same smallest peak).
+TEST(Probe3, EstimatesBudgetPlanIsTheOneTrainMakes) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("estimate_budget");
+  const std::string args = " --config configs/mnist_mlp.json model.hidden=[1024,1024] data.train_limit=4096"
+                           " data.test_limit=1000 '" + kOffload + "={\"device\": \"auto\", \"nvme_path\": \"" + dir +
+                           "/nvme\"}'";
+  const Result roomy = run(kBin + " train" + args + " run.max_steps=1 run.memory_budget_mb=4096 run.dir=" + dir + "/r", 60);
+  ASSERT_EQ(roomy.code, 0) << roomy.out;
+  std::ifstream f(dir + "/r/metrics.jsonl");
+  std::string first;
+  std::getline(f, first);
+  const int64_t peak_mb = (nlohmann::json::parse(first)["memory_plan"]["in_use"].get<int64_t>() >> 20) + 1;
+  for (int64_t mb : {peak_mb - 2, peak_mb + 2}) {
+    const std::string budget = " run.memory_budget_mb=" + std::to_string(mb);
+    const Result e = run(kBin + " estimate" + args + budget + " --world 1 --json", 60);
+    ASSERT_EQ(e.code, 0) << e.out;
+    const nlohmann::json plan = nlohmann::json::parse(e.out)["budget_plan"];
+    EXPECT_GT(plan["data"].get<int64_t>(), 0) << e.out;
+    const Result t = run(kBin + " train" + args + budget + " run.max_steps=1 run.dir=" + dir + "/t" + std::to_string(mb), 60);
+    if (plan.contains("error")) {
+      EXPECT_EQ(t.code, 1) << mb << " MiB: estimate refuses, train does not: " << t.out;
+      const std::string said = plan["error"].get<std::string>();
+      EXPECT_NE(t.out.find(said.substr(0, said.find(" ("))), std::string::npos) << said << "\n" << t.out;
+    } else {
+      EXPECT_EQ(t.code, 0) << mb << " MiB: estimate accepts, train does not: " << t.out;
+      EXPECT_NE(t.out.find("zerotrain: " + plan["choices"][0].get<std::string>()), std::string::npos)
+          << plan.dump() << "\n" << t.out;
+    }
+  }
+}
+
 }  // namespace
