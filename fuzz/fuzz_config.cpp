@@ -26,6 +26,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!config::model_parameter_count(c.model)) std::abort();
     if (c.run.threads < 0 || c.run.threads > config::kMaxThreads) std::abort();
     if (c.run.memory_budget_mb < 0 || c.run.memory_budget_mb > config::kMaxMemoryBudgetMb) std::abort();
+    if (!(c.run.comm_timeout_s >= 0.1)) std::abort();
+    // Paths never hold control characters (a NUL would cut them and every message naming them).
+    for (const std::string* path : {&c.run.dir, &c.run.resume, &c.checkpoint.dir, &c.data.dir, &c.model.init_from,
+                                    &c.zero.offload_optimizer.nvme_path, &c.zero.offload_param.nvme_path})
+      for (char ch : *path)
+        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) std::abort();
     for (int world : {1, 3}) {
       try {
         const config::BatchSizes b = config::resolve_batch(c, world);

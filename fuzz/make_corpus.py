@@ -37,6 +37,23 @@ put("fuzz_config", "with_overrides",
     "\0zero_optimization.stage=2\0optimizer.params.lr=3e-4\0model.hidden=[128,64]\0run.dir=runs/x"
     "\0bf16.enabled=true")
 put("fuzz_config", "bad_key", '{"zero_optimization": {"stagee": 1}, "train_batch_size": "x"}')
+# The offload, aio and ZeRO++ sections, the parameter server, and a path with a control character.
+put("fuzz_config", "zero_infinity", json.dumps({
+    "train_batch_size": 16, "bf16": {"enabled": True},
+    "zero_optimization": {"stage": 3, "sub_group_size": 65536,
+                          "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp/zt_nvme", "buffer_count": 4,
+                                                "pin_memory": True},
+                          "offload_param": {"device": "auto", "nvme_path": "/tmp/zt_nvme", "buffer_size": 1e8},
+                          "stage3_max_reuse_distance": 1e9},
+    "aio": {"block_size": 1048576, "queue_depth": 8, "single_submit": False, "overlap_events": True},
+    "run": {"memory_budget_mb": 256}}))
+put("fuzz_config", "zero_plusplus", json.dumps({
+    "train_batch_size": 32, "zero_optimization": {"stage": 3, "zero_quantized_weights": True,
+                                                  "zero_quantized_gradients": True, "zero_hpz_partition_size": 2}}))
+put("fuzz_config", "parameter_server",
+    '{"train_batch_size": 30, "run": {"strategy": "parameter_server", "parameter_servers": 1}}'
+    "\0zero_optimization.zero_hpz_partition_size=1099511627776\0run.comm_timeout_s=1e-3")
+put("fuzz_config", "control_in_path", '{"train_batch_size": 8, "run": {"dir": "runs/a\\u0000b"}}')
 
 # --- fuzz_idx: raw IDX ----------------------------------------------------------------------
 labels = struct.pack(">II", 0x801, 6) + bytes([3, 1, 4, 1, 5, 9])
