@@ -22,6 +22,10 @@
 // are exactly Encoder.js's, in O(n log n) instead of O(n^2) for one long piece. Encoder.js
 // looks ranks up by the string "first,second"; GPT-2's vocab.bpe has no two pairs with the
 // same such string, so looking up the pair itself gives the same ranks.
+// A piece longer than kMaxPiece bytes (one "word" of megabytes: no natural text has one) is merged
+// in kMaxPiece-byte parts, each ending before a UTF-8 character's first byte, so the memory of
+// one piece's merges is bounded (about 70 bytes per byte of the piece); only such pieces may get
+// other ids than Encoder.js's.
 // The pattern is run by PCRE2 with UTF and UCP. Only \s differs between the engines: JS's
 // includes U+FEFF, PCRE2's does not, so \s is spelled out as JS's set.
 
@@ -31,6 +35,7 @@ namespace {
 constexpr const char* kWho = "[tokenizer] gpt2:";
 constexpr size_t kMaxCachedPiece = 64;        // longer pieces are rare: not worth caching
 constexpr size_t kMaxCacheEntries = 1 << 17;  // then the cache starts over (bounded memory)
+constexpr size_t kMaxPiece = 1 << 16;         // longer pieces are merged in parts of this many bytes
 
 // JS's \s: ECMAScript's WhiteSpace (with every Zs) and LineTerminator.
 constexpr const char* kJsSpace =
@@ -214,7 +219,12 @@ class Gpt2Bpe final : public Tokenizer {
 
   void bpe_cached(std::string_view piece, std::vector<int32_t>& out) const {
     if (piece.size() > kMaxCachedPiece) {
-      bpe(piece, out);
+      for (size_t at = 0; at < piece.size();) {  // Note [GPT-2 as Encoder.js does it]: long pieces in parts
+        size_t len = std::min(kMaxPiece, piece.size() - at);
+        while (at + len < piece.size() && len > 1 && (uint8_t(piece[at + len]) & 0xC0) == 0x80) --len;
+        bpe(piece.substr(at, len), out);
+        at += len;
+      }
       return;
     }
     std::string key(piece);
