@@ -55,6 +55,83 @@ INSTANTIATE_TEST_SUITE_P(Ckpt, Resume,
                                   std::to_string(std::get<0>(info.param));
                          });
 
+// Issue 31: every state tensor a rank holds (param, master, exp_avg, exp_avg_sq), of every
+// stage, precision and residence (in memory; optimizer states in swap files; at stage 3 the
+// parameter shards too), comes back from a checkpoint with its name, dtype, element count and
+// bytes, and so do the counters (optimizer steps, fp16's loss scaler).
+struct Snapshot {
+  std::vector<std::tuple<std::string, DType, int64_t, std::string>> tensors;  // name, dtype, numel, bytes
+  zero::Engine::Counters counters;
+};
+
+Snapshot snapshot(zero::Engine& e) {
+  Snapshot s;
+  for (const zero::ShardState& st : e.shard_states())
+    for (const zero::ShardTensor& t : st.tensors) {
+      std::string bytes(size_t(t.numel) * dtype_size(t.dtype), '\0');
+      t.read(0, t.numel, bytes.data());
+      s.tensors.emplace_back(std::to_string(st.buffer) + "/" + t.name, t.dtype, t.numel, std::move(bytes));
+    }
+  s.counters = e.counters();
+  return s;
+}
+
+TEST(Ckpt, EveryStateTensorAndCounterRoundTripsTyped) {
+  const std::string dir = shared_tmpdir("typed");
+  for (int stage = 0; stage <= 3; ++stage)
+    for (DType dt : {DType::f32, DType::bf16, DType::f16})
+      for (bool swapped : {false, true}) {
+        const std::string what =
+            std::string(dtype_name(dt)) + " stage " + std::to_string(stage) + (swapped ? " offloaded" : "");
+        RunSpec s;
+        s.stage = stage;
+        s.dtype = dt;
+        zero::EngineOptions o = options(s);
+        if (swapped) {
+          o.zero.offload_optimizer.device = "nvme";
+          o.zero.offload_optimizer.nvme_path = dir + "/nvme";
+          o.zero.sub_group_size = 64;  // several tiles
+          if (stage == 3) {
+            o.zero.offload_param.device = "nvme";
+            o.zero.offload_param.nvme_path = dir + "/nvme";
+          }
+        }
+        const Data d = make_data(3 * s.micro * s.gas * g_world->size());
+        Snapshot saved;
+        {
+          auto model = make_model();
+          zero::Engine e(*model, g_world, o);
+          run_steps(e, s, d, 0, 3);
+          saved = snapshot(e);
+          ckpt::save_checkpoint(e, {dir + "/ckpt", "typed", 0, {{"step", 3}}});
+        }
+        auto other = nn::make_mlp(13, {19, 7}, 5, "relu", 4321);  // other values everywhere
+        zero::Engine e(*other, g_world, o);
+        ckpt::load_checkpoint(e, ckpt::resolve_checkpoint(dir + "/ckpt", "latest"));
+        const Snapshot got = snapshot(e);
+        ASSERT_EQ(got.tensors.size(), saved.tensors.size()) << what;
+        for (size_t i = 0; i < got.tensors.size(); ++i) {
+          const auto& [name, dtype, numel, bytes] = saved.tensors[i];
+          EXPECT_EQ(std::get<0>(got.tensors[i]), name) << what;
+          EXPECT_EQ(std::get<1>(got.tensors[i]), dtype) << what << " " << name;
+          EXPECT_EQ(std::get<2>(got.tensors[i]), numel) << what << " " << name;
+          EXPECT_TRUE(std::get<3>(got.tensors[i]) == bytes) << what << " " << name << ": values differ";
+        }
+        EXPECT_EQ(got.counters.optimizer_steps, 3) << what;
+        ASSERT_EQ(got.counters.loss_scaler.has_value(), dt == DType::f16) << what;
+        if (dt == DType::f16) {
+          const optim::LossScaler::State &a = *saved.counters.loss_scaler, &b = *got.counters.loss_scaler;
+          EXPECT_EQ(b.scale, a.scale) << what;
+          EXPECT_EQ(b.cur_hysteresis, a.cur_hysteresis) << what;
+          EXPECT_EQ(b.last_overflow_iter, a.last_overflow_iter) << what;
+          EXPECT_EQ(b.cur_iter, a.cur_iter) << what;
+          EXPECT_EQ(b.skipped_steps, a.skipped_steps) << what;
+        }
+      }
+  g_world->barrier();
+  if (g_world->rank() == 0) fs::remove_all(dir);
+}
+
 // Saved at every world size 1..N and stage 0, 2, 3; loaded at every world size and stage.
 TEST(Reshard, AnyWorldSizeAndStageToAnyOther) {
   const int N = g_world->size();
