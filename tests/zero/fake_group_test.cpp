@@ -1,6 +1,10 @@
 // The engine's N-rank arithmetic in one process, over comm's fake group (every peer contributes
 // what this rank contributes): exact model-state bytes for every rank, stage, dtype and N, and
 // the peak per rank, which must fall with the stage as ZeRO promises.
+#include <unistd.h>
+
+#include <filesystem>
+
 #include "zero_harness.h"
 
 using namespace zt;
@@ -103,6 +107,73 @@ TEST(FakeGroup, PeakMemoryFallsWithTheStageAndStaysWithinStatesPlusInFlight) {
                     (long long)p.total, (long long)p.states, (long long)p.allowance, (long long)p.activation);
       }
     }
+}
+
+// Issue 31 (FSDP's memory test), per phase of a step: after construction and after the step one
+// rank holds exactly its model states (Plan::memory, by placement: offloaded states are their tile
+// buffers); at the forward peak at most those plus the units stage 3 may hold gathered plus the
+// activations; at the backward peak that plus the buckets in flight. Stages 1-3, N = 2 and 4, in
+// memory and with the optimizer states in swap files.
+TEST(FakeGroup, EachPhaseOfAStepStaysWithinItsFormula) {
+  const int64_t unit = 256 * 256 + 256;
+  Generator g(5);
+  std::vector<float> xs(8 * 64);
+  for (auto& v : xs) v = g.normal(0, 1);
+  const Tensor x = Tensor::from_vector(xs, {8, 64});
+  const Tensor y = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8}, {8});
+  const std::string swap = (std::filesystem::temp_directory_path() / ("zt_phase_" + std::to_string(::getpid()))).string();
+  for (bool offload : {false, true})
+    for (int stage = 1; stage <= 3; ++stage)
+      for (int N : {2, 4}) {
+        zero::EngineOptions o;
+        o.zero.stage = stage;
+        o.dtype = DType::bf16;
+        o.zero.reduce_bucket_size = unit;
+        o.zero.stage3_prefetch_bucket_size = unit;
+        o.zero.stage3_max_live_parameters = 2 * unit;
+        o.zero.stage3_param_persistence_threshold = 0;
+        if (offload) {
+          o.zero.offload_optimizer.device = "nvme";
+          o.zero.offload_optimizer.nvme_path = swap;
+          o.zero.sub_group_size = 16384;
+        }
+        const std::string where = "stage " + std::to_string(stage) + " N=" + std::to_string(N) +
+                                  (offload ? " offloaded" : " in memory");
+        Allocator& a = Allocator::global();
+        a.release_cached();
+        const int64_t base = int64_t(a.stats().total_current);
+        auto in_use = [&] { return int64_t(a.stats().total_current) - base; };
+        auto peak = [&] { return int64_t(a.stats().total_peak) - base; };
+        auto model = make_wide_model();
+        zero::Engine engine(*model, comm::make_fake_group(0, N), o);
+        const int64_t states = engine.expected_memory().total();
+        const int64_t b = 2;  // bf16
+        const int64_t gathered = stage == 3 ? o.zero.stage3_max_live_parameters * b : 0;
+        const int64_t buckets = 2 * (unit * 4 + unit * b + unit / N * b);  // one filling, one reducing
+        EXPECT_EQ(in_use(), states) << where << ": after construction";
+        for (int step = 0; step < 2; ++step) {
+          int64_t forward = 0, backward = 0;
+          {
+            a.reset_peaks();
+            Tensor loss = ag::cross_entropy(engine.forward(x), y);
+            forward = peak();
+            EXPECT_LE(forward, states + gathered + int64_t(a.stats().peak_of(MemTag::activation)))
+                << where << ": forward peak";
+            a.reset_peaks();
+            engine.backward(loss);
+            backward = peak();
+            EXPECT_LE(backward, states + gathered + buckets + int64_t(a.stats().peak_of(MemTag::activation)))
+                << where << ": backward peak";
+          }
+          engine.step(1e-3);
+          EXPECT_EQ(in_use(), states) << where << ": after step " << step + 1;
+          if (step == 1)
+            std::printf("[phase] %s: states %lld, forward %lld, backward %lld (gathered <= %lld, buckets <= %lld)\n",
+                        where.c_str(), (long long)states, (long long)forward, (long long)backward,
+                        (long long)gathered, (long long)buckets);
+        }
+      }
+  std::filesystem::remove_all(swap);
 }
 
 }  // namespace
