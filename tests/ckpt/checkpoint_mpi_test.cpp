@@ -55,10 +55,32 @@ INSTANTIATE_TEST_SUITE_P(Ckpt, Resume,
                                   std::to_string(std::get<0>(info.param));
                          });
 
+// The harness's MLP and a trainable Linear that forward never uses: its parameters never get a
+// gradient, and their states (fresh moments, untouched master) must round-trip as they are.
+class WithUnused : public nn::Module {
+ public:
+  explicit WithUnused(uint64_t seed) : mlp_(nn::make_mlp(13, {19, 7}, 5, "relu", seed)) {
+    Generator gen(seed + 1);
+    TagScope tag(MemTag::param);
+    unused_ = std::make_shared<nn::Linear>(7, 3, true, gen);
+    register_module("mlp", mlp_);
+    register_module("unused", unused_);
+  }
+  const char* type_name() const override { return "WithUnused"; }
+
+ protected:
+  Tensor forward(const Tensor& x) override { return (*mlp_)(x); }
+
+ private:
+  std::shared_ptr<nn::Module> mlp_;
+  std::shared_ptr<nn::Linear> unused_;
+};
+
 // Issue 31: every state tensor a rank holds (param, master, exp_avg, exp_avg_sq), of every
 // stage, precision and residence (in memory; optimizer states in swap files; at stage 3 the
 // parameter shards too), comes back from a checkpoint with its name, dtype, element count and
-// bytes, and so do the counters (optimizer steps, fp16's loss scaler).
+// bytes, a parameter that never got a gradient included, and so do the counters (optimizer
+// steps, fp16's loss scaler).
 struct Snapshot {
   std::vector<std::tuple<std::string, DType, int64_t, std::string>> tensors;  // name, dtype, numel, bytes
   zero::Engine::Counters counters;
@@ -99,14 +121,14 @@ TEST(Ckpt, EveryStateTensorAndCounterRoundTripsTyped) {
         const Data d = make_data(3 * s.micro * s.gas * g_world->size());
         Snapshot saved;
         {
-          auto model = make_model();
-          zero::Engine e(*model, g_world, o);
+          WithUnused model(1234);
+          zero::Engine e(model, g_world, o);
           run_steps(e, s, d, 0, 3);
           saved = snapshot(e);
           ckpt::save_checkpoint(e, {dir + "/ckpt", "typed", 0, {{"step", 3}}});
         }
-        auto other = nn::make_mlp(13, {19, 7}, 5, "relu", 4321);  // other values everywhere
-        zero::Engine e(*other, g_world, o);
+        WithUnused other(4321);  // other values everywhere
+        zero::Engine e(other, g_world, o);
         ckpt::load_checkpoint(e, ckpt::resolve_checkpoint(dir + "/ckpt", "latest"));
         const Snapshot got = snapshot(e);
         ASSERT_EQ(got.tensors.size(), saved.tensors.size()) << what;
