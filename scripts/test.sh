@@ -9,13 +9,17 @@ cd "$repo_root"
 scripts/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 jobs="$(nproc)"
+# Each pass's header says when it starts, in seconds since the suite began (and the end, the total).
+started=$SECONDS
+say() { echo "[test] $* (at $((SECONDS - started)) s)"; }
+trap 'echo "[test] ended with status $? after $((SECONDS - started)) s"' EXIT
 
 # OpenMPI 4.1 races creating its top session folder when two mpiruns start at once after the last
 # one removed it ("mkdir: File exists"): a file of ours keeps it in place for the whole suite.
 ompi_top="${TMPDIR:-/tmp}/ompi.$(uname -n | cut -d. -f1).$(id -u)"
 mkdir -p "$ompi_top" && chmod 700 "$ompi_top" && touch "$ompi_top/zerotrain-tests-keep"
 
-echo "[test] Release build"
+say "Release build"
 scripts/build.sh build >/dev/null
 (cd build && ctest -j"$jobs" --output-on-failure --timeout 900)
 
@@ -23,7 +27,7 @@ scripts/build.sh build >/dev/null
 # memory plan, the precision trajectories) once more capped at AVX2, so a machine with AVX-512
 # or AMX also proves the path of one without (and ZT_TEST_ISA picks another cap).
 isa="${ZT_TEST_ISA:-AVX2}"
-echo "[test] processor-dependent tests capped at ONEDNN_MAX_CPU_ISA=$isa"
+say "processor-dependent tests capped at ONEDNN_MAX_CPU_ISA=$isa"
 (
   export ONEDNN_MAX_CPU_ISA="$isa"
   for t in ops/zt_ops_tests zero/zero_products_test oracle/test_mlp_oracle oracle/test_gpt_oracle \
@@ -38,7 +42,7 @@ echo "[test] processor-dependent tests capped at ONEDNN_MAX_CPU_ISA=$isa"
 # here too, and the GPU rows skip with one line where no GPU is present (README: "On a GPU").
 nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
 if [[ "${ZT_SKIP_CUDA:-0}" != 1 && -x "$nvcc_path" ]]; then
-  echo "[test] CUDA build ($nvcc_path)"
+  say "CUDA build ($nvcc_path)"
   ZT_BUILD_TARGET="zt_ops_tests test_comm" scripts/build.sh build-cuda -DZT_WITH_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$nvcc_path" -DZT_BUILD_BENCH=OFF >/dev/null
   build-cuda/tests/ops/zt_ops_tests --gtest_brief=1 --gtest_filter='DeviceSeam*:OnGpu*:*cuda*'
@@ -47,12 +51,12 @@ fi
 
 # Every libFuzzer target for a short bounded time, so a parser regression fails CI.
 if [[ "${ZT_SKIP_FUZZ:-0}" != 1 ]]; then
-  echo "[test] fuzz targets (clang, ASan+UBSan), ${ZT_FUZZ_SECONDS:-20} s each"
+  say "fuzz targets (clang, ASan+UBSan), ${ZT_FUZZ_SECONDS:-20} s each"
   scripts/fuzz.sh "${ZT_FUZZ_SECONDS:-20}"
 fi
 
 if [[ "${ZT_SKIP_SANITIZE:-0}" != 1 ]]; then
-  echo "[test] ASan+UBSan build"
+  say "ASan+UBSan build"
   scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DZT_SANITIZE=ON -DZT_BUILD_BENCH=OFF >/dev/null
   # Open MPI's own allocations are not ours to fix: leak checks only for single-process tests.
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j"$jobs" -L unit --output-on-failure --timeout 900)
