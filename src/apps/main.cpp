@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "prepare.h"
 #include "zt/core/error.h"
+#include "zt/ops/ops.h"
 
 namespace {
 
@@ -258,6 +259,7 @@ int agreed_stop(const zt::AgreedError& e, zt::comm::Group* group) {
 int run_command(const std::string& command, const Args& a) {
   zt::comm::GroupPtr group;
   try {
+    zt::ops::check_cpu_isa();  // Note [processor cap]: a cap oneDNN would ignore, said before any work
     if (zt::apps::is_ckpt_tool(command)) return zt::apps::run_ckpt_tool(command, a.tools);
     if (command == "prepare") return zt::apps::run_prepare(a.prepare);
     if (command == "tokenize") return zt::apps::run_tokenize(a.tokenize);

@@ -32,7 +32,6 @@ int env_int(const char* name, int fallback) {
 }
 
 std::string pick_threads(const config::Config& c) {
-  (void)ops::cpu_isa();  // a bad ONEDNN_MAX_CPU_ISA stops every rank here, before any work
   const int local = std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
   const int cores = int(std::thread::hardware_concurrency());
   set_num_threads(c.run.threads > 0 ? c.run.threads : std::max(1, cores / local));

@@ -124,6 +124,27 @@ TEST(Cli, EstimateOfOptimizerOffloadIsTheMemoryTheRunHolds) {
   }
 }
 
+// Note [processor cap] (issue 27): ONEDNN_MAX_CPU_ISA caps the run, and the start line says so; a
+// value oneDNN would ignore is one line naming the choices, for every command.
+TEST(Cli, TheProcessorCapIsSaidAndAnUnknownOneIsOneLine) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("isa_cap");
+  const Result capped = run("env ONEDNN_MAX_CPU_ISA=avx2 " + kBin + " train" + kConfig +
+                                " data.train_limit=640 run.max_steps=2 run.eval_at_end=false run.dir=" + dir,
+                            60);
+  EXPECT_EQ(capped.code, 0) << capped.out;
+  EXPECT_NE(capped.out.find("processor avx2 (capped by ONEDNN_MAX_CPU_ISA=AVX2)"), std::string::npos) << capped.out;
+  for (const std::string& cmd : {" train" + kConfig + " run.dir=" + dir, " estimate" + kConfig + " --world 2",
+                                 std::string(" baseline --data ") + dir}) {
+    const Result r = run("env ONEDNN_MAX_CPU_ISA=AVX3 " + kBin + cmd, 60);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << r.out;
+    EXPECT_NE(r.out.find("[cpu] ONEDNN_MAX_CPU_ISA=\"AVX3\" is not an ISA oneDNN knows (one of SSE41, AVX, AVX2"),
+              std::string::npos)
+        << r.out;
+  }
+}
+
 TEST(Cli, ConfigErrorsAreOneLineNamingTheKey) {
   Result r = run(kBin + " train" + kConfig + " zero_optimization.stagee=2");
   EXPECT_EQ(r.code, 1);

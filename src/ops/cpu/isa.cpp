@@ -58,8 +58,9 @@ CpuIsa detect() {
     for (char& ch : up) ch = char(std::toupper(static_cast<unsigned char>(ch)));
     std::string known;
     for (const char* n : kCapNames) known += (known.empty() ? "" : ", ") + std::string(n);
-    ZT_CHECK_AS(ErrorKind::config, std::find(std::begin(kCapNames), std::end(kCapNames), up) != std::end(kCapNames),
-                "[cpu] ONEDNN_MAX_CPU_ISA=\"", cap, "\" is not an ISA oneDNN knows (one of ", known, ")");
+    // Never thrown from here (kernels ask, some inside parallel regions): check_cpu_isa says it.
+    if (std::find(std::begin(kCapNames), std::end(kCapNames), up) == std::end(kCapNames))
+      r.cap_error = "[cpu] ONEDNN_MAX_CPU_ISA=\"" + std::string(cap) + "\" is not an ISA oneDNN knows (one of " + known + ")";
     r.cap = up;
   }
   const dnnl::cpu_isa eff = dnnl::get_effective_cpu_isa();
@@ -132,6 +133,10 @@ namespace zt::ops {
 const CpuIsa& cpu_isa() {
   static const CpuIsa isa = cpu::detect();
   return isa;
+}
+
+void check_cpu_isa() {
+  ZT_CHECK_AS(ErrorKind::config, cpu_isa().cap_error.empty(), cpu_isa().cap_error);
 }
 
 std::vector<F16Path> f16_paths() {

@@ -73,13 +73,16 @@ const char* products_name(Products p);  // "native" | "f32"
 bool cpu_has_amx();                     // oneDNN's effective ISA includes AMX
 
 // Note [processor cap] (ops/cpu/isa.cpp): ONEDNN_MAX_CPU_ISA caps oneDNN and zerotrain's own
-// vector code alike; read once. A value oneDNN does not know is a config error naming the choices.
+// vector code alike; read once. A value oneDNN does not know (which it ignores) is a config error
+// naming the choices, from check_cpu_isa (the command line asks before any work).
 struct CpuIsa {
   std::string name;  // oneDNN's effective ISA: "avx512_core_bf16", "avx2", ...
   std::string cap;   // ONEDNN_MAX_CPU_ISA as given (upper case), or empty
   bool avx2 = false, f16c = false, avx512 = false;  // what the own vector code may use
+  std::string cap_error;                            // the cap oneDNN does not know, said
 };
 const CpuIsa& cpu_isa();
+void check_cpu_isa();
 // The f16 conversions' vector paths this processor may run under the cap (scalar first), and a
 // test hook that pins one (nullopt: the best again).
 enum class F16Path { scalar, f16c, avx512 };
