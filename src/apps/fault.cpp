@@ -41,7 +41,7 @@ FaultPlan parse_delay(const std::string& spec, std::stringstream& ss) {
                              : w == "reduce_scatter" ? FaultPlan::reduce_scatter
                              : w == "forward"        ? FaultPlan::forward
                              : w == "step"           ? FaultPlan::optimizer_step
-                             : w == "all"            ? 15u
+                             : w == "all"            ? FaultPlan::everywhere
                                                      : 0u;
         ZT_CHECK_AS(ErrorKind::config, bit != 0, "[fault] ZT_FAULT delay place '", w,
                     "' unknown (allowed: all_gather, reduce_scatter, forward, step, all; joined by +)");

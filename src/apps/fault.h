@@ -19,7 +19,7 @@ struct FaultPlan {
   int64_t step = -1;
   bool at_save = false;                             // fires inside the checkpoint save after `step`
   // delay: how long, and where.
-  enum DelayAt : unsigned { all_gather = 1, reduce_scatter = 2, forward = 4, optimizer_step = 8 };
+  enum DelayAt : unsigned { all_gather = 1, reduce_scatter = 2, forward = 4, optimizer_step = 8, everywhere = 15 };
   double delay_s = 0;
   unsigned delay_at = 0;
   static FaultPlan parse(const std::string& spec);  // "" gives no fault
