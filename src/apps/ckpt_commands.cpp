@@ -222,6 +222,7 @@ int run_import(const config::Config& cfg, comm::Group& group, const CkptToolOpti
   const std::string tag = o.tag.empty() ? "step_00000000" : o.tag;
   check_import_target(o.out, tag, o.force);
   group.set_timeout(cfg.run.comm_timeout_s);
+  group.set_check_collectives(cfg.run.check_collectives);
   // The folder's lock, as a training run takes it: --force replaces checkpoints, never under a
   // run that is writing them (rank 0 holds it; every rank learns whether it could).
   LeadWork on_lead(group.rank() == 0);

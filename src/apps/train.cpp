@@ -68,6 +68,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const int rank = group.rank(), world = group.size();
   const bool lead = rank == 0;
   group.set_timeout(cfg.run.comm_timeout_s);
+  group.set_check_collectives(cfg.run.check_collectives);
   install_stop_signals();
   const std::string threads = pick_threads(cfg);
   if (cfg.run.memory_budget_mb > 0) Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);

@@ -82,6 +82,7 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
   const int rank = group.rank(), world = group.size();
   const bool lead = rank == 0;
   group.set_timeout(cfg.run.comm_timeout_s);
+  group.set_check_collectives(cfg.run.check_collectives);
   install_stop_signals();
   const std::string threads = pick_threads(cfg);
   const config::BatchSizes bs = check_run_settings(cfg, world);  // micro x accumulation x workers

@@ -50,5 +50,8 @@ std::string timeout_message(Coll c, uint64_t seq, double seconds, int rank, int 
 std::string not_arrived(const std::vector<int>& ranks);
 // "all_gather #17 (step 3)": how other errors name the collective they come from.
 std::string call_name(Coll c, uint64_t seq, const std::string& label);
+// This process's rank in the job (the launcher's OMPI_COMM_WORLD_RANK or PMIX_RANK; 0 without
+// one), which messages name rather than a sub-group's rank.
+int world_rank();
 
 }  // namespace zt::comm::detail

@@ -11,6 +11,8 @@
 #include <thread>
 #include <utility>
 
+#include <xxhash.h>
+
 #include "comm_detail.h"
 
 namespace zt::comm {
@@ -66,12 +68,62 @@ std::array<std::atomic<int64_t>, kNumColl> g_delay_us{};  // inject_delay_for_te
 
 void inject_delay_for_testing(Coll c, double seconds) { g_delay_us[size_t(c)].store(int64_t(seconds * 1e6)); }
 
-Group::Call Group::next_call(Coll coll, const CollOptions& opts) {
+Group::Call Group::next_call(Coll coll, const CollOptions& opts, DType dtype, int64_t numel, int root) {
   ZT_CHECK(opts.timeout_s >= 0, "[comm] ", coll_name(coll), ": timeout_s must be >= 0 (0 = the group's ", timeout_s_,
            " s), got ", opts.timeout_s);
   if (const int64_t us = g_delay_us[size_t(coll)].load(std::memory_order_relaxed); us > 0)
     std::this_thread::sleep_for(std::chrono::microseconds(us));
-  return Call{coll, opts.op, ++seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
+  Call c{coll, opts.op, ++seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label, {}};
+  CallSignature& s = c.sig;
+  s.seq = c.seq;
+  s.coll = uint32_t(coll);
+  s.dtype = uint32_t(dtype);
+  s.numel = numel;
+  s.root = root;
+  s.op = coll == Coll::all_reduce || coll == Coll::reduce_scatter ? uint32_t(opts.op) : 0;
+  s.label_hash = XXH64(opts.label.data(), opts.label.size(), 0);
+  s.world_rank = detail::world_rank();
+  s.label_len = uint32_t(std::min(opts.label.size(), sizeof s.label));
+  std::memcpy(s.label, opts.label.data(), s.label_len);
+  return c;
+}
+
+bool CallSignature::same_call(const CallSignature& o) const {
+  return seq == o.seq && coll == o.coll && dtype == o.dtype && numel == o.numel && root == o.root && op == o.op &&
+         label_hash == o.label_hash;
+}
+
+namespace {
+// "all_gather #812 'step 3, unit 7' (bf16, 1.2M elements)"
+std::string describe(const CallSignature& s) {
+  std::string label(s.label, std::min<size_t>(s.label_len, sizeof s.label));
+  if (s.label_len == sizeof s.label) label += "...";
+  char count[32];
+  if (s.numel >= 1000000)
+    std::snprintf(count, sizeof count, "%.1fM", double(s.numel) / 1e6);
+  else if (s.numel >= 10000)
+    std::snprintf(count, sizeof count, "%.1fk", double(s.numel) / 1e3);
+  else
+    std::snprintf(count, sizeof count, "%lld", static_cast<long long>(s.numel));
+  const Coll c = s.coll < kNumColl ? Coll(s.coll) : Coll::barrier;
+  std::string what = zt::detail::concat(coll_name(c), " #", s.seq, label.empty() ? "" : " '" + label + "'");
+  if (c == Coll::barrier) return what;
+  what += zt::detail::concat(" (", s.dtype <= uint32_t(DType::i64) ? dtype_name(DType(s.dtype)) : "?", ", ", count,
+                             s.numel == 1 ? " element" : " elements");
+  if (c == Coll::broadcast) what += zt::detail::concat(", root ", s.root);
+  if (c == Coll::all_reduce || c == Coll::reduce_scatter)
+    what += zt::detail::concat(", ", reduce_op_name(ReduceOp(s.op)));
+  return what + ")";
+}
+}  // namespace
+
+std::string signature_mismatch(const CallSignature* sigs, int n) {
+  for (int q = 1; q < n; ++q)
+    if (!sigs[q].same_call(sigs[0]))
+      return zt::detail::concat("[comm] ranks out of step: rank ", sigs[q].world_rank, " is at ", describe(sigs[q]),
+                                " while rank ", sigs[0].world_rank, " is at ", describe(sigs[0]),
+                                " (every rank must launch the same collectives in the same order)");
+  return "";
 }
 
 void Group::count(Coll c, uint64_t bytes) {
@@ -84,7 +136,7 @@ void Group::count(Coll c, uint64_t bytes) {
 WorkPtr Group::all_reduce_async(Tensor& buf, const CollOptions& opts) {
   detail::check_buffer(Coll::all_reduce, buf, "buffer", device());
   detail::check_op(Coll::all_reduce, opts.op, buf.dtype());
-  WorkPtr w = do_all_reduce(buf, next_call(Coll::all_reduce, opts));
+  WorkPtr w = do_all_reduce(buf, next_call(Coll::all_reduce, opts, buf.dtype(), buf.numel()));
   count(Coll::all_reduce, 2 * buf.nbytes());
   return w;
 }
@@ -92,14 +144,14 @@ WorkPtr Group::all_reduce_async(Tensor& buf, const CollOptions& opts) {
 WorkPtr Group::reduce_scatter_async(const Tensor& in, Tensor& out, const CollOptions& opts) {
   detail::check_reduce_scatter(size(), in, out, device());
   detail::check_op(Coll::reduce_scatter, opts.op, in.dtype());
-  WorkPtr w = do_reduce_scatter(in, out, next_call(Coll::reduce_scatter, opts));
+  WorkPtr w = do_reduce_scatter(in, out, next_call(Coll::reduce_scatter, opts, in.dtype(), in.numel()));
   count(Coll::reduce_scatter, in.nbytes());
   return w;
 }
 
 WorkPtr Group::all_gather_async(const Tensor& in, Tensor& out, const CollOptions& opts) {
   detail::check_all_gather(size(), in, out, device());
-  WorkPtr w = do_all_gather(in, out, next_call(Coll::all_gather, opts));
+  WorkPtr w = do_all_gather(in, out, next_call(Coll::all_gather, opts, in.dtype(), in.numel()));
   count(Coll::all_gather, out.nbytes());
   return w;
 }
@@ -107,7 +159,7 @@ WorkPtr Group::all_gather_async(const Tensor& in, Tensor& out, const CollOptions
 WorkPtr Group::broadcast_async(Tensor& buf, int root, const CollOptions& opts) {
   detail::check_buffer(Coll::broadcast, buf, "buffer", device());
   detail::check_root(size(), root);
-  WorkPtr w = do_broadcast(buf, root, next_call(Coll::broadcast, opts));
+  WorkPtr w = do_broadcast(buf, root, next_call(Coll::broadcast, opts, buf.dtype(), buf.numel(), root));
   count(Coll::broadcast, buf.nbytes());
   return w;
 }
@@ -120,7 +172,7 @@ WorkPtr Group::barrier_async(const CollOptions& opts) {
 
 WorkPtr Group::all_to_all_async(const Tensor& in, Tensor& out, const CollOptions& opts) {
   detail::check_all_to_all(size(), in, out, device());
-  WorkPtr w = do_all_to_all(in, out, next_call(Coll::all_to_all, opts));
+  WorkPtr w = do_all_to_all(in, out, next_call(Coll::all_to_all, opts, in.dtype(), in.numel()));
   count(Coll::all_to_all, in.nbytes());
   return w;
 }
@@ -173,7 +225,7 @@ WorkPtr Group::do_all_to_all(const Tensor& in, Tensor& out, const Call& c) {
 Group::Call Group::next_p2p_call(Coll coll, const CollOptions& opts) {
   ZT_CHECK(opts.timeout_s >= 0, "[comm] ", coll_name(coll), ": timeout_s must be >= 0 (0 = the group's ", timeout_s_,
            " s), got ", opts.timeout_s);
-  return Call{coll, opts.op, ++p2p_seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label};
+  return Call{coll, opts.op, ++p2p_seq_, opts.timeout_s > 0 ? opts.timeout_s : timeout_s_, opts.label, {}};
 }
 
 WorkPtr Group::send_async(const Tensor& buf, int peer, const CollOptions& opts) {
@@ -356,6 +408,15 @@ void multiply_(Tensor& t, int size) {
   if (t.dtype() == DType::i64) return multiply_int<int64_t, uint64_t>(t, size);
   const float s = float(size);
   map_floating(t, [s](float x) { return x * s; });
+}
+
+int world_rank() {
+  static const int rank = [] {
+    for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK"})
+      if (const char* v = std::getenv(var)) return std::atoi(v);
+    return 0;
+  }();
+  return rank;
 }
 
 std::string call_name(Coll c, uint64_t seq, const std::string& label) {

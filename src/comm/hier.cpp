@@ -29,7 +29,8 @@
 namespace zt::comm::detail {
 namespace {
 
-enum Lane { kIntraFirst, kInter, kIntraLast, kNumLanes };
+// kCheck: the whole group over MPI, for the signatures (Note [collective signatures]).
+enum Lane { kIntraFirst, kInter, kIntraLast, kCheck, kNumLanes };
 
 struct Stage {
   Lane lane;
@@ -183,6 +184,10 @@ class HierGroup : public Group {
     st_->lane[kInter] = make_mpi_group_on(inter);
     st_->lane[kIntraFirst] = make_shm_group_on(first, slot_bytes);
     st_->lane[kIntraLast] = make_shm_group_on(node, slot_bytes);
+    MPI_Comm check = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_dup(c, &check), "MPI_Comm_dup");
+    st_->lane[kCheck] = make_mpi_group_on(check);
+    for (const GroupPtr& g : st_->lane) g->set_check_collectives(false);  // launch() checks the whole group
     slot_bytes_ = slot_bytes;
   }
   ~HierGroup() override {
@@ -201,6 +206,7 @@ class HierGroup : public Group {
     check_mpi(MPI_Comm_split(comm_, color, key, &c), "MPI_Comm_split");
     GroupPtr g = make_node_group_on(c, false, slot_bytes_);
     g->set_timeout(timeout());
+    g->set_check_collectives(check_collectives());
     return g;
   }
 
@@ -303,6 +309,23 @@ class HierGroup : public Group {
   WorkPtr launch(const Call& c, std::vector<Stage> stages, std::vector<Tensor> keep) {
     ZT_CHECK_AS(ErrorKind::comm, st_->broken.empty(), "[comm] ", call_name(c.coll, c.seq, c.label),
                 " refused: the group broke earlier: ", st_->broken);
+    if (check_collectives()) {
+      // Note [collective signatures]: every rank's, gathered over the whole group, then compared
+      // before the first stage (a lane sees only its own ranks, so it could not name both sides).
+      constexpr int64_t kWords = sizeof(CallSignature) / 4;
+      Tensor mine = Tensor::empty({kWords}, DType::i32, MemTag::comm);
+      Tensor all = Tensor::empty({kWords * st_->size}, DType::i32, MemTag::comm);
+      std::memcpy(mine.raw_data(), &c.sig, sizeof(CallSignature));
+      auto gather = [=, this]() mutable -> std::vector<WorkPtr> { return {lane(kCheck).all_gather_async(mine, all)}; };
+      auto compare = [all, n = st_->size]() -> std::vector<WorkPtr> {
+        std::vector<CallSignature> sigs(static_cast<size_t>(n));
+        std::memcpy(sigs.data(), all.raw_data(), sigs.size() * sizeof(CallSignature));
+        if (std::string why = signature_mismatch(sigs.data(), n); !why.empty()) ZT_THROW_AS(ErrorKind::comm, why);
+        return {};
+      };
+      stages.insert(stages.begin(), {Stage{kCheck, gather}, Stage{kCheck, compare}});
+      keep.insert(keep.end(), {mine, all});
+    }
     auto w = std::make_shared<HierWork>(c.coll, c.seq, c.timeout_s, c.label, std::move(stages), std::move(keep), st_);
     st_->pending.push_back(w);
     st_->poll();  // launches what may start now: the first-lane stage at least, in call order

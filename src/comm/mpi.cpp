@@ -7,6 +7,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -75,22 +76,80 @@ struct Comm {
 // Work dropped before completion (e.g. after a timeout) leaves its Rounds to the runtime, which
 // keeps polling them: MPI forbids freeing a collective's request, and a late peer still needs
 // this rank's part of every round.
+struct Launch;
+struct Rounds;
+// Note [collective signatures]: a group's collectives launched with a check and not yet posted,
+// in launch order.
+using LaunchQueue = std::deque<std::shared_ptr<Rounds>>;
+
 struct Rounds {
   std::vector<MPI_Request> reqs;  // MPI_Testall sets completed ones to MPI_REQUEST_NULL
   std::function<std::vector<MPI_Request>()> next;
   std::vector<Tensor> keep;  // buffers must outlive the requests
   std::shared_ptr<Comm> comm;
+  std::shared_ptr<Launch> launch;       // the check before posting; null when off (or point-to-point)
+  std::shared_ptr<LaunchQueue> queue;   // the group's, while this waits in it
 
-  bool poll(const std::string& where) {
-    while (!reqs.empty()) {
-      int flag = 0;
-      check_mpi(MPI_Testall(int(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE), "MPI_Testall", where);
-      if (!flag) return false;
-      reqs = next ? next() : std::vector<MPI_Request>{};
-    }
-    return true;
-  }
+  // True when done. A checked collective first moves its group's queue along (progress()),
+  // which posts it in its turn.
+  bool poll(const std::string& where);
 };
+
+using Post = std::function<std::vector<MPI_Request>()>;
+
+// Note [collective signatures] on mpi: a collective first all-gathers every rank's signature on a
+// second communicator (where they pair in launch order whatever the data does) and posts its own
+// requests only once they all match, and only after every collective launched before it has
+// posted, so the data communicator sees the collectives in launch order on every rank. Any wait
+// or test on the group moves the queue along, so waiting on a later collective first is fine.
+struct Launch {
+  CallSignature mine;
+  std::vector<CallSignature> all;  // the Iallgather's output
+  MPI_Request request = MPI_REQUEST_NULL;
+  Post post, rest;                      // the collective's first round; its later ones (ring), if any
+  std::shared_ptr<std::string> broken;  // the group's first mismatch: later launches fail with it
+  std::shared_ptr<Comm> sig_comm;       // alive while the signatures are in flight
+  std::string where;
+  bool posted = false;
+};
+
+// Posts, in launch order, each queued collective whose signatures have all arrived and match;
+// throws ErrorKind::comm on a mismatch (and the group stays broken).
+void progress(LaunchQueue& q) {
+  while (!q.empty()) {
+    const std::shared_ptr<Rounds> r = q.front();
+    Launch& l = *r->launch;
+    if (!l.broken->empty()) return;
+    int flag = 0;
+    check_mpi(MPI_Test(&l.request, &flag, MPI_STATUS_IGNORE), "MPI_Test", l.where + ", its signature");
+    if (!flag) return;
+    q.pop_front();
+    r->queue.reset();
+    if (std::string why = signature_mismatch(l.all.data(), int(l.all.size())); !why.empty()) {
+      *l.broken = why;
+      ZT_THROW_AS(ErrorKind::comm, why);
+    }
+    r->reqs = l.post();
+    r->next = std::move(l.rest);
+    l.posted = true;
+  }
+}
+
+bool Rounds::poll(const std::string& where) {
+  if (launch && !launch->posted) {
+    if (!launch->broken->empty())  // its peers may never post their signatures: fail now, not at the timeout
+      ZT_THROW_AS(ErrorKind::comm, "[comm] ", where, " not run: the group broke: ", *launch->broken);
+    if (queue) progress(*queue);
+    if (!launch->posted) return false;
+  }
+  while (!reqs.empty()) {
+    int flag = 0;
+    check_mpi(MPI_Testall(int(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE), "MPI_Testall", where);
+    if (!flag) return false;
+    reqs = next ? next() : std::vector<MPI_Request>{};
+  }
+  return true;
+}
 
 // Note [finalize only in the normal path]: MPI_Finalize synchronises with every peer, so after
 // a peer stalled or died it would hang. At exit we finalize only when no abandoned collective
@@ -287,6 +346,9 @@ class MpiGroup : public Group {
     int flag = 0;
     check_mpi(MPI_Comm_get_attr(c, MPI_TAG_UB, &ub, &flag), "MPI_Comm_get_attr");
     if (flag) p2p_tag_ = *static_cast<int*>(ub);
+    MPI_Comm sig = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_dup(c, &sig), "MPI_Comm_dup");
+    sig_comm_ = std::make_shared<Comm>(sig);
   }
 
   int rank() const override { return rank_; }
@@ -302,6 +364,7 @@ class MpiGroup : public Group {
     check_mpi(MPI_Comm_split(comm_->c, color, key, &c), "MPI_Comm_split");
     auto g = std::make_shared<MpiGroup>(c);
     g->set_timeout(timeout());
+    g->set_check_collectives(check_collectives());
     return g;
   }
 
@@ -309,14 +372,16 @@ class MpiGroup : public Group {
 
  protected:
   WorkPtr do_all_reduce(Tensor& buf, const Call& c) override {
-    int n = mpi_count(c.coll, buf.numel());
+    const int n = mpi_count(c.coll, buf.numel());
     std::function<void()> on_done;
     if (c.op == ReduceOp::avg) on_done = [buf, size = size_]() mutable { divide_(buf, size); };
-    MPI_Request r;
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), n, mpi_dtype(buf.dtype()), mpi_op(c.op, buf.dtype()),
-                             comm_->c, &r),
-              "MPI_Iallreduce", call_name(c.coll, c.seq, c.label));
-    return issued(r, c, {buf}, std::move(on_done));
+    Post post = [buf, n, op = mpi_op(c.op, buf.dtype()), comm = comm_->c, where = call_name(c.coll, c.seq, c.label)] {
+      MPI_Request r;
+      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), n, mpi_dtype(buf.dtype()), op, comm, &r), "MPI_Iallreduce",
+                where);
+      return std::vector<MPI_Request>{r};
+    };
+    return issue(c, std::move(post), nullptr, {buf}, std::move(on_done));
   }
 
   // Note [ring reduce-scatter]: OpenMPI's non-blocking reduce_scatter (libnbc) reduces to one
@@ -348,7 +413,8 @@ class MpiGroup : public Group {
     auto post = [=]() {  // round ring->k: send to r+1, receive from r-1
       std::vector<MPI_Request> q(2);
       const void* send = ring->k == 0 ? chunk((r - 1 + p) % p) : ring->sent.raw_data();
-      check_mpi(MPI_Irecv(ring->got.raw_data(), n, mpi_dtype(d), (r - 1 + p) % p, tag, comm, &q[0]), "MPI_Irecv", where);
+      check_mpi(MPI_Irecv(ring->got.raw_data(), n, mpi_dtype(d), (r - 1 + p) % p, tag, comm, &q[0]), "MPI_Irecv",
+                where);
       check_mpi(MPI_Isend(send, n, mpi_dtype(d), (r + 1) % p, tag, comm, &q[1]), "MPI_Isend", where);
       return q;
     };
@@ -362,10 +428,7 @@ class MpiGroup : public Group {
     };
     std::function<void()> on_done;
     if (c.op == ReduceOp::avg) on_done = [out, size = size_]() mutable { divide_(out, size); };
-    Runtime::get().reap();
-    auto rounds = std::make_shared<Rounds>(Rounds{post(), std::move(next), {in, out, ring->sent, ring->got}, comm_});
-    return std::make_shared<MpiWork>(std::move(rounds), c.coll, c.seq, rank_, size_, c.timeout_s, c.label,
-                                     std::move(on_done));
+    return issue(c, post, std::move(next), {in, out, ring->sent, ring->got}, std::move(on_done));
   }
 
   WorkPtr do_all_gather(const Tensor& in, Tensor& out, const Call& c) override {
@@ -382,28 +445,33 @@ class MpiGroup : public Group {
         send = src.raw_data();
       }
     }
-    MPI_Datatype dt = mpi_dtype(in.dtype());
-    MPI_Request r;
-    check_mpi(MPI_Iallgather(send, n, dt, out.raw_data(), n, dt, comm_->c, &r), "MPI_Iallgather",
-              call_name(c.coll, c.seq, c.label));
-    return issued(r, c, {in, out, src}, nullptr);
+    Post post = [send, n, dt = mpi_dtype(in.dtype()), dst = out.raw_data(), comm = comm_->c,
+                 where = call_name(c.coll, c.seq, c.label)] {
+      MPI_Request r;
+      check_mpi(MPI_Iallgather(send, n, dt, dst, n, dt, comm, &r), "MPI_Iallgather", where);
+      return std::vector<MPI_Request>{r};
+    };
+    return issue(c, std::move(post), nullptr, {in, out, src}, nullptr);
   }
 
   WorkPtr do_broadcast(Tensor& buf, int root, const Call& c) override {
-    int n = mpi_count(c.coll, buf.numel());
-    MPI_Request r;
-    check_mpi(MPI_Ibcast(buf.raw_data(), n, mpi_dtype(buf.dtype()), root, comm_->c, &r), "MPI_Ibcast",
-              call_name(c.coll, c.seq, c.label));
-    return issued(r, c, {buf}, nullptr);
+    Post post = [buf, n = mpi_count(c.coll, buf.numel()), root, comm = comm_->c,
+                 where = call_name(c.coll, c.seq, c.label)] {
+      MPI_Request r;
+      check_mpi(MPI_Ibcast(buf.raw_data(), n, mpi_dtype(buf.dtype()), root, comm, &r), "MPI_Ibcast", where);
+      return std::vector<MPI_Request>{r};
+    };
+    return issue(c, std::move(post), nullptr, {buf}, nullptr);
   }
 
   WorkPtr do_all_to_all(const Tensor& in, Tensor& out, const Call& c) override {
-    const int k = mpi_count(c.coll, in.numel() / size_);
-    const MPI_Datatype dt = mpi_dtype(in.dtype());
-    MPI_Request r;
-    check_mpi(MPI_Ialltoall(in.raw_data(), k, dt, out.raw_data(), k, dt, comm_->c, &r), "MPI_Ialltoall",
-              call_name(c.coll, c.seq, c.label));
-    return issued(r, c, {in, out}, nullptr);
+    Post post = [k = mpi_count(c.coll, in.numel() / size_), dt = mpi_dtype(in.dtype()), src = in.raw_data(),
+                 dst = out.raw_data(), comm = comm_->c, where = call_name(c.coll, c.seq, c.label)] {
+      MPI_Request r;
+      check_mpi(MPI_Ialltoall(src, k, dt, dst, k, dt, comm, &r), "MPI_Ialltoall", where);
+      return std::vector<MPI_Request>{r};
+    };
+    return issue(c, std::move(post), nullptr, {in, out}, nullptr);
   }
 
   // Note [point-to-point]: MPI_Isend / MPI_Irecv on the group's communicator, with the largest
@@ -427,20 +495,55 @@ class MpiGroup : public Group {
   }
 
   WorkPtr do_barrier(const Call& c) override {
-    MPI_Request r;
-    check_mpi(MPI_Ibarrier(comm_->c, &r), "MPI_Ibarrier", call_name(c.coll, c.seq, c.label));
-    return issued(r, c, {}, nullptr);
+    Post post = [comm = comm_->c, where = call_name(c.coll, c.seq, c.label)] {
+      MPI_Request r;
+      check_mpi(MPI_Ibarrier(comm, &r), "MPI_Ibarrier", where);
+      return std::vector<MPI_Request>{r};
+    };
+    return issue(c, std::move(post), nullptr, {}, nullptr);
   }
 
  private:
+  // Point-to-point: posted at once (their order between a pair is theirs; no signatures).
   WorkPtr issued(MPI_Request r, const Call& c, std::vector<Tensor> keep, std::function<void()> on_done) {
     Runtime::get().reap();
-    auto rounds = std::make_shared<Rounds>(Rounds{{r}, nullptr, std::move(keep), comm_});
+    auto rounds = std::make_shared<Rounds>(Rounds{{r}, nullptr, std::move(keep), comm_, nullptr, nullptr});
+    return std::make_shared<MpiWork>(std::move(rounds), c.coll, c.seq, rank_, size_, c.timeout_s, c.label,
+                                     std::move(on_done));
+  }
+
+  // A collective: posted at once, or after its signature check (Note [collective signatures]).
+  WorkPtr issue(const Call& c, Post post, Post rest, std::vector<Tensor> keep, std::function<void()> on_done) {
+    const std::string where = call_name(c.coll, c.seq, c.label);
+    ZT_CHECK_AS(ErrorKind::comm, broken_->empty(), "[comm] ", where, " refused: the group broke earlier: ", *broken_);
+    Runtime::get().reap();
+    auto rounds = std::make_shared<Rounds>(Rounds{{}, std::move(rest), std::move(keep), comm_, nullptr, nullptr});
+    if (!check_collectives()) {
+      rounds->reqs = post();
+    } else {
+      auto l = std::make_shared<Launch>();
+      l->mine = c.sig;
+      l->all.resize(size_t(size_));
+      l->post = std::move(post);
+      l->rest = std::move(rounds->next);
+      l->broken = broken_;
+      l->sig_comm = sig_comm_;
+      l->where = where;
+      check_mpi(MPI_Iallgather(&l->mine, int(sizeof(CallSignature)), MPI_BYTE, l->all.data(),
+                               int(sizeof(CallSignature)), MPI_BYTE, sig_comm_->c, &l->request),
+                "MPI_Iallgather", where + ", its signature");
+      rounds->launch = std::move(l);
+      rounds->queue = queue_;
+      queue_->push_back(rounds);
+    }
     return std::make_shared<MpiWork>(std::move(rounds), c.coll, c.seq, rank_, size_, c.timeout_s, c.label,
                                      std::move(on_done));
   }
 
   std::shared_ptr<Comm> comm_;
+  std::shared_ptr<Comm> sig_comm_;  // Note [collective signatures]: the signatures' own communicator
+  std::shared_ptr<LaunchQueue> queue_ = std::make_shared<LaunchQueue>();
+  std::shared_ptr<std::string> broken_ = std::make_shared<std::string>();
   int rank_ = 0, size_ = 1, local_size_ = 1;
   int p2p_tag_ = 32767;  // MPI_TAG_UB (Note [point-to-point])
 };

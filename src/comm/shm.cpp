@@ -73,13 +73,15 @@ struct ShmState {
 
 class ShmWork : public Work {
  public:
-  ShmWork(Coll coll, ReduceOp op, uint64_t seq, double timeout_s, std::string label, std::vector<Tensor> t, int root,
-          std::shared_ptr<ShmState> st)
+  ShmWork(Coll coll, ReduceOp op, uint64_t seq, double timeout_s, std::string label, const CallSignature* sig,
+          std::vector<Tensor> t, int root, std::shared_ptr<ShmState> st)
       : Work(seq),
         coll(coll),
         op(op),
         timeout_s(timeout_s),
         label(std::move(label)),
+        sig(sig ? *sig : CallSignature{}),
+        check(sig != nullptr),
         t(std::move(t)),
         root(root),
         st_(std::move(st)) {}
@@ -88,7 +90,9 @@ class ShmWork : public Work {
   const ReduceOp op;
   const double timeout_s;
   const std::string label;
-  std::vector<Tensor> t;  // the buffers, alive until the collective ends
+  const CallSignature sig;  // Note [collective signatures]
+  const bool check;         // compare sig with the peers' (run.check_collectives)
+  std::vector<Tensor> t;    // the buffers, alive until the collective ends
   const int root;
 
   void wait() override {
@@ -228,6 +232,7 @@ class ShmEngine {
 
   void run(ShmWork& w) {
     ShmWaitFor wf{w.coll, w.seq(), w.label, w.timeout_s, deadline_after(w.timeout_s), st_->stop};
+    if (w.check) seg_.expect(w.sig);
     switch (w.coll) {
       case Coll::all_reduce:
         return all_reduce(w.t[0], w.op, wf);
@@ -240,7 +245,7 @@ class ShmEngine {
       case Coll::barrier:
         return sync(wf);
       case Coll::all_to_all:  // Group::do_all_to_all runs it as an all_gather
-      case Coll::send:  // point-to-point: not offered by shm (Group's default throws first)
+      case Coll::send:        // point-to-point: not offered by shm (Group's default throws first)
       case Coll::recv:
         break;
     }
@@ -404,6 +409,7 @@ class ShmGroup : public Group {
     check_mpi(MPI_Comm_split(comm_, color, key, &c), "MPI_Comm_split");
     auto g = std::make_shared<ShmGroup>(c, st_->seg->slot_bytes());
     g->set_timeout(timeout());
+    g->set_check_collectives(check_collectives());
     return g;
   }
 
@@ -421,7 +427,8 @@ class ShmGroup : public Group {
     const std::string broken = st_->broken_message();
     ZT_CHECK_AS(ErrorKind::comm, broken.empty(), "[comm] ", call_name(c.coll, c.seq, c.label),
                 " refused: the shm group broke earlier: ", broken);
-    auto w = std::make_shared<ShmWork>(c.coll, c.op, c.seq, c.timeout_s, c.label, std::move(t), root, st_);
+    auto w = std::make_shared<ShmWork>(c.coll, c.op, c.seq, c.timeout_s, c.label,
+                                       check_collectives() ? &c.sig : nullptr, std::move(t), root, st_);
     engine_->push(w);
     return w;
   }

@@ -205,6 +205,19 @@ void ShmSegment::check_peer(int q, const ShmWaitFor& w) const {
                 timeout_message(w.coll, w.seq, w.timeout_s, rank_, size_, w.label, detail::not_arrived(not_arrived())));
 }
 
+void ShmSegment::expect(const CallSignature& sig) {
+  line(rank_).sig[sig.seq & 1] = sig;  // published by the next post()
+  check_ = true;
+  check_seq_ = sig.seq;
+}
+
+void ShmSegment::check_signatures() {
+  check_ = false;
+  std::vector<CallSignature> all(static_cast<size_t>(size_));  // copied: peers may write the other slot meanwhile
+  for (int q = 0; q < size_; ++q) all[size_t(q)] = line(q).sig[check_seq_ & 1];
+  if (std::string why = signature_mismatch(all.data(), size_); !why.empty()) ZT_THROW_AS(ErrorKind::comm, why);
+}
+
 std::vector<int> ShmSegment::not_arrived() const {
   const uint32_t k = synced_.load();
   std::vector<int> out;

@@ -24,6 +24,9 @@ struct alignas(64) ShmRankLine {
   std::atomic<uint32_t> left{0};        // 1 once its group object is gone
   std::atomic<uint64_t> failed_seq{0};  // the collective at which its group broke; 0 = healthy
   std::atomic<uint64_t> addr{0};        // this collective's buffer in its own address space (single copy)
+  // Note [collective signatures]: collective s's at [s & 1], written before its first sync point;
+  // a peer can write s + 2's only after passing a sync point of s + 1, i.e. after we checked s's.
+  CallSignature sig[2];
 };
 struct alignas(64) ShmWaitLine {
   std::atomic<uint32_t> waiters{0};  // peers asleep on this rank's `arrived`
@@ -66,7 +69,11 @@ class ShmSegment {
     synced_.store(k);  // first, so that not_arrived() never lists a peer for a point it passed
     post(k);
     wait_all(k, w);
+    if (check_) check_signatures();
   }
+  // Note [collective signatures]: publishes this rank's signature for the collective about to
+  // run; its first sync() then compares every rank's (ErrorKind::comm on a mismatch).
+  void expect(const CallSignature& sig);
   // The peers that have not posted this rank's latest sync point (any thread may ask).
   std::vector<int> not_arrived() const;
 
@@ -88,6 +95,7 @@ class ShmSegment {
   void wait_one(int q, uint32_t k, const ShmWaitFor& w) const;
   static bool probe_single_copy(ShmSegment& seg, MPI_Comm comm, bool wanted);
   void check_peer(int q, const ShmWaitFor& w) const;
+  void check_signatures();
 
   char* base_;
   size_t bytes_;
@@ -95,6 +103,8 @@ class ShmSegment {
   size_t slot_bytes_, data_off_;
   bool single_copy_ = false;
   std::atomic<uint32_t> synced_{0};  // sync points posted; written by the comm thread only
+  bool check_ = false;               // expect() was called and no sync since (comm thread only)
+  uint64_t check_seq_ = 0;
 };
 
 }  // namespace zt::comm::detail

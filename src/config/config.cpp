@@ -257,9 +257,9 @@ void check_model_fits_data(const Config& c, const std::string& source) {
 }
 
 void parse_run(const Section& s, RunConfig& r) {
-  s.allow({"dir", "epochs", "max_steps", "threads", "pin_threads", "comm_backend", "comm_timeout_s", "memory_budget_mb",
-           "eval_at_end", "resume", "max_consecutive_skipped_steps", "save_weights", "bf16_products", "strategy",
-           "parameter_servers"});
+  s.allow({"dir", "epochs", "max_steps", "threads", "pin_threads", "comm_backend", "comm_timeout_s",
+           "check_collectives", "memory_budget_mb", "eval_at_end", "resume", "max_consecutive_skipped_steps",
+           "save_weights", "bf16_products", "strategy", "parameter_servers"});
   s.read_path("resume", r.resume);
   s.read_path("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
@@ -269,6 +269,7 @@ void parse_run(const Section& s, RunConfig& r) {
   s.read_choice("comm_backend", r.comm_backend, {"auto", "local", "mpi", "shm"});
   // Below 0.1 s a healthy peer would be blamed for a stall (probe case 13 of issue 31).
   s.read_number("comm_timeout_s", r.comm_timeout_s, 0.1, false);
+  s.read_bool("check_collectives", r.check_collectives);
   s.read_int("memory_budget_mb", r.memory_budget_mb, 0, kMaxMemoryBudgetMb);
   s.read_bool("eval_at_end", r.eval_at_end);
   s.read_bool("save_weights", r.save_weights);

@@ -56,7 +56,7 @@ TEST(CommMpiTimeout, PerCallTimeoutAndLabelStayWithTheWork) {
   Tensor buf = Tensor::full({5}, float(r + 1));
   if (r == stalled) {
     side->barrier();
-    g->all_reduce(buf);
+    g->all_reduce(buf, {ReduceOp::sum, "step 4"});  // the same collective (Note [collective signatures])
   } else {
     ASSERT_EQ(g->timeout(), 120.0);  // the group's default is long; the call's own is short
     WorkPtr w = g->all_reduce_async(buf, {ReduceOp::sum, "step 4", 1.0});

@@ -51,6 +51,32 @@ struct CollOptions {
       : op(reduce_op), timeout_s(timeout), label(std::move(call_label)) {}
 };
 
+// Note [collective signatures]: what a rank says about each collective it launches, compared
+// across ranks before any data moves, so ranks whose programs diverged (one collective behind, two
+// equal-size units in a different order, an extra micro-batch) fail at once with one line naming
+// both sides, instead of hanging until the timeout or silently pairing the wrong buffers. shm
+// compares them in its segment at the collective's first sync point, mpi exchanges them with a
+// small all_gather on a second communicator before posting the collective (its cost: BENCHMARKS.md).
+// Fixed size and plain bytes: it travels as is. The label is compared by hash, shown truncated.
+struct CallSignature {
+  uint64_t seq = 0;
+  uint32_t coll = 0, dtype = 0;
+  int64_t numel = 0;  // per rank: the buffer (all_reduce, broadcast), the input otherwise
+  int32_t root = -1;  // broadcast only
+  uint32_t op = 0;    // all_reduce and reduce_scatter only
+  uint64_t label_hash = 0;
+  int32_t world_rank = 0;  // named in the message: the job's rank, not the sub-group's (not compared)
+  uint32_t label_len = 0;
+  char label[80] = {};
+
+  bool same_call(const CallSignature& o) const;
+};
+static_assert(sizeof(CallSignature) == 128);
+
+// "" when every rank's signature matches rank 0's; else one line naming the lowest rank that
+// differs and rank 0, with both collectives, dtypes and sizes (the same line on every rank).
+std::string signature_mismatch(const CallSignature* sigs, int n);
+
 struct CommStats {
   std::array<uint64_t, kNumColl> bytes{};
   std::array<uint64_t, kNumColl> calls{};
@@ -144,6 +170,10 @@ class Group {
 
   void set_timeout(double seconds);  // the default for calls whose options leave it 0
   double timeout() const { return timeout_s_; }
+  // Note [collective signatures]: on by default (run.check_collectives); split() passes it on.
+  // Backends that cannot compare (local, fake, nccl) ignore it.
+  virtual void set_check_collectives(bool on) { check_ = on; }
+  bool check_collectives() const { return check_; }
   uint64_t last_seq() const { return seq_; }  // 0 before the first collective
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = CommStats{}; }
@@ -156,6 +186,7 @@ class Group {
     uint64_t seq;
     double timeout_s;  // resolved: the call's or the group's
     std::string label;
+    CallSignature sig;  // Note [collective signatures]
   };
   virtual WorkPtr do_all_reduce(Tensor& buf, const Call& c) = 0;
   virtual WorkPtr do_reduce_scatter(const Tensor& in, Tensor& out, const Call& c) = 0;
@@ -170,11 +201,13 @@ class Group {
   virtual WorkPtr do_recv(Tensor& buf, int peer, const Call& c);
 
  private:
-  Call next_call(Coll coll, const CollOptions& opts);      // takes the next sequence number
+  // Takes the next sequence number; the signature describes the tensor t (numel elements each).
+  Call next_call(Coll coll, const CollOptions& opts, DType dtype = DType::f32, int64_t numel = 0, int root = -1);
   Call next_p2p_call(Coll coll, const CollOptions& opts);  // takes the next send / recv number
   void count(Coll c, uint64_t bytes);
 
   double timeout_s_ = 300.0;
+  bool check_ = true;
   uint64_t seq_ = 0;
   uint64_t p2p_seq_ = 0;  // sends and recvs: numbered apart from the collectives
   CommStats stats_;

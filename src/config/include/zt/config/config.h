@@ -69,7 +69,8 @@ struct RunConfig {
   bool pin_threads = true;            // bind each thread to one core of this rank's share (hwloc)
   std::string comm_backend = "auto";  // auto | local | mpi | shm (auto: shm on one node under mpirun)
   double comm_timeout_s = 300.0;
-  int64_t memory_budget_mb = 0;  // 0 = unlimited
+  bool check_collectives = true;  // compare every collective's signature across ranks (Note [collective signatures])
+  int64_t memory_budget_mb = 0;   // 0 = unlimited
   bool eval_at_end = true;
   std::string resume;  // "" (start fresh), "latest", a tag in checkpoint.dir, or a folder
   // fp16: this many optimizer steps skipped in a row (overflow at every step, e.g. a static
