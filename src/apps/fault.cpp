@@ -67,8 +67,8 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
   std::string part;
   std::getline(ss, f.kind, ':');
   if (f.kind == "delay") return parse_delay(spec, ss);
-  ZT_CHECK_AS(ErrorKind::config, f.kind == "stall" || f.kind == "exit" || f.kind == "kill", "[fault] ZT_FAULT kind '",
-              f.kind, "' unknown (allowed: stall, exit, kill, delay)");
+  ZT_CHECK_AS(ErrorKind::config, f.kind == "stall" || f.kind == "exit" || f.kind == "kill" || f.diverges(),
+              "[fault] ZT_FAULT kind '", f.kind, "' unknown (allowed: stall, exit, kill, skip, eval, delay)");
   bool has_rank = false, has_step = false;
   while (std::getline(ss, part, ':')) {
     if (part.rfind("at=", 0) == 0) {
@@ -109,6 +109,8 @@ void FaultPlan::check_reachable(int world, int64_t total_steps, int64_t every_st
   const int64_t last = at_save ? total_steps : total_steps + 1;  // step K+1: the final save
   ZT_CHECK_AS(ErrorKind::config, step <= last, "[fault] ZT_FAULT step=", step, " never fires: the run has ",
               total_steps, " steps", at_save ? "" : " (step K+1 is the final save)");
+  ZT_CHECK_AS(ErrorKind::config, !diverges() || step <= total_steps, "[fault] ZT_FAULT ", kind, " step=", step,
+              " never fires: the run has ", total_steps, " steps");
   ZT_CHECK_AS(ErrorKind::config, at_save || step <= total_steps || rank == 0, "[fault] ZT_FAULT rank=", rank,
               " step=", step, " never fires: step K+1 is the final save, which rank 0 alone writes");
   ZT_CHECK_AS(ErrorKind::config, step > first_step, "[fault] ZT_FAULT step=", step,
@@ -134,7 +136,17 @@ void fire(const FaultPlan& f, const char* where) {
 }  // namespace
 
 void FaultPlan::maybe_fire(int rank_now, int64_t step_now) const {
-  if (!kind.empty() && kind != "delay" && !at_save && rank_now == rank && step_now == step) fire(*this, "at step");
+  if (!kind.empty() && kind != "delay" && !diverges() && !at_save && rank_now == rank && step_now == step)
+    fire(*this, "at step");
+}
+
+bool FaultPlan::diverges() const { return kind == "skip" || kind == "eval"; }
+
+bool FaultPlan::diverges_at(const char* what, int rank_now, int64_t step_now) const {
+  if (kind != what || rank_now != rank || step_now != step) return false;
+  std::fprintf(stderr, "zerotrain: fault injection: rank %d %s at step %lld\n", rank,
+               kind == "skip" ? "skips its step" : "evaluates instead of training", (long long)step);
+  return true;
 }
 
 void FaultPlan::install_delays(int rank_now) const {

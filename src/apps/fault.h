@@ -14,7 +14,9 @@
 namespace zt::apps {
 
 struct FaultPlan {
-  std::string kind;  // "" (none), "stall", "exit", "kill", "delay"
+  // skip / eval (issue 31): the rank's program leaves its peers' at `step` (it skips that step, or
+  // runs an evaluation pass first), which Note [collective signatures] must report, never hang on.
+  std::string kind;  // "" (none), "stall", "exit", "kill", "skip", "eval", "delay"
   int rank = -1;
   int64_t step = -1;
   bool at_save = false;                             // fires inside the checkpoint save after `step`
@@ -29,6 +31,9 @@ struct FaultPlan {
   // (every_steps > 0 and step a multiple of it, or the last).
   void check_reachable(int world, int64_t total_steps, int64_t every_steps, int64_t first_step) const;
   void maybe_fire(int rank, int64_t step) const;          // before step `step` (not at=save)
+  bool diverges() const;                                  // skip or eval
+  // True (and says so) where this rank diverges in the way `what` ("skip", "eval") at `step`.
+  bool diverges_at(const char* what, int rank, int64_t step) const;
   void maybe_fire_in_save(int rank, int64_t step) const;  // in the checkpoint after `step` (at=save)
   // delay: the collectives' sleeps installed in comm on the plan's rank (before step 1), and the
   // sleep after a forward or before an optimizer step.

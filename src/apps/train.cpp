@@ -197,6 +197,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   last_step = first_step;
   for (int64_t step = first_step; step < total_steps; ++step) {
     fault.maybe_fire(rank, step + 1);
+    if (fault.diverges_at("skip", rank, step + 1)) continue;
+    if (fault.diverges_at("eval", rank, step + 1)) run_eval_pass(/*whole=*/false);
     const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
     if (epoch != order_epoch) {
       order = data::epoch_order(task->train_size(), cfg.seed, epoch, cfg.data.shuffle);

@@ -281,6 +281,7 @@ class MpiWork : public Work {
     if (test()) return blocked();
     Backoff backoff;
     while (!test()) {
+      Runtime::get().reap();  // abandoned collectives still owe late peers their later rounds
       if (std::chrono::duration<double>(Clock::now() - start).count() > timeout_) {
         blocked();
         // MPI does not say which ranks have joined a collective, and a stalled one cannot be asked.
