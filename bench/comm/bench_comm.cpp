@@ -2,7 +2,8 @@
 // allows), for the mpi and shm backends side by side, plus one core's memcpy bandwidth as the
 // ceiling. Run: mpirun -np 2 bench_comm [--backend mpi|shm|shm-staged]... [--dtype f32|bf16|f16]...
 // [MiB ...] (defaults: all three, f32 and bf16, 1 16 128 MiB); rank 0 prints one JSON line per case.
-// shm-staged is shm with ZT_SHM_SINGLE_COPY=0: every byte through the staging slots.
+// shm-staged is shm with ZT_SHM_SINGLE_COPY=0: every byte through the staging slots. Last, each
+// backend's cost of the collective check per collective (a 4-byte all_reduce, with and without).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -81,6 +82,25 @@ void bench_backend(Group& g, const std::string& name, DType dt, int64_t mib) {
   }
 }
 
+// Note [collective signatures]: a 4-byte all_reduce's latency with the check and without, in
+// alternating blocks (a noisy machine slows both alike): the check's cost per collective.
+void bench_check(Group& g, const std::string& name) {
+  Tensor one = Tensor::full({1}, 1.f);
+  double us[2] = {0, 0};
+  constexpr int kBlocks = 6, kIters = 400;
+  for (int b = 0; b < kBlocks; ++b)
+    for (bool on : {b % 2 == 0, b % 2 != 0}) {
+      g.set_check_collectives(on);
+      us[on] += time_op(g, kIters, [&] { g.all_reduce(one); }) * 1e6 / kBlocks;
+    }
+  g.set_check_collectives(true);
+  if (g.rank() == 0)
+    std::printf("{\"op\":\"all_reduce_4B_check\",\"backend\":\"%s\",\"ranks\":%d,\"time_us_check\":%.2f,"
+                "\"time_us_no_check\":%.2f,\"check_cost_us\":%.2f}\n",
+                name.c_str(), g.size(), us[1], us[0], us[1] - us[0]);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +131,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < groups.size(); ++i)
       for (DType dt : dtypes)
         for (int64_t mib : sizes_mib) bench_backend(*groups[i], backends[i], dt, mib);
+    for (size_t i = 0; i < groups.size(); ++i) bench_check(*groups[i], backends[i]);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());

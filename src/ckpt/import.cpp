@@ -14,6 +14,8 @@ namespace zt::ckpt {
 
 namespace {
 
+constexpr int64_t kChunkElems = int64_t(1) << 20;
+
 // The file's tensor for each trainable parameter, in model order; the rest of the file unused.
 std::vector<const SafetensorsEntry*> match(const SafetensorsHeader& file, zero::Engine& e, ImportReport& rep) {
   std::map<std::string, const SafetensorsEntry*> by_name;
@@ -54,12 +56,16 @@ void import_states(zero::Engine& e, const std::string& path, ImportReport& rep) 
       const zero::Range r = zero::intersect(mine, {slot.offset, slot.offset + slot.numel});
       if (r.empty()) continue;
       const SafetensorsEntry& t = *file[slot.index];
-      Tensor raw = Tensor::empty({r.size()}, t.dtype, MemTag::workspace);
-      f.read_at(raw.raw_data(), raw.nbytes(), t.begin + uint64_t(r.begin - slot.offset) * dtype_size(t.dtype));
-      for (const zero::ShardTensor* dst : targets) {
-        Tensor conv = Tensor::empty({r.size()}, dst->dtype, MemTag::workspace);
-        conv.copy_(raw);  // the file's dtype to the shard's
-        dst->write(r.begin - mine.begin, r.size(), conv.raw_data());
+      // A chunk at a time: held memory stays a chunk's, whatever the parameter's size (issue 31).
+      for (int64_t b = r.begin; b < r.end; b += kChunkElems) {
+        const int64_t n = std::min(kChunkElems, r.end - b);
+        Tensor raw = Tensor::empty({n}, t.dtype, MemTag::workspace);
+        f.read_at(raw.raw_data(), raw.nbytes(), t.begin + uint64_t(b - slot.offset) * dtype_size(t.dtype));
+        for (const zero::ShardTensor* dst : targets) {
+          Tensor conv = Tensor::empty({n}, dst->dtype, MemTag::workspace);
+          conv.copy_(raw);  // the file's dtype to the shard's
+          dst->write(b - mine.begin, n, conv.raw_data());
+        }
       }
     }
   }

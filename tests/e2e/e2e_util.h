@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -68,6 +69,41 @@ inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::vector<nlohmann::json> out;
   for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
   return out;
+}
+
+// MNIST-format IDX files of random images and labels (train: n_train, t10k: n_test) in dir, small
+// enough that reading them never sets a process's peak memory.
+inline void write_random_idx(const std::string& dir, uint32_t n_train, uint32_t n_test, uint32_t seed = 7) {
+  fs::create_directories(dir);
+  std::mt19937 gen(seed);
+  auto be32 = [](std::string& s, uint32_t v) {
+    for (int k = 24; k >= 0; k -= 8) s.push_back(char(v >> k));
+  };
+  for (auto [split, n] : {std::pair{"train", n_train}, std::pair{"t10k", n_test}}) {
+    std::string images, labels;
+    be32(images, 0x803), be32(images, n), be32(images, 28), be32(images, 28);
+    be32(labels, 0x801), be32(labels, n);
+    for (uint32_t i = 0; i < n * 784; ++i) images.push_back(char(gen() & 255));
+    for (uint32_t i = 0; i < n; ++i) labels.push_back(char(gen() % 10));
+    write_file(dir + "/" + split + "-images-idx3-ubyte", images);
+    write_file(dir + "/" + split + "-labels-idx1-ubyte", labels);
+  }
+}
+
+// Token shards in llm.c's format (train_000000.bin, val_000000.bin) of random GPT-2 ids in dir.
+inline void write_random_tokens(const std::string& dir, int n_train, int n_val, uint32_t seed = 7) {
+  fs::create_directories(dir);
+  std::mt19937 gen(seed);
+  for (auto [split, n] : {std::pair{"train", n_train}, std::pair{"val", n_val}}) {
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240520, header[1] = 1, header[2] = n;
+    std::string bytes(reinterpret_cast<const char*>(header.data()), 1024);
+    for (int i = 0; i < n; ++i) {
+      const uint16_t t = uint16_t(gen() % 50257);
+      bytes.append(reinterpret_cast<const char*>(&t), 2);
+    }
+    write_file(dir + "/" + split + "_000000.bin", bytes);
+  }
 }
 
 inline int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }

@@ -22,31 +22,8 @@ constexpr double kMiB = 1 << 20;
 // Small data the test writes, so that reading it never sets the process's peak: MNIST-format
 // IDX files and token shards in llm.c's format.
 std::string write_data(const std::string& dir) {
-  fs::create_directories(dir + "/img");
-  fs::create_directories(dir + "/tok");
-  std::mt19937 gen(7);
-  auto be32 = [](std::string& s, uint32_t v) {
-    for (int k = 24; k >= 0; k -= 8) s.push_back(char(v >> k));
-  };
-  for (auto [split, n] : {std::pair{"train", 512u}, std::pair{"t10k", 16u}}) {
-    std::string images, labels;
-    be32(images, 0x803), be32(images, n), be32(images, 28), be32(images, 28);
-    be32(labels, 0x801), be32(labels, n);
-    for (uint32_t i = 0; i < n * 784; ++i) images.push_back(char(gen() & 255));
-    for (uint32_t i = 0; i < n; ++i) labels.push_back(char(gen() % 10));
-    write_file(dir + "/img/" + split + "-images-idx3-ubyte", images);
-    write_file(dir + "/img/" + split + "-labels-idx1-ubyte", labels);
-  }
-  for (auto [split, n] : {std::pair{"train", 40000}, std::pair{"val", 4000}}) {
-    std::vector<int32_t> header(256, 0);
-    header[0] = 20240520, header[1] = 1, header[2] = n;
-    std::string bytes(reinterpret_cast<const char*>(header.data()), 1024);
-    for (int i = 0; i < n; ++i) {
-      const uint16_t t = uint16_t(gen() % 50257);
-      bytes.append(reinterpret_cast<const char*>(&t), 2);
-    }
-    write_file(dir + "/tok/" + split + "_000000.bin", bytes);
-  }
+  write_random_idx(dir + "/img", 512, 16);
+  write_random_tokens(dir + "/tok", 40000, 4000);
   return dir;
 }
 

@@ -92,6 +92,37 @@ INSTANTIATE_TEST_SUITE_P(Train, Resume,
                                            Case{"bf16.enabled=true", 3, 3, 2, 2, true, false},
                                            Case{"bf16.enabled=true", 3, 3, 2, 1, true, false}));
 
+// Issue 31: everything a step depends on beyond the checkpointed tensors comes back typed and
+// exact: the warmup-cosine schedule (its position is the optimizer step), the data position
+// mid-epoch and the dropout stream (seeded by step and micro-batch). A GPT with dropout stopped
+// after 6 of 12 steps and resumed logs the same loss and learning rate at every later step.
+TEST(Resume, GptWithDropoutAndAWarmupCosineScheduleContinuesBitForBit) {
+  const std::string root = tmpdir("resume_gpt"), whole = root + "/whole", parts = root + "/parts";
+  write_random_tokens(root + "/tok", 20000, 2000);
+  const std::string args = " --config configs/gpt_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=2"
+                           " model.block_size=32 model.dropout=0.1 train_batch_size=8 train_micro_batch_size_per_gpu=2"
+                           " scheduler.params.warmup_num_steps=4 scheduler.params.total_num_steps=12 data.eval_every=0"
+                           " run.eval_at_end=false steps_per_print=1 data.dir=" + root + "/tok";
+  auto train = [&](const std::string& dir, const std::string& more) {
+    return run(kMpi + "2 " + kBin + " train" + args + " run.dir=" + dir + more, 300);
+  };
+  Result a = train(whole, " run.max_steps=12");
+  ASSERT_EQ(a.code, 0) << a.out;
+  Result b = train(parts, " run.max_steps=6 checkpoint.every_steps=6 checkpoint.dir=" + parts + "/ckpt");
+  ASSERT_EQ(b.code, 0) << b.out;
+  Result r = train(parts, " run.max_steps=12 run.resume=latest checkpoint.dir=" + parts + "/ckpt");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::map<int64_t, std::pair<double, double>> want, got;  // step -> loss, lr
+  for (auto [dir, out] : {std::pair{whole, &want}, std::pair{parts, &got}})
+    for (const auto& j : read_jsonl(dir + "/metrics.jsonl"))
+      if (j.contains("loss") && j.contains("lr")) (*out)[j["step"].get<int64_t>()] = {j["loss"], j["lr"]};
+  for (int64_t step = 7; step <= 12; ++step) {
+    ASSERT_TRUE(want.count(step) && got.count(step)) << step << ": " << r.out;
+    EXPECT_EQ(got.at(step).first, want.at(step).first) << "loss at step " << step;
+    EXPECT_EQ(got.at(step).second, want.at(step).second) << "lr at step " << step;
+  }
+}
+
 TEST(Resume, ALaterStepThanTheRunHasIsAClearError) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
   const std::string dir = tmpdir("resume_late");
