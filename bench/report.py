@@ -420,7 +420,8 @@ SCALE_BEGIN, SCALE_END = "<!-- scale_offload.py: begin -->", "<!-- scale_offload
 KEPT_BLOCKS = [(SCALE_BEGIN, SCALE_END), ("<!-- multihost.py: begin -->", "<!-- multihost.py: end -->"),
                ("<!-- bf16_products: begin -->", "<!-- bf16_products: end -->"),
                ("<!-- zeropp.py: begin -->", "<!-- zeropp.py: end -->"),
-               ("<!-- param_server.py: begin -->", "<!-- param_server.py: end -->")]
+               ("<!-- param_server.py: begin -->", "<!-- param_server.py: end -->"),
+               ("<!-- collective_check.py: begin -->", "<!-- collective_check.py: end -->")]
 
 
 def kept_sections(path):
