@@ -11,6 +11,7 @@
 #   scripts/hosts.sh mpirun ARGS...  OpenMPI across the hosts (hostfile, this script as rsh agent)
 #   scripts/hosts.sh exec HOST CMD.. run CMD (as ssh would: one shell line) inside HOST
 #   scripts/hosts.sh kill HOST       kill -9 everything running inside HOST (a host that dies)
+#   scripts/hosts.sh stop HOST       SIGSTOP everything running inside HOST (a host that freezes)
 #   scripts/hosts.sh bytes           per host: bytes its link sent and received (the veth counters)
 #   scripts/hosts.sh status          exit 0 with the hosts listed if they are up, else 1
 #
@@ -202,6 +203,7 @@ case ${1:-} in
   mpirun) shift; run_mpirun "$@" ;;
   exec) shift; exec_in "$@" ;;
   kill) [ $# -ge 2 ] || die "usage: hosts.sh kill HOST"; ns=$(ns_of "$2"); ip netns pids "$ns" | xargs -r kill -9 ;;
+  stop) [ $# -ge 2 ] || die "usage: hosts.sh stop HOST"; ns=$(ns_of "$2"); ip netns pids "$ns" | xargs -r kill -STOP ;;
   bytes) bytes ;;
   status) [ -s "$STATE/hostfile" ] && [ -n "$(hosts)" ] && hosts || exit 1 ;;
   *) sed -n '2,22p' "$SELF" | sed 's/^# \{0,1\}//'; exit 2 ;;

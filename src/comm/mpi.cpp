@@ -110,11 +110,13 @@ struct Launch {
   std::shared_ptr<std::string> broken;  // the group's first mismatch: later launches fail with it
   std::shared_ptr<Comm> sig_comm;       // alive while the signatures are in flight
   std::string where;
+  std::string mismatch;  // this collective's own, reported by its own wait
   bool posted = false;
 };
 
-// Posts, in launch order, each queued collective whose signatures have all arrived and match;
-// throws ErrorKind::comm on a mismatch (and the group stays broken).
+// Posts, in launch order, each queued collective whose signatures have all arrived and match. A
+// mismatch breaks the group and is that collective's to report: a wait on an earlier one, already
+// posted, must not be cut short by it (its peers still need its later rounds).
 void progress(LaunchQueue& q) {
   while (!q.empty()) {
     const std::shared_ptr<Rounds> r = q.front();
@@ -126,8 +128,8 @@ void progress(LaunchQueue& q) {
     q.pop_front();
     r->queue.reset();
     if (std::string why = signature_mismatch(l.all.data(), int(l.all.size())); !why.empty()) {
-      *l.broken = why;
-      ZT_THROW_AS(ErrorKind::comm, why);
+      *l.broken = l.mismatch = why;
+      return;
     }
     r->reqs = l.post();
     r->next = std::move(l.rest);
@@ -137,10 +139,13 @@ void progress(LaunchQueue& q) {
 
 bool Rounds::poll(const std::string& where) {
   if (launch && !launch->posted) {
+    if (queue) progress(*queue);  // may post this one, and may find a later one out of step
+  }
+  if (launch && !launch->posted) {
+    if (!launch->mismatch.empty()) ZT_THROW_AS(ErrorKind::comm, launch->mismatch);
     if (!launch->broken->empty())  // its peers may never post their signatures: fail now, not at the timeout
       ZT_THROW_AS(ErrorKind::comm, "[comm] ", where, " not run: the group broke: ", *launch->broken);
-    if (queue) progress(*queue);
-    if (!launch->posted) return false;
+    return false;
   }
   while (!reqs.empty()) {
     int flag = 0;

@@ -163,4 +163,46 @@ TEST(Multihost, KilledHostEndsTheJobWithoutHanging) {
   EXPECT_FALSE(fs::exists(dir + "/model.safetensors"));  // nothing saved as trained
 }
 
+// Issue 31, probe case 6: a host that freezes mid-run (every process in it stopped, which TCP
+// keepalives never notice): the live ranks report the timeout, abort the job, and mpirun, which
+// would wait for the frozen host's daemon forever, is ended by their watchdog (Note [ending a job
+// whose host stopped]). The frozen processes are killed after.
+TEST(Multihost, StoppedHostEndsTheJobAfterTheTimeout) {
+  REQUIRE_HOSTS();
+  const std::string dir = tmpdir("mh_stop");
+  std::thread stopper([&] {
+    for (int i = 0; i < 600 && count_lines(slurp(dir + "/metrics.jsonl")) < 3; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    run(kHosts + " stop zt-host2");
+  });
+  Result r = train_on_hosts("run.max_steps=1000000 run.comm_timeout_s=5 run.dir=" + dir, 120);
+  stopper.join();
+  run(kHosts + " kill zt-host2");  // SIGKILL ends stopped processes too
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "the job hung until the test's limit: " << r.out;  // timeout(1)'s code
+  EXPECT_NE(r.out.find("timed out after 5.0 s"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir + "/model.safetensors"));
+}
+
+// Note [collective signatures] across hosts (issue 31): a rank of the second host skips step 3;
+// the job ends with one line naming both sides' collectives, on the two-level shm+mpi group
+// (checked over the whole group) and on plain mpi, long before the comm timeout.
+TEST(Multihost, ARankOutOfStepOnTheOtherHostIsNamedNotWaitedFor) {
+  REQUIRE_HOSTS();
+  for (const char* backend : {"auto", "mpi"}) {
+    const std::string dir = tmpdir(std::string("mh_desync_") + backend);
+    const Result r = run("env ZT_FAULT=skip:rank=2:step=3 " + kHosts + " mpirun -np 4 -x ZT_FAULT " + kBin + " train" +
+                             kMlp + " run.max_steps=20 run.comm_timeout_s=60 run.comm_backend=" + backend +
+                             " run.dir=" + dir,
+                         100);
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_EQ(r.out.find("timed out"), std::string::npos) << backend << ": " << r.out;
+    const size_t at = r.out.find("ranks out of step: rank 2 is at ");
+    ASSERT_NE(at, std::string::npos) << backend << ": " << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(line.find("'step 4, "), std::string::npos) << line;
+    EXPECT_NE(line.find("while rank 0 is at "), std::string::npos) << line;
+  }
+}
+
 }  // namespace
