@@ -173,9 +173,31 @@ run_mpirun() {
     agent=$STATE/agent
     ln -sfn "$SELF" "$agent"
   fi
-  exec mpirun --hostfile "$STATE/hostfile" --mca plm_rsh_agent "$agent exec" --mca plm_rsh_no_tree_spawn 1 \
+  # A rank that ends the job calls MPI_Abort; mpirun then waits for every host's daemon to kill its
+  # ranks, and a host that does not answer (stopped, frozen) would keep it waiting forever (issue
+  # 31, probe case 6). So mpirun's stderr is watched: still alive ZT_HOSTS_ABORT_GRACE_S (default
+  # 10) seconds after an abort, it gets two SIGINTs, mpirun's own "forcibly terminate".
+  local log pid rc waited=0 grace=${ZT_HOSTS_ABORT_GRACE_S:-10}
+  log=$(mktemp "${TMPDIR:-/tmp}/zt-hosts-mpirun.XXXXXX")
+  mpirun --hostfile "$STATE/hostfile" --mca plm_rsh_agent "$agent exec" --mca plm_rsh_no_tree_spawn 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include "$NET.0/24" --mca oob_tcp_if_include "$NET.0/24" \
-    -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "$@"
+    -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "$@" 2> >(tee -a "$log" >&2) &
+  pid=$!
+  trap 'kill -TERM "$pid" 2>/dev/null' INT TERM
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if grep -q "MPI_ABORT was invoked" "$log" && [ $((++waited)) -ge "$grace" ]; then
+      echo "hosts.sh: mpirun still waits ${grace} s after MPI_Abort (a host that does not answer: stopped?); ending it" >&2
+      kill -INT "$pid" 2>/dev/null
+      sleep 1
+      kill -INT "$pid" 2>/dev/null
+      break
+    fi
+  done
+  wait "$pid"
+  rc=$?
+  rm -f "$log"
+  return "$rc"
 }
 
 bytes() {

@@ -17,7 +17,6 @@
 
 #include "agree.h"
 #include "ckpt_commands.h"
-#include "launcher_watchdog.h"
 #include "commands.h"
 #include "prepare.h"
 #include "zt/core/error.h"
@@ -244,10 +243,7 @@ int run_failed(const std::string& what, ErrorKind kind, zt::comm::Group* group) 
       std::fprintf(stderr, "zerotrain: error: %s\n", one_line(what).c_str());
     std::fflush(stderr);
   }
-  if (group && many && !same) {
-    if (zt::comm::launched_by_mpirun()) zt::apps::watch_launcher_after_abort(15000);
-    group->abort_job(1);
-  }
+  if (group && many && !same) group->abort_job(1);
   return 1;
 }
 

@@ -164,9 +164,9 @@ TEST(Multihost, KilledHostEndsTheJobWithoutHanging) {
 }
 
 // Issue 31, probe case 6: a host that freezes mid-run (every process in it stopped, which TCP
-// keepalives never notice): the live ranks report the timeout, abort the job, and mpirun, which
-// would wait for the frozen host's daemon forever, is ended by their watchdog (Note [ending a job
-// whose host stopped]). The frozen processes are killed after.
+// keepalives never notice): the live ranks report the timeout and abort the job; mpirun, which
+// would wait for the frozen host's daemon forever, is ended by hosts.sh after its grace period.
+// The frozen processes are killed after.
 TEST(Multihost, StoppedHostEndsTheJobAfterTheTimeout) {
   REQUIRE_HOSTS();
   const std::string dir = tmpdir("mh_stop");
@@ -181,6 +181,7 @@ TEST(Multihost, StoppedHostEndsTheJobAfterTheTimeout) {
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.code, 124) << "the job hung until the test's limit: " << r.out;  // timeout(1)'s code
   EXPECT_NE(r.out.find("timed out after 5.0 s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hosts.sh: mpirun still waits 10 s after MPI_Abort"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir + "/model.safetensors"));
 }
 
