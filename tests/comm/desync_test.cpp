@@ -65,18 +65,25 @@ void expect_mismatch(const std::string& got, const std::string& line) {
 int last_rank() { return world()->size() - 1; }
 std::string rank_str(int r) { return std::to_string(r); }
 
-TEST(CommDesync, EqualSizeUnitsInADifferentOrderNeverPairSilently) {
-  GroupPtr g = fresh();
-  const bool odd = g->rank() == last_rank();
+// Two all-gathers of 4 elements (unit 1 of ones, unit 2 of twos); the last rank launches unit 2
+// first. Returns the first error and unit 1's gathered output.
+std::pair<std::string, Tensor> gather_units_reordered(Group& g) {
+  const bool odd = g.rank() == last_rank();
   Tensor a = Tensor::full({4}, 1.f), b = Tensor::full({4}, 2.f);
-  Tensor out_a = Tensor::zeros({4 * g->size()}), out_b = Tensor::zeros({4 * g->size()});
-  const std::string err = first_error([&] {
+  Tensor out_a = Tensor::zeros({4 * g.size()}), out_b = Tensor::zeros({4 * g.size()});
+  std::string err = first_error([&] {
     std::vector<WorkPtr> w;
-    if (odd) w.push_back(g->all_gather_async(b, out_b, "step 1, unit 2"));
-    w.push_back(g->all_gather_async(a, out_a, "step 1, unit 1"));
-    if (!odd) w.push_back(g->all_gather_async(b, out_b, "step 1, unit 2"));
+    if (odd) w.push_back(g.all_gather_async(b, out_b, "step 1, unit 2"));
+    w.push_back(g.all_gather_async(a, out_a, "step 1, unit 1"));
+    if (!odd) w.push_back(g.all_gather_async(b, out_b, "step 1, unit 2"));
     return w;
   });
+  return {err, out_a};
+}
+
+TEST(CommDesync, EqualSizeUnitsInADifferentOrderNeverPairSilently) {
+  GroupPtr g = fresh();
+  const std::string err = gather_units_reordered(*g).first;
   expect_mismatch(err, "rank " + rank_str(last_rank()) +
                            " is at all_gather #1 'step 1, unit 2' (f32, 4 elements) while rank 0 is at all_gather "
                            "#1 'step 1, unit 1' (f32, 4 elements)");
@@ -181,16 +188,7 @@ TEST(CommDesync, WithoutTheCheckReorderedUnitsPairSilently) {
   GroupPtr g = fresh();
   if (std::string(g->backend()) == "shm+mpi") GTEST_SKIP() << "the two-level group's lanes differ per stage";
   g->set_check_collectives(false);
-  const bool odd = g->rank() == last_rank();
-  Tensor a = Tensor::full({4}, 1.f), b = Tensor::full({4}, 2.f);
-  Tensor out_a = Tensor::zeros({4 * g->size()}), out_b = Tensor::zeros({4 * g->size()});
-  const std::string err = first_error([&] {
-    std::vector<WorkPtr> w;
-    if (odd) w.push_back(g->all_gather_async(b, out_b, "step 1, unit 2"));
-    w.push_back(g->all_gather_async(a, out_a, "step 1, unit 1"));
-    if (!odd) w.push_back(g->all_gather_async(b, out_b, "step 1, unit 2"));
-    return w;
-  });
+  const auto [err, out_a] = gather_units_reordered(*g);
   EXPECT_EQ(err, "");
   // Rank 0's "unit 1" got the last rank's unit 2 data.
   if (g->rank() == 0) {
