@@ -2,6 +2,7 @@
 // (zt/data/prepare.h says what they write and how documents are held out).
 #include "prepare.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -47,6 +48,8 @@ int run_lm(const PrepareCliOptions& o, const data::Tokenizer& tok, std::vector<d
   opt.data_dir = o.data_dir;
   opt.out = o.out;
   opt.sources = split_list(o.sources);
+  opt.inputs = o.inputs;
+  opt.text_key = o.text_key;
   opt.val_fraction = o.val_fraction;
   opt.tokenizer_files = std::move(files);
   const data::PrepareLmReport r = data::prepare_lm(opt, tok, progress);
@@ -56,7 +59,9 @@ int run_lm(const PrepareCliOptions& o, const data::Tokenizer& tok, std::vector<d
   std::printf("val:   %lld documents, %lld tokens -> val_000000.bin\n", (long long)r.val_documents,
               (long long)r.val_tokens);
   std::string held;
-  for (const std::string& n : r.val_names) held += (held.empty() ? "" : ", ") + n;
+  constexpr size_t kNamed = 12;  // thousands of JSON lines must not make a screenful
+  for (size_t i = 0; i < std::min(kNamed, r.val_names.size()); ++i) held += (i ? ", " : "") + r.val_names[i];
+  if (r.val_names.size() > kNamed) held += ", and " + std::to_string(r.val_names.size() - kNamed) + " more";
   std::printf("held out: %s\n", held.c_str());
   return 0;
 }
@@ -109,6 +114,16 @@ void add_prepare_command(CLI::App& app, PrepareCliOptions& o) {
       ->type_name("DIR");
   CLI::Option* sources =
       p->add_option("--sources", o.sources, "lm: corpora, in order (default sotu,moby-dick)")->type_name("LIST");
+  CLI::Option* input =
+      p->add_option("--input", o.inputs,
+                    "lm: your own text instead of --sources: plain-text files, folders of them, *.jsonl (one "
+                    "document per line)")
+          ->type_name("PATH...")
+          ->excludes(sources);
+  CLI::Option* key =
+      p->add_option("--text-key", o.text_key, "lm: the field of a *.jsonl line that holds its text (default text)")
+          ->type_name("KEY")
+          ->needs(input);
   CLI::Option* val = p->add_option("--val-fraction", o.val_fraction, "lm: share held out (default 0.05)")
                          ->type_name("F")
                          ->check(CLI::Validator(
@@ -122,10 +137,10 @@ void add_prepare_command(CLI::App& app, PrepareCliOptions& o) {
   CLI::Option* max_len = p->add_option("--max-len", o.max_len, "sotu-party: tokens per passage with [CLS] and [SEP]")
                              ->type_name("N")
                              ->check(CLI::Range(8, 512));
-  p->callback([&o, sources, val, max_len] {
+  p->callback([&o, sources, val, max_len, input, key] {
     if (o.task == "lm" && max_len->count()) throw CLI::ValidationError("--max-len", "is for --task sotu-party");
-    if (o.task != "lm" && (sources->count() || val->count()))
-      throw CLI::ValidationError(sources->count() ? "--sources" : "--val-fraction", "is for --task lm");
+    for (CLI::Option* lm_only : {sources, val, input, key})
+      if (o.task != "lm" && lm_only->count()) throw CLI::ValidationError(lm_only->get_name(), "is for --task lm");
   });
 }
 

@@ -2,6 +2,7 @@
 // `zerotrain prepare`: corpora -> token shards (--task lm) or labelled passages (--task
 // sotu-party); main.cpp registers it with add_prepare_command and runs it like the others.
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +15,8 @@ struct PrepareCliOptions {
   std::string out;
   std::string data_dir = "data";
   std::string sources = "sotu,moby-dick";  // lm
+  std::vector<std::string> inputs;         // lm: your own text instead of sources
+  std::string text_key = "text";           // lm: the text field of *.jsonl inputs
   double val_fraction = 0.05;              // lm
   int max_len = 128;                       // sotu-party
 };

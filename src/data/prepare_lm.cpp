@@ -11,6 +11,7 @@
 #include "zt/data/corpus.h"
 #include "zt/data/prepare.h"
 #include "zt/data/token_shard.h"
+#include "zt/data/user_text.h"
 
 namespace zt::data {
 namespace {
@@ -43,9 +44,38 @@ std::string megabytes(double bytes) {
   return buf;
 }
 
+// A book's last val_fraction of bytes, from the first paragraph starting there, as its own
+// held-out document (the part before it trains).
+void split_tail(Document book, double val_fraction, std::vector<Held>& out, size_t* cut_at = nullptr) {
+  const size_t cut =
+      paragraph_start_at_or_after(book.text, size_t(std::ceil(double(book.text.size()) * (1.0 - val_fraction))));
+  Document tail{book.name + "#val", book.text.substr(cut)};
+  book.text.resize(cut);
+  book.name += "#train";
+  if (!book.text.empty()) out.push_back({std::move(book), false});
+  if (!tail.text.empty()) out.push_back({std::move(tail), true});
+  if (cut_at) *cut_at = cut;
+}
+
+// Your own text (--input), split by document (Note [held-out documents]).
+std::vector<Held> user_documents(const PrepareLmOptions& opt, int64_t k, const Progress& progress) {
+  std::vector<Document> docs = read_text_inputs(opt.inputs, opt.text_key, progress);
+  std::vector<Held> out;
+  if (docs.size() == 1) {
+    split_tail(std::move(docs[0]), opt.val_fraction, out);
+    return out;
+  }
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const bool val = int64_t(i) % k == k - 1 || (int64_t(docs.size()) < k && i + 1 == docs.size());
+    out.push_back({std::move(docs[i]), val});
+  }
+  return out;
+}
+
 // The documents in order, each marked train or validation (Note [held-out documents]).
 std::vector<Held> gather_documents(const PrepareLmOptions& opt, const Progress& progress) {
   const int64_t k = std::max<int64_t>(2, std::llround(1.0 / opt.val_fraction));
+  if (!opt.inputs.empty()) return user_documents(opt, k, progress);
   std::vector<Held> out;
   for (const std::string& src : opt.sources) {
     const std::string dir = (fs::path(opt.data_dir) / src).string();
@@ -60,13 +90,8 @@ std::vector<Held> gather_documents(const PrepareLmOptions& opt, const Progress& 
     } else if (src == "moby-dick") {
       Document book = read_moby_dick(dir);
       bytes = book.text.size();
-      const size_t cut = paragraph_start_at_or_after(
-          book.text, size_t(std::ceil(double(book.text.size()) * (1.0 - opt.val_fraction))));
-      Document tail{book.name + "#val", book.text.substr(cut)};
-      book.text.resize(cut);
-      book.name += "#train";
-      if (!book.text.empty()) out.push_back({std::move(book), false});
-      if (!tail.text.empty()) out.push_back({std::move(tail), true});
+      size_t cut = 0;
+      split_tail(std::move(book), opt.val_fraction, out, &cut);
       if (progress)
         progress("moby-dick: " + megabytes(double(bytes)) + ", the last " + megabytes(double(bytes - cut)) +
                  " held out from byte " + std::to_string(cut));
@@ -111,6 +136,7 @@ PrepareLmReport prepare_lm(const PrepareLmOptions& opt, const Tokenizer& tok, co
   PrepareLmReport rep;
   std::vector<uint16_t> split[2];  // train, val
   json inputs = json::array();
+  const size_t every = std::max<size_t>(kProgressEvery, docs.size() / 20);  // about 20 lines at most
   for (size_t i = 0; i < docs.size(); ++i) {
     const Held& h = docs[i];
     const std::vector<uint16_t> ids = encode_doc(tok, h.doc, sep);
@@ -122,13 +148,14 @@ PrepareLmReport prepare_lm(const PrepareLmOptions& opt, const Tokenizer& tok, co
                       {"bytes", h.doc.text.size()},
                       {"tokens", ids.size()},
                       {"sha256", sha256_hex(h.doc.text)}});
-    if (progress && ((i + 1) % kProgressEvery == 0 || i + 1 == docs.size()))
+    if (progress && ((i + 1) % every == 0 || i + 1 == docs.size()))
       progress("tokenized " + std::to_string(i + 1) + "/" + std::to_string(docs.size()) + " documents (" +
                std::to_string(split[0].size() + split[1].size()) + " tokens)");
   }
   ZT_CHECK_AS(ErrorKind::data, rep.val_documents > 0, "[prepare] no document is held out for validation (", docs.size(),
               " documents, val fraction ", opt.val_fraction,
-              ": every k-th SOTU address and the tail of Moby-Dick); add documents or raise --val-fraction");
+              ": every k-th document, the last of fewer than k, or a lone document's tail); add documents or "
+              "raise --val-fraction");
   ZT_CHECK_AS(ErrorKind::data, rep.train_documents > 0, "[prepare] no document is left for training");
   rep.train_tokens = int64_t(split[0].size());
   rep.val_tokens = int64_t(split[1].size());
@@ -144,7 +171,7 @@ PrepareLmReport prepare_lm(const PrepareLmOptions& opt, const Tokenizer& tok, co
       {"tokenizer", {{"name", tok.name()}, {"vocab_size", tok.vocab_size()}, {"files", tok_files}}},
       {"separator", {{"token", sep_name}, {"id", sep}, {"where", "before every document"}}},
       {"val_fraction", opt.val_fraction},
-      {"sources", opt.sources},
+      {"sources", opt.inputs.empty() ? json(opt.sources) : json{{"inputs", opt.inputs}, {"text_key", opt.text_key}}},
       {"shards", {{"train", {"train_000000.bin"}}, {"val", {"val_000000.bin"}}}},
       {"documents", {{"train", rep.train_documents}, {"val", rep.val_documents}}},
       {"tokens", {{"train", rep.train_tokens}, {"val", rep.val_tokens}}},

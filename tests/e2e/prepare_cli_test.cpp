@@ -40,8 +40,8 @@ std::string last_line(const std::string& s) {
 TEST(PrepareCli, HelpNamesEveryOption) {
   Result r = run(kBin + " prepare --help");
   EXPECT_EQ(r.code, 0) << r.out;
-  for (const char* o :
-       {"--task", "--tokenizer", "--out", "--data-dir", "--tokenizer-dir", "--sources", "--val-fraction", "--max-len"})
+  for (const char* o : {"--task", "--tokenizer", "--out", "--data-dir", "--tokenizer-dir", "--sources", "--input",
+                        "--text-key", "--val-fraction", "--max-len"})
     EXPECT_NE(r.out.find(o), std::string::npos) << o << "\n" << r.out;
   EXPECT_NE(run(kBin + " --help").out.find("prepare"), std::string::npos);
 }
@@ -59,6 +59,9 @@ TEST(PrepareCli, UsageErrorsExitTwoWithOneLine) {
       {"prepare --tokenizer bert --task sotu-party --sources sotu" + out, "--sources: is for --task lm"},
       {"prepare --tokenizer bert --task sotu-party --max-len 4" + out, "4"},
       {"prepare --tokenizer gpt2 --frobnicate" + out, "frobnicate"},
+      {"prepare --tokenizer gpt2 --input a.txt --sources sotu" + out, "--sources excludes --input"},
+      {"prepare --tokenizer gpt2 --text-key body" + out, "--text-key requires --input"},
+      {"prepare --tokenizer bert --task sotu-party --input a.txt" + out, "--input: is for --task lm"},
   };
   for (const auto& [args, says] : cases) {
     Result r = run(kBin + " " + args);
@@ -84,8 +87,8 @@ class PrepareReal : public ::testing::Test {
     tok_ = zt::data::load_tokenizer(kind, tokenizer_dir(kind));
   }
   std::string prepare(const std::string& kind, const std::string& args) {
-    return kBin + " prepare --tokenizer " + kind + " --tokenizer-dir " + zt::testing::shell_word(tokenizer_dir(kind)) + " --data-dir " + data_ +
-           " --out " + out_ + " " + args;
+    return kBin + " prepare --tokenizer " + kind + " --tokenizer-dir " + zt::testing::shell_word(tokenizer_dir(kind)) +
+           " --data-dir " + data_ + " --out " + out_ + " " + args;
   }
   std::string dir_ =
       tmpdir("prepare_real_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
@@ -128,9 +131,10 @@ TEST_F(PrepareReal, AFailingRunLeavesTheEarlierOutputAndSaysOneError) {
   fs::remove(data_ + "/sotu/1797_bad_d.txt");
   fs::create_directories(dir_ + "/mine");
   write_file(dir_ + "/mine/notes.txt", "keep");
-  Result mine = run(kBin + " prepare --tokenizer gpt2 --tokenizer-dir " + zt::testing::shell_word(tokenizer_dir("gpt2")) + " --data-dir " +
-                        data_ + " --val-fraction 0.25 --out " + dir_ + "/mine",
-                    120);
+  Result mine =
+      run(kBin + " prepare --tokenizer gpt2 --tokenizer-dir " + zt::testing::shell_word(tokenizer_dir("gpt2")) +
+              " --data-dir " + data_ + " --val-fraction 0.25 --out " + dir_ + "/mine",
+          120);
   EXPECT_EQ(mine.code, 1) << mine.out;
   EXPECT_NE(mine.out.find("was not written by zerotrain prepare"), std::string::npos) << mine.out;
   EXPECT_EQ(slurp(dir_ + "/mine/notes.txt"), "keep");
@@ -164,6 +168,37 @@ TEST_F(PrepareReal, SotuPartyRecordsAndTheMajorityBaseline) {
   }
   const std::string first = tok_->decode({test.tokens.begin() + 1, test.tokens.begin() + 5});
   EXPECT_EQ(first.find("address 0"), 0u) << first;  // uncased
+}
+
+// Note [your own text]: a folder of the user's text and a JSON lines file become token shards a
+// GPT config trains on; a file that is not text is one line naming it, and nothing is written.
+TEST_F(PrepareReal, YourOwnTextTrainsAGpt) {
+  need("gpt2");
+  fs::create_directories(dir_ + "/mine/notes");
+  for (int i = 0; i < 8; ++i)
+    write_file(dir_ + "/mine/notes/" + std::to_string(i) + ".txt",
+               "Note " + std::to_string(i) + ": the quick brown fox jumps over the lazy dog.\n\nAgain and again.\n");
+  write_file(dir_ + "/mine/posts.jsonl", "{\"body\": \"A post.\"}\n{\"body\": \"Another post, longer.\"}\n");
+  Result r = run(prepare("gpt2", "--input " + dir_ + "/mine --text-key body --val-fraction 0.25"), 120);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("train: 8 documents"), std::string::npos) << r.out;  // 10 documents, every 4th held out
+  EXPECT_NE(r.out.find("val:   2 documents"), std::string::npos) << r.out;
+  r = run(kBin +
+              " train --config configs/gpt_own_text.json model.n_layer=1 model.n_embd=32 model.n_head=2 "
+              "model.block_size=16 train_batch_size=4 train_micro_batch_size_per_gpu=4 run.max_steps=2 "
+              "data.eval_every=0 data.dir=" +
+              out_ + " run.dir=" + dir_ + "/run",
+          120);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir_ + "/run/model.safetensors")) << r.out;
+
+  write_file(dir_ + "/packed.txt.gz", std::string("\x1f\x8b\x08\x00", 4));
+  r = run(kBin + " prepare --tokenizer gpt2 --tokenizer-dir " + zt::testing::shell_word(tokenizer_dir("gpt2")) +
+              " --input " + dir_ + "/packed.txt.gz --out " + dir_ + "/out2",
+          60);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(last_line(r.out).find(dir_ + "/packed.txt.gz is gzip-compressed, not text"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir_ + "/out2"));
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 // name, then Moby-Dick); with k = round(1 / val_fraction), SOTU address i (from 0) is held out when
 // i % k == k - 1, and Moby-Dick's last val_fraction of bytes, from the first paragraph that starts
 // at or after that point, is a held-out document of its own (the part before it trains).
+// Your own text (--input, Note [your own text] in user_text.h): the documents in the order read;
+// document i is held out when i % k == k - 1; with fewer than k documents the last one is, and a
+// lone document is split as Moby-Dick is (its last val_fraction of bytes, from a paragraph start).
 // Every document is preceded by the separator, as llm.c does: <|endoftext|> for GPT-2, [SEP] for
 // BERT. An empty validation set is an error.
 //
@@ -39,7 +42,9 @@ struct PrepareLmOptions {
   std::string data_dir = "data";  // holds sotu/*.txt and moby-dick/data.txt
   std::string out;                // the output folder
   std::vector<std::string> sources = {"sotu", "moby-dick"};
-  double val_fraction = 0.05;               // in (0, 0.5]
+  std::vector<std::string> inputs;  // your own text instead of sources (files, folders, *.jsonl)
+  std::string text_key = "text";    // the field of a JSON line that holds the text
+  double val_fraction = 0.05;       // in (0, 0.5]
   std::vector<FileDigest> tokenizer_files;  // recorded in the manifest
 };
 

@@ -1,0 +1,29 @@
+#pragma once
+// Note [your own text]: `prepare --input` reads plain-text files (each one document), folders of
+// them (recursively, in byte order of their paths, hidden names skipped) and JSON lines files
+// (*.jsonl: each non-blank line one JSON object, the document its string field `text_key`). Input
+// must be UTF-8 text: an empty file, a compressed or binary one (a NUL byte), invalid UTF-8, a
+// JSON line that is not an object with that string field, or a folder without files is one data
+// error naming the file and the byte offset (and the line); inside a folder such files are left
+// out and counted instead (a folder of documentation holds compressed files). Documents are never split across
+// train and validation except a lone one (Note [held-out documents] in prepare.h).
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zt/data/corpus.h"
+
+namespace zt::data {
+
+// The documents in one input's bytes; `name` names it in errors and document names
+// ("notes.txt", "posts.jsonl:12"). jsonl: one document per non-blank line.
+std::vector<Document> parse_text_input(const std::string& name, std::string_view bytes, bool jsonl,
+                                       const std::string& text_key = "text");
+
+// Every document under `paths` (files, or folders read recursively), in order; a file is JSON
+// lines when its name ends in .jsonl. `progress` hears about long inputs.
+std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, const std::string& text_key = "text",
+                                       const std::function<void(const std::string&)>& progress = {});
+
+}  // namespace zt::data

@@ -1,0 +1,148 @@
+// Note [your own text] in zt/data/user_text.h.
+#include "zt/data/user_text.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "input_file.h"
+#include "utf8.h"
+#include "zt/core/error.h"
+
+namespace zt::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kProgressBytes = uint64_t(64) << 20;  // a progress line per 64 MB read
+
+std::string hex_byte(unsigned char c) {
+  char b[8];
+  std::snprintf(b, sizeof b, "0x%02x", c);
+  return b;
+}
+
+// Text or a clear error: not empty, not compressed, no NUL, valid UTF-8.
+void check_text(const std::string& name, std::string_view bytes) {
+  ZT_CHECK_AS(ErrorKind::data, !bytes.empty(), "[prepare] ", name, " is empty: nothing to train on");
+  const auto starts = [&](std::string_view magic) { return bytes.substr(0, magic.size()) == magic; };
+  for (auto [magic, kind] :
+       {std::pair{std::string_view("\x1f\x8b", 2), "gzip"}, std::pair{std::string_view("BZh"), "bzip2"},
+        std::pair{std::string_view("\xfd"
+                                   "7zXZ",
+                                   5),
+                  "xz"},
+        std::pair{std::string_view("\x28\xb5\x2f\xfd", 4), "zstd"}})
+    ZT_CHECK_AS(ErrorKind::data, !starts(magic), "[prepare] ", name, " is ", kind,
+                "-compressed, not text: decompress it first");
+  if (const size_t nul = bytes.find('\0'); nul != std::string_view::npos)
+    ZT_THROW_AS(ErrorKind::data, "[prepare] ", name, " is binary, not text: a NUL byte at offset ", nul);
+  if (const size_t bad = utf8::first_invalid(bytes); bad != std::string_view::npos)
+    ZT_THROW_AS(ErrorKind::data, "[prepare] ", name, " is not UTF-8 text: byte ",
+                hex_byte(static_cast<unsigned char>(bytes[bad])), " at offset ", bad,
+                " (convert it, e.g. iconv -f latin1 -t utf-8)");
+}
+
+std::vector<Document> parse_jsonl(const std::string& name, std::string_view bytes, const std::string& key) {
+  std::vector<Document> out;
+  size_t line_no = 0;
+  for (size_t at = 0; at < bytes.size();) {
+    const size_t end = std::min(bytes.find('\n', at), bytes.size());
+    const std::string_view line = bytes.substr(at, end - at);
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      ZT_CHECK_AS(ErrorKind::data, j.is_object(), "[prepare] ", name, ": line ", line_no, " (byte offset ", at,
+                  ") is not a JSON object");
+      const auto it = j.find(key);
+      ZT_CHECK_AS(ErrorKind::data, it != j.end() && it->is_string(), "[prepare] ", name, ": line ", line_no,
+                  " (byte offset ", at, ") has no string field '", key, "' (--text-key names another)");
+      std::string text = it->get<std::string>();
+      if (!text.empty()) out.push_back({name + ":" + std::to_string(line_no), std::move(text)});
+    }
+    at = end + 1;
+  }
+  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[prepare] ", name, " has no non-empty '", key, "' field on any line");
+  return out;
+}
+
+bool is_jsonl(const fs::path& p) { return p.extension() == ".jsonl"; }
+
+bool hidden(const fs::path& p) {
+  const std::string n = p.filename().string();
+  return !n.empty() && n[0] == '.';
+}
+
+// The regular files under a folder, hidden names and everything under hidden folders left out.
+std::vector<fs::path> files_under(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+  ZT_CHECK_AS(ErrorKind::data, !ec, "[prepare] cannot read the folder ", dir.string(), ": ", ec.message());
+  for (; it != end; it.increment(ec)) {
+    ZT_CHECK_AS(ErrorKind::data, !ec, "[prepare] cannot read the folder ", dir.string(), ": ", ec.message());
+    if (hidden(it->path())) {
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec)) out.push_back(it->path());
+  }
+  std::sort(out.begin(), out.end());
+  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[prepare] the folder ", dir.string(), " holds no files");
+  return out;
+}
+
+}  // namespace
+
+std::vector<Document> parse_text_input(const std::string& name, std::string_view bytes, bool jsonl,
+                                       const std::string& text_key) {
+  check_text(name, bytes);
+  if (jsonl) return parse_jsonl(name, bytes, text_key);
+  return {Document{name, std::string(bytes)}};
+}
+
+std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, const std::string& text_key,
+                                       const std::function<void(const std::string&)>& progress) {
+  ZT_CHECK_AS(ErrorKind::config, !paths.empty(), "[prepare] no --input given");
+  std::vector<Document> out;
+  uint64_t bytes = 0, next_report = kProgressBytes;
+  size_t files = 0, skipped = 0;
+  std::string first_skip;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(p, ec);
+    ZT_CHECK_AS(ErrorKind::data, fs::exists(st), "[prepare] --input ", p, " does not exist");
+    const bool folder = fs::is_directory(st);
+    for (const fs::path& f : folder ? files_under(p) : std::vector<fs::path>{fs::path(p)}) {
+      try {
+        const std::string text = detail::read_file_bytes(f.string());
+        for (Document& d : parse_text_input(f.string(), text, is_jsonl(f), text_key)) out.push_back(std::move(d));
+        bytes += text.size();
+        ++files;
+      } catch (const Error& e) {
+        // A file named on its own must be text; a folder's other files (compressed, binary,
+        // another encoding) are left out and counted, so a folder of documentation just works.
+        if (!folder || e.kind() != ErrorKind::data) throw;
+        if (skipped++ == 0) first_skip = e.what();
+      }
+      if (progress && bytes >= next_report) {
+        progress("read " + std::to_string(files) + " files, " + std::to_string(bytes >> 20) + " MiB, " +
+                 std::to_string(out.size()) + " documents");
+        next_report = bytes + kProgressBytes;
+      }
+    }
+  }
+  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[prepare] no text in --input: ", skipped,
+              " files left out, the first because ", first_skip);
+  if (progress)
+    progress(
+        "input: " + std::to_string(files) + " files, " + std::to_string(out.size()) + " documents, " +
+        std::to_string(bytes) + " bytes" +
+        (skipped ? "; left out " + std::to_string(skipped) + " files of folders that are not text, first: " + first_skip
+                 : std::string()));
+  return out;
+}
+
+}  // namespace zt::data

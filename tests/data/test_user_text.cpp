@@ -1,0 +1,121 @@
+// Note [your own text]: prepare --input on files, folders and JSON lines, the split by document,
+// and every hostile input one data error naming the file and the byte offset.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/error_of.h"
+#include "common/temp_dir.h"
+#include "fake_tokenizer.h"
+#include "zt/data/prepare.h"
+#include "zt/data/token_shard.h"
+#include "zt/data/user_text.h"
+
+namespace zt::data {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing_util::error_kind_of;
+using testing_util::error_of;
+
+class UserText : public testing_util::TempDirTest {
+ protected:
+  PrepareLmReport prepare(std::vector<std::string> inputs, double val_fraction = 0.25, std::string key = "text") {
+    PrepareLmOptions o;
+    o.inputs = std::move(inputs);
+    o.text_key = std::move(key);
+    o.out = path("out");
+    o.val_fraction = val_fraction;
+    return prepare_lm(o, tok_);
+  }
+  testing::ByteTokenizer tok_;
+};
+
+TEST_F(UserText, FoldersAreReadRecursivelyInPathOrderAndSplitByDocument) {
+  fs::create_directories(path("in/b"));
+  fs::create_directories(path("in/.git"));
+  for (int i = 0; i < 6; ++i)
+    write("in/" + std::string(i < 3 ? "a" : "b/") + std::to_string(i) + ".txt", "doc " + std::to_string(i));
+  write("in/.hidden.txt", "never read");
+  write("in/.git/config", "never read");
+  const PrepareLmReport r = prepare({path("in")});  // k = 4: the fourth document is held out
+  EXPECT_EQ(r.train_documents, 5);
+  EXPECT_EQ(r.val_documents, 1);
+  ASSERT_EQ(r.val_names.size(), 1u);
+  EXPECT_EQ(r.val_names[0], path("in/b/3.txt"));
+  const nlohmann::json m = nlohmann::json::parse(std::ifstream(path("out/manifest.json")));
+  EXPECT_EQ(m["sources"]["inputs"][0], path("in"));
+  EXPECT_EQ(m["inputs"].size(), 6u);
+  EXPECT_EQ(m["inputs"][0]["document"], path("in/a0.txt"));
+}
+
+TEST_F(UserText, FewerDocumentsThanKHoldOutTheLastAndALoneOneIsSplitAtAParagraph) {
+  write("one.txt", "first\n\nsecond");
+  write("two.txt", "third");
+  PrepareLmReport r = prepare({path("one.txt"), path("two.txt")}, 0.1);  // k = 10 > 2 documents
+  EXPECT_EQ(r.val_names, std::vector<std::string>{path("two.txt")});
+  const std::string book = "Chapter one.\n\nIt begins.\n\nChapter two.\n\nIt ends here.";
+  write("book.txt", book);
+  r = prepare({path("book.txt")}, 0.3);
+  EXPECT_EQ(r.val_names, std::vector<std::string>{path("book.txt") + "#val"});
+  EXPECT_EQ(r.train_documents, 1);
+  const auto train = read_token_shard(path("out/train_000000.bin")), val = read_token_shard(path("out/val_000000.bin"));
+  EXPECT_EQ(train.size() + val.size(), book.size() + 2);  // every byte once, and two separators
+}
+
+TEST_F(UserText, JsonLinesGiveOneDocumentPerLineFromTheChosenField) {
+  write("posts.jsonl",
+        "{\"body\": \"one\"}\n\n{\"body\": \"two\", \"id\": 2}\n{\"body\": \"\"}\n{\"body\": \"three\"}\n"
+        "{\"body\": \"four\"}\n");
+  const std::vector<Document> d =
+      parse_text_input("posts.jsonl", std::string("{\"body\": \"one\"}\n\n{\"body\": \"two\"}\n"), true, "body");
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[1].name, "posts.jsonl:3");
+  EXPECT_EQ(d[1].text, "two");
+  const PrepareLmReport r = prepare({path("posts.jsonl")}, 0.25, "body");  // empty texts are skipped
+  EXPECT_EQ(r.train_documents + r.val_documents, 4);
+  EXPECT_EQ(r.val_names, std::vector<std::string>{path("posts.jsonl") + ":6"});
+}
+
+TEST_F(UserText, EveryHostileInputIsOneDataErrorNamingTheFileAndOffset) {
+  struct Case {
+    std::string name, bytes, says;
+  };
+  const std::vector<Case> cases = {
+      {"empty.txt", "", "empty.txt is empty"},
+      {"gz.txt", std::string("\x1f\x8b\x08\x00rest", 8), "gz.txt is gzip-compressed, not text: decompress it first"},
+      {"bin.txt", std::string("abc\0def", 7), "bin.txt is binary, not text: a NUL byte at offset 3"},
+      {"latin1.txt", "caf\xe9 au lait", "latin1.txt is not UTF-8 text: byte 0xe9 at offset 3"},
+      {"x.jsonl", "{\"text\": \"a\"}\nnot json\n", "x.jsonl: line 2 (byte offset 14) is not a JSON object"},
+      {"y.jsonl", "{\"text\": 5}\n", "y.jsonl: line 1 (byte offset 0) has no string field 'text'"},
+      {"z.jsonl", "\n  \n", "z.jsonl has no non-empty 'text' field on any line"},
+  };
+  for (const Case& c : cases) {
+    write(c.name, c.bytes);
+    EXPECT_EQ(error_kind_of([&] { prepare({path(c.name)}); }), ErrorKind::data) << c.name;
+    EXPECT_THAT(error_of([&] { prepare({path(c.name)}); }), HasSubstr(c.says)) << c.name;
+    EXPECT_FALSE(fs::exists(path("out"))) << "a failed prepare leaves no output: " << c.name;
+  }
+  // Inside a folder such files are left out (and counted), the text in it is read.
+  fs::create_directories(path("mixed"));
+  write("mixed/a.txt", "some text");
+  write("mixed/b.txt.gz", std::string("\x1f\x8b\x08\x00", 4));
+  write("mixed/c.txt", "more text");
+  std::vector<std::string> lines;
+  const std::vector<Document> d =
+      read_text_inputs({path("mixed")}, "text", [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[1].text, "more text");
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), HasSubstr("left out 1 files of folders that are not text, first: [prepare] " +
+                                      path("mixed/b.txt.gz") + " is gzip-compressed"));
+  fs::create_directories(path("none/.only_hidden"));
+  EXPECT_THAT(error_of([&] { prepare({path("none")}); }), HasSubstr("holds no files"));
+  EXPECT_THAT(error_of([&] { prepare({path("missing")}); }), HasSubstr("missing does not exist"));
+}
+
+}  // namespace
+}  // namespace zt::data
