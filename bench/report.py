@@ -421,7 +421,8 @@ KEPT_BLOCKS = [(SCALE_BEGIN, SCALE_END), ("<!-- multihost.py: begin -->", "<!-- 
                ("<!-- bf16_products: begin -->", "<!-- bf16_products: end -->"),
                ("<!-- zeropp.py: begin -->", "<!-- zeropp.py: end -->"),
                ("<!-- param_server.py: begin -->", "<!-- param_server.py: end -->"),
-               ("<!-- collective_check.py: begin -->", "<!-- collective_check.py: end -->")]
+               ("<!-- collective_check.py: begin -->", "<!-- collective_check.py: end -->"),
+               ("<!-- gpu_check.sh: begin -->", "<!-- gpu_check.sh: end -->")]
 
 
 def kept_sections(path):

@@ -75,20 +75,24 @@ def make_gpt(args):
 
 
 def train(model, opt, args, dtype, rank=0, world=1):
-    batches = [batch_of(args, s, rank, world) for s in range(args.warmup + args.steps)]
+    dev = torch.device(args.device)
+    batches = [tuple(t.to(dev) for t in batch_of(args, s, rank, world)) for s in range(args.warmup + args.steps)]
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     times, loss, t0 = [], None, None
     for s, (x, y) in enumerate(batches):
         if s == args.warmup:
             if world > 1:
                 dist.barrier()
+            sync()
             t0 = time.perf_counter()
         ts = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dtype == "bf16"):
             logits = model(x)
         loss = F.cross_entropy(logits.float().reshape(-1, args.vocab), y)
         loss.backward()
         opt.step()
+        sync()
         if s >= args.warmup:
             times.append(time.perf_counter() - ts)
     stats = torch.tensor([time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0],
@@ -119,9 +123,10 @@ def emit(args, model, stage, world, threads, dtype, res, **extra):
 def single(args):
     torch.set_num_threads(args.threads)
     for dtype in args.dtype:
-        model = make_gpt(args)
+        model = make_gpt(args).to(args.device)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
-        emit(args, model, 0, 1, args.threads, dtype, train(model, opt, args, dtype), variant="single")
+        emit(args, model, 0, 1, args.threads, dtype, train(model, opt, args, dtype), variant="single",
+             device=args.device)
 
 
 def worker(rank, world, port, args):
@@ -169,6 +174,7 @@ def main():
     p.add_argument("--world", type=int, default=1, help="ranks (gloo, spawned processes)")
     p.add_argument("--variants", default="ddp,zero", help="world > 1: ddp, zero (DDP + ZeroRedundancyOptimizer)")
     p.add_argument("--threads", type=int, default=0, help="threads per rank (0: cores / world)")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (one process; bf16 is autocast on the GPU)")
     args = p.parse_args()
     args.dtype = args.dtype.split(",")
     args.variants = args.variants.split(",")

@@ -38,15 +38,24 @@ say "processor-dependent tests capped at ONEDNN_MAX_CPU_ISA=$isa"
   cd build && ctest -L isa --output-on-failure --timeout 900
 )
 
-# The CUDA backend compiles wherever nvcc exists (no GPU needed), so it never rots; its tests run
-# here too, and the GPU rows skip with one line where no GPU is present (README: "On a GPU").
+# The CUDA backend compiles wherever nvcc exists (no GPU needed), so it never rots: the GPU check's
+# bundle is built (scripts/gpu_bundle.sh, Hopper), its tests run here with the GPU rows skipped with
+# one line, and scripts/gpu_check.sh says in one line (exit 77) that there is no GPU to check.
 nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
 if [[ "${ZT_SKIP_CUDA:-0}" != 1 && -x "$nvcc_path" ]]; then
-  say "CUDA build ($nvcc_path)"
-  ZT_BUILD_TARGET="zt_ops_tests test_comm" scripts/build.sh build-cuda -DZT_WITH_CUDA=ON \
-    -DCMAKE_CUDA_COMPILER="$nvcc_path" -DZT_BUILD_BENCH=OFF >/dev/null
-  build-cuda/tests/ops/zt_ops_tests --gtest_brief=1 --gtest_filter='DeviceSeam*:OnGpu*:*cuda*'
-  build-cuda/tests/comm/test_comm --gtest_brief=1 --gtest_filter='*Store*:Nccl*'
+  say "CUDA build and the GPU check's bundle ($nvcc_path)"
+  scripts/gpu_bundle.sh
+  build-gpu/tests/ops/zt_ops_tests --gtest_brief=1 --gtest_filter='DeviceSeam*:OnGpu*:*cuda*:ConvGradCheck*'
+  build-gpu/tests/comm/test_comm --gtest_brief=1 --gtest_filter='*Store*:Nccl*'
+  build-gpu/tests/nn/nn_on_device_test --gtest_brief=1
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    scripts/gpu_check.sh build-gpu/check
+  else
+    rc=0
+    line="$(scripts/gpu_check.sh build-gpu/check 2>&1)" || rc=$?
+    [[ $rc == 77 && $(wc -l <<<"$line") == 1 ]] || { echo "gpu_check.sh without a GPU: exit $rc, '$line'" >&2; exit 1; }
+    echo "  $line"
+  fi
 fi
 
 # Every libFuzzer target for a short bounded time, so a parser regression fails CI.

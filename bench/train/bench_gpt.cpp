@@ -21,6 +21,9 @@
 #include "zt/core/error.h"
 #include "zt/core/parallel.h"
 #include "zt/nn/transformer.h"
+#include "zt/optim/optimizer.h"
+#include "zt/autograd/autograd.h"
+#include "zt/core/allocator.h"
 #include "zt/zero/engine.h"
 #include "zt/zero/products.h"
 
@@ -44,6 +47,7 @@ struct Args {
   bool sparse = false;  // sparse_gradients: wpe as rows, the tied wte in two parts (Note [tied rows])
   // 16-bit runs: each product path in turn (Note [16-bit products]); f32 runs once.
   std::vector<std::string> products = {"auto"};
+  std::string device = "cpu";  // cuda: the model on GPU 0 without the engine (run_on_device)
 };
 
 void usage() {
@@ -51,7 +55,7 @@ void usage() {
                "usage: bench_gpt [--name LABEL] [--layers 4] [--embd 192] [--heads 6] [--vocab 16384] [--ctx 256] "
                "[--batch 8 (per rank)] [--dtype f32,bf16] [--stages 0,1,2,3] [--steps 10] [--warmup 2] [--threads T] "
                "[--checkpointing 0|1] [--seed S] [--backend auto|local|mpi|...] [--bucket ELEMS] [--inflight ELEMS] "
-               "[--sparse 0|1] [--products auto,native,f32]\n");
+               "[--sparse 0|1] [--products auto,native,f32] [--device cpu|cuda]\n");
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -107,6 +111,10 @@ Args parse(int argc, char** argv) {
       a.sparse = v == "1" || v == "true";
     else if (k == "--backend")
       a.backend = v;
+    else if (k == "--device") {
+      ZT_CHECK(v == "cpu" || v == "cuda", "[bench_gpt] --device: '", v, "' is not cpu or cuda");
+      a.device = v;
+    }
     else if (k == "--inflight")
       a.inflight = std::atoll(v.c_str());
     else if (k == "--bucket")
@@ -128,7 +136,7 @@ Args parse(int argc, char** argv) {
     } else
       ZT_THROW("[bench_gpt] unknown option ", k,
                "; allowed --name --layers --embd --heads --vocab --ctx --batch --dtype --stages --steps --warmup "
-               "--threads --checkpointing --seed --backend --bucket --inflight --sparse --products");
+               "--threads --checkpointing --seed --backend --bucket --inflight --sparse --products --device");
   }
   a.model.seed = a.seed;
   a.model.validate("bench_gpt");
@@ -204,11 +212,79 @@ Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
           t.gather};
 }
 
+// The model on GPU 0 without the engine (Module::to, AdamW through optim::update's device path;
+// 16-bit runs keep fp32 masters): what the engine on a device is to be measured against. One JSON
+// line per dtype with MFU: flops per token 6N + 12·L·T·d (PaLM's count, the tied wte once, as it
+// also makes the logits) against the peak given by ZT_PEAK_TFLOPS (default: H100 SXM's dense 989
+// for 16-bit, 67 for f32, since the f32 products do not use TF32).
+void run_on_device(DType dt, const Args& a) {
+  const Device dev = Device::cuda(0);
+  const int64_t T = a.model.block_size;
+  std::vector<std::pair<Tensor, Tensor>> batches;
+  for (int64_t s = 0; s < a.warmup + a.steps; ++s) {
+    auto [x, y] = batch_of(a, s, 0, 1);
+    batches.emplace_back(x.to(dev), y.to(dev));
+  }
+  Allocator& alloc = allocator_for(dev);
+  auto model = nn::make_gpt(a.model);
+  model->to(dev);
+  const std::vector<Tensor> params = model->parameters();
+  std::vector<Tensor> masters(params.size());
+  std::vector<std::vector<Tensor>> states;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor p = params[i];
+    if (dt != DType::f32) {
+      masters[i] = p.clone();
+      const Tensor low = p.to(dt);
+      p.rebind(low.storage(), low.offset(), dt);
+    }
+    states.push_back({Tensor::zeros(p.shape(), DType::f32, dev), Tensor::zeros(p.shape(), DType::f32, dev)});
+  }
+  config::OptimizerConfig opt;
+  opt.lr = 1e-4;
+  alloc.reset_peaks();
+  comm::GroupPtr one = comm::make_group("local");
+  const bench::TimedSteps t = bench::time_steps(*one, a.warmup, a.steps, [&](int64_t s) {
+    const auto& [x, y] = batches[size_t(s)];
+    for (const Tensor& p : params) autograd::set_grad(p, Tensor());
+    Tensor logits = (*model)(std::vector<Tensor>{x});
+    Tensor l = ag::cross_entropy(ag::reshape(logits, {a.batch * T, a.model.vocab_size}), y);
+    autograd::backward(l);
+    for (size_t i = 0; i < params.size(); ++i)
+      optim::update(opt, {params[i], masters[i], autograd::grad(params[i]), states[i], 1e-4f, s + 1, 1.f});
+    synchronize(dev);  // a step's time is its device time
+    return std::make_pair(zero::StepStats{}, l);
+  });
+  int64_t n = 0;
+  for (const Tensor& p : params) n += p.numel();
+  const auto& m = a.model;
+  const double flops_per_token = 6.0 * double(n) + 12.0 * double(m.n_layer * T * m.n_embd);
+  const double tokens_per_s = double(a.batch * T * a.steps) / t.total_s;
+  const char* peak_env = std::getenv("ZT_PEAK_TFLOPS");
+  const double peak = peak_env ? std::atof(peak_env) : dt == DType::f32 ? 67.0 : 989.0;
+  std::printf(
+      "{\"bench\":\"gpt_train\",\"impl\":\"zerotrain\",\"variant\":\"device, no engine\",\"device\":\"%s\","
+      "\"model\":\"%s\",\"layers\":%lld,\"embd\":%lld,\"heads\":%lld,\"vocab\":%lld,\"ctx\":%lld,\"params\":%lld,"
+      "\"dtype\":\"%s\",\"batch\":%lld,\"steps\":%lld,\"warmup\":%lld,\"tokens_per_s\":%.1f,\"step_s\":%.5f,"
+      "\"step_s_mean\":%.5f,\"final_loss\":%.4f,\"device_peak_mib\":%.1f,\"flops_per_token\":%.0f,"
+      "\"peak_tflops\":%.0f,\"mfu\":%.4f,\"timing\":\"step_s=median per step, device synchronised; "
+      "mfu=tokens_per_s*(6N+12LTd)/peak\"}\n",
+      dev.str().c_str(), a.name.c_str(), (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head,
+      (long long)m.vocab_size, (long long)T, (long long)n, dtype_name(dt), (long long)a.batch, (long long)a.steps,
+      (long long)a.warmup, tokens_per_s, t.median_s, t.mean_s, t.last_loss,
+      double(alloc.stats().total_peak) / 1048576.0, flops_per_token, peak, tokens_per_s * flops_per_token / (peak * 1e12));
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
+    if (a.device == "cuda") {
+      for (DType dt : a.dtypes) run_on_device(dt, a);
+      return 0;
+    }
     comm::GroupPtr g = comm::make_group(a.backend);
     const int world = g->size();
     const std::vector<int> stages =

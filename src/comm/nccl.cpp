@@ -458,7 +458,7 @@ class NcclGroup : public Group {
   std::vector<int32_t> gather_int(int32_t v) {
     Tensor mine = Tensor::full({1}, float(v), DType::i32, device());
     Tensor all = Tensor::empty({int64_t(size_)}, DType::i32, MemTag::comm, device());
-    do_all_gather(mine, all, Call{Coll::all_gather, ReduceOp::sum, 0, timeout(), "split"})->wait();
+    do_all_gather(mine, all, Call{Coll::all_gather, ReduceOp::sum, 0, timeout(), "split", {}})->wait();
     const Tensor host = all.to(Device::cpu());
     return std::vector<int32_t>(host.data<int32_t>(), host.data<int32_t>() + size_);
   }

@@ -203,6 +203,16 @@ void Tensor::rebind(std::shared_ptr<Storage> storage, int64_t offset, DType dtyp
   }
 }
 
+void Tensor::move_to(Device d) {
+  ZT_CHECK(defined(), "[move_to] tensor is undefined");
+  if (d == device()) return;
+  const Tensor moved = to(d);
+  impl_->storage = moved.impl_->storage;
+  impl_->offset = moved.impl_->offset;
+  impl_->strides = moved.impl_->strides;
+  impl_->device = d;
+}
+
 void Tensor::release_storage() {
   ZT_CHECK(defined(), "[release_storage] tensor is undefined");
   impl_->storage.reset();

@@ -44,6 +44,10 @@ void Module::collect(const std::string& prefix, std::vector<std::pair<std::strin
 
 // A tensor registered under two names (a tied weight) is listed once, under its first name,
 // as torch's named_parameters() does.
+void Module::to(Device device) {
+  for (Tensor& p : parameters()) p.move_to(device);
+}
+
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> all, out;
   collect("", all);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 
+#include "../common/source_dir.h"
 #include "op_table.h"
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/layers.h"
@@ -122,7 +123,7 @@ struct ThreadsScope {
 };
 
 TEST(Attention, MatchesPyTorchGoldensForwardAndBackward) {
-  std::ifstream f(std::string(ZT_SOURCE_DIR) + "/tests/golden/attention.json");
+  std::ifstream f(testing_util::source_dir() + "/tests/golden/attention.json");
   ASSERT_TRUE(f.good()) << "missing fixture; run tests/golden/gen_golden_attention.py";
   const json doc = json::parse(f);
   ASSERT_GT(doc["cases"].size(), 0u);

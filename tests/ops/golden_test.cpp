@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 
+#include "../common/source_dir.h"
 #include "op_table.h"
 #include "zt/autograd/autograd.h"
 #include "zt/ops/ops.h"
@@ -13,7 +14,7 @@ namespace zt::test {
 namespace {
 
 json load(const std::string& name) {
-  std::ifstream f(std::string(ZT_SOURCE_DIR) + "/tests/golden/" + name);
+  std::ifstream f(testing_util::source_dir() + "/tests/golden/" + name);
   EXPECT_TRUE(f.good()) << "missing fixture " << name << "; run tests/golden/gen_golden*.py";
   return f.good() ? json::parse(f) : json{{"cases", json::array()}};
 }

@@ -15,14 +15,15 @@
 namespace zt::test {
 namespace {
 
-Tensor targets_of(const json& spec) {
+// Class targets on the device of the op's inputs.
+Tensor targets_of(const json& spec, Device d) {
   auto t = spec.at("targets").get<std::vector<int32_t>>();
-  return Tensor::from_ints(t, {int64_t(t.size())});
+  return Tensor::from_ints(t, {int64_t(t.size())}, d);
 }
 
 // Embedding ids: the case's {"shape", "data"} record (fixtures and gradient-check specs alike).
-Tensor ids_of(const json& spec) {
-  return Tensor::from_ints(spec.at("ids").at("data").get<std::vector<int32_t>>(), spec["ids"]["shape"].get<Shape>());
+Tensor ids_of(const json& spec, Device d) {
+  return Tensor::from_ints(spec.at("ids").at("data").get<std::vector<int32_t>>(), spec["ids"]["shape"].get<Shape>(), d);
 }
 
 const json& params(const json& spec) {
@@ -44,7 +45,7 @@ void argmax_counts(const json& c, const std::vector<Tensor>& stored, const Tenso
   const auto tgt = c["targets"].get<std::vector<int32_t>>();
   int64_t match = 0;
   for (size_t i = 0; i < tgt.size(); ++i) match += int32_t(pred[i]) == tgt[i];
-  EXPECT_EQ(ops::count_correct(stored[0], targets_of(c)), match);
+  EXPECT_EQ(ops::count_correct(stored[0], targets_of(c, stored[0].device())), match);
 }
 
 using RunFn = decltype(OpRow::run);
@@ -106,12 +107,12 @@ std::vector<OpRow> build() {
   t.push_back(row("log_softmax", [](X x, S) { return ag::log_softmax(x[0]); }, {in({{2, 2, 5}})}));
   t.push_back(
       row("cross_entropy",
-          [](X x, S s) { return ag::cross_entropy(x[0], targets_of(s), params(s)["ignore_index"].get<int64_t>()); },
+          [](X x, S s) { return ag::cross_entropy(x[0], targets_of(s, x[0].device()), params(s)["ignore_index"].get<int64_t>()); },
           {in({{4, 5}}, {{"params", {{"ignore_index", -100}}}, {"targets", {2, -100, 0, 4}}}),
            in({{3, 4}}, {{"params", {{"ignore_index", 3}}}, {"targets", {1, 3, 3}}})}));
   t.push_back(row(
       "argmax", [](X x, S) { return ops::argmax(x[0]); }, {}, {}, argmax_counts));
-  t.push_back(row("embedding", [](X x, S s) { return ag::embedding(x[0], ids_of(s)); },
+  t.push_back(row("embedding", [](X x, S s) { return ag::embedding(x[0], ids_of(s, x[0].device())); },
                   {in({{6, 4}}, {{"ids", {{"shape", {2, 3}}, {"data", {5, 0, 5, 2, 5, 1}}}}})}));
   t.push_back(row("layer_norm", [](X x, S s) { return ag::layer_norm(x[0], x[1], x[2], param(s, "eps")); },
                   {in({{3, 7}, {7}, {7}}, {{"params", {{"eps", 1e-5}}}}),
@@ -179,19 +180,24 @@ void gradcheck(const std::vector<Shape>& shapes, const GradFn& f, const std::fun
   Tensor y = f(x);
   std::vector<float> r(static_cast<size_t>(y.numel()));
   for (auto& v : r) v = g.uniform(-1.f, 1.f);
-  autograd::backward(y, Tensor::from_vector(r, y.shape()));
+  autograd::backward(y, Tensor::from_vector(r, y.shape()).to(y.device()));
   for (size_t k = 0; k < x.size(); ++k) {
     const auto analytic = autograd::grad(x[k]).to_vector();
     ASSERT_EQ(int64_t(analytic.size()), x[k].numel());
-    float* p = x[k].data<float>();
+    // Perturbed on a host copy and copied in: the input may live on a GPU.
+    Tensor host = x[k].to(Device::cpu()).clone();
+    float* p = host.data<float>();
     for (int64_t i = 0; i < x[k].numel(); ++i) {
       autograd::NoGradGuard ng;
       const float orig = p[i];
       p[i] = orig + eps;
+      x[k].copy_(host);
       const double lp = weighted_sum(f(x), r);
       p[i] = orig - eps;
+      x[k].copy_(host);
       const double lm = weighted_sum(f(x), r);
       p[i] = orig;
+      x[k].copy_(host);
       const double num = (lp - lm) / (2.0 * eps);
       EXPECT_NEAR(analytic[size_t(i)], num, 1e-2 * std::fabs(num) + 2e-3) << "input " << k << " element " << i;
     }

@@ -80,7 +80,7 @@ class Block(torch.nn.Module):
         scale = 1.0 / D if self.v.get("scale_1_over_d") else 1.0 / math.sqrt(D)
         att = (q @ k.transpose(-2, -1)) * scale
         if not self.v.get("no_causal"):
-            mask = torch.ones(Tn, Tn, dtype=torch.bool).tril()
+            mask = torch.ones(Tn, Tn, dtype=torch.bool, device=q.device).tril()
             att = att.masked_fill(~mask, float("-inf"))
         out = F.softmax(att, dim=-1) @ v  # [B, H, T, D]
         return out.transpose(1, 2).reshape(Bn, Tn, C)
@@ -102,7 +102,7 @@ class Gpt(torch.nn.Module):
         self.ln_f = torch.nn.LayerNorm(N_EMBD, eps=LN_EPS)
 
     def forward(self, idx):
-        pos = torch.arange(idx.shape[1])
+        pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.h:
             x = block(x)

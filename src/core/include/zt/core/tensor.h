@@ -79,6 +79,9 @@ class Tensor {
   void rebind(std::shared_ptr<Storage> storage, int64_t offset);
   // The same, also changing the element type (the engine casts f32-built models to 16-bit).
   void rebind(std::shared_ptr<Storage> storage, int64_t offset, DType dtype);
+  // Moves the data to `device` in place (every handle sharing its impl follows), contiguous:
+  // torch's module.to(device) for a parameter. The old storage is freed when unshared.
+  void move_to(Device device);
   // Drops the storage (a ZeRO-3 parameter between uses); shape, dtype and device stay.
   void release_storage();
 

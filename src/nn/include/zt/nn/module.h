@@ -50,6 +50,8 @@ class Module {
 
   // Training mode (dropout on) for this module and its children, as torch's train()/eval().
   void train(bool on = true);
+  // Moves every parameter (tied ones once) to `device` in place, as torch's module.to(device).
+  void to(Device device);
   bool is_training() const { return training_; }
 
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;  // recursive, dotted

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# The GPU check: everything zerotrain can say about one NVIDIA GPU in one run (GPU time is scarce).
+# Run it on the GPU machine from the repository root, with build-gpu/bundle.tar.xz made where the
+# build tools are (scripts/gpu_bundle.sh): the machine needs CUDA 13's libraries (the toolkit's, or
+# PyTorch's wheels for cuDNN and NCCL) and none of our Debian packages.
+#   1. the op table's cuda rows against PyTorch's golden values and finite differences (every
+#      ops test runs; the cpu rows run beside them), the device seam and allocator;
+#   2. the nccl group on one rank; 3. the MLP, CNN and GPT trained on the GPU against the CPU;
+#   4. compute-sanitizer memcheck over 1 and 3, racecheck and synccheck over GPT's training;
+#   5. GPT-2 124M's shape trained on the GPU (no engine yet), f32 and bf16, beside PyTorch eager;
+#   6. Nsight Compute's time per kernel over one bf16 step.
+# Writes summary.json, summary.md, bench.jsonl, profile.md (ncu.csv) and checks.log to OUT_DIR. Exit 0
+# when every check passed, 1 when one failed, 77 (one line) where no GPU is present.
+# Usage: scripts/gpu_check.sh OUT_DIR [BUNDLE]
+set -uo pipefail
+out="${1:?usage: scripts/gpu_check.sh OUT_DIR [BUNDLE]}"
+bundle="${2:-build-gpu/bundle.tar.xz}"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu_check: no NVIDIA GPU here (nvidia-smi lists none); nothing was run" >&2
+  exit 77
+fi
+[[ -f "$bundle" ]] || { echo "gpu_check: $bundle is missing: make it with scripts/gpu_bundle.sh" >&2; exit 1; }
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+tar -C "$work" -xJf "$bundle"
+log="$out/checks.log"
+: >"$log"
+
+# CUDA's libraries: the toolkit's, then those PyTorch's wheels bring (cuDNN, NCCL, cuBLAS).
+libs="$work/lib"
+for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os
+for p in nvidia.__path__:
+    for d in sorted(os.listdir(p)): print(os.path.join(p, d, "lib"))' 2>/dev/null); do
+  [[ -d "$d" ]] && libs+=":$d"
+done
+export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export ZT_SOURCE_DIR="$PWD"
+bin="$work/bin"
+steps="$work/steps.tsv"  # name, status, seconds, gtest json (or -)
+: >"$steps"
+
+{
+  echo "== machine"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  for p in "$bin"/*; do ldd "$p" | grep -F "not found" | sed "s|^|$(basename "$p"): |"; done
+} >>"$log" 2>&1
+
+# The whole check's time (ZT_GPU_CHECK_BUDGET_S, default 420): a step gets at most what is left,
+# and once it is spent the later steps are recorded as not run.
+budget="${ZT_GPU_CHECK_BUDGET_S:-420}"
+start=$SECONDS
+
+# step NAME TIMEOUT_S COMMAND...: runs one GoogleTest check, its output into the log, its JSON kept.
+# bench_step is the same for a benchmark, whose JSON lines go to bench.jsonl.
+step() { timed_step gtest "$@"; }
+bench_step() { timed_step bench "$@"; }
+timed_step() {
+  local kind="$1" name="$2" limit="$3"
+  shift 3
+  local json="$work/$name.json" t0=$SECONDS rc status left=$((budget - (SECONDS - start)))
+  ((left < limit)) && limit=$left
+  if ((limit < 5)); then
+    printf '%s\t%s\t0\t-\n' "$name" "not run (the check's ${budget}s were spent)" >>"$steps"
+    return
+  fi
+  echo "== $name: $*" >>"$log"
+  if [[ $kind == gtest ]]; then
+    timeout --signal=KILL "$limit" "$@" --gtest_brief=1 --gtest_output="json:$json" >>"$log" 2>&1
+  else
+    timeout --signal=KILL "$limit" "$@" >>"$out/bench.jsonl" 2>>"$log"
+  fi
+  rc=$?
+  case $rc in 0) status=passed ;; 137) status="timed out after ${limit}s" ;; *) status="failed (exit $rc)" ;; esac
+  printf '%s\t%s\t%d\t%s\n' "$name" "$status" $((SECONDS - t0)) "$([[ -f "$json" ]] && echo "$json" || echo -)" >>"$steps"
+  echo "== $name: $status" >>"$log"
+}
+
+sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+gpu_ops='*cuda*:OnGpu*:DeviceSeam*'
+step ops 150 "$bin/zt_ops_tests"
+step nccl 60 "$bin/test_comm" --gtest_filter='Nccl*:*Store*'
+step models 90 "$bin/nn_on_device_test"
+if [[ -x "$sanitizer" ]]; then
+  san=("$sanitizer" --error-exitcode 9 --print-limit 20)
+  step memcheck_ops 120 "${san[@]}" --tool memcheck "$bin/zt_ops_tests" --gtest_filter="$gpu_ops:-*GradCheck*"
+  step memcheck_models 90 "${san[@]}" --tool memcheck "$bin/nn_on_device_test"
+  step racecheck_gpt 60 "${san[@]}" --tool racecheck "$bin/nn_on_device_test" --gtest_filter='*Gpt*'
+  step synccheck_gpt 60 "${san[@]}" --tool synccheck "$bin/nn_on_device_test" --gtest_filter='*Gpt*'
+else
+  echo "== compute-sanitizer not found: memcheck, racecheck and synccheck not run" >>"$log"
+fi
+
+# 5. GPT-2 124M's shape (T=1024) trained on the GPU without the engine, f32 and bf16, beside PyTorch
+# eager on the same machine (bench/torch_gpt.py: the same model class, tokens and AdamW), JSON lines
+# into bench.jsonl.
+gpt2=(--name gpt2-124M --layers 12 --embd 768 --heads 12 --vocab 50257 --ctx 1024 --batch 8 --steps 8 --warmup 2)
+: >"$out/bench.jsonl"
+bench_step gpt2_zerotrain 120 "$bin/bench_gpt" "${gpt2[@]}" --device cuda --dtype f32,bf16
+bench_step gpt2_pytorch 120 python3 bench/torch_gpt.py "${gpt2[@]}" --device cuda --dtype f32,bf16
+
+# 6. Where a bf16 step's GPU time goes: Nsight Compute times every kernel of one step of the same
+# shape with 2 layers (each layer's kernels are the same); profile.md lists the kernels by total time.
+ncu_path="$(command -v ncu || true)"
+if [[ -n "$ncu_path" ]]; then
+  bench_step profile_bf16 120 "$ncu_path" --metrics gpu__time_duration.sum --csv --log-file "$work/ncu.csv" \
+    "$bin/bench_gpt" "${gpt2[@]}" --name profiled --layers 2 --steps 1 --warmup 0 --device cuda --dtype bf16
+  cp "$work/ncu.csv" "$out/ncu.csv"
+  python3 - "$work/ncu.csv" "$out/profile.md" <<'PY' 2>>"$log"
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]
+name, unit, value = head.index("Kernel Name"), head.index("Metric Unit"), head.index("Metric Value")
+scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
+total, count = collections.Counter(), collections.Counter()
+for r in rows[1:]:
+    k = r[name].split("(")[0][:90]
+    total[k] += float(r[value].replace(",", "")) * scale[r[unit]]
+    count[k] += 1
+with open(sys.argv[2], "w") as f:
+    f.write(f"# One bf16 step, 2 layers: {sum(total.values()) / 1e3:.2f} ms of kernels\n\n")
+    f.write("| kernel | launches | total us | share |\n|---|---|---|---|\n")
+    for k, t in total.most_common(25):
+        f.write(f"| `{k}` | {count[k]} | {t:.0f} | {t / sum(total.values()):.1%} |\n")
+PY
+fi
+
+python3 - "$steps" "$out" "$log" <<'PY'
+import json, sys
+steps_file, out, log = sys.argv[1:]
+gpu = open(log).read().split("\n")[1].strip()
+steps = []
+for line in open(steps_file):
+    name, status, secs, js = line.rstrip("\n").split("\t")
+    s = {"name": name, "status": status, "seconds": float(secs)}
+    if js != "-":
+        g = json.load(open(js))
+        s.update(tests=g["tests"], failures=g["failures"], disabled=g.get("disabled", 0))
+        ran = skipped = 0
+        failed = []
+        for suite in g["testsuites"]:
+            for t in suite["testsuite"]:
+                if t.get("result") == "SKIPPED": skipped += 1
+                else: ran += 1
+                if t.get("failures"):
+                    failed.append({"test": suite["name"] + "." + t["name"],
+                                   "first_failure": t["failures"][0]["failure"][:600]})
+        s.update(ran=ran, skipped=skipped, failed=failed)
+    steps.append(s)
+ok = all(s["status"] == "passed" for s in steps)
+bench = [json.loads(l) for l in open(out + "/bench.jsonl") if l.startswith("{")]
+bench = [b for b in bench if b["model"] != "profiled"]  # step 6's run under the profiler
+for b in bench:  # PyTorch's MFU by the same count and peak as bench_gpt's
+    if "mfu" not in b:
+        fpt = 6 * b["params"] + 12 * b["layers"] * b["ctx"] * b["embd"]
+        b["mfu"] = round(b["tokens_per_s"] * fpt / ((67 if b["dtype"] == "f32" else 989) * 1e12), 4)
+json.dump({"gpu": gpu, "passed": ok, "steps": steps, "bench": bench}, open(out + "/summary.json", "w"), indent=1)
+with open(out + "/summary.md", "w") as f:
+    f.write(f"# GPU check: {'passed' if ok else 'FAILED'}\n\nGPU: {gpu}\n\n")
+    f.write("| check | status | seconds | tests ran | skipped | failed |\n|---|---|---|---|---|---|\n")
+    for s in steps:
+        f.write(f"| {s['name']} | {s['status']} | {s['seconds']:.0f} | {s.get('ran', '')} | "
+                f"{s.get('skipped', '')} | {len(s.get('failed', []))} |\n")
+    if bench:
+        f.write("\n| GPT | impl | dtype | tokens/s | step s | MFU | device peak MiB |\n|---|---|---|---|---|---|---|\n")
+        for b in bench:
+            f.write(f"| {b['model']} | {b['impl']} | {b['dtype']} | {b['tokens_per_s']:.0f} | {b['step_s']} | "
+                    f"{b.get('mfu', '')} | {b.get('device_peak_mib', '')} |\n")
+    for s in steps:
+        for t in s.get("failed", []):
+            f.write(f"\n**{s['name']}: {t['test']}**\n\n```\n{t['first_failure']}\n```\n")
+print(open(out + "/summary.md").read())
+sys.exit(0 if ok else 1)
+PY
