@@ -69,6 +69,10 @@ Allocator& Allocator::global() { return allocator_for(Device::cpu()); }
 
 Allocator& allocator_for(Device device) {
   if (device.type == DeviceType::cuda) return detail::cuda_allocator(device.index);
+  if (device.type == DeviceType::sim) {
+    ZT_CHECK(device.index == 0, "[core] device ", device, " does not exist (there is one sim device, index 0)");
+    return detail::sim_allocator();
+  }
   ZT_CHECK(device.index == 0, "[core] device ", device, " does not exist (there is one cpu device, index 0)");
   static Allocator* cpu = new CachingAllocator(Device::cpu(), "cpu", host_system_memory());  // never
   return *cpu;  // destroyed: storages may outlive statics

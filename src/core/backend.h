@@ -19,4 +19,15 @@ void cuda_synchronize(int index);      // waits for everything queued on the com
 void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 void cuda_memset(void* dst, int index, int value, size_t bytes);  // on the compute stream
 
+// The simulated device (sim.cpp, always built; Note [sim device]): the same four, for sim:0.
+Allocator& sim_allocator();
+void* sim_stream();
+void sim_synchronize();
+void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+void sim_memset(void* dst, int value, size_t bytes);
+
+// The copy and memset of whichever device is involved (cuda or sim; one side may be the host).
+void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+void device_memset(void* dst, Device d, int value, size_t bytes);
+
 }  // namespace zt::detail

@@ -4,7 +4,9 @@
 
 namespace zt {
 
-const char* device_type_name(DeviceType t) { return t == DeviceType::cuda ? "cuda" : "cpu"; }
+const char* device_type_name(DeviceType t) {
+  return t == DeviceType::cuda ? "cuda" : t == DeviceType::sim ? "sim" : "cpu";
+}
 
 std::string Device::str() const {
   if (type == DeviceType::cpu && index == 0) return "cpu";
@@ -18,12 +20,36 @@ bool is_available(Device d) {
   return d.index == 0;
 }
 
+namespace detail {
+
+void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  if (dst_dev.type == DeviceType::sim || src_dev.type == DeviceType::sim)
+    sim_copy(dst, dst_dev, src, src_dev, bytes);
+  else
+    cuda_copy(dst, dst_dev, src, src_dev, bytes);
+}
+
+void device_memset(void* dst, Device d, int value, size_t bytes) {
+  if (d.type == DeviceType::sim)
+    sim_memset(dst, value, bytes);
+  else
+    cuda_memset(dst, d.index, value, bytes);
+}
+
+}  // namespace detail
+
 int cuda_device_count() { return detail::cuda_device_count(); }
 
-void* device_stream(Device d) { return d.is_cpu() ? nullptr : detail::cuda_stream(d.index); }
+void* device_stream(Device d) {
+  if (d.type == DeviceType::sim) return detail::sim_stream();
+  return d.is_cpu() ? nullptr : detail::cuda_stream(d.index);
+}
 
 void synchronize(Device d) {
-  if (!d.is_cpu()) detail::cuda_synchronize(d.index);
+  if (d.type == DeviceType::sim)
+    detail::sim_synchronize();
+  else if (!d.is_cpu())
+    detail::cuda_synchronize(d.index);
 }
 
 }  // namespace zt

@@ -344,7 +344,7 @@ Tensor on_host(const Tensor& t) {
   const Span s = span_of(t);
   const size_t es = dtype_size(t.dtype());
   auto host = Allocator::global().allocate(size_t(s.hi - s.lo) * es, t.storage()->tag());
-  detail::cuda_copy(host->data(), Device::cpu(), static_cast<const char*>(t.storage()->data()) + s.lo * es, t.device(),
+  detail::device_copy(host->data(), Device::cpu(), static_cast<const char*>(t.storage()->data()) + s.lo * es, t.device(),
                     host->bytes());
   return Tensor(make_impl(host, t.offset() - s.lo, t.shape(), t.strides(), t.dtype(), Device::cpu()));
 }
@@ -375,7 +375,7 @@ void Tensor::copy_(const Tensor& src) {
     if (host)
       host_copy(*this, src);
     else
-      detail::cuda_copy(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+      detail::device_copy(raw_data(), device(), src.raw_data(), src.device(), nbytes());
     return;
   }
   // Staged (Note [device copies]): convert on the host, then one contiguous upload.
@@ -384,7 +384,7 @@ void Tensor::copy_(const Tensor& src) {
   Tensor dst_host = on_host(*this);
   host_copy(dst_host, src_host);
   const int64_t lo = span_of(*this).lo;
-  detail::cuda_copy(static_cast<char*>(storage()->data()) + lo * int64_t(dtype_size(dtype())), device(),
+  detail::device_copy(static_cast<char*>(storage()->data()) + lo * int64_t(dtype_size(dtype())), device(),
                     dst_host.storage()->data(), Device::cpu(), dst_host.storage()->bytes());
 }
 
@@ -409,7 +409,7 @@ void Tensor::zero_() {
   if (device().is_cpu())
     std::memset(raw_data(), 0, nbytes());
   else
-    detail::cuda_memset(raw_data(), device().index, 0, nbytes());
+    detail::device_memset(raw_data(), device(), 0, nbytes());
 }
 
 std::vector<float> Tensor::to_vector() const {

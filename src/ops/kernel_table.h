@@ -64,7 +64,7 @@ namespace zt::ops::detail {
   X(max_pool2d_backward, void(const Tensor& dy, const Tensor& argmax, Tensor& dx))
 
 struct KernelTable {
-  const char* backend;  // "cpu", "cuda"
+  const char* backend;  // "cpu", "cuda", "sim"
 #define ZT_KERNEL_FIELD(name, sig) std::add_pointer_t<sig> name = nullptr;
   ZT_KERNELS(ZT_KERNEL_FIELD)
 #undef ZT_KERNEL_FIELD
@@ -73,6 +73,8 @@ struct KernelTable {
 const KernelTable& cpu_table();
 // The CUDA table, or nullptr in a build without CUDA (no_cuda_table.cpp).
 const KernelTable* cuda_table();
+// The simulated device's table (sim/table.cpp, always built): the CPU's kernels on its stream.
+const KernelTable& sim_table();
 
 // The table of `d`'s backend; throws ErrorKind::invalid_argument "[op] CUDA is not available in
 // this build" (or "device cuda:1 is not available") naming the op that asked.

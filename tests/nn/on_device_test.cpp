@@ -1,6 +1,7 @@
-// Models on a GPU (Module::to): the MLP, the CNN (cuDNN convolutions) and GPT (fused attention)
-// follow the CPU's losses and AdamW trajectory within f32 tolerance. The GPU checks are skipped,
-// with a line, where no GPU is present; moving to a device that is missing is one clear error.
+// Models on a device (Module::to): on a GPU the MLP, the CNN (cuDNN convolutions) and GPT (fused
+// attention) follow the CPU's losses and AdamW trajectory within f32 tolerance (skipped, with a
+// line, where no GPU is present); on the sim device their losses and gradients equal the CPU's bit
+// for bit. Moving to a device that is missing is one clear error.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -132,6 +133,44 @@ TEST_F(OnGpuModel, AGptTrainsAsOnTheCpu) {
     b.emplace_back(Tensor::from_ints(labels(4 * 32, c.vocab_size, g), {4, 32}),
                    Tensor::from_ints(labels(4 * 32, c.vocab_size, g), {4 * 32}));
   expect_same_training([&] { return nn::make_gpt(c); }, b, 2e-3f);
+}
+
+// One forward and backward on `dev`: the loss and every parameter's gradient, read back.
+std::pair<float, std::vector<std::vector<float>>> loss_and_grads(nn::Module& m, Device dev, const Batch& b) {
+  m.to(dev);
+  for (const Tensor& p : m.parameters()) autograd::set_grad(p, Tensor());
+  Tensor out = m(b.first.to(dev));
+  const int64_t V = out.size(out.dim() - 1);
+  Tensor loss = ag::cross_entropy(ag::reshape(out, {out.numel() / V, V}), b.second.to(dev));
+  autograd::backward(loss);
+  std::vector<std::vector<float>> grads;
+  for (const Tensor& p : m.parameters()) {
+    EXPECT_EQ(autograd::grad(p).device(), dev);
+    grads.push_back(autograd::grad(p).to_vector());
+  }
+  return {loss.item(), grads};
+}
+
+// The sim device (Note [sim device]) runs the CPU's kernels on memory the host cannot read: a
+// model's loss and gradients there equal the CPU's bit for bit, and no layer reads device memory
+// on the host (it would fault).
+TEST(OnSimModel, LossAndGradientsEqualTheCpusBitForBit) {
+  Generator g(9);
+  const Batch mlp{Tensor::from_vector(normal(16 * 20, g), {16, 20}), Tensor::from_ints(labels(16, 7, g), {16})};
+  const Batch cnn{Tensor::from_vector(normal(4 * 16 * 16, g), {4, 1, 16, 16}), Tensor::from_ints(labels(4, 10, g), {4})};
+  nn::TransformerConfig c;
+  c.vocab_size = 97, c.block_size = 32, c.n_layer = 2, c.n_head = 4, c.n_embd = 64, c.seed = 8;
+  const Batch gpt{Tensor::from_ints(labels(2 * 32, 97, g), {2, 32}), Tensor::from_ints(labels(2 * 32, 97, g), {64})};
+  const std::vector<std::pair<std::function<std::shared_ptr<nn::Module>()>, Batch>> cases{
+      {[] { return nn::make_mlp(20, {64, 64}, 7, "gelu", 5); }, mlp},
+      {[] { return nn::make_cnn(1, 16, {8, 16}, {32}, 10, 6); }, cnn},
+      {[&] { return nn::make_gpt(c); }, gpt}};
+  for (const auto& [make, batch] : cases) {
+    auto on_cpu = make(), on_sim = make();
+    const auto want = loss_and_grads(*on_cpu, Device::cpu(), batch), got = loss_and_grads(*on_sim, Device::sim(), batch);
+    EXPECT_EQ(got.first, want.first) << on_cpu->type_name();
+    EXPECT_EQ(got.second, want.second) << on_cpu->type_name();
+  }
 }
 
 }  // namespace

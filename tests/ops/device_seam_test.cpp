@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "../common/error_of.h"
+#include "zt/core/allocator.h"
 #include "zt/core/random.h"
+#include "zt/core/sim_device.h"
 #include "zt/ops/ops.h"
 #include "zt/ops/update.h"
 
@@ -36,7 +40,7 @@ TEST(DeviceSeam, AskingForAnUnknownKernelIsAnError) {
 
 TEST(DeviceSeam, ABuildWithoutCudaSupportsNothingThereAndSaysSo) {
   if (has_cuda_backend()) GTEST_SKIP() << "this build has the cuda backend";
-  EXPECT_EQ(ops::backends(), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(ops::backends(), (std::vector<std::string>{"cpu", "sim"}));
   EXPECT_FALSE(ops::supports("matmul", Device::cuda(0)));
   EXPECT_FALSE(is_available(Device::cuda(0)));
   EXPECT_EQ(cuda_device_count(), 0);
@@ -81,6 +85,79 @@ TEST(DeviceSeam, AKernelABackendLacksIsOneErrorNamingKernelAndDevice) {
 TEST(DeviceSeam, ToTheSameDeviceIsTheSameTensor) {
   const Tensor a = Tensor::full({3}, 2.f);
   EXPECT_TRUE(a.to(Device::cpu()).same(a));
+}
+
+// ---- the simulated device (Note [sim device]) ----
+
+Tensor random_on(const Shape& s, uint64_t seed, Device d) {
+  std::vector<float> v(size_t(shape_numel(s)));
+  Generator rng(seed);
+  for (float& x : v) x = rng.normal(0.f, 1.f);
+  return Tensor::from_vector(v, s).to(d);
+}
+
+TEST(SimDevice, IsAlwaysThereAndHasTheCpusKernels) {
+  EXPECT_TRUE(is_available(Device::sim()));
+  EXPECT_EQ(Device::sim().str(), "sim:0");
+  for (const std::string& k : ops::kernel_names()) EXPECT_EQ(ops::supports(k, Device::sim()), ops::supports(k, Device::cpu())) << k;
+  EXPECT_NE(error_of([] { Tensor::empty({2}, DType::f32, Device{DeviceType::sim, 1}); }).find("one sim device"),
+            std::string::npos);
+}
+
+TEST(SimDevice, OpsFollowTheCpuBitForBit) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const Tensor x = random_on({16, 64}, 2, Device::cpu()).to(dt), w = random_on({32, 64}, 3, Device::cpu()).to(dt);
+    const Tensor y = ops::gelu(ops::linear(x.to(Device::sim()), w.to(Device::sim()), nullptr));
+    EXPECT_EQ(y.device(), Device::sim());
+    EXPECT_EQ(y.to_vector(), ops::gelu(ops::linear(x, w, nullptr)).to_vector());
+  }
+}
+
+// The host's pointers into sim memory lead nowhere: reading one faults at once.
+TEST(SimDeviceDeathTest, AHostReadOfDeviceMemoryFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Tensor t = Tensor::zeros({4}, DType::f32, Device::sim());
+  EXPECT_DEATH(
+      {
+        volatile float v = t.data<float>()[0];
+        (void)v;
+      },
+      "");
+}
+
+// Kernels run on the sim stream, after the host has moved on: memory read without waiting for the
+// stream is stale (what a dropped synchronisation gives), and the copies that read it back wait.
+TEST(SimDevice, KernelsRunAsynchronouslyAndReadsBackWait) {
+  Tensor t = Tensor::zeros({1024}, DType::f32, Device::sim());
+  synchronize(Device::sim());
+  sim::enqueue([] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); });
+  ops::scale_(t, 2.f);  // queued behind the sleep
+  t.fill_(0.f);         // zeroes on the stream too
+  Tensor one = Tensor::full({1024}, 1.f).to(Device::sim());  // a host copy: waits for the stream
+  sim::enqueue([] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); });
+  ops::axpy_(t, 3.f, one);
+  const float* view = static_cast<const float*>(sim::host_view(t.raw_data()));
+  EXPECT_EQ(view[7], 0.f) << "the stream finished the axpy before the host looked: not asynchronous";
+  EXPECT_EQ(t.to_vector()[7], 3.f);  // to_vector waits
+  EXPECT_EQ(view[7], 3.f);
+}
+
+TEST(SimDevice, AKernelsErrorIsRethrownByTheNextSynchronize) {
+  sim::enqueue([] { ZT_THROW_AS(ErrorKind::internal, "[test] a kernel failed"); });
+  EXPECT_EQ(error_of([] { synchronize(Device::sim()); }), "[test] a kernel failed");
+  EXPECT_NO_THROW(synchronize(Device::sim()));  // reported once
+}
+
+TEST(SimDevice, TheAllocatorsCapIsOneErrorNamingTheDeviceTheTagAndTheSizes) {
+  Allocator& a = allocator_for(Device::sim());
+  a.release_cached();
+  a.set_budget(size_t(1) << 20);
+  const std::string e = error_of([] { Tensor::empty({1 << 19}, DType::f32, MemTag::grad, Device::sim()); });
+  a.set_budget(0);
+  EXPECT_NE(e.find("sim:0"), std::string::npos) << e;
+  EXPECT_NE(e.find("grad"), std::string::npos) << e;
+  EXPECT_NE(e.find("allocating 2.00MiB"), std::string::npos) << e;
+  EXPECT_NE(e.find("budget of 1.00MiB"), std::string::npos) << e;
 }
 
 // ---- on a GPU (skipped without one) ----

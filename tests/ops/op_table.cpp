@@ -204,7 +204,9 @@ void gradcheck(const std::vector<Shape>& shapes, const GradFn& f, const std::fun
   }
 }
 
-Device backend_device(const std::string& backend) { return backend == "cuda" ? Device::cuda(0) : Device::cpu(); }
+Device backend_device(const std::string& backend) {
+  return backend == "cuda" ? Device::cuda(0) : backend == "sim" ? Device::sim() : Device::cpu();
+}
 
 bool backend_present(const std::string& backend) { return is_available(backend_device(backend)); }
 

@@ -43,7 +43,7 @@ const std::vector<OpRow>& op_table();
 void expect_close(const Tensor& actual, const json& expected, float rtol, const std::string& what);
 const OpRow* find_row(const std::string& op);
 
-// A tensor moved onto one of ops::backends() (identity for cpu; "cuda" is GPU 0).
+// A tensor moved onto one of ops::backends() (identity for cpu; "cuda" is GPU 0, "sim" sim:0).
 Tensor on_backend(const Tensor& t, const std::string& backend);
 // Whether this machine has the backend's device: a CUDA build runs its rows only where a GPU is.
 bool backend_present(const std::string& backend);

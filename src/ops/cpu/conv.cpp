@@ -126,7 +126,7 @@ Entry make_entry(Dir dir, const ConvGeometry& g, DType dt, bool bias) {
 Entry* entry(Dir dir, const ConvGeometry& g, DType dt, bool bias) {
   // oneDNN sizes a primitive's work split and scratchpad for the threads at its creation.
   const std::vector<int64_t> key{int64_t(dir), int64_t(dt), bias, g.n,      g.cin, g.h,          g.w,
-                                 g.cout,       g.kh,        g.kw, g.stride, g.pad, num_threads()};
+                                 g.cout,       g.kh,        g.kw, g.stride, g.pad, num_threads(), dnnl_thread_slot()};
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   if (auto it = c.entries.find(key); it != c.entries.end()) return &it->second;

@@ -1,7 +1,9 @@
 #pragma once
 // oneDNN's engine, stream and data types, shared by the CPU kernels that use it (matmul, conv):
-// one engine and one stream per process.
+// one engine per process, one stream per thread.
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include <atomic>
 
 #include "zt/core/dtype.h"
 
@@ -12,9 +14,20 @@ inline dnnl::engine& dnnl_engine() {
   return eng;
 }
 
+// A stream is not for two threads at once, and the CPU kernels run on the sim device's stream
+// thread too (Note [sim device]).
 inline dnnl::stream& dnnl_stream() {
-  static dnnl::stream s(dnnl_engine());
+  static thread_local dnnl::stream s(dnnl_engine());
   return s;
+}
+
+// Part of every primitive cache key: oneDNN's library-managed scratchpad is per thread and grown
+// when a primitive is made, so a primitive runs only on the thread that made it (one made on the
+// main thread faults on the sim stream's thread).
+inline int64_t dnnl_thread_slot() {
+  static std::atomic<int64_t> next{0};
+  static thread_local const int64_t slot = next++;
+  return slot;
 }
 
 inline dnnl::memory::data_type dnnl_type(DType dt) {

@@ -59,7 +59,8 @@ Cache& cache() {
 // Returns the cached primitive, or nullopt if oneDNN has no implementation for a 16-bit dtype
 // (bf16 needs AVX-512; oneDNN 2.6 has no f16 matmul on CPU).
 std::optional<dnnl::matmul> primitive(const Mat& a, const Mat& b, bool three, bool bias, DType dt) {
-  std::vector<int64_t> key{three, bias, int64_t(dt), a.b, a.r, a.c, b.c, a.sb, a.sr, a.sc, b.sb, b.sr, b.sc};
+  std::vector<int64_t> key{three, bias, int64_t(dt), a.b,  a.r,  a.c,  b.c,
+                           a.sb,  a.sr, a.sc,        b.sb, b.sr, b.sc, dnnl_thread_slot()};
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.prims.find(key);
