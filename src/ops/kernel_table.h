@@ -19,11 +19,7 @@
 namespace zt::ops::detail {
 
 // X(name, signature): one entry per kernel; the names are what ops::supports() takes.
-#define ZT_KERNELS(X)                                            \
-  ZT_KERNELS_BUT_UPDATES(X)                                      \
-  X(adam_update, void(const AdamStep& s, const DeviceUpdate& u)) \
-  X(sgd_update, void(const SgdStep& s, const DeviceUpdate& u))
-#define ZT_KERNELS_BUT_UPDATES(X)                                                                                      \
+#define ZT_KERNELS(X)                                                                                                  \
   X(matmul, void(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor* bias, Tensor& out))       \
   X(binary, void(kern::Binary op, const Tensor& a, const Tensor& b, Tensor& out))                                      \
   X(unary, void(kern::Unary op, float s, const Tensor& x, Tensor& out))                                                \
@@ -61,7 +57,9 @@ namespace zt::ops::detail {
   X(conv2d_backward_weights,                                                                                           \
     void(const Tensor& dy, const Tensor& x, const kern::ConvGeometry& g, Tensor& dw, Tensor* db))                      \
   X(max_pool2d, void(const Tensor& x, int64_t k, int64_t s, Tensor& y, Tensor& argmax))                                \
-  X(max_pool2d_backward, void(const Tensor& dy, const Tensor& argmax, Tensor& dx))
+  X(max_pool2d_backward, void(const Tensor& dy, const Tensor& argmax, Tensor& dx))                                     \
+  X(adam_update, void(const AdamStep& s, const DeviceUpdate& u))                                                       \
+  X(sgd_update, void(const SgdStep& s, const DeviceUpdate& u))
 
 struct KernelTable {
   const char* backend;  // "cpu", "cuda", "sim"

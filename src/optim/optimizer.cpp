@@ -3,7 +3,7 @@
 #include <cctype>
 #include <cmath>
 
-#include "update_loop.h"
+#include "hyper.h"
 #include "zt/core/error.h"
 
 namespace zt::optim {

@@ -173,5 +173,19 @@ TEST(OnSimModel, LossAndGradientsEqualTheCpusBitForBit) {
   }
 }
 
+// Three AdamW steps (optim::update through the sim table's CPU kernels) follow the CPU bit for bit.
+TEST(OnSimModel, AdamWTrainingFollowsTheCpuBitForBit) {
+  Generator g(10);
+  std::vector<Batch> b;
+  for (int s = 0; s < 3; ++s)
+    b.emplace_back(Tensor::from_ints(labels(2 * 16, 50, g), {2, 16}), Tensor::from_ints(labels(2 * 16, 50, g), {32}));
+  nn::TransformerConfig c;
+  c.vocab_size = 50, c.block_size = 16, c.n_layer = 2, c.n_head = 2, c.n_embd = 32, c.seed = 3;
+  auto on_cpu = nn::make_gpt(c), on_sim = nn::make_gpt(c);
+  const Trajectory want = train(*on_cpu, Device::cpu(), b), got = train(*on_sim, Device::sim(), b);
+  EXPECT_EQ(got.losses, want.losses);
+  EXPECT_EQ(got.params, want.params);
+}
+
 }  // namespace
 }  // namespace zt

@@ -3,7 +3,7 @@
 
 Run with Debian's python (it has torch): /usr/bin/python3 tests/optim/gen_optim_golden.py
 Hyper-parameters are rounded to float32 first, because optim::update takes their float roundings
-(Note [float hyper-parameters] in src/optim/update_loop.h).
+(Note [float hyper-parameters] in src/optim/hyper.h).
 Mixed-precision cases follow the usual recipe: an fp32 master updated by torch.optim, whose
 grad is the low-precision gradient cast to fp32 and multiplied by grad_scale (grad.mul_), and
 params = master.to(param_dtype) after each step.

@@ -7,11 +7,16 @@
 
 #include "../kernel_types.h"
 #include "zt/core/tensor.h"
+#include "zt/ops/update.h"
 
 namespace zt::ops::cpu {
 
 // ---- matrix products (matmul.cpp): out = op(a) @ op(b) (+ bias), 2-D or batched 3-D ----
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor* bias, Tensor& out);
+// ---- optimizer updates (update.cpp, Note [device updates]) ----
+void adam_update(const AdamStep& s, const DeviceUpdate& u);
+void sgd_update(const SgdStep& s, const DeviceUpdate& u);
+
 bool matmul_native(DType dt);
 void set_matmul_lowp_fallback(bool force);
 bool matmul_lowp_fallback();  // forced (Note [16-bit products]: the f32 path)

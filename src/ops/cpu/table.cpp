@@ -1,5 +1,5 @@
-// The CPU backend's kernel table (Note [kernel table]): every kernel but the optimizer updates,
-// which optim runs in its own vectorised loop on the CPU (Note [device updates]).
+// The CPU backend's kernel table (Note [kernel table]): every kernel, the optimizer updates
+// included (Note [device updates]).
 #include "../kernel_table.h"
 #include "conv_kernels.h"
 #include "kernels.h"
@@ -10,7 +10,7 @@ const KernelTable& cpu_table() {
   static const KernelTable t = [] {
     KernelTable k{"cpu"};
 #define ZT_CPU_KERNEL(name, sig) k.name = &cpu::name;
-    ZT_KERNELS_BUT_UPDATES(ZT_CPU_KERNEL)
+    ZT_KERNELS(ZT_CPU_KERNEL)
 #undef ZT_CPU_KERNEL
     return k;
   }();

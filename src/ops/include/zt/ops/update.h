@@ -1,8 +1,7 @@
 #pragma once
-// Optimizer updates on a device's tensors (Note [device updates]): the same rules as
-// optim::update (PyTorch 1.13's single-tensor Adam/AdamW/SGD, Note [update loop]) with the
-// per-step scalars computed once on the host by optim. optim runs its own vectorised loop on
-// the CPU, so the CPU table has no entry and these serve the other backends.
+// Note [device updates]: optimizer updates are kernels of every device's table (the CPU's in
+// ops/cpu/update.cpp, Note [update loop]): PyTorch 1.13's single-tensor Adam/AdamW/SGD with the
+// per-step scalars computed once on the host by optim::update, which calls these for every device.
 #include "zt/core/tensor.h"
 
 namespace zt::ops {
