@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <new>
@@ -12,6 +14,7 @@
 #include "zt/data/cifar.h"
 #include "zt/nn/conv.h"
 #include "zt/nn/transformer.h"
+#include "zt/ops/ops.h"
 #include "zt/optim/schedule.h"
 
 namespace zt::apps {
@@ -119,6 +122,26 @@ std::optional<DType> ds_dtype(const std::string& name) {
 }
 }  // namespace
 
+Device run_device(const std::string& d) {
+  if (d == "cpu") return Device::cpu();
+  if (d == "sim") return Device::sim();
+  const auto b = ops::backends();
+  ZT_CHECK_AS(ErrorKind::config, std::find(b.begin(), b.end(), "cuda") != b.end(), "[config] run.device=", d,
+              ": this build has no CUDA (configure with -DZT_WITH_CUDA=ON)");
+  const int n = cuda_device_count();
+  ZT_CHECK_AS(ErrorKind::config, n > 0, "[config] run.device=", d, ": no GPU is visible here (found 0)");
+  int k = 0;
+  if (d == "cuda") {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    k = local ? std::atoi(local) % n : 0;
+  } else {
+    k = std::atoi(d.c_str() + 5);
+  }
+  ZT_CHECK_AS(ErrorKind::config, k < n, "[config] run.device=", d, ": this machine has ", n, n == 1 ? " GPU" : " GPUs",
+              " (cuda:0 to cuda:", n - 1, ")");
+  return Device::cuda(k);
+}
+
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b) {
   zero::EngineOptions o;
   o.zero = c.zero;
@@ -126,6 +149,7 @@ zero::EngineOptions engine_options(const config::Config& c, const config::BatchS
   o.fp16 = c.fp16;
   o.aio = c.aio;
   o.dtype = c.bf16 ? DType::bf16 : c.fp16.enabled ? DType::f16 : DType::f32;
+  o.device = run_device(c.run.device);
   o.communication_data_type = ds_dtype(c.communication_data_type);
   o.grad_accum_dtype = ds_dtype(c.grad_accum_dtype);
   o.gradient_accumulation_steps = b.accumulation;

@@ -20,6 +20,9 @@ nn::TransformerConfig transformer_config(const config::Config& c);
 // normalised with the dataset's statistics; its features must be what the model takes.
 data::Dataset load_image_split(const config::Config& c, const std::string& split);
 // The engine takes the config's sections as they are; this adds what several keys decide.
+// run.device as a Device (one line naming the problem for a build without CUDA or a missing GPU);
+// "cuda" under mpirun takes GPU (local rank mod the GPUs seen).
+Device run_device(const std::string& device);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
 // What a run needs of its settings at `world` ranks beyond config::parse, before any data is
 // read: DeepSpeed's batch rule and the scheduler's params. `estimate` checks them as `train` does

@@ -22,7 +22,7 @@ namespace zt::apps {
 Tensor Task::loss(const Tensor& out, const MicroBatch& b) const {
   const int64_t classes = out.size(out.dim() - 1);
   const Tensor logits = out.dim() == 2 ? out : ag::reshape(out, {out.numel() / classes, classes});
-  return ag::cross_entropy(logits, b.targets);
+  return ag::cross_entropy(logits, b.targets.to(logits.device()));  // targets go up with the batch
 }
 
 namespace {
@@ -78,7 +78,8 @@ class ImageTask : public Task {
     for (int64_t i = 0; i < n; ++i) order[size_t(i)] = i;
     const std::vector<double> t = score_shared(g, nb, 2, [&](int64_t k) {
       data::Batch b = data::gather_batch(test_, order, k * batch, std::min(n, (k + 1) * batch));
-      return std::vector<double>{double(ops::count_correct(forward({b.x}), b.y)), double(b.y.numel())};
+      const Tensor out = forward({b.x});
+      return std::vector<double>{double(ops::count_correct(out, b.y.to(out.device()))), double(b.y.numel())};
     });
     const double correct = t[0], count = t[1];
     const double acc = count > 0 ? correct / count : 0;
@@ -314,7 +315,8 @@ class ClassifyTask : public Task {
       std::vector<int64_t> idx;
       for (int64_t i = k * batch; i < std::min(n, (k + 1) * batch); ++i) idx.push_back(i);
       data::SeqClsBatch b = data::gather_seq_cls(test_, idx);
-      return std::vector<double>{double(ops::count_correct(forward({b.ids, b.mask}), b.labels)), double(idx.size())};
+      const Tensor out = forward({b.ids, b.mask});
+      return std::vector<double>{double(ops::count_correct(out, b.labels.to(out.device()))), double(idx.size())};
     });
     const double correct = t[0], count = t[1];
     const double acc = count > 0 ? correct / count : 0, major = majority_accuracy();

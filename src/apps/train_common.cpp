@@ -221,7 +221,7 @@ void finish_run(const config::Config& cfg, comm::Group& group, LeadWork& on_lead
   if (cfg.run.save_weights) {
     out.each([&](const std::string& n, const Tensor& p) {
       on_lead([&] {
-        const Tensor w = ops::cast(p, DType::f32);
+        const Tensor w = ops::cast(p, DType::f32).to(Device::cpu());  // a device's weights come down
         check_finite(n, w, out.steps);
         staged->writer->write(n, w);
       });

@@ -1,7 +1,9 @@
 #pragma once
 // Internal to zt_comm: backend factories (one of mpi.cpp / no_mpi.cpp is compiled), the
 // argument checks Group runs before any backend sees a call, and element-wise helpers.
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zt/comm/group.h"
@@ -53,5 +55,30 @@ std::string call_name(Coll c, uint64_t seq, const std::string& label);
 // This process's rank in the job (the launcher's OMPI_COMM_WORLD_RANK or PMIX_RANK; 0 without
 // one), which messages name rather than a sub-group's rank.
 int world_rank();
+
+// A collective followed by host work once it completes (run once, by wait() or a true test()).
+class ThenWork : public Work {
+ public:
+  ThenWork(WorkPtr inner, std::function<void()> then)
+      : Work(inner->seq()), inner_(std::move(inner)), then_(std::move(then)) {}
+  void wait() override {
+    inner_->wait();
+    run();
+  }
+  bool test() override {
+    if (!inner_->test()) return false;
+    run();
+    return true;
+  }
+  double busy_seconds() const override { return inner_->busy_seconds(); }
+  double blocked_seconds() const override { return inner_->blocked_seconds(); }
+
+ private:
+  void run() {
+    if (then_) std::exchange(then_, nullptr)();
+  }
+  WorkPtr inner_;
+  std::function<void()> then_;
+};
 
 }  // namespace zt::comm::detail

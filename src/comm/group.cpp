@@ -177,33 +177,6 @@ WorkPtr Group::all_to_all_async(const Tensor& in, Tensor& out, const CollOptions
   return w;
 }
 
-namespace {
-// A Work that runs `then` once, on this thread, when `inner` completes.
-class ThenWork : public Work {
- public:
-  ThenWork(WorkPtr inner, std::function<void()> then)
-      : Work(inner->seq()), inner_(std::move(inner)), then_(std::move(then)) {}
-  void wait() override {
-    inner_->wait();
-    run();
-  }
-  bool test() override {
-    if (!inner_->test()) return false;
-    run();
-    return true;
-  }
-  double busy_seconds() const override { return inner_->busy_seconds(); }
-  double blocked_seconds() const override { return inner_->blocked_seconds(); }
-
- private:
-  void run() {
-    if (then_) std::exchange(then_, nullptr)();
-  }
-  WorkPtr inner_;
-  std::function<void()> then_;
-};
-}  // namespace
-
 WorkPtr Group::do_all_to_all(const Tensor& in, Tensor& out, const Call& c) {
   const int64_t n = in.numel(), k = n / size();
   Tensor all = Tensor::empty({int64_t(size()) * n}, in.dtype(), MemTag::comm);
@@ -211,7 +184,7 @@ WorkPtr Group::do_all_to_all(const Tensor& in, Tensor& out, const Call& c) {
   gather.coll = Coll::all_gather;
   WorkPtr w = do_all_gather(in, all, gather);
   const int me = rank();
-  return std::make_shared<ThenWork>(std::move(w), [all, out, n, k, me, p = size()]() mutable {
+  return std::make_shared<detail::ThenWork>(std::move(w), [all, out, n, k, me, p = size()]() mutable {
     for (int r = 0; r < p; ++r) {
       const Tensor piece = all.slice(0, r * n + me * k, r * n + (me + 1) * k);
       Tensor dst = out.view({out.numel()}).slice(0, r * k, (r + 1) * k);

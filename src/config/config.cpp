@@ -259,7 +259,7 @@ void check_model_fits_data(const Config& c, const std::string& source) {
 void parse_run(const Section& s, RunConfig& r) {
   s.allow({"dir", "epochs", "max_steps", "threads", "pin_threads", "comm_backend", "comm_timeout_s",
            "check_collectives", "memory_budget_mb", "eval_at_end", "resume", "max_consecutive_skipped_steps",
-           "save_weights", "bf16_products", "strategy", "parameter_servers"});
+           "save_weights", "bf16_products", "strategy", "parameter_servers", "device"});
   s.read_path("resume", r.resume);
   s.read_path("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
@@ -270,6 +270,15 @@ void parse_run(const Section& s, RunConfig& r) {
   // Below 0.1 s a healthy peer would be blamed for a stall (probe case 13 of issue 31).
   s.read_number("comm_timeout_s", r.comm_timeout_s, 0.1, false);
   s.read_bool("check_collectives", r.check_collectives);
+  if (s.has("device")) {  // cuda:K's K is checked against the GPUs present when the run starts
+    const auto& v = s.value("device");
+    const std::string d = v.is_string() ? v.get<std::string>() : "";
+    const bool ok = d == "cpu" || d == "sim" || d == "cuda" ||
+                    (d.size() > 5 && d.rfind("cuda:", 0) == 0 && d.find_first_not_of("0123456789", 5) == std::string::npos &&
+                     d.size() <= 8);
+    if (!ok) detail::bad_value(s.source(), s.path("device"), "one of cpu, sim, cuda, cuda:K", v);
+    r.device = d;
+  }
   s.read_int("memory_budget_mb", r.memory_budget_mb, 0, kMaxMemoryBudgetMb);
   s.read_bool("eval_at_end", r.eval_at_end);
   s.read_bool("save_weights", r.save_weights);

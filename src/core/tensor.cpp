@@ -194,11 +194,14 @@ void Tensor::rebind(std::shared_ptr<Storage> storage, int64_t offset, DType dtyp
   ZT_CHECK(storage, "[rebind] storage is null (use release_storage() to detach)");
   check_fits(*storage, offset, numel(), dtype, "rebind");  // before anything changes
   const DType old = impl_->dtype;
+  const Device old_device = impl_->device;
   impl_->dtype = dtype;
+  impl_->device = storage->device();
   try {
     rebind(std::move(storage), offset);
   } catch (...) {
     impl_->dtype = old;
+    impl_->device = old_device;
     throw;
   }
 }

@@ -18,9 +18,28 @@
 
 namespace zt::zero {
 
+namespace {
+// On a device the engine keeps its buffers there; the features whose arithmetic still runs on
+// the host (ZeRO++'s quantized wire, sparse rows, swap files) are refused in one line.
+void check_device_features(const EngineOptions& o) {
+  if (o.device.is_cpu()) return;
+  const char* host_only = o.zero.zero_quantized_weights       ? "zero_optimization.zero_quantized_weights"
+                          : o.zero.zero_quantized_gradients   ? "zero_optimization.zero_quantized_gradients"
+                          : o.zero.zero_hpz_partition_size > 1 ? "zero_optimization.zero_hpz_partition_size"
+                          : o.sparse_gradients                ? "sparse_gradients"
+                          : o.zero.offload_optimizer.device == "nvme" ? "zero_optimization.offload_optimizer.device=nvme"
+                          : o.zero.offload_param.device == "nvme"     ? "zero_optimization.offload_param.device=nvme"
+                                                                      : nullptr;
+  ZT_CHECK_AS(ErrorKind::config, host_only == nullptr, "[zero] ", host_only, " is not available with run.device=",
+              o.device, " yet (it runs on run.device=cpu)");
+}
+}  // namespace
+
 Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     : model_(model), group_(std::move(group)), opts_(std::move(opts)) {
   ZT_CHECK(group_, "[zero] no process group");
+  check_device_features(opts_);
+  group_ = comm::stage_on(group_, opts_.device);
   ZT_CHECK_AS(ErrorKind::config, opts_.gradient_accumulation_steps >= 1,
               "[zero] gradient_accumulation_steps must be >= 1, got ", opts_.gradient_accumulation_steps);
   ModelLayout m = layout_model(model_, opts_);
@@ -44,13 +63,13 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   // with frozen parameters a deferred model draws its initial values in another order).
   for (auto& p : frozen_) {
     TagScope tag(MemTag::param);
-    Tensor t = Tensor::empty(p.shape(), policy.param_dtype);
+    Tensor t = Tensor::empty(p.shape(), policy.param_dtype, policy.device);
     if (p.has_storage()) {
-      ops::cast_into(t, p);
+      ops::cast_into(t, p.to(policy.device));
     } else {
       Tensor values = Tensor::empty(p.shape(), DType::f32, MemTag::workspace);
       materialize(p, values);
-      ops::cast_into(t, values);
+      ops::cast_into(t, values.to(policy.device));
     }
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
@@ -149,19 +168,18 @@ void Engine::install_unit_hooks() {
     if (std::find(units_.begin(), units_.end(), br.module) == units_.end()) hook(br.module, -1, br.buffers);
 }
 
-Tensor Engine::forward(const Tensor& x) {
-  store_->begin_forward(autograd::grad_enabled());
-  const DType dt = plan_.policy.param_dtype;
-  return model_(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
-}
+Tensor Engine::forward(const Tensor& x) { return forward(std::vector<Tensor>{x}); }
 
 Tensor Engine::forward(const std::vector<Tensor>& inputs) {
   store_->begin_forward(autograd::grad_enabled());
   const DType dt = plan_.policy.param_dtype;
   std::vector<Tensor> in;
   in.reserve(inputs.size());
-  for (const Tensor& x : inputs) in.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
-  return model_(in);
+  for (const Tensor& host : inputs) {
+    const Tensor x = host.to(plan_.policy.device);
+    in.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
+  }
+  return in.size() == 1 ? model_(in[0]) : model_(in);
 }
 
 void Engine::backward(const Tensor& loss) {
@@ -300,15 +318,22 @@ ShardTensor ShardTensor::in_memory(std::string name, const Tensor& t) {
 
 void ShardTensor::read(int64_t begin, int64_t n, void* dst) const {
   ZT_ASSERT(begin >= 0 && n >= 0 && begin + n <= numel, "shard tensor ", name, " range");
-  if (!streamed())
-    return void(std::memcpy(dst, tensor.slice(0, begin, begin + n).raw_data(), size_t(n) * dtype_size(dtype)));
+  if (!streamed()) {  // a device's shard is copied down first
+    const Tensor host = tensor.slice(0, begin, begin + n).to(Device::cpu());
+    return void(std::memcpy(dst, host.raw_data(), size_t(n) * dtype_size(dtype)));
+  }
   read_fn(begin, n, dst);
 }
 
 void ShardTensor::write(int64_t begin, int64_t n, const void* src) const {
   ZT_ASSERT(begin >= 0 && n >= 0 && begin + n <= numel, "shard tensor ", name, " range");
-  if (!streamed())
-    return void(std::memcpy(tensor.slice(0, begin, begin + n).raw_data(), src, size_t(n) * dtype_size(dtype)));
+  if (!streamed()) {
+    Tensor dst = tensor.slice(0, begin, begin + n);
+    if (dst.device().is_cpu()) return void(std::memcpy(dst.raw_data(), src, size_t(n) * dtype_size(dtype)));
+    Tensor host = Tensor::empty({n}, dtype, MemTag::workspace);
+    std::memcpy(host.raw_data(), src, size_t(n) * dtype_size(dtype));
+    return dst.copy_(host);
+  }
   write_fn(begin, n, src);
 }
 

@@ -23,7 +23,7 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const Com
     buf.own = shard_range(plan_.buffers[b].padded, plan_.world, group_.rank());
     if (pol.shard_gradients()) {
       TagScope tag(MemTag::grad);
-      buf.shard = Tensor::zeros({buf.own.size()}, pol.grad_accum_dtype);
+      buf.shard = Tensor::zeros({buf.own.size()}, pol.grad_accum_dtype, pol.device);
     } else {
       allocate_full(b);
     }
@@ -65,7 +65,7 @@ void GradReducer::allocate_full(size_t b) {
   const Policy& pol = plan_.policy;
   {
     TagScope tag(pol.shard_gradients() ? MemTag::comm : MemTag::grad);
-    buf.full = Tensor::zeros({plan_.buffers[b].padded}, pol.full_grad_dtype());
+    buf.full = Tensor::zeros({plan_.buffers[b].padded}, pol.full_grad_dtype(), pol.device);
   }
   for (auto& s : plan_.buffers[b].params) {
     const Tensor& p = params_[s.index];

@@ -40,7 +40,8 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
         buf.master = ops::cast(initial(b), DType::f32);
       }
       TagScope tag(MemTag::optim);
-      for (size_t i = 0; i < names_.size(); ++i) buf.states.push_back(Tensor::zeros({buf.numel}, DType::f32));
+      for (size_t i = 0; i < names_.size(); ++i)
+        buf.states.push_back(Tensor::zeros({buf.numel}, DType::f32, plan.policy.device));
     } else {
       const std::string path = dir_ + "/b" + std::to_string(b) + ".swap";
       const int64_t tiles = (buf.numel + tile_ - 1) / tile_;

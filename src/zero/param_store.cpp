@@ -30,7 +30,7 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
   if (!pol.shard_parameters()) {
     for (size_t b = 0; b < nb; ++b) {
       TagScope tag(MemTag::param);
-      bufs_[b].full = Tensor::zeros({plan_.buffers[b].padded}, pol.param_dtype);
+      bufs_[b].full = Tensor::zeros({plan_.buffers[b].padded}, pol.param_dtype, pol.device);
     }
     // Model order, whatever the bucket order: deferred initialisers share one generator.
     std::vector<std::pair<size_t, const ParamSlot*>> where(params_.size());
@@ -55,7 +55,7 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
     Tensor full;
     {
       TagScope tag(plan_.persistent[b] ? MemTag::param : MemTag::comm);
-      full = Tensor::zeros({plan_.buffers[b].padded}, pol.param_dtype);
+      full = Tensor::zeros({plan_.buffers[b].padded}, pol.param_dtype, pol.device);
     }
     for (auto& s : plan_.buffers[b].params)
       write_initial(s.index, full.slice(0, s.offset, s.offset + s.numel), materialize);
@@ -116,14 +116,14 @@ void ParamStore::stage_out(size_t b) {
 void ParamStore::write_initial(size_t index, Tensor dst, const Materialize& materialize) const {
   const Tensor& p = params_[index];
   if (p.has_storage()) {
-    ops::cast_into(dst, p);
+    ops::cast_into(dst, p.to(dst.device()));
     return;
   }
   ZT_CHECK(materialize, "[zero] parameter ", index, " has no values and no initialiser");
   TagScope tag(MemTag::workspace);
   Tensor values = Tensor::empty(p.shape(), DType::f32);
   materialize(p, values);
-  ops::cast_into(dst, values);
+  ops::cast_into(dst, values.to(dst.device()));
 }
 
 void ParamStore::bind(size_t b) {
@@ -226,7 +226,7 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
     if (buf.file && src != Source::secondary) stage_in(b, true);  // the read a prefetch started, or one now
     {
       TagScope tag(MemTag::param);
-      buf.full = Tensor::empty({plan_.buffers[b].padded}, plan_.policy.param_dtype);
+      buf.full = Tensor::empty({plan_.buffers[b].padded}, plan_.policy.param_dtype, plan_.policy.device);
     }
     buf.training_gather = training_pass_;
     launch_gather(b, src, label);

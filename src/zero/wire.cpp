@@ -93,7 +93,7 @@ class DenseEncoder : public WireEncoder {
       comm::WorkPtr w = group_.all_reduce_async(buf, o);
       return std::make_unique<DenseTransfer>(std::move(w), in, in);
     }
-    Tensor out = Tensor::empty({in.numel() / group_.size()}, in.dtype(), MemTag::comm);
+    Tensor out = Tensor::empty({in.numel() / group_.size()}, in.dtype(), MemTag::comm, in.device());
     comm::WorkPtr w = group_.reduce_scatter_async(in, out, o);
     return std::make_unique<DenseTransfer>(std::move(w), in, out);
   }

@@ -248,6 +248,11 @@ class Store;
 GroupPtr make_nccl_group(int rank, int size, int device, Store& store, const std::string& prefix,
                          double timeout_s = 300.0);
 
+// Note [staged group] (staged.cpp): `host`'s collectives for tensors on `device`, copied down to
+// the host and up again around each call; `host` itself when it already takes tensors there (nccl
+// on its GPU, or device cpu). Throws ErrorKind::comm when `host` keeps tensors on another device.
+GroupPtr stage_on(GroupPtr host, Device device);
+
 // Note [fake group]: a group of `size` ranks inside one process, as c10d's FakeProcessGroup,
 // so the engine's N-rank arithmetic (shards, padding, averaging, byte counts) runs in unit
 // tests. Semantics: every peer contributes exactly what this rank contributes, and nothing

@@ -69,6 +69,7 @@ struct RunConfig {
   bool pin_threads = true;            // bind each thread to one core of this rank's share (hwloc)
   std::string comm_backend = "auto";  // auto | local | mpi | shm (auto: shm on one node under mpirun)
   double comm_timeout_s = 300.0;
+  std::string device = "cpu";     // cpu | sim | cuda | cuda:K (Policy::device, Note [sim device])
   bool check_collectives = true;  // compare every collective's signature across ranks (Note [collective signatures])
   int64_t memory_budget_mb = 0;   // 0 = unlimited
   bool eval_at_end = true;

@@ -77,7 +77,8 @@ class Tensor {
   // Points this tensor (every handle sharing its impl) at `storage`, contiguous from element
   // `offset`, keeping shape and dtype: a parameter bound into a flat buffer (Note [rebind]).
   void rebind(std::shared_ptr<Storage> storage, int64_t offset);
-  // The same, also changing the element type (the engine casts f32-built models to 16-bit).
+  // The same, also changing the element type and taking the storage's device (the engine binds
+  // models built on the host in f32 into its flat buffers, 16-bit or on a device).
   void rebind(std::shared_ptr<Storage> storage, int64_t offset, DType dtype);
   // Moves the data to `device` in place (every handle sharing its impl follows), contiguous:
   // torch's module.to(device) for a parameter. The old storage is freed when unshared.

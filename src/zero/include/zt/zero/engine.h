@@ -31,6 +31,7 @@ struct EngineOptions {
   config::Fp16Config fp16;                       // loss scaling when dtype is f16
   config::AioConfig aio;                         // swap files' I/O (offload_*.device = nvme)
   DType dtype = DType::f32;                      // working precision: f32, bf16 (bf16.enabled), f16 (fp16.enabled)
+  Device device = Device::cpu();                 // run.device (Policy::device)
   std::optional<DType> grad_accum_dtype;         // data_types.grad_accum_dtype (default: dtype)
   std::optional<DType> communication_data_type;  // default: dtype
   int64_t gradient_accumulation_steps = 1;       // resolved by the batch rule (config::resolve_batch)

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "zt/config/sections.h"
+#include "zt/core/device.h"
 #include "zt/core/dtype.h"
 
 namespace zt::zero {
@@ -41,6 +42,9 @@ SwapStats& operator+=(SwapStats& a, const SwapStats& b);
 
 struct Policy {
   int stage = 0;
+  // run.device: where the flat buffers, the model's parameters and its activations live; the host
+  // reads back only what it prints (Note [sim device] for the simulated one).
+  Device device = Device::cpu();
   DType param_dtype = DType::f32;       // working parameters and the gradients backward writes
   DType grad_accum_dtype = DType::f32;  // where gradients accumulate across micro-batches
   DType comm_dtype = DType::f32;        // gradients on the wire
