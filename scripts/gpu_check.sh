@@ -40,6 +40,7 @@ export ZT_SOURCE_DIR="$PWD"
 bin="$work/bin"
 steps="$work/steps.tsv"  # name, status, seconds, gtest json (or -)
 : >"$steps"
+: >"$out/bench.jsonl"
 
 {
   echo "== machine"
@@ -57,6 +58,7 @@ start=$SECONDS
 # bench_step is the same for a benchmark, whose JSON lines go to bench.jsonl.
 step() { timed_step gtest "$@"; }
 bench_step() { timed_step bench "$@"; }
+fn_step() { timed_step fn "$@"; }  # a shell function of this script (no timeout of its own)
 timed_step() {
   local kind="$1" name="$2" limit="$3"
   shift 3
@@ -69,6 +71,8 @@ timed_step() {
   echo "== $name: $*" >>"$log"
   if [[ $kind == gtest ]]; then
     timeout --signal=KILL "$limit" "$@" --gtest_brief=1 --gtest_output="json:$json" >>"$log" 2>&1
+  elif [[ $kind == fn ]]; then
+    "$@" >>"$out/bench.jsonl" 2>>"$log"
   else
     timeout --signal=KILL "$limit" "$@" >>"$out/bench.jsonl" 2>>"$log"
   fi
@@ -83,6 +87,45 @@ gpu_ops='*cuda*:OnGpu*:DeviceSeam*'
 step ops 150 "$bin/zt_ops_tests"
 step nccl 60 "$bin/test_comm" --gtest_filter='Nccl*:*Store*'
 step models 90 "$bin/nn_on_device_test"
+
+# 3b. The engine on the GPU: `zerotrain train` with run.device=cuda against run.device=cpu on the
+# same machine, a small GPT on data/tokens/english_gpt2 (carried there), stages 0-3 in fp32 and
+# stage 3 in bf16; the logged losses must agree within each precision's tolerance.
+engine_check() {
+  local tok="data/tokens/english_gpt2"
+  [[ -f "$tok/train.bin" || -d "$tok" ]] || { echo "no $tok here (carry it)" >&2; return 1; }
+  local gpt=(--config configs/gpt_sotu.json model.n_layer=2 model.n_embd=128 model.n_head=4 model.block_size=64
+    train_batch_size=16 train_micro_batch_size_per_gpu=8 data.eval_every=0 run.eval_at_end=false steps_per_print=1
+    run.max_steps=6 run.comm_backend=local "data.dir=$tok")
+  local st dt dev
+  for st in 0 1 2 3; do
+    for dt in false true; do
+      [[ $dt == true && $st != 3 ]] && continue
+      for dev in cpu cuda; do
+        "$bin/zerotrain" train "${gpt[@]}" "zero_optimization.stage=$st" "bf16.enabled=$dt" "run.device=$dev" \
+          "run.dir=$work/engine/$dev-$st-$dt" >/dev/null || return 1
+      done
+    done
+  done
+  python3 - "$work/engine" <<'PY'
+import json, os, sys
+root, bad = sys.argv[1], 0
+for name in sorted(os.listdir(root)):
+    if not name.startswith("cuda-"): continue
+    _, st, bf16 = name.split("-")
+    loss = lambda d: {j["step"]: j["loss"] for j in map(json.loads, open(f"{root}/{d}/metrics.jsonl")) if "loss" in j}
+    want, got = loss(f"cpu-{st}-{bf16}"), loss(name)
+    tol = 2e-2 if bf16 == "true" else 1e-3
+    worst = max(abs(got[k] - want[k]) / max(1.0, abs(want[k])) for k in want)
+    ok = len(got) == len(want) and worst <= tol
+    bad += not ok
+    print(json.dumps({"engine_on_cuda": True, "stage": int(st), "bf16": bf16 == "true", "steps": len(got),
+                      "final_loss_cpu": want[max(want)], "final_loss_cuda": got[max(got)],
+                      "worst_relative_difference": worst, "tolerance": tol, "passed": ok}))
+sys.exit(1 if bad else 0)
+PY
+}
+fn_step engine_cuda_vs_cpu 150 engine_check
 if [[ -x "$sanitizer" ]]; then
   san=("$sanitizer" --error-exitcode 9 --print-limit 20)
   step memcheck_ops 120 "${san[@]}" --tool memcheck "$bin/zt_ops_tests" --gtest_filter="$gpu_ops:-*GradCheck*"
@@ -97,7 +140,6 @@ fi
 # eager on the same machine (bench/torch_gpt.py: the same model class, tokens and AdamW), JSON lines
 # into bench.jsonl.
 gpt2=(--name gpt2-124M --layers 12 --embd 768 --heads 12 --vocab 50257 --ctx 1024 --batch 8 --steps 8 --warmup 2)
-: >"$out/bench.jsonl"
 bench_step gpt2_zerotrain 120 "$bin/bench_gpt" "${gpt2[@]}" --device cuda --dtype f32,bf16
 bench_step gpt2_pytorch 120 python3 bench/torch_gpt.py "${gpt2[@]}" --device cuda --dtype f32,bf16
 
@@ -151,18 +193,26 @@ for line in open(steps_file):
     steps.append(s)
 ok = all(s["status"] == "passed" for s in steps)
 bench = [json.loads(l) for l in open(out + "/bench.jsonl") if l.startswith("{")]
-bench = [b for b in bench if b["model"] != "profiled"]  # step 6's run under the profiler
+engine = [b for b in bench if "engine_on_cuda" in b]
+bench = [b for b in bench if b.get("model") not in (None, "profiled")]  # not step 6's run under the profiler
 for b in bench:  # PyTorch's MFU by the same count and peak as bench_gpt's
     if "mfu" not in b:
         fpt = 6 * b["params"] + 12 * b["layers"] * b["ctx"] * b["embd"]
         b["mfu"] = round(b["tokens_per_s"] * fpt / ((67 if b["dtype"] == "f32" else 989) * 1e12), 4)
-json.dump({"gpu": gpu, "passed": ok, "steps": steps, "bench": bench}, open(out + "/summary.json", "w"), indent=1)
+json.dump({"gpu": gpu, "passed": ok, "steps": steps, "engine": engine, "bench": bench}, open(out + "/summary.json", "w"),
+          indent=1)
 with open(out + "/summary.md", "w") as f:
     f.write(f"# GPU check: {'passed' if ok else 'FAILED'}\n\nGPU: {gpu}\n\n")
     f.write("| check | status | seconds | tests ran | skipped | failed |\n|---|---|---|---|---|---|\n")
     for s in steps:
         f.write(f"| {s['name']} | {s['status']} | {s['seconds']:.0f} | {s.get('ran', '')} | "
                 f"{s.get('skipped', '')} | {len(s.get('failed', []))} |\n")
+    if engine:
+        f.write("\n| engine on cuda | steps | final loss cpu | final loss cuda | worst rel. diff | tolerance |\n"
+                "|---|---|---|---|---|---|\n")
+        for e in engine:
+            f.write(f"| stage {e['stage']} {'bf16' if e['bf16'] else 'fp32'} | {e['steps']} | {e['final_loss_cpu']:.5f} | "
+                    f"{e['final_loss_cuda']:.5f} | {e['worst_relative_difference']:.2e} | {e['tolerance']} |\n")
     if bench:
         f.write("\n| GPT | impl | dtype | tokens/s | step s | MFU | device peak MiB |\n|---|---|---|---|---|---|---|\n")
         for b in bench:

@@ -77,7 +77,7 @@ void write_shard(const std::string& path, const std::vector<zero::ShardState>& s
   for (auto& s : states) {
     const zero::Range c = zero::shard_range(plan.buffers[s.buffer].padded, plan.world, rank);
     for (auto& t : s.tensors) {
-      if (!t.streamed()) {
+      if (!t.streamed() && t.tensor.device().is_cpu()) {  // else in chunks (a device's: copied down)
         const Tensor slice = t.tensor.slice(0, c.begin - s.offset, c.end - s.offset);
         w.write(slice.raw_data(), slice.nbytes());
         continue;

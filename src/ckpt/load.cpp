@@ -55,7 +55,7 @@ void load_states(zero::Engine& e, detail::CheckpointReader& r) {
         const zero::Range got = zero::intersect(mine, {slot.offset, slot.offset + slot.numel});
         for (int64_t e = got.begin; e < got.end; e += kChunkElems) {
           const int64_t n = std::min(kChunkElems, got.end - e);
-          if (!t.streamed()) {
+          if (!t.streamed() && t.tensor.device().is_cpu()) {  // else in chunks (a device's: copied up)
             r.read_param_elements(t.name, slot.index, e - slot.offset, e - slot.offset + n,
                                   static_cast<char*>(t.tensor.raw_data()) + size_t(e - mine.begin) * elem);
             continue;

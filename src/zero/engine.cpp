@@ -39,7 +39,6 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     : model_(model), group_(std::move(group)), opts_(std::move(opts)) {
   ZT_CHECK(group_, "[zero] no process group");
   check_device_features(opts_);
-  group_ = comm::stage_on(group_, opts_.device);
   ZT_CHECK_AS(ErrorKind::config, opts_.gradient_accumulation_steps >= 1,
               "[zero] gradient_accumulation_steps must be >= 1, got ", opts_.gradient_accumulation_steps);
   ModelLayout m = layout_model(model_, opts_);
@@ -74,7 +73,9 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
   // Swap files are made by every rank on its own disk: one agreed error if any rank cannot.
-  groups_ = std::make_unique<CommGroups>(make_comm_groups(group_, opts_.zero));
+  // The buffers' collectives run on the device's tensors (staged through the host where the
+  // backend cannot take them, Note [staged group]); group_ stays the host's, for scalars and votes.
+  groups_ = std::make_unique<CommGroups>(make_comm_groups(comm::stage_on(group_, policy.device), opts_.zero));
   std::string swap_error;
   try {
     store_ = std::make_unique<ParamStore>(plan_, params_, *groups_, stage3_limits(opts_),

@@ -72,7 +72,7 @@ GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor&
       Tensor rows = tokens.slice(0, b, b + s.micro);
       Tensor x = rows.slice(1, 0, kT).contiguous(), y = rows.slice(1, 1, kT + 1).contiguous().reshape({s.micro * kT});
       Tensor logits = e.forward(std::vector<Tensor>{x});
-      Tensor loss = ag::cross_entropy(ag::reshape(logits, {s.micro * kT, kVocab}), y);
+      Tensor loss = ag::cross_entropy(ag::reshape(logits, {s.micro * kT, kVocab}), y.to(logits.device()));
       loss_sum += loss.item() / double(s.gas);
       e.backward(loss);
     }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,8 +48,16 @@ struct RunSpec {
   int initial_scale_power = 8;  // fp16: small enough that this model never overflows
 };
 
+// ZT_TEST_DEVICE=sim runs the engine on the sim device (Note [sim device]): the same trajectories,
+// and any host read of device memory faults (ctest's *_sim tests).
+inline Device test_device() {
+  const char* d = std::getenv("ZT_TEST_DEVICE");
+  return d && std::string(d) == "sim" ? Device::sim() : Device::cpu();
+}
+
 inline zero::EngineOptions options(const RunSpec& s) {
   zero::EngineOptions o;
+  o.device = test_device();
   o.zero.stage = s.stage;
   o.dtype = s.dtype;
   o.gradient_accumulation_steps = s.gas;
@@ -79,7 +88,8 @@ inline double train_step(zero::Engine& e, const RunSpec& s, const Data& d, int64
   double loss_sum = 0;
   for (int64_t m = 0; m < s.gas; ++m) {
     const int64_t b = step * global + (m * N + r) * s.micro;
-    Tensor loss = ag::cross_entropy(e.forward(d.x.slice(0, b, b + s.micro)), d.y.slice(0, b, b + s.micro));
+    const Tensor logits = e.forward(d.x.slice(0, b, b + s.micro));
+    Tensor loss = ag::cross_entropy(logits, d.y.slice(0, b, b + s.micro).to(logits.device()));
     loss_sum += loss.item() / double(s.gas);
     e.backward(loss);
   }

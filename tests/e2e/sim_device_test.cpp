@@ -1,0 +1,129 @@
+// The engine on a device (issue 28), proven on the sim device (Note [sim device]): `zerotrain
+// train` with run.device=sim follows the run.device=cpu run of the same config bit for bit (the
+// same kernels run, the host never touches device memory) at every stage, at N = 1, 2 and 4, for
+// the MLP, the CNN and GPT, in fp32, bf16 and fp16, with gradient accumulation and clipping; a
+// checkpoint saved on sim resumes on cpu at another world size and the reverse; and what is
+// not available on a device yet is one line.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "e2e_util.h"
+
+using namespace zt::e2e;
+
+namespace {
+
+const std::string kBin = zt::testing::shell_word(ZT_BIN);
+const std::string kMpi = std::string(ZT_MPIRUN) + " -np ";
+
+// step -> logged loss, from a run directory's metrics.jsonl.
+std::map<int64_t, double> losses(const std::string& dir) {
+  std::map<int64_t, double> out;
+  for (const auto& j : read_jsonl(dir + "/metrics.jsonl"))
+    if (j.contains("step") && j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  return out;
+}
+
+struct Case {
+  std::string name, args;  // a label, and the config with its overrides
+  int np;
+  std::vector<int> stages;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name << " np " << c.np; }
+
+const std::string kMnist = " --config configs/mnist_mlp.json data.train_limit=2048 run.eval_at_end=false"
+                           " steps_per_print=1 run.max_steps=8";
+const std::string kCnn = " --config configs/cnn_fashion.json data.train_limit=512 run.eval_at_end=false"
+                         " steps_per_print=1 run.max_steps=3 train_batch_size=32 model.channels=[8,16]"
+                         " model.fc=[32]";
+// GPT on random tokens written by the test (the real ones need the setup's data).
+const std::string kGpt = " --config configs/gpt_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=2"
+                         " model.block_size=32 train_batch_size=8 data.eval_every=0 run.eval_at_end=false"
+                         " steps_per_print=1 run.max_steps=4";
+
+class SimFollowsCpu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SimFollowsCpu, BitForBit) {
+  const Case c = GetParam();
+  const bool gpt = c.args.find("gpt_sotu") != std::string::npos;
+  if (!gpt && !have_mnist()) GTEST_SKIP() << "MNIST and Fashion-MNIST not installed (scripts/setup.sh)";
+  const std::string root = tmpdir("sim_" + c.name + "_" + std::to_string(c.np));
+  std::string args = c.args;
+  if (gpt) {
+    write_random_tokens(root + "/tok", 20000, 2000);
+    args += " data.dir=" + root + "/tok";
+  }
+  for (int stage : c.stages) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    std::map<std::string, std::string> weights;
+    std::map<std::string, std::map<int64_t, double>> logged;
+    for (const std::string device : {"cpu", "sim"}) {
+      const std::string dir = root + "/" + device + std::to_string(stage);
+      const Result r = run(kMpi + std::to_string(c.np) + " " + kBin + " train" + args + " zero_optimization.stage=" +
+                               std::to_string(stage) + " run.device=" + device + " run.dir=" + dir,
+                           300);
+      ASSERT_EQ(r.code, 0) << r.out;
+      weights[device] = slurp(dir + "/model.safetensors");
+      logged[device] = losses(dir);
+    }
+    EXPECT_FALSE(logged["cpu"].empty());
+    EXPECT_EQ(logged["sim"], logged["cpu"]);
+    EXPECT_TRUE(weights["sim"] == weights["cpu"]) << "the final weights differ";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Train, SimFollowsCpu,
+    ::testing::Values(Case{"mlp_fp32", kMnist, 1, {0, 1, 2, 3}}, Case{"mlp_fp32", kMnist, 2, {0, 1, 2, 3}},
+                      Case{"mlp_fp16_accumulation", kMnist + " fp16.enabled=true gradient_accumulation_steps=2", 2,
+                           {1, 3}},
+                      Case{"mlp_bf16_clipped", kMnist + " bf16.enabled=true gradient_clipping=0.5", 4, {2, 3}},
+                      Case{"cnn_bf16", kCnn + " bf16.enabled=true", 2, {0, 3}},
+                      Case{"gpt_bf16", kGpt + " train_micro_batch_size_per_gpu=2", 2, {0, 1, 2, 3}}),
+    [](const auto& info) { return info.param.name + "_np" + std::to_string(info.param.np); });
+
+// A checkpoint saved on sim at N = 2 resumes on cpu at N = 3 and its next one on sim at N = 1,
+// following the run that never stopped (another world size: within fp32 reduction order).
+TEST(SimCheckpoint, SavedOnSimResumesOnCpuAndBackAtOtherWorldSizes) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string root = tmpdir("sim_ckpt"), whole = root + "/whole", parts = root + "/parts";
+  const std::string args = " --config configs/mnist_mlp.json data.train_limit=6400 run.eval_at_end=false"
+                           " steps_per_print=5 train_batch_size=48 zero_optimization.stage=2"
+                           " scheduler.params.total_num_steps=30 checkpoint.dir=" + parts + "/ckpt";
+  auto train = [&](int np, const std::string& device, const std::string& dir, const std::string& more) {
+    return run(kMpi + std::to_string(np) + " " + kBin + " train" + args + " run.device=" + device + " run.dir=" + dir +
+                   more,
+               300);
+  };
+  Result a = train(2, "cpu", whole, " run.max_steps=30");
+  ASSERT_EQ(a.code, 0) << a.out;
+  Result b = train(2, "sim", parts, " run.max_steps=10 checkpoint.every_steps=10");
+  ASSERT_EQ(b.code, 0) << b.out;
+  Result c = train(3, "cpu", parts, " run.max_steps=20 checkpoint.every_steps=10 run.resume=latest");
+  ASSERT_EQ(c.code, 0) << c.out;
+  Result d = train(1, "sim", parts, " run.max_steps=30 run.resume=latest");
+  ASSERT_EQ(d.code, 0) << d.out;
+  EXPECT_NE(d.out.find("resumed from"), std::string::npos) << d.out;
+  const auto want = losses(whole), got = losses(parts);
+  for (int64_t step : {5, 10, 15, 20, 25, 30}) {
+    ASSERT_TRUE(got.count(step) && want.count(step)) << step << ": " << d.out;
+    if (step <= 10)
+      EXPECT_EQ(got.at(step), want.at(step)) << step;  // sim at N = 2 is the cpu run at N = 2
+    else
+      EXPECT_NEAR(got.at(step), want.at(step), 1e-4 * std::max(1.0, want.at(step))) << step;
+  }
+}
+
+TEST(SimRefuses, WhatRunsOnTheHostOnlyIsOneLine) {
+  const Result r = run(kBin + " train --config configs/mnist_mlp.json run.device=sim sparse_gradients=true", 60);
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("sparse_gradients is not available with run.device=sim:0"), std::string::npos) << r.out;
+  const Result bad = run(kBin + " train --config configs/mnist_mlp.json run.device=gpu", 60);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("'run.device' must be one of cpu, sim, cuda, cuda:K, got \"gpu\""), std::string::npos)
+      << bad.out;
+}
+
+}  // namespace
