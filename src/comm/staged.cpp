@@ -38,12 +38,12 @@ class StagedGroup final : public Group {
     return up(host_->all_reduce_async(h, options(c)), h, buf);
   }
   WorkPtr do_reduce_scatter(const Tensor& in, Tensor& out, const Call& c) override {
-    Tensor h = host_like(out);
-    return up(host_->reduce_scatter_async(down(in), h, options(c)), h, out);
+    Tensor h_in = down(in), h = host_like(out);
+    return up(host_->reduce_scatter_async(h_in, h, options(c)), h, out, h_in);
   }
   WorkPtr do_all_gather(const Tensor& in, Tensor& out, const Call& c) override {
-    Tensor h = host_like(out);
-    return up(host_->all_gather_async(down(in), h, options(c)), h, out);
+    Tensor h_in = down(in), h = host_like(out);
+    return up(host_->all_gather_async(h_in, h, options(c)), h, out, h_in);
   }
   WorkPtr do_broadcast(Tensor& buf, int root, const Call& c) override {
     Tensor h = down(buf);
@@ -51,8 +51,8 @@ class StagedGroup final : public Group {
   }
   WorkPtr do_barrier(const Call& c) override { return host_->barrier_async(options(c)); }
   WorkPtr do_all_to_all(const Tensor& in, Tensor& out, const Call& c) override {
-    Tensor h = host_like(out);
-    return up(host_->all_to_all_async(down(in), h, options(c)), h, out);
+    Tensor h_in = down(in), h = host_like(out);
+    return up(host_->all_to_all_async(h_in, h, options(c)), h, out, h_in);
   }
   WorkPtr do_send(const Tensor& buf, int peer, const Call& c) override {
     Tensor h = down(buf);  // alive until the send completes
@@ -71,9 +71,10 @@ class StagedGroup final : public Group {
     h.copy_(t);  // waits for the device's stream: the values are the ones queued before the call
     return h;
   }
-  // The host result goes up once the collective completes; the host copy lives until then.
-  static WorkPtr up(WorkPtr w, Tensor host, Tensor dst) {
-    return std::make_shared<detail::ThenWork>(std::move(w), [host, dst]() mutable { dst.copy_(host); });
+  // The host result goes up once the collective completes; the host copies (the result, and the
+  // input a backend may read until then) live until then.
+  static WorkPtr up(WorkPtr w, Tensor host, Tensor dst, Tensor host_in = Tensor()) {
+    return std::make_shared<detail::ThenWork>(std::move(w), [host, dst, host_in]() mutable { dst.copy_(host); });
   }
 
   GroupPtr host_;

@@ -419,9 +419,9 @@ std::vector<float> Tensor::to_vector() const {
   std::vector<float> out(static_cast<size_t>(numel()));
   if (out.empty()) return out;
   ZT_CHECK(has_storage(), "[to_vector] tensor has no storage (released)");
-  const Tensor h = on_host(*this);
+  const Tensor h = on_host(*this);  // a device view's copy starts at its span: h's offset, not this one's
   const void* base = h.storage()->data();
-  for_each_offset(shape(), strides(), offset(),
+  for_each_offset(shape(), strides(), h.offset(),
                   [&](int64_t i, int64_t off) { out[size_t(i)] = load_as_float(base, dtype(), off); });
   return out;
 }

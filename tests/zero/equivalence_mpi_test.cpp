@@ -63,14 +63,14 @@ TEST_P(Stage, ModelStateBytesEqualTheFormulas) {
   s.steps = 2;
   const int64_t N = g_world->size();
   const Data d = make_data(s.steps * s.micro * s.gas * N);
-  Allocator::global().release_cached();
+  allocator_for(test_device()).release_cached();
   auto model = make_model();
   zero::Engine engine(*model, g_world, options(s));
   for (int64_t step = 0; step < s.steps; ++step) {
     train_step(engine, s, d, step);
     engine.step(1e-2);
   }
-  MemStats m = Allocator::global().stats();
+  MemStats m = allocator_for(test_device()).stats();
   const int64_t P = engine.padded_params();
   const int64_t total = int64_t(m.of(MemTag::param) + m.of(MemTag::grad) + m.of(MemTag::master) + m.of(MemTag::optim));
   // DESIGN.md with Adam: fp32 16P, 8P+8P/N, 4P+12P/N, 16P/N; mixed 16P, 4P+12P/N, 2P+14P/N, 16P/N.
@@ -141,11 +141,11 @@ TEST_P(Stage, SteadyStateStepAllocatesNothingNew) {
   zero::Engine engine(*model, g_world, options(s));
   size_t after_warmup = 0;
   for (int64_t step = 0; step < 8; ++step) {
-    if (step == 3) after_warmup = Allocator::global().stats().system_allocs;
+    if (step == 3) after_warmup = allocator_for(test_device()).stats().system_allocs;
     train_step(engine, s, d, step);
     engine.step(1e-2);
   }
-  EXPECT_EQ(Allocator::global().stats().system_allocs, after_warmup);
+  EXPECT_EQ(allocator_for(test_device()).stats().system_allocs, after_warmup);
 }
 
 std::vector<Case> all_cases() {
