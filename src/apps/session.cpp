@@ -168,9 +168,9 @@ config::BatchSizes check_run_settings(const config::Config& c, int world) {
   return bs;
 }
 
-std::string mem_summary() {
-  MemStats s = Allocator::global().stats();
-  std::string out;
+std::string mem_summary(Device device) {
+  MemStats s = allocator_for(device).stats();
+  std::string out = device.is_cpu() ? "" : device.str() + ": ";
   for (MemTag t : {MemTag::param, MemTag::grad, MemTag::master, MemTag::optim, MemTag::activation, MemTag::comm}) {
     if (s.peak_of(t) == 0) continue;
     out += std::string(mem_tag_name(t)) + "=" + format_bytes(s.of(t)) + " ";

@@ -33,6 +33,7 @@ config::BatchSizes check_run_settings(const config::Config& c, int world);
 // pretrained weights). Returns what it did ("12 tensors from F; initialised fresh: ...").
 std::string load_weights(nn::Module& model, const std::string& safetensors_path, bool allow_missing = false);
 
-std::string mem_summary();  // "param=1.0MiB grad=... peak=..."
+// "param=1.0MiB grad=... peak=..." of the device's allocator ("sim:0: param=..." off the cpu).
+std::string mem_summary(Device device = Device::cpu());
 
 }  // namespace zt::apps

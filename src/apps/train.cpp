@@ -167,8 +167,14 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                  (long long)engine.num_params(), (long long)engine.padded_params(), cfg.zero.stage, world,
                  world == 1 ? "" : "s", (long long)bs.train_batch_size, (long long)bs.micro, (long long)bs.accumulation,
                  world, (long long)total_steps);
-    std::fprintf(stderr, "zerotrain: rank 0: %s; %s; comm backend %s\n", threads.c_str(), processor_note().c_str(),
-                 group.backend());
+    const Device dev = engine.policy().device;
+    std::fprintf(stderr, "zerotrain: rank 0: %s; %s; comm backend %s%s\n", threads.c_str(), processor_note().c_str(),
+                 group.backend(),
+                 dev.is_cpu() ? ""
+                              : ("; model states, parameters and activations on " + dev.str() +
+                                 (dev.type == DeviceType::cuda ? "" : " (the simulated GPU)") +
+                                 (group.device() == dev ? "" : ", collectives staged through the host"))
+                                    .c_str());
     const std::string offload = offload_note(cfg, engine);
     if (!offload.empty()) std::fprintf(stderr, "zerotrain: %s\n", offload.c_str());
   }
@@ -285,7 +291,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     std::fprintf(
         stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %s samples/s | ETA %s | %s\n",
         (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg, lr,
-        st.grad_norm, scale, rate, fmt_eta(eta).c_str(), mem_summary().c_str());
+        st.grad_norm, scale, rate, fmt_eta(eta).c_str(), mem_summary(engine.policy().device).c_str());
     nlohmann::json rec = {{"step", step + 1},
                           {"epoch", double(step + 1) / double(steps_per_epoch)},
                           {"loss", loss_avg},
@@ -297,7 +303,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                           {"cross_node_bytes", engine.cross_node_bytes()},
                           {"loss_scale", engine.loss_scale()},
                           {"skipped_steps", skipped}};
-    add_memory_fields(rec);
+    add_memory_fields(rec, engine.policy().device);
     // Note [overlap]: how much of the communication ran behind computation since the last record.
     auto overlap_json = [](const zero::CommOverlap& o) {
       const std::optional<double> h = o.hidden();

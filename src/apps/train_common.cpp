@@ -128,17 +128,24 @@ nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DTy
   return r;
 }
 
-void add_memory_fields(nlohmann::json& rec) {
-  MemStats ms = Allocator::global().stats();
-  nlohmann::json mem, mem_peak;
-  for (size_t t = 0; t < kNumMemTags; ++t) {
-    mem[mem_tag_name(MemTag(t))] = ms.current[t];
-    mem_peak[mem_tag_name(MemTag(t))] = ms.peak[t];  // activation: what checkpointing saves
+void add_memory_fields(nlohmann::json& rec, Device device) {
+  // Per tag, now and at the peak: the host's allocator as "memory", a device's as "device_memory".
+  auto fields = [&rec](const MemStats& ms, const std::string& prefix) {
+    nlohmann::json mem, mem_peak;
+    for (size_t t = 0; t < kNumMemTags; ++t) {
+      mem[mem_tag_name(MemTag(t))] = ms.current[t];
+      mem_peak[mem_tag_name(MemTag(t))] = ms.peak[t];  // activation: what checkpointing saves
+    }
+    mem["peak"] = ms.total_peak;
+    mem["cached"] = ms.cached;  // freed blocks kept for reuse: resident beside the tags
+    rec[prefix + "memory"] = mem;
+    rec[prefix + "memory_peak"] = mem_peak;
+  };
+  fields(Allocator::global().stats(), "");
+  if (!device.is_cpu()) {
+    fields(allocator_for(device).stats(), "device_");
+    rec["device"] = device.str();
   }
-  mem["peak"] = ms.total_peak;
-  mem["cached"] = ms.cached;  // freed blocks kept for reuse: resident beside the tags
-  rec["memory"] = mem;
-  rec["memory_peak"] = mem_peak;
   rec["rss_peak"] = read_rss().peak;  // VmHWM: the OS's view of memory_plan
 }
 

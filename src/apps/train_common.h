@@ -82,7 +82,7 @@ zero::ProductShape product_shape(const config::Config& c, const nn::Module& mode
 nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt);
 // This rank's allocator by tag (now and peak), "peak", "cached", and the OS's peak RSS, into
 // rec's "memory", "memory_peak" and "rss_peak".
-void add_memory_fields(nlohmann::json& rec);
+void add_memory_fields(nlohmann::json& rec, Device device = Device::cpu());
 
 // The training data on the ranks that `read` it (make_task): a bad file is one agreed error on
 // every rank, said once (the lowest failing rank's). Null where `read` is false.

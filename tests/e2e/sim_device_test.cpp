@@ -66,6 +66,16 @@ TEST_P(SimFollowsCpu, BitForBit) {
       ASSERT_EQ(r.code, 0) << r.out;
       weights[device] = slurp(dir + "/model.safetensors");
       logged[device] = losses(dir);
+      if (device == "sim") {  // the model states live on the device: the host holds none of them
+        EXPECT_NE(r.out.find("on sim:0 (the simulated GPU)"), std::string::npos) << r.out;
+        const auto recs = read_jsonl(dir + "/metrics.jsonl");
+        const auto& last = recs.at(recs.size() - 2);  // the last step's record (the final event follows)
+        EXPECT_EQ(last.at("device"), "sim:0");
+        EXPECT_GT(last.at("device_memory").at("param").get<int64_t>(), 0);
+        EXPECT_GT(last.at("device_memory").at("optim").get<int64_t>(), 0);
+        EXPECT_EQ(last.at("memory").at("param").get<int64_t>(), 0);
+        EXPECT_EQ(last.at("memory").at("optim").get<int64_t>(), 0);
+      }
     }
     EXPECT_FALSE(logged["cpu"].empty());
     EXPECT_EQ(logged["sim"], logged["cpu"]);
