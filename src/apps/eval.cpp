@@ -22,6 +22,8 @@ int run_eval(const config::Config& cfg, const std::string& weights_path) {
       p.rebind(c.storage(), c.offset(), dt);
     }
   }
+  const Device dev = run_device(cfg.run.device);  // the batches go up, the scores come down
+  model->to(dev);
   std::unique_ptr<Task> task = make_task(cfg, /*with_train=*/false);
   auto group = comm::make_group("local");
   autograd::NoGradGuard no_grad;
@@ -29,7 +31,10 @@ int run_eval(const config::Config& cfg, const std::string& weights_path) {
   const EvalResult ev = task->evaluate(
       [&](const std::vector<Tensor>& in) {
         std::vector<Tensor> cast;
-        for (const Tensor& x : in) cast.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
+        for (const Tensor& host : in) {
+          const Tensor x = host.to(dev);
+          cast.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
+        }
         return (*model)(cast);
       },
       *group, task->eval_batch(config::resolve_batch(cfg, 1).micro), /*whole=*/true);

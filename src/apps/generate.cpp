@@ -27,6 +27,8 @@ int run_generate(const config::Config& cfg, const GenerateOptions& opt) {
   const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer("gpt2", opt.tokenizer_dir);
   auto model = build_model(cfg);
   load_weights(*model, opt.weights);
+  const Device dev = run_device(cfg.run.device);  // each step's logits row comes down to be sampled
+  model->to(dev);
   model->train(false);
   autograd::NoGradGuard no_grad;
 
@@ -42,7 +44,7 @@ int run_generate(const config::Config& cfg, const GenerateOptions& opt) {
   for (; generated < opt.tokens; ++generated) {
     const int64_t T = std::min<int64_t>(block, int64_t(ids.size()));
     const std::vector<int32_t> ctx(ids.end() - T, ids.end());  // the last block_size tokens
-    const Tensor logits = (*model)(std::vector<Tensor>{Tensor::from_ints(ctx, {1, T})});
+    const Tensor logits = (*model)(std::vector<Tensor>{Tensor::from_ints(ctx, {1, T}, dev)});
     ZT_CHECK_AS(ErrorKind::internal, logits.dim() == 3 && logits.size(0) == 1 && logits.size(1) == T,
                 "[generate] the model returned logits of shape ", shape_str(logits.shape()), " for [1, ", T,
                 "] tokens (expected [1, ", T, ", V])");

@@ -72,6 +72,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   install_stop_signals();
   const std::string threads = pick_threads(cfg);
   if (cfg.run.memory_budget_mb > 0) Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);
+  // run.device_memory_mb caps the device's allocator, as PyTorch's per-process memory fraction.
+  if (cfg.run.device_memory_mb > 0 && cfg.run.device != "cpu")
+    allocator_for(run_device(cfg.run.device)).set_budget(size_t(cfg.run.device_memory_mb) << 20);
   const config::BatchSizes bs = check_run_settings(cfg, world);  // before anything runs, as estimate does
   const FaultPlan fault = FaultPlan::from_env();
   // Rank 0 alone writes the run directory; it locks it first, before anything slow.

@@ -259,7 +259,7 @@ void check_model_fits_data(const Config& c, const std::string& source) {
 void parse_run(const Section& s, RunConfig& r) {
   s.allow({"dir", "epochs", "max_steps", "threads", "pin_threads", "comm_backend", "comm_timeout_s",
            "check_collectives", "memory_budget_mb", "eval_at_end", "resume", "max_consecutive_skipped_steps",
-           "save_weights", "bf16_products", "strategy", "parameter_servers", "device"});
+           "save_weights", "bf16_products", "strategy", "parameter_servers", "device", "device_memory_mb"});
   s.read_path("resume", r.resume);
   s.read_path("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
@@ -280,6 +280,10 @@ void parse_run(const Section& s, RunConfig& r) {
     r.device = d;
   }
   s.read_int("memory_budget_mb", r.memory_budget_mb, 0, kMaxMemoryBudgetMb);
+  s.read_int("device_memory_mb", r.device_memory_mb, 0, kMaxMemoryBudgetMb);
+  ZT_CHECK_AS(ErrorKind::config, r.device_memory_mb == 0 || r.device != "cpu", "[config] ", s.source(), ": '",
+              s.path("device_memory_mb"), "' caps a device's memory, but run.device is cpu (run.memory_budget_mb caps ",
+              "the host's)");
   s.read_bool("eval_at_end", r.eval_at_end);
   s.read_bool("save_weights", r.save_weights);
   s.read_choice("bf16_products", r.bf16_products, {"auto", "native", "f32"});

@@ -2,11 +2,12 @@
 // train` with run.device=sim follows the run.device=cpu run of the same config bit for bit (the
 // same kernels run, the host never touches device memory) at every stage, at N = 1, 2 and 4, for
 // the MLP, the CNN and GPT, in fp32, bf16 and fp16, with gradient accumulation and clipping; a
-// checkpoint saved on sim resumes on cpu at another world size and the reverse; and what is
-// not available on a device yet is one line.
+// checkpoint saved on sim resumes on cpu at another world size and the reverse; eval and generate
+// print on sim what they print on cpu; and what is not available on a device yet is one line.
 #include <gtest/gtest.h>
 
 #include <map>
+#include <sstream>
 
 #include "e2e_util.h"
 
@@ -125,11 +126,39 @@ TEST(SimCheckpoint, SavedOnSimResumesOnCpuAndBackAtOtherWorldSizes) {
   }
 }
 
-TEST(SimRefuses, WhatRunsOnTheHostOnlyIsOneLine) {
+// eval and generate put the model on run.device too: on sim they print what they print on cpu.
+TEST(SimEvalAndGenerate, PrintWhatTheCpuPrints) {
+  const std::string root = tmpdir("sim_eval");
+  write_random_tokens(root + "/tok", 20000, 2000);
+  const std::string args = kGpt + " data.dir=" + root + "/tok";
+  const Result t = run(kBin + " train" + args + " run.dir=" + root + "/run", 300);
+  ASSERT_EQ(t.code, 0) << t.out;
+  std::map<std::string, std::string> printed;
+  for (const std::string device : {"cpu", "sim"}) {
+    const std::string w = " --weights " + root + "/run/model.safetensors run.device=" + device;
+    const Result e = run(kBin + " eval" + args + w + " data.eval_batches=2", 120);
+    const Result g = run(kBin + " generate" + args + w + " --tokens 8 --temperature 0 --prompt The", 120);
+    ASSERT_EQ(e.code, 0) << e.out;
+    ASSERT_EQ(g.code, 0) << g.out;
+    std::istringstream lines(e.out + g.out);  // less the lines that time themselves
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("tokens/s") == std::string::npos) printed[device] += line + "\n";
+  }
+  EXPECT_NE(printed["cpu"].find("validation loss"), std::string::npos) << printed["cpu"];
+  EXPECT_EQ(printed["sim"], printed["cpu"]);
+}
+
+TEST(SimRefuses, WhatRunsOnTheHostOnlyTheCapAndABadDeviceAreOneLine) {
   const Result r = run(kBin + " train --config configs/mnist_mlp.json run.device=sim sparse_gradients=true", 60);
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_NE(r.out.find("sparse_gradients is not available with run.device=sim:0"), std::string::npos) << r.out;
+  const Result cap = run(kBin + " train --config configs/mnist_mlp.json run.device=sim run.device_memory_mb=1", 60);
+  EXPECT_NE(cap.code, 0);
+  EXPECT_EQ(count_lines(cap.out), 1) << cap.out;
+  EXPECT_NE(cap.out.find("as 'param' would exceed the sim:0 budget of 1.00MiB"), std::string::npos) << cap.out;
+  const Result host = run(kBin + " train --config configs/mnist_mlp.json run.device_memory_mb=100", 60);
+  EXPECT_NE(host.out.find("caps a device's memory, but run.device is cpu"), std::string::npos) << host.out;
   const Result bad = run(kBin + " train --config configs/mnist_mlp.json run.device=gpu", 60);
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("'run.device' must be one of cpu, sim, cuda, cuda:K, got \"gpu\""), std::string::npos)

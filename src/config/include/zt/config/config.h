@@ -70,6 +70,7 @@ struct RunConfig {
   std::string comm_backend = "auto";  // auto | local | mpi | shm (auto: shm on one node under mpirun)
   double comm_timeout_s = 300.0;
   std::string device = "cpu";     // cpu | sim | cuda | cuda:K (Policy::device, Note [sim device])
+  int64_t device_memory_mb = 0;   // caps run.device's allocator (0 = its whole memory)
   bool check_collectives = true;  // compare every collective's signature across ranks (Note [collective signatures])
   int64_t memory_budget_mb = 0;   // 0 = unlimited
   bool eval_at_end = true;
