@@ -90,7 +90,8 @@ step models 90 "$bin/nn_on_device_test"
 
 # 3b. The engine on the GPU: `zerotrain train` with run.device=cuda against run.device=cpu on the
 # same machine, a small GPT on data/tokens/english_gpt2 (carried there), stages 0-3 in fp32 and
-# stage 3 in bf16; the logged losses must agree within each precision's tolerance.
+# stage 3 in bf16; the logged losses must agree within each precision's tolerance; then eval of the
+# weights on both (and generate, where data/gpt2's tokenizer files were carried too).
 engine_check() {
   local tok="data/tokens/english_gpt2"
   [[ -f "$tok/train.bin" || -d "$tok" ]] || { echo "no $tok here (carry it)" >&2; return 1; }
@@ -107,9 +108,25 @@ engine_check() {
       done
     done
   done
+  for dev in cpu cuda; do  # eval and (with data/gpt2's tokenizer carried) generate, on each device
+    "$bin/zerotrain" eval "${gpt[@]}" data.eval_batches=4 "run.device=$dev" \
+      --weights "$work/engine/cpu-0-false/model.safetensors" >"$work/engine/eval-$dev.txt" || return 1
+    [[ -f data/gpt2/encoder.json ]] || continue
+    "$bin/zerotrain" generate "${gpt[@]}" "run.device=$dev" --weights "$work/engine/cpu-0-false/model.safetensors" \
+      --tokens 16 --temperature 0 --prompt "The" >"$work/engine/generate-$dev.txt" || return 1
+  done
   python3 - "$work/engine" <<'PY'
-import json, os, sys
+import json, os, re, sys
 root, bad = sys.argv[1], 0
+val = {d: float(re.search(r"validation loss: ([0-9.]+)", open(f"{root}/eval-{d}.txt").read()).group(1))
+       for d in ("cpu", "cuda")}
+gen = [f"{root}/generate-{d}.txt" for d in ("cpu", "cuda")]
+same_text = open(gen[0]).read() == open(gen[1]).read() if all(map(os.path.exists, gen)) else None
+d = abs(val["cuda"] - val["cpu"]) / val["cpu"]
+bad += not (d <= 1e-3)
+print(json.dumps({"engine_on_cuda": True, "stage": "eval and generate (stage-0 weights)", "bf16": False, "steps": 0,
+                  "final_loss_cpu": val["cpu"], "final_loss_cuda": val["cuda"], "worst_relative_difference": d,
+                  "tolerance": 1e-3, "passed": d <= 1e-3, "greedy_text_equal": same_text}))
 for name in sorted(os.listdir(root)):
     if not name.startswith("cuda-"): continue
     _, st, bf16 = name.split("-")

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -104,6 +105,14 @@ inline void write_random_tokens(const std::string& dir, int n_train, int n_val, 
     }
     write_file(dir + "/" + split + "_000000.bin", bytes);
   }
+}
+
+// step -> logged loss, from a run directory's metrics.jsonl.
+inline std::map<int64_t, double> logged_losses(const std::string& dir) {
+  std::map<int64_t, double> out;
+  for (const auto& j : read_jsonl(dir + "/metrics.jsonl"))
+    if (j.contains("step") && j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  return out;
 }
 
 inline int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }

@@ -17,14 +17,6 @@ const std::string kArgs =
     " --config configs/mnist_mlp.json data.train_limit=6400 run.eval_at_end=false steps_per_print=10"
     " gradient_accumulation_steps=2 train_batch_size=64";
 
-// step -> logged loss, from a run directory's metrics.jsonl.
-std::map<int64_t, double> losses(const std::string& dir) {
-  std::map<int64_t, double> out;
-  for (const auto& j : read_jsonl(dir + "/metrics.jsonl"))
-    if (j.contains("step") && j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  return out;
-}
-
 struct Case {
   std::string precision;  // "" or "bf16.enabled=true"
   int stage_saved, stage_resumed, np_saved, np_resumed;
@@ -72,7 +64,7 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
             " run.resume=latest scheduler.params.total_num_steps=40" + nvme(c.offload_resumed, c.stage_resumed, parts));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
-  const auto want = losses(whole), got = losses(parts);
+  const auto want = logged_losses(whole), got = logged_losses(parts);
   for (int64_t step : {30, 40}) {
     ASSERT_TRUE(got.count(step) && want.count(step)) << r.out;
     if (c.np_saved == c.np_resumed && c.stage_saved == c.stage_resumed)

@@ -18,14 +18,6 @@ namespace {
 const std::string kBin = zt::testing::shell_word(ZT_BIN);
 const std::string kMpi = std::string(ZT_MPIRUN) + " -np ";
 
-// step -> logged loss, from a run directory's metrics.jsonl.
-std::map<int64_t, double> losses(const std::string& dir) {
-  std::map<int64_t, double> out;
-  for (const auto& j : read_jsonl(dir + "/metrics.jsonl"))
-    if (j.contains("step") && j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  return out;
-}
-
 struct Case {
   std::string name, args;  // a label, and the config with its overrides
   int np;
@@ -66,7 +58,7 @@ TEST_P(SimFollowsCpu, BitForBit) {
                            300);
       ASSERT_EQ(r.code, 0) << r.out;
       weights[device] = slurp(dir + "/model.safetensors");
-      logged[device] = losses(dir);
+      logged[device] = logged_losses(dir);
       if (device == "sim") {  // the model states live on the device: the host holds none of them
         EXPECT_NE(r.out.find("on sim:0 (the simulated GPU)"), std::string::npos) << r.out;
         const auto recs = read_jsonl(dir + "/metrics.jsonl");
@@ -116,7 +108,7 @@ TEST(SimCheckpoint, SavedOnSimResumesOnCpuAndBackAtOtherWorldSizes) {
   Result d = train(1, "sim", parts, " run.max_steps=30 run.resume=latest");
   ASSERT_EQ(d.code, 0) << d.out;
   EXPECT_NE(d.out.find("resumed from"), std::string::npos) << d.out;
-  const auto want = losses(whole), got = losses(parts);
+  const auto want = logged_losses(whole), got = logged_losses(parts);
   for (int64_t step : {5, 10, 15, 20, 25, 30}) {
     ASSERT_TRUE(got.count(step) && want.count(step)) << step << ": " << d.out;
     if (step <= 10)
