@@ -59,7 +59,11 @@ namespace zt::ops::detail {
   X(max_pool2d, void(const Tensor& x, int64_t k, int64_t s, Tensor& y, Tensor& argmax))                                \
   X(max_pool2d_backward, void(const Tensor& dy, const Tensor& argmax, Tensor& dx))                                     \
   X(adam_update, void(const AdamStep& s, const DeviceUpdate& u))                                                       \
-  X(sgd_update, void(const SgdStep& s, const DeviceUpdate& u))
+  X(sgd_update, void(const SgdStep& s, const DeviceUpdate& u))                                                         \
+  X(quantize_blocks, void(const Tensor& x, int bits, Tensor& packet))                                                  \
+  X(dequantize_blocks, void(const Tensor& packet, int bits, bool accumulate, Tensor& out))                             \
+  X(average_rows, void(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin, \
+                       float divisor, Tensor& out))
 
 struct KernelTable {
   const char* backend;  // "cpu", "cuda", "sim"

@@ -4,7 +4,7 @@
 #include <deque>
 
 #include "zt/core/allocator.h"
-#include "quantize.h"
+#include "zt/ops/compress.h"
 #include "zt/core/error.h"
 
 namespace zt::zero {
@@ -38,7 +38,7 @@ int64_t quantized_gradient_bytes(const Plan& plan, const PeakInput& in, int64_t 
   const int L = std::max(1, in.local_size), M = plan.world / L;
   if (in.quantized_gradient_bits == 0 || M <= 1 || !plan.policy.shard_optimizer()) return 0;
   const int64_t s = n / plan.world, cb = int64_t(dtype_size(plan.policy.comm_dtype));
-  return (L > 1 ? M * s * cb : 0) + 2 * M * packet_words(s, in.quantized_gradient_bits) * 4 + s * 4;
+  return (L > 1 ? M * s * cb : 0) + 2 * M * ops::packet_words(s, in.quantized_gradient_bits) * 4 + s * 4;
 }
 
 int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
@@ -133,7 +133,7 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
   p.gathered = gathered_peak(plan, in);
   if (pol.shard_parameters() && in.quantized_weights) {  // int8 packets: 1 + 4/256 bytes a value, this rank's and all
     const int64_t window = window_peak(plan, in).elems;
-    p.gathered += (window + window / plan.world) * (kQuantBlock + 4) / kQuantBlock;
+    p.gathered += (window + window / plan.world) * (ops::kQuantBlock + 4) / ops::kQuantBlock;
   }
   if (pol.shard_parameters() && in.hpz_partition > 1)
     for (size_t i = 0; i < plan.buffers.size(); ++i)

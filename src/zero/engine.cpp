@@ -19,17 +19,13 @@
 namespace zt::zero {
 
 namespace {
-// On a device the engine keeps its buffers there; the features whose arithmetic still runs on
-// the host (ZeRO++'s quantized wire, sparse rows, swap files) are refused in one line.
+// On a device the engine keeps its buffers there; swap files, whose tiles still go through host
+// loops, are refused in one line.
 void check_device_features(const EngineOptions& o) {
   if (o.device.is_cpu()) return;
-  const char* host_only = o.zero.zero_quantized_weights       ? "zero_optimization.zero_quantized_weights"
-                          : o.zero.zero_quantized_gradients   ? "zero_optimization.zero_quantized_gradients"
-                          : o.zero.zero_hpz_partition_size > 1 ? "zero_optimization.zero_hpz_partition_size"
-                          : o.sparse_gradients                ? "sparse_gradients"
-                          : o.zero.offload_optimizer.device == "nvme" ? "zero_optimization.offload_optimizer.device=nvme"
-                          : o.zero.offload_param.device == "nvme"     ? "zero_optimization.offload_param.device=nvme"
-                                                                      : nullptr;
+  const char* host_only = o.zero.offload_optimizer.device == "nvme" ? "zero_optimization.offload_optimizer.device=nvme"
+                          : o.zero.offload_param.device == "nvme"   ? "zero_optimization.offload_param.device=nvme"
+                                                                    : nullptr;
   ZT_CHECK_AS(ErrorKind::config, host_only == nullptr, "[zero] ", host_only, " is not available with run.device=",
               o.device, " yet (it runs on run.device=cpu)");
 }

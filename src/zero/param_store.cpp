@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include "quantize.h"
+#include "zt/ops/compress.h"
 #include "swap_file.h"
 #include "zt/ops/ops.h"
 
@@ -249,10 +249,10 @@ void ParamStore::launch_gather(size_t b, Source src, const std::string& label) {
     buf.gather_work = groups_.secondary->all_gather_async(buf.secondary, buf.full, o);
   } else if (src == Source::quantized) {
     TagScope tag(MemTag::comm);
-    const int64_t words = packet_words(buf.own.size(), 8);
-    buf.packet = Tensor::empty({words}, DType::i32);
-    buf.packets = Tensor::empty({plan_.world * words}, DType::i32);
-    quantize_into(buf.shard, 8, buf.packet);
+    const int64_t words = ops::packet_words(buf.own.size(), 8);
+    buf.packet = Tensor::empty({words}, DType::i32, buf.shard.device());
+    buf.packets = Tensor::empty({plan_.world * words}, DType::i32, buf.shard.device());
+    ops::quantize_into(buf.shard, 8, buf.packet);
     buf.gather_work = group_.all_gather_async(buf.packet, buf.packets, o);
   } else {
     buf.gather_work = group_.all_gather_async(buf.shard, buf.full, o);
@@ -268,7 +268,7 @@ void ParamStore::finish_gather(size_t b) {
   if (buf.packets.defined()) {  // qwZ: every rank decodes every slice alike, its own too
     const int64_t n = buf.own.size(), words = buf.packet.numel();
     for (int r = 0; r < plan_.world; ++r)
-      dequantize_into(buf.packets.slice(0, r * words, (r + 1) * words), 8, buf.full.slice(0, r * n, (r + 1) * n));
+      ops::dequantize_into(buf.packets.slice(0, r * words, (r + 1) * words), 8, buf.full.slice(0, r * n, (r + 1) * n));
     buf.packet = buf.packets = Tensor();
   }
   if (groups_.secondary && buf.training_gather && !plan_.persistent[b] && !buf.secondary.defined()) {  // hpZ

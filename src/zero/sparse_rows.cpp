@@ -4,43 +4,39 @@
 
 #include "zt/autograd/autograd.h"
 #include "zt/core/error.h"
+#include "zt/ops/compress.h"
 #include "zt/ops/ops.h"
+#include "zt/ops/transformer.h"
 
 namespace zt::zero {
 
 PackedRows pack_rows(const Tensor& full, int64_t offset, int64_t V, int64_t C, const std::vector<int32_t>& rows,
                      int64_t max_rows, DType wire) {
-  ZT_CHECK(int64_t(rows.size()) <= max_rows, "[zero] ", rows.size(), " touched rows exceed the agreed ", max_rows);
+  const int64_t n = int64_t(rows.size());
+  ZT_CHECK(n <= max_rows, "[zero] ", n, " touched rows exceed the agreed ", max_rows);
+  std::vector<int32_t> ids(size_t(max_rows), -1);
+  for (int64_t j = 0; j < n; ++j) {
+    ZT_CHECK(rows[size_t(j)] >= 0 && rows[size_t(j)] < V, "[zero] touched row ", rows[size_t(j)],
+             " outside the embedding's ", V, " rows");
+    ids[size_t(j)] = rows[size_t(j)];
+  }
   PackedRows p;
-  p.ids = Tensor::from_ints(std::vector<int32_t>(size_t(max_rows), -1), {max_rows});
-  p.rows = Tensor::zeros({max_rows * C}, wire);
-  int32_t* ids = p.ids.data<int32_t>();
-  for (size_t j = 0; j < rows.size(); ++j) {
-    const int64_t id = rows[j];
-    ZT_CHECK(id >= 0 && id < V, "[zero] touched row ", id, " outside the embedding's ", V, " rows");
-    ids[j] = int32_t(id);
-    Tensor dst = p.rows.slice(0, int64_t(j) * C, int64_t(j + 1) * C);
-    ops::cast_into(dst, full.slice(0, offset + id * C, offset + (id + 1) * C));
+  p.ids = Tensor::from_ints(ids, {max_rows}, full.device());
+  p.rows = Tensor::zeros({max_rows * C}, wire, full.device());
+  if (n > 0) {  // the rows gathered as an embedding lookup of the gradient, on its device
+    const Tensor grad = full.slice(0, offset, offset + V * C).view({V, C});
+    const Tensor got = ops::embedding(grad, p.ids.slice(0, 0, n));
+    Tensor dst = p.rows.slice(0, 0, n * C);
+    ops::cast_into(dst, got.view({n * C}));
   }
   return p;
 }
 
 Tensor average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, Range dst, int world,
                     DType out_dtype) {
-  Tensor acc = Tensor::zeros({dst.size()}, DType::f32);
+  Tensor acc = Tensor::empty({dst.size()}, DType::f32, rows.device());
   const Tensor vals = rows.dtype() == DType::f32 ? rows : ops::cast(rows, DType::f32);
-  const int32_t* id = ids.data<int32_t>();
-  const float* v = vals.data<float>();
-  float* a = acc.data<float>();
-  for (int64_t i = 0; i < ids.numel(); ++i) {  // rank-major: each element sums in rank order
-    if (id[i] < 0) continue;
-    ZT_CHECK(id[i] < V, "[zero] a peer sent row ", id[i], " of an embedding with ", V, " rows");
-    const Range row{offset + id[i] * C, offset + (id[i] + 1) * C};
-    const Range x = intersect(row, dst);
-    for (int64_t e = x.begin; e < x.end; ++e) a[e - dst.begin] += v[i * C + (e - row.begin)];
-  }
-  const float n = float(world);  // as comm's avg: an fp32 division, then one rounding
-  for (int64_t e = 0; e < dst.size(); ++e) a[e] /= n;
+  ops::average_rows_into(ids, vals, offset, V, C, dst.begin, float(world), acc);
   return out_dtype == DType::f32 ? acc : ops::cast(acc, out_dtype);
 }
 
@@ -83,12 +79,13 @@ class SparseRowsEncoder : public WireEncoder {
   std::unique_ptr<Transfer> launch(const Tensor& full, const comm::CollOptions& o) override {
     const int64_t V = param_.size(0), C = param_.size(1), N = group_.size();
     const std::vector<int32_t>& rows = autograd::touched_rows(param_);
-    Tensor k = Tensor::from_ints({int32_t(rows.size())}, {1});
+    Tensor k = Tensor::from_ints({int32_t(rows.size())}, {1}, full.device());
     group_.all_reduce(k, comm::CollOptions(comm::ReduceOp::max, o.label + ", sparse row count"));
-    const int64_t K = k.data<int32_t>()[0];
+    const int64_t K = int64_t(k.item());  // exact: row counts stay far below 2^24
     PackedRows packed = pack_rows(full, offset_, V, C, rows, K, wire_);
     autograd::clear_touched_rows(param_);  // the next window starts empty
-    Tensor ids_all = Tensor::empty({N * K}, DType::i32), rows_all = Tensor::empty({N * K * C}, wire_);
+    Tensor ids_all = Tensor::empty({N * K}, DType::i32, full.device());
+    Tensor rows_all = Tensor::empty({N * K * C}, wire_, full.device());
     comm::WorkPtr ids_work, rows_work;
     if (K > 0) {  // else no rank touched a row: nothing to gather, the average is zero
       ids_work = group_.all_gather_async(packed.ids, ids_all, comm::CollOptions(o.label + ", sparse row ids"));

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "quantize.h"
+#include "zt/ops/compress.h"
 #include "zt/ops/ops.h"
 
 namespace zt::zero {
@@ -113,10 +113,10 @@ class QuantizedTransfer : public Transfer {
     work_->wait();
     overlap.add(*work_);
     TagScope tag(MemTag::comm);
-    Tensor acc = Tensor::zeros({shard_}, DType::f32);
-    const int64_t words = packet_words(shard_, bits_);
+    Tensor acc = Tensor::zeros({shard_}, DType::f32, got_.device());
+    const int64_t words = ops::packet_words(shard_, bits_);
     for (int64_t off = 0; off < got_.numel(); off += words)  // node order: the same sum on every rank
-      dequantize_add(got_.slice(0, off, off + words), bits_, acc);
+      ops::dequantize_add(got_.slice(0, off, off + words), bits_, acc);
     ops::scale_(acc, 1.f / float(parts_));
     return out_ == DType::f32 ? acc : ops::cast(acc, out_);
   }
@@ -138,7 +138,7 @@ class QuantizedEncoder : public WireEncoder {
     TagScope tag(MemTag::comm);
     Tensor sums = in;  // chunk m: this node's average of the shard of rank m*L + l
     if (groups_.node) {
-      sums = Tensor::empty({M * s}, in.dtype());
+      sums = Tensor::empty({M * s}, in.dtype(), in.device());
       std::vector<comm::WorkPtr> parts;
       // avg, as the dense path: fp32 inside, so a 16-bit node sum cannot overflow sooner.
       comm::CollOptions sum(comm::ReduceOp::avg, o.label + ", in node", o.timeout_s);
@@ -148,9 +148,11 @@ class QuantizedEncoder : public WireEncoder {
       }
       for (auto& w : parts) w->wait();  // shared memory: waited here, so only the network overlaps
     }
-    const int64_t words = packet_words(s, bits_);
-    Tensor sent = Tensor::empty({M * words}, DType::i32), got = Tensor::empty({M * words}, DType::i32);
-    for (int64_t m = 0; m < M; ++m) quantize_into(sums.slice(0, m * s, (m + 1) * s), bits_, sent.slice(0, m * words, (m + 1) * words));
+    const int64_t words = ops::packet_words(s, bits_);
+    Tensor sent = Tensor::empty({M * words}, DType::i32, in.device());
+    Tensor got = Tensor::empty({M * words}, DType::i32, in.device());
+    for (int64_t m = 0; m < M; ++m)
+      ops::quantize_into(sums.slice(0, m * s, (m + 1) * s), bits_, sent.slice(0, m * words, (m + 1) * words));
     comm::WorkPtr w =
         groups_.cross->all_to_all_async(sent, got, comm::CollOptions(o.op, o.label + ", quantized across nodes", o.timeout_s));
     return std::make_unique<QuantizedTransfer>(std::move(w), sent, got, s, bits_, groups_.node ? M : world, in.dtype());

@@ -22,6 +22,7 @@ struct Case {
   std::string name, args;  // a label, and the config with its overrides
   int np;
   std::vector<int> stages;
+  int node_ranks = 0;  // > 0: ZT_COMM_NODE_RANKS, so ZeRO++ sees nodes of that many ranks
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name << " np " << c.np; }
 
@@ -34,6 +35,12 @@ const std::string kCnn = " --config configs/cnn_fashion.json data.train_limit=51
 const std::string kGpt = " --config configs/gpt_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=2"
                          " model.block_size=32 train_batch_size=8 data.eval_every=0 run.eval_at_end=false"
                          " steps_per_print=1 run.max_steps=4";
+
+const std::string kZeroPP = " zero_optimization.zero_quantized_weights=true"
+                            " zero_optimization.zero_quantized_gradients=true zero_optimization.zero_hpz_partition_size=2";
+
+const std::string kInt8Grads =
+    " zero_optimization.zero_quantized_gradients=true zero_optimization.zero_quantized_gradients_bits=8";
 
 class SimFollowsCpu : public ::testing::TestWithParam<Case> {};
 
@@ -53,7 +60,10 @@ TEST_P(SimFollowsCpu, BitForBit) {
     std::map<std::string, std::map<int64_t, double>> logged;
     for (const std::string device : {"cpu", "sim"}) {
       const std::string dir = root + "/" + device + std::to_string(stage);
-      const Result r = run(kMpi + std::to_string(c.np) + " " + kBin + " train" + args + " zero_optimization.stage=" +
+      const std::string mpi = c.node_ranks > 0 ? "env ZT_COMM_NODE_RANKS=" + std::to_string(c.node_ranks) + " " +
+                                                     std::string(ZT_MPIRUN) + " -x ZT_COMM_NODE_RANKS -np "
+                                               : kMpi;
+      const Result r = run(mpi + std::to_string(c.np) + " " + kBin + " train" + args + " zero_optimization.stage=" +
                                std::to_string(stage) + " run.device=" + device + " run.dir=" + dir,
                            300);
       ASSERT_EQ(r.code, 0) << r.out;
@@ -83,7 +93,12 @@ INSTANTIATE_TEST_SUITE_P(
                            {1, 3}},
                       Case{"mlp_bf16_clipped", kMnist + " bf16.enabled=true gradient_clipping=0.5", 4, {2, 3}},
                       Case{"cnn_bf16", kCnn + " bf16.enabled=true", 2, {0, 3}},
-                      Case{"gpt_bf16", kGpt + " train_micro_batch_size_per_gpu=2", 2, {0, 1, 2, 3}}),
+                      Case{"gpt_bf16", kGpt + " train_micro_batch_size_per_gpu=2", 2, {0, 1, 2, 3}},
+                      // ZeRO++ over two nodes of two ranks: qwZ's int8 weights, qgZ's int4 gradients, hpZ;
+                      // and the position embedding's sparse rows (the kernels of zt/ops/compress.h).
+                      Case{"gpt_zeropp", kGpt + " train_micro_batch_size_per_gpu=2" + kZeroPP, 4, {3}, 2},
+                      Case{"gpt_int8_gradients", kGpt + " train_micro_batch_size_per_gpu=2" + kInt8Grads, 4, {1, 2}, 2},
+                      Case{"gpt_sparse_rows", kGpt + " train_micro_batch_size_per_gpu=2 sparse_gradients=true", 2, {1, 2}}),
     [](const auto& info) { return info.param.name + "_np" + std::to_string(info.param.np); });
 
 // A checkpoint saved on sim at N = 2 resumes on cpu at N = 3 and its next one on sim at N = 1,
@@ -141,10 +156,14 @@ TEST(SimEvalAndGenerate, PrintWhatTheCpuPrints) {
 }
 
 TEST(SimRefuses, WhatRunsOnTheHostOnlyTheCapAndABadDeviceAreOneLine) {
-  const Result r = run(kBin + " train --config configs/mnist_mlp.json run.device=sim sparse_gradients=true", 60);
+  const Result r = run(kBin + " train --config configs/mnist_mlp.json run.device=sim" +
+                           " zero_optimization.offload_optimizer.device=nvme zero_optimization.offload_optimizer.nvme_path=" +
+                           tmpdir("sim_nvme"),
+                       60);
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
-  EXPECT_NE(r.out.find("sparse_gradients is not available with run.device=sim:0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("offload_optimizer.device=nvme is not available with run.device=sim:0"), std::string::npos)
+      << r.out;
   const Result cap = run(kBin + " train --config configs/mnist_mlp.json run.device=sim run.device_memory_mb=1", 60);
   EXPECT_NE(cap.code, 0);
   EXPECT_EQ(count_lines(cap.out), 1) << cap.out;

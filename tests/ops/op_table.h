@@ -43,6 +43,8 @@ const std::vector<OpRow>& op_table();
 void expect_close(const Tensor& actual, const json& expected, float rtol, const std::string& what);
 const OpRow* find_row(const std::string& op);
 
+// The device of one of ops::backends() ("cuda" is GPU 0, "sim" sim:0).
+Device backend_device(const std::string& backend);
 // A tensor moved onto one of ops::backends() (identity for cpu; "cuda" is GPU 0, "sim" sim:0).
 Tensor on_backend(const Tensor& t, const std::string& backend);
 // Whether this machine has the backend's device: a CUDA build runs its rows only where a GPU is.

@@ -29,17 +29,18 @@ class Table : public nn::Module {
  protected:
   Tensor forward(const Tensor& ids) override {
     const int64_t B = ids.numel();
+    const Tensor host_ids = ids.to(Device::cpu());  // the engine put them on its device
     std::vector<float> hot(size_t(B * kRows), 0.f);
     std::vector<int32_t> rows;
     for (int64_t i = 0; i < B; ++i)
-      if (const int32_t id = ids.data<int32_t>()[i]; id >= 0) {
+      if (const int32_t id = host_ids.data<int32_t>()[i]; id >= 0) {
         hot[size_t(i * kRows + id)] = 1.f;
         rows.push_back(id);
       }
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     Tensor w = weight;
-    Tensor out = ag::matmul(Tensor::from_vector(hot, {B, kRows}, weight.dtype()), weight);
+    Tensor out = ag::matmul(Tensor::from_vector(hot, {B, kRows}, weight.dtype()).to(weight.device()), weight);
     return autograd::on_backward(out, [w, rows] {
       if (autograd::sparse_grad(w)) autograd::add_touched_rows(w, rows);
     });
@@ -116,7 +117,7 @@ Result run(int stage, DType dt, Touch touch, bool sparse) {
       std::vector<float> w(size_t(B * kCols));
       for (size_t i = 0; i < w.size(); ++i) w[i] = float(int((i + size_t(r) + size_t(m)) % 5) - 2) / 4.f;
       Tensor y = e.forward(Tensor::from_ints(ids, {B}));
-      e.backward(ag::sum(ag::mul(y, Tensor::from_vector(w, {B, kCols}, y.dtype()))));
+      e.backward(ag::sum(ag::mul(y, Tensor::from_vector(w, {B, kCols}, y.dtype()).to(y.device()))));
     }
     e.step(0.5);
   }

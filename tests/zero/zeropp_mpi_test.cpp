@@ -3,7 +3,6 @@
 // follows plain stage 3 bit for bit; qwZ and qgZ quantize, so they stay close to it and differ.
 #include <map>
 
-#include "quantize.h"
 #include "zero_harness.h"
 #include "zt/nn/transformer.h"
 
@@ -160,9 +159,9 @@ TEST(ZeroPlusPlus, HpzPiecesAreOnePthOfTheUnitsUntilTheUpdate) {
     auto model = make_model();
     zero::Engine engine(*model, g_world, o);
     train_step(engine, s, d, 0);
-    param_bytes[hpz - 1][0] = int64_t(Allocator::global().stats().of(MemTag::param));
+    param_bytes[hpz - 1][0] = int64_t(allocator_for(test_device()).stats().of(MemTag::param));
     engine.step(1e-2);
-    param_bytes[hpz - 1][1] = int64_t(Allocator::global().stats().of(MemTag::param));
+    param_bytes[hpz - 1][1] = int64_t(allocator_for(test_device()).stats().of(MemTag::param));
     if (hpz == 2)
       for (size_t b = 0; b < engine.plan().buffers.size(); ++b)
         if (!engine.plan().persistent[b]) pieces += engine.plan().buffers[b].padded / 2 * 4;
@@ -193,7 +192,7 @@ TEST(ZeroPlusPlus, ConsolidationYieldsExactValuesOfKeptQuantizedUnits) {
     std::vector<int32_t> v(2 * 13);
     for (auto& t : v) t = int32_t(g.below(37));
     const Tensor rows = Tensor::from_ints(v, {2, 13});
-    Tensor x = rows.slice(1, 0, 12).contiguous(), y = rows.slice(1, 1, 13).contiguous().reshape({24});
+    Tensor x = rows.slice(1, 0, 12).contiguous(), y = rows.slice(1, 1, 13).contiguous().reshape({24}).to(test_device());
     for (int m = 0; m < 2; ++m)
       engine.backward(ag::cross_entropy(ag::reshape(engine.forward(std::vector<Tensor>{x}), {24, 37}), y));
     engine.step(1e-2);

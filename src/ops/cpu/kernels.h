@@ -16,6 +16,11 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const 
 // ---- optimizer updates (update.cpp, Note [device updates]) ----
 void adam_update(const AdamStep& s, const DeviceUpdate& u);
 void sgd_update(const SgdStep& s, const DeviceUpdate& u);
+// ---- ZeRO++'s wire formats (compress.cpp), Note [block quantization] in zt/ops/compress.h ----
+void quantize_blocks(const Tensor& x, int bits, Tensor& packet);
+void dequantize_blocks(const Tensor& packet, int bits, bool accumulate, Tensor& out);
+void average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin,
+                  float divisor, Tensor& out);
 
 bool matmul_native(DType dt);
 void set_matmul_lowp_fallback(bool force);

@@ -75,5 +75,10 @@ void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, Tensor& dx);
 // ---- optimizer updates (update.cu), Note [device updates] in zt/ops/update.h ----
 void adam_update(const AdamStep& s, const DeviceUpdate& u);
 void sgd_update(const SgdStep& s, const DeviceUpdate& u);
+// ---- ZeRO++'s wire formats (compress.cu), Note [block quantization] in zt/ops/compress.h ----
+void quantize_blocks(const Tensor& x, int bits, Tensor& packet);
+void dequantize_blocks(const Tensor& packet, int bits, bool accumulate, Tensor& out);
+void average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin,
+                  float divisor, Tensor& out);
 
 }  // namespace zt::ops::cuda

@@ -1,23 +1,18 @@
-#include "quantize.h"
-
+// The CPU's kernels of ZeRO++'s wire formats (Note [block quantization] and the sparse rows' sum in
+// zt/ops/compress.h): quantization blocks in parallel, each block's arithmetic in order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "kernels.h"
 #include "zt/core/error.h"
 #include "zt/core/parallel.h"
+#include "zt/ops/compress.h"
 
-namespace zt::zero {
-
+namespace zt::ops::cpu {
 namespace {
 
-int qmax(int bits) { return bits == 4 ? 7 : 127; }
-
 int64_t blocks_of(int64_t n) { return (n + kQuantBlock - 1) / kQuantBlock; }
-
-int64_t code_bytes(int64_t n, int bits) { return bits == 4 ? (n + 1) / 2 : n; }
-
-void check_bits(int bits) { ZT_CHECK(bits == 4 || bits == 8, "[zero] quantization takes 4 or 8 bits, got ", bits); }
 
 template <typename T>
 float load(const T* p, int64_t i) {
@@ -39,13 +34,24 @@ void store(T* p, int64_t i, float v) {
     p[i] = float_to_f16(v);
 }
 
+// Calls fn(T{}) for the floating dtype d (the contract admits only these).
+template <typename Fn>
+void with_float(DType d, Fn&& fn) {
+  if (d == DType::f32)
+    fn(float{});
+  else if (d == DType::bf16)
+    fn(bf16{});
+  else
+    fn(f16{});
+}
+
 // Nearest, ties to even, for |v| < 2^22: adding 1.5 * 2^23 leaves the integer in the low bits
 // (IEEE arithmetic: the build has no -ffast-math to fold it away). Vectorises, unlike nearbyint.
 constexpr float kRoundMagic = 12582912.f;
 
 template <typename T>
 void encode(const T* x, int64_t n, int bits, float* scales, uint8_t* codes) {
-  const float q = float(qmax(bits));
+  const float q = bits == 4 ? 7.f : 127.f;
   parallel_for(blocks_of(n), 64, [&](int64_t b0, int64_t b1) {
     float v[kQuantBlock];
     int8_t c[kQuantBlock];
@@ -77,10 +83,6 @@ void encode(const T* x, int64_t n, int bits, float* scales, uint8_t* codes) {
 // Calls put(i, value) for every element, blocks in parallel.
 template <typename Put>
 void decode(const Tensor& packet, int64_t n, int bits, Put put) {
-  check_bits(bits);
-  ZT_CHECK(packet.dtype() == DType::i32 && packet.numel() == packet_words(n, bits), "[zero] a packet of ", n,
-           " values at ", bits, " bits has ", packet_words(n, bits), " i32 words, got ", packet.numel(), " ",
-           dtype_name(packet.dtype()));
   const auto* scales = static_cast<const float*>(packet.raw_data());
   const auto* codes = reinterpret_cast<const uint8_t*>(scales + blocks_of(n));
   parallel_for(blocks_of(n), 64, [&](int64_t b0, int64_t b1) {
@@ -103,50 +105,44 @@ void decode(const Tensor& packet, int64_t n, int bits, Put put) {
 
 }  // namespace
 
-int64_t packet_words(int64_t n, int bits) {
-  check_bits(bits);
-  return (blocks_of(n) * 4 + code_bytes(n, bits) + 3) / 4;
-}
-
-void quantize_into(const Tensor& x, int bits, Tensor packet) {
+void quantize_blocks(const Tensor& x, int bits, Tensor& packet) {
   const int64_t n = x.numel();
-  ZT_CHECK(x.is_contiguous() && is_floating(x.dtype()), "[zero] quantize needs a contiguous floating tensor");
-  ZT_CHECK(packet.dtype() == DType::i32 && packet.numel() == packet_words(n, bits) && packet.is_contiguous(),
-           "[zero] quantize: the packet of ", n, " values needs ", packet_words(n, bits), " i32 words");
   auto* scales = static_cast<float*>(packet.raw_data());
   auto* codes = reinterpret_cast<uint8_t*>(scales + blocks_of(n));
   std::memset(codes, 0, size_t(packet.nbytes()) - size_t(blocks_of(n)) * 4);  // nibbles and the padding
-  switch (x.dtype()) {
-    case DType::f32:
-      return encode(x.data<float>(), n, bits, scales, codes);
-    case DType::bf16:
-      return encode(x.data<bf16>(), n, bits, scales, codes);
-    case DType::f16:
-      return encode(x.data<f16>(), n, bits, scales, codes);
-    default:
-      break;
-  }
+  with_float(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    encode(static_cast<const T*>(x.raw_data()), n, bits, scales, codes);
+  });
 }
 
-void dequantize_into(const Tensor& packet, int bits, Tensor out) {
-  ZT_CHECK(out.is_contiguous() && is_floating(out.dtype()), "[zero] dequantize needs a contiguous floating output");
+void dequantize_blocks(const Tensor& packet, int bits, bool accumulate, Tensor& out) {
   const int64_t n = out.numel();
-  switch (out.dtype()) {
-    case DType::f32:
-      return decode(packet, n, bits, [p = out.data<float>()](int64_t i, float v) { store(p, i, v); });
-    case DType::bf16:
-      return decode(packet, n, bits, [p = out.data<bf16>()](int64_t i, float v) { store(p, i, v); });
-    case DType::f16:
-      return decode(packet, n, bits, [p = out.data<f16>()](int64_t i, float v) { store(p, i, v); });
-    default:
-      break;
+  if (accumulate) {  // the contract admits only f32 here
+    float* p = static_cast<float*>(out.raw_data());
+    return decode(packet, n, bits, [p](int64_t i, float v) { p[i] += v; });
   }
+  with_float(out.dtype(), [&](auto t) {
+    using T = decltype(t);
+    decode(packet, n, bits, [p = static_cast<T*>(out.raw_data())](int64_t i, float v) { store(p, i, v); });
+  });
 }
 
-void dequantize_add(const Tensor& packet, int bits, Tensor acc) {
-  ZT_CHECK(acc.is_contiguous() && acc.dtype() == DType::f32, "[zero] dequantize_add accumulates into f32");
-  float* p = acc.data<float>();
-  decode(packet, acc.numel(), bits, [p](int64_t i, float v) { p[i] += v; });
+void average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin,
+                  float divisor, Tensor& out) {
+  const auto* id = static_cast<const int32_t*>(ids.raw_data());
+  const auto* v = static_cast<const float*>(rows.raw_data());
+  float* a = static_cast<float*>(out.raw_data());
+  const int64_t dst_end = dst_begin + out.numel();
+  std::fill(a, a + out.numel(), 0.f);
+  for (int64_t i = 0; i < ids.numel(); ++i) {  // in order: each element sums its rows in rank order
+    if (id[i] < 0) continue;
+    ZT_CHECK(id[i] < V, "[average_rows] a peer sent row ", id[i], " of an embedding with ", V, " rows");
+    const int64_t row = offset + id[i] * C;
+    const int64_t b = std::max(row, dst_begin), e = std::min(row + C, dst_end);
+    for (int64_t x = b; x < e; ++x) a[x - dst_begin] += v[i * C + (x - row)];
+  }
+  for (int64_t x = 0; x < out.numel(); ++x) a[x] /= divisor;  // an fp32 division, as comm's avg
 }
 
-}  // namespace zt::zero
+}  // namespace zt::ops::cpu

@@ -3,12 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
-#include "quantize.h"
+#include "zt/ops/compress.h"
+#include "op_table.h"
 #include "zt/core/random.h"
+#include "zt/ops/ops.h"
 
 using namespace zt;
-using namespace zt::zero;
+using namespace zt::ops;
+using zt::test::backend_present;
+using zt::test::on_backend;
+using zt::test::backend_device;
 
 namespace {
 
@@ -93,4 +99,80 @@ TEST(BlockQuantization, DequantizeAddAccumulatesInF32) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], once[i] + 2.f, 1e-6f);  // may fuse
   Tensor wrong = Tensor::empty({packet_words(300, 8) - 1}, DType::i32);
   EXPECT_THROW(dequantize_add(wrong, 8, acc), Error);
+}
+
+namespace {
+
+std::vector<int32_t> words_of(const Tensor& packet) {
+  const Tensor host = packet.to(Device::cpu());
+  const auto* p = static_cast<const int32_t*>(host.raw_data());
+  return {p, p + host.numel()};
+}
+
+}  // namespace
+
+// Every backend's kernels (sim, and cuda where a GPU is present) write the CPU's packets and
+// values bit for bit: both widths, every dtype, a short last block, a non-finite block.
+TEST(BlockQuantization, EveryBackendMatchesTheCpuBitForBit) {
+  std::vector<float> v = random_values(3 * kQuantBlock + 7, 11, 0.5f).to_vector();
+  v[kQuantBlock + 5] = NAN;
+  const Tensor x32 = Tensor::from_vector(v, {int64_t(v.size())});
+  for (const std::string& b : ops::backends()) {
+    if (b == "cpu" || !backend_present(b)) continue;
+    for (int bits : {4, 8})
+      for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+        SCOPED_TRACE(b + ", " + std::to_string(bits) + " bits, " + dtype_name(d));
+        const Tensor x = x32.to(d);
+        const int64_t n = x.numel(), words = packet_words(n, bits);
+        Tensor want = Tensor::empty({words}, DType::i32), got = Tensor::empty({words}, DType::i32, backend_device(b));
+        quantize_into(x, bits, want);
+        quantize_into(on_backend(x, b), bits, got);
+        ASSERT_EQ(words_of(got), words_of(want));
+        Tensor out_cpu = Tensor::empty({n}, d), out_dev = Tensor::empty({n}, d, backend_device(b));
+        dequantize_into(want, bits, out_cpu);
+        dequantize_into(got, bits, out_dev);
+        Tensor acc_cpu = Tensor::full({n}, 0.25f), acc_dev = on_backend(acc_cpu, b);
+        dequantize_add(want, bits, acc_cpu);
+        dequantize_add(got, bits, acc_dev);
+        const std::vector<float> a = out_cpu.to_vector(), c = out_dev.to_vector();
+        const std::vector<float> s = acc_cpu.to_vector(), t = acc_dev.to_vector();
+        for (size_t i = 0; i < a.size(); ++i) {
+          ASSERT_TRUE(std::memcmp(&a[i], &c[i], 4) == 0) << "value " << i;
+          ASSERT_TRUE(std::memcmp(&s[i], &t[i], 4) == 0) << "sum " << i;
+        }
+      }
+  }
+}
+
+// The sparse rows' sum: rows at their ids in order, padding skipped, a repeated id summed, the
+// destination range cutting a row in two, one fp32 division; every backend as the CPU.
+TEST(AverageRows, SumsRowsInOrderOverTheRangeAndDivides) {
+  const int64_t V = 5, C = 3, offset = 2;
+  const Tensor ids = Tensor::from_ints({4, -1, 1, 4}, {4});
+  const Tensor rows = Tensor::from_vector({1, 2, 3, 9, 9, 9, 10, 20, 30, 0.5f, 0.25f, 0.125f}, {12});
+  const int64_t dst_begin = offset + 1 * C + 1, len = 4 * C;  // from the middle of row 1
+  std::vector<float> want(size_t(len), 0.f);
+  auto place = [&](int64_t id, const float* r) {
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t x = offset + id * C + c - dst_begin;
+      if (x >= 0 && x < len) want[size_t(x)] += r[c];
+    }
+  };
+  const std::vector<float> r = rows.to_vector();
+  place(4, &r[0]);
+  place(1, &r[6]);
+  place(4, &r[9]);
+  for (float& w : want) w /= 3.f;
+  Tensor out = Tensor::empty({len}, DType::f32);
+  average_rows_into(ids, rows, offset, V, C, dst_begin, 3.f, out);
+  EXPECT_EQ(out.to_vector(), want);
+  for (const std::string& b : ops::backends())
+    if (b != "cpu" && backend_present(b)) {
+      Tensor dev = Tensor::empty({len}, DType::f32, backend_device(b));
+      average_rows_into(on_backend(ids, b), on_backend(rows, b), offset, V, C, dst_begin, 3.f, dev);
+      EXPECT_EQ(dev.to_vector(), want) << b;
+    }
+  const Tensor bad = Tensor::from_ints({0, 5, -1, -1}, {4});  // row 5 of 5
+  EXPECT_THROW(average_rows_into(bad, rows, offset, V, C, dst_begin, 3.f, out), Error);
+  EXPECT_THROW(average_rows_into(ids, rows.slice(0, 0, 9), offset, V, C, dst_begin, 3.f, out), Error);
 }
