@@ -34,8 +34,16 @@ using Clock = std::chrono::steady_clock;
 // What the offload sections mean for this run, for the start line ("" when nothing is offloaded).
 std::string offload_note(const config::Config& c, const zero::Engine& e) {
   std::string out;
-  if (c.zero.offload_optimizer.device == "cpu")
+  if (c.zero.offload_optimizer.device == "cpu" && e.policy().device.is_cpu())
     out = "offload_optimizer: cpu, where a CPU run's fp32 master and optimizer states already are (host memory)";
+  if (e.policy().optimizer_residence == zero::Residence::host) {
+    const zero::Plan& p = e.plan();
+    const zero::MemoryEstimate m = p.memory();
+    out = detail::concat("offload_optimizer: cpu (ZeRO-Offload), ", p.policy.fp32_master ? "fp32 master and " : "",
+                         "optimizer states in pinned host memory (", format_bytes(size_t(m.host)),
+                         " per rank), updated by the host in ", p.swap_tile_elems(), "-element tiles; ",
+                         format_bytes(size_t(m.on_device())), " of model states per rank on ", p.policy.device);
+  }
   if (e.policy().optimizer_residence == zero::Residence::file) {
     const zero::Plan& p = e.plan();
     out = detail::concat("offload_optimizer: nvme, fp32 master and optimizer states in swap files under ",
@@ -174,7 +182,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     std::fprintf(stderr, "zerotrain: rank 0: %s; %s; comm backend %s%s\n", threads.c_str(), processor_note().c_str(),
                  group.backend(),
                  dev.is_cpu() ? ""
-                              : ("; model states, parameters and activations on " + dev.str() +
+                              : ("; " +
+                                 std::string(engine.policy().optimizer_residence == zero::Residence::host
+                                                 ? "parameters, gradients"
+                                                 : "model states, parameters") +
+                                 " and activations on " + dev.str() +
                                  (dev.type == DeviceType::cuda ? "" : " (the simulated GPU)") +
                                  (group.device() == dev ? "" : ", collectives staged through the host"))
                                     .c_str());

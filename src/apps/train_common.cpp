@@ -129,7 +129,8 @@ nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DTy
 }
 
 void add_memory_fields(nlohmann::json& rec, Device device) {
-  // Per tag, now and at the peak: the host's allocator as "memory", a device's as "device_memory".
+  // Per tag, now and at the peak: the host's allocator as "memory", a device's as "device_memory",
+  // pinned host memory's as "pinned_memory".
   auto fields = [&rec](const MemStats& ms, const std::string& prefix) {
     nlohmann::json mem, mem_peak;
     for (size_t t = 0; t < kNumMemTags; ++t) {
@@ -144,6 +145,7 @@ void add_memory_fields(nlohmann::json& rec, Device device) {
   fields(Allocator::global().stats(), "");
   if (!device.is_cpu()) {
     fields(allocator_for(device).stats(), "device_");
+    fields(pinned_host_allocator().stats(), "pinned_");  // ZeRO-Offload's states and staging tiles
     rec["device"] = device.str();
   }
   rec["rss_peak"] = read_rss().peak;  // VmHWM: the OS's view of memory_plan

@@ -153,7 +153,7 @@ std::string describe_peak(const PeakEstimate& p) {
     if (v <= 0) return;
     s += (s.empty() ? "" : ", ") + std::string(name) + " " + format_bytes(size_t(v));
   };
-  add("states", p.states.total());
+  add("states", p.states.on_device());
   add("gradient buckets", p.grad_buckets);
   add("gathered units", p.gathered);
   add("hpZ pieces", p.secondary);
@@ -163,7 +163,9 @@ std::string describe_peak(const PeakEstimate& p) {
   add("workspace", p.workspace);
   add("comm buffers", p.comm_buffers);
   add("data", p.data);
-  return s + ": " + format_bytes(size_t(p.in_use())) + " at once, " + format_bytes(size_t(p.total())) + " resident";
+  s += ": " + format_bytes(size_t(p.in_use())) + " at once, " + format_bytes(size_t(p.total())) + " resident";
+  if (p.states.host > 0) s += "; beside it " + format_bytes(size_t(p.states.host)) + " of states in pinned host memory";
+  return s;
 }
 
 std::string BudgetOption::describe() const {

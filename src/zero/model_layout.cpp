@@ -37,8 +37,8 @@ SparseEligible sparse_eligible(nn::Module& model, const std::vector<Tensor>& par
 ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   ModelLayout m;
   m.policy = make_policy(opts.zero.stage, opts.dtype, opts.grad_accum_dtype, opts.communication_data_type);
-  place(m.policy, opts.zero, opts.aio, opts.run_name);
   m.policy.device = opts.device;
+  place(m.policy, opts.zero, opts.aio, opts.run_name);
   ZT_CHECK_AS(ErrorKind::config, m.policy.param_residence == Residence::memory || opts.zero.stage == 3,
               "[zero] offload_param.device = nvme needs zero_optimization.stage 3 (below it every rank holds all ",
               "parameters), got stage ", opts.zero.stage);

@@ -7,6 +7,13 @@
 // The kernel is element-wise, so the trajectory is the in-memory one bit for bit; RAM holds
 // only the tile buffers (Plan::memory()). Every record is checked against the xxh64 it was
 // written with.
+//
+// Note [host residence]: with offload_optimizer.device = cpu on a device (ZeRO-Offload), the
+// fp32 master and optimizer states live in pinned host memory and the host's kernel updates
+// them: each tile of swap_tile_elems() gradients comes down through a pinned staging tile, the
+// host update writes the master and the rounded parameter into a pinned parameter tile (fp32 runs
+// without a master bring the parameter down first), and that tile goes up. The update is the
+// same element-wise kernel, so the trajectory is the in-memory one bit for bit.
 #include "optim_shard.h"
 
 #include <algorithm>
@@ -14,15 +21,32 @@
 #include <cstring>
 
 #include "swap_file.h"
+#include "zt/core/allocator.h"
 #include "zt/ops/ops.h"
 
 namespace zt::zero {
+
+namespace {
+// A zeroed tensor in pinned host memory (ordinary host memory in a build without CUDA).
+Tensor pinned_zeros(int64_t n, DType dtype, MemTag tag) {
+  if (n == 0) return Tensor::empty({0}, dtype, tag);
+  Tensor t = Tensor::view_of(pinned_host_allocator().allocate(size_t(n) * dtype_size(dtype), tag), 0, {n}, dtype);
+  t.zero_();
+  return t;
+}
+}  // namespace
 
 OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, int rank,
                        const std::function<Tensor(size_t)>& initial)
     : spec_(spec), names_(optim::state_names(spec)), master_(plan.policy.fp32_master) {
   optim::validate(spec_);
   const bool file = plan.policy.optimizer_residence == Residence::file;
+  const bool host = plan.policy.optimizer_residence == Residence::host;
+  if (host) {  // Note [host residence]
+    tile_ = plan.swap_tile_elems();
+    stage_param_ = pinned_zeros(tile_, plan.policy.param_dtype, MemTag::optim);
+    stage_grad_ = pinned_zeros(tile_, plan.policy.grad_accum_dtype, MemTag::optim);
+  }
   if (file) {
     dir_ = make_swap_folder(plan.policy.swap.dir, rank);
     tile_ = plan.swap_tile_elems();
@@ -34,7 +58,14 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     Buf buf;
     buf.numel = plan.optim_range(b, rank).size();
-    if (!file) {
+    if (host) {
+      buf.host = true;
+      if (master_) {
+        buf.master = pinned_zeros(buf.numel, DType::f32, MemTag::master);
+        buf.master.copy_(initial(b));  // set-up: the converting copy stages through the host
+      }
+      for (size_t i = 0; i < names_.size(); ++i) buf.states.push_back(pinned_zeros(buf.numel, DType::f32, MemTag::optim));
+    } else if (!file) {
       if (master_) {
         TagScope tag(MemTag::master);
         buf.master = ops::cast(initial(b), DType::f32);
@@ -96,6 +127,7 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
   a.lr = lr;
   a.step = steps_ + 1;
   a.grad_scale = grad_scale;
+  if (buf.host) return update_on_host(buf, params, grads, a);
   if (!buf.file) {
     a.param = params;
     a.master = buf.master;
@@ -118,6 +150,27 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
         optim::update(spec_, a);
       },
       /*read_first=*/true);
+}
+
+// Note [host residence]: tile by tile, the gradient down, the host's update, the parameter up.
+void OptimShard::update_on_host(Buf& buf, const Tensor& params, const Tensor& grads, optim::UpdateArgs& a) {
+  ZT_ASSERT(grads.dtype() == stage_grad_.dtype(), "host update: gradients in ", dtype_name(grads.dtype()),
+            ", staging in ", dtype_name(stage_grad_.dtype()));
+  for (int64_t begin = 0; begin < buf.numel; begin += tile_) {
+    const int64_t end = std::min(buf.numel, begin + tile_), len = end - begin;
+    Tensor g = stage_grad_.slice(0, 0, len), p = stage_param_.slice(0, 0, len);
+    g.copy_(grads.slice(0, begin, end));
+    if (!master_) p.copy_(params.slice(0, begin, end));  // fp32: the parameter is the weight
+    const auto t0 = std::chrono::steady_clock::now();
+    a.param = p;
+    a.grad = g;
+    a.master = master_ ? buf.master.slice(0, begin, end) : Tensor();
+    a.states.clear();
+    for (const Tensor& s : buf.states) a.states.push_back(s.slice(0, begin, end));
+    optim::update(spec_, a);
+    compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    params.slice(0, begin, end).copy_(p);
+  }
 }
 
 std::vector<ShardTensor> OptimShard::state(size_t b) {

@@ -1,8 +1,9 @@
 #pragma once
 // This rank's optimizer shard of every flat buffer: the fp32 master weights (16-bit runs) and
 // the optimizer states over plan.optim_range, updated by optim's stateless kernels. They live
-// where the policy says (Residence): in memory, or in one swap file per buffer streamed through
-// a few tile buffers (Note [optimizer swap] in optim_shard.cpp).
+// where the policy says (Residence): in the device's memory, in pinned host memory (Note [host
+// residence]), or in one swap file per buffer streamed through a few tile buffers (Note
+// [optimizer swap] in optim_shard.cpp).
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,10 +38,12 @@ class OptimShard {
  private:
   struct Buf {
     int64_t numel = 0;
-    Tensor master;                   // Residence::memory
-    std::vector<Tensor> states;      // Residence::memory
+    Tensor master;                   // Residence::memory and host
+    std::vector<Tensor> states;      // Residence::memory and host
     std::unique_ptr<SwapFile> file;  // Residence::file
+    bool host = false;               // Residence::host: master and states in pinned host memory
   };
+  void update_on_host(Buf& buf, const Tensor& params, const Tensor& grads, optim::UpdateArgs& a);
   // Residence::file: tile buffer s (its tensors, master first, each tile_ elements).
   float* slot(int s) const { return slots_[size_t(s)].data<float>(); }
   void run_tiles(Buf& buf, const std::function<void(int64_t tile, int64_t len, Tensor rec)>& fn, bool read_first);
@@ -53,6 +56,7 @@ class OptimShard {
   int64_t tile_ = 0;     // elements of each tensor per tile
   std::string dir_;      // Residence::file: this rank's swap folder
   std::vector<Tensor> slots_;
+  Tensor stage_param_, stage_grad_;  // Residence::host: the pinned tiles (Note [host residence])
   double compute_s_ = 0;
 };
 

@@ -32,6 +32,8 @@ void place(Policy& p, const config::ZeroConfig& zero, const config::AioConfig& a
   if (zero.offload_optimizer.device == "nvme") {
     p.optimizer_residence = Residence::file;
     p.swap.dir = folder(zero.offload_optimizer.nvme_path);
+  } else if (zero.offload_optimizer.device == "cpu" && !p.device.is_cpu()) {
+    p.optimizer_residence = Residence::host;
   }
   if (zero.offload_param.device == "nvme") {
     p.param_residence = Residence::file;
@@ -76,6 +78,9 @@ MemoryEstimate Plan::memory() const {
   if (policy.optimizer_residence == Residence::file) {  // Note [optimizer swap]: only the tile buffers stay
     e.master = 0;
     e.optim = policy.swap.buffers * swap_slot_bytes();
+  } else if (policy.optimizer_residence == Residence::host) {  // Note [host residence]: + the staging tiles
+    e.optim += host_staging_bytes();
+    e.host = e.master + e.optim;
   }
   return e;
 }
@@ -91,6 +96,11 @@ int64_t Plan::swap_tile_elems() const {
 int64_t Plan::swap_slot_bytes() const {
   const int64_t states = (policy.fp32_master ? 1 : 0) + optim_state_bytes_per_elem / 4;
   return states * swap_tile_elems() * 4 + 4096;  // + the slack that aligns it for O_DIRECT
+}
+
+int64_t Plan::host_staging_bytes() const {
+  const int64_t pb = int64_t(dtype_size(policy.param_dtype));
+  return swap_tile_elems() * (pb + int64_t(dtype_size(policy.grad_accum_dtype)));  // a param and a gradient tile
 }
 
 bool Plan::param_swapped(size_t b) const {

@@ -22,7 +22,8 @@ struct Case {
   std::string name, args;  // a label, and the config with its overrides
   int np;
   std::vector<int> stages;
-  int node_ranks = 0;  // > 0: ZT_COMM_NODE_RANKS, so ZeRO++ sees nodes of that many ranks
+  int node_ranks = 0;     // > 0: ZT_COMM_NODE_RANKS, so ZeRO++ sees nodes of that many ranks
+  std::string sim_only = "";  // overrides of the sim run alone (ZeRO-Offload: the cpu run keeps it all in memory)
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name << " np " << c.np; }
 
@@ -41,6 +42,8 @@ const std::string kZeroPP = " zero_optimization.zero_quantized_weights=true"
 
 const std::string kInt8Grads =
     " zero_optimization.zero_quantized_gradients=true zero_optimization.zero_quantized_gradients_bits=8";
+
+const std::string kOffload = " zero_optimization.offload_optimizer.device=cpu";
 
 class SimFollowsCpu : public ::testing::TestWithParam<Case> {};
 
@@ -64,7 +67,8 @@ TEST_P(SimFollowsCpu, BitForBit) {
                                                      std::string(ZT_MPIRUN) + " -x ZT_COMM_NODE_RANKS -np "
                                                : kMpi;
       const Result r = run(mpi + std::to_string(c.np) + " " + kBin + " train" + args + " zero_optimization.stage=" +
-                               std::to_string(stage) + " run.device=" + device + " run.dir=" + dir,
+                               std::to_string(stage) + " run.device=" + device + " run.dir=" + dir +
+                               (device == "sim" ? c.sim_only : ""),
                            300);
       ASSERT_EQ(r.code, 0) << r.out;
       weights[device] = slurp(dir + "/model.safetensors");
@@ -74,8 +78,13 @@ TEST_P(SimFollowsCpu, BitForBit) {
         const auto recs = read_jsonl(dir + "/metrics.jsonl");
         const auto& last = recs.at(recs.size() - 2);  // the last step's record (the final event follows)
         EXPECT_EQ(last.at("device"), "sim:0");
+        const bool offload = !c.sim_only.empty();  // Note [host residence]: the states in pinned host memory
         EXPECT_GT(last.at("device_memory").at("param").get<int64_t>(), 0);
-        EXPECT_GT(last.at("device_memory").at("optim").get<int64_t>(), 0);
+        EXPECT_EQ(last.at("device_memory").at("optim").get<int64_t>() > 0, !offload);
+        EXPECT_EQ(last.at("pinned_memory").at("optim").get<int64_t>() > 0, offload);
+        if (offload) {
+          EXPECT_EQ(last.at("device_memory").at("master").get<int64_t>(), 0);
+        }
         EXPECT_EQ(last.at("memory").at("param").get<int64_t>(), 0);
         EXPECT_EQ(last.at("memory").at("optim").get<int64_t>(), 0);
       }
@@ -98,7 +107,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // and the position embedding's sparse rows (the kernels of zt/ops/compress.h).
                       Case{"gpt_zeropp", kGpt + " train_micro_batch_size_per_gpu=2" + kZeroPP, 4, {3}, 2},
                       Case{"gpt_int8_gradients", kGpt + " train_micro_batch_size_per_gpu=2" + kInt8Grads, 4, {1, 2}, 2},
-                      Case{"gpt_sparse_rows", kGpt + " train_micro_batch_size_per_gpu=2 sparse_gradients=true", 2, {1, 2}}),
+                      Case{"gpt_sparse_rows", kGpt + " train_micro_batch_size_per_gpu=2 sparse_gradients=true", 2, {1, 2}},
+                      // ZeRO-Offload on the device (Note [host residence]) against the in-memory cpu run.
+                      Case{"mlp_offload_fp32", kMnist, 2, {1, 2, 3}, 0, kOffload},
+                      Case{"mlp_offload_bf16", kMnist + " bf16.enabled=true", 1, {1, 3}, 0, kOffload},
+                      Case{"gpt_offload_bf16", kGpt + " train_micro_batch_size_per_gpu=2", 2, {1, 2, 3}, 0,
+                           kOffload + " zero_optimization.sub_group_size=3000"}),
     [](const auto& info) { return info.param.name + "_np" + std::to_string(info.param.np); });
 
 // A checkpoint saved on sim at N = 2 resumes on cpu at N = 3 and its next one on sim at N = 1,
@@ -134,6 +148,34 @@ TEST(SimCheckpoint, SavedOnSimResumesOnCpuAndBackAtOtherWorldSizes) {
 }
 
 // eval and generate put the model on run.device too: on sim they print what they print on cpu.
+// ZeRO-Offload's checkpoints (Note [host residence]): saved offloaded, resumed in memory, saved
+// again and resumed offloaded, at N = 2 in bf16 (a master), the run that never stopped bit for bit.
+TEST(SimCheckpoint, OffloadedAndInMemoryResumeEachOtherBitForBit) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string root = tmpdir("sim_offload_ckpt"), whole = root + "/whole", parts = root + "/parts";
+  const std::string args = " --config configs/mnist_mlp.json data.train_limit=6400 run.eval_at_end=false"
+                           " steps_per_print=5 train_batch_size=48 zero_optimization.stage=3 bf16.enabled=true"
+                           " run.device=sim scheduler.params.total_num_steps=30 checkpoint.dir=" + parts + "/ckpt";
+  auto train = [&](const std::string& dir, const std::string& more) {
+    return run(kMpi + "2 " + kBin + " train" + args + " run.dir=" + dir + more, 300);
+  };
+  Result a = train(whole, " run.max_steps=30");
+  ASSERT_EQ(a.code, 0) << a.out;
+  Result b = train(parts, kOffload + " run.max_steps=10 checkpoint.every_steps=10");
+  ASSERT_EQ(b.code, 0) << b.out;
+  Result c = train(parts, " run.max_steps=20 checkpoint.every_steps=10 run.resume=latest");
+  ASSERT_EQ(c.code, 0) << c.out;
+  Result d = train(parts, kOffload + " run.max_steps=30 run.resume=latest");
+  ASSERT_EQ(d.code, 0) << d.out;
+  EXPECT_NE(d.out.find("resumed from"), std::string::npos) << d.out;
+  const auto want = logged_losses(whole), got = logged_losses(parts);
+  for (int64_t step : {5, 10, 15, 20, 25, 30}) {
+    ASSERT_TRUE(got.count(step) && want.count(step)) << step << ": " << d.out;
+    EXPECT_EQ(got.at(step), want.at(step)) << step;
+  }
+  EXPECT_TRUE(slurp(whole + "/model.safetensors") == slurp(parts + "/model.safetensors")) << "the final weights differ";
+}
+
 TEST(SimEvalAndGenerate, PrintWhatTheCpuPrints) {
   const std::string root = tmpdir("sim_eval");
   write_random_tokens(root + "/tok", 20000, 2000);
@@ -164,6 +206,12 @@ TEST(SimRefuses, WhatRunsOnTheHostOnlyTheCapAndABadDeviceAreOneLine) {
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_NE(r.out.find("offload_optimizer.device=nvme is not available with run.device=sim:0"), std::string::npos)
       << r.out;
+  const Result par = run(kBin + " train --config configs/mnist_mlp.json run.device=sim zero_optimization.stage=3" +
+                             " zero_optimization.offload_param.device=cpu",
+                         60);
+  EXPECT_NE(par.code, 0);
+  EXPECT_NE(par.out.find("offload_param.device=cpu is not available with run.device=sim:0"), std::string::npos)
+      << par.out;
   const Result cap = run(kBin + " train --config configs/mnist_mlp.json run.device=sim run.device_memory_mb=1", 60);
   EXPECT_NE(cap.code, 0);
   EXPECT_EQ(count_lines(cap.out), 1) << cap.out;

@@ -31,7 +31,7 @@ struct PeakInput : Stage3Limits {
 
 // One rank's predicted peak, term by term (bytes).
 struct PeakEstimate {
-  MemoryEstimate states;      // model states at rest by placement (Plan::memory)
+  MemoryEstimate states;      // model states at rest by placement (Plan::memory; the terms count its on_device())
   int64_t grad_buckets = 0;   // stages 2-3: full gradients and receive buffers of buckets in flight
   int64_t gathered = 0;       // stage 3: full copies of the units gathered at once
   int64_t secondary = 0;      // hpZ: every unit's 1/P piece, from its forward gather to the update
@@ -43,13 +43,13 @@ struct PeakEstimate {
   int64_t data = 0;
   // Resident: every term, as the caching allocator keeps freed blocks (what the OS shows).
   int64_t total() const {
-    return states.total() + grad_buckets + gathered + secondary + param_staging + activations + widened +
+    return states.on_device() + grad_buckets + gathered + secondary + param_staging + activations + widened +
            workspace + comm_buffers + data;
   }
   // The allocator's bytes in use at once (what run.memory_budget_mb holds: over it, cached blocks
   // go back to the system first): the initialiser's workspace and a step's transients never coexist.
   int64_t in_use() const {
-    return states.total() + data +
+    return states.on_device() + data +
            std::max(workspace, grad_buckets + gathered + secondary + param_staging + activations + widened);
   }
 };

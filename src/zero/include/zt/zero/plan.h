@@ -36,7 +36,9 @@ struct PlanInput {
 // Per-rank bytes of model states at rest, by allocator tag.
 struct MemoryEstimate {
   int64_t param = 0, grad = 0, master = 0, optim = 0;
+  int64_t host = 0;  // of those, in pinned host memory beside the device (Residence::host)
   int64_t total() const { return param + grad + master + optim; }
+  int64_t on_device() const { return total() - host; }  // the compute device's (all of it on cpu)
 };
 
 struct Plan {
@@ -58,6 +60,9 @@ struct Plan {
   // configured tile), and the bytes of one tile buffer (the states of one tile, 4 KiB aligned).
   int64_t swap_tile_elems() const;
   int64_t swap_slot_bytes() const;
+  // Residence::host (Note [host residence]): the pinned tiles a gradient comes down and a
+  // parameter goes up through, swap_tile_elems() of each.
+  int64_t host_staging_bytes() const;
   // Note [parameter swap]: whether stage-3 unit b's parameter shard lives in a swap file (the
   // persistent units stay in memory), the elements per record of those files (whole 4 KiB pages
   // of the working dtype), and the bytes a unit's shard takes while it is read in.

@@ -11,9 +11,11 @@
 
 namespace zt::zero {
 
-// Where this rank's fp32 master and optimizer states live (Note [optimizer swap]): in memory,
-// or in a swap file streamed through a few tile buffers (offload_optimizer.device = nvme).
-enum class Residence { memory, file };
+// Where this rank's fp32 master and optimizer states live: in the compute device's memory; in
+// pinned host memory beside a device, updated by the host's kernel (ZeRO-Offload, Note [host
+// residence] in optim_shard.cpp); or in a swap file streamed through a few tile buffers
+// (offload_optimizer.device = nvme, Note [optimizer swap]).
+enum class Residence { memory, host, file };
 
 // The file residence's knobs: DeepSpeed's offload_optimizer and aio keys, as place() derives
 // them; the defaults are the config's.
@@ -75,7 +77,8 @@ Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum
 // Note [placement]: the one place the offload and aio keys become a placement. Device "nvme" puts
 // the fp32 master and optimizer states (offload_optimizer) or stage 3's parameter shards
 // (offload_param) in swap files under <nvme_path>/<run_name>/rank<r>/ (run_name "": nvme_path
-// itself; swap_run_name below); any other device keeps them in memory. sub_group_size is the tile (when given),
+// itself; swap_run_name below); offload_optimizer.device "cpu" with p.device a GPU (or sim) keeps
+// them in pinned host memory (Residence::host); otherwise they stay in the device's memory. sub_group_size is the tile (when given),
 // offload_optimizer.buffer_count the optimizer's tile buffers, aio the reads and writes.
 void place(Policy& p, const config::ZeroConfig& zero, const config::AioConfig& aio, const std::string& run_name);
 // Note [swap path]: the run's swap folder name, from its run.dir's whole path ("mnist_mlp-3fa2b1c0"),
