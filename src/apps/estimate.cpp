@@ -47,6 +47,7 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
                                                             : "fp16"},
                         {"stages", nlohmann::json::array()}};
   if (opt.memory_gib > 0) out["memory_gib"] = opt.memory_gib;
+  out["device"] = eo.device.str();  // where the rows' bytes live (a device's, or the host's for cpu)
   if (products) out["products"] = {{"path", ops::products_name(products->products)}, {"line", products->line(eo.dtype)}};
   config::Config ckpt = cfg, plain = cfg;
   ckpt.activation_checkpointing.enabled = true;
@@ -78,6 +79,12 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
     if (stage == 3) {  // ZeRO-Infinity: the parameter shards in files too
       off.zero.offload_param.device = "nvme";
       row["offload_both_nvme"] = {{"peak", peak_of(off)}};
+    }
+    if (!eo.device.is_cpu() && stage >= 1) {  // ZeRO-Offload on the device (Note [host residence])
+      zero::EngineOptions host = eo;
+      host.zero.offload_optimizer.device = "cpu";
+      const zero::MemoryEstimate h = zero::plan_model(*model, host, world).memory();
+      row["offload_optimizer_cpu"] = {{"device", h.on_device()}, {"pinned_host", h.host}, {"peak", peak_of(host)}};
     }
     out["stages"].push_back(row);
   }
@@ -114,11 +121,13 @@ std::string peak_terms(const nlohmann::json& p) {
   std::string s = format_bytes(p["total"].get<size_t>()) + " resident, " + format_bytes(p["in_use"].get<size_t>()) +
                   " at once (states " +
                   format_bytes(p["param"].get<size_t>() + p["grad"].get<size_t>() + p["master"].get<size_t>() +
-                               p["optim"].get<size_t>());
+                               p["optim"].get<size_t>() - p["pinned_host"].get<size_t>());
   for (const char* k :
        {"grad_buckets", "gathered", "param_staging", "activations", "widened_products", "workspace", "comm_buffers"})
     if (p[k].get<int64_t>() > 0) s += std::string(", ") + k + " " + format_bytes(p[k].get<size_t>());
-  return s + ")";
+  s += ")";
+  if (p["pinned_host"].get<int64_t>() > 0) s += " + " + format_bytes(p["pinned_host"].get<size_t>()) + " pinned on the host";
+  return s;
 }
 
 void print_table(const nlohmann::json& j) {
@@ -139,6 +148,12 @@ void print_table(const nlohmann::json& j) {
                 (long long)f["optim"].get<int64_t>(), (long long)f["total"].get<int64_t>(),
                 format_bytes(size_t(f["total"].get<int64_t>())).c_str(),
                 format_bytes(size_t(f["disk"].get<int64_t>())).c_str());
+    if (r.contains("offload_optimizer_cpu")) {
+      const nlohmann::json& h = r["offload_optimizer_cpu"];
+      std::printf("  cpu  %s on %s, %s in pinned host memory (offload_optimizer cpu)\n",
+                  format_bytes(h["device"].get<size_t>()).c_str(), j["device"].get<std::string>().c_str(),
+                  format_bytes(h["pinned_host"].get<size_t>()).c_str());
+    }
   }
   if (j.contains("products")) std::printf("%s\n", j["products"]["line"].get<std::string>().c_str());
   const nlohmann::json& a = j["activations"];
@@ -151,6 +166,8 @@ void print_table(const nlohmann::json& j) {
   for (const auto& r : j["stages"]) {
     std::printf("  stage %d: in memory %s; offload_optimizer nvme %s", r["stage"].get<int>(),
                 peak_terms(r["peak"]).c_str(), peak_terms(r["offload_optimizer_nvme"]["peak"]).c_str());
+    if (r.contains("offload_optimizer_cpu"))
+      std::printf("; offload_optimizer cpu, on the device %s", peak_terms(r["offload_optimizer_cpu"]["peak"]).c_str());
     if (r.contains("offload_both_nvme"))
       std::printf("; + offload_param nvme %s", peak_terms(r["offload_both_nvme"]["peak"]).c_str());
     std::printf("\n");

@@ -176,6 +176,38 @@ TEST(SimCheckpoint, OffloadedAndInMemoryResumeEachOtherBitForBit) {
   EXPECT_TRUE(slurp(whole + "/model.safetensors") == slurp(parts + "/model.safetensors")) << "the final weights differ";
 }
 
+// ZeRO-Offload's bytes (Note [host residence]): at rest the device holds exactly what `estimate`
+// puts on it and pinned host memory exactly the master, states and staging tiles; the device's
+// peak stays within the predicted peak.
+TEST(SimOffloadMemory, DeviceAndPinnedHostHoldWhatEstimateSays) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string args = " --config configs/mnist_mlp.json data.train_limit=2048 run.eval_at_end=false"
+                           " steps_per_print=1 run.max_steps=4 bf16.enabled=true run.device=sim";
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    const std::string s = " zero_optimization.stage=" + std::to_string(stage), dir = tmpdir("sim_offload_memory");
+    const Result e = run(kBin + " estimate" + args + s + " --world 2 --json", 60);
+    ASSERT_EQ(e.code, 0) << e.out;
+    const auto row = nlohmann::json::parse(e.out.substr(e.out.find('{'))).at("stages").at(size_t(stage));
+    const auto& want = row.at("offload_optimizer_cpu");
+    const Result r = run(kMpi + "2 " + kBin + " train" + args + s + kOffload + " run.dir=" + dir, 300);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto recs = read_jsonl(dir + "/metrics.jsonl");
+    const auto& last = recs.at(recs.size() - 2);
+    auto states = [&](const char* field) {
+      const auto& m = last.at(field);
+      int64_t n = 0;
+      for (const char* tag : {"param", "grad", "master", "optim"}) n += m.at(tag).get<int64_t>();
+      return n;
+    };
+    EXPECT_EQ(states("device_memory"), want.at("device").get<int64_t>());
+    EXPECT_EQ(states("pinned_memory"), want.at("pinned_host").get<int64_t>());
+    EXPECT_EQ(last.at("device_memory").at("optim").get<int64_t>(), 0);
+    const int64_t peak = last.at("device_memory").at("peak").get<int64_t>();
+    EXPECT_LE(peak, want.at("peak").at("in_use").get<int64_t>());
+  }
+}
+
 TEST(SimEvalAndGenerate, PrintWhatTheCpuPrints) {
   const std::string root = tmpdir("sim_eval");
   write_random_tokens(root + "/tok", 20000, 2000);
