@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +34,15 @@ size_t capacity_from_env() {
   ZT_CHECK_AS(ErrorKind::config, *end == '\0' && mb > 0 && mb <= (1ll << 24), "[core] ZT_SIM_MEMORY_MB='", s,
               "' is not a whole number of MiB between 1 and 16777216");
   return size_t(mb) << 20;
+}
+
+// ZT_SIM_MUTATE=drop_sync (Note [sim device]): a test hook that drops the wait of copies to the host.
+bool drop_sync() {
+  static const bool on = [] {
+    const char* s = std::getenv("ZT_SIM_MUTATE");
+    return s != nullptr && std::strcmp(s, "drop_sync") == 0;
+  }();
+  return on;
 }
 
 // The two views of one memfd and the ranges handed out of it.
@@ -143,6 +153,7 @@ class SimStream {
       queue_.pop_front();
       busy_ = true;
       lock.unlock();
+      if (drop_sync()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the host runs ahead
       std::exception_ptr e;
       try {
         work();
@@ -236,6 +247,8 @@ void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t
            " and ", dst_dev, ": stage through the host");
   void* d = dst_dev.type == DeviceType::sim ? memory().rw(dst) : dst;
   const void* s = src_dev.type == DeviceType::sim ? memory().rw(src) : src;
+  if (dst_dev.is_cpu() && src_dev.type == DeviceType::sim && drop_sync())
+    return void(std::memmove(d, s, bytes));  // the mutation: what the device has not written yet
   stream().enqueue([d, s, bytes] { std::memmove(d, s, bytes); });
   // A host destination is read, and a host source may be freed, right after: wait (cudaMemcpy).
   if (dst_dev.is_cpu() || src_dev.is_cpu()) stream().synchronize();

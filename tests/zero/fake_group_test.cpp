@@ -231,3 +231,48 @@ TEST(DeferredInit, Stage3ConstructionNeverExceedsTheModelStates) {
 }
 
 }  // namespace
+
+namespace {
+
+// The harness's MLP with a host read of its first weight planted in forward: harmless where the
+// weights are host memory, a fault where they are device memory.
+class PlantedHostRead : public nn::Module {
+ public:
+  PlantedHostRead() : inner_(make_model()) { register_module("inner", inner_); }
+  const char* type_name() const override { return "PlantedHostRead"; }
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    volatile float first = inner_->named_parameters()[0].second.data<float>()[0];
+    (void)first;
+    return (*inner_)(x);
+  }
+
+ private:
+  std::shared_ptr<nn::Module> inner_;
+};
+
+// One training step of PlantedHostRead at stage 2 on `device`, one process.
+void train_planted(Device device) {
+  RunSpec s;
+  s.stage = 2;
+  s.gas = 1;
+  const Data d = make_data(s.micro);
+  PlantedHostRead model;
+  zero::EngineOptions o = options(s);
+  o.device = device;
+  zero::Engine engine(model, comm::make_group("local"), o);
+  train_step(engine, s, d, 0);
+  engine.step(1e-2);
+}
+
+}  // namespace
+
+// The mutation check's other half (Note [sim device]): a host read of a device buffer planted in
+// the engine's forward passes on cpu and faults on sim (the dropped synchronisation is
+// tests/e2e/sim_device_test.cpp's SimMutation).
+TEST(SimMutationDeathTest, AHostReadPlantedInTheEngineFaultsOnSim) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_NO_THROW(train_planted(Device::cpu()));
+  EXPECT_DEATH(train_planted(Device::sim()), "");  // SIGSEGV (under ASan, its report)
+}

@@ -7,7 +7,9 @@
 // missing synchronisation is a wrong result or a fault, as on a GPU, not a silent pass. Copies to
 // or from the host wait for the stream, as cudaMemcpy does. Capacity: ZT_SIM_MEMORY_MB (default
 // 8192) of address space, pages taken only when written; the allocator's budget caps it further
-// (Allocator::set_budget, as PyTorch's per-process memory fraction).
+// (Allocator::set_budget, as PyTorch's per-process memory fraction). ZT_SIM_MUTATE=drop_sync is
+// the mutation the trajectory tests must catch: copies to the host read device memory at once,
+// without waiting for the work queued before them, and the stream starts each task 2 ms late.
 #include <cstddef>
 #include <functional>
 
