@@ -183,7 +183,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                  group.backend(),
                  dev.is_cpu() ? ""
                               : ("; " +
-                                 std::string(engine.policy().optimizer_residence == zero::Residence::host
+                                 std::string(engine.policy().optimizer_residence != zero::Residence::memory
                                                  ? "parameters, gradients"
                                                  : "model states, parameters") +
                                  " and activations on " + dev.str() +

@@ -19,12 +19,12 @@
 namespace zt::zero {
 
 namespace {
-// On a device the engine keeps its buffers there (the optimizer's in pinned host memory with
-// offload_optimizer.device=cpu); swap files and host-resident parameters are refused in one line.
+// On a device the engine keeps its buffers there (the optimizer's in pinned host memory or swap
+// files when offloaded, Note [host residence]); stage 3's parameters off the device are refused
+// in one line.
 void check_device_features(const EngineOptions& o) {
   if (o.device.is_cpu()) return;
-  const char* host_only = o.zero.offload_optimizer.device == "nvme" ? "zero_optimization.offload_optimizer.device=nvme"
-                          : o.zero.offload_param.device == "nvme"   ? "zero_optimization.offload_param.device=nvme"
+  const char* host_only = o.zero.offload_param.device == "nvme"   ? "zero_optimization.offload_param.device=nvme"
                           : o.zero.offload_param.device == "cpu"    ? "zero_optimization.offload_param.device=cpu"
                                                                     : nullptr;
   ZT_CHECK_AS(ErrorKind::config, host_only == nullptr, "[zero] ", host_only, " is not available with run.device=",

@@ -13,7 +13,8 @@
 // them: each tile of swap_tile_elems() gradients comes down through a pinned staging tile, the
 // host update writes the master and the rounded parameter into a pinned parameter tile (fp32 runs
 // without a master bring the parameter down first), and that tile goes up. The update is the
-// same element-wise kernel, so the trajectory is the in-memory one bit for bit.
+// same element-wise kernel, so the trajectory is the in-memory one bit for bit. Swap files on a
+// device (offload_optimizer.device = nvme, ZeRO-Infinity) stage each tile the same way.
 #include "optim_shard.h"
 
 #include <algorithm>
@@ -42,7 +43,7 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
   optim::validate(spec_);
   const bool file = plan.policy.optimizer_residence == Residence::file;
   const bool host = plan.policy.optimizer_residence == Residence::host;
-  if (host) {  // Note [host residence]
+  if (plan.host_staging_bytes() > 0) {  // Note [host residence]: the tiles through which a device's update goes
     tile_ = plan.swap_tile_elems();
     stage_param_ = pinned_zeros(tile_, plan.policy.param_dtype, MemTag::optim);
     stage_grad_ = pinned_zeros(tile_, plan.policy.grad_accum_dtype, MemTag::optim);
@@ -127,7 +128,18 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
   a.lr = lr;
   a.step = steps_ + 1;
   a.grad_scale = grad_scale;
-  if (buf.host) return update_on_host(buf, params, grads, a);
+  if (buf.host) {  // Note [host residence]: tile by tile, through the staging tiles
+    for (int64_t begin = 0; begin < buf.numel; begin += tile_) {
+      const int64_t len = std::min(tile_, buf.numel - begin);
+      stage_down(params, grads, begin, len, a);
+      a.master = master_ ? buf.master.slice(0, begin, begin + len) : Tensor();
+      a.states.clear();
+      for (const Tensor& s : buf.states) a.states.push_back(s.slice(0, begin, begin + len));
+      timed_update(a);
+      stage_up(params, begin, len);
+    }
+    return;
+  }
   if (!buf.file) {
     a.param = params;
     a.master = buf.master;
@@ -142,35 +154,44 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
       [&](int64_t t, int64_t len, Tensor rec) {
         const int64_t begin = t * tile_;
         auto view = [&](int64_t j) { return rec.slice(0, j * tile_, j * tile_ + len); };  // tensor j of the tile
-        a.param = params.slice(0, begin, begin + len);
-        a.grad = grads.slice(0, begin, begin + len);
+        stage_down(params, grads, begin, len, a);
         a.master = master_ ? view(0) : Tensor();
         a.states.clear();
         for (int64_t j = master_ ? 1 : 0; j < k; ++j) a.states.push_back(view(j));
         optim::update(spec_, a);
+        stage_up(params, begin, len);
       },
       /*read_first=*/true);
 }
 
-// Note [host residence]: tile by tile, the gradient down, the host's update, the parameter up.
-void OptimShard::update_on_host(Buf& buf, const Tensor& params, const Tensor& grads, optim::UpdateArgs& a) {
-  ZT_ASSERT(grads.dtype() == stage_grad_.dtype(), "host update: gradients in ", dtype_name(grads.dtype()),
-            ", staging in ", dtype_name(stage_grad_.dtype()));
-  for (int64_t begin = 0; begin < buf.numel; begin += tile_) {
-    const int64_t end = std::min(buf.numel, begin + tile_), len = end - begin;
-    Tensor g = stage_grad_.slice(0, 0, len), p = stage_param_.slice(0, 0, len);
-    g.copy_(grads.slice(0, begin, end));
-    if (!master_) p.copy_(params.slice(0, begin, end));  // fp32: the parameter is the weight
-    const auto t0 = std::chrono::steady_clock::now();
-    a.param = p;
-    a.grad = g;
-    a.master = master_ ? buf.master.slice(0, begin, end) : Tensor();
-    a.states.clear();
-    for (const Tensor& s : buf.states) a.states.push_back(s.slice(0, begin, end));
-    optim::update(spec_, a);
-    compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    params.slice(0, begin, end).copy_(p);
+// a.param and a.grad for elements [begin, begin + len): the shard's own slices where they are host
+// memory, else the staging tiles with the gradient copied down (and an fp32 run's parameter, the
+// weight the rule reads).
+void OptimShard::stage_down(const Tensor& params, const Tensor& grads, int64_t begin, int64_t len,
+                            optim::UpdateArgs& a) {
+  if (!stage_param_.defined() || params.device().is_cpu()) {
+    a.param = params.slice(0, begin, begin + len);
+    a.grad = grads.slice(0, begin, begin + len);
+    return;
   }
+  ZT_ASSERT(grads.dtype() == stage_grad_.dtype(), "staged update: gradients in ", dtype_name(grads.dtype()),
+            ", staging in ", dtype_name(stage_grad_.dtype()));
+  a.grad = stage_grad_.slice(0, 0, len);
+  a.grad.copy_(grads.slice(0, begin, begin + len));
+  a.param = stage_param_.slice(0, 0, len);
+  if (!master_) a.param.copy_(params.slice(0, begin, begin + len));
+}
+
+// The updated parameters of the tile go back up (nothing to do where they were updated in place).
+void OptimShard::stage_up(const Tensor& params, int64_t begin, int64_t len) {
+  if (stage_param_.defined() && !params.device().is_cpu())
+    params.slice(0, begin, begin + len).copy_(stage_param_.slice(0, 0, len));
+}
+
+void OptimShard::timed_update(const optim::UpdateArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  optim::update(spec_, a);
+  compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::vector<ShardTensor> OptimShard::state(size_t b) {

@@ -43,7 +43,9 @@ class OptimShard {
     std::unique_ptr<SwapFile> file;  // Residence::file
     bool host = false;               // Residence::host: master and states in pinned host memory
   };
-  void update_on_host(Buf& buf, const Tensor& params, const Tensor& grads, optim::UpdateArgs& a);
+  void stage_down(const Tensor& params, const Tensor& grads, int64_t begin, int64_t len, optim::UpdateArgs& a);
+  void stage_up(const Tensor& params, int64_t begin, int64_t len);
+  void timed_update(const optim::UpdateArgs& a);
   // Residence::file: tile buffer s (its tensors, master first, each tile_ elements).
   float* slot(int s) const { return slots_[size_t(s)].data<float>(); }
   void run_tiles(Buf& buf, const std::function<void(int64_t tile, int64_t len, Tensor rec)>& fn, bool read_first);
@@ -56,7 +58,7 @@ class OptimShard {
   int64_t tile_ = 0;     // elements of each tensor per tile
   std::string dir_;      // Residence::file: this rank's swap folder
   std::vector<Tensor> slots_;
-  Tensor stage_param_, stage_grad_;  // Residence::host: the pinned tiles (Note [host residence])
+  Tensor stage_param_, stage_grad_;  // on a device: the pinned tiles of its updates (Note [host residence])
   double compute_s_ = 0;
 };
 

@@ -78,9 +78,10 @@ MemoryEstimate Plan::memory() const {
   if (policy.optimizer_residence == Residence::file) {  // Note [optimizer swap]: only the tile buffers stay
     e.master = 0;
     e.optim = policy.swap.buffers * swap_slot_bytes();
-  } else if (policy.optimizer_residence == Residence::host) {  // Note [host residence]: + the staging tiles
+  }
+  if (!policy.device.is_cpu() && policy.optimizer_residence != Residence::memory) {  // Note [host residence]
     e.optim += host_staging_bytes();
-    e.host = e.master + e.optim;
+    e.host = e.master + e.optim;  // the tile buffers or the states, and the staging tiles, beside the device
   }
   return e;
 }
@@ -99,6 +100,7 @@ int64_t Plan::swap_slot_bytes() const {
 }
 
 int64_t Plan::host_staging_bytes() const {
+  if (policy.device.is_cpu() || policy.optimizer_residence == Residence::memory) return 0;
   const int64_t pb = int64_t(dtype_size(policy.param_dtype));
   return swap_tile_elems() * (pb + int64_t(dtype_size(policy.grad_accum_dtype)));  // a param and a gradient tile
 }

@@ -60,8 +60,8 @@ struct Plan {
   // configured tile), and the bytes of one tile buffer (the states of one tile, 4 KiB aligned).
   int64_t swap_tile_elems() const;
   int64_t swap_slot_bytes() const;
-  // Residence::host (Note [host residence]): the pinned tiles a gradient comes down and a
-  // parameter goes up through, swap_tile_elems() of each.
+  // Note [host residence]: on a device with the optimizer offloaded (host or file), the pinned
+  // tiles a gradient comes down and a parameter goes up through, swap_tile_elems() of each; else 0.
   int64_t host_staging_bytes() const;
   // Note [parameter swap]: whether stage-3 unit b's parameter shard lives in a swap file (the
   // persistent units stay in memory), the elements per record of those files (whole 4 KiB pages
