@@ -48,10 +48,11 @@ EvalResult share_eval(comm::Group& group, int root, const EvalResult& mine) {
   return {nlohmann::json::parse(got.substr(0, cut)), got.substr(cut + 1)};
 }
 
-// Every rank's role and memory, gathered to every rank (Note [parameter-server memory]).
-nlohmann::json memory_per_rank(comm::Group& group, bool server) {
+// Every rank's role and memory (its device's allocator with run.device), gathered to every rank
+// (Note [parameter-server memory]).
+nlohmann::json memory_per_rank(comm::Group& group, bool server, Device device) {
   constexpr int64_t k = 9;
-  const MemStats ms = Allocator::global().stats();
+  const MemStats ms = allocator_for(device).stats();
   Tensor mine = Tensor::empty({k}, DType::i64, MemTag::comm),
          all = Tensor::empty({k * group.size()}, DType::i64, MemTag::comm);
   int64_t* m = mine.data<int64_t>();
@@ -140,8 +141,12 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
                  servers - 1, workers, workers == 1 ? "" : "s", (long long)bs.train_batch_size, (long long)bs.micro,
                  (long long)bs.accumulation, workers, (long long)total_steps,
                  cfg.zero.stage != 0 ? " (zero_optimization.stage is not used)" : "");
-    std::fprintf(stderr, "zerotrain: rank 0: %s; %s; comm backend %s\n", threads.c_str(), processor_note().c_str(),
-                 group.backend());
+    std::fprintf(stderr, "zerotrain: rank 0: %s; %s; comm backend %s%s\n", threads.c_str(), processor_note().c_str(),
+                 group.backend(),
+                 eo.device.is_cpu() ? ""
+                                    : ("; every rank's buffers on " + eo.device.str() + ", pushes and pulls staged " +
+                                       "through the host")
+                                          .c_str());
     if (!about.empty()) std::fprintf(stderr, "%s\n", about.c_str());
   }
   auto run_eval_pass = [&](bool whole) {
@@ -196,7 +201,7 @@ int run_train_ps(const config::Config& cfg, comm::Group& group) {
     if ((step + 1) % std::max<int64_t>(1, cfg.steps_per_print) != 0 && step + 1 != total_steps) continue;
     const std::string at = "step " + std::to_string(step + 1);
     const double loss_avg = group.all_reduce_scalar(loss_sum / double(loss_count), at + ", loss report") / workers;
-    const nlohmann::json per_rank = memory_per_rank(group, server);
+    const nlohmann::json per_rank = memory_per_rank(group, server, eo.device);
     loss_sum = 0;
     loss_count = 0;
     const auto now = Clock::now();

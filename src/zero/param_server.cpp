@@ -49,6 +49,7 @@ ParamServer::ParamServer(nn::Module& model, comm::GroupPtr group, EngineOptions 
   frozen_ = std::move(m.frozen);
   frozen_names_ = std::move(m.frozen_names);
   plan_ = make_plan(m.input, m.policy, servers_);
+  pushes_ = comm::stage_on(group_, device());  // Note [staged group] where the backend keeps host tensors
   const auto inits = model_.deferred_initializers();
   // Values in the engine's order (frozen first, then trainable in model order): deferred
   // initialisers share one generator, so every rank draws them all, servers included.
@@ -70,8 +71,8 @@ ParamServer::ParamServer(nn::Module& model, comm::GroupPtr group, EngineOptions 
       continue;
     }
     TagScope tag(MemTag::param);
-    Tensor t = Tensor::empty(p.shape(), plan_.policy.param_dtype);
-    ops::cast_into(t, values);
+    Tensor t = Tensor::empty(p.shape(), plan_.policy.param_dtype, device());
+    ops::cast_into(t, values.to(device()));
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
   if (is_server())
@@ -94,10 +95,10 @@ void ParamServer::init_worker(const std::function<void(const Tensor&, Tensor&)>&
     const int64_t n = plan_.buffers[b].padded;
     {
       TagScope tag(MemTag::param);
-      param_bufs_.push_back(Tensor::zeros({n}, pol.param_dtype));
+      param_bufs_.push_back(Tensor::zeros({n}, pol.param_dtype, device()));
     }
     TagScope tag(MemTag::grad);
-    grad_bufs_.push_back(Tensor::zeros({n}, pol.full_grad_dtype()));
+    grad_bufs_.push_back(Tensor::zeros({n}, pol.full_grad_dtype(), device()));
     for (auto& s : plan_.buffers[b].params) where[s.index] = {b, &s};
   }
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -105,7 +106,7 @@ void ParamServer::init_worker(const std::function<void(const Tensor&, Tensor&)>&
     Tensor dst = param_bufs_[b].slice(0, s->offset, s->offset + s->numel);
     Tensor values = Tensor::empty(params_[i].shape(), DType::f32, MemTag::workspace);
     materialize(params_[i], values);
-    ops::cast_into(dst, values);
+    ops::cast_into(dst, values.to(device()));
   }
   for (size_t b = 0; b < plan_.buffers.size(); ++b)
     for (auto& s : plan_.buffers[b].params) {
@@ -127,10 +128,10 @@ void ParamServer::init_server(const std::function<void(const Tensor&, Tensor&)>&
     largest = std::max(largest, n);
     {
       TagScope tag(MemTag::param);
-      param_bufs_.push_back(Tensor::zeros({n}, pol.param_dtype));
+      param_bufs_.push_back(Tensor::zeros({n}, pol.param_dtype, device()));
     }
     TagScope tag(MemTag::grad);
-    grad_bufs_.push_back(Tensor::zeros({n}, DType::f32));
+    grad_bufs_.push_back(Tensor::zeros({n}, DType::f32, device()));
     for (auto& slot : plan_.buffers[b].params) where[slot.index] = {b, &slot};
   }
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -141,13 +142,15 @@ void ParamServer::init_server(const std::function<void(const Tensor&, Tensor&)>&
     const Range mine = intersect(own, {slot->offset, slot->offset + slot->numel});
     if (!mine.empty()) {
       Tensor dst = param_bufs_[b].slice(0, mine.begin - own.begin, mine.end - own.begin);
-      ops::cast_into(dst, values.view({values.numel()}).slice(0, mine.begin - slot->offset, mine.end - slot->offset));
+      ops::cast_into(dst, values.view({values.numel()})
+                              .slice(0, mine.begin - slot->offset, mine.end - slot->offset)
+                              .to(device()));
     }
     params_[i].release_storage();  // a model built whole (model.init_from) keeps nothing here
   }
   {
     TagScope tag(MemTag::comm);
-    for (int k = 0; k < 2; ++k) recv_slots_.push_back(Tensor::empty({largest}, pol.comm_dtype));
+    for (int k = 0; k < 2; ++k) recv_slots_.push_back(Tensor::empty({largest}, pol.comm_dtype, device()));
   }
   optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, s, [this](size_t b) { return param_bufs_[b]; });
 }
@@ -156,17 +159,19 @@ std::string ParamServer::label(const std::string& what) const {
   return "step " + std::to_string(steps_ + 1) + ", " + what;
 }
 
-Tensor ParamServer::forward(const Tensor& x) {
+// An input goes up to the device, and a float one takes the working dtype, as the engine's.
+Tensor ParamServer::input(const Tensor& host) const {
   ZT_CHECK(!is_server(), "[ps] rank ", group_->rank(), " is a parameter server: it does not run the model");
+  const Tensor x = host.to(device());
   const DType dt = plan_.policy.param_dtype;
-  return model_(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
+  return is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x;
 }
 
+Tensor ParamServer::forward(const Tensor& x) { return model_(input(x)); }
+
 Tensor ParamServer::forward(const std::vector<Tensor>& inputs) {
-  ZT_CHECK(!is_server(), "[ps] rank ", group_->rank(), " is a parameter server: it does not run the model");
-  const DType dt = plan_.policy.param_dtype;
   std::vector<Tensor> in;
-  for (const Tensor& x : inputs) in.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
+  for (const Tensor& x : inputs) in.push_back(input(x));
   return model_(in);
 }
 
@@ -200,7 +205,7 @@ StepStats ParamServer::worker_step() {
     for (int s = 0; s < servers_; ++s) {
       const Range r = plan_.optim_range(b, s);
       pushes.push_back(
-          group_->send_async(out[b].slice(0, r.begin, r.end), s, label("push of buffer " + std::to_string(b))));
+          pushes_->send_async(out[b].slice(0, r.begin, r.end), s, label("push of buffer " + std::to_string(b))));
     }
   }
   StepStats st;
@@ -211,7 +216,7 @@ StepStats ParamServer::worker_step() {
     for (int s = 0; s < servers_; ++s) {
       const Range r = plan_.optim_range(b, s);
       Tensor dst = param_bufs_[b].slice(0, r.begin, r.end);
-      pulls.push_back(group_->recv_async(dst, s, label("pull of buffer " + std::to_string(b))));
+      pulls.push_back(pushes_->recv_async(dst, s, label("pull of buffer " + std::to_string(b))));
     }
   for (auto& w : pushes) {
     w->wait();
@@ -238,7 +243,7 @@ StepStats ParamServer::server_step(double lr) {
     std::vector<comm::WorkPtr> in(static_cast<size_t>(W));
     auto post = [&](int w) {
       Tensor slot = recv_slots_[size_t(w % 2)].slice(0, 0, n);
-      in[size_t(w)] = group_->recv_async(slot, servers_ + w, what);
+      in[size_t(w)] = pushes_->recv_async(slot, servers_ + w, what);
     };
     for (int w = 0; w < std::min(W, 2); ++w) post(w);
     for (int w = 0; w < W; ++w) {
@@ -260,7 +265,7 @@ StepStats ParamServer::server_step(double lr) {
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     optim_->update(b, param_bufs_[b], grad_bufs_[b], float(lr), float(st.clip_coef));
     for (int w = 0; w < W; ++w)
-      out.push_back(group_->send_async(param_bufs_[b], servers_ + w, label("pull of buffer " + std::to_string(b))));
+      out.push_back(pushes_->send_async(param_bufs_[b], servers_ + w, label("pull of buffer " + std::to_string(b))));
   }
   optim_->finish_step();
   for (auto& w : out) {
@@ -278,8 +283,9 @@ void ParamServer::for_each_full_param(const std::function<void(const std::string
       group_->recv(t, first, "weights of " + name);
       fn(name, t);
     } else if (rank == first) {
-      group_->send(p, 0, "weights of " + name);
-      fn(name, p);
+      const Tensor host = p.to(Device::cpu());  // the host's group carries it; the caller writes it
+      group_->send(host, 0, "weights of " + name);
+      fn(name, host);
     }
   };
   for (size_t i = 0; i < params_.size(); ++i) one(names_[i], params_[i]);

@@ -155,6 +155,39 @@ TEST(SimCheckpoint, SavedOnSimResumesOnCpuAndBackAtOtherWorldSizes) {
 }
 
 // eval and generate put the model on run.device too: on sim they print what they print on cpu.
+// The parameter-server strategy on sim (every rank's buffers on the device, pushes and pulls
+// staged through the host) follows its cpu run bit for bit: fp32 with one server, bf16 with
+// gradient accumulation and two servers.
+TEST(SimParameterServer, FollowsTheCpuRunBitForBit) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  struct PsCase {
+    int np, servers;
+    std::string more;
+  };
+  for (const PsCase& c : {PsCase{3, 1, ""}, PsCase{4, 2, " bf16.enabled=true gradient_accumulation_steps=2"}}) {
+    SCOPED_TRACE(std::to_string(c.servers) + " servers of " + std::to_string(c.np) + " ranks" + c.more);
+    const std::string root = tmpdir("sim_ps_" + std::to_string(c.np));
+    std::map<std::string, std::map<int64_t, double>> logged;
+    std::map<std::string, std::string> weights;
+    for (const std::string device : {"cpu", "sim"}) {
+      const std::string dir = root + "/" + device;
+      const Result r = run(kMpi + std::to_string(c.np) + " " + kBin + " train" + kMnist + c.more +
+                               " run.strategy=parameter_server run.parameter_servers=" + std::to_string(c.servers) +
+                               " run.device=" + device + " run.dir=" + dir,
+                           300);
+      ASSERT_EQ(r.code, 0) << r.out;
+      if (device == "sim") {
+        EXPECT_NE(r.out.find("every rank's buffers on sim:0"), std::string::npos) << r.out;
+      }
+      logged[device] = logged_losses(dir);
+      weights[device] = slurp(dir + "/model.safetensors");
+    }
+    EXPECT_FALSE(logged["cpu"].empty());
+    EXPECT_EQ(logged["sim"], logged["cpu"]);
+    EXPECT_TRUE(weights["sim"] == weights["cpu"]) << "the final weights differ";
+  }
+}
+
 // ZeRO-Offload's checkpoints (Note [host residence]): saved offloaded, resumed in memory, saved
 // again and resumed offloaded, at N = 2 in bf16 (a master), the run that never stopped bit for bit.
 TEST(SimCheckpoint, OffloadedAndInMemoryResumeEachOtherBitForBit) {

@@ -91,8 +91,12 @@ class ParamServer {
   StepStats server_step(double lr);
   std::string label(const std::string& what) const;
 
+  Device device() const { return plan_.policy.device; }
+  Tensor input(const Tensor& host) const;
+
   nn::Module& model_;
-  comm::GroupPtr group_;
+  comm::GroupPtr group_;   // the host's: scalars, the final weights
+  comm::GroupPtr pushes_;  // pushes and pulls of device tensors (staged through the host where needed)
   EngineOptions opts_;
   int servers_;
   Plan plan_;
