@@ -337,6 +337,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       rec["swap"] = {{"bytes_read", sw.bytes_read},   {"bytes_written", sw.bytes_written}, {"io_wait_s", sw.io_wait_s},
                      {"read_wait_s", sw.read_wait_s}, {"write_wait_s", sw.write_wait_s},   {"update_s", sw.compute_s}};
     }
+    if (!engine.policy().device.is_cpu() && engine.policy().optimizer_residence != zero::Residence::memory) {
+      const zero::SwapStats sw = engine.swap_stats();  // rank 0's host updates and their copies, cumulative
+      rec["offload"] = {{"update_s", sw.compute_s}, {"down_s", sw.down_s},         {"up_s", sw.up_s},
+                        {"bytes_down", sw.bytes_down}, {"bytes_up", sw.bytes_up}};
+    }
     if (engine.options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative
       rec["sparse_comm_bytes"] = engine.sparse_comm_bytes().moved;
       rec["sparse_dense_equivalent_bytes"] = engine.sparse_comm_bytes().dense_equivalent;

@@ -176,16 +176,22 @@ void OptimShard::stage_down(const Tensor& params, const Tensor& grads, int64_t b
   }
   ZT_ASSERT(grads.dtype() == stage_grad_.dtype(), "staged update: gradients in ", dtype_name(grads.dtype()),
             ", staging in ", dtype_name(stage_grad_.dtype()));
+  const auto t0 = std::chrono::steady_clock::now();
   a.grad = stage_grad_.slice(0, 0, len);
-  a.grad.copy_(grads.slice(0, begin, begin + len));
+  a.grad.copy_(grads.slice(0, begin, begin + len));  // waits for backward's last writes
   a.param = stage_param_.slice(0, 0, len);
   if (!master_) a.param.copy_(params.slice(0, begin, begin + len));
+  staging_.down_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  staging_.bytes_down += uint64_t(a.grad.nbytes() + (master_ ? 0 : a.param.nbytes()));
 }
 
 // The updated parameters of the tile go back up (nothing to do where they were updated in place).
 void OptimShard::stage_up(const Tensor& params, int64_t begin, int64_t len) {
-  if (stage_param_.defined() && !params.device().is_cpu())
-    params.slice(0, begin, begin + len).copy_(stage_param_.slice(0, 0, len));
+  if (!stage_param_.defined() || params.device().is_cpu()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  params.slice(0, begin, begin + len).copy_(stage_param_.slice(0, 0, len));
+  staging_.up_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  staging_.bytes_up += uint64_t(len) * dtype_size(params.dtype());
 }
 
 void OptimShard::timed_update(const optim::UpdateArgs& a) {
@@ -221,7 +227,7 @@ std::vector<ShardTensor> OptimShard::state(size_t b) {
 }
 
 SwapStats OptimShard::swap_stats() const {
-  SwapStats st;
+  SwapStats st = staging_;
   st.compute_s = compute_s_;
   for (const Buf& b : bufs_)
     if (b.file) st += b.file->stats();

@@ -59,6 +59,7 @@ class OptimShard {
   std::string dir_;      // Residence::file: this rank's swap folder
   std::vector<Tensor> slots_;
   Tensor stage_param_, stage_grad_;  // on a device: the pinned tiles of its updates (Note [host residence])
+  SwapStats staging_;                // their copies' times and bytes
   double compute_s_ = 0;
 };
 

@@ -99,6 +99,10 @@ SwapStats& operator+=(SwapStats& a, const SwapStats& b) {
   a.read_wait_s += b.read_wait_s;
   a.write_wait_s += b.write_wait_s;
   a.compute_s += b.compute_s;
+  a.down_s += b.down_s;
+  a.up_s += b.up_s;
+  a.bytes_down += b.bytes_down;
+  a.bytes_up += b.bytes_up;
   a.direct = a.direct || b.direct;
   return a;
 }

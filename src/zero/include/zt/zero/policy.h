@@ -32,12 +32,15 @@ struct SwapOptions {
   bool overlap_events = config::AioConfig{}.overlap_events;
 };
 
-// What the swap files did since the engine was built (Residence::file; zeros otherwise).
+// What the swap files (Residence::file) and a device's staging tiles (Note [host residence]) did
+// since the engine was built; zeros where neither is in use.
 struct SwapStats {
   uint64_t bytes_read = 0, bytes_written = 0;
   double io_wait_s = 0;                      // blocked waiting for reads and writes
   double read_wait_s = 0, write_wait_s = 0;  // the same, split
   double compute_s = 0;                      // updating tiles
+  double down_s = 0, up_s = 0;               // on a device: gradients copied down, parameters up
+  uint64_t bytes_down = 0, bytes_up = 0;
   bool direct = false;                       // O_DIRECT in use
 };
 SwapStats& operator+=(SwapStats& a, const SwapStats& b);
