@@ -422,7 +422,8 @@ KEPT_BLOCKS = [(SCALE_BEGIN, SCALE_END), ("<!-- multihost.py: begin -->", "<!-- 
                ("<!-- zeropp.py: begin -->", "<!-- zeropp.py: end -->"),
                ("<!-- param_server.py: begin -->", "<!-- param_server.py: end -->"),
                ("<!-- collective_check.py: begin -->", "<!-- collective_check.py: end -->"),
-               ("<!-- gpu_check.sh: begin -->", "<!-- gpu_check.sh: end -->")]
+               ("<!-- gpu_check.sh: begin -->", "<!-- gpu_check.sh: end -->"),
+               ("<!-- offload_device.py: begin -->", "<!-- offload_device.py: end -->")]
 
 
 def kept_sections(path):
