@@ -84,7 +84,12 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
       zero::EngineOptions host = eo;
       host.zero.offload_optimizer.device = "cpu";
       const zero::MemoryEstimate h = zero::plan_model(*model, host, world).memory();
-      row["offload_optimizer_cpu"] = {{"device", h.on_device()}, {"pinned_host", h.host}, {"peak", peak_of(host)}};
+      row["offload_optimizer_cpu"] = {{"device", h.on_device()}, {"host", h.host}, {"peak", peak_of(host)}};
+      if (stage == 3) {  // and the parameter shards beside them
+        host.zero.offload_param.device = "cpu";
+        const zero::MemoryEstimate b = zero::plan_model(*model, host, world).memory();
+        row["offload_both_cpu"] = {{"device", b.on_device()}, {"host", b.host}, {"peak", peak_of(host)}};
+      }
     }
     out["stages"].push_back(row);
   }
@@ -121,12 +126,12 @@ std::string peak_terms(const nlohmann::json& p) {
   std::string s = format_bytes(p["total"].get<size_t>()) + " resident, " + format_bytes(p["in_use"].get<size_t>()) +
                   " at once (states " +
                   format_bytes(p["param"].get<size_t>() + p["grad"].get<size_t>() + p["master"].get<size_t>() +
-                               p["optim"].get<size_t>() - p["pinned_host"].get<size_t>());
+                               p["optim"].get<size_t>() - p["host"].get<size_t>());
   for (const char* k :
        {"grad_buckets", "gathered", "param_staging", "activations", "widened_products", "workspace", "comm_buffers"})
     if (p[k].get<int64_t>() > 0) s += std::string(", ") + k + " " + format_bytes(p[k].get<size_t>());
   s += ")";
-  if (p["pinned_host"].get<int64_t>() > 0) s += " + " + format_bytes(p["pinned_host"].get<size_t>()) + " pinned on the host";
+  if (p["host"].get<int64_t>() > 0) s += " + " + format_bytes(p["host"].get<size_t>()) + " of states on the host";
   return s;
 }
 
@@ -148,12 +153,14 @@ void print_table(const nlohmann::json& j) {
                 (long long)f["optim"].get<int64_t>(), (long long)f["total"].get<int64_t>(),
                 format_bytes(size_t(f["total"].get<int64_t>())).c_str(),
                 format_bytes(size_t(f["disk"].get<int64_t>())).c_str());
-    if (r.contains("offload_optimizer_cpu")) {
-      const nlohmann::json& h = r["offload_optimizer_cpu"];
-      std::printf("  cpu  %s on %s, %s in pinned host memory (offload_optimizer cpu)\n",
-                  format_bytes(h["device"].get<size_t>()).c_str(), j["device"].get<std::string>().c_str(),
-                  format_bytes(h["pinned_host"].get<size_t>()).c_str());
-    }
+    for (const char* key : {"offload_optimizer_cpu", "offload_both_cpu"})
+      if (r.contains(key)) {
+        const nlohmann::json& h = r[key];
+        std::printf("  cpu  %s on %s, %s in host memory (%s)\n", format_bytes(h["device"].get<size_t>()).c_str(),
+                    j["device"].get<std::string>().c_str(), format_bytes(h["host"].get<size_t>()).c_str(),
+                    key == std::string("offload_both_cpu") ? "offload_optimizer and offload_param cpu"
+                                                           : "offload_optimizer cpu");
+      }
   }
   if (j.contains("products")) std::printf("%s\n", j["products"]["line"].get<std::string>().c_str());
   const nlohmann::json& a = j["activations"];
@@ -168,6 +175,8 @@ void print_table(const nlohmann::json& j) {
                 peak_terms(r["peak"]).c_str(), peak_terms(r["offload_optimizer_nvme"]["peak"]).c_str());
     if (r.contains("offload_optimizer_cpu"))
       std::printf("; offload_optimizer cpu, on the device %s", peak_terms(r["offload_optimizer_cpu"]["peak"]).c_str());
+    if (r.contains("offload_both_cpu"))
+      std::printf("; + offload_param cpu %s", peak_terms(r["offload_both_cpu"]["peak"]).c_str());
     if (r.contains("offload_both_nvme"))
       std::printf("; + offload_param nvme %s", peak_terms(r["offload_both_nvme"]["peak"]).c_str());
     std::printf("\n");

@@ -256,7 +256,7 @@ nlohmann::json peak_json(const zero::PeakEstimate& p) {
           {"grad", s.grad},
           {"master", s.master},
           {"optim", s.optim},
-          {"pinned_host", s.host},  // of those four, what lives in pinned host memory (not in the totals)
+          {"host", s.host},  // of those four, what lives in host memory beside a device (not in the totals)
           {"grad_buckets", p.grad_buckets},
           {"gathered", p.gathered},
           {"hpz_pieces", p.secondary},

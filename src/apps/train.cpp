@@ -40,7 +40,7 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
     const zero::Plan& p = e.plan();
     const zero::MemoryEstimate m = p.memory();
     out = detail::concat("offload_optimizer: cpu (ZeRO-Offload), ", p.policy.fp32_master ? "fp32 master and " : "",
-                         "optimizer states in pinned host memory (", format_bytes(size_t(m.host)),
+                         "optimizer states in pinned host memory (", format_bytes(size_t(m.master + m.optim)),
                          " per rank), updated by the host in ", p.swap_tile_elems(), "-element tiles; ",
                          format_bytes(size_t(m.on_device())), " of model states per rank on ", p.policy.device);
   }
@@ -52,7 +52,20 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
                          format_bytes(size_t(p.memory().optim)), " in memory)");
   }
   std::string par;
-  if (c.zero.offload_param.device == "cpu") par = "offload_param: cpu, where a CPU run's parameters already are";
+  if (c.zero.offload_param.device == "cpu" && e.policy().device.is_cpu())
+    par = "offload_param: cpu, where a CPU run's parameters already are";
+  if (e.policy().param_residence == zero::Residence::host) {
+    const zero::Plan& p = e.plan();
+    int64_t bytes = 0, units = 0;
+    for (size_t b = 0; b < p.buffers.size(); ++b)
+      if (p.param_on_host(b)) {
+        ++units;
+        bytes += p.buffers[b].padded / p.world * int64_t(dtype_size(p.policy.param_dtype));
+      }
+    par = detail::concat("offload_param: cpu, the parameter shards of ", units, " of ", p.buffers.size(),
+                         " units in pinned host memory (", format_bytes(size_t(bytes)),
+                         " per rank, uploaded for each all-gather)");
+  }
   if (e.policy().param_residence == zero::Residence::file) {
     const zero::Plan& p = e.plan();
     int64_t swapped = 0, units = 0;

@@ -81,7 +81,13 @@ struct Window {
 Window window_peak(const Plan& plan, const PeakInput& in) {
   const int64_t nb = int64_t(plan.buffers.size());
   auto kept = [&](int64_t i) { return size_t(i) < plan.persistent.size() && plan.persistent[size_t(i)]; };
-  auto staging = [&](int64_t i) { return plan.param_swapped(size_t(i)) ? plan.param_staging_bytes(size_t(i)) : 0; };
+  // A swapped shard read into host memory, or a host-resident one uploaded to the device.
+  const int64_t pb = int64_t(dtype_size(plan.policy.param_dtype));
+  auto staging = [&](int64_t i) {
+    return plan.param_swapped(size_t(i))   ? plan.param_staging_bytes(size_t(i))
+           : plan.param_on_host(size_t(i)) ? plan.buffers[size_t(i)].padded / plan.world * pb
+                                           : 0;
+  };
   Window peak;
   for (int dir : {1, -1})
     for (int64_t i = 0; i < nb; ++i) {

@@ -19,16 +19,21 @@
 namespace zt::zero {
 
 namespace {
-// On a device the engine keeps its buffers there (the optimizer's in pinned host memory or swap
-// files when offloaded, Note [host residence]); stage 3's parameters off the device are refused
-// in one line.
+// On a device the engine keeps its buffers there, or what is offloaded in pinned host memory or
+// swap files (Note [host residence]); stage 3's parameters in swap files are refused in one line,
+// and parameters on the host need the host to update them (the optimizer offloaded too).
 void check_device_features(const EngineOptions& o) {
   if (o.device.is_cpu()) return;
-  const char* host_only = o.zero.offload_param.device == "nvme"   ? "zero_optimization.offload_param.device=nvme"
-                          : o.zero.offload_param.device == "cpu"    ? "zero_optimization.offload_param.device=cpu"
-                                                                    : nullptr;
-  ZT_CHECK_AS(ErrorKind::config, host_only == nullptr, "[zero] ", host_only, " is not available with run.device=",
-              o.device, " yet (it runs on run.device=cpu)");
+  const auto& z = o.zero;
+  ZT_CHECK_AS(ErrorKind::config, z.offload_param.device != "nvme",
+              "[zero] zero_optimization.offload_param.device=nvme is not available with run.device=", o.device,
+              " yet (it runs on run.device=cpu)");
+  ZT_CHECK_AS(ErrorKind::config,
+              z.offload_param.device != "cpu" || z.offload_optimizer.device == "cpu" ||
+                  z.offload_optimizer.device == "nvme",
+              "[zero] zero_optimization.offload_param.device=cpu with run.device=", o.device,
+              " needs zero_optimization.offload_optimizer.device cpu or nvme (the host updates the parameters it "
+              "holds), got '", z.offload_optimizer.device, "'");
 }
 }  // namespace
 

@@ -22,20 +22,10 @@
 #include <cstring>
 
 #include "swap_file.h"
-#include "zt/core/allocator.h"
 #include "zt/ops/ops.h"
 
 namespace zt::zero {
 
-namespace {
-// A zeroed tensor in pinned host memory (ordinary host memory in a build without CUDA).
-Tensor pinned_zeros(int64_t n, DType dtype, MemTag tag) {
-  if (n == 0) return Tensor::empty({0}, dtype, tag);
-  Tensor t = Tensor::view_of(pinned_host_allocator().allocate(size_t(n) * dtype_size(dtype), tag), 0, {n}, dtype);
-  t.zero_();
-  return t;
-}
-}  // namespace
 
 OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, int rank,
                        const std::function<Tensor(size_t)>& initial)
@@ -164,25 +154,28 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
       /*read_first=*/true);
 }
 
-// a.param and a.grad for elements [begin, begin + len): the shard's own slices where they are host
-// memory, else the staging tiles with the gradient copied down (and an fp32 run's parameter, the
-// weight the rule reads).
+// a.param and a.grad for elements [begin, begin + len): each its own slice where it is host memory
+// (stage 3's parameters with offload_param.device=cpu are), else a staging tile it is copied down
+// into (a parameter only in fp32 runs, where it is the weight the rule reads).
 void OptimShard::stage_down(const Tensor& params, const Tensor& grads, int64_t begin, int64_t len,
                             optim::UpdateArgs& a) {
-  if (!stage_param_.defined() || params.device().is_cpu()) {
-    a.param = params.slice(0, begin, begin + len);
-    a.grad = grads.slice(0, begin, begin + len);
-    return;
-  }
-  ZT_ASSERT(grads.dtype() == stage_grad_.dtype(), "staged update: gradients in ", dtype_name(grads.dtype()),
-            ", staging in ", dtype_name(stage_grad_.dtype()));
+  a.param = params.slice(0, begin, begin + len);
+  a.grad = grads.slice(0, begin, begin + len);
+  if (params.device().is_cpu() && grads.device().is_cpu()) return;
+  ZT_ASSERT(stage_grad_.defined() && grads.dtype() == stage_grad_.dtype(), "staged update: gradients in ",
+            dtype_name(grads.dtype()), " without a staging tile of that dtype");
   const auto t0 = std::chrono::steady_clock::now();
-  a.grad = stage_grad_.slice(0, 0, len);
-  a.grad.copy_(grads.slice(0, begin, begin + len));  // waits for backward's last writes
-  a.param = stage_param_.slice(0, 0, len);
-  if (!master_) a.param.copy_(params.slice(0, begin, begin + len));
+  if (!grads.device().is_cpu()) {
+    a.grad = stage_grad_.slice(0, 0, len);
+    a.grad.copy_(grads.slice(0, begin, begin + len));  // waits for backward's last writes
+    staging_.bytes_down += uint64_t(a.grad.nbytes());
+  }
+  if (!params.device().is_cpu()) {
+    a.param = stage_param_.slice(0, 0, len);
+    if (!master_) a.param.copy_(params.slice(0, begin, begin + len));
+    staging_.bytes_down += master_ ? 0 : uint64_t(a.param.nbytes());
+  }
   staging_.down_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  staging_.bytes_down += uint64_t(a.grad.nbytes() + (master_ ? 0 : a.param.nbytes()));
 }
 
 // The updated parameters of the tile go back up (nothing to do where they were updated in place).

@@ -5,6 +5,9 @@
 // computation of the unit before; the shard is freed once the all-gather completes. The
 // optimizer reads a shard in, updates it and writes it back (publish), one unit at a time, so
 // RAM holds the persistent units plus the shards being gathered or updated (Plan::memory()).
+// With offload_param.device = cpu on a device (Note [host residence]) a non-persistent unit's
+// shard lives in pinned host memory: each all-gather uploads it first (freed when the gather
+// completes), and the host's optimizer updates it in place.
 #include "param_store.h"
 
 #include <cstring>
@@ -65,6 +68,9 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
       buf.shard = staged.slice(0, 0, buf.own.size());
       buf.shard.copy_(full.slice(0, buf.own.begin, buf.own.end));
       stage_out(b);
+    } else if (plan_.param_on_host(b)) {
+      buf.shard = pinned_zeros(buf.own.size(), pol.param_dtype, MemTag::param);
+      buf.shard.copy_(full.slice(0, buf.own.begin, buf.own.end));
     } else {
       TagScope tag(MemTag::param);
       buf.shard = full.slice(0, buf.own.begin, buf.own.end).clone();
@@ -247,15 +253,23 @@ void ParamStore::launch_gather(size_t b, Source src, const std::string& label) {
   buf.exact = src == Source::exact || !quantized_weights_;  // pieces hold what a quantized gather brought
   if (src == Source::secondary) {
     buf.gather_work = groups_.secondary->all_gather_async(buf.secondary, buf.full, o);
-  } else if (src == Source::quantized) {
+    return;
+  }
+  Tensor shard = buf.shard;
+  if (shard.device() != buf.full.device()) {  // Note [host residence]: up first, freed once gathered
+    buf.uploaded = Tensor::empty(shard.shape(), shard.dtype(), MemTag::comm, buf.full.device());
+    buf.uploaded.copy_(shard);
+    shard = buf.uploaded;
+  }
+  if (src == Source::quantized) {
     TagScope tag(MemTag::comm);
     const int64_t words = ops::packet_words(buf.own.size(), 8);
-    buf.packet = Tensor::empty({words}, DType::i32, buf.shard.device());
-    buf.packets = Tensor::empty({plan_.world * words}, DType::i32, buf.shard.device());
-    ops::quantize_into(buf.shard, 8, buf.packet);
+    buf.packet = Tensor::empty({words}, DType::i32, shard.device());
+    buf.packets = Tensor::empty({plan_.world * words}, DType::i32, shard.device());
+    ops::quantize_into(shard, 8, buf.packet);
     buf.gather_work = group_.all_gather_async(buf.packet, buf.packets, o);
   } else {
-    buf.gather_work = group_.all_gather_async(buf.shard, buf.full, o);
+    buf.gather_work = group_.all_gather_async(shard, buf.full, o);
   }
 }
 
@@ -264,6 +278,7 @@ void ParamStore::finish_gather(size_t b) {
   buf.gather_work->wait();
   overlap_.add(*buf.gather_work);
   buf.gather_work = nullptr;
+  buf.uploaded = Tensor();
   if (buf.file && !buf.updating) buf.shard = Tensor();  // the file still holds it
   if (buf.packets.defined()) {  // qwZ: every rank decodes every slice alike, its own too
     const int64_t n = buf.own.size(), words = buf.packet.numel();

@@ -64,7 +64,8 @@ class ParamStore {
   struct Buf {
     Range own;
     Tensor full;   // padded, working dtype (stages 0-2 always; stage 3 while gathered)
-    Tensor shard;  // stage 3: this rank's slice (a swapped unit: while read in)
+    Tensor shard;  // stage 3: this rank's slice (a swapped unit: while read in; pinned host memory: Plan::param_on_host)
+    Tensor uploaded;  // a host-resident shard's copy on the device, while its all-gather runs
     comm::WorkPtr gather_work;
     Tensor packet, packets;  // qwZ: this rank's int8 packet and every rank's, while gathering
     bool training_gather = false;  // launched by a training pass (Note [ZeRO++])

@@ -38,6 +38,8 @@ void place(Policy& p, const config::ZeroConfig& zero, const config::AioConfig& a
   if (zero.offload_param.device == "nvme") {
     p.param_residence = Residence::file;
     p.swap.param_dir = folder(zero.offload_param.nvme_path);
+  } else if (zero.offload_param.device == "cpu" && !p.device.is_cpu()) {
+    p.param_residence = Residence::host;
   }
   if (zero.sub_group_size > 0) p.swap.tile_elems = zero.sub_group_size;
   p.swap.buffers = int(zero.offload_optimizer.buffer_count);
@@ -71,6 +73,7 @@ MemoryEstimate Plan::memory() const {
     const int64_t p = buffers[i].padded, s = p / world, o = policy.shard_optimizer() ? s : p;
     const bool kept = i < persistent.size() && persistent[i];
     e.param += param_swapped(i) ? 0 : pb * (policy.shard_parameters() ? s + (kept ? p : 0) : p);
+    e.host += param_on_host(i) ? pb * s : 0;  // Note [host residence]: the shard, in pinned host memory
     e.grad += ab * (policy.shard_gradients() ? s : p);
     e.master += policy.fp32_master ? 4 * o : 0;
     e.optim += optim_state_bytes_per_elem * o;
@@ -81,7 +84,7 @@ MemoryEstimate Plan::memory() const {
   }
   if (!policy.device.is_cpu() && policy.optimizer_residence != Residence::memory) {  // Note [host residence]
     e.optim += host_staging_bytes();
-    e.host = e.master + e.optim;  // the tile buffers or the states, and the staging tiles, beside the device
+    e.host += e.master + e.optim;  // the tile buffers or the states, and the staging tiles, beside the device
   }
   return e;
 }
@@ -107,6 +110,10 @@ int64_t Plan::host_staging_bytes() const {
 
 bool Plan::param_swapped(size_t b) const {
   return policy.shard_parameters() && policy.param_residence == Residence::file && !persistent.at(b);
+}
+
+bool Plan::param_on_host(size_t b) const {
+  return policy.shard_parameters() && policy.param_residence == Residence::host && !persistent.at(b);
 }
 
 int64_t Plan::param_tile_elems() const {

@@ -66,6 +66,9 @@ void clear_stale_swap_file(const std::string& path);
 // `bytes` (a multiple of the dtype's size) whose data starts on a 4 KiB boundary, as O_DIRECT
 // needs: allocated under the current tag with 4096 bytes of slack.
 Tensor page_aligned(int64_t bytes, DType dtype);
+// n zeros in pinned host memory (ordinary host memory in a build without CUDA), tagged `tag`:
+// what a device's offloaded states and parameters live in (Note [host residence]).
+Tensor pinned_zeros(int64_t n, DType dtype, MemTag tag);
 // Elements [begin, begin + n) of tensor j of a file whose records hold tensors of `tile` elements
 // of `elem_bytes` each, one after another: read into dst, or written from src (read, patched and
 // written back). `scratch` holds one record (page aligned); slot 0 is used once all are idle.

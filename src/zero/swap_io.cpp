@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "swap_file.h"
+#include "zt/core/allocator.h"
 #include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
 
@@ -113,6 +114,13 @@ Tensor page_aligned(int64_t bytes, DType dtype) {
   const auto addr = reinterpret_cast<uintptr_t>(raw.raw_data());
   const int64_t skip = int64_t((4096 - addr % 4096) % 4096) / es;
   return Tensor::view_of(raw.storage(), raw.offset() + skip, {bytes / es}, dtype);
+}
+
+Tensor pinned_zeros(int64_t n, DType dtype, MemTag tag) {
+  if (n == 0) return Tensor::empty({0}, dtype, tag);
+  Tensor t = Tensor::view_of(pinned_host_allocator().allocate(size_t(n) * dtype_size(dtype), tag), 0, {n}, dtype);
+  t.zero_();
+  return t;
 }
 
 void swap_range(SwapFile& f, void* scratch, int64_t tile, size_t elem_bytes, size_t j, int64_t begin, int64_t n,

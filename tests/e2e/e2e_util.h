@@ -92,7 +92,8 @@ inline void write_random_idx(const std::string& dir, uint32_t n_train, uint32_t 
 }
 
 // Token shards in llm.c's format (train_000000.bin, val_000000.bin) of random GPT-2 ids in dir.
-inline void write_random_tokens(const std::string& dir, int n_train, int n_val, uint32_t seed = 7) {
+inline void write_random_tokens(const std::string& dir, int n_train, int n_val, uint32_t seed = 7,
+                                uint32_t vocab = 50257) {
   fs::create_directories(dir);
   std::mt19937 gen(seed);
   for (auto [split, n] : {std::pair{"train", n_train}, std::pair{"val", n_val}}) {
@@ -100,7 +101,7 @@ inline void write_random_tokens(const std::string& dir, int n_train, int n_val, 
     header[0] = 20240520, header[1] = 1, header[2] = n;
     std::string bytes(reinterpret_cast<const char*>(header.data()), 1024);
     for (int i = 0; i < n; ++i) {
-      const uint16_t t = uint16_t(gen() % 50257);
+      const uint16_t t = uint16_t(gen() % vocab);
       bytes.append(reinterpret_cast<const char*>(&t), 2);
     }
     write_file(dir + "/" + split + "_000000.bin", bytes);

@@ -67,6 +67,9 @@ struct Plan {
   // persistent units stay in memory), the elements per record of those files (whole 4 KiB pages
   // of the working dtype), and the bytes a unit's shard takes while it is read in.
   bool param_swapped(size_t b) const;
+  // Note [host residence]: whether stage-3 unit b's shard lives in pinned host memory beside the
+  // device (offload_param.device = cpu), uploaded for each all-gather.
+  bool param_on_host(size_t b) const;
   int64_t param_tile_elems() const;
   int64_t param_staging_bytes(size_t b) const;
 };

@@ -57,7 +57,8 @@ struct Policy {
   bool loss_scaling = false;            // fp16: dynamic (or static) loss scaling
   Residence optimizer_residence = Residence::memory;
   // Stage 3 (offload_param.device = nvme): each non-persistent unit's parameter shard lives in a
-  // swap file, read ahead of its all-gather (Note [parameter swap] in param_store.cpp).
+  // swap file, read ahead of its all-gather (Note [parameter swap] in param_store.cpp); with
+  // offload_param.device = cpu on a device, in pinned host memory (Note [host residence]).
   Residence param_residence = Residence::memory;
   SwapOptions swap;  // used with Residence::file
 
@@ -80,8 +81,8 @@ Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum
 // Note [placement]: the one place the offload and aio keys become a placement. Device "nvme" puts
 // the fp32 master and optimizer states (offload_optimizer) or stage 3's parameter shards
 // (offload_param) in swap files under <nvme_path>/<run_name>/rank<r>/ (run_name "": nvme_path
-// itself; swap_run_name below); offload_optimizer.device "cpu" with p.device a GPU (or sim) keeps
-// them in pinned host memory (Residence::host); otherwise they stay in the device's memory. sub_group_size is the tile (when given),
+// itself; swap_run_name below); device "cpu" with p.device a GPU (or sim) keeps them in pinned
+// host memory (Residence::host); otherwise they stay in the device's memory. sub_group_size is the tile (when given),
 // offload_optimizer.buffer_count the optimizer's tile buffers, aio the reads and writes.
 void place(Policy& p, const config::ZeroConfig& zero, const config::AioConfig& aio, const std::string& run_name);
 // Note [swap path]: the run's swap folder name, from its run.dir's whole path ("mnist_mlp-3fa2b1c0"),
