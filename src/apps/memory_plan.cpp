@@ -195,7 +195,8 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   in.activations = predict_activations(c, bs.micro, ctx.eval_batch);
   if (ctx.widened_products) in.widened = predict_widened_products(c, bs.micro, ctx.eval_batch);
   in.data = ctx.data_bytes;
-  if (ctx.shm && ctx.world > 1) {  // two staging slots per rank, each rank reads its peers' (comm/shm.cpp)
+  if (ctx.shm && ctx.world > 1 && opts.device.is_cpu()) {  // two staging slots per rank, each reads its peers'
+    // (comm/shm.cpp); host memory, outside a device's peak
     const char* kib = std::getenv("ZT_SHM_SLOT_KIB");
     const int64_t slot = kib && std::atol(kib) > 0 ? int64_t(std::atol(kib)) << 10 : int64_t(1) << 20;
     in.comm_buffers = 2 * int64_t(ctx.world) * slot;
@@ -226,10 +227,52 @@ zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes
 
 }  // namespace
 
+namespace {
+
+// Note [device plan]: on a device with run.device_memory_mb, an offload device "auto" resolves to
+// the least offload whose predicted device peak fits the cap: none, then the optimizer states in
+// pinned host memory, then (stage 3) the parameter shards too (Note [host residence]). A cap
+// that no plan meets is one config error before step 1 naming the smallest predicted peak.
+void plan_device(MemoryPlan& mp, nn::Module& model, const config::BatchSizes& bs, const RunContext& ctx) {
+  config::Config& c = mp.cfg;
+  const Device device = engine_options(c, bs).device;
+  std::string &opt = c.zero.offload_optimizer.device, &par = c.zero.offload_param.device;
+  const bool opt_auto = opt == "auto", par_auto = par == "auto" && c.zero.stage == 3;
+  if (device.is_cpu() || c.run.device_memory_mb <= 0 || (!opt_auto && !par_auto)) return;
+  const int64_t cap = c.run.device_memory_mb << 20;
+  std::vector<std::pair<std::string, std::string>> levels{{opt_auto ? "none" : opt, par_auto ? "none" : par}};
+  if (opt_auto) levels.push_back({"cpu", levels[0].second});
+  if (par_auto) levels.push_back({levels.back().first, "cpu"});
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  std::string smallest_at;
+  for (const auto& [o, p] : levels) {
+    config::Config v = c;
+    v.zero.offload_optimizer.device = o;
+    v.zero.offload_param.device = p == "auto" ? "none" : p;
+    if (v.zero.offload_param.device == "cpu" && o != "cpu" && o != "nvme") continue;  // the engine refuses it
+    const int64_t peak = predict_run_peak(model, v, engine_options(v, bs), bs, ctx).in_use();
+    const std::string at = "offload_optimizer " + o + ", offload_param " + v.zero.offload_param.device;
+    if (peak <= cap) {
+      if (opt_auto) opt = o;
+      if (par_auto) par = p;
+      mp.lines.push_back(detail::concat("device memory ", format_bytes(size_t(cap)), " on ", device, ": ", at,
+                                        ": predicted device peak ", format_bytes(size_t(peak)), " per rank fits"));
+      return;
+    }
+    if (peak < smallest) smallest = peak, smallest_at = at;
+  }
+  ZT_THROW_AS(ErrorKind::config, "[memory] run.device_memory_mb=", c.run.device_memory_mb, " (", device,
+              ") fits no plan: the smallest predicted device peak is ", format_bytes(size_t(smallest)), " per rank (",
+              smallest_at, "); raise run.device_memory_mb, or lower the micro-batch");
+}
+
+}  // namespace
+
 MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config::BatchSizes& bs,
                        const RunContext& ctx) {
   MemoryPlan mp;
   mp.cfg = c;
+  plan_device(mp, model, bs, ctx);
   config::OffloadConfig &opt = mp.cfg.zero.offload_optimizer, &par = mp.cfg.zero.offload_param;
   const bool opt_auto = opt.device == "auto", par_auto = par.device == "auto";
   const zero::BudgetOption configured{opt.device == "nvme", par.device == "nvme", false};

@@ -280,21 +280,25 @@ TEST(SimMutation, ADroppedSynchronisationFailsTheTrajectory) {
 // bf16 parameters and gradients, fp32 master and Adam) are 8x run.device_memory_mb trains at
 // stage 3, N = 2, with the optimizer and the parameter shards in pinned host memory, within the
 // cap (the device's allocator refuses past it), and follows the in-memory cpu run bit for bit.
-TEST(SimOffload, StatesEightTimesTheDeviceCapTrainExactly) {
-  const std::string root = tmpdir("sim_infinity");
+// A GPT of 9,551,360 parameters (12 blocks of 786,432, a 256-token vocabulary) on random tokens
+// written under `root`, bf16, stage 3, activations checkpointed, one unit gathered at a time.
+std::string deep_gpt(const std::string& root) {
   write_random_tokens(root + "/tok", 20000, 2000, 7, 256);
-  const std::string gpt = " --config configs/gpt_sotu.json model.vocab_size=256 model.n_layer=12 model.n_embd=256"
-                          " model.n_head=4 model.block_size=32 train_batch_size=4 train_micro_batch_size_per_gpu=2"
-                          " activation_checkpointing.number_checkpoints=12 data.eval_every=0 run.eval_at_end=false"
-                          " steps_per_print=1 run.max_steps=5 bf16.enabled=true zero_optimization.stage=3 data.dir=" +
-                          root + "/tok";
-  const int64_t cap_mb = 18, params = 9551360;  // 12 blocks of 786,432 + embeddings and the final norm
+  return " --config configs/gpt_sotu.json model.vocab_size=256 model.n_layer=12 model.n_embd=256"
+         " model.n_head=4 model.block_size=32 train_batch_size=4 train_micro_batch_size_per_gpu=2"
+         " activation_checkpointing.number_checkpoints=12 data.eval_every=0 run.eval_at_end=false"
+         " steps_per_print=1 run.max_steps=5 bf16.enabled=true zero_optimization.stage=3"
+         " zero_optimization.stage3_param_persistence_threshold=0 zero_optimization.stage3_max_reuse_distance=0"
+         " zero_optimization.stage3_prefetch_bucket_size=800000 zero_optimization.stage3_max_live_parameters=1600000"
+         " data.dir=" +
+         root + "/tok";
+}
+
+TEST(SimOffload, StatesEightTimesTheDeviceCapTrainExactly) {
+  const std::string root = tmpdir("sim_infinity"), gpt = deep_gpt(root);
+  const int64_t cap_mb = 18, params = 9551360;
   ASSERT_GE(16 * params, 8 * (cap_mb << 20));
-  const std::string offload = kOffload + " zero_optimization.offload_param.device=cpu" +
-                              " zero_optimization.stage3_param_persistence_threshold=0" +
-                              " zero_optimization.stage3_max_reuse_distance=0" +
-                              " zero_optimization.stage3_prefetch_bucket_size=800000" +
-                              " zero_optimization.stage3_max_live_parameters=1600000";
+  const std::string offload = kOffload + " zero_optimization.offload_param.device=cpu";
   const Result cpu = run(kMpi + "2 " + kBin + " train" + gpt + " run.device=cpu run.dir=" + root + "/cpu", 300);
   ASSERT_EQ(cpu.code, 0) << cpu.out;
   ASSERT_NE(cpu.out.find("9551360 parameters"), std::string::npos) << cpu.out;
@@ -309,6 +313,40 @@ TEST(SimOffload, StatesEightTimesTheDeviceCapTrainExactly) {
   EXPECT_GT(last.at("pinned_memory").at("param").get<int64_t>(), 0);
   EXPECT_EQ(logged_losses(root + "/sim"), logged_losses(root + "/cpu"));
   EXPECT_TRUE(slurp(root + "/sim/model.safetensors") == slurp(root + "/cpu/model.safetensors"));
+}
+
+// Note [device plan]: offload "auto" on a device takes the least offload whose predicted device
+// peak fits run.device_memory_mb, says so before step 1, and trains as configured so; a cap no
+// plan meets is one line before step 1.
+TEST(SimOffload, AutoTakesTheLeastOffloadThatFitsTheDeviceCap) {
+  const std::string root = tmpdir("sim_device_plan"), gpt = deep_gpt(root);
+  const std::string autos = " run.device=sim zero_optimization.offload_optimizer.device=auto"
+                            " zero_optimization.offload_param.device=auto zero_optimization.offload_optimizer.nvme_path=" +
+                            root + " zero_optimization.offload_param.nvme_path=" + root;
+  auto train = [&](int cap_mb, const std::string& dir) {
+    return run(kMpi + "2 " + kBin + " train" + gpt + autos + " run.device_memory_mb=" + std::to_string(cap_mb) +
+                   " run.dir=" + root + "/" + dir,
+               300);
+  };
+  const Result roomy = train(200, "roomy");
+  ASSERT_EQ(roomy.code, 0) << roomy.out;
+  EXPECT_NE(roomy.out.find("on sim:0: offload_optimizer none, offload_param none: predicted device peak"),
+            std::string::npos)
+      << roomy.out;
+  const Result tight = train(20, "tight");
+  ASSERT_EQ(tight.code, 0) << tight.out;
+  EXPECT_NE(tight.out.find("on sim:0: offload_optimizer cpu, offload_param cpu: predicted device peak"),
+            std::string::npos)
+      << tight.out;
+  EXPECT_EQ(logged_losses(root + "/tight"), logged_losses(root + "/roomy"));
+  const Result none = train(8, "none");
+  EXPECT_NE(none.code, 0);
+  EXPECT_EQ(count_of(none.out, "zerotrain: error"), 1) << none.out;  // rank 0's, beside mpirun's own words
+  EXPECT_NE(none.out.find("run.device_memory_mb=8 (sim:0) fits no plan: the smallest predicted device peak is"),
+            std::string::npos)
+      << none.out;
+  EXPECT_FALSE(std::filesystem::exists(root + "/none/metrics.jsonl") &&
+               slurp(root + "/none/metrics.jsonl").find("\"step\"") != std::string::npos);
 }
 
 TEST(SimEvalAndGenerate, PrintWhatTheCpuPrints) {
