@@ -17,15 +17,19 @@ void expect_latest_is(const std::string& ckpt_dir, const std::string& tag) {
   EXPECT_EQ(v.code, 0) << v.out;
 }
 
-// `mode` exit or kill; `more` overrides, `id` names the case's folder.
-void killed_in_save(const std::string& mode, const std::string& more, const std::string& id) {
+// `mode` exit or kill; `more` overrides, `id` names the case's folder; `at` save (rank 1 dies after
+// writing its shard of the step-20 checkpoint) or step (in step 15, between the checkpoints).
+void killed_in_save(const std::string& mode, const std::string& more, const std::string& id,
+                    const std::string& at = "save") {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
   const std::string dir = tmpdir("killed_" + id), ckpt = dir + "/checkpoints";
-  // Rank 1 dies after writing its shard of the step-20 checkpoint; rank 0 waits at the vote.
-  Result r = run("env ZT_FAULT=" + mode + ":rank=1:step=20:at=save " + kMpi + kBin + kTrain + kCkpt + more +
-                 " run.comm_timeout_s=5 run.dir=" + dir);
+  const std::string fault = at == "save" ? mode + ":rank=1:step=20:at=save" : mode + ":rank=1:step=15:at=step";
+  Result r = run("env ZT_FAULT=" + fault + " " + kMpi + kBin + kTrain + kCkpt + more + " run.comm_timeout_s=5 run.dir=" +
+                 dir);
   EXPECT_NE(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("fault injection: rank 1 " + mode + " in the checkpoint after step 20"), std::string::npos)
+  EXPECT_NE(r.out.find(at == "save" ? "fault injection: rank 1 " + mode + " in the checkpoint after step 20"
+                                    : "fault injection: rank 1 " + mode + " at step 15"),
+            std::string::npos)
       << r.out;
   expect_latest_is(ckpt, "step_00000010");
   EXPECT_FALSE(fs::exists(ckpt + "/step_00000020")) << "a half-written checkpoint was committed";
@@ -52,6 +56,20 @@ TEST_P(KilledInSave, AnOffloadedRunLeavesThePreviousLatestLoadable) {
   int left = 0;
   for (auto& f : fs::recursive_directory_iterator(swap)) left += f.path().extension() == ".swap";
   EXPECT_EQ(left, 0) << "swap files left under " << swap;
+}
+
+// Issue 29: on a device (sim) with ZeRO-Offload's states and stage 3's parameter shards in pinned
+// host memory, a rank killed in a save or in a step leaves the previous checkpoint loadable.
+const std::string kOnDevice =
+    " run.device=sim zero_optimization.stage=3 zero_optimization.stage3_param_persistence_threshold=1000"
+    " zero_optimization.offload_optimizer.device=cpu zero_optimization.offload_param.device=cpu";
+
+TEST_P(KilledInSave, AnOffloadedRunOnADeviceLeavesThePreviousLatestLoadable) {
+  killed_in_save(GetParam(), kOnDevice, "sim_" + GetParam());
+}
+
+TEST_P(KilledInSave, ARankKilledMidStepOnADeviceLeavesTheLastCheckpointLoadable) {
+  killed_in_save(GetParam(), kOnDevice, "sim_step_" + GetParam(), "step");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ckpt, KilledInSave, ::testing::Values("exit", "kill"));
