@@ -1,5 +1,5 @@
 // Note [staged group]: collectives of device tensors over a host backend (shm, mpi, and several
-// ranks sharing one GPU, which NCCL refuses): each call copies its input down into host memory,
+// ranks sharing one GPU, which NCCL refuses): each call copies its input down into pinned host memory,
 // runs the host group's collective and copies the result up once it completes (wait, or a test
 // that finds it done). Sequence numbers, labels, the signature check and timeouts are the host
 // group's; this group counts the same bytes. The sim device's collectives go this way.
@@ -65,7 +65,8 @@ class StagedGroup final : public Group {
 
  private:
   static CollOptions options(const Call& c) { return CollOptions(c.op, c.label, c.timeout_s); }
-  static Tensor host_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), MemTag::comm); }
+  // Pinned, so a GPU's copies down and up are DMA (pinned_memory in the metrics).
+  static Tensor host_like(const Tensor& t) { return Tensor::empty_pinned(t.shape(), t.dtype(), MemTag::comm); }
   static Tensor down(const Tensor& t) {
     Tensor h = host_like(t);
     h.copy_(t);  // waits for the device's stream: the values are the ones queued before the call

@@ -125,14 +125,24 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return empty(shape, dtype, current_tag(), device);
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, MemTag tag, Device device) {
+namespace {
+Tensor empty_from(Allocator& a, const Shape& shape, DType dtype, MemTag tag) {
   for (int64_t d : shape) ZT_CHECK(d >= 0, "[tensor] negative dimension in shape ", shape_str(shape));
   size_t bytes = 0;
   ZT_CHECK_AS(ErrorKind::out_of_memory, !__builtin_mul_overflow(size_t(shape_numel(shape)), dtype_size(dtype), &bytes),
               "[tensor] a ", dtype_name(dtype), " tensor of shape ", shape_str(shape),
               " would need more bytes than size_t can count");
-  auto st = allocator_for(device).allocate(bytes, tag);
-  return Tensor(make_impl(std::move(st), 0, shape, contiguous_strides(shape), dtype, device));
+  auto st = a.allocate(bytes, tag);
+  return Tensor::view_of(std::move(st), 0, shape, dtype);
+}
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, MemTag tag, Device device) {
+  return empty_from(allocator_for(device), shape, dtype, tag);
+}
+
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype, MemTag tag) {
+  return empty_from(pinned_host_allocator(), shape, dtype, tag);
 }
 
 Tensor Tensor::unallocated(const Shape& shape, DType dtype, Device device) {

@@ -11,7 +11,6 @@
 #include <filesystem>
 
 #include "swap_file.h"
-#include "zt/core/allocator.h"
 #include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
 
@@ -117,8 +116,7 @@ Tensor page_aligned(int64_t bytes, DType dtype) {
 }
 
 Tensor pinned_zeros(int64_t n, DType dtype, MemTag tag) {
-  if (n == 0) return Tensor::empty({0}, dtype, tag);
-  Tensor t = Tensor::view_of(pinned_host_allocator().allocate(size_t(n) * dtype_size(dtype), tag), 0, {n}, dtype);
+  Tensor t = Tensor::empty_pinned({n}, dtype, tag);
   t.zero_();
   return t;
 }

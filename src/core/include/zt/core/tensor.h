@@ -40,6 +40,9 @@ class Tensor {
   // given). Those that write values need host memory.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor empty(const Shape& shape, DType dtype, MemTag tag, Device device = Device::cpu());
+  // Host memory from pinned_host_allocator(): page-locked where CUDA is built (fast, asynchronous
+  // device copies), ordinary host memory with its own stats otherwise.
+  static Tensor empty_pinned(const Shape& shape, DType dtype, MemTag tag);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor full(const Shape& shape, float value, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor from_vector(const std::vector<float>& v, const Shape& shape, DType dtype = DType::f32,
