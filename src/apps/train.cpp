@@ -54,29 +54,20 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
   std::string par;
   if (c.zero.offload_param.device == "cpu" && e.policy().device.is_cpu())
     par = "offload_param: cpu, where a CPU run's parameters already are";
-  if (e.policy().param_residence == zero::Residence::host) {
+  if (e.policy().param_residence != zero::Residence::memory) {  // in swap files, or pinned beside a device
     const zero::Plan& p = e.plan();
+    const bool file = p.policy.param_residence == zero::Residence::file;
     int64_t bytes = 0, units = 0;
     for (size_t b = 0; b < p.buffers.size(); ++b)
-      if (p.param_on_host(b)) {
+      if (file ? p.param_swapped(b) : p.param_on_host(b)) {
         ++units;
         bytes += p.buffers[b].padded / p.world * int64_t(dtype_size(p.policy.param_dtype));
       }
-    par = detail::concat("offload_param: cpu, the parameter shards of ", units, " of ", p.buffers.size(),
-                         " units in pinned host memory (", format_bytes(size_t(bytes)),
-                         " per rank, uploaded for each all-gather)");
-  }
-  if (e.policy().param_residence == zero::Residence::file) {
-    const zero::Plan& p = e.plan();
-    int64_t swapped = 0, units = 0;
-    for (size_t b = 0; b < p.buffers.size(); ++b)
-      if (p.param_swapped(b)) {
-        ++units;
-        swapped += p.buffers[b].padded / p.world * int64_t(dtype_size(p.policy.param_dtype));
-      }
-    par = detail::concat("offload_param: nvme, the parameter shards of ", units, " of ", p.buffers.size(),
-                         " units in swap files under ", p.policy.swap.param_dir, "/rank*/ (",
-                         format_bytes(size_t(swapped)), " per rank on disk, read ahead of each all-gather)");
+    const std::string shards = detail::concat("the parameter shards of ", units, " of ", p.buffers.size(), " units ");
+    par = file ? detail::concat("offload_param: nvme, ", shards, "in swap files under ", p.policy.swap.param_dir,
+                                "/rank*/ (", format_bytes(size_t(bytes)), " per rank on disk, read ahead of each all-gather)")
+               : detail::concat("offload_param: cpu, ", shards, "in pinned host memory (", format_bytes(size_t(bytes)),
+                                " per rank, uploaded for each all-gather)");
   }
   if (!par.empty()) out += (out.empty() ? "" : "; ") + par;
   return out;
