@@ -41,7 +41,8 @@ RunResult train_ps(const RunSpec& s, int servers, const Data& d) {
     double loss_sum = 0;
     for (int64_t m = 0; m < s.gas && !ps.is_server(); ++m) {
       const int64_t b = step * global + (m * W + w) * s.micro;
-      Tensor loss = ag::cross_entropy(ps.forward(d.x.slice(0, b, b + s.micro)), d.y.slice(0, b, b + s.micro));
+      const Tensor logits = ps.forward(d.x.slice(0, b, b + s.micro));
+      Tensor loss = ag::cross_entropy(logits, d.y.slice(0, b, b + s.micro).to(logits.device()));
       loss_sum += loss.item() / double(s.gas);
       ps.backward(loss);
     }
@@ -118,7 +119,7 @@ TEST(ParamServer, TinyGptFollowsTheOneProcessTrajectory) {
         Tensor rows = tokens.slice(0, b, b + mb);
         Tensor x = rows.slice(1, 0, kT).contiguous(), y = rows.slice(1, 1, kT + 1).contiguous().reshape({mb * kT});
         Tensor logits = t.forward(std::vector<Tensor>{x});
-        Tensor loss = ag::cross_entropy(ag::reshape(logits, {mb * kT, kVocab}), y);
+        Tensor loss = ag::cross_entropy(ag::reshape(logits, {mb * kT, kVocab}), y.to(logits.device()));
         loss_sum += loss.item() / double(gas);
         t.backward(loss);
       }
@@ -173,10 +174,11 @@ TEST(ParamServer, ModelStateBytesAreThoseOfTheFormula) {
       const int64_t W = ps.workers();
       for (int64_t m = 0; m < s.gas && !ps.is_server(); ++m) {
         const int64_t b = (m * W + ps.worker_index()) * s.micro;
-        ps.backward(ag::cross_entropy(ps.forward(d.x.slice(0, b, b + s.micro)), d.y.slice(0, b, b + s.micro)));
+        const Tensor logits = ps.forward(d.x.slice(0, b, b + s.micro));
+        ps.backward(ag::cross_entropy(logits, d.y.slice(0, b, b + s.micro).to(logits.device())));
       }
       ps.step(1e-2);
-      const MemStats m = Allocator::global().stats();
+      const MemStats m = allocator_for(test_device()).stats();
       const zero::PsMemory e = ps.expected_memory();
       EXPECT_EQ(int64_t(m.of(MemTag::param)), e.param);
       EXPECT_EQ(int64_t(m.of(MemTag::grad)), e.grad);
@@ -208,7 +210,8 @@ TEST(ParamServer, ServerLinksCarryWTimesTheirRange) {
     const int64_t W = ps.workers(), P = ps.padded_params();
     if (!ps.is_server()) {
       const int64_t b = ps.worker_index() * s.micro;
-      ps.backward(ag::cross_entropy(ps.forward(d.x.slice(0, b, b + s.micro)), d.y.slice(0, b, b + s.micro)));
+      const Tensor logits = ps.forward(d.x.slice(0, b, b + s.micro));
+      ps.backward(ag::cross_entropy(logits, d.y.slice(0, b, b + s.micro).to(logits.device())));
     }
     g->reset_stats();
     ps.step(1e-2);
