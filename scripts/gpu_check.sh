@@ -108,6 +108,13 @@ engine_check() {
       done
     done
   done
+  # On cuda only, against the in-memory cpu runs: ZeRO-Offload with stage 3's shards pinned on the
+  # host too (Note [host residence]), and sparse embedding rows (zt/ops/compress.h's kernels).
+  "$bin/zerotrain" train "${gpt[@]}" zero_optimization.stage=3 bf16.enabled=true run.device=cuda \
+    zero_optimization.offload_optimizer.device=cpu zero_optimization.offload_param.device=cpu \
+    "run.dir=$work/engine/cuda-3offload-true" >/dev/null || return 1
+  "$bin/zerotrain" train "${gpt[@]}" zero_optimization.stage=1 bf16.enabled=false run.device=cuda \
+    sparse_gradients=true "run.dir=$work/engine/cuda-1sparse-false" >/dev/null || return 1
   for dev in cpu cuda; do  # eval and (with data/gpt2's tokenizer carried) generate, on each device
     "$bin/zerotrain" eval "${gpt[@]}" data.eval_batches=4 "run.device=$dev" \
       --weights "$work/engine/cpu-0-false/model.safetensors" >"$work/engine/eval-$dev.txt" || return 1
@@ -129,14 +136,15 @@ print(json.dumps({"engine_on_cuda": True, "stage": "eval and generate (stage-0 w
                   "tolerance": 1e-3, "passed": d <= 1e-3, "greedy_text_equal": same_text}))
 for name in sorted(os.listdir(root)):
     if not name.startswith("cuda-"): continue
-    _, st, bf16 = name.split("-")
+    _, variant, bf16 = name.split("-")  # "3", or "3offload" against cpu-3's in-memory run
+    st = re.match(r"\d+", variant).group()
     loss = lambda d: {j["step"]: j["loss"] for j in map(json.loads, open(f"{root}/{d}/metrics.jsonl")) if "loss" in j}
     want, got = loss(f"cpu-{st}-{bf16}"), loss(name)
     tol = 2e-2 if bf16 == "true" else 1e-3
     worst = max(abs(got[k] - want[k]) / max(1.0, abs(want[k])) for k in want)
     ok = len(got) == len(want) and worst <= tol
     bad += not ok
-    print(json.dumps({"engine_on_cuda": True, "stage": int(st), "bf16": bf16 == "true", "steps": len(got),
+    print(json.dumps({"engine_on_cuda": True, "stage": int(st), "variant": variant, "bf16": bf16 == "true", "steps": len(got),
                       "final_loss_cpu": want[max(want)], "final_loss_cuda": got[max(got)],
                       "worst_relative_difference": worst, "tolerance": tol, "passed": ok}))
 sys.exit(1 if bad else 0)
