@@ -205,7 +205,18 @@ int run_estimate(const config::Config& cfg, const EstimateOptions& opt) {
   ZT_CHECK(opt.memory_gib >= 0 && opt.memory_gib < kMaxMemoryGib, "[estimate] memory_gib must be in [0, ",
            kMaxMemoryGib, "), got ", opt.memory_gib);
   check_run_settings(cfg, opt.world);
-  const nlohmann::json j = estimate_json(cfg, opt);
+  // A GPU run is planned where no GPU is (or CUDA is not built): placement only asks whether the
+  // states live off the host, so the sim device stands in and the rows name the configured device.
+  config::Config plan = cfg;
+  if (cfg.run.device.rfind("cuda", 0) == 0) {
+    try {
+      (void)run_device(cfg.run.device);
+    } catch (const Error&) {
+      plan.run.device = "sim";
+    }
+  }
+  nlohmann::json j = estimate_json(plan, opt);
+  if (plan.run.device != cfg.run.device) j["device"] = cfg.run.device + " (planned here without it)";
   if (opt.json)
     std::printf("%s\n", j.dump(2).c_str());
   else

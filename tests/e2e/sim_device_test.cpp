@@ -276,6 +276,19 @@ TEST(SimMutation, ADroppedSynchronisationFailsTheTrajectory) {
   EXPECT_NE(logged["sim"], logged["cpu"]) << "the sim device let a missing synchronisation pass";
 }
 
+// `estimate` plans a GPU run on a machine without one: the same rows as for sim, naming cuda.
+TEST(SimOffloadMemory, EstimatePlansACudaRunWhereNoGpuIs) {
+  const std::string args = " --config configs/mnist_mlp.json bf16.enabled=true --world 2 --json";
+  const Result sim = run(kBin + " estimate" + args + " run.device=sim", 60);
+  const Result cuda = run(kBin + " estimate" + args + " run.device=cuda", 60);
+  ASSERT_EQ(sim.code, 0) << sim.out;
+  ASSERT_EQ(cuda.code, 0) << cuda.out;
+  const auto s = nlohmann::json::parse(sim.out.substr(sim.out.find('{')));
+  const auto c = nlohmann::json::parse(cuda.out.substr(cuda.out.find('{')));
+  EXPECT_EQ(c.at("device").get<std::string>().rfind("cuda", 0), 0u) << c.at("device");
+  EXPECT_EQ(c.at("stages"), s.at("stages"));  // placement asks only whether the states are off the host
+}
+
 // ZeRO-Infinity's promise on a device (issue 29): a GPT whose model states (16 bytes a parameter:
 // bf16 parameters and gradients, fp32 master and Adam) are 8x run.device_memory_mb trains at
 // stage 3, N = 2, with the optimizer and the parameter shards in pinned host memory, within the
