@@ -210,9 +210,12 @@ StepStats Engine::step(double lr) {
   gathers_at_step_ = store_->gathers();
   store_->end_step();
   st.loss_scale = loss_scale();
+  // One pass over this rank's gradients: squares summed in double stay finite for any finite f32,
+  // bf16 or f16 value, so a non-finite sum is exactly fp16's overflow (an inf or NaN gradient).
+  double sumsq = 0;
+  for (size_t b = 0; b < nb; ++b) sumsq += ops::sum_of_squares(reducer_->owned(b));
   if (scaler_) {  // fp16: an overflow on any rank skips the step on every rank
-    bool overflow = false;
-    for (size_t b = 0; b < nb && !overflow; ++b) overflow = ops::has_nonfinite(reducer_->owned(b));
+    bool overflow = !std::isfinite(sumsq);
     comm::CollOptions o;
     o.op = comm::ReduceOp::max;
     o.label = label("overflow check");
@@ -224,8 +227,6 @@ StepStats Engine::step(double lr) {
       return st;
     }
   }
-  double sumsq = 0;
-  for (size_t b = 0; b < nb; ++b) sumsq += ops::sum_of_squares(reducer_->owned(b));
   if (pol.shard_optimizer()) {  // each rank holds one shard of the gradient
     comm::CollOptions o;
     o.label = label("gradient norm");
