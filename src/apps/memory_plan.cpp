@@ -225,10 +225,6 @@ zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes
   return e;
 }
 
-}  // namespace
-
-namespace {
-
 // Note [device plan]: on a device with run.device_memory_mb, an offload device "auto" resolves to
 // the least offload whose predicted device peak fits the cap: none, then the optimizer states in
 // pinned host memory, then (stage 3) the parameter shards too (Note [host residence]). A cap

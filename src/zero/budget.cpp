@@ -4,8 +4,8 @@
 #include <deque>
 
 #include "zt/core/allocator.h"
-#include "zt/ops/compress.h"
 #include "zt/core/error.h"
+#include "zt/ops/compress.h"
 
 namespace zt::zero {
 
@@ -81,12 +81,14 @@ struct Window {
 Window window_peak(const Plan& plan, const PeakInput& in) {
   const int64_t nb = int64_t(plan.buffers.size());
   auto kept = [&](int64_t i) { return size_t(i) < plan.persistent.size() && plan.persistent[size_t(i)]; };
-  // A swapped shard read into host memory, or a host-resident one uploaded to the device.
+  // On the CPU a swapped shard read into memory; on a device the copy of a shard that lives on
+  // the host (read from its file, or pinned) uploaded for the all-gather.
   const int64_t pb = int64_t(dtype_size(plan.policy.param_dtype));
+  const bool device = !plan.policy.device.is_cpu();
   auto staging = [&](int64_t i) {
-    return plan.param_swapped(size_t(i))   ? plan.param_staging_bytes(size_t(i))
-           : plan.param_on_host(size_t(i)) ? plan.buffers[size_t(i)].padded / plan.world * pb
-                                           : 0;
+    const size_t b = size_t(i);
+    if (!plan.param_swapped(b) && !plan.param_on_host(b)) return int64_t(0);
+    return device ? plan.buffers[b].padded / plan.world * pb : plan.param_staging_bytes(b);
   };
   Window peak;
   for (int dir : {1, -1})
@@ -170,7 +172,7 @@ std::string describe_peak(const PeakEstimate& p) {
   add("comm buffers", p.comm_buffers);
   add("data", p.data);
   s += ": " + format_bytes(size_t(p.in_use())) + " at once, " + format_bytes(size_t(p.total())) + " resident";
-  if (p.states.host > 0) s += "; beside it " + format_bytes(size_t(p.states.host)) + " of states in pinned host memory";
+  if (p.states.host > 0) s += "; beside it " + format_bytes(size_t(p.states.host)) + " of states in host memory";
   return s;
 }
 

@@ -20,18 +20,15 @@ namespace zt::zero {
 
 namespace {
 // On a device the engine keeps its buffers there, or what is offloaded in pinned host memory or
-// swap files (Note [host residence]); stage 3's parameters in swap files are refused in one line,
-// and parameters on the host need the host to update them (the optimizer offloaded too).
+// swap files (Note [host residence]); stage 3's parameters off the device need the host to update
+// them (the optimizer offloaded too), or it is one config line.
 void check_device_features(const EngineOptions& o) {
   if (o.device.is_cpu()) return;
   const auto& z = o.zero;
-  ZT_CHECK_AS(ErrorKind::config, z.offload_param.device != "nvme",
-              "[zero] zero_optimization.offload_param.device=nvme is not available with run.device=", o.device,
-              " yet (it runs on run.device=cpu)");
+  const bool params_off = z.offload_param.device == "cpu" || z.offload_param.device == "nvme";
   ZT_CHECK_AS(ErrorKind::config,
-              z.offload_param.device != "cpu" || z.offload_optimizer.device == "cpu" ||
-                  z.offload_optimizer.device == "nvme",
-              "[zero] zero_optimization.offload_param.device=cpu with run.device=", o.device,
+              !params_off || z.offload_optimizer.device == "cpu" || z.offload_optimizer.device == "nvme",
+              "[zero] zero_optimization.offload_param.device=", z.offload_param.device, " with run.device=", o.device,
               " needs zero_optimization.offload_optimizer.device cpu or nvme (the host updates the parameters it "
               "holds), got '", z.offload_optimizer.device, "'");
 }

@@ -6,14 +6,15 @@
 // optimizer reads a shard in, updates it and writes it back (publish), one unit at a time, so
 // RAM holds the persistent units plus the shards being gathered or updated (Plan::memory()).
 // With offload_param.device = cpu on a device (Note [host residence]) a non-persistent unit's
-// shard lives in pinned host memory: each all-gather uploads it first (freed when the gather
-// completes), and the host's optimizer updates it in place.
+// shard lives in pinned host memory; there, and for a swapped shard read in on a device, each
+// all-gather uploads the host shard first (freed when the gather completes), and the host's
+// optimizer updates it in place.
 #include "param_store.h"
 
 #include <cstring>
 
-#include "zt/ops/compress.h"
 #include "swap_file.h"
+#include "zt/ops/compress.h"
 #include "zt/ops/ops.h"
 
 namespace zt::zero {
