@@ -237,6 +237,7 @@ StepStats Engine::step(double lr) {
     optim_->update(b, store_->owned(b), reducer_->owned(b), float(lr), grad_scale);
     store_->publish(b, label("parameter all-gather, bucket " + std::to_string(b)));
   }
+  store_->finish_publish();
   reducer_->zero();
   optim_->finish_step();
   ++steps_;
@@ -302,6 +303,7 @@ void Engine::load_counters(const Counters& c) {
 void Engine::refresh_params() {
   for (size_t b = 0; b < plan_.buffers.size(); ++b)
     store_->publish(b, label("parameter refresh, buffer " + std::to_string(b)));
+  store_->finish_publish();
 }
 
 }  // namespace zt::zero

@@ -203,9 +203,13 @@ void ParamStore::publish(size_t b, const std::string& label) {
       launch_gather(b, quantized_weights_ && !plan_.persistent[b] ? Source::quantized : Source::exact, label);
       finish_gather(b);
     } else {
+      // Note [publish behind the update]: one all-gather in flight, the previous buffer's, which
+      // ran behind this buffer's update; its input copy is freed before this one is made.
+      finish_publish();
       TagScope tag(MemTag::comm);  // the collective's input must not alias its output
-      Tensor mine = buf.full.slice(0, buf.own.begin, buf.own.end).clone();
-      group_.all_gather(mine, buf.full, o);
+      buf.publish_in = buf.full.slice(0, buf.own.begin, buf.own.end).clone();
+      buf.publish_work = group_.all_gather_async(buf.publish_in, buf.full, o);
+      publishing_ = b;
     }
   }
   if (buf.file && buf.updating) {
@@ -215,6 +219,14 @@ void ParamStore::publish(size_t b, const std::string& label) {
     stage_in(b, true);
     buf.shard = Tensor();
   }
+}
+
+void ParamStore::finish_publish() {
+  if (publishing_ == kNone) return;
+  Buf& buf = bufs_[std::exchange(publishing_, kNone)];
+  buf.publish_work->wait();
+  buf.publish_work = nullptr;
+  buf.publish_in = Tensor();
 }
 
 void ParamStore::gather(size_t b, bool wait, const std::string& label) {

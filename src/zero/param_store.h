@@ -40,9 +40,11 @@ class ParamStore {
   Tensor owned_copy(size_t b);
   // This rank's parameters of buffer b as a checkpoint sees them (streamed when swapped).
   ShardTensor owned_state(size_t b);
-  // After the optimizer wrote owned(b): stages 1-2 all-gather it into the full buffer, a
-  // persistent stage-3 unit refreshes its gathered copy, a swapped shard is written back.
+  // After the optimizer wrote owned(b): stages 1-2 all-gather it into the full buffer (in flight
+  // until the next publish or finish_publish), a persistent stage-3 unit refreshes its gathered
+  // copy, a swapped shard is written back.
   void publish(size_t b, const std::string& label);
+  void finish_publish();  // waits for the all-gather publish left in flight (stages 1-2)
 
   bool gathered(size_t b) const { return bufs_[b].full.defined(); }
   void gather(size_t b, bool wait, const std::string& label);  // stage 3
@@ -74,7 +76,11 @@ class ParamStore {
     std::unique_ptr<SwapFile> file;  // Note [parameter swap]: the shard's records
     bool reading = false;            // a read into `shard` is in flight
     bool updating = false;           // owned(b) handed the shard out: publish writes it back
+    comm::WorkPtr publish_work;      // stages 1-2: this buffer's all-gather, while in flight
+    Tensor publish_in;               // its input, this rank's updated range
   };
+  static constexpr size_t kNone = ~size_t(0);
+  size_t publishing_ = kNone;  // the buffer whose publish is in flight
   void bind(size_t b);
   void unbind(size_t b);
   enum class Source { exact, quantized, secondary };  // Note [ZeRO++]
