@@ -26,7 +26,6 @@
 
 namespace zt::zero {
 
-
 OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, int rank,
                        const std::function<Tensor(size_t)>& initial)
     : spec_(spec), names_(optim::state_names(spec)), master_(plan.policy.fp32_master) {
