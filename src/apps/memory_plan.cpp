@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 #include <malloc.h>
 
@@ -225,41 +226,67 @@ zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes
   return e;
 }
 
-// Note [device plan]: on a device with run.device_memory_mb, an offload device "auto" resolves to
-// the least offload whose predicted device peak fits the cap: none, then the optimizer states in
-// pinned host memory, then (stage 3) the parameter shards too (Note [host residence]). A cap
-// that no plan meets is one config error before step 1 naming the smallest predicted peak.
-void plan_device(MemoryPlan& mp, nn::Module& model, const config::BatchSizes& bs, const RunContext& ctx) {
+// Note [device plan]: on a device the two budgets plan together: run.device_memory_mb caps the
+// device's predicted peak, run.memory_budget_mb the host's model-state bytes (pinned states,
+// staging and swap tiles, stage 3's host shards) and the data. Offload devices "auto" take the
+// first placement that fits both, in this order: the least leaving the device (nothing, the
+// optimizer's states, then stage 3's parameter shards too), each in host memory before swap
+// files. A budget that no placement meets is one config error before step 1. A placement the
+// config names is not second-guessed: the allocators' caps hold it.
+bool plan_device(MemoryPlan& mp, nn::Module& model, const config::BatchSizes& bs, const RunContext& ctx) {
   config::Config& c = mp.cfg;
   const Device device = engine_options(c, bs).device;
+  if (device.is_cpu()) return false;
   std::string &opt = c.zero.offload_optimizer.device, &par = c.zero.offload_param.device;
-  const bool opt_auto = opt == "auto", par_auto = par == "auto" && c.zero.stage == 3;
-  if (device.is_cpu() || c.run.device_memory_mb <= 0 || (!opt_auto && !par_auto)) return;
-  const int64_t cap = c.run.device_memory_mb << 20;
-  std::vector<std::pair<std::string, std::string>> levels{{opt_auto ? "none" : opt, par_auto ? "none" : par}};
-  if (opt_auto) levels.push_back({"cpu", levels[0].second});
-  if (par_auto) levels.push_back({levels.back().first, "cpu"});
-  int64_t smallest = std::numeric_limits<int64_t>::max();
-  std::string smallest_at;
-  for (const auto& [o, p] : levels) {
+  if (par == "auto" && c.zero.stage != 3) par = "none";  // below stage 3 every rank holds all parameters
+  if (opt != "auto" && par != "auto") return true;        // as configured: the allocators' caps hold it
+  const auto candidates = [](const std::string& d) {
+    return d == "auto" ? std::vector<std::string>{"none", "cpu", "nvme"} : std::vector<std::string>{d};
+  };
+  struct Placement {
+    std::string o, p;
+    int64_t device = 0, host = 0;
+  };
+  std::vector<Placement> order;
+  for (const std::string& o : candidates(opt))
+    for (const std::string& p : candidates(par))
+      if (p == "none" || o != "none") order.push_back({o, p});  // the host updates parameters it holds
+  // What leaves the device first, then what leaves the host: the optimizer's tiles stream once a
+  // step, before the parameters, read at every gather (Note [budget choice]).
+  auto rank = [](const Placement& x) {
+    return std::pair{int(x.o != "none") + 2 * int(x.p != "none"), int(x.o == "nvme") + 2 * int(x.p == "nvme")};
+  };
+  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+  const int64_t dev_cap = c.run.device_memory_mb << 20, host_cap = c.run.memory_budget_mb << 20;
+  std::optional<Placement> least_device, least_host;
+  for (Placement& x : order) {
     config::Config v = c;
-    v.zero.offload_optimizer.device = o;
-    v.zero.offload_param.device = p == "auto" ? "none" : p;
-    if (v.zero.offload_param.device == "cpu" && o != "cpu" && o != "nvme") continue;  // the engine refuses it
-    const int64_t peak = predict_run_peak(model, v, engine_options(v, bs), bs, ctx).in_use();
-    const std::string at = "offload_optimizer " + o + ", offload_param " + v.zero.offload_param.device;
-    if (peak <= cap) {
-      if (opt_auto) opt = o;
-      if (par_auto) par = p;
-      mp.lines.push_back(detail::concat("device memory ", format_bytes(size_t(cap)), " on ", device, ": ", at,
-                                        ": predicted device peak ", format_bytes(size_t(peak)), " per rank fits"));
-      return;
-    }
-    if (peak < smallest) smallest = peak, smallest_at = at;
+    v.zero.offload_optimizer.device = x.o;
+    v.zero.offload_param.device = x.p;
+    const zero::PeakEstimate e = predict_run_peak(model, v, engine_options(v, bs), bs, ctx);
+    x.device = e.in_use();
+    x.host = e.states.host + ctx.data_bytes;
+    const bool device_fits = dev_cap == 0 || x.device <= dev_cap, host_fits = host_cap == 0 || x.host <= host_cap;
+    if (!least_device || x.device < least_device->device) least_device = x;
+    if (device_fits && (!least_host || x.host < least_host->host)) least_host = x;
+    if (!device_fits || !host_fits) continue;
+    opt = x.o;
+    par = x.p;
+    mp.lines.push_back(detail::concat(
+          "memory plan on ", device, ": offload_optimizer ", x.o, ", offload_param ", x.p, ": predicted device peak ",
+          format_bytes(size_t(x.device)), dev_cap > 0 ? " fits run.device_memory_mb " + format_bytes(size_t(dev_cap)) : "",
+          ", host states and data ", format_bytes(size_t(x.host)),
+          host_cap > 0 ? " fit run.memory_budget_mb " + format_bytes(size_t(host_cap)) : ""));
+    return true;
   }
-  ZT_THROW_AS(ErrorKind::config, "[memory] run.device_memory_mb=", c.run.device_memory_mb, " (", device,
-              ") fits no plan: the smallest predicted device peak is ", format_bytes(size_t(smallest)), " per rank (",
-              smallest_at, "); raise run.device_memory_mb, or lower the micro-batch");
+  auto at = [](const Placement& x) { return "offload_optimizer " + x.o + ", offload_param " + x.p; };
+  ZT_CHECK_AS(ErrorKind::config, least_host.has_value(), "[memory] run.device_memory_mb=", c.run.device_memory_mb,
+              " (", device, ") fits no plan: the smallest predicted device peak is ",
+              format_bytes(size_t(least_device->device)), " per rank (", at(*least_device),
+              "); raise run.device_memory_mb, or lower the micro-batch");
+  ZT_THROW_AS(ErrorKind::config, "[memory] run.memory_budget_mb=", c.run.memory_budget_mb,
+              " holds no plan that fits the device: the least the host needs is ", format_bytes(size_t(least_host->host)),
+              " per rank (", at(*least_host), "); raise run.memory_budget_mb or run.device_memory_mb");
 }
 
 }  // namespace
@@ -268,7 +295,11 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
                        const RunContext& ctx) {
   MemoryPlan mp;
   mp.cfg = c;
-  plan_device(mp, model, bs, ctx);
+  if (plan_device(mp, model, bs, ctx)) {  // Note [device plan]
+    mp.options = engine_options(mp.cfg, bs);
+    mp.peak = predict_run_peak(model, mp.cfg, mp.options, bs, ctx);
+    return mp;
+  }
   config::OffloadConfig &opt = mp.cfg.zero.offload_optimizer, &par = mp.cfg.zero.offload_param;
   const bool opt_auto = opt.device == "auto", par_auto = par.device == "auto";
   const zero::BudgetOption configured{opt.device == "nvme", par.device == "nvme", false};

@@ -338,16 +338,16 @@ TEST(SimOffload, StatesEightTimesTheDeviceCapTrainExactly) {
 }
 
 // Note [device plan]: offload "auto" on a device takes the least offload whose predicted device
-// peak fits run.device_memory_mb, says so before step 1, and trains as configured so; a cap no
-// plan meets is one line before step 1.
+// peak fits run.device_memory_mb and whose host bytes fit run.memory_budget_mb, says so before
+// step 1, and trains as configured so; budgets no plan meets are one line before step 1.
 TEST(SimOffload, AutoTakesTheLeastOffloadThatFitsTheDeviceCap) {
   const std::string root = tmpdir("sim_device_plan"), gpt = deep_gpt(root);
   const std::string autos = " run.device=sim zero_optimization.offload_optimizer.device=auto"
                             " zero_optimization.offload_param.device=auto zero_optimization.offload_optimizer.nvme_path=" +
                             root + " zero_optimization.offload_param.nvme_path=" + root;
-  auto train = [&](int cap_mb, const std::string& dir) {
+  auto train = [&](int cap_mb, const std::string& dir, const std::string& more = "") {
     return run(kMpi + "2 " + kBin + " train" + gpt + autos + " run.device_memory_mb=" + std::to_string(cap_mb) +
-                   " run.dir=" + root + "/" + dir,
+                   more + " run.dir=" + root + "/" + dir,
                300);
   };
   const Result roomy = train(200, "roomy");
@@ -361,6 +361,20 @@ TEST(SimOffload, AutoTakesTheLeastOffloadThatFitsTheDeviceCap) {
             std::string::npos)
       << tight.out;
   EXPECT_EQ(logged_losses(root + "/tight"), logged_losses(root + "/roomy"));
+  // The host's budget too: the pinned states do not fit 35 MiB, the optimizer's swap tiles do.
+  const Result host = train(20, "host", " run.memory_budget_mb=35");
+  ASSERT_EQ(host.code, 0) << host.out;
+  EXPECT_NE(host.out.find("on sim:0: offload_optimizer nvme, offload_param cpu: predicted device peak"),
+            std::string::npos)
+      << host.out;
+  EXPECT_NE(host.out.find("fit run.memory_budget_mb 35.00MiB"), std::string::npos) << host.out;
+  EXPECT_EQ(logged_losses(root + "/host"), logged_losses(root + "/roomy"));
+  const Result small = train(20, "small", " run.memory_budget_mb=12");
+  EXPECT_NE(small.code, 0);
+  EXPECT_EQ(count_of(small.out, "zerotrain: error"), 1) << small.out;
+  EXPECT_NE(small.out.find("run.memory_budget_mb=12 holds no plan that fits the device: the least the host needs is"),
+            std::string::npos)
+      << small.out;
   const Result none = train(8, "none");
   EXPECT_NE(none.code, 0);
   EXPECT_EQ(count_of(none.out, "zerotrain: error"), 1) << none.out;  // rank 0's, beside mpirun's own words
