@@ -321,8 +321,12 @@ ShardTensor ShardTensor::in_memory(std::string name, const Tensor& t) {
 
 void ShardTensor::read(int64_t begin, int64_t n, void* dst) const {
   ZT_ASSERT(begin >= 0 && n >= 0 && begin + n <= numel, "shard tensor ", name, " range");
-  if (!streamed()) {  // a device's shard is copied down first
-    const Tensor host = tensor.slice(0, begin, begin + n).to(Device::cpu());
+  if (!streamed()) {
+    Tensor host = tensor.slice(0, begin, begin + n);
+    if (!host.device().is_cpu()) {  // a device's range comes down through pinned memory (the caller's chunk)
+      host = Tensor::empty_pinned({n}, dtype, MemTag::workspace);
+      host.copy_(tensor.slice(0, begin, begin + n));
+    }
     return void(std::memcpy(dst, host.raw_data(), size_t(n) * dtype_size(dtype)));
   }
   read_fn(begin, n, dst);
@@ -333,7 +337,7 @@ void ShardTensor::write(int64_t begin, int64_t n, const void* src) const {
   if (!streamed()) {
     Tensor dst = tensor.slice(0, begin, begin + n);
     if (dst.device().is_cpu()) return void(std::memcpy(dst.raw_data(), src, size_t(n) * dtype_size(dtype)));
-    Tensor host = Tensor::empty({n}, dtype, MemTag::workspace);
+    Tensor host = Tensor::empty_pinned({n}, dtype, MemTag::workspace);  // up through pinned memory
     std::memcpy(host.raw_data(), src, size_t(n) * dtype_size(dtype));
     return dst.copy_(host);
   }
