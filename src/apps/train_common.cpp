@@ -189,7 +189,9 @@ double train_micro_batches(const Task& task, const std::vector<int64_t>& order, 
                            uint64_t seed, StepPlace at, int ranks, int rank,
                            const std::function<Tensor(const std::vector<Tensor>&)>& forward,
                            const std::function<void(const Tensor&)>& backward) {
-  double step_loss = 0;
+  // Each micro-batch's loss stays where it was computed until every backward is queued: on a
+  // device the host reads them once, not between a forward and its backward.
+  std::vector<Tensor> losses;
   const int64_t global_begin = at.in_epoch * bs.train_batch_size;
   for (int64_t m = 0; m < bs.accumulation; ++m) {
     const int64_t begin = micro_begin(bs, at.in_epoch, m, ranks, rank);
@@ -199,9 +201,11 @@ double train_micro_batches(const Task& task, const std::vector<int64_t>& order, 
     const double w =
         task.weight(order, begin, begin + bs.micro, global_begin, global_begin + bs.train_batch_size, at.epoch);
     if (w != 1.0) loss = ag::scale(loss, float(w));
-    step_loss += loss.item() / double(bs.accumulation);
+    losses.push_back(loss.clone());
     backward(loss);
   }
+  double step_loss = 0;
+  for (const Tensor& l : losses) step_loss += l.item() / double(bs.accumulation);
   return step_loss;
 }
 
