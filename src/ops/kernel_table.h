@@ -51,6 +51,7 @@ namespace zt::ops::detail {
   X(scale_, void(Tensor & x, float s))                                                                                 \
   X(axpy_, void(Tensor & dst, float alpha, const Tensor& src))                                                         \
   X(sum_of_squares, double(const Tensor& x))                                                                           \
+  X(sum_of_squares_to, void(const Tensor& x, Tensor& out, int64_t slot))                                               \
   X(has_nonfinite, bool(const Tensor& x))                                                                              \
   X(conv2d, void(const Tensor& x, const Tensor& w, const Tensor* b, const kern::ConvGeometry& g, Tensor& y))           \
   X(conv2d_backward_data, void(const Tensor& dy, const Tensor& w, const kern::ConvGeometry& g, Tensor& dx))            \

@@ -63,6 +63,15 @@ void add_(Tensor& dst, const Tensor& src) {
   ZT_RUN(axpy_, __func__, dst.device(), dst, 1.f, s);  // x + 1*y rounds exactly as x + y
 }
 
+void sum_of_squares_to(const Tensor& x, Tensor& out, int64_t slot) {
+  check_float(x, "sum_of_squares_to");
+  ZT_CHECK(out.dtype() == DType::i64 && out.is_contiguous() && slot >= 0 && slot < out.numel(),
+           "[sum_of_squares_to] takes a contiguous i64 output and a slot inside it, got ", dtype_name(out.dtype()),
+           " of ", out.numel(), " and slot ", slot);
+  const Tensor c = x.contiguous();
+  ZT_RUN(sum_of_squares_to, __func__, c.device(), c, out, slot);
+}
+
 double sum_of_squares(const Tensor& x) {
   check_float(x, "sum_of_squares");
   Tensor c = x.contiguous();

@@ -77,6 +77,8 @@ void cast(const Tensor& src, Tensor& dst);  // same numel, any float dtypes
 void scale_(Tensor& x, float s);
 void axpy_(Tensor& dst, float alpha, const Tensor& src);  // same numel, any float dtypes
 double sum_of_squares(const Tensor& x);
+// The same sum left on the device: out (i64 [k], x's device) holds its double's bits at `slot`.
+void sum_of_squares_to(const Tensor& x, Tensor& out, int64_t slot);
 bool has_nonfinite(const Tensor& x);
 
 }  // namespace zt::ops::cpu

@@ -2,6 +2,7 @@
 // overflow checks). Inputs are contiguous and validated by the contracts in src/ops/precision.cpp.
 // Mixed dtypes convert blockwise to f32 (convert.h), compute, and round once.
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -151,6 +152,11 @@ double sum_of_squares(const Tensor& x) {
     for (double v : part) total += v;  // fixed order: independent of the thread count
     return total;
   });
+}
+
+void sum_of_squares_to(const Tensor& x, Tensor& out, int64_t slot) {
+  const double v = sum_of_squares(x);
+  std::memcpy(static_cast<int64_t*>(out.raw_data()) + slot, &v, sizeof v);
 }
 
 bool has_nonfinite(const Tensor& x) {

@@ -164,18 +164,26 @@ __global__ void final_sum(T* part, int nb) {
   if (threadIdx.x == 0) part[nb] = s;
 }
 
+// Queues the sum of f(i) over [0, n) into *dst, a double on the device (the workspace is freed
+// at once: later work on this stream reuses it only after these kernels).
 template <typename F>
-double device_sum(const Ctx& ctx, F f, int64_t n) {
+void device_sum_to(const Ctx& ctx, F f, int64_t n, double* dst) {
   const int nb = int(std::min<unsigned>(blocks_for(n), kSumBlocks));
-  // Doubles in an i64 buffer (same size); freed after the synchronisation below.
-  Tensor part = workspace({nb + 1}, DType::i64, ctx.device());
+  Tensor part = workspace({nb + 1}, DType::i64, ctx.device());  // doubles in an i64 buffer (same size)
   double* p = ptr<double>(part);
   partial_sums<<<unsigned(nb), kThreads, 0, ctx.stream>>>(f, n, p);
   check_launch("device_sum");
   final_sum<double><<<1, kThreads, 0, ctx.stream>>>(p, nb);
   check_launch("device_sum");
+  ZT_CUDA_CHECK(cudaMemcpyAsync(dst, p + nb, sizeof(double), cudaMemcpyDeviceToDevice, ctx.stream));
+}
+
+template <typename F>
+double device_sum(const Ctx& ctx, F f, int64_t n) {
+  Tensor one = workspace({1}, DType::i64, ctx.device());
+  device_sum_to(ctx, f, n, ptr<double>(one));
   double total = 0.0;
-  ZT_CUDA_CHECK(cudaMemcpyAsync(&total, p + nb, sizeof total, cudaMemcpyDeviceToHost, ctx.stream));
+  ZT_CUDA_CHECK(cudaMemcpyAsync(&total, ptr<double>(one), sizeof total, cudaMemcpyDeviceToHost, ctx.stream));
   sync(ctx.stream);
   return total;
 }

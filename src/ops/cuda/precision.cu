@@ -100,6 +100,19 @@ double sum_of_squares(const Tensor& x) {
   });
 }
 
+void sum_of_squares_to(const Tensor& x, Tensor& out, int64_t slot) {
+  Ctx ctx(x);
+  double* dst = ptr<double>(out) + slot;
+  if (x.numel() == 0) {
+    ZT_CUDA_CHECK(cudaMemsetAsync(dst, 0, sizeof(double), ctx.stream));
+    return;
+  }
+  dispatch_float(x.dtype(), "sum_of_squares_to", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    device_sum_to(ctx, SquareOf<T>{ptr<const T>(x)}, x.numel(), dst);
+  });
+}
+
 bool has_nonfinite(const Tensor& x) {
   const int64_t n = x.numel();
   if (n == 0) return false;

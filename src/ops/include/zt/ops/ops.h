@@ -32,6 +32,9 @@ void cast_into(Tensor& dst, const Tensor& src);  // dst contiguous, same numel, 
 void scale_(Tensor& x, float s);                 // x *= s in place (x contiguous), f32 compute
 // Sum of x^2 in double with fixed chunking (kReduceChunk); for f32 bitwise equal to optim's.
 double sum_of_squares(const Tensor& x);
+// The same sum left where x lives, as a double's bits in slot `slot` of out (i64, x's device): a
+// step's per-buffer sums come back to the host in one read.
+void sum_of_squares_to(const Tensor& x, Tensor& out, int64_t slot);
 bool has_nonfinite(const Tensor& x);  // any inf or NaN (fp16 overflow check)
 
 // Gradients of a two-input op; each is undefined unless asked for.
