@@ -8,7 +8,7 @@
 namespace zt::nn {
 namespace {
 
-std::shared_ptr<Linear> dense(int64_t in, int64_t out, const std::shared_ptr<Generator>& gen) {
+std::shared_ptr<Linear> dense(int64_t in, int64_t out, Generator& gen) {
   return std::make_shared<Linear>(in, out, true, normal_init(gen, 0.02f), constant_init(0.f));
 }
 
@@ -28,7 +28,7 @@ class Holder : public Module {
 // LayerNorm(x + dropout(dense(h))): BERT's "output" sublayers.
 class AddNorm : public Module {
  public:
-  AddNorm(int64_t in, const TransformerConfig& c, const std::shared_ptr<Generator>& gen) {
+  AddNorm(int64_t in, const TransformerConfig& c, Generator& gen) {
     dense_ = dense(in, c.n_embd, gen);
     norm_ = std::make_shared<LayerNorm>(c.n_embd, 1e-12f);  // BERT's eps everywhere
     drop_ = std::make_shared<Dropout>(c.dropout);
@@ -51,7 +51,7 @@ class AddNorm : public Module {
 // One ZeRO-3 unit: inputs {x [B, T, C], key mask [B, T] i32 or undefined}.
 class BertLayer : public Module {
  public:
-  BertLayer(const TransformerConfig& c, const std::shared_ptr<Generator>& gen) : heads_(c.n_head) {
+  BertLayer(const TransformerConfig& c, Generator& gen) : heads_(c.n_head) {
     auto attention = std::make_shared<Holder>(), self = std::make_shared<Holder>(),
          intermediate = std::make_shared<Holder>();
     qkv_ = dense(c.n_embd, 3 * c.n_embd, gen);
@@ -85,7 +85,7 @@ class BertLayer : public Module {
 
 class BertEmbeddings : public Module {
  public:
-  BertEmbeddings(const TransformerConfig& c, const std::shared_ptr<Generator>& gen) {
+  BertEmbeddings(const TransformerConfig& c, Generator& gen) {
     word = std::make_shared<Embedding>(c.vocab_size, c.n_embd, normal_init(gen, 0.02f));
     position = std::make_shared<Embedding>(c.block_size, c.n_embd, normal_init(gen, 0.02f));
     type = std::make_shared<Embedding>(c.type_vocab_size, c.n_embd, normal_init(gen, 0.02f));
@@ -122,7 +122,7 @@ class BertEmbeddings : public Module {
 
 class BertEncoder : public Module {
  public:
-  BertEncoder(const TransformerConfig& c, const std::shared_ptr<Generator>& gen) : c_(c) {
+  BertEncoder(const TransformerConfig& c, Generator& gen) : c_(c) {
     embeddings = std::make_shared<BertEmbeddings>(c, gen);
     auto encoder = std::make_shared<Holder>();
     layers_ = std::make_shared<ModuleList>();
@@ -160,7 +160,7 @@ class BertEncoder : public Module {
 // Masked-LM head: transform (dense, GELU, LayerNorm), then the tied decoder plus a bias.
 class BertMlmHead : public Module {
  public:
-  BertMlmHead(const TransformerConfig& c, const std::shared_ptr<Generator>& gen, const Tensor& word_embeddings) {
+  BertMlmHead(const TransformerConfig& c, Generator& gen, const Tensor& word_embeddings) {
     auto predictions = std::make_shared<Holder>(), transform = std::make_shared<Holder>();
     dense_ = dense(c.n_embd, c.n_embd, gen);
     norm_ = std::make_shared<LayerNorm>(c.n_embd, 1e-12f);
@@ -189,7 +189,7 @@ class BertMlmHead : public Module {
 class BertForMaskedLM : public Module {
  public:
   explicit BertForMaskedLM(const TransformerConfig& c) {
-    auto gen = std::make_shared<Generator>(c.seed);
+    Generator gen(c.seed);
     bert_ = std::make_shared<BertEncoder>(c, gen);
     cls_ = std::make_shared<BertMlmHead>(c, gen, bert_->embeddings->word->weight);
     register_module("bert", bert_);
@@ -211,7 +211,7 @@ class BertForSequenceClassification : public Module {
  public:
   BertForSequenceClassification(const TransformerConfig& c, int64_t num_labels) {
     ZT_CHECK_AS(ErrorKind::config, num_labels >= 2, "[bert] model.num_classes must be >= 2, got ", num_labels);
-    auto gen = std::make_shared<Generator>(c.seed);
+    Generator gen(c.seed);
     bert_ = std::make_shared<BertEncoder>(c, gen);
     drop_ = std::make_shared<Dropout>(c.dropout);
     classifier_ = dense(c.n_embd, num_labels, gen);

@@ -10,7 +10,7 @@
 namespace zt::nn {
 
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool has_bias,
-               std::shared_ptr<Generator> gen)
+               Generator& gen)
     : stride_(stride), padding_(padding) {
   ZT_CHECK(in > 0 && out > 0 && kernel > 0, "[Conv2d] sizes must be positive, got in=", in, " out=", out,
            " kernel=", kernel);
@@ -41,7 +41,7 @@ Tensor Flatten::forward(const Tensor& x) {
 }
 
 Cnn::Cnn(int64_t in_channels, int64_t image_size, const std::vector<int64_t>& channels, const std::vector<int64_t>& fc,
-         int64_t classes, std::shared_ptr<Generator> gen)
+         int64_t classes, Generator& gen)
     : in_channels_(in_channels), image_size_(image_size) {
   ZT_CHECK(in_channels > 0 && image_size > 0 && classes > 0 && !channels.empty(),
            "[Cnn] in_channels, image_size and classes must be >= 1 and channels non-empty, got in_channels=",
@@ -84,7 +84,7 @@ Tensor Cnn::forward(const Tensor& x) {
 
 std::shared_ptr<Module> make_cnn(int64_t in_channels, int64_t image_size, const std::vector<int64_t>& channels,
                                  const std::vector<int64_t>& fc, int64_t classes, uint64_t seed) {
-  auto gen = std::make_shared<Generator>(seed);
+  Generator gen(seed);
   TagScope tag(MemTag::param);
   return std::make_shared<Cnn>(in_channels, image_size, channels, fc, classes, gen);
 }

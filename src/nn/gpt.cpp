@@ -11,7 +11,7 @@ namespace {
 
 class GptAttention : public Module {
  public:
-  GptAttention(const TransformerConfig& c, const std::shared_ptr<Generator>& gen, float proj_std) : heads_(c.n_head) {
+  GptAttention(const TransformerConfig& c, Generator& gen, float proj_std) : heads_(c.n_head) {
     c_attn = std::make_shared<Linear>(c.n_embd, 3 * c.n_embd, true, normal_init(gen, 0.02f), constant_init(0.f));
     c_proj = std::make_shared<Linear>(c.n_embd, c.n_embd, true, normal_init(gen, proj_std), constant_init(0.f));
     register_module("c_attn", c_attn);
@@ -31,7 +31,7 @@ class GptAttention : public Module {
 
 class GptMlp : public Module {
  public:
-  GptMlp(const TransformerConfig& c, const std::shared_ptr<Generator>& gen, float proj_std) {
+  GptMlp(const TransformerConfig& c, Generator& gen, float proj_std) {
     c_fc = std::make_shared<Linear>(c.n_embd, 4 * c.n_embd, true, normal_init(gen, 0.02f), constant_init(0.f));
     c_proj = std::make_shared<Linear>(4 * c.n_embd, c.n_embd, true, normal_init(gen, proj_std), constant_init(0.f));
     register_module("c_fc", c_fc);
@@ -48,7 +48,7 @@ class GptMlp : public Module {
 // One ZeRO-3 unit: x + attn(ln_1(x)), then + mlp(ln_2(x)), dropout on each branch.
 class GptBlock : public Module {
  public:
-  GptBlock(const TransformerConfig& c, const std::shared_ptr<Generator>& gen) {
+  GptBlock(const TransformerConfig& c, Generator& gen) {
     // GPT-2 scales the residual projections by 1/sqrt(2 * n_layer).
     const float proj_std = 0.02f / std::sqrt(2.f * float(c.n_layer));
     ln_1 = std::make_shared<LayerNorm>(c.n_embd, c.ln_eps);
@@ -82,7 +82,7 @@ class Gpt : public Module {
  public:
   explicit Gpt(const TransformerConfig& c) : c_(c) {
     c.validate("gpt");
-    auto gen = std::make_shared<Generator>(c.seed);
+    Generator gen(c.seed);
     wte = std::make_shared<Embedding>(c.vocab_size, c.n_embd, normal_init(gen, 0.02f));
     wpe = std::make_shared<Embedding>(c.block_size, c.n_embd, normal_init(gen, 0.01f));
     drop = std::make_shared<Dropout>(c.dropout);

@@ -3,6 +3,7 @@
 
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
+#include "zt/core/parallel.h"
 #include "zt/nn/module.h"
 
 namespace zt::nn {
@@ -99,7 +100,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor t) {
 Tensor Module::register_parameter(const std::string& name, const Shape& shape, Init init) {
   if (!t_deferred) {
     Tensor t = Tensor::empty(shape, DType::f32);
-    init(t);
+    run_init(init, t.data<float>(), 0, t.numel());
     return register_parameter(name, t);
   }
   Tensor t = register_parameter(name, Tensor::unallocated(shape, DType::f32));
@@ -119,14 +120,17 @@ void Module::register_module(const std::string& name, std::shared_ptr<Module> m)
   children_.emplace_back(name, std::move(m));
 }
 
-Init uniform_init(std::shared_ptr<Generator> gen, float bound) {
-  return [gen = std::move(gen), bound](Tensor& t) {
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen->uniform(-bound, bound);
+void run_init(const Init& init, float* out, int64_t begin, int64_t end) {
+  parallel_for(end - begin, int64_t(1) << 15, [&](int64_t b, int64_t e) { init(out + b, begin + b, begin + e); });
+}
+
+Init uniform_init(Generator& gen, float bound) {
+  return [key = gen.next_u64(), bound](float* out, int64_t begin, int64_t end) {
+    counter_uniform(key, -bound, bound, out, begin, end);
   };
 }
 
-Linear::Linear(int64_t in, int64_t out, bool has_bias, std::shared_ptr<Generator> gen) {
+Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator& gen) {
   ZT_CHECK(in > 0 && out > 0, "[Linear] sizes must be positive, got in=", in, " out=", out);
   int64_t n = 0;
   ZT_CHECK(!__builtin_mul_overflow(in, out, &n), "[Linear] in=", in, " times out=", out, " overflows int64");
@@ -145,15 +149,6 @@ Linear::Linear(Tensor tied_weight) {
   ZT_CHECK(tied_weight.defined() && tied_weight.dim() == 2, "[Linear] a tied weight must be 2-D");
   weight = register_parameter("weight", std::move(tied_weight));
 }
-
-namespace {
-std::shared_ptr<Generator> borrowed(Generator& gen) {  // the caller's generator, used right away
-  ZT_CHECK(!t_deferred, "[Linear] a Generator& cannot defer initialisation; pass a shared_ptr<Generator>");
-  return std::shared_ptr<Generator>(&gen, [](Generator*) {});
-}
-}  // namespace
-
-Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator& gen) : Linear(in, out, has_bias, borrowed(gen)) {}
 
 Tensor Linear::forward(const Tensor& x) { return ag::linear(x, weight, bias.defined() ? &bias : nullptr); }
 
@@ -176,7 +171,7 @@ Tensor Sequential::forward(const Tensor& x) {
 
 std::shared_ptr<Module> make_mlp(int64_t input, const std::vector<int64_t>& hidden, int64_t classes,
                                  const std::string& activation, uint64_t seed) {
-  auto gen = std::make_shared<Generator>(seed);
+  Generator gen(seed);
   TagScope tag(MemTag::param);
   auto layers = std::make_shared<Sequential>();
   int64_t prev = input;

@@ -7,15 +7,14 @@
 
 namespace zt::nn {
 
-Init normal_init(std::shared_ptr<Generator> gen, float stddev) {
-  return [gen = std::move(gen), stddev](Tensor& t) {
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen->normal(0.f, stddev);
+Init normal_init(Generator& gen, float stddev) {
+  return [key = gen.next_u64(), stddev](float* out, int64_t begin, int64_t end) {
+    counter_normal(key, 0.f, stddev, out, begin, end);
   };
 }
 
 Init constant_init(float value) {
-  return [value](Tensor& t) { t.fill_(value); };
+  return [value](float* out, int64_t begin, int64_t end) { std::fill(out, out + (end - begin), value); };
 }
 
 namespace {

@@ -50,25 +50,12 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   plan_ = make_plan(m.input, m.policy, group_->size());
   const Policy& policy = plan_.policy;
 
-  const auto inits = model_.deferred_initializers();
-  const ParamStore::Materialize materialize = [&inits](const Tensor& p, Tensor& values) {
-    auto it = inits.find(p.impl());
-    ZT_CHECK(it != inits.end(), "[zero] a parameter of shape ", shape_str(p.shape()),
-             " has no values and no initialiser");
-    it->second(values);
-  };
-  // Frozen parameters: whole, in the working dtype (deferred ones are materialised first, so
-  // with frozen parameters a deferred model draws its initial values in another order).
+  const Materialize materialize = initial_values(model_, "[zero]");
+  // Frozen parameters: whole, in the working dtype.
   for (auto& p : frozen_) {
     TagScope tag(MemTag::param);
     Tensor t = Tensor::empty(p.shape(), policy.param_dtype, policy.device);
-    if (p.has_storage()) {
-      ops::cast_into(t, p.to(policy.device));
-    } else {
-      Tensor values = Tensor::empty(p.shape(), DType::f32, MemTag::workspace);
-      materialize(p, values);
-      ops::cast_into(t, values.to(policy.device));
-    }
+    materialize(p, 0, t.view({t.numel()}));
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
   // Swap files are made by every rank on its own disk: one agreed error if any rank cannot.

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "zt/autograd/autograd.h"
+#include "zt/ops/ops.h"
 
 namespace zt::zero {
 
@@ -100,6 +101,35 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   }
   return m;
 }
+Materialize initial_values(const nn::Module& model, const std::string& component) {
+  auto inits = std::make_shared<const std::unordered_map<const TensorImpl*, nn::Init>>(model.deferred_initializers());
+  return [inits, component](const Tensor& p, int64_t begin, Tensor dst) {
+    const int64_t n = dst.numel();
+    ZT_ASSERT(begin >= 0 && begin + n <= p.numel(), "initial values [", begin, ", ", begin + n, ") of a parameter of ",
+              p.numel());
+    if (p.has_storage()) {
+      ops::cast_into(dst, p.reshape({p.numel()}).slice(0, begin, begin + n).to(dst.device()));
+      return;
+    }
+    auto it = inits->find(p.impl());
+    ZT_CHECK(it != inits->end(), component, " a parameter of shape ", shape_str(p.shape()),
+             " has no values and no initialiser");
+    if (dst.device().is_cpu() && dst.dtype() == DType::f32 && dst.is_contiguous()) {
+      nn::run_init(it->second, dst.data<float>(), begin, begin + n);
+      return;
+    }
+    const int64_t chunk = std::min<int64_t>(n, int64_t(1) << 22);  // 16 MiB of f32 at most
+    TagScope tag(MemTag::workspace);
+    Tensor values = Tensor::empty({chunk}, DType::f32);
+    for (int64_t at = 0; at < n; at += chunk) {
+      const int64_t m = std::min(chunk, n - at);
+      nn::run_init(it->second, values.data<float>(), begin + at, begin + at + m);
+      Tensor part = dst.slice(0, at, at + m);
+      ops::cast_into(part, values.slice(0, 0, m).to(dst.device()));
+    }
+  };
+}
+
 Plan plan_model(nn::Module& model, const EngineOptions& opts, int world) {
   ModelLayout m = layout_model(model, opts);
   return make_plan(m.input, m.policy, world);

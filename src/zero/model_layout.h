@@ -1,6 +1,7 @@
 #pragma once
 // What the plan needs from a model: its trainable parameters in model order (a tensor
 // registered twice counts once), the stage-3 units, and the frozen parameters.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,11 @@ struct ModelLayout {
 
 // Frozen parameters get neither a gradient nor optimizer state and stay whole on every rank.
 ModelLayout layout_model(nn::Module& model, const EngineOptions& opts);
+
+// Writes elements [begin, begin + dst.numel()) of a parameter's flat values into dst (any dtype or
+// device): its stored values, or its deferred initialiser's (Note [counter init]) on every thread,
+// a bounded host chunk at a time. Any range alone: each rank fills only what it holds.
+using Materialize = std::function<void(const Tensor& param, int64_t begin, Tensor dst)>;
+Materialize initial_values(const nn::Module& model, const std::string& component);
 
 }  // namespace zt::zero

@@ -50,29 +50,15 @@ ParamServer::ParamServer(nn::Module& model, comm::GroupPtr group, EngineOptions 
   frozen_names_ = std::move(m.frozen_names);
   plan_ = make_plan(m.input, m.policy, servers_);
   pushes_ = comm::stage_on(group_, device());  // Note [staged group] where the backend keeps host tensors
-  const auto inits = model_.deferred_initializers();
-  // Values in the engine's order (frozen first, then trainable in model order): deferred
-  // initialisers share one generator, so every rank draws them all, servers included.
-  const auto materialize = [&inits](const Tensor& p, Tensor& values) {
-    if (p.has_storage()) {
-      values.copy_(p);
-      return;
-    }
-    auto it = inits.find(p.impl());
-    ZT_CHECK(it != inits.end(), "[ps] a parameter of shape ", shape_str(p.shape()),
-             " has no values and no initialiser");
-    it->second(values);
-  };
+  const Materialize materialize = initial_values(model_, "[ps]");
   for (auto& p : frozen_) {
-    Tensor values = Tensor::empty(p.shape(), DType::f32, MemTag::workspace);
-    materialize(p, values);
     if (is_server()) {
       p.release_storage();
       continue;
     }
     TagScope tag(MemTag::param);
     Tensor t = Tensor::empty(p.shape(), plan_.policy.param_dtype, device());
-    ops::cast_into(t, values.to(device()));
+    materialize(p, 0, t.view({t.numel()}));
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
   if (is_server())
@@ -88,9 +74,8 @@ ParamServer::~ParamServer() {
 
 // The buffers whole, parameters bound as views (as ParamStore at stages 0-2), and the gradient
 // slots backward accumulates into (as GradReducer at stages 0-1).
-void ParamServer::init_worker(const std::function<void(const Tensor&, Tensor&)>& materialize) {
+void ParamServer::init_worker(const Materialize& materialize) {
   const Policy& pol = plan_.policy;
-  std::vector<std::pair<size_t, const ParamSlot*>> where(params_.size());
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const int64_t n = plan_.buffers[b].padded;
     {
@@ -99,14 +84,8 @@ void ParamServer::init_worker(const std::function<void(const Tensor&, Tensor&)>&
     }
     TagScope tag(MemTag::grad);
     grad_bufs_.push_back(Tensor::zeros({n}, pol.full_grad_dtype(), device()));
-    for (auto& s : plan_.buffers[b].params) where[s.index] = {b, &s};
-  }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const auto [b, s] = where[i];
-    Tensor dst = param_bufs_[b].slice(0, s->offset, s->offset + s->numel);
-    Tensor values = Tensor::empty(params_[i].shape(), DType::f32, MemTag::workspace);
-    materialize(params_[i], values);
-    ops::cast_into(dst, values.to(device()));
+    for (auto& s : plan_.buffers[b].params)
+      materialize(params_[s.index], 0, param_bufs_[b].slice(0, s.offset, s.offset + s.numel));
   }
   for (size_t b = 0; b < plan_.buffers.size(); ++b)
     for (auto& s : plan_.buffers[b].params) {
@@ -116,38 +95,29 @@ void ParamServer::init_worker(const std::function<void(const Tensor&, Tensor&)>&
     }
 }
 
-// This server's range of each buffer, one parameter at a time (no full copy), then the fp32
+// This server's range of each buffer (only the values it holds), then the fp32
 // master and optimizer states (OptimShard, as ZeRO-1's rank `rank` over S ranks).
-void ParamServer::init_server(const std::function<void(const Tensor&, Tensor&)>& materialize) {
+void ParamServer::init_server(const Materialize& materialize) {
   const Policy& pol = plan_.policy;
   const int s = group_->rank();
-  std::vector<std::pair<size_t, const ParamSlot*>> where(params_.size());
   int64_t largest = 0;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
-    const int64_t n = plan_.optim_range(b, s).size();
-    largest = std::max(largest, n);
+    const Range own = plan_.optim_range(b, s);
+    largest = std::max(largest, own.size());
     {
       TagScope tag(MemTag::param);
-      param_bufs_.push_back(Tensor::zeros({n}, pol.param_dtype, device()));
+      param_bufs_.push_back(Tensor::zeros({own.size()}, pol.param_dtype, device()));
     }
     TagScope tag(MemTag::grad);
-    grad_bufs_.push_back(Tensor::zeros({n}, DType::f32, device()));
-    for (auto& slot : plan_.buffers[b].params) where[slot.index] = {b, &slot};
-  }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const auto [b, slot] = where[i];
-    Tensor values = Tensor::empty(params_[i].shape(), DType::f32, MemTag::workspace);
-    materialize(params_[i], values);
-    const Range own = plan_.optim_range(b, s);
-    const Range mine = intersect(own, {slot->offset, slot->offset + slot->numel});
-    if (!mine.empty()) {
-      Tensor dst = param_bufs_[b].slice(0, mine.begin - own.begin, mine.end - own.begin);
-      ops::cast_into(dst, values.view({values.numel()})
-                              .slice(0, mine.begin - slot->offset, mine.end - slot->offset)
-                              .to(device()));
+    grad_bufs_.push_back(Tensor::zeros({own.size()}, DType::f32, device()));
+    for (auto& slot : plan_.buffers[b].params) {
+      const Range mine = intersect(own, {slot.offset, slot.offset + slot.numel});
+      if (!mine.empty())
+        materialize(params_[slot.index], mine.begin - slot.offset,
+                    param_bufs_[b].slice(0, mine.begin - own.begin, mine.end - own.begin));
     }
-    params_[i].release_storage();  // a model built whole (model.init_from) keeps nothing here
   }
+  for (auto& p : params_) p.release_storage();  // a model built whole (model.init_from) keeps nothing here
   {
     TagScope tag(MemTag::comm);
     for (int k = 0; k < 2; ++k) recv_slots_.push_back(Tensor::empty({largest}, pol.comm_dtype, device()));

@@ -33,55 +33,47 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
   for (size_t b = 0; b < nb; ++b) bufs_[b].own = shard_range(plan_.buffers[b].padded, plan_.world, group_.rank());
   if (!pol.shard_parameters()) {
     for (size_t b = 0; b < nb; ++b) {
-      TagScope tag(MemTag::param);
-      bufs_[b].full = Tensor::zeros({plan_.buffers[b].padded}, pol.param_dtype, pol.device);
+      {
+        TagScope tag(MemTag::param);
+        bufs_[b].full = Tensor::zeros({plan_.buffers[b].padded}, pol.param_dtype, pol.device);
+      }
+      for (auto& s : plan_.buffers[b].params)
+        materialize(params_[s.index], 0, bufs_[b].full.slice(0, s.offset, s.offset + s.numel));
+      bind(b);
     }
-    // Model order, whatever the bucket order: deferred initialisers share one generator.
-    std::vector<std::pair<size_t, const ParamSlot*>> where(params_.size());
-    for (size_t b = 0; b < nb; ++b)
-      for (auto& s : plan_.buffers[b].params) where[s.index] = {b, &s};
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const auto [b, s] = where[i];
-      write_initial(i, bufs_[b].full.slice(0, s->offset, s->offset + s->numel), materialize);
-    }
-    for (size_t b = 0; b < nb; ++b) bind(b);
     return;
   }
   const bool swap = pol.param_residence == Residence::file;
   if (swap) swap_dir_ = make_swap_folder(pol.swap.param_dir.empty() ? pol.swap.dir : pol.swap.param_dir, group_.rank());
-  for (size_t b = 0; b < nb; ++b) {  // stage 3: one unit at a time (units are in model order)
+  for (size_t b = 0; b < nb; ++b) {  // stage 3: each rank fills only its shard (a persistent unit whole)
     Buf& buf = bufs_[b];
+    if (plan_.persistent[b]) {
+      TagScope tag(MemTag::param);
+      buf.full = Tensor::zeros({plan_.buffers[b].padded}, pol.param_dtype, pol.device);
+      write_initial(b, buf.full, {0, plan_.buffers[b].padded}, materialize);
+    }
     if (plan_.param_swapped(b)) {
       const int64_t tile = plan_.param_tile_elems(), tiles = (buf.own.size() + tile - 1) / tile;
       buf.file = std::make_unique<SwapFile>(swap_dir_ + "/p" + std::to_string(b) + ".swap", tiles,
                                             size_t(tile) * dtype_size(pol.param_dtype), int(tiles), pol.swap);
-    }
-    Tensor full;
-    {
-      TagScope tag(plan_.persistent[b] ? MemTag::param : MemTag::comm);
-      full = Tensor::zeros({plan_.buffers[b].padded}, pol.param_dtype, pol.device);
-    }
-    for (auto& s : plan_.buffers[b].params)
-      write_initial(s.index, full.slice(0, s.offset, s.offset + s.numel), materialize);
-    if (buf.file) {
       Tensor staged = staging(b);
-      staged.zero_();  // the last record's tail
+      staged.zero_();  // the padding and the last record's tail
       buf.shard = staged.slice(0, 0, buf.own.size());
-      buf.shard.copy_(full.slice(0, buf.own.begin, buf.own.end));
-      stage_out(b);
     } else if (plan_.param_on_host(b)) {
       buf.shard = pinned_zeros(buf.own.size(), pol.param_dtype, MemTag::param);
-      buf.shard.copy_(full.slice(0, buf.own.begin, buf.own.end));
     } else {
       TagScope tag(MemTag::param);
-      buf.shard = full.slice(0, buf.own.begin, buf.own.end).clone();
+      buf.shard = Tensor::zeros({buf.own.size()}, pol.param_dtype, pol.device);
     }
-    if (plan_.persistent[b]) {
-      buf.full = full;
+    if (buf.full.defined())
+      buf.shard.copy_(buf.full.slice(0, buf.own.begin, buf.own.end));
+    else
+      write_initial(b, buf.shard, buf.own, materialize);
+    if (buf.file) stage_out(b);
+    if (buf.full.defined())
       bind(b);
-    } else {
+    else
       unbind(b);
-    }
   }
 }
 
@@ -120,17 +112,13 @@ void ParamStore::stage_out(size_t b) {
   buf.shard = Tensor();
 }
 
-void ParamStore::write_initial(size_t index, Tensor dst, const Materialize& materialize) const {
-  const Tensor& p = params_[index];
-  if (p.has_storage()) {
-    ops::cast_into(dst, p.to(dst.device()));
-    return;
+void ParamStore::write_initial(size_t b, Tensor dst, Range range, const Materialize& materialize) const {
+  for (auto& s : plan_.buffers[b].params) {
+    const Range mine = intersect(range, {s.offset, s.offset + s.numel});
+    if (!mine.empty())
+      materialize(params_[s.index], mine.begin - s.offset,
+                  dst.slice(0, mine.begin - range.begin, mine.end - range.begin));
   }
-  ZT_CHECK(materialize, "[zero] parameter ", index, " has no values and no initialiser");
-  TagScope tag(MemTag::workspace);
-  Tensor values = Tensor::empty(p.shape(), DType::f32);
-  materialize(p, values);
-  ops::cast_into(dst, values.to(dst.device()));
 }
 
 void ParamStore::bind(size_t b) {

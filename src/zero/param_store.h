@@ -13,6 +13,7 @@
 #include "zt/zero/engine.h"
 #include "zt/zero/plan.h"
 #include "zt/zero/shard_state.h"
+#include "model_layout.h"
 #include "wire.h"
 
 namespace zt::zero {
@@ -21,12 +22,9 @@ class SwapFile;
 
 class ParamStore {
  public:
-  // Fills the f32 values of a parameter that has no storage yet (Note [deferred init] in nn).
-  using Materialize = std::function<void(const Tensor& param, Tensor& values)>;
-
   // `params` in model order; their current values, or for deferred ones what `materialize`
-  // gives, become the initial parameters, written straight into the flat layout (stage 3: one
-  // unit at a time, so construction holds one unit beyond the shards).
+  // gives, become the initial parameters, written straight into the flat layout (stage 3: only
+  // this rank's shard of each unit, a persistent unit whole).
   // Stage 3's training gathers follow Note [ZeRO++]: int8 with quantized_weights, from the
   // secondary pieces when groups.secondary is set.
   ParamStore(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, Stage3Limits limits,
@@ -89,7 +87,8 @@ class ParamStore {
   Tensor staging(size_t b) const;      // swapped: a page-aligned buffer of the shard's whole records
   void stage_in(size_t b, bool wait);  // swapped: reads the shard in (waits when asked)
   void stage_out(size_t b);            // swapped: writes the shard back and frees it
-  void write_initial(size_t index, Tensor dst, const Materialize& materialize) const;
+  // Buffer b's elements `range` into dst (range.size() elements), parameter by parameter.
+  void write_initial(size_t b, Tensor dst, Range range, const Materialize& materialize) const;
 
   const Plan& plan_;
   std::vector<Tensor> params_;

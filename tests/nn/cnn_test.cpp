@@ -38,7 +38,7 @@ TEST(Cnn, ParametersAreNamedAsTorchvisionWithTheSeedsShapes) {
 }
 
 TEST(Cnn, ConvolutionsStartAsTorchDoes) {
-  auto gen = std::make_shared<Generator>(3);
+  Generator gen(3);
   Conv2d conv(8, 4, 3, 1, 1, true, gen);
   const float bound = 1.f / std::sqrt(8.f * 9.f);
   for (const Tensor& p : {conv.weight, conv.bias}) {
@@ -55,7 +55,7 @@ TEST(Cnn, ConvolutionsStartAsTorchDoes) {
   EXPECT_NE(a->parameters()[0].to_vector(), c->parameters()[0].to_vector());
 }
 
-// Note [deferred init]: shapes only, and materialising in registration order gives eager's values.
+// Note [deferred init]: shapes only, and materialising gives eager's values.
 TEST(Cnn, DeferredInitGivesTheEagerValues) {
   auto eager = make_cnn(3, 16, {4, 8}, {12}, 5, 9);
   std::shared_ptr<Module> lazy;
@@ -71,7 +71,7 @@ TEST(Cnn, DeferredInitGivesTheEagerValues) {
     Tensor p = got[i].second;
     ASSERT_FALSE(p.has_storage()) << got[i].first;
     Tensor values = Tensor::empty(p.shape());
-    inits.at(p.impl())(values);
+    run_init(inits.at(p.impl()), values.data<float>(), 0, values.numel());
     EXPECT_EQ(values.to_vector(), want[i].second.to_vector()) << got[i].first;
   }
 }
@@ -98,7 +98,7 @@ TEST(Cnn, SizesThatCannotMakeOneAreRefused) {
   EXPECT_NO_THROW(make_cnn(1, 4, {2, 2}, {}, 3, 1));  // 4 -> 2 -> 1
   EXPECT_THAT(error_of([] { make_cnn(1, 8, {}, {}, 3, 1); }), HasSubstr("channels non-empty"));
   EXPECT_THAT(error_of([] { make_cnn(0, 8, {2}, {}, 3, 1); }), HasSubstr("in_channels=0"));
-  auto gen = std::make_shared<Generator>(1);
+  Generator gen(1);
   EXPECT_THAT(error_of([&] { Conv2d(1, 2, 3, 0, 0, true, gen); }), HasSubstr("stride must be >= 1"));
   EXPECT_THAT(error_of([&] { Conv2d(1, 0, 3, 1, 0, true, gen); }), HasSubstr("sizes must be positive"));
   EXPECT_THAT(error_of([] { MaxPool2d(0); }), HasSubstr("kernel must be >= 1"));
@@ -135,7 +135,7 @@ TEST(Cnn, LearnsASeparableTask) {
   const Tensor x = Tensor::from_vector(xs, {n, 64}), y = Tensor::from_ints(ys, {n});
   auto loss_now = [&] { return ag::cross_entropy((*m)(x), y); };
   float first = 0, last = 0;
-  for (int step = 0; step < 30; ++step) {
+  for (int step = 0; step < 80; ++step) {  // seeds 1-15 all end below 1% of their first loss
     for (Tensor& p : m->parameters()) autograd::set_grad(p, Tensor());
     Tensor loss = loss_now();
     (step == 0 ? first : last) = loss.item();

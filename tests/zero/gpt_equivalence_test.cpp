@@ -3,6 +3,7 @@
 // embedding gradients (wpe as rows, the tied wte in two parts: Note [tied rows]).
 #include "zero_harness.h"
 #include "zt/autograd/autograd.h"
+#include "zt/core/parallel.h"
 #include "zt/nn/transformer.h"
 
 using namespace zt;
@@ -235,6 +236,38 @@ TEST(GptLayout, TiedWeightIsOneEntryInTheFlatLayout) {
   EXPECT_EQ(std::count(names.begin(), names.end(), "wte.weight"), 1);
   EXPECT_EQ(std::count(names.begin(), names.end(), "lm_head.weight"), 0);
   EXPECT_EQ(e.num_params(), model->num_parameters());
+}
+
+// Note [counter init]: each rank fills only the shard it holds, with all its threads, and the
+// weights are one process's eager ones at any world size, stage and thread count.
+TEST(CounterInit, InitialWeightsAreTheSameAtEveryWorldSizeStageAndThreadCount) {
+  nn::TransformerConfig c = tiny_gpt(false);
+  c.vocab_size = 1001;  // wte: 3 chunks of run_init, so two threads split it
+  c.n_embd = 96;
+  c.n_head = 3;
+  const int saved = num_threads();
+  set_num_threads(1);
+  std::vector<std::vector<float>> want;
+  for (auto& [n, p] : nn::make_gpt(c)->named_parameters()) want.push_back(p.to_vector());
+  for (int threads : {1, 2})
+    for (int stage : {0, 3}) {
+      set_num_threads(threads);
+      std::shared_ptr<nn::Module> lazy;
+      {
+        nn::DeferredInit defer;
+        lazy = nn::make_gpt(c);
+      }
+      RunSpec rs;
+      rs.stage = stage;
+      zero::Engine e(*lazy, g_world, options(rs));
+      size_t i = 0;
+      e.for_each_full_param([&](const std::string& n, const Tensor& p) {
+        ASSERT_LT(i, want.size());
+        EXPECT_EQ(p.to(Device::cpu()).to_vector(), want[i++]) << n << " stage " << stage << " threads " << threads;
+      });
+      EXPECT_EQ(i, want.size());
+    }
+  set_num_threads(saved);
 }
 
 }  // namespace

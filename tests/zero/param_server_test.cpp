@@ -69,9 +69,11 @@ void expect_ps_follows(const RunSpec& s, const Data& d) {
     RunResult cmp = got;
     if (got.params.empty()) cmp.params = want.params;  // only rank 0 and the first worker see the weights
     expect_same_trajectory(cmp, want, trajectory_tolerance(s.dtype));
+    // A 16-bit step's norm is taken at parameters that already differ by Note [16-bit tolerance]'s
+    // rounding: bf16 at N = 4 with one server measured 1.3e-2 (step 3), so 2e-2 there.
+    const double norm_tol = s.dtype == DType::f32 ? trajectory_tolerance(s.dtype).loss : 2e-2;
     for (size_t i = 0; i < want.stats.size(); ++i)
-      expect_close(got.stats[i].grad_norm, want.stats[i].grad_norm, trajectory_tolerance(s.dtype).loss,
-                   "grad norm at step " + std::to_string(i + 1));
+      expect_close(got.stats[i].grad_norm, want.stats[i].grad_norm, norm_tol, "grad norm at step " + std::to_string(i + 1));
   }
 }
 

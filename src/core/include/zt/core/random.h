@@ -1,6 +1,7 @@
 #pragma once
 // Deterministic random numbers from a seed (mt19937_64 with our own distributions, so the
 // same seed gives the same numbers on every platform and standard library).
+#include <array>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -20,5 +21,15 @@ class Generator {
  private:
   std::mt19937_64 eng_;
 };
+
+// Note [counter init]: Philox4x32-10 (Salmon et al., SC'11) turns a key and a counter into four
+// 32-bit words, so element i of a stream is computed without drawing the elements before it:
+// initial weights then depend only on the seed, the parameter and i, and any rank or thread
+// fills any range. Random123's known-answer vectors check it (tests/core/random_test.cpp).
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+// Elements [begin, end) of stream `key` into out[0, end - begin), four per counter (element i
+// from counter i / 4, 24-bit uniforms): U(lo, hi), and N(mean, stddev) by Box-Muller in pairs.
+void counter_uniform(uint64_t key, float lo, float hi, float* out, int64_t begin, int64_t end);
+void counter_normal(uint64_t key, float mean, float stddev, float* out, int64_t begin, int64_t end);
 
 }  // namespace zt

@@ -14,7 +14,7 @@ namespace zt::nn {
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool bias,
-         std::shared_ptr<Generator> gen);
+         Generator& gen);
   const char* type_name() const override { return "Conv2d"; }
   Tensor weight, bias;
 
@@ -55,7 +55,7 @@ class Flatten : public Module {
 class Cnn : public Module {
  public:
   Cnn(int64_t in_channels, int64_t image_size, const std::vector<int64_t>& channels, const std::vector<int64_t>& fc,
-      int64_t classes, std::shared_ptr<Generator> gen);
+      int64_t classes, Generator& gen);
   const char* type_name() const override { return "Cnn"; }
 
  protected:

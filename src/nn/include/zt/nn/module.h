@@ -15,12 +15,15 @@
 
 namespace zt::nn {
 
-// Fills a parameter's f32 values (shape as registered); draws from the model's generator, so
-// parameters must be materialised in registration order to get the same values.
-using Init = std::function<void(Tensor& values)>;
-// U(-bound, bound) drawn from gen in order: torch's default for Linear and Conv2d (kaiming_uniform_
-// with a = sqrt(5) reduces to bound = 1/sqrt(fan_in), and so does the bias).
-Init uniform_init(std::shared_ptr<Generator> gen, float bound);
+// Fills elements [begin, end) of a parameter's flat f32 values into out[0, end - begin). Each
+// initialiser takes its own stream key from the model's generator when it is made (registration
+// order), then any range is computed alone (Note [counter init] in core): in any order, on any rank.
+using Init = std::function<void(float* out, int64_t begin, int64_t end)>;
+// Runs init over [begin, end) on every thread; the values do not depend on the thread count.
+void run_init(const Init& init, float* out, int64_t begin, int64_t end);
+// U(-bound, bound): torch's default for Linear and Conv2d (kaiming_uniform_ with a = sqrt(5)
+// reduces to bound = 1/sqrt(fan_in), and so does the bias).
+Init uniform_init(Generator& gen, float bound);
 
 // Note [deferred init]: while a DeferredInit is alive, parameters registered with an Init get
 // a shape but no memory; the ZeRO engine materialises them one buffer (stage 3: one unit) at
@@ -95,9 +98,8 @@ class Module {
 // y = x W^T + b with PyTorch's default initialisation: W, b ~ U(-1/sqrt(in), 1/sqrt(in)).
 class Linear : public Module {
  public:
-  Linear(int64_t in, int64_t out, bool bias, Generator& gen);  // eager
-  // May defer (Note [deferred init]); draws from `gen` when materialised.
-  Linear(int64_t in, int64_t out, bool bias, std::shared_ptr<Generator> gen);
+  // Takes two stream keys from `gen` now; may defer its values (Note [deferred init]).
+  Linear(int64_t in, int64_t out, bool bias, Generator& gen);
   // Weight and bias from the given initialisers (transformers: normal(0, 0.02) and zeros).
   Linear(int64_t in, int64_t out, bool bias, Init weight_init, Init bias_init);
   // A projection on another module's weight [out, in] (a tied weight; no bias): one parameter, two uses.

@@ -13,7 +13,7 @@
 namespace zt::nn {
 
 // Initialisers drawing from a shared generator in registration order.
-Init normal_init(std::shared_ptr<Generator> gen, float stddev);
+Init normal_init(Generator& gen, float stddev);
 Init constant_init(float value);
 
 // Dropout seeds: every dropout call takes the next seed of a per-thread stream that the

@@ -85,8 +85,9 @@ class ParamServer {
   DType param_dtype() const { return plan_.policy.param_dtype; }
 
  private:
-  void init_worker(const std::function<void(const Tensor&, Tensor&)>& materialize);
-  void init_server(const std::function<void(const Tensor&, Tensor&)>& materialize);
+  using Materialize = std::function<void(const Tensor& param, int64_t begin, Tensor dst)>;  // model_layout.h's
+  void init_worker(const Materialize& materialize);
+  void init_server(const Materialize& materialize);
   StepStats worker_step();
   StepStats server_step(double lr);
   std::string label(const std::string& what) const;
