@@ -289,6 +289,35 @@ bool plan_device(MemoryPlan& mp, nn::Module& model, const config::BatchSizes& bs
               " per rank (", at(*least_host), "); raise run.memory_budget_mb or run.device_memory_mb");
 }
 
+// Note [background save] in ckpt: checkpoint.async resolved to "true" or "false". A snapshot
+// holds the states in host memory, so auto saves in the foreground where they live in swap files
+// or where the snapshot does not fit the budget beside the run's peak; "true" there is an error.
+void plan_checkpoint_snapshot(MemoryPlan& mp, nn::Module& model, const RunContext& ctx) {
+  config::CheckpointConfig& ck = mp.cfg.checkpoint;
+  if (ck.every_steps <= 0) {
+    ck.async = "false";
+    return;
+  }
+  const zero::Plan plan = zero::plan_model(model, mp.options, ctx.world);
+  const int64_t bytes = plan.checkpoint_bytes(), budget = mp.cfg.run.memory_budget_mb << 20;
+  std::string why_not;
+  if (plan.policy.optimizer_residence == zero::Residence::file || plan.policy.param_residence == zero::Residence::file)
+    why_not = "the states are in swap files (a snapshot would hold them in memory)";
+  else if (budget > 0 && mp.peak.in_use() + bytes > budget)
+    why_not = "its snapshot of " + format_bytes(size_t(bytes)) + " per rank does not fit run.memory_budget_mb (" +
+              format_bytes(size_t(budget)) + ") beside the run's " + format_bytes(size_t(mp.peak.in_use()));
+  ZT_CHECK_AS(ErrorKind::config, ck.async != "true" || why_not.empty(), "[config] checkpoint.async=true: ", why_not,
+              "; set checkpoint.async to false or auto");
+  if (!why_not.empty()) {
+    if (ck.async == "auto") mp.lines.push_back("checkpoints in the foreground: " + why_not);
+    ck.async = "false";
+    return;
+  }
+  if (ck.async == "false") return;
+  ck.async = "true";
+  mp.peak.checkpoint_snapshot = bytes;  // the start line says so
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config::BatchSizes& bs,
@@ -298,6 +327,7 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   if (plan_device(mp, model, bs, ctx)) {  // Note [device plan]
     mp.options = engine_options(mp.cfg, bs);
     mp.peak = predict_run_peak(model, mp.cfg, mp.options, bs, ctx);
+    plan_checkpoint_snapshot(mp, model, ctx);
     return mp;
   }
   config::OffloadConfig &opt = mp.cfg.zero.offload_optimizer, &par = mp.cfg.zero.offload_param;
@@ -317,6 +347,7 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   if (par_auto) par.device = chosen.param_file && c.zero.stage == 3 ? "nvme" : "none";
   mp.options = options_of(mp.cfg, bs, chosen);
   mp.peak = predict_run_peak(model, mp.cfg, mp.options, bs, ctx);
+  plan_checkpoint_snapshot(mp, model, ctx);
   return mp;
 }
 
@@ -336,6 +367,7 @@ nlohmann::json peak_json(const zero::PeakEstimate& p) {
           {"workspace", p.workspace},
           {"comm_buffers", p.comm_buffers},
           {"data", p.data},
+          {"checkpoint_snapshot", p.checkpoint_snapshot},
           {"in_use", p.in_use()},
           {"total", p.total()}};
 }
@@ -352,8 +384,8 @@ MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const c
   mp.record["process_baseline"] = before.now - ctx.data_bytes;
   mp.record["rss_peak_before"] = before.peak;  // e.g. reading the data: the run's peak when larger
   const int64_t budget = c.run.memory_budget_mb << 20, held = mp.peak.total() - mp.peak.comm_buffers;
-  mp.record["predicted_rss"] =
-      before.now - ctx.data_bytes + mp.peak.comm_buffers + (budget > 0 ? std::min(held, budget) : held);
+  mp.record["predicted_rss"] = before.now - ctx.data_bytes + mp.peak.comm_buffers + mp.peak.checkpoint_snapshot +
+                               (budget > 0 ? std::min(held, budget) : held);
   // What the budget covers, said before step 1: the OS also counts the process itself.
   if (budget > 0)
     mp.lines.push_back("memory budget " + format_bytes(size_t(budget)) +

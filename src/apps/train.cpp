@@ -146,6 +146,12 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   fault.install_delays(rank);
   const std::string zeropp = engine.zeropp_summary();
   if (lead && !zeropp.empty()) std::fprintf(stderr, "zerotrain: ZeRO++: %s\n", zeropp.c_str());
+  // Note [background save]: committed by a later poll (after each step) or the wait at the end.
+  const bool save_async = mem_plan.cfg.checkpoint.async == "true";
+  double save_blocked_s = 0;  // time the steps waited for checkpoints (snapshots, or whole saves)
+  ckpt::Saver saver(engine, [&](const std::string& path) {
+    if (lead) std::fprintf(stderr, "zerotrain: checkpoint %s\n", path.c_str());
+  });
   auto save = [&](int64_t steps_done) {
     char tag[32];
     std::snprintf(tag, sizeof tag, "step_%08lld", (long long)steps_done);
@@ -157,9 +163,10 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                          {"skipped_steps", skipped},
                          {"seed", cfg.seed},
                          {"config", cfg.raw}},
-                        [&] { fault.maybe_fire_in_save(rank, steps_done); }};
-    const std::string path = ckpt::save_checkpoint(engine, o);
-    if (lead) std::fprintf(stderr, "zerotrain: checkpoint %s\n", path.c_str());
+                        [&fault, rank, steps_done] { fault.maybe_fire_in_save(rank, steps_done); }};  // may run on the writer
+    const auto t = Clock::now();
+    saver.save(o, save_async);
+    save_blocked_s += std::chrono::duration<double>(Clock::now() - t).count();
   };
 
   if (lead) {
@@ -178,10 +185,17 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     });
     std::fprintf(stderr,
                  "zerotrain: %lld parameters (%lld padded), stage %d, %d rank%s, batch %lld = %lld micro x %lld "
-                 "accumulation x %d, %lld steps\n",
+                 "accumulation x %d, %lld steps%s\n",
                  (long long)engine.num_params(), (long long)engine.padded_params(), cfg.zero.stage, world,
                  world == 1 ? "" : "s", (long long)bs.train_batch_size, (long long)bs.micro, (long long)bs.accumulation,
-                 world, (long long)total_steps);
+                 world, (long long)total_steps,
+                 cfg.checkpoint.every_steps <= 0
+                     ? ""
+                     : (", checkpoints every " + std::to_string(cfg.checkpoint.every_steps) +
+                        (save_async ? " in the background (a " +
+                                          format_bytes(size_t(mem_plan.peak.checkpoint_snapshot)) + " snapshot)"
+                                    : " in the foreground"))
+                           .c_str());
     const Device dev = engine.policy().device;
     std::fprintf(stderr, "zerotrain: rank 0: %s; %s; comm backend %s%s\n", threads.c_str(), processor_note().c_str(),
                  group.backend(),
@@ -280,6 +294,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                          "trained"),
           ErrorKind::config, 1);
     const int64_t every = cfg.checkpoint.every_steps;
+    saver.poll();
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) save(step + 1);
     const int64_t eval_every = cfg.data.eval_every;
     if (eval_every > 0 && (step + 1) % eval_every == 0 && step + 1 != total_steps) {
@@ -352,6 +367,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     }
     on_lead([&] { run_dir->append_metrics(rec); });
   }
+  {
+    const auto t = Clock::now();
+    saver.wait();  // the run's last checkpoint is committed before the run ends
+    save_blocked_s += std::chrono::duration<double>(Clock::now() - t).count();
+  }
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
   // A run none of whose steps updated the model (fp16 overflow at every one, fewer than the limit
   // above) has nothing to save as trained; every rank skipped alike, so every rank stops here.
@@ -372,6 +392,10 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                             {"weights_saved", cfg.run.save_weights},
                             {"samples_per_s", double((total_steps - first_step) * bs.train_batch_size) / train_s},
                             {"comm_bytes_rank0", engine.comm_bytes()}};
+  if (cfg.checkpoint.every_steps > 0) {
+    summary["checkpoint_async"] = save_async;
+    summary["checkpoint_blocked_s"] = save_blocked_s;
+  }
   // Consolidated weights in fp32, streamed: every rank takes part in the gathers (one unit at a
   // time at stage 3); ZT_FAULT step K+1 of a K-step run fires in the final save.
   finish_run(cfg, group, on_lead, run_dir,

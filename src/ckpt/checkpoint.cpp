@@ -10,7 +10,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "checkpoint_detail.h"
 #include "file_io.h"
@@ -68,18 +71,17 @@ json describe(zero::Engine& e, const std::vector<zero::ShardState>& states, json
   return m;
 }
 
-// This rank's canonical slice of every shard-state tensor, in `entries` order; a swapped tensor
-// streams through one chunk (Note [optimizer swap]).
-void write_shard(const std::string& path, const std::vector<zero::ShardState>& states, const zero::Plan& plan, int rank,
-                 uint64_t expected, uint64_t& bytes, uint64_t& sum) {
-  detail::FileWriter w(path, expected);
+// This rank's canonical slice of every shard-state tensor, in `entries` order, to `sink`; a
+// swapped or device tensor streams through one chunk (Note [optimizer swap]).
+void for_each_shard_piece(const std::vector<zero::ShardState>& states, const zero::Plan& plan, int rank,
+                          const std::function<void(const void*, size_t)>& sink) {
   std::vector<char> chunk;
   for (auto& s : states) {
     const zero::Range c = zero::shard_range(plan.buffers[s.buffer].padded, plan.world, rank);
     for (auto& t : s.tensors) {
-      if (!t.streamed() && t.tensor.device().is_cpu()) {  // else in chunks (a device's: copied down)
+      if (!t.streamed() && t.tensor.device().is_cpu()) {
         const Tensor slice = t.tensor.slice(0, c.begin - s.offset, c.end - s.offset);
-        w.write(slice.raw_data(), slice.nbytes());
+        sink(slice.raw_data(), slice.nbytes());
         continue;
       }
       const size_t elem = dtype_size(t.dtype);
@@ -87,13 +89,10 @@ void write_shard(const std::string& path, const std::vector<zero::ShardState>& s
         const int64_t n = std::min(kChunkElems, c.end - e);
         chunk.resize(size_t(n) * elem);
         t.read(e - s.offset, n, chunk.data());
-        w.write(chunk.data(), chunk.size());
+        sink(chunk.data(), chunk.size());
       }
     }
   }
-  w.finish();
-  bytes = w.bytes();
-  sum = w.checksum();
 }
 
 void prune(const fs::path& dir, const std::string& keep_tag, int keep_last) {
@@ -108,16 +107,9 @@ void prune(const fs::path& dir, const std::string& keep_tag, int keep_last) {
   }
 }
 
-}  // namespace
-
-namespace {
-// The shards, the metadata and the commit of a save whose .partial folder is ready.
-std::string write_and_commit(zero::Engine& e, const SaveOptions& o, const fs::path& partial, const fs::path& final_dir);
-}  // namespace
-
-std::string save_checkpoint(zero::Engine& e, const SaveOptions& o) {
-  comm::Group& g = *e.group();
-  const fs::path dir(o.dir), partial = dir / (o.tag + ".partial"), final_dir = dir / o.tag;
+// Rank 0 makes <tag>.partial (removing what a crash mid-save left); one agreed error otherwise.
+void prepare(comm::Group& g, const SaveOptions& o, const fs::path& partial, const fs::path& final_dir) {
+  const fs::path dir(o.dir);
   std::string err;
   try {
     check_tag(o.tag, "cannot save as");
@@ -145,86 +137,170 @@ std::string save_checkpoint(zero::Engine& e, const SaveOptions& o) {
     if (err.rfind("[ckpt]", 0) != 0) err = "[ckpt] cannot prepare " + partial.string() + ": " + err;
   }
   detail::agree(g, err, "preparing " + partial.string());
-  // From here a failed save (a full disk) leaves no .partial folder behind.
-  try {
-    return write_and_commit(e, o, partial, final_dir);
-  } catch (...) {
-    if (g.rank() == 0) {
-      std::error_code ec;
-      fs::remove_all(partial, ec);
-    }
-    throw;
-  }
-}
-
-namespace {
-
-std::string write_and_commit(zero::Engine& e, const SaveOptions& o, const fs::path& partial, const fs::path& final_dir) {
-  comm::Group& g = *e.group();
-  const fs::path dir(o.dir);
-  std::string err;
-
-  const std::vector<zero::ShardState> states = e.shard_states();
-  json entries;
-  uint64_t expected = 0, bytes = 0, sum = 0;
-  json meta = describe(e, states, entries, expected);
-  const std::string shard = (partial / detail::shard_file_name(g.rank())).string();
-  try {
-    write_shard(shard, states, e.plan(), g.rank(), expected, bytes, sum);
-    if (o.after_shard_written) o.after_shard_written();
-  } catch (const std::exception& ex) {
-    err = ex.what();
-  }
-  detail::agree(g, err, "writing shard files");
-
-  Tensor mine = Tensor::zeros({2}, DType::i64);
-  mine.data<int64_t>()[0] = int64_t(sum);
-  mine.data<int64_t>()[1] = int64_t(bytes);
-  Tensor all = Tensor::zeros({2 * int64_t(g.size())}, DType::i64);
-  g.all_gather(mine, all, comm::CollOptions("checkpoint checksums"));
-
-  if (g.rank() == 0) {
-    try {
-      json shards = json::array();
-      for (int r = 0; r < g.size(); ++r)
-        shards.push_back({{"file", detail::shard_file_name(r)},
-                          {"xxh64", detail::hex64(uint64_t(all.data<int64_t>()[2 * r]))},
-                          {"bytes", all.data<int64_t>()[2 * r + 1]}});
-      meta["shards"] = shards;
-      const zero::Engine::Counters c = e.counters();
-      meta["counters"]["optimizer_steps"] = c.optimizer_steps;
-      if (c.loss_scaler)
-        meta["counters"]["loss_scaler"] = {{"scale", c.loss_scaler->scale},
-                                           {"cur_hysteresis", c.loss_scaler->cur_hysteresis},
-                                           {"last_overflow_iter", c.loss_scaler->last_overflow_iter},
-                                           {"cur_iter", c.loss_scaler->cur_iter},
-                                           {"skipped_steps", c.loss_scaler->skipped_steps}};
-      meta["tag"] = o.tag;
-      meta["extra"] = o.extra.is_object() ? o.extra : json::object();
-      meta["step"] = meta["extra"].value("step", c.optimizer_steps);
-      meta["metadata_xxh64"] = metadata_checksum(meta);  // last: Note [metadata checksum]
-      detail::write_file_durable((partial / "metadata.json").string(), meta.dump(1) + "\n");
-      detail::fsync_dir(partial.string());
-      // An earlier folder of the same tag is replaced only once the new one is complete.
-      const fs::path old = dir / (o.tag + ".partial-old");
-      fs::remove_all(old);
-      if (fs::exists(final_dir)) fs::rename(final_dir, old);
-      fs::rename(partial, final_dir);
-      detail::fsync_dir(dir.string());
-      fs::remove_all(old);
-      detail::write_file_durable((dir / "latest").string(), o.tag + "\n");
-      detail::fsync_dir(dir.string());
-      prune(dir, o.tag, o.keep_last);
-    } catch (const std::exception& ex) {
-      err = std::string(ex.what());
-      if (err.rfind("[ckpt]", 0) != 0) err = "[ckpt] cannot commit " + final_dir.string() + ": " + err;
-    }
-  }
-  detail::agree(g, err, "committing " + final_dir.string());
-  return final_dir.string();
 }
 
 }  // namespace
+
+// One save from its snapshot to its commit. The metadata is taken when the save starts (the
+// counters of that step), the shard's checksum and size when its file is written.
+struct Saver::Job {
+  SaveOptions opts;
+  fs::path partial, final_dir;
+  json meta;
+  uint64_t expected = 0, bytes = 0, sum = 0;
+  std::string error;              // this rank's write failure ("" if none)
+  std::atomic<bool> written{false};
+  std::thread writer;             // async: writes `staging` to the shard file
+};
+
+Saver::Saver(zero::Engine& engine, std::function<void(const std::string&)> on_commit)
+    : engine_(engine), on_commit_(std::move(on_commit)) {}
+
+Saver::~Saver() {
+  if (job_ && job_->writer.joinable()) job_->writer.join();  // unwinding: the write ends, nothing is committed
+}
+
+std::string Saver::save(const SaveOptions& o, bool async) {
+  wait();  // one save in flight at most
+  comm::Group& g = *engine_.group();
+  auto job = std::make_unique<Job>();
+  job->opts = o;
+  job->partial = fs::path(o.dir) / (o.tag + ".partial");
+  job->final_dir = fs::path(o.dir) / o.tag;
+  prepare(g, o, job->partial, job->final_dir);
+  const std::vector<zero::ShardState> states = engine_.shard_states();
+  json entries;
+  job->meta = describe(engine_, states, entries, job->expected);
+  const zero::Engine::Counters c = engine_.counters();
+  job->meta["counters"]["optimizer_steps"] = c.optimizer_steps;
+  if (c.loss_scaler)
+    job->meta["counters"]["loss_scaler"] = {{"scale", c.loss_scaler->scale},
+                                            {"cur_hysteresis", c.loss_scaler->cur_hysteresis},
+                                            {"last_overflow_iter", c.loss_scaler->last_overflow_iter},
+                                            {"cur_iter", c.loss_scaler->cur_iter},
+                                            {"skipped_steps", c.loss_scaler->skipped_steps}};
+  job->meta["tag"] = o.tag;
+  job->meta["extra"] = o.extra.is_object() ? o.extra : json::object();
+  job->meta["step"] = job->meta["extra"].value("step", c.optimizer_steps);
+  const std::string shard = (job->partial / detail::shard_file_name(g.rank())).string();
+  const zero::Plan& plan = engine_.plan();
+  if (!async) {
+    try {
+      detail::FileWriter w(shard, job->expected);
+      for_each_shard_piece(states, plan, g.rank(), [&](const void* p, size_t n) { w.write(p, n); });
+      w.finish();
+      job->bytes = w.bytes();
+      job->sum = w.checksum();
+      if (o.after_shard_written) o.after_shard_written();
+    } catch (const std::exception& ex) {
+      job->error = ex.what();
+    }
+    job_ = std::move(job);
+    return commit();
+  }
+  // Note [background save]: the snapshot is the only part training waits for.
+  std::string err;
+  try {
+    staging_.resize(job->expected);
+    size_t at = 0;
+    for_each_shard_piece(states, plan, g.rank(), [&](const void* p, size_t n) {
+      std::memcpy(staging_.data() + at, p, n);
+      at += n;
+    });
+  } catch (const std::exception& ex) {
+    err = ex.what();
+  }
+  try {
+    detail::agree(g, err, "snapshotting the shards for " + job->partial.string());
+  } catch (...) {
+    if (g.rank() == 0) {
+      std::error_code ec;
+      fs::remove_all(job->partial, ec);
+    }
+    throw;
+  }
+  Job* j = job.get();
+  j->writer = std::thread([j, shard, this] {
+    try {
+      detail::FileWriter w(shard, j->expected);
+      w.write(staging_.data(), j->expected);
+      w.finish();
+      j->bytes = w.bytes();
+      j->sum = w.checksum();
+      if (j->opts.after_shard_written) j->opts.after_shard_written();
+    } catch (const std::exception& ex) {
+      j->error = ex.what();
+    }
+    j->written = true;
+  });
+  job_ = std::move(job);
+  return "";
+}
+
+std::string Saver::poll() {
+  if (!job_) return "";
+  const double written = engine_.group()->all_reduce_scalar(job_->written ? 1.0 : 0.0,
+                                                            comm::CollOptions("checkpoint write poll"));
+  return written == double(engine_.group()->size()) ? commit() : "";
+}
+
+std::string Saver::wait() { return job_ ? commit() : ""; }
+
+// Every rank's file written (or failed): checksums gathered, rank 0 writes metadata.json and
+// renames; a failure anywhere is one agreed error, and no .partial folder stays behind.
+std::string Saver::commit() {
+  std::unique_ptr<Job> job = std::move(job_);
+  if (job->writer.joinable()) job->writer.join();
+  comm::Group& g = *engine_.group();
+  const fs::path dir(job->opts.dir);
+  try {
+    detail::agree(g, job->error, "writing shard files");
+    Tensor mine = Tensor::zeros({2}, DType::i64);
+    mine.data<int64_t>()[0] = int64_t(job->sum);
+    mine.data<int64_t>()[1] = int64_t(job->bytes);
+    Tensor all = Tensor::zeros({2 * int64_t(g.size())}, DType::i64);
+    g.all_gather(mine, all, comm::CollOptions("checkpoint checksums"));
+    std::string err;
+    if (g.rank() == 0) {
+      try {
+        json& meta = job->meta;
+        json shards = json::array();
+        for (int r = 0; r < g.size(); ++r)
+          shards.push_back({{"file", detail::shard_file_name(r)},
+                            {"xxh64", detail::hex64(uint64_t(all.data<int64_t>()[2 * r]))},
+                            {"bytes", all.data<int64_t>()[2 * r + 1]}});
+        meta["shards"] = shards;
+        meta["metadata_xxh64"] = metadata_checksum(meta);  // last: Note [metadata checksum]
+        detail::write_file_durable((job->partial / "metadata.json").string(), meta.dump(1) + "\n");
+        detail::fsync_dir(job->partial.string());
+        // An earlier folder of the same tag is replaced only once the new one is complete.
+        const fs::path old = dir / (job->opts.tag + ".partial-old");
+        fs::remove_all(old);
+        if (fs::exists(job->final_dir)) fs::rename(job->final_dir, old);
+        fs::rename(job->partial, job->final_dir);
+        detail::fsync_dir(dir.string());
+        fs::remove_all(old);
+        detail::write_file_durable((dir / "latest").string(), job->opts.tag + "\n");
+        detail::fsync_dir(dir.string());
+        prune(dir, job->opts.tag, job->opts.keep_last);
+      } catch (const std::exception& ex) {
+        err = std::string(ex.what());
+        if (err.rfind("[ckpt]", 0) != 0) err = "[ckpt] cannot commit " + job->final_dir.string() + ": " + err;
+      }
+    }
+    detail::agree(g, err, "committing " + job->final_dir.string());
+    if (on_commit_) on_commit_(job->final_dir.string());
+  } catch (...) {
+    if (g.rank() == 0) {
+      std::error_code ec;
+      fs::remove_all(job->partial, ec);
+    }
+    throw;
+  }
+  return job->final_dir.string();
+}
+
+std::string save_checkpoint(zero::Engine& e, const SaveOptions& o) { return Saver(e).save(o, false); }
 
 std::string resolve_checkpoint(const std::string& dir, const std::string& which) {
   if (which == "latest") {

@@ -327,10 +327,14 @@ void check_strategy(const Config& c, const std::string& source) {
 }
 
 void parse_checkpoint(const Section& s, CheckpointConfig& c) {
-  s.allow({"dir", "every_steps", "keep_last"});
+  s.allow({"dir", "every_steps", "keep_last", "async"});
   s.read_path("dir", c.dir);
   s.read_int("every_steps", c.every_steps, 0);
   s.read_int("keep_last", c.keep_last, 0);
+  if (s.has("async") && s.value("async").is_boolean())
+    c.async = s.value("async").get<bool>() ? "true" : "false";
+  else
+    s.read_choice("async", c.async, {"auto", "true", "false"});
 }
 
 }  // namespace

@@ -102,6 +102,14 @@ int64_t Plan::swap_slot_bytes() const {
   return states * swap_tile_elems() * 4 + 4096;  // + the slack that aligns it for O_DIRECT
 }
 
+int64_t Plan::checkpoint_bytes() const {
+  const int64_t per_elem =
+      int64_t(dtype_size(policy.param_dtype)) + (policy.fp32_master ? 4 : 0) + optim_state_bytes_per_elem;
+  int64_t n = 0;
+  for (auto& b : buffers) n += b.padded / world;
+  return n * per_elem;
+}
+
 int64_t Plan::host_staging_bytes() const {
   if (policy.device.is_cpu() || policy.optimizer_residence == Residence::memory) return 0;
   const int64_t pb = int64_t(dtype_size(policy.param_dtype));

@@ -281,4 +281,53 @@ TEST(Ckpt, LatestMovesLastAndKeepLastPrunesTheOldest) {
   if (g_world->rank() == 0) fs::remove_all(dir);
 }
 
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Note [background save]: the snapshot is the state when save() returned, whatever training does
+// while the file is written; the files are the foreground save's byte for byte, the staging is
+// exactly Plan::checkpoint_bytes(), and a second save commits the first before it starts.
+TEST(BackgroundSave, WritesTheSnapshotTheForegroundWouldAndCommitsInOrder) {
+  for (int stage : {0, 2, 3})
+    for (DType dt : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " stage " + std::to_string(stage));
+      RunSpec s;
+      s.stage = stage;
+      s.dtype = dt;
+      const Data d = make_data(8 * s.micro * s.gas * g_world->size());
+      const std::string dir = shared_tmpdir("async");
+      auto model = make_model();
+      zero::Engine e(*model, g_world, options(s));
+      run_steps(e, s, d, 0, 2);
+      std::vector<std::string> committed;
+      ckpt::Saver saver(e, [&](const std::string& f) { committed.push_back(fs::path(f).filename().string()); });
+      EXPECT_EQ(saver.save({dir, "sync", 0, {{"step", 2}}}, false), dir + "/sync");
+      EXPECT_EQ(saver.save({dir, "async", 0, {{"step", 2}}}, true), "");
+      EXPECT_TRUE(saver.pending());
+      EXPECT_EQ(int64_t(saver.staging_bytes()), e.plan().checkpoint_bytes());
+      for (int64_t step = 2; step < 5; ++step) {  // the state moves on while the file is written
+        run_steps(e, s, d, step, step + 1);
+        saver.poll();
+      }
+      saver.wait();
+      EXPECT_FALSE(saver.pending());
+      const std::string shard = ckpt::shard_file_name(g_world->rank());
+      const std::string sync_bytes = file_bytes(dir + "/sync/" + shard);
+      EXPECT_EQ(int64_t(sync_bytes.size()), e.plan().checkpoint_bytes());
+      EXPECT_TRUE(file_bytes(dir + "/async/" + shard) == sync_bytes) << "the async shard differs from the sync one";
+      EXPECT_NO_THROW(ckpt::verify_checkpoint(dir + "/async"));
+      // A second save waits for the first: "a" is committed when save("b") returns.
+      saver.save({dir, "a", 0, {{"step", 5}}}, true);
+      saver.save({dir, "b", 0, {{"step", 5}}}, true);
+      EXPECT_TRUE(fs::exists(dir + "/a/metadata.json"));
+      EXPECT_EQ(saver.wait(), dir + "/b");
+      EXPECT_EQ(committed, (std::vector<std::string>{"sync", "async", "a", "b"}));
+      EXPECT_EQ(ckpt::resolve_checkpoint(dir, "latest"), dir + "/b");
+      g_world->barrier();
+      if (g_world->rank() == 0) fs::remove_all(dir);
+    }
+}
+
 }  // namespace

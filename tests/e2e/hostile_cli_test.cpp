@@ -288,3 +288,26 @@ TEST(HostileCli, LocalBackendUnderMpirunIsAConfigErrorSaidOnce) {
 }
 
 }  // namespace
+
+namespace {
+
+// Note [background save]: a snapshot of states that live in swap files would hold them in memory:
+// asked for, that is one line; left to auto, the run saves in the foreground and says why.
+TEST(HostileCli, BackgroundCheckpointsOfSwappedStatesAreOneLineOrTheForeground) {
+  const std::string d = tmpdir("async_swap");
+  const std::string run_cfg = kBin + " train" + kConfig + kSmall + " run.max_steps=2 checkpoint.every_steps=1" +
+                              " 'zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"" + d +
+                              "/swap\"}' run.dir=" + d + "/run";
+  Result asked = run(run_cfg + " checkpoint.async=true");
+  EXPECT_EQ(asked.code, 1) << asked.out;
+  EXPECT_EQ(asked.out,
+            "zerotrain: error: [config] checkpoint.async=true: the states are in swap files (a snapshot would hold "
+            "them in memory); set checkpoint.async to false or auto\n");
+  EXPECT_FALSE(fs::exists(d + "/run/checkpoints/latest"));
+  Result auto_ = run(run_cfg);
+  EXPECT_EQ(auto_.code, 0) << auto_.out;
+  EXPECT_TRUE(has(auto_, "zerotrain: checkpoints in the foreground: the states are in swap files")) << auto_.out;
+  EXPECT_TRUE(has(auto_, "2 steps, checkpoints every 1 in the foreground")) << auto_.out;
+}
+
+}  // namespace

@@ -74,6 +74,26 @@ TEST_P(KilledInSave, ARankKilledMidStepOnADeviceLeavesTheLastCheckpointLoadable)
 
 INSTANTIATE_TEST_SUITE_P(Ckpt, KilledInSave, ::testing::Values("exit", "kill"));
 
+// Issue 32 (Note [background save]): rank 1 is killed (kill -9) by its writer thread once the
+// step-10 file is written and before the commit, while its training has gone on past step 10:
+// `latest` stays step 5, which verifies and resumes.
+TEST(BackgroundSave, ARankKilledBeforeTheCommitLeavesThePreviousLatestLoadable) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("killed_async"), ckpt = dir + "/checkpoints";
+  const std::string every5 = " checkpoint.every_steps=5 checkpoint.async=true run.max_steps=20";
+  Result r = run("env ZT_FAULT=kill:rank=1:step=10:at=save " + kMpi + kBin + kTrain + every5 +
+                 " run.comm_timeout_s=5 run.dir=" + dir);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("checkpoints every 5 in the background"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fault injection: rank 1 kill in the checkpoint after step 10"), std::string::npos) << r.out;
+  expect_latest_is(ckpt, "step_00000005");
+  EXPECT_FALSE(fs::exists(ckpt + "/step_00000010")) << "a half-written checkpoint was committed";
+  Result resumed = run(kMpi + kBin + kTrain + every5 + " run.resume=latest run.dir=" + dir);
+  EXPECT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resumed from " + ckpt + "/step_00000005 at step 5"), std::string::npos) << resumed.out;
+  expect_latest_is(ckpt, "step_00000020");
+}
+
 // 25k parameters of AdamW state: about 150 KB per rank file; the first checkpoint fits, the
 // second does not.
 TEST_F(FullDisk, ASaveThatDoesNotFitFailsSayingTheBytesNeededAndKeepsThePrevious) {

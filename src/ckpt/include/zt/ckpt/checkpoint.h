@@ -4,6 +4,7 @@
 // pointer moves last), loadable at any world size and stage by re-partitioning per parameter.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,40 @@ struct SaveOptions {
   bool keep_existing = false;  // import: a folder of this tag, or a `latest` in dir, is an error, not replaced
 };
 
-// Collective over the engine's group. Throws the same AgreedError (checkpoint) on every rank
-// when any rank fails, leaving earlier checkpoints and `latest` untouched. Returns the committed folder.
+// Note [background save]: FastPersist's overlap (Microsoft, 2024). An async save copies this
+// rank's shard into host staging (its file's bytes, reused by the next save) and returns; a
+// thread writes and fsyncs the file while training goes on, and the commit (checksums gathered,
+// metadata.json, renames, `latest` last) happens at the first poll() that finds every rank's file
+// written, or at wait(). So a crash before the commit leaves the previous `latest` as it was, a
+// second save waits for the first, and the last one of a run is waited for by its caller.
+// Every call is collective over the engine's group, at the same point on every rank.
+class Saver {
+ public:
+  // on_commit: told each folder committed (by save, poll or wait).
+  explicit Saver(zero::Engine& engine, std::function<void(const std::string& folder)> on_commit = nullptr);
+  ~Saver();  // a write in flight ends; nothing is committed
+  Saver(const Saver&) = delete;
+  Saver& operator=(const Saver&) = delete;
+
+  // Commits a save in flight first; then saves `opts` whole (async false: returns its folder) or
+  // snapshots it and starts its write (async: returns ""). Any rank's failure is the same
+  // AgreedError (checkpoint) on every rank, earlier checkpoints and `latest` untouched.
+  std::string save(const SaveOptions& opts, bool async);
+  std::string poll();  // commits the save in flight if every rank's file is written; its folder or ""
+  std::string wait();  // commits the save in flight, waiting for its writes; its folder or ""
+  bool pending() const { return job_ != nullptr; }
+  size_t staging_bytes() const { return staging_.size(); }
+
+ private:
+  struct Job;
+  std::string commit();
+  zero::Engine& engine_;
+  std::function<void(const std::string&)> on_commit_;
+  std::unique_ptr<Job> job_;
+  std::vector<char> staging_;  // an async save's snapshot, written by Job::writer
+};
+
+// A save waited for: Saver(engine).save(opts, false).
 std::string save_checkpoint(zero::Engine& engine, const SaveOptions& opts);
 
 // `which` is "latest" (the tag `dir/latest` names), a tag inside dir, or a checkpoint folder.

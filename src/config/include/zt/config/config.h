@@ -94,6 +94,9 @@ struct CheckpointConfig {
   std::string dir;          // default <run.dir>/checkpoints
   int64_t every_steps = 0;  // save every this many steps and at the end; 0: no checkpoints
   int keep_last = 0;        // 0: keep all
+  // Note [background save] in ckpt: "true", "false" or "auto" (JSON true/false too); auto saves in
+  // the background where the states are in memory and the snapshot fits run.memory_budget_mb.
+  std::string async = "auto";
 };
 
 struct Config {

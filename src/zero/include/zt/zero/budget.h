@@ -41,6 +41,9 @@ struct PeakEstimate {
   int64_t workspace = 0;  // the larger of the initialiser's values and the step's temporaries
   int64_t comm_buffers = 0;
   int64_t data = 0;
+  // Async checkpoints: this rank's snapshot (Plan::checkpoint_bytes) in host memory outside the
+  // allocator, kept between saves; in neither sum below (as the shm slots, apps adds it to the RSS).
+  int64_t checkpoint_snapshot = 0;
   // Resident: every term, as the caching allocator keeps freed blocks (what the OS shows).
   int64_t total() const {
     return states.on_device() + grad_buckets + gathered + secondary + param_staging + activations + widened +

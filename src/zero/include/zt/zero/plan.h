@@ -63,6 +63,10 @@ struct Plan {
   // Note [host residence]: on a device with the optimizer offloaded (host or file), the pinned
   // tiles a gradient comes down and a parameter goes up through, swap_tile_elems() of each; else 0.
   int64_t host_staging_bytes() const;
+  // One rank's checkpoint shard file: 1/world of every padded buffer, times the bytes per element
+  // of its parameter, fp32 master (16-bit runs) and optimizer states (Note [checkpoint format]);
+  // an async save's host snapshot (Note [background save]).
+  int64_t checkpoint_bytes() const;
   // Note [parameter swap]: whether stage-3 unit b's parameter shard lives in a swap file (the
   // persistent units stay in memory), the elements per record of those files (whole 4 KiB pages
   // of the working dtype), and the bytes a unit's shard takes while it is read in.
