@@ -294,7 +294,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                          "trained"),
           ErrorKind::config, 1);
     const int64_t every = cfg.checkpoint.every_steps;
-    saver.poll();
+    {
+      const auto t = Clock::now();
+      saver.poll();
+      save_blocked_s += std::chrono::duration<double>(Clock::now() - t).count();
+    }
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) save(step + 1);
     const int64_t eval_every = cfg.data.eval_every;
     if (eval_every > 0 && (step + 1) % eval_every == 0 && step + 1 != total_steps) {

@@ -201,10 +201,18 @@ std::string Saver::save(const SaveOptions& o, bool async) {
   // Note [background save]: the snapshot is the only part training waits for.
   std::string err;
   try {
-    staging_.resize(job->expected);
+    const size_t whole = (job->expected + 4095) / 4096 * 4096;
+    if (staging_capacity_ < whole) {
+      staging_.reset(static_cast<char*>(std::aligned_alloc(4096, whole)));
+      ZT_CHECK_AS(ErrorKind::checkpoint, staging_ != nullptr, "[ckpt] cannot allocate the checkpoint snapshot of ",
+                  whole, " bytes (checkpoint.async=false saves without one)");
+      std::memset(staging_.get(), 0, whole);  // the tail past the file's end is written as whole blocks
+      staging_capacity_ = whole;
+    }
+    staging_bytes_ = job->expected;
     size_t at = 0;
     for_each_shard_piece(states, plan, g.rank(), [&](const void* p, size_t n) {
-      std::memcpy(staging_.data() + at, p, n);
+      std::memcpy(staging_.get() + at, p, n);
       at += n;
     });
   } catch (const std::exception& ex) {
@@ -222,8 +230,8 @@ std::string Saver::save(const SaveOptions& o, bool async) {
   Job* j = job.get();
   j->writer = std::thread([j, shard, this] {
     try {
-      detail::FileWriter w(shard, j->expected);
-      w.write(staging_.data(), j->expected);
+      detail::FileWriter w(shard, j->expected, /*direct=*/true);
+      w.write_aligned(staging_.get(), j->expected);
       w.finish();
       j->bytes = w.bytes();
       j->sum = w.checksum();

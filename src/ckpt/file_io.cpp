@@ -18,8 +18,13 @@ namespace {
 std::string errno_text() { return std::strerror(errno); }
 }  // namespace
 
-FileWriter::FileWriter(const std::string& path, uint64_t expected_bytes) : path_(path), expected_(expected_bytes) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+FileWriter::FileWriter(const std::string& path, uint64_t expected_bytes, bool direct)
+    : path_(path), expected_(expected_bytes) {
+  if (direct) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+    direct_ = fd_ >= 0;
+  }
+  if (fd_ < 0) fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   ZT_CHECK_AS(ErrorKind::checkpoint, fd_ >= 0, "[ckpt] cannot create ", path, ": ", errno_text());
   hash_ = XXH64_createState();
   XXH64_reset(hash_, 0);
@@ -30,9 +35,22 @@ FileWriter::~FileWriter() {
   if (hash_) XXH64_freeState(hash_);
 }
 
+void FileWriter::write_aligned(const void* data, size_t bytes) {
+  if (!direct_) return write(data, bytes);
+  XXH64_update(hash_, data, bytes);
+  const size_t whole = (bytes + 4095) / 4096 * 4096;
+  put(static_cast<const char*>(data), whole);
+  written_ = bytes;
+  ZT_CHECK_AS(ErrorKind::checkpoint, ::ftruncate(fd_, off_t(bytes)) == 0, "[ckpt] cannot cut ", path_, " to ", bytes,
+              " bytes: ", errno_text());
+}
+
 void FileWriter::write(const void* data, size_t bytes) {
-  const char* p = static_cast<const char*>(data);
-  XXH64_update(hash_, p, bytes);
+  XXH64_update(hash_, data, bytes);
+  put(static_cast<const char*>(data), bytes);
+}
+
+void FileWriter::put(const char* p, size_t bytes) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;

@@ -12,18 +12,25 @@ namespace zt::ckpt::detail {
 // Sequential writer of one file: every write is checked; finish() fsyncs and closes.
 class FileWriter {
  public:
-  FileWriter(const std::string& path, uint64_t expected_bytes);
+  // direct: O_DIRECT where the file system takes it (no page-cache copy, no flusher threads on the
+  // cores training uses), for write_aligned; buffered otherwise.
+  FileWriter(const std::string& path, uint64_t expected_bytes, bool direct = false);
   ~FileWriter();
   FileWriter(const FileWriter&) = delete;
   FileWriter& operator=(const FileWriter&) = delete;
   void write(const void* data, size_t bytes);
+  // The whole file at once from 4 KiB-aligned memory readable up to `bytes` rounded up to 4 KiB
+  // (an O_DIRECT file is written in whole blocks, then cut to `bytes`).
+  void write_aligned(const void* data, size_t bytes);
   void finish();
   uint64_t bytes() const { return written_; }
   uint64_t checksum() const;  // xxh64 of everything written
 
  private:
   std::string path_;
+  void put(const char* p, size_t bytes);  // every byte, or an error naming the file and the bytes needed
   int fd_ = -1;
+  bool direct_ = false;
   uint64_t expected_ = 0, written_ = 0;
   XXH64_state_t* hash_ = nullptr;
 };
@@ -44,7 +51,9 @@ class FileReader {
 
  private:
   std::string path_;
+  void put(const char* p, size_t bytes);  // every byte, or an error naming the file and the bytes needed
   int fd_ = -1;
+  bool direct_ = false;
 };
 
 }  // namespace zt::ckpt::detail

@@ -3,6 +3,7 @@
 // shard file per rank, written by every rank in parallel, committed by renames (the `latest`
 // pointer moves last), loadable at any world size and stage by re-partitioning per parameter.
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,7 +48,7 @@ class Saver {
   std::string poll();  // commits the save in flight if every rank's file is written; its folder or ""
   std::string wait();  // commits the save in flight, waiting for its writes; its folder or ""
   bool pending() const { return job_ != nullptr; }
-  size_t staging_bytes() const { return staging_.size(); }
+  size_t staging_bytes() const { return staging_bytes_; }
 
  private:
   struct Job;
@@ -55,7 +56,9 @@ class Saver {
   zero::Engine& engine_;
   std::function<void(const std::string&)> on_commit_;
   std::unique_ptr<Job> job_;
-  std::vector<char> staging_;  // an async save's snapshot, written by Job::writer
+  // An async save's snapshot, written by Job::writer: 4 KiB aligned and rounded (O_DIRECT), kept.
+  std::unique_ptr<char, void (*)(void*)> staging_{nullptr, &std::free};
+  size_t staging_bytes_ = 0, staging_capacity_ = 0;
 };
 
 // A save waited for: Saver(engine).save(opts, false).
