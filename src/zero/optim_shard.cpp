@@ -28,7 +28,7 @@ namespace zt::zero {
 
 OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, int rank,
                        const std::function<Tensor(size_t)>& initial)
-    : spec_(spec), names_(optim::state_names(spec)), master_(plan.policy.fp32_master) {
+    : spec_(spec), initial_(initial), names_(optim::state_names(spec)), master_(plan.policy.fp32_master) {
   optim::validate(spec_);
   const bool file = plan.policy.optimizer_residence == Residence::file;
   const bool host = plan.policy.optimizer_residence == Residence::host;
@@ -67,20 +67,29 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
       const std::string path = dir_ + "/b" + std::to_string(b) + ".swap";
       const int64_t tiles = (buf.numel + tile_ - 1) / tile_;
       buf.file = std::make_unique<SwapFile>(path, tiles, size_t(k * tile_ * 4), int(slots_.size()), plan.policy.swap);
-      const Tensor init = initial(b);
-      run_tiles(
-          buf,
-          [&](int64_t t, int64_t len, Tensor rec) {
-            rec.zero_();  // fresh states, and zeros past the last element
-            if (master_) rec.slice(0, 0, len).copy_(init.slice(0, t * tile_, t * tile_ + len));
-          },
-          /*read_first=*/false);
+      buf.fresh = true;
     }
     bufs_.push_back(std::move(buf));
   }
 }
 
 OptimShard::~OptimShard() = default;
+
+// Note [fresh swap files]: a swap file's records are first written by the buffer's first update,
+// which fills each tile buffer with the initial master (the working parameters, not yet updated)
+// and zero states instead of reading it: start-up writes nothing, and step 1 reads nothing. A
+// checkpoint of a fresh buffer reads those values the same way; a load writes the file whole first.
+void OptimShard::write_initial(Buf& buf, size_t b) {
+  const Tensor init = initial_(b);
+  run_tiles(
+      buf,
+      [&](int64_t t, int64_t len, Tensor rec) {
+        rec.zero_();  // fresh states, and zeros past the last element
+        if (master_) rec.slice(0, 0, len).copy_(init.slice(0, t * tile_, t * tile_ + len));
+      },
+      /*read_first=*/false);
+  buf.fresh = false;
+}
 
 // Tiles of `buf` in order through the tile buffers: the next tiles are read (read_first) while
 // fn updates tile i, whose write then goes out behind it.
@@ -138,11 +147,16 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
     return;
   }
   const int64_t k = (master_ ? 1 : 0) + int64_t(names_.size());
+  const bool fresh = buf.fresh;
   run_tiles(
       buf,
       [&](int64_t t, int64_t len, Tensor rec) {
         const int64_t begin = t * tile_;
         auto view = [&](int64_t j) { return rec.slice(0, j * tile_, j * tile_ + len); };  // tensor j of the tile
+        if (fresh) {  // Note [fresh swap files]: what write_initial would have written
+          rec.zero_();
+          if (master_) view(0).copy_(params.slice(0, begin, begin + len));
+        }
         stage_down(params, grads, begin, len, a);
         a.master = master_ ? view(0) : Tensor();
         a.states.clear();
@@ -150,7 +164,8 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
         optim::update(spec_, a);
         stage_up(params, begin, len);
       },
-      /*read_first=*/true);
+      /*read_first=*/!fresh);
+  buf.fresh = false;
 }
 
 // a.param and a.grad for elements [begin, begin + len): each its own slice where it is host memory
@@ -207,10 +222,17 @@ std::vector<ShardTensor> OptimShard::state(size_t b) {
     ShardTensor t;
     t.name = names[j];
     t.numel = buf.numel;
-    t.read_fn = [this, &buf, j](int64_t begin, int64_t n, void* dst) {
-      swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, dst, nullptr);
+    t.read_fn = [this, &buf, b, j](int64_t begin, int64_t n, void* dst) {
+      if (!buf.fresh) return swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, dst, nullptr);
+      if (master_ && j == 0) {  // Note [fresh swap files]
+        const Tensor v = initial_(b).slice(0, begin, begin + n).to(Device::cpu()).to(DType::f32);
+        std::memcpy(dst, v.raw_data(), size_t(n) * 4);
+      } else {
+        std::memset(dst, 0, size_t(n) * 4);
+      }
     };
-    t.write_fn = [this, &buf, j](int64_t begin, int64_t n, const void* src) {
+    t.write_fn = [this, &buf, b, j](int64_t begin, int64_t n, const void* src) {
+      if (buf.fresh) write_initial(buf, b);
       swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, nullptr, src);
     };
     out.push_back(std::move(t));

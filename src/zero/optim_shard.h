@@ -42,7 +42,9 @@ class OptimShard {
     std::vector<Tensor> states;      // Residence::memory and host
     std::unique_ptr<SwapFile> file;  // Residence::file
     bool host = false;               // Residence::host: master and states in pinned host memory
+    bool fresh = false;              // Residence::file: no record written yet (Note [fresh swap files])
   };
+  void write_initial(Buf& buf, size_t b);  // a fresh file's records: the master from initial_(b), states 0
   void stage_down(const Tensor& params, const Tensor& grads, int64_t begin, int64_t len, optim::UpdateArgs& a);
   void stage_up(const Tensor& params, int64_t begin, int64_t len);
   void timed_update(const optim::UpdateArgs& a);
@@ -51,6 +53,7 @@ class OptimShard {
   void run_tiles(Buf& buf, const std::function<void(int64_t tile, int64_t len, Tensor rec)>& fn, bool read_first);
 
   config::OptimizerConfig spec_;
+  std::function<Tensor(size_t)> initial_;
   std::vector<std::string> names_;
   std::vector<Buf> bufs_;
   int64_t steps_ = 0;

@@ -113,7 +113,7 @@ TEST_P(Offload, FollowsTheInMemoryTrajectoryBitForBitHoldingOnlyTheTileBuffers) 
   expect_identical(run(e, s, d), want);
   const zero::SwapStats st = e.swap_stats();
   EXPECT_GT(st.bytes_read, 0u);
-  EXPECT_GT(st.bytes_written, st.bytes_read);  // the initial write of every tile, then one per read
+  EXPECT_GT(st.bytes_written, st.bytes_read);  // the first update writes every tile unread (Note [fresh swap files])
 }
 
 INSTANTIATE_TEST_SUITE_P(Zero, Offload,
