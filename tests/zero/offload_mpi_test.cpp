@@ -161,6 +161,28 @@ TEST(OffloadCheckpoint, SavesStreamedStatesThatLoadIntoEitherPlacement) {
   });
 }
 
+// Note [fresh swap files]: saved before any update (nothing written to the swap files yet), the
+// checkpoint holds the initial master and zero states: loaded in memory, training from step 0 is
+// the in-memory run's.
+TEST(OffloadCheckpoint, AFreshSwapFileSavesTheInitialStates) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const RunSpec s = spec(OffloadCase{3, dt, 2});
+    const Data d = make_data(s.steps * s.micro * s.gas * g_world->size());
+    SharedDir dir("fresh");
+    auto ref_model = wide_model();
+    zero::Engine ref(*ref_model, g_world, options(s));
+    const RunResult want = run(ref, s, d);
+    auto m1 = wide_model();
+    zero::Engine fresh(*m1, g_world, offloaded(s, OffloadCase{3, dt, 2}, dir.path + "/swap"));
+    EXPECT_EQ(fresh.swap_stats().bytes_written, 0u) << "start-up wrote optimizer records";
+    ckpt::save_checkpoint(fresh, {dir.path + "/ckpt", "step_0", 0, {{"step", 0}}});
+    auto m2 = nn::make_mlp(13, {120, 70}, 5, "relu", 99);  // other initial values: the checkpoint's count
+    zero::Engine in_memory(*m2, g_world, options(s));
+    ckpt::load_checkpoint(in_memory, dir.path + "/ckpt/step_0");
+    expect_identical(run(in_memory, s, d), want);
+  }
+}
+
 // Note [parameter swap]: stage-3 parameter shards in swap files follow the in-memory trajectory
 // bit for bit, with and without read-ahead (prefetch), persistent units and the optimizer swapped
 // too; memory holds only the persistent units at rest, and nothing is left read in after a step.
