@@ -423,7 +423,9 @@ KEPT_BLOCKS = [(SCALE_BEGIN, SCALE_END), ("<!-- multihost.py: begin -->", "<!-- 
                ("<!-- param_server.py: begin -->", "<!-- param_server.py: end -->"),
                ("<!-- collective_check.py: begin -->", "<!-- collective_check.py: end -->"),
                ("<!-- gpu_check.sh: begin -->", "<!-- gpu_check.sh: end -->"),
-               ("<!-- offload_device.py: begin -->", "<!-- offload_device.py: end -->")]
+               ("<!-- offload_device.py: begin -->", "<!-- offload_device.py: end -->"),
+               ("<!-- ckpt_async.py: begin -->", "<!-- ckpt_async.py: end -->"),
+               ("<!-- startup.py: begin -->", "<!-- startup.py: end -->")]
 
 
 def kept_sections(path):

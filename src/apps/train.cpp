@@ -147,11 +147,21 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const std::string zeropp = engine.zeropp_summary();
   if (lead && !zeropp.empty()) std::fprintf(stderr, "zerotrain: ZeRO++: %s\n", zeropp.c_str());
   // Note [background save]: committed by a later poll (after each step) or the wait at the end.
-  const bool save_async = mem_plan.cfg.checkpoint.async == "true";
+  // Every rank saves the same way (each planned with its own data bytes), or the collectives differ.
+  const bool save_async =
+      group.all_reduce_scalar(mem_plan.cfg.checkpoint.async == "true" ? 1.0 : 0.0, "checkpoint.async") == world;
   double save_blocked_s = 0;  // time the steps waited for checkpoints (snapshots, or whole saves)
   ckpt::Saver saver(engine, [&](const std::string& path) {
     if (lead) std::fprintf(stderr, "zerotrain: checkpoint %s\n", path.c_str());
   });
+  // Before an agreed stop (every rank at the same point): a checkpoint already written in the
+  // background is committed, as a foreground save was at its step.
+  auto commit_before_stop = [&] {
+    try {
+      saver.wait();
+    } catch (const Error&) {  // every rank failed it alike; the stop's own line is the one to say
+    }
+  };
   auto save = [&](int64_t steps_done) {
     char tag[32];
     std::snprintf(tag, sizeof tag, "step_%08lld", (long long)steps_done);
@@ -260,7 +270,10 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     } catch (const Error& e) {
       // fp16's "loss scale at its minimum" follows the all-ranks overflow vote: every rank raises
       // it at the same step, so it is said once, like any agreed stop.
-      if (e.kind() == ErrorKind::data && engine.policy().loss_scaling) throw AgreedStop(e.what(), e.kind(), 1);
+      if (e.kind() == ErrorKind::data && engine.policy().loss_scaling) {
+        commit_before_stop();
+        throw AgreedStop(e.what(), e.kind(), 1);
+      }
       throw;
     }
     reduce_overlap += st.reduce;
@@ -270,6 +283,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     const bool bad_loss = !std::isfinite(step_loss) && !st.skipped;
     const Vote vote = agree(group, {stop_signal(), bad_loss ? rank : -1, on_lead.failed()},
                             "step " + std::to_string(step + 1) + ", stop vote");
+    if (vote.signal || vote.bad_loss_rank >= 0 || vote.lead_failed) commit_before_stop();
     stop_if_voted(vote, on_lead, "at step " + std::to_string(step + 1) + " of " + std::to_string(total_steps),
                   cfg.run.dir);
     loss_sum += step_loss;
@@ -283,7 +297,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     }
     // Every rank skipped the same steps (the overflow vote), so every rank stops here together.
     const int64_t max_skips = cfg.run.max_consecutive_skipped_steps;
-    if (max_skips > 0 && skipped_in_a_row >= max_skips)
+    if (max_skips > 0 && skipped_in_a_row >= max_skips) {
+      commit_before_stop();
       throw AgreedStop(
           detail::concat("[train] ", skipped_in_a_row,
                          " optimizer steps in a row were skipped for fp16 "
@@ -293,6 +308,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                          " (run.max_consecutive_skipped_steps sets this limit); nothing from this run was saved as "
                          "trained"),
           ErrorKind::config, 1);
+    }
     const int64_t every = cfg.checkpoint.every_steps;
     {
       const auto t = Clock::now();

@@ -203,6 +203,7 @@ std::string Saver::save(const SaveOptions& o, bool async) {
   try {
     const size_t whole = (job->expected + 4095) / 4096 * 4096;
     if (staging_capacity_ < whole) {
+      staging_capacity_ = 0;
       staging_.reset(static_cast<char*>(std::aligned_alloc(4096, whole)));
       ZT_CHECK_AS(ErrorKind::checkpoint, staging_ != nullptr, "[ckpt] cannot allocate the checkpoint snapshot of ",
                   whole, " bytes (checkpoint.async=false saves without one)");
@@ -218,29 +219,35 @@ std::string Saver::save(const SaveOptions& o, bool async) {
   } catch (const std::exception& ex) {
     err = ex.what();
   }
+  Job* j = job.get();
   try {
     detail::agree(g, err, "snapshotting the shards for " + job->partial.string());
+    try {
+      j->writer = std::thread([j, shard, this] {
+        try {
+          detail::FileWriter w(shard, j->expected, /*direct=*/true);
+          w.write_aligned(staging_.get(), j->expected);
+          w.finish();
+          j->bytes = w.bytes();
+          j->sum = w.checksum();
+          if (j->opts.after_shard_written) j->opts.after_shard_written();
+        } catch (const std::exception& ex) {
+          j->error = ex.what();
+        }
+        j->written = true;
+      });
+    } catch (const std::exception& ex) {  // no thread to write with: every rank hears of it
+      err = std::string("[ckpt] cannot start the checkpoint writer: ") + ex.what();
+    }
+    detail::agree(g, err, "starting the write of " + job->partial.string());
   } catch (...) {
+    if (j->writer.joinable()) j->writer.join();
     if (g.rank() == 0) {
       std::error_code ec;
       fs::remove_all(job->partial, ec);
     }
     throw;
   }
-  Job* j = job.get();
-  j->writer = std::thread([j, shard, this] {
-    try {
-      detail::FileWriter w(shard, j->expected, /*direct=*/true);
-      w.write_aligned(staging_.get(), j->expected);
-      w.finish();
-      j->bytes = w.bytes();
-      j->sum = w.checksum();
-      if (j->opts.after_shard_written) j->opts.after_shard_written();
-    } catch (const std::exception& ex) {
-      j->error = ex.what();
-    }
-    j->written = true;
-  });
   job_ = std::move(job);
   return "";
 }

@@ -54,6 +54,12 @@ void FileWriter::put(const char* p, size_t bytes) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINVAL && direct_) {  // a file system that takes O_DIRECT at open but not here
+      direct_ = false;
+      ZT_CHECK_AS(ErrorKind::checkpoint, ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_DIRECT) == 0,
+                  "[ckpt] cannot write ", path_, " without O_DIRECT: ", errno_text());
+      continue;
+    }
     ZT_CHECK_AS(ErrorKind::checkpoint, n > 0, "[ckpt] cannot write ", path_, " after ", written_,
                 " bytes: ", n < 0 ? errno_text() : "no progress", " (the file needs ", expected_, " bytes)");
     p += n;

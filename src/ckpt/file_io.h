@@ -51,9 +51,7 @@ class FileReader {
 
  private:
   std::string path_;
-  void put(const char* p, size_t bytes);  // every byte, or an error naming the file and the bytes needed
   int fd_ = -1;
-  bool direct_ = false;
 };
 
 }  // namespace zt::ckpt::detail

@@ -222,10 +222,12 @@ std::vector<ShardTensor> OptimShard::state(size_t b) {
     ShardTensor t;
     t.name = names[j];
     t.numel = buf.numel;
-    t.read_fn = [this, &buf, b, j](int64_t begin, int64_t n, void* dst) {
+    auto initial = std::make_shared<Tensor>();  // a fresh master's values, fetched once per state()
+    t.read_fn = [this, &buf, b, j, initial](int64_t begin, int64_t n, void* dst) {
       if (!buf.fresh) return swap_range(*buf.file, slot(0), tile_, 4, j, begin, n, dst, nullptr);
       if (master_ && j == 0) {  // Note [fresh swap files]
-        const Tensor v = initial_(b).slice(0, begin, begin + n).to(Device::cpu()).to(DType::f32);
+        if (!initial->defined()) *initial = initial_(b).to(Device::cpu());
+        const Tensor v = initial->slice(0, begin, begin + n).to(DType::f32);
         std::memcpy(dst, v.raw_data(), size_t(n) * 4);
       } else {
         std::memset(dst, 0, size_t(n) * 4);

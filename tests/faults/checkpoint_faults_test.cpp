@@ -94,6 +94,27 @@ TEST(BackgroundSave, ARankKilledBeforeTheCommitLeavesThePreviousLatestLoadable) 
   expect_latest_is(ckpt, "step_00000020");
 }
 
+// An agreed stop (here a loss that is no longer finite at step K) first commits the checkpoint of
+// step K-1, whose file was written in the background: `latest` is where a foreground save would be.
+TEST(BackgroundSave, AnAgreedStopCommitsTheCheckpointAlreadyWritten) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  const std::string dir = tmpdir("async_stop"), ckpt = dir + "/checkpoints";
+  Result r = run(kMpi + kBin + kTrain +
+                 " checkpoint.every_steps=1 checkpoint.async=true run.max_steps=10 gradient_clipping=0"
+                 " 'optimizer={\"type\": \"SGD\", \"params\": {\"lr\": 1e6}}' run.dir=" +
+                 dir);
+  EXPECT_EQ(r.code, 1) << r.out;
+  const size_t at = r.out.find("the loss is not finite at step ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const int k = std::atoi(r.out.c_str() + at + std::strlen("the loss is not finite at step "));
+  ASSERT_GE(k, 2) << r.out;
+  char want[32];
+  std::snprintf(want, sizeof want, "step_%08d", k - 1);
+  expect_latest_is(ckpt, want);
+  for (const auto& e : fs::directory_iterator(ckpt))
+    EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << "left behind: " << e.path();
+}
+
 // 25k parameters of AdamW state: about 150 KB per rank file; the first checkpoint fits, the
 // second does not.
 TEST_F(FullDisk, ASaveThatDoesNotFitFailsSayingTheBytesNeededAndKeepsThePrevious) {
