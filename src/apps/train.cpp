@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 
 #include "agree.h"
@@ -151,6 +152,11 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const bool save_async =
       group.all_reduce_scalar(mem_plan.cfg.checkpoint.async == "true" ? 1.0 : 0.0, "checkpoint.async") == world;
   double save_blocked_s = 0;  // time the steps waited for checkpoints (snapshots, or whole saves)
+  auto blocking = [&](const std::function<void()>& fn) {
+    const auto t = Clock::now();
+    fn();
+    save_blocked_s += std::chrono::duration<double>(Clock::now() - t).count();
+  };
   ckpt::Saver saver(engine, [&](const std::string& path) {
     if (lead) std::fprintf(stderr, "zerotrain: checkpoint %s\n", path.c_str());
   });
@@ -174,9 +180,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                          {"seed", cfg.seed},
                          {"config", cfg.raw}},
                         [&fault, rank, steps_done] { fault.maybe_fire_in_save(rank, steps_done); }};  // may run on the writer
-    const auto t = Clock::now();
-    saver.save(o, save_async);
-    save_blocked_s += std::chrono::duration<double>(Clock::now() - t).count();
+    blocking([&] { saver.save(o, save_async); });
   };
 
   if (lead) {
@@ -310,11 +314,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
           ErrorKind::config, 1);
     }
     const int64_t every = cfg.checkpoint.every_steps;
-    {
-      const auto t = Clock::now();
-      saver.poll();
-      save_blocked_s += std::chrono::duration<double>(Clock::now() - t).count();
-    }
+    blocking([&] { saver.poll(); });
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) save(step + 1);
     const int64_t eval_every = cfg.data.eval_every;
     if (eval_every > 0 && (step + 1) % eval_every == 0 && step + 1 != total_steps) {
@@ -387,11 +387,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     }
     on_lead([&] { run_dir->append_metrics(rec); });
   }
-  {
-    const auto t = Clock::now();
-    saver.wait();  // the run's last checkpoint is committed before the run ends
-    save_blocked_s += std::chrono::duration<double>(Clock::now() - t).count();
-  }
+  blocking([&] { saver.wait(); });  // the run's last checkpoint is committed before the run ends
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
   // A run none of whose steps updated the model (fp16 overflow at every one, fewer than the limit
   // above) has nothing to save as trained; every rank skipped alike, so every rank stops here.
