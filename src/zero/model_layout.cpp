@@ -101,6 +101,7 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   }
   return m;
 }
+
 Materialize initial_values(const nn::Module& model, const std::string& component) {
   auto inits = std::make_shared<const std::unordered_map<const TensorImpl*, nn::Init>>(model.deferred_initializers());
   return [inits, component](const Tensor& p, int64_t begin, Tensor dst) {
