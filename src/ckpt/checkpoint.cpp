@@ -151,6 +151,13 @@ struct Saver::Job {
   std::string error;              // this rank's write failure ("" if none)
   std::atomic<bool> written{false};
   std::thread writer;             // async: writes `staging` to the shard file
+
+  void finish(detail::FileWriter& w) {  // fsynced and closed: its size and checksum, then the fault hook
+    w.finish();
+    bytes = w.bytes();
+    sum = w.checksum();
+    if (opts.after_shard_written) opts.after_shard_written();
+  }
 };
 
 Saver::Saver(zero::Engine& engine, std::function<void(const std::string&)> on_commit)
@@ -188,10 +195,7 @@ std::string Saver::save(const SaveOptions& o, bool async) {
     try {
       detail::FileWriter w(shard, job->expected);
       for_each_shard_piece(states, plan, g.rank(), [&](const void* p, size_t n) { w.write(p, n); });
-      w.finish();
-      job->bytes = w.bytes();
-      job->sum = w.checksum();
-      if (o.after_shard_written) o.after_shard_written();
+      job->finish(w);
     } catch (const std::exception& ex) {
       job->error = ex.what();
     }
@@ -227,10 +231,7 @@ std::string Saver::save(const SaveOptions& o, bool async) {
         try {
           detail::FileWriter w(shard, j->expected, /*direct=*/true);
           w.write_aligned(staging_.get(), j->expected);
-          w.finish();
-          j->bytes = w.bytes();
-          j->sum = w.checksum();
-          if (j->opts.after_shard_written) j->opts.after_shard_written();
+          j->finish(w);
         } catch (const std::exception& ex) {
           j->error = ex.what();
         }

@@ -100,7 +100,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor t) {
 Tensor Module::register_parameter(const std::string& name, const Shape& shape, Init init) {
   if (!t_deferred) {
     Tensor t = Tensor::empty(shape, DType::f32);
-    run_init(init, t.data<float>(), 0, t.numel());
+    run_init(init, t, 0);
     return register_parameter(name, t);
   }
   Tensor t = register_parameter(name, Tensor::unallocated(shape, DType::f32));
@@ -120,8 +120,11 @@ void Module::register_module(const std::string& name, std::shared_ptr<Module> m)
   children_.emplace_back(name, std::move(m));
 }
 
-void run_init(const Init& init, float* out, int64_t begin, int64_t end) {
-  parallel_for(end - begin, int64_t(1) << 15, [&](int64_t b, int64_t e) { init(out + b, begin + b, begin + e); });
+void run_init(const Init& init, Tensor& out, int64_t begin) {
+  ZT_CHECK(out.device().is_cpu() && out.dtype() == DType::f32 && out.is_contiguous(),
+           "[nn] run_init fills host f32 contiguous memory, got ", dtype_name(out.dtype()), " on ", out.device().str());
+  float* p = out.data<float>();
+  parallel_for(out.numel(), int64_t(1) << 15, [&](int64_t b, int64_t e) { init(p + b, begin + b, begin + e); });
 }
 
 Init uniform_init(Generator& gen, float bound) {

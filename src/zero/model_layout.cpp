@@ -116,7 +116,7 @@ Materialize initial_values(const nn::Module& model, const std::string& component
     ZT_CHECK(it != inits->end(), component, " a parameter of shape ", shape_str(p.shape()),
              " has no values and no initialiser");
     if (dst.device().is_cpu() && dst.dtype() == DType::f32 && dst.is_contiguous()) {
-      nn::run_init(it->second, dst.data<float>(), begin, begin + n);
+      nn::run_init(it->second, dst, begin);
       return;
     }
     const int64_t chunk = std::min<int64_t>(n, int64_t(1) << 22);  // 16 MiB of f32 at most
@@ -124,9 +124,9 @@ Materialize initial_values(const nn::Module& model, const std::string& component
     Tensor values = Tensor::empty({chunk}, DType::f32);
     for (int64_t at = 0; at < n; at += chunk) {
       const int64_t m = std::min(chunk, n - at);
-      nn::run_init(it->second, values.data<float>(), begin + at, begin + at + m);
-      Tensor part = dst.slice(0, at, at + m);
-      ops::cast_into(part, values.slice(0, 0, m).to(dst.device()));
+      Tensor piece = values.slice(0, 0, m), part = dst.slice(0, at, at + m);
+      nn::run_init(it->second, piece, begin + at);
+      ops::cast_into(part, piece.to(dst.device()));
     }
   };
 }

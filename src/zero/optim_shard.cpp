@@ -83,12 +83,14 @@ void OptimShard::write_initial(Buf& buf, size_t b) {
   const Tensor init = initial_(b);
   run_tiles(
       buf,
-      [&](int64_t t, int64_t len, Tensor rec) {
-        rec.zero_();  // fresh states, and zeros past the last element
-        if (master_) rec.slice(0, 0, len).copy_(init.slice(0, t * tile_, t * tile_ + len));
-      },
+      [&](int64_t t, int64_t len, Tensor rec) { fresh_record(rec, init.slice(0, t * tile_, t * tile_ + len)); },
       /*read_first=*/false);
   buf.fresh = false;
+}
+
+void OptimShard::fresh_record(Tensor rec, const Tensor& params) const {
+  rec.zero_();  // fresh states, and zeros past the last element
+  if (master_) rec.slice(0, 0, params.numel()).copy_(params);
 }
 
 // Tiles of `buf` in order through the tile buffers: the next tiles are read (read_first) while
@@ -153,10 +155,7 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
       [&](int64_t t, int64_t len, Tensor rec) {
         const int64_t begin = t * tile_;
         auto view = [&](int64_t j) { return rec.slice(0, j * tile_, j * tile_ + len); };  // tensor j of the tile
-        if (fresh) {  // Note [fresh swap files]: what write_initial would have written
-          rec.zero_();
-          if (master_) view(0).copy_(params.slice(0, begin, begin + len));
-        }
+        if (fresh) fresh_record(rec, params.slice(0, begin, begin + len));  // what write_initial would write
         stage_down(params, grads, begin, len, a);
         a.master = master_ ? view(0) : Tensor();
         a.states.clear();

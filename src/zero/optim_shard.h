@@ -45,6 +45,7 @@ class OptimShard {
     bool fresh = false;              // Residence::file: no record written yet (Note [fresh swap files])
   };
   void write_initial(Buf& buf, size_t b);  // a fresh file's records: the master from initial_(b), states 0
+  void fresh_record(Tensor rec, const Tensor& params) const;  // one such record from its tile's parameters
   void stage_down(const Tensor& params, const Tensor& grads, int64_t begin, int64_t len, optim::UpdateArgs& a);
   void stage_up(const Tensor& params, int64_t begin, int64_t len);
   void timed_update(const optim::UpdateArgs& a);

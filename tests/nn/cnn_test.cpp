@@ -71,7 +71,7 @@ TEST(Cnn, DeferredInitGivesTheEagerValues) {
     Tensor p = got[i].second;
     ASSERT_FALSE(p.has_storage()) << got[i].first;
     Tensor values = Tensor::empty(p.shape());
-    run_init(inits.at(p.impl()), values.data<float>(), 0, values.numel());
+    run_init(inits.at(p.impl()), values, 0);
     EXPECT_EQ(values.to_vector(), want[i].second.to_vector()) << got[i].first;
   }
 }

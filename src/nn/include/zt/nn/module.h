@@ -19,8 +19,9 @@ namespace zt::nn {
 // initialiser takes its own stream key from the model's generator when it is made (registration
 // order), then any range is computed alone (Note [counter init] in core): in any order, on any rank.
 using Init = std::function<void(float* out, int64_t begin, int64_t end)>;
-// Runs init over [begin, end) on every thread; the values do not depend on the thread count.
-void run_init(const Init& init, float* out, int64_t begin, int64_t end);
+// Fills `out` (host f32, contiguous) with elements [begin, begin + out.numel()) of init, on every
+// thread; the values do not depend on the thread count.
+void run_init(const Init& init, Tensor& out, int64_t begin);
 // U(-bound, bound): torch's default for Linear and Conv2d (kaiming_uniform_ with a = sqrt(5)
 // reduces to bound = 1/sqrt(fan_in), and so does the bias).
 Init uniform_init(Generator& gen, float bound);
