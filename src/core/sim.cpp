@@ -36,12 +36,18 @@ size_t capacity_from_env() {
   return size_t(mb) << 20;
 }
 
-// ZT_SIM_MUTATE=drop_sync (Note [sim device]): a test hook that drops the wait of copies to the host.
+// ZT_SIM_MUTATE (Note [sim device]): test hooks. drop_sync drops the wait of copies to the host;
+// it and `late` start each stream task 2 ms late, so a missing wait shows.
+bool mutate_is(const char* mode) {
+  const char* s = std::getenv("ZT_SIM_MUTATE");
+  return s != nullptr && std::strcmp(s, mode) == 0;
+}
 bool drop_sync() {
-  static const bool on = [] {
-    const char* s = std::getenv("ZT_SIM_MUTATE");
-    return s != nullptr && std::strcmp(s, "drop_sync") == 0;
-  }();
+  static const bool on = mutate_is("drop_sync");
+  return on;
+}
+bool late_stream() {
+  static const bool on = drop_sync() || mutate_is("late");
   return on;
 }
 
@@ -153,7 +159,7 @@ class SimStream {
       queue_.pop_front();
       busy_ = true;
       lock.unlock();
-      if (drop_sync()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the host runs ahead
+      if (late_stream()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the host runs ahead
       std::exception_ptr e;
       try {
         work();

@@ -10,6 +10,8 @@
 // (Allocator::set_budget, as PyTorch's per-process memory fraction). ZT_SIM_MUTATE=drop_sync is
 // the mutation the trajectory tests must catch: copies to the host read device memory at once,
 // without waiting for the work queued before them, and the stream starts each task 2 ms late.
+// ZT_SIM_MUTATE=late keeps every wait and only starts tasks late: a run must still follow the cpu
+// run bit for bit (a stress for races between the host and the stream).
 #include <cstddef>
 #include <functional>
 
