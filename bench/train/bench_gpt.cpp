@@ -45,7 +45,8 @@ struct Args {
   // large layer, ready together, reduce while backward goes on; the engine's default is 1 bucket).
   int64_t inflight = 0;
   bool sparse = false;  // sparse_gradients: wpe as rows, the tied wte in two parts (Note [tied rows])
-  // 16-bit runs: each product path in turn (Note [16-bit products]); f32 runs once.
+  // 16-bit runs: each product path in turn (Note [16-bit products]); f32 runs once. f32-per-product:
+  // the f32 path with the model kept in 16 bits, each product widening its operands (before Note [f32 compute]).
   std::vector<std::string> products = {"auto"};
   std::string device = "cpu";  // cuda: the model on GPU 0 without the engine (run_on_device)
 };
@@ -55,7 +56,7 @@ void usage() {
                "usage: bench_gpt [--name LABEL] [--layers 4] [--embd 192] [--heads 6] [--vocab 16384] [--ctx 256] "
                "[--batch 8 (per rank)] [--dtype f32,bf16] [--stages 0,1,2,3] [--steps 10] [--warmup 2] [--threads T] "
                "[--checkpointing 0|1] [--seed S] [--backend auto|local|mpi|...] [--bucket ELEMS] [--inflight ELEMS] "
-               "[--sparse 0|1] [--products auto,native,f32] [--device cpu|cuda]\n");
+               "[--sparse 0|1] [--products auto,native,f32,f32-per-product] [--device cpu|cuda]\n");
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -122,8 +123,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--products") {
       a.products = split(v);
       for (const auto& p : a.products)
-        ZT_CHECK(p == "auto" || p == "native" || p == "f32", "[bench_gpt] --products: '", p,
-                 "' is not auto, native or f32");
+        ZT_CHECK(p == "auto" || p == "native" || p == "f32" || p == "f32-per-product", "[bench_gpt] --products: '", p,
+                 "' is not auto, native, f32 or f32-per-product");
     } else if (k == "--dtype") {
       a.dtypes.clear();
       for (const auto& d : split(v)) a.dtypes.push_back(dtype_from_name(d));
@@ -172,7 +173,7 @@ struct Result {
   zero::CommOverlap reduce, gather;  // summed over the timed steps (Note [overlap])
 };
 
-Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
+Result run(int stage, DType dt, bool f32_compute, const Args& a, const comm::GroupPtr& g) {
   const int64_t world = g->size(), T = a.model.block_size;
   std::vector<std::pair<Tensor, Tensor>> batches;  // made before timing: token hashing is not training
   for (int64_t s = 0; s < a.warmup + a.steps; ++s) batches.push_back(batch_of(a, s, g->rank(), world));
@@ -183,6 +184,7 @@ Result run(int stage, DType dt, const Args& a, const comm::GroupPtr& g) {
   zero::EngineOptions o;
   o.zero.stage = stage;
   o.dtype = dt;
+  o.f32_compute = f32_compute;  // as `train` decides it (Note [f32 compute])
   o.zero.reduce_bucket_size = a.bucket;
   o.max_inflight_reduce_elems = a.inflight > 0 ? a.inflight : 4 * a.bucket;
   o.zero.stage3_prefetch_bucket_size = std::min<int64_t>(a.bucket, o.zero.stage3_prefetch_bucket_size);
@@ -300,16 +302,19 @@ int main(int argc, char** argv) {
         for (const std::string& p : a.products) runs.emplace_back(dt, p);
     for (const auto& [dt, setting] : runs) {
       std::string products;  // the JSON fields of a 16-bit run's product path
+      bool f32_compute = false;
       if (!setting.empty()) {
         const int64_t embd = a.model.n_embd;
+        const bool per_product = setting == "f32-per-product";
         const zero::ProductsChoice c =
-            zero::choose_products(*g, dt, setting, {a.batch * a.model.block_size, embd, 4 * embd});
-        if (g->rank() == 0) std::fprintf(stderr, "bench_gpt: %s\n", c.line(dt).c_str());
+            zero::choose_products(*g, dt, per_product ? "f32" : setting, {a.batch * a.model.block_size, embd, 4 * embd});
+        f32_compute = !per_product && c.f32_compute(a.device == "cuda" ? Device::cuda(0) : Device::cpu());
+        if (g->rank() == 0) std::fprintf(stderr, "bench_gpt: %s\n", c.line(dt, f32_compute).c_str());
         products = "\"products\":\"" + std::string(ops::products_name(c.products)) + "\",\"products_setting\":\"" +
-                   setting + "\",";
+                   setting + "\",\"f32_compute\":" + (f32_compute ? "true" : "false") + ",";
       }
       for (int stage : stages) {
-        const Result r = run(stage, dt, a, g);
+        const Result r = run(stage, dt, f32_compute, a, g);
         rusage ru{};
         getrusage(RUSAGE_SELF, &ru);
         comm::CollOptions max;

@@ -35,7 +35,7 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   if (eo.dtype != DType::f32) {
     products = zero::choose_products(*comm::make_group("local"), eo.dtype, cfg.run.bf16_products,
                                      product_shape(cfg, *model, bs.micro));
-    ctx.widened_products = products->products == ops::Products::f32;
+    ctx.f32_compute = products->f32_compute(eo.device);
   }
   auto peak_of = [&](const zero::EngineOptions& o) { return peak_json(predict_run_peak(*model, cfg, o, bs, ctx)); };
   nlohmann::json out = {{"parameters", model->num_parameters()},
@@ -48,14 +48,17 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
                         {"stages", nlohmann::json::array()}};
   if (opt.memory_gib > 0) out["memory_gib"] = opt.memory_gib;
   out["device"] = eo.device.str();  // where the rows' bytes live (a device's, or the host's for cpu)
-  if (products) out["products"] = {{"path", ops::products_name(products->products)}, {"line", products->line(eo.dtype)}};
+  if (products)
+    out["products"] = {{"path", ops::products_name(products->products)},
+                       {"f32_compute", ctx.f32_compute},
+                       {"line", products->line(eo.dtype, ctx.f32_compute)}};
   config::Config ckpt = cfg, plain = cfg;
   ckpt.activation_checkpointing.enabled = true;
   plain.activation_checkpointing.enabled = false;
   out["micro_batch"] = bs.micro;
-  out["activations"] = {{"configured", predict_activations(cfg, bs.micro, ctx.eval_batch)},
-                        {"checkpointing", predict_activations(ckpt, bs.micro, ctx.eval_batch)},
-                        {"no_checkpointing", predict_activations(plain, bs.micro, ctx.eval_batch)}};
+  out["activations"] = {{"configured", predict_activations(cfg, bs.micro, ctx.eval_batch, ctx.f32_compute)},
+                        {"checkpointing", predict_activations(ckpt, bs.micro, ctx.eval_batch, ctx.f32_compute)},
+                        {"no_checkpointing", predict_activations(plain, bs.micro, ctx.eval_batch, ctx.f32_compute)}};
   // Every stage in memory, then offloaded (the configuration's own placement is one of the rows).
   eo.zero.offload_optimizer.device = eo.zero.offload_param.device = "none";
   for (int stage = 0; stage <= 3; ++stage) {
@@ -128,7 +131,7 @@ std::string peak_terms(const nlohmann::json& p) {
                   format_bytes(p["param"].get<size_t>() + p["grad"].get<size_t>() + p["master"].get<size_t>() +
                                p["optim"].get<size_t>() - p["host"].get<size_t>());
   for (const char* k :
-       {"grad_buckets", "gathered", "param_staging", "activations", "widened_products", "workspace", "comm_buffers"})
+       {"grad_buckets", "gathered", "param_staging", "activations", "workspace", "comm_buffers"})
     if (p[k].get<int64_t>() > 0) s += std::string(", ") + k + " " + format_bytes(p[k].get<size_t>());
   s += ")";
   if (p["host"].get<int64_t>() > 0) s += " + " + format_bytes(p["host"].get<size_t>()) + " of states on the host";

@@ -26,8 +26,8 @@ int64_t tokens_per_sample(const config::Config& c) {
 
 }  // namespace
 
-// Note [activation formula]: what the autograd tape keeps, per model kind, in the working dtype
-// (b bytes), calibrated against the allocator's activation peak (memory_peak.activation of a run
+// Note [activation formula]: what the autograd tape keeps, per model kind, in the dtype the
+// model computes in (b bytes; Note [f32 compute]), calibrated against the allocator's activation peak (memory_peak.activation of a run
 // at two micro-batches: the slope is the per-sample term, the rest the fixed term):
 // - MLP: each hidden layer's Linear and activation outputs, the logits and cross-entropy's f32
 //   probabilities; 16-bit runs hold the cast input twice (forward and backward); plus one
@@ -43,9 +43,9 @@ int64_t tokens_per_sample(const config::Config& c) {
 //   then holds the tied embedding's [V, C] weight gradient beside the logits' gradient and the
 //   blocks' values: the peak when C is large against T (the larger of the two moments).
 // Evaluating images (batches of up to 1000) can hold more than a training micro-batch.
-int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch) {
+int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch, bool f32_compute) {
   const config::ModelConfig& m = c.model;
-  const double b = c.bf16 || c.fp16.enabled ? 2 : 4, n = double(micro);
+  const double b = (c.bf16 || c.fp16.enabled) && !f32_compute ? 2 : 4, n = double(micro);
   const double cast = b != 4 ? 1 : 0;  // inputs are cast to the working dtype
   if (m.type == "mlp" || m.type == "cnn") {
     double kept = 0, grads = 0, widest = 0, argmax = 0, weight = 0, prev = double(config::model_input_features(m));
@@ -97,92 +97,10 @@ int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval
   return clamp_bytes(std::max(start, tied));
 }
 
-// Note [widened products]: a 16-bit run whose products take the f32 path (no 16-bit kernel on this
-// processor, or run.bf16_products = f32; Note [low-precision fallback]) widens each product's
-// operands to f32 and computes into an f32 result before rounding once. The term is the largest
-// product's f32 blocks: they exist at once, beside the activations. The smaller products' blocks
-// mostly reuse cached blocks of the run's own sizes (calibrated as the activation formula is: the
-// memory-plan test's CNN within -4% to +3% of the OS's peak on this path, GPT within +2%).
-namespace {
-
-class Widening {
- public:
-  void product(std::initializer_list<double> elems) {  // one product's f32 blocks, in elements
-    double n = 0;
-    for (double e : elems) n += e;
-    bytes_ = std::max(bytes_, 4 * n);
-  }
-  // y = x w^T (+ b) on `rows` rows, then its two gradients (dx only where the input needs one).
-  void linear(double rows, double in, double out, bool bias, bool dx, bool backward = true) {
-    product({rows * in, out * in, bias ? out : 0, rows * out});
-    if (!backward) return;
-    if (dx) product({rows * out, out * in, rows * in});
-    product({rows * out, rows * in, out * in});
-  }
-  int64_t bytes() const { return clamp_bytes(bytes_); }
-
- private:
-  double bytes_ = 0;
-};
-
-// Image models: the convolution stages (x, w, bias, y forward; dy, w, dx and dy, x, dw, db
-// backward; no dx for the input) and the fully connected layers, at `n` samples.
-void image_products(Widening& w, const config::ModelConfig& m, double n, bool backward) {
-  double prev = double(config::model_input_features(m));
-  bool first = true;
-  if (m.type == "cnn") {
-    double ch = double(m.in_channels), side = double(m.image_size);
-    for (int64_t out : m.channels) {
-      const double x = n * ch * side * side, y = n * double(out) * side * side, wt = double(out) * ch * 9;
-      w.product({x, wt, double(out), y});
-      if (backward) {
-        if (!first) w.product({y, wt, x});
-        w.product({y, x, wt, double(out)});
-      }
-      first = false;
-      ch = double(out);
-      side /= 2;
-    }
-    prev = ch * side * side;
-  }
-  for (int64_t h : (m.type == "cnn" ? m.fc : m.hidden)) {
-    w.linear(n, prev, double(h), true, !first, backward);
-    first = false;
-    prev = double(h);
-  }
-  w.linear(n, prev, double(m.num_classes), true, !first, backward);
-}
-
-}  // namespace
-
-int64_t predict_widened_products(const config::Config& c, int64_t micro, int64_t eval_batch) {
-  const config::ModelConfig& m = c.model;
-  Widening w;
-  if (m.type == "mlp" || m.type == "cnn") {
-    image_products(w, m, double(micro), true);
-    if (eval_batch > 0) image_products(w, m, double(eval_batch), false);
-    return w.bytes();
-  }
-  // Transformers: per block the fused qkv, the attention output, and the MLP's two layers (the
-  // attention itself is not a product); then the head. Evaluation runs at the micro-batch.
-  const double rows = double(micro) * double(tokens_per_sample(c)), C = double(m.n_embd), V = double(m.vocab_size);
-  w.linear(rows, C, 3 * C, true, true);
-  w.linear(rows, C, C, true, true);
-  w.linear(rows, C, 4 * C, true, true);
-  w.linear(rows, 4 * C, C, true, true);
-  if (m.type == "gpt") {
-    w.linear(rows, C, V, false, true);  // the tied output projection
-  } else if (m.head == "mlm") {
-    w.linear(rows, C, C, true, true);   // the transform
-    w.linear(rows, C, V, false, true);  // the tied decoder (its bias is added after)
-  } else {
-    w.linear(double(micro), C, double(m.num_classes), true, true);  // the [CLS] classifier
-  }
-  return w.bytes();
-}
-
-zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, const zero::EngineOptions& opts,
+zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, const zero::EngineOptions& given,
                                     const config::BatchSizes& bs, const RunContext& ctx) {
+  zero::EngineOptions opts = given;
+  opts.f32_compute = ctx.f32_compute;
   const zero::Plan plan = zero::plan_model(model, opts, ctx.world);
   zero::PeakInput in;
   static_cast<zero::Stage3Limits&>(in) = zero::stage3_limits(opts);
@@ -193,8 +111,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   in.quantized_gradient_bits = opts.zero.zero_quantized_gradients ? opts.zero.zero_quantized_gradients_bits : 0;
   in.local_size = ctx.local_size;
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
-  in.activations = predict_activations(c, bs.micro, ctx.eval_batch);
-  if (ctx.widened_products) in.widened = predict_widened_products(c, bs.micro, ctx.eval_batch);
+  in.activations = predict_activations(c, bs.micro, ctx.eval_batch, opts.f32_compute);
   in.data = ctx.data_bytes;
   if (ctx.shm && ctx.world > 1 && opts.device.is_cpu()) {  // two staging slots per rank, each reads its peers'
     // (comm/shm.cpp); host memory, outside a device's peak
@@ -326,6 +243,7 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   mp.cfg = c;
   if (plan_device(mp, model, bs, ctx)) {  // Note [device plan]
     mp.options = engine_options(mp.cfg, bs);
+    mp.options.f32_compute = ctx.f32_compute;
     mp.peak = predict_run_peak(model, mp.cfg, mp.options, bs, ctx);
     plan_checkpoint_snapshot(mp, model, ctx);
     return mp;
@@ -346,6 +264,7 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   if (opt_auto) opt.device = chosen.optimizer_file ? "nvme" : "none";
   if (par_auto) par.device = chosen.param_file && c.zero.stage == 3 ? "nvme" : "none";
   mp.options = options_of(mp.cfg, bs, chosen);
+  mp.options.f32_compute = ctx.f32_compute;
   mp.peak = predict_run_peak(model, mp.cfg, mp.options, bs, ctx);
   plan_checkpoint_snapshot(mp, model, ctx);
   return mp;
@@ -363,7 +282,6 @@ nlohmann::json peak_json(const zero::PeakEstimate& p) {
           {"hpz_pieces", p.secondary},
           {"param_staging", p.param_staging},
           {"activations", p.activations},
-          {"widened_products", p.widened},
           {"workspace", p.workspace},
           {"comm_buffers", p.comm_buffers},
           {"data", p.data},

@@ -18,9 +18,7 @@ namespace zt::apps {
 // Note [activation formula]: bytes of activations one rank holds at its peak for a micro-batch
 // of `micro` samples (training, checkpointing as configured), or for an evaluation pass of
 // `eval_batch` samples (0: none).
-int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch);
-// Note [widened products]: bytes of a 16-bit run's f32 operands and results on the f32 product path.
-int64_t predict_widened_products(const config::Config& c, int64_t micro, int64_t eval_batch);
+int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch, bool f32_compute = false);
 // The samples of an evaluation forward as the config says (the test split may hold fewer).
 int64_t eval_batch_of(const config::Config& c, int64_t micro);
 
@@ -32,7 +30,7 @@ struct RunContext {
   bool shm = false;
   int64_t eval_batch = 0;  // samples per evaluation forward (0: the run does not evaluate)
   int local_size = 1;      // ranks per node (comm::Group::local_size): where qgZ quantizes
-  bool widened_products = false;  // 16-bit products on the f32 path (Note [widened products])
+  bool f32_compute = false;  // a 16-bit run computes in f32 (EngineOptions::f32_compute)
 };
 
 struct MemoryPlan {

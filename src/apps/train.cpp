@@ -110,17 +110,20 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   // 16-bit runs: the product path, chosen once by rank 0 (Note [16-bit products]), before the
   // memory plan measures the process.
   std::optional<zero::ProductsChoice> products;
-  const DType dt = engine_options(cfg, bs).dtype;
+  const zero::EngineOptions configured = engine_options(cfg, bs);
+  const DType dt = configured.dtype;
+  bool f32_compute = false;  // Note [f32 compute]
   if (dt != DType::f32) {
     products = zero::choose_products(group, dt, cfg.run.bf16_products, product_shape(cfg, *model, bs.micro));
-    if (lead) std::fprintf(stderr, "zerotrain: %s\n", products->line(dt).c_str());
+    f32_compute = products->f32_compute(configured.device);
+    if (lead) std::fprintf(stderr, "zerotrain: %s\n", products->line(dt, f32_compute).c_str());
   }
   // Note [peak memory]: the plan before step 1 (with run.memory_budget_mb, the offload that fits).
   const MemoryPlan mem_plan =
       plan_before_step1(cfg, *model, bs,
                         {world, 0, std::string(group.backend()) == "shm",
                          cfg.run.eval_at_end || cfg.data.eval_every > 0 ? task->eval_batch(bs.micro) : 0,
-                         group.local_size(), products && products->products == ops::Products::f32});
+                         group.local_size(), f32_compute});
   if (lead)
     for (const std::string& line : mem_plan.lines) std::fprintf(stderr, "zerotrain: %s\n", line.c_str());
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), mem_plan.options);
@@ -193,7 +196,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                                {"processor", processor_record()},
                                {"comm_backend", group.backend()},
                                {"memory_plan", mem_plan.record},
-                               {"products", products_record(products, dt)},
+                               {"products", products_record(products, dt, f32_compute)},
                                {"zeropp", zeropp},
                                {"config", cfg.raw}});
     });

@@ -119,11 +119,12 @@ nlohmann::json processor_record() {
   return {{"isa", isa.name}, {"cap", isa.cap.empty() ? nlohmann::json() : nlohmann::json(isa.cap)}, {"avx512", isa.avx512}};
 }
 
-nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt) {
+nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt, bool f32_compute) {
   if (!p) return nullptr;
   nlohmann::json r = {{"dtype", dtype_name(dt)}, {"path", ops::products_name(p->products)},
                       {"setting", p->setting},   {"reason", p->reason},
-                      {"amx", p->amx},           {"shape", {p->shape.rows, p->shape.in, p->shape.out}}};
+                      {"amx", p->amx},           {"shape", {p->shape.rows, p->shape.in, p->shape.out}},
+                      {"f32_compute", f32_compute}};
   if (p->native_ms > 0) r["measured_ms"] = {{"native", p->native_ms}, {"f32", p->f32_ms}};
   return r;
 }

@@ -79,7 +79,7 @@ int64_t steps_for_epochs(double epochs, int64_t steps_per_epoch);
 // The products a 16-bit run times to choose its path (Note [16-bit products]).
 zero::ProductShape product_shape(const config::Config& c, const nn::Module& model, int64_t micro);
 // The start record's "products" (null for an f32 run).
-nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt);
+nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt, bool f32_compute = false);
 // This rank's allocator by tag (now and peak), "peak", "cached", and the OS's peak RSS, into
 // rec's "memory", "memory_peak" and "rss_peak".
 void add_memory_fields(nlohmann::json& rec, Device device = Device::cpu());

@@ -1,6 +1,7 @@
 // Contracts of the matrix products (matmul, linear) and their backward: shape and dtype checks,
 // output allocation, dispatch to the backend.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <utility>
 
@@ -135,10 +136,15 @@ bool cpu_has_amx() { return cpu::cpu_has_amx(); }
 ProductTimes time_lowp_products(DType dt, int64_t m, int64_t k, int64_t n, int reps) {
   ZT_CHECK(dt == DType::bf16 || dt == DType::f16, "[products] timing needs a 16-bit dtype, not ", dtype_name(dt));
   const bool matmul_was = cpu::matmul_lowp_fallback(), conv_was = cpu::conv_lowp_fallback();
-  const Tensor x = Tensor::full({m, k}, 0.5f, dt), w = Tensor::full({n, k}, 0.25f, dt),
-               dy = Tensor::full({m, n}, 1.f, dt);
+  // The f32 path is timed as a run takes it (Note [f32 compute]): f32 operands, nothing widened.
+  auto operands = [&](DType d) {
+    return std::array<Tensor, 3>{Tensor::full({m, k}, 0.5f, d), Tensor::full({n, k}, 0.25f, d),
+                                 Tensor::full({m, n}, 1.f, d)};
+  };
+  const std::array<Tensor, 3> low = operands(dt), wide = operands(DType::f32);
   auto once = [&](Products p) {
     set_lowp_products(p);
+    const auto& [x, w, dy] = p == Products::native ? low : wide;
     const auto t0 = std::chrono::steady_clock::now();
     (void)linear(x, w, nullptr);
     (void)linear_backward(dy, x, w, /*need_dx=*/true, /*has_bias=*/false);

@@ -23,9 +23,10 @@ namespace zt::zero {
 //   packets (this rank's and every rank's) beside each unit gathered ahead; qgZ's node averages,
 //   packets sent and received and fp32 sum beside each bucket in flight;
 // - activations at the micro-batch (the caller's formula per model kind), the data already
-//   loaded, the shm slots, 16-bit products' f32 operands where products take the f32 path
-//   (Note [widened products], the caller's formula), and workspace: the larger of the initialiser's f32 values and a
+//   loaded, the shm slots, and workspace: the larger of the initialiser's f32 values and a
 //   stage-1/2 publish copy.
+// Where the model computes in f32 over 16-bit parameters (Note [f32 compute] in param_store.cpp),
+// every gathered buffer has its widened copy: in the states (Plan::memory) and in `gathered`.
 // The sum is what stays resident (the caching allocator keeps freed blocks, so terms that never
 // coexist still add up) plus the shm slots; the OS adds the process baseline (libraries,
 // threads: RSS minus allocator bytes, measured by `train` before the engine exists). A budget
@@ -112,7 +113,7 @@ Window window_peak(const Plan& plan, const PeakInput& in) {
 // Note [reuse distance] from the second step: a unit whose next use (its backward, after the later
 // units' forward and backward) comes within stage3_max_reuse_distance elements stays gathered,
 // while the gathered units stay within stage3_max_live_parameters.
-int64_t gathered_peak(const Plan& plan, const PeakInput& in) {
+int64_t gathered_elems(const Plan& plan, const PeakInput& in) {
   if (!plan.policy.shard_parameters()) return 0;
   int64_t kept = 0, after = 0, largest = 0;
   for (size_t i = plan.buffers.size(); i-- > 0;) {
@@ -123,7 +124,7 @@ int64_t gathered_peak(const Plan& plan, const PeakInput& in) {
     largest = std::max(largest, n);
   }
   const int64_t reused = std::min(kept, in.max_live_elems + largest);
-  return std::max(window_peak(plan, in).elems, reused) * int64_t(dtype_size(plan.policy.param_dtype));
+  return std::max(window_peak(plan, in).elems, reused);
 }
 
 }  // namespace
@@ -138,7 +139,9 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
     largest_shard = std::max(largest_shard, pol.shard_optimizer() ? b.padded / plan.world : b.padded);
   p.param_staging = pol.shard_parameters() ? window_peak(plan, in).staging : 0;
   p.grad_buckets = bucket_peak(plan, in);
-  p.gathered = gathered_peak(plan, in);
+  // Note [f32 compute]: each gathered unit's widened copy beside it
+  const int64_t gb = pb + (pol.widens() ? int64_t(dtype_size(pol.compute_dtype)) : 0);
+  p.gathered = pol.shard_parameters() ? gathered_elems(plan, in) * gb : 0;
   if (pol.shard_parameters() && in.quantized_weights) {  // int8 packets: 1 + 4/256 bytes a value, this rank's and all
     const int64_t window = window_peak(plan, in).elems;
     p.gathered += (window + window / plan.world) * (ops::kQuantBlock + 4) / ops::kQuantBlock;
@@ -147,7 +150,6 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
     for (size_t i = 0; i < plan.buffers.size(); ++i)
       if (i >= plan.persistent.size() || !plan.persistent[i]) p.secondary += plan.buffers[i].padded / in.hpz_partition * pb;
   p.activations = in.activations;
-  p.widened = in.widened;
   const int64_t publish = pol.shard_optimizer() && !pol.shard_parameters() ? largest_shard * pb : 0;
   p.workspace = std::max(4 * in.largest_param, publish);
   p.comm_buffers = in.comm_buffers;
@@ -167,7 +169,6 @@ std::string describe_peak(const PeakEstimate& p) {
   add("hpZ pieces", p.secondary);
   add("parameter staging", p.param_staging);
   add("activations", p.activations);
-  add("widened products", p.widened);
   add("workspace", p.workspace);
   add("comm buffers", p.comm_buffers);
   add("data", p.data);

@@ -51,10 +51,10 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   const Policy& policy = plan_.policy;
 
   const Materialize materialize = initial_values(model_, "[zero]");
-  // Frozen parameters: whole, in the working dtype.
+  // Frozen parameters: whole, in the dtype the model computes in.
   for (auto& p : frozen_) {
     TagScope tag(MemTag::param);
-    Tensor t = Tensor::empty(p.shape(), policy.param_dtype, policy.device);
+    Tensor t = Tensor::empty(p.shape(), policy.compute_dtype, policy.device);
     materialize(p, 0, t.view({t.numel()}));
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
@@ -159,7 +159,7 @@ Tensor Engine::forward(const Tensor& x) { return forward(std::vector<Tensor>{x})
 
 Tensor Engine::forward(const std::vector<Tensor>& inputs) {
   store_->begin_forward(autograd::grad_enabled());
-  const DType dt = plan_.policy.param_dtype;
+  const DType dt = plan_.policy.compute_dtype;
   std::vector<Tensor> in;
   in.reserve(inputs.size());
   for (const Tensor& host : inputs) {
@@ -230,6 +230,7 @@ StepStats Engine::step(double lr) {
     store_->publish(b, label("parameter all-gather, bucket " + std::to_string(b)));
   }
   store_->finish_publish();
+  store_->refresh_compute();
   reducer_->zero();
   optim_->finish_step();
   ++steps_;
@@ -238,15 +239,20 @@ StepStats Engine::step(double lr) {
 
 void Engine::for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn) {
   if (!plan_.policy.shard_parameters()) {  // all gathered: model order
-    for (size_t i = 0; i < params_.size(); ++i) fn(names_[i], params_[i]);
+    std::vector<size_t> buffer_of(params_.size());
+    for (size_t b = 0; b < plan_.buffers.size(); ++b)
+      for (auto& s : plan_.buffers[b].params) buffer_of[s.index] = b;
+    for (size_t i = 0; i < params_.size(); ++i) fn(names_[i], store_->full_param(buffer_of[i], i));
   } else {  // one unit at a time (units are in model order)
     for (size_t b = 0; b < plan_.buffers.size(); ++b) {
       store_->gather(b, true, label("consolidation of unit " + std::to_string(b)));
-      for (auto& s : plan_.buffers[b].params) fn(names_[s.index], params_[s.index]);
+      for (auto& s : plan_.buffers[b].params) fn(names_[s.index], store_->full_param(b, s.index));
       store_->release(b, /*may_keep=*/false);
     }
   }
-  for (size_t i = 0; i < frozen_.size(); ++i) fn(frozen_names_[i], frozen_[i]);
+  const DType dt = plan_.policy.param_dtype;  // saved as the trainable ones are
+  for (size_t i = 0; i < frozen_.size(); ++i)
+    fn(frozen_names_[i], frozen_[i].dtype() == dt ? frozen_[i] : ops::cast(frozen_[i], dt));
 }
 
 std::vector<std::pair<std::string, Shape>> Engine::full_param_shapes() const {
@@ -296,6 +302,7 @@ void Engine::refresh_params() {
   for (size_t b = 0; b < plan_.buffers.size(); ++b)
     store_->publish(b, label("parameter refresh, buffer " + std::to_string(b)));
   store_->finish_publish();
+  store_->refresh_compute();
 }
 
 }  // namespace zt::zero

@@ -39,6 +39,7 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   ModelLayout m;
   m.policy = make_policy(opts.zero.stage, opts.dtype, opts.grad_accum_dtype, opts.communication_data_type);
   m.policy.device = opts.device;
+  if (opts.f32_compute) m.policy.compute_dtype = DType::f32;
   place(m.policy, opts.zero, opts.aio, opts.run_name);
   ZT_CHECK_AS(ErrorKind::config, m.policy.param_residence == Residence::memory || opts.zero.stage == 3,
               "[zero] offload_param.device = ", opts.zero.offload_param.device,

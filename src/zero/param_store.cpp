@@ -121,14 +121,40 @@ void ParamStore::write_initial(size_t b, Tensor dst, Range range, const Material
   }
 }
 
+// Note [f32 compute]: where a 16-bit run's products take the f32 path (no 16-bit kernel, or one
+// slower than f32 on this processor), widening operands per product costs more than 16 bits save.
+// The model's parameters then view an f32 copy of each gathered buffer, widened once per gather
+// (stages 0-2: once per step, after the update) and the model computes in f32; the gathers, the
+// published values, gradients on the wire and the saved weights stay in the param dtype. Backward's
+// f32 gradients round once as they accumulate into the 16-bit gradient buffers.
 void ParamStore::bind(size_t b) {
-  const Tensor& full = bufs_[b].full;
-  for (auto& s : plan_.buffers[b].params)
-    params_[s.index].rebind(full.storage(), full.offset() + s.offset, full.dtype());
+  Buf& buf = bufs_[b];
+  const Policy& pol = plan_.policy;
+  if (pol.widens()) {
+    if (!buf.work.defined()) {
+      TagScope tag(MemTag::param);
+      buf.work = Tensor::empty({plan_.buffers[b].padded}, pol.compute_dtype, pol.device);
+    }
+    ops::cast_into(buf.work, buf.full);
+  }
+  const Tensor& t = pol.widens() ? buf.work : buf.full;
+  for (auto& s : plan_.buffers[b].params) params_[s.index].rebind(t.storage(), t.offset() + s.offset, t.dtype());
 }
 
 void ParamStore::unbind(size_t b) {
   for (auto& s : plan_.buffers[b].params) params_[s.index].release_storage();
+  bufs_[b].work = Tensor();
+}
+
+void ParamStore::refresh_compute() {
+  for (Buf& buf : bufs_)
+    if (buf.work.defined()) ops::cast_into(buf.work, buf.full);
+}
+
+Tensor ParamStore::full_param(size_t b, size_t index) const {
+  for (auto& s : plan_.buffers[b].params)
+    if (s.index == index) return bufs_[b].full.slice(0, s.offset, s.offset + s.numel).view(params_[index].shape());
+  ZT_THROW_AS(ErrorKind::internal, "[zero] parameter ", index, " is not in buffer ", b);
 }
 
 Tensor ParamStore::owned(size_t b) {

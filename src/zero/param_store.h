@@ -45,6 +45,11 @@ class ParamStore {
   void finish_publish();  // waits for the all-gather publish left in flight (stages 1-2)
 
   bool gathered(size_t b) const { return bufs_[b].full.defined(); }
+  // Parameter `index` of gathered buffer b in the param dtype (what is saved), whatever the model computes in.
+  Tensor full_param(size_t b, size_t index) const;
+  // Note [f32 compute]: the widened copies of the gathered buffers, again from their full values
+  // (after an update or a load wrote them); nothing when the model computes in the param dtype.
+  void refresh_compute();
   void gather(size_t b, bool wait, const std::string& label);  // stage 3
   // Stage 3; persistent units stay, and with `may_keep` a unit used again soon (Note [reuse distance]).
   void release(size_t b, bool may_keep = true);
@@ -63,7 +68,8 @@ class ParamStore {
   CommOverlap overlap_;
   struct Buf {
     Range own;
-    Tensor full;   // padded, working dtype (stages 0-2 always; stage 3 while gathered)
+    Tensor full;   // padded, param dtype (stages 0-2 always; stage 3 while gathered)
+    Tensor work;   // Note [f32 compute]: full widened, what the model's parameters view (while bound)
     Tensor shard;  // stage 3: this rank's slice (a swapped unit: while read in; pinned host memory: Plan::param_on_host)
     Tensor uploaded;  // a host-resident shard's copy on the device, while its all-gather runs
     comm::WorkPtr gather_work;

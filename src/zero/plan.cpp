@@ -18,6 +18,7 @@ Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum
   Policy p;
   p.stage = stage;
   p.param_dtype = param_dtype;
+  p.compute_dtype = param_dtype;
   p.grad_accum_dtype = grad_accum_dtype.value_or(param_dtype);
   p.comm_dtype = comm_dtype.value_or(param_dtype);
   p.fp32_master = param_dtype != DType::f32;
@@ -68,11 +69,13 @@ Range Plan::optim_range(size_t b, int rank) const {
 
 MemoryEstimate Plan::memory() const {
   const int64_t pb = int64_t(dtype_size(policy.param_dtype)), ab = int64_t(dtype_size(policy.grad_accum_dtype));
+  const int64_t cb = policy.widens() ? int64_t(dtype_size(policy.compute_dtype)) : 0;  // Note [f32 compute]
   MemoryEstimate e;
   for (size_t i = 0; i < buffers.size(); ++i) {
     const int64_t p = buffers[i].padded, s = p / world, o = policy.shard_optimizer() ? s : p;
     const bool kept = i < persistent.size() && persistent[i];
     e.param += param_swapped(i) ? 0 : pb * (policy.shard_parameters() ? s + (kept ? p : 0) : p);
+    e.param += cb * (policy.shard_parameters() ? (kept ? p : 0) : p);  // the widened copy of what stays gathered
     e.host += param_on_host(i) ? pb * s : 0;  // Note [host residence]: the shard, in pinned host memory
     e.grad += ab * (policy.shard_gradients() ? s : p);
     e.master += policy.fp32_master ? 4 * o : 0;

@@ -19,8 +19,11 @@ std::string ms(double s) {
 
 }  // namespace
 
-std::string ProductsChoice::line(DType dt) const {
-  return detail::concat(dtype_name(dt), " products: ", ops::products_name(products), " kernels (", reason, ")");
+std::string ProductsChoice::line(DType dt, bool f32_compute) const {
+  return detail::concat(dtype_name(dt), " products: ", ops::products_name(products), " kernels (", reason, ")",
+                        f32_compute ? detail::concat("; computing in f32 over weights widened once per step, ",
+                                                     dtype_name(dt), " on the wire and in the states")
+                                    : "");
 }
 
 ProductsChoice decide_products(DType dt, const ProductFacts& f, ProductShape shape) {

@@ -173,7 +173,7 @@ TEST(Probe3, ZtCommNodeRanksIsAWholePositiveNumber) {
 }
 
 // Probe case 2: a budget the plan accepts never fails on the budget later, the final evaluation
-// included, where 16-bit products take the f32 path (their widened operands are planned); around
+// included, where 16-bit products take the f32 path (the weights' f32 copies are planned); around
 // the plan's peak a budget either refuses before step 1 or trains to the end (monotonic); and the
 // start line says what the budget covers.
 TEST(Probe3, ABudgetThePlanAcceptsHoldsToTheEndOnTheF32ProductPath) {
@@ -197,8 +197,8 @@ TEST(Probe3, ABudgetThePlanAcceptsHoldsToTheEndOnTheF32ProductPath) {
   std::ifstream f(dir + "/b4096/metrics.jsonl");
   std::string first;
   std::getline(f, first);
-  const nlohmann::json plan = nlohmann::json::parse(first)["memory_plan"];
-  EXPECT_GT(plan["widened_products"].get<int64_t>(), 0) << plan.dump();
+  const nlohmann::json start = nlohmann::json::parse(first), plan = start["memory_plan"];
+  EXPECT_EQ(start["products"]["f32_compute"], true) << start["products"].dump();  // Note [f32 compute]
   const int64_t peak_mb = (plan["in_use"].get<int64_t>() >> 20) + 1;
   bool accepted = false;
   for (int64_t mb = peak_mb - 6; mb <= peak_mb + 6; mb += 3) {

@@ -167,6 +167,62 @@ TEST(Stage3, PersistentSmallUnitsStayGatheredAndMatch) {
   check_equivalence(s);
 }
 
+// Note [f32 compute]: 16-bit parameters widened once per gather, the model computing in f32. Every
+// stage follows one process on the same path; the weights the forward reads are f32 copies of the
+// bf16 values (what is saved stays bf16); the states hold DESIGN.md's bytes plus 4 per gathered
+// weight (stages 0-2: 4P; stage 3: the persistent unit); and the wire still carries 2 bytes a value.
+TEST(F32Compute, EveryStageMatchesOneProcessWithTheWidenedCopiesCounted) {
+  const int64_t N = g_world->size();
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int stage = 0; stage <= 3; ++stage) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " stage " + std::to_string(stage));
+      RunSpec s;
+      s.stage = stage;
+      s.dtype = dt;
+      s.f32_compute = true;
+      s.steps = 6;
+      s.persistence = stage == 3 ? 50 : 0;  // the 40-parameter output layer stays gathered, with its copy
+      check_equivalence(s);
+      {  // and one process computing in 16 bits, within the 16-bit tolerance: the copies follow each update
+        const Data d = make_data(s.steps * s.micro * s.gas);
+        RunSpec sixteen = s;
+        sixteen.f32_compute = false;
+        expect_same_trajectory(train(s, comm::make_group("local"), d), train(sixteen, comm::make_group("local"), d),
+                               trajectory_tolerance(dt));
+      }
+
+      s.gas = 1;  // stages 2-3 send gradients every micro-batch
+      const Data d = make_data(2 * s.micro * s.gas * N);
+      allocator_for(test_device()).release_cached();
+      auto model = make_model();
+      zero::Engine engine(*model, g_world, options(s));
+      g_world->reset_stats();
+      for (int64_t step = 0; step < 2; ++step) {
+        train_step(engine, s, d, step);
+        for (const Tensor& p : engine.params())
+          if (p.has_storage()) EXPECT_EQ(p.dtype(), DType::f32);  // what the model computed with
+        engine.step(1e-2);
+      }
+      const MemStats m = allocator_for(test_device()).stats();
+      const int64_t P = engine.padded_params();
+      int64_t kept = 0;  // stage 3's persistent units, gathered for good
+      for (size_t b = 0; b < engine.plan().persistent.size(); ++b)
+        if (engine.plan().persistent[b]) kept += engine.plan().buffers[b].padded;
+      EXPECT_EQ(kept > 0, stage == 3);
+      const int64_t formula = stage == 0 ? 16 * P : stage == 1 ? 4 * P + 12 * P / N : stage == 2 ? 2 * P + 14 * P / N
+                                                                                              : 16 * P / N + 2 * kept;
+      const int64_t total =
+          int64_t(m.of(MemTag::param) + m.of(MemTag::grad) + m.of(MemTag::master) + m.of(MemTag::optim));
+      EXPECT_EQ(total, formula + 4 * (stage == 3 ? kept : P));
+      EXPECT_EQ(int64_t(m.of(MemTag::param)), engine.expected_memory().param);
+      if (stage < 3) {  // 2Ψ values a step, each in 2 bytes, and the norm's (and fp16's overflow) scalars
+        const uint64_t scalars = 8 * ((stage >= 1 ? 1 : 0) + (dt == DType::f16 ? 1 : 0)) * 2;
+        EXPECT_EQ(g_world->stats().total_bytes(), 2 * (uint64_t(P) * 2 * 2) + scalars);
+      }
+      engine.for_each_full_param([&](const std::string& name, const Tensor& p) { EXPECT_EQ(p.dtype(), dt) << name; });
+    }
+}
+
 // An fp32 reduction of bf16 gradients (communication_data_type fp32), and fp32 accumulation
 // (data_types.grad_accum_dtype fp32), follow the same trajectory.
 TEST(Bf16, Fp32WireAndFp32AccumulationMatch) {

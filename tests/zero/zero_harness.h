@@ -46,6 +46,7 @@ struct RunSpec {
   double clip = 1.0;
   std::optional<DType> comm_dtype, accum_dtype;
   int initial_scale_power = 8;  // fp16: small enough that this model never overflows
+  bool f32_compute = false;     // Note [f32 compute]
 };
 
 // ZT_TEST_DEVICE=sim runs the engine on the sim device (Note [sim device]): the same trajectories,
@@ -68,6 +69,7 @@ inline zero::EngineOptions options(const RunSpec& s) {
   o.zero.stage3_param_persistence_threshold = s.persistence;
   o.communication_data_type = s.comm_dtype;
   o.grad_accum_dtype = s.accum_dtype;
+  o.f32_compute = s.f32_compute;
   o.fp16.initial_scale_power = s.initial_scale_power;
   o.optimizer.type = s.optimizer;
   if (s.optimizer == "SGD") o.optimizer.momentum = 0.9f;

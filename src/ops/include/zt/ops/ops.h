@@ -91,8 +91,8 @@ void check_cpu_isa();
 enum class F16Path { scalar, f16c, avx512 };
 std::vector<F16Path> f16_paths();
 void force_f16_path_for_testing(std::optional<F16Path> p);
-// Seconds for one Linear's 16-bit products in dt (forward x[m,k] @ w[n,k]^T and both backward
-// products) along each path: the best of `reps` after a warm-up. Restores the switch.
+// Seconds for one Linear's products (forward x[m,k] @ w[n,k]^T and both backward products) in dt
+// with the native kernels, and in f32 on f32 operands: the best of `reps` after a warm-up. Restores the switch.
 struct ProductTimes {
   double native_s = 0, f32_s = 0;
 };

@@ -18,7 +18,6 @@ struct PeakInput : Stage3Limits {
   bool overlap_comm = true;
   int64_t largest_param = 0;  // elements: the deferred initialiser's f32 values (workspace)
   int64_t activations = 0;    // at the micro-batch, checkpointing as configured
-  int64_t widened = 0;        // 16-bit products on the f32 path: their f32 operands and result
   int64_t data = 0;           // allocator bytes held before the engine exists (the dataset)
   int64_t comm_buffers = 0;   // outside the allocator: shm staging slots this rank touches
   // ZeRO++ (Note [ZeRO++]): hpZ's partition, qwZ's int8 packets beside each gather in flight,
@@ -37,7 +36,6 @@ struct PeakEstimate {
   int64_t secondary = 0;      // hpZ: every unit's 1/P piece, from its forward gather to the update
   int64_t param_staging = 0;  // stage 3 parameter files: one unit's shard read in
   int64_t activations = 0;
-  int64_t widened = 0;  // 16-bit products on the f32 path (Note [widened products] in apps)
   int64_t workspace = 0;  // the larger of the initialiser's values and the step's temporaries
   int64_t comm_buffers = 0;
   int64_t data = 0;
@@ -46,14 +44,14 @@ struct PeakEstimate {
   int64_t checkpoint_snapshot = 0;
   // Resident: every term, as the caching allocator keeps freed blocks (what the OS shows).
   int64_t total() const {
-    return states.on_device() + grad_buckets + gathered + secondary + param_staging + activations + widened +
+    return states.on_device() + grad_buckets + gathered + secondary + param_staging + activations +
            workspace + comm_buffers + data;
   }
   // The allocator's bytes in use at once (what run.memory_budget_mb holds: over it, cached blocks
   // go back to the system first): the initialiser's workspace and a step's transients never coexist.
   int64_t in_use() const {
     return states.on_device() + data +
-           std::max(workspace, grad_buckets + gathered + secondary + param_staging + activations + widened);
+           std::max(workspace, grad_buckets + gathered + secondary + param_staging + activations);
   }
 };
 

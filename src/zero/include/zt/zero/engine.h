@@ -34,6 +34,9 @@ struct EngineOptions {
   Device device = Device::cpu();                 // run.device (Policy::device)
   std::optional<DType> grad_accum_dtype;         // data_types.grad_accum_dtype (default: dtype)
   std::optional<DType> communication_data_type;  // default: dtype
+  // A 16-bit run whose products take the f32 path (Note [16-bit products]): the model computes in
+  // f32 over weights widened once per gather (Note [f32 compute]); bf16 stays on the wire and in store.
+  bool f32_compute = false;
   int64_t gradient_accumulation_steps = 1;       // resolved by the batch rule (config::resolve_batch)
   double gradient_clipping = 0.0;                // max global norm; 0 = off
   // DeepSpeed's sparse_gradients: an embedding weight that is not tied to another use gets a

@@ -50,7 +50,10 @@ struct Policy {
   // run.device: where the flat buffers, the model's parameters and its activations live; the host
   // reads back only what it prints (Note [sim device] for the simulated one).
   Device device = Device::cpu();
-  DType param_dtype = DType::f32;       // working parameters and the gradients backward writes
+  DType param_dtype = DType::f32;       // parameters as gathered, published and saved
+  // What the model computes in: param_dtype, or f32 for a 16-bit run on the f32 product path, whose
+  // gathered weights are widened once into f32 copies (Note [f32 compute] in param_store.cpp).
+  DType compute_dtype = DType::f32;
   DType grad_accum_dtype = DType::f32;  // where gradients accumulate across micro-batches
   DType comm_dtype = DType::f32;        // gradients on the wire
   bool fp32_master = false;             // 16-bit parameters keep an fp32 master in the optimizer shard
@@ -68,8 +71,9 @@ struct Policy {
   // Stages 2-3 send gradients away every micro-batch; stages 0-1 accumulate the full gradient
   // and reduce at the accumulation boundary.
   bool reduce_every_micro_batch() const { return shard_gradients(); }
+  bool widens() const { return compute_dtype != param_dtype; }
   // Dtype of a buffer's full gradient: the accumulation dtype where it persists (stages 0-1),
-  // the working dtype where it is transient (stages 2-3, the shard accumulates).
+  // the parameters' dtype where it is transient (stages 2-3, the shard accumulates).
   DType full_grad_dtype() const { return shard_gradients() ? param_dtype : grad_accum_dtype; }
 };
 

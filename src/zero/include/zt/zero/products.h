@@ -22,8 +22,11 @@ struct ProductsChoice {
   bool amx = false;
   double native_ms = 0, f32_ms = 0;  // rank 0's measurement; 0 where none was taken
   ProductShape shape;
-  // "bf16 products: f32 kernels (measured ...)", for the start line
-  std::string line(DType dt) const;
+  // "bf16 products: f32 kernels (measured ...)", for the start line; with f32 compute, says so
+  std::string line(DType dt, bool f32_compute = false) const;
+  // Note [f32 compute]: on the f32 path the model computes in f32 over weights widened once per
+  // gather, where the products are the CPU's (a CUDA device has its own 16-bit kernels).
+  bool f32_compute(Device d) const { return products == ops::Products::f32 && d.type != DeviceType::cuda; }
 };
 
 // auto's inputs: what the processor offers and, where both paths were timed, their times.
