@@ -35,7 +35,7 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   if (eo.dtype != DType::f32) {
     products = zero::choose_products(*comm::make_group("local"), eo.dtype, cfg.run.bf16_products,
                                      product_shape(cfg, *model, bs.micro));
-    ctx.f32_compute = products->f32_compute(eo.device);
+    ctx.f32_compute = eo.f32_compute = products->f32_compute(eo.device);
   }
   auto peak_of = [&](const zero::EngineOptions& o) { return peak_json(predict_run_peak(*model, cfg, o, bs, ctx)); };
   nlohmann::json out = {{"parameters", model->num_parameters()},

@@ -7,7 +7,9 @@
 #include "tasks.h"
 #include "zt/autograd/autograd.h"
 #include "zt/comm/group.h"
+#include "train_common.h"
 #include "zt/ops/ops.h"
+#include "zt/zero/products.h"
 
 namespace zt::apps {
 
@@ -15,17 +17,22 @@ int run_eval(const config::Config& cfg, const std::string& weights_path) {
   auto model = build_model(cfg);
   load_weights(*model, weights_path);
   const DType dt = engine_options(cfg, config::BatchSizes{1, 1, 1}).dtype;
+  const Device dev = run_device(cfg.run.device);  // the batches go up, the scores come down
+  auto group = comm::make_group("local");
+  DType compute = dt;  // as `train` computes: the 16-bit values, in f32 on the f32 product path (Note [f32 compute])
   if (dt != DType::f32) {
+    const int64_t micro = config::resolve_batch(cfg, 1).micro;
+    if (zero::choose_products(*group, dt, cfg.run.bf16_products, product_shape(cfg, *model, micro)).f32_compute(dev))
+      compute = DType::f32;
     for (auto& [name, p] : model->named_parameters()) {
       TagScope tag(MemTag::param);
       Tensor c = ops::cast(p, dt);
-      p.rebind(c.storage(), c.offset(), dt);
+      if (compute != dt) c = ops::cast(c, compute);
+      p.rebind(c.storage(), c.offset(), compute);
     }
   }
-  const Device dev = run_device(cfg.run.device);  // the batches go up, the scores come down
   model->to(dev);
   std::unique_ptr<Task> task = make_task(cfg, /*with_train=*/false);
-  auto group = comm::make_group("local");
   autograd::NoGradGuard no_grad;
   model->train(false);
   const EvalResult ev = task->evaluate(
@@ -33,7 +40,7 @@ int run_eval(const config::Config& cfg, const std::string& weights_path) {
         std::vector<Tensor> cast;
         for (const Tensor& host : in) {
           const Tensor x = host.to(dev);
-          cast.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
+          cast.push_back(is_floating(x.dtype()) && x.dtype() != compute ? ops::cast(x, compute) : x);
         }
         return (*model)(cast);
       },

@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "zt/core/error.h"
+#include "zt/core/parallel.h"
 #include "zt/core/sim_device.h"
 
 namespace zt {
@@ -160,6 +161,7 @@ class SimStream {
       busy_ = true;
       lock.unlock();
       if (late_stream()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the host runs ahead
+      adopt_num_threads();
       std::exception_ptr e;
       try {
         work();

@@ -6,6 +6,9 @@ namespace zt {
 
 int num_threads();
 void set_num_threads(int n);
+// OpenMP's thread count is per thread: a worker thread that runs kernels (the sim stream) takes
+// set_num_threads' count with this, so its reductions split as the caller's would.
+void adopt_num_threads();
 
 // Runs fn(begin, end) over [0, n) split into chunks of at least `grain` elements.
 template <typename Fn>
