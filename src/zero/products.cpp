@@ -40,12 +40,13 @@ ProductsChoice decide_products(DType dt, const ProductFacts& f, ProductShape sha
     c.reason = amx;
   } else {
     const ops::ProductTimes& t = *f.times;
-    const bool f32 = t.f32_s < t.native_s;
+    const bool f32 = t.f32_s < kF32Margin * t.native_s;
     c.products = f32 ? ops::Products::f32 : ops::Products::native;
     c.native_ms = t.native_s * 1e3;
     c.f32_ms = t.f32_s * 1e3;
     c.reason = detail::concat("measured ", ms(f32 ? t.f32_s : t.native_s), " vs ", f32 ? "native " : "f32 ",
-                              ms(f32 ? t.native_s : t.f32_s), " on ", shape_name(shape), "; ", amx);
+                              ms(f32 ? t.native_s : t.f32_s), " on ", shape_name(shape), "; ", amx,
+                              !f32 && t.f32_s < t.native_s ? "; f32 is not 10% faster" : "");
   }
   return c;
 }

@@ -92,7 +92,8 @@ enum class F16Path { scalar, f16c, avx512 };
 std::vector<F16Path> f16_paths();
 void force_f16_path_for_testing(std::optional<F16Path> p);
 // Seconds for one Linear's products (forward x[m,k] @ w[n,k]^T and both backward products) in dt
-// with the native kernels, and in f32 on f32 operands: the best of `reps` after a warm-up. Restores the switch.
+// with the native kernels, and in f32 on f32 operands, on one thread: the best of `reps` (more for
+// small products, 50 ms of them) after a warm-up. Restores the switch and the thread count.
 struct ProductTimes {
   double native_s = 0, f32_s = 0;
 };

@@ -35,7 +35,10 @@ struct ProductFacts {
   bool kernel = true;  // oneDNN has a 16-bit kernel for the dtype
   std::optional<ops::ProductTimes> times;
 };
-// auto's rule, without side effects: no kernel -> f32; AMX (or nothing timed) -> native; else the faster.
+// auto's rule, without side effects: no kernel -> f32; AMX (or nothing timed) -> native; else f32
+// only where its time is under kF32Margin of native's: the f32 path computes in f32 (Note [f32
+// compute]), which costs 4 bytes a gathered weight and twice the activations, so a tie keeps native.
+constexpr double kF32Margin = 0.9;
 ProductsChoice decide_products(DType dt, const ProductFacts& facts, ProductShape shape);
 
 // setting "native" or "f32" is taken as it is. "auto": decide_products on rank 0's facts, timing
