@@ -17,8 +17,10 @@ const std::string kArgs =
     " --config configs/mnist_mlp.json data.train_limit=6400 run.eval_at_end=false steps_per_print=10"
     " gradient_accumulation_steps=2 train_batch_size=64";
 
+const std::string kF32Compute = "bf16.enabled=true run.bf16_products=f32";
+
 struct Case {
-  std::string precision;  // "" or "bf16.enabled=true"
+  std::string precision;  // "", "bf16.enabled=true", or that on the f32 path (Note [f32 compute])
   int stage_saved, stage_resumed, np_saved, np_resumed;
   // offload_optimizer.device = nvme (Note [optimizer swap]), and at stage 3 offload_param too
   bool offload_saved = false, offload_resumed = false;
@@ -44,6 +46,7 @@ TEST_P(Resume, TheLossesContinueAsIfNeverStopped) {
   std::string id = "_";  // appending only: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string
   for (int v : {c.stage_saved, c.stage_resumed, c.np_saved, c.np_resumed}) id += std::to_string(v);
   if (!c.precision.empty()) id += "bf16";
+  if (c.precision.find("bf16_products=f32") != std::string::npos) id += "f32c";
   if (c.offload_saved || c.offload_resumed)
     id += std::string("nvme") + (c.offload_saved ? "s" : "") + (c.offload_resumed ? "r" : "");
   const std::string whole = tmpdir("resume_whole" + id), parts = tmpdir("resume_parts" + id);
@@ -82,7 +85,9 @@ INSTANTIATE_TEST_SUITE_P(Train, Resume,
                                            Case{"bf16.enabled=true", 2, 2, 2, 2, true, false},
                                            Case{"", 2, 2, 2, 1, true, false}, Case{"", 1, 3, 2, 2, false, true},
                                            Case{"bf16.enabled=true", 3, 3, 2, 2, true, false},
-                                           Case{"bf16.enabled=true", 3, 3, 2, 1, true, false}));
+                                           Case{"bf16.enabled=true", 3, 3, 2, 1, true, false},
+                                           // a load refreshes the f32 copies the model computes with
+                                           Case{kF32Compute, 1, 1, 2, 2}, Case{kF32Compute, 0, 3, 1, 2}));
 
 // Issue 31: everything a step depends on beyond the checkpointed tensors comes back typed and
 // exact: the warmup-cosine schedule (its position is the optimizer step), the data position

@@ -16,6 +16,7 @@
 #include "common.h"
 #include "dnnl_util.h"
 #include "kernels.h"
+#include "zt/core/parallel.h"
 
 namespace zt::ops::cpu {
 namespace {
@@ -60,7 +61,8 @@ Cache& cache() {
 // (bf16 needs AVX-512; oneDNN 2.6 has no f16 matmul on CPU).
 std::optional<dnnl::matmul> primitive(const Mat& a, const Mat& b, bool three, bool bias, DType dt) {
   std::vector<int64_t> key{three, bias, int64_t(dt), a.b,  a.r,  a.c,  b.c,
-                           a.sb,  a.sr, a.sc,        b.sb, b.sr, b.sc, dnnl_thread_slot()};
+                           a.sb,  a.sr, a.sc,        b.sb, b.sr, b.sc, dnnl_thread_slot(),
+                           num_threads()};  // a primitive splits its work for the team it was made for
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.prims.find(key);
