@@ -16,6 +16,9 @@ void set_num_threads(int n) {
   g_threads.store(n);
   omp_set_num_threads(n);
 }
+ThreadCountGuard::ThreadCountGuard(int n) : was_(omp_get_max_threads()) { omp_set_num_threads(n); }
+ThreadCountGuard::~ThreadCountGuard() { omp_set_num_threads(was_); }
+
 void adopt_num_threads() {
   const int n = g_threads.load();
   if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);

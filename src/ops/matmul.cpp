@@ -139,8 +139,7 @@ ProductTimes time_lowp_products(DType dt, int64_t m, int64_t k, int64_t n, int r
   const bool matmul_was = cpu::matmul_lowp_fallback(), conv_was = cpu::conv_lowp_fallback();
   // One thread: the kernels' relative speed is the processor's, and a thread team on a busy
   // machine (ranks and tests sharing cores) would time its barriers instead.
-  const int threads_were = num_threads();
-  set_num_threads(1);
+  const ThreadCountGuard one_thread(1);
   // The f32 path is timed as a run takes it (Note [f32 compute]): f32 operands, nothing widened.
   auto operands = [&](DType d) {
     return std::array<Tensor, 3>{Tensor::full({m, k}, 0.5f, d), Tensor::full({n, k}, 0.25f, d),
@@ -169,7 +168,6 @@ ProductTimes time_lowp_products(DType dt, int64_t m, int64_t k, int64_t n, int r
   }
   cpu::set_matmul_lowp_fallback(matmul_was);
   cpu::set_conv_lowp_fallback(conv_was);
-  set_num_threads(threads_were);
   return best;
 }
 

@@ -51,11 +51,12 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   const Policy& policy = plan_.policy;
 
   const Materialize materialize = initial_values(model_, "[zero]");
-  // Frozen parameters: whole, in the dtype the model computes in.
+  // Frozen parameters: whole, in the param dtype's values and the dtype the model computes in.
   for (auto& p : frozen_) {
     TagScope tag(MemTag::param);
-    Tensor t = Tensor::empty(p.shape(), policy.compute_dtype, policy.device);
+    Tensor t = Tensor::empty(p.shape(), policy.param_dtype, policy.device);
     materialize(p, 0, t.view({t.numel()}));
+    if (policy.widens()) t = ops::cast(t, policy.compute_dtype);
     p.rebind(t.storage(), t.offset(), t.dtype());
   }
   // Swap files are made by every rank on its own disk: one agreed error if any rank cannot.

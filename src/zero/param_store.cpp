@@ -250,6 +250,7 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
     if (buf.file) stage_in(b, true);
     launch_gather(b, Source::exact, label);
     finish_gather(b);
+    bind(b);  // Note [f32 compute]: the widened copy follows the exact values
   }
   if (!buf.full.defined()) {
     const Source src = !training_pass_           ? Source::exact

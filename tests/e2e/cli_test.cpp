@@ -237,7 +237,9 @@ TEST_P(StageRun, TrainsEstimatesAndEvaluates) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
   const int stage = GetParam().stage;
   const std::string dir = tmpdir("stage" + std::to_string(stage) + GetParam().precision.substr(0, 4));
-  const std::string args = kConfig + " " + GetParam().precision + " zero_optimization.stage=" + std::to_string(stage) +
+  // A 16-bit run's product path pinned: train, estimate and eval each choose it, and auto times.
+  const std::string pinned = GetParam().precision.empty() ? "" : " run.bf16_products=native";
+  const std::string args = kConfig + " " + GetParam().precision + pinned + " zero_optimization.stage=" + std::to_string(stage) +
                            " zero_optimization.stage3_param_persistence_threshold=0 data.train_limit=6400"
                            " data.test_limit=2000 run.max_steps=40 steps_per_print=20 run.dir=" +
                            dir;

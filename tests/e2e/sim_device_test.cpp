@@ -27,15 +27,16 @@ struct Case {
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name << " np " << c.np; }
 
+// 16-bit runs pin their product path: cpu and sim runs each choose it, and auto times (Note [16-bit products]).
 const std::string kMnist = " --config configs/mnist_mlp.json data.train_limit=2048 run.eval_at_end=false"
-                           " steps_per_print=1 run.max_steps=8";
+                           " steps_per_print=1 run.max_steps=8 run.bf16_products=native";
 const std::string kCnn = " --config configs/cnn_fashion.json data.train_limit=512 run.eval_at_end=false"
                          " steps_per_print=1 run.max_steps=3 train_batch_size=32 model.channels=[8,16]"
-                         " model.fc=[32]";
+                         " model.fc=[32] run.bf16_products=native";
 // GPT on random tokens written by the test (the real ones need the setup's data).
 const std::string kGpt = " --config configs/gpt_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=2"
                          " model.block_size=32 train_batch_size=8 data.eval_every=0 run.eval_at_end=false"
-                         " steps_per_print=1 run.max_steps=4";
+                         " steps_per_print=1 run.max_steps=4 run.bf16_products=native";
 
 const std::string kZeroPP = " zero_optimization.zero_quantized_weights=true"
                             " zero_optimization.zero_quantized_gradients=true zero_optimization.zero_hpz_partition_size=2";
@@ -312,7 +313,7 @@ std::string deep_gpt(const std::string& root) {
   return " --config configs/gpt_sotu.json model.vocab_size=256 model.n_layer=12 model.n_embd=256"
          " model.n_head=4 model.block_size=32 train_batch_size=4 train_micro_batch_size_per_gpu=2"
          " activation_checkpointing.number_checkpoints=12 data.eval_every=0 run.eval_at_end=false"
-         " steps_per_print=1 run.max_steps=5 bf16.enabled=true zero_optimization.stage=3"
+         " steps_per_print=1 run.max_steps=5 bf16.enabled=true run.bf16_products=native zero_optimization.stage=3"
          " zero_optimization.stage3_param_persistence_threshold=0 zero_optimization.stage3_max_reuse_distance=0"
          " zero_optimization.stage3_prefetch_bucket_size=800000 zero_optimization.stage3_max_live_parameters=1600000"
          " data.dir=" +

@@ -9,6 +9,18 @@ void set_num_threads(int n);
 // OpenMP's thread count is per thread: a worker thread that runs kernels (the sim stream) takes
 // set_num_threads' count with this, so its reductions split as the caller's would.
 void adopt_num_threads();
+// This thread's OpenMP regions on n threads until the guard ends; set_num_threads' count (the one
+// other threads adopt) is left alone.
+class ThreadCountGuard {
+ public:
+  explicit ThreadCountGuard(int n);
+  ~ThreadCountGuard();
+  ThreadCountGuard(const ThreadCountGuard&) = delete;
+  ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
+
+ private:
+  int was_;
+};
 
 // Runs fn(begin, end) over [0, n) split into chunks of at least `grain` elements.
 template <typename Fn>
