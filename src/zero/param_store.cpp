@@ -122,7 +122,7 @@ void ParamStore::write_initial(size_t b, Tensor dst, Range range, const Material
 }
 
 // Note [f32 compute]: where a 16-bit run's products take the f32 path (no 16-bit kernel, or one
-// slower than f32 on this processor), widening operands per product costs more than 16 bits save.
+// not 10% faster than f32 on this processor), widening operands per product costs more than 16 bits save.
 // The model's parameters then view an f32 copy of each gathered buffer, widened once per gather
 // (stages 0-2: once per step, after the update) and the model computes in f32; the gathers, the
 // published values, gradients on the wire and the saved weights stay in the param dtype. Backward's

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "zero_harness.h"
+#include "zt/autograd/autograd.h"
 #include "zt/nn/transformer.h"
 
 using namespace zt;
@@ -211,6 +212,56 @@ TEST(ZeroPlusPlus, ConsolidationYieldsExactValuesOfKeptQuantizedUnits) {
       ASSERT_EQ(flat[size_t(st.offset + i)], mine[size_t(i)]) << "buffer " << st.buffer << " element " << st.offset + i;
   }
   EXPECT_GT(compared, 0);
+}
+
+// Note [f32 compute]: an evaluation forward re-gathers a unit kept with qwZ's values exactly, and
+// the f32 copy the model computes with follows: the logits are those of the exact weights.
+TEST(ZeroPlusPlus, AnEvaluationOnTheF32PathComputesWithTheExactValuesOfKeptUnits) {
+  nn::TransformerConfig c;
+  c.vocab_size = 37;
+  c.block_size = 16;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.seed = 3;
+  auto model = nn::make_gpt(c);
+  RunSpec s = stage3();
+  s.dtype = DType::bf16;
+  s.f32_compute = true;
+  zero::EngineOptions o = options(s);
+  o.zero.zero_quantized_weights = true;
+  o.zero.stage3_prefetch_bucket_size = 1 << 20;  // backward prefetches wte, which then stays gathered
+  zero::Engine engine(*model, g_world, o);
+  Generator g(17);
+  Tensor x;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int32_t> v(2 * 13);
+    for (auto& t : v) t = int32_t(g.below(37));
+    const Tensor rows = Tensor::from_ints(v, {2, 13});
+    x = rows.slice(1, 0, 12).contiguous();
+    const Tensor y = rows.slice(1, 1, 13).contiguous().reshape({24}).to(test_device());
+    for (int m = 0; m < 2; ++m)
+      engine.backward(ag::cross_entropy(ag::reshape(engine.forward(std::vector<Tensor>{x}), {24, 37}), y));
+    engine.step(1e-2);
+  }
+  std::vector<float> got;
+  {
+    autograd::NoGradGuard no_grad;
+    got = engine.forward(std::vector<Tensor>{x}).to(Device::cpu()).to_vector();
+  }
+  std::map<std::string, std::vector<float>> full;  // the exact bf16 values, as saved
+  engine.for_each_full_param([&](const std::string& name, const Tensor& p) { full[name] = p.to_vector(); });
+  auto plain = nn::make_gpt(c);  // f32, holding exactly those values
+  for (auto& [name, p] : plain->named_parameters())
+    if (full.count(name)) p.copy_(Tensor::from_vector(full.at(name), p.shape()));
+  std::vector<float> want;
+  {
+    autograd::NoGradGuard no_grad;
+    want = (*plain)(x).to_vector();
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5f * std::max(1.f, std::abs(want[i]))) << "logit " << i;
 }
 
 TEST(ZeroPlusPlus, HpzPartitionMustDivideTheWorld) {
