@@ -59,6 +59,18 @@ double largest_param_change(const RunResult& a, const RunResult& b) {
   return d;
 }
 
+// A GPT of two 16-wide blocks over 37 tokens.
+nn::TransformerConfig tiny_gpt() {
+  nn::TransformerConfig c;
+  c.vocab_size = 37;
+  c.block_size = 16;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.seed = 3;
+  return c;
+}
+
 RunSpec stage3() {
   RunSpec s;
   s.stage = 3;
@@ -176,13 +188,7 @@ TEST(ZeroPlusPlus, HpzPiecesAreOnePthOfTheUnitsUntilTheUpdate) {
 // consolidation yields (checkpoints, exported weights) is every rank's exact shard. A tiny GPT
 // whose first unit (wte) stays gathered across the update, as in the 5M GPT of BENCHMARKS.md.
 TEST(ZeroPlusPlus, ConsolidationYieldsExactValuesOfKeptQuantizedUnits) {
-  nn::TransformerConfig c;
-  c.vocab_size = 37;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seed = 3;
+  const nn::TransformerConfig c = tiny_gpt();
   auto model = nn::make_gpt(c);
   zero::EngineOptions o = options(stage3());
   o.zero.zero_quantized_weights = true;
@@ -217,13 +223,7 @@ TEST(ZeroPlusPlus, ConsolidationYieldsExactValuesOfKeptQuantizedUnits) {
 // Note [f32 compute]: an evaluation forward re-gathers a unit kept with qwZ's values exactly, and
 // the f32 copy the model computes with follows: the logits are those of the exact weights.
 TEST(ZeroPlusPlus, AnEvaluationOnTheF32PathComputesWithTheExactValuesOfKeptUnits) {
-  nn::TransformerConfig c;
-  c.vocab_size = 37;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seed = 3;
+  const nn::TransformerConfig c = tiny_gpt();
   auto model = nn::make_gpt(c);
   RunSpec s = stage3();
   s.dtype = DType::bf16;
