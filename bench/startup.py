@@ -29,6 +29,7 @@ def time_to_step1(binary, layers, width, work):
            "run.save_weights=false", "run.dir=" + os.path.join(work, "run"),
            "zero_optimization.offload_optimizer.nvme_path=" + swap, "zero_optimization.offload_param.nvme_path=" + swap]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    os.sync()  # the previous run's swap files written out and removed: each run starts with a quiet disk
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                          start_new_session=True)
@@ -41,6 +42,12 @@ def time_to_step1(binary, layers, width, work):
             break
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
+    while True:  # the ranks gone too (freeing gigabytes takes a moment), before the next run starts
+        try:
+            os.killpg(p.pid, 0)
+            time.sleep(0.05)
+        except ProcessLookupError:
+            break
     shutil.rmtree(work, ignore_errors=True)
     if seen is None:
         sys.exit(f"startup: {' '.join(cmd)} never printed '{READY}'")

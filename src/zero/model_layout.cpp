@@ -105,11 +105,17 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
 
 Materialize initial_values(const nn::Module& model, const std::string& component) {
   auto inits = std::make_shared<const std::unordered_map<const TensorImpl*, nn::Init>>(model.deferred_initializers());
-  return [inits, component](const Tensor& p, int64_t begin, Tensor dst) {
+  // The values a parameter holds now (an eager model, imported weights); the others are their
+  // initialiser's, whenever asked (Note [fresh swap files]: after the engine has bound them too).
+  auto held = std::make_shared<std::unordered_set<const TensorImpl*>>();
+  for (const Tensor& p : model.parameters())
+    if (p.has_storage()) held->insert(p.impl());
+  return [inits, held, component](const Tensor& p, int64_t begin, Tensor dst) {
     const int64_t n = dst.numel();
     ZT_ASSERT(begin >= 0 && begin + n <= p.numel(), "initial values [", begin, ", ", begin + n, ") of a parameter of ",
               p.numel());
-    if (p.has_storage()) {
+    if (held->count(p.impl())) {
+      ZT_ASSERT(p.has_storage(), "the held values of a parameter of ", p.numel(), " are gone");
       ops::cast_into(dst, p.reshape({p.numel()}).slice(0, begin, begin + n).to(dst.device()));
       return;
     }

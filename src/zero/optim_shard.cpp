@@ -79,6 +79,8 @@ OptimShard::~OptimShard() = default;
 // which fills each tile buffer with the initial master (the working parameters, not yet updated)
 // and zero states instead of reading it: start-up writes nothing, and step 1 reads nothing. A
 // checkpoint of a fresh buffer reads those values the same way; a load writes the file whole first.
+// Parameter files (param_store.cpp) start fresh too where the values are initialisers': each
+// read of such a shard computes it (Note [counter init]) until its first update writes the file.
 void OptimShard::write_initial(Buf& buf, size_t b) {
   const Tensor init = initial_(b);
   run_tiles(

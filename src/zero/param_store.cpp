@@ -9,6 +9,8 @@
 // shard lives in pinned host memory; there, and for a swapped shard read in on a device, each
 // all-gather uploads the host shard first (freed when the gather completes), and the host's
 // optimizer updates it in place.
+#include <algorithm>
+
 #include "param_store.h"
 
 #include <cstring>
@@ -26,7 +28,8 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
       group_(*groups.all),
       groups_(groups),
       limits_(limits),
-      quantized_weights_(quantized_weights) {
+      quantized_weights_(quantized_weights),
+      materialize_(materialize) {
   const Policy& pol = plan_.policy;
   const size_t nb = plan_.buffers.size();
   bufs_.resize(nb);
@@ -56,6 +59,12 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
       const int64_t tile = plan_.param_tile_elems(), tiles = (buf.own.size() + tile - 1) / tile;
       buf.file = std::make_unique<SwapFile>(swap_dir_ + "/p" + std::to_string(b) + ".swap", tiles,
                                             size_t(tile) * dtype_size(pol.param_dtype), int(tiles), pol.swap);
+      const auto& ps = plan_.buffers[b].params;
+      if (!buf.full.defined() && std::none_of(ps.begin(), ps.end(), [&](auto& s) { return params_[s.index].has_storage(); })) {
+        buf.fresh = true;  // Note [fresh swap files]: the initialisers' values, computed when read
+        unbind(b);
+        continue;
+      }
       Tensor staged = staging(b);
       staged.zero_();  // the padding and the last record's tail
       buf.shard = staged.slice(0, 0, buf.own.size());
@@ -86,6 +95,12 @@ Tensor ParamStore::staging(size_t b) const {
 
 void ParamStore::stage_in(size_t b, bool wait) {
   Buf& buf = bufs_[b];
+  if (!buf.shard.defined() && buf.fresh) {  // Note [fresh swap files]: computed, not read
+    const Tensor staged = staging(b);
+    buf.shard = staged.slice(0, 0, buf.own.size());
+    staged.slice(0, buf.own.size(), staged.numel()).zero_();  // the last record's tail
+    write_initial(b, buf.shard, buf.own, materialize_);
+  }
   if (!buf.shard.defined()) {
     const Tensor staged = staging(b);
     char* base = static_cast<char*>(staged.raw_data());
@@ -109,6 +124,7 @@ void ParamStore::stage_out(size_t b) {
   for (int64_t t = 0; t * tile < buf.own.size(); ++t)
     buf.file->write(t, base + size_t(t) * buf.file->record_bytes(), int(t));
   buf.file->wait_all();
+  buf.fresh = false;
   buf.shard = Tensor();
 }
 
@@ -184,6 +200,10 @@ ShardTensor ParamStore::owned_state(size_t b) {
   Buf& buf = bufs_[b];
   if (!buf.file) return ShardTensor::in_memory("param", owned(b));
   ZT_ASSERT(!buf.updating && !buf.gather_work, "checkpoint of unit ", b, " while its swapped shard is in use");
+  if (buf.fresh) {  // a save reads the file and a load writes it: its records written first
+    stage_in(b, true);
+    stage_out(b);
+  }
   if (buf.shard.defined()) {  // a read-ahead copy: the file is what a load must change
     stage_in(b, true);
     buf.shard = Tensor();

@@ -80,6 +80,7 @@ class ParamStore {
     std::unique_ptr<SwapFile> file;  // Note [parameter swap]: the shard's records
     bool reading = false;            // a read into `shard` is in flight
     bool updating = false;           // owned(b) handed the shard out: publish writes it back
+    bool fresh = false;              // no record written yet: the initialisers' values (Note [fresh swap files])
     comm::WorkPtr publish_work;      // stages 1-2: this buffer's all-gather, while in flight
     Tensor publish_in;               // its input, this rank's updated range
   };
@@ -102,6 +103,7 @@ class ParamStore {
   const CommGroups& groups_;
   Stage3Limits limits_;
   bool quantized_weights_;
+  Materialize materialize_;  // a fresh shard's values (Note [fresh swap files])
   std::vector<Buf> bufs_;
   std::string swap_dir_;
   // Note [reuse distance]: units in the order the first step used them, and where this step is.

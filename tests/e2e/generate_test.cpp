@@ -93,7 +93,7 @@ TEST_F(Generate, ASeedFixesTheSampledText) {
 
 TEST_F(Generate, ReportsTheTokensOnStderrAndBadWeightsInOneLine) {
   Result r = run(kBin + " generate --config " + config_ + " --weights " + weights_ + " --tokenizer-dir " +
-                     zt::testing::shell_word(kTokenizerDir) + " --tokens 3 --top-k 1",
+                     zt::testing::shell_word(kTokenizerDir) + " --prompt 'The sea' --tokens 3 --top-k 1",
                  120);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("zerotrain: generated 3 tokens in"), std::string::npos) << r.out;

@@ -11,8 +11,10 @@
 // 4.5e-4, parameters 2.1e-2; fp16 loss 2.7e-5, parameters 9.8e-4; fp32 1.5e-7 (mpi). The
 // order of the reduction alone moves these: with shm's rank order and one rounding, fp16 at
 // N = 4, stage 2 reaches loss 1.2e-4, parameters 5.9e-3 (shm with MPI's (0+1)+(2+3) order and
-// per-step rounding reproduces mpi's 9.8e-4 exactly). Tolerances (zero_harness.h): bf16
-// 2e-3 / 5e-2, fp16 2e-4 / 1e-2, fp32 1e-5.
+// per-step rounding reproduces mpi's 9.8e-4 exactly). With the initial weights of the vectorised
+// Note [counter init], bf16's loss reached 2.5e-3 (the MLP through the parameter server at N = 4,
+// 2.3e-3 at stages 2-3 over the hierarchical group): a few near-zero gradients flipping sign move
+// the loss by lr each. Tolerances (zero_harness.h): bf16 5e-3 / 5e-2, fp16 2e-4 / 1e-2, fp32 1e-5.
 #include "zero_harness.h"
 
 using namespace zt;
@@ -200,7 +202,7 @@ TEST(F32Compute, EveryStageMatchesOneProcessWithTheWidenedCopiesCounted) {
       for (int64_t step = 0; step < 2; ++step) {
         train_step(engine, s, d, step);
         for (const Tensor& p : engine.params())
-          if (p.has_storage()) EXPECT_EQ(p.dtype(), DType::f32);  // what the model computed with
+          EXPECT_TRUE(!p.has_storage() || p.dtype() == DType::f32);  // what the model computed with
         engine.step(1e-2);
       }
       const MemStats m = allocator_for(test_device()).stats();

@@ -24,6 +24,11 @@ namespace {
 
 // 13-120-70-5: 10,505 parameters, so shards span several 1024-element tiles.
 std::shared_ptr<nn::Module> wide_model() { return nn::make_mlp(13, {120, 70}, 5, "relu", 4321); }
+// The same values computed only when the engine asks (Note [deferred init]), as `train` builds.
+std::shared_ptr<nn::Module> deferred_wide_model() {
+  nn::DeferredInit defer;
+  return wide_model();
+}
 
 // A folder every rank shares (rank 0 picks its name), removed by rank 0 at the end.
 struct SharedDir {
@@ -162,25 +167,33 @@ TEST(OffloadCheckpoint, SavesStreamedStatesThatLoadIntoEitherPlacement) {
 }
 
 // Note [fresh swap files]: saved before any update (nothing written to the swap files yet), the
-// checkpoint holds the initial master and zero states: loaded in memory, training from step 0 is
-// the in-memory run's.
+// checkpoint holds the initial master and zero states, and with the parameters swapped too (their
+// values an initialiser's) the initial parameters: loaded in memory, training from step 0 is the
+// in-memory run's.
 TEST(OffloadCheckpoint, AFreshSwapFileSavesTheInitialStates) {
-  for (DType dt : {DType::f32, DType::bf16}) {
-    const RunSpec s = spec(OffloadCase{3, dt, 2});
-    const Data d = make_data(s.steps * s.micro * s.gas * g_world->size());
-    SharedDir dir("fresh");
-    auto ref_model = wide_model();
-    zero::Engine ref(*ref_model, g_world, options(s));
-    const RunResult want = run(ref, s, d);
-    auto m1 = wide_model();
-    zero::Engine fresh(*m1, g_world, offloaded(s, OffloadCase{3, dt, 2}, dir.path + "/swap"));
-    EXPECT_EQ(fresh.swap_stats().bytes_written, 0u) << "start-up wrote optimizer records";
-    ckpt::save_checkpoint(fresh, {dir.path + "/ckpt", "step_0", 0, {{"step", 0}}});
-    auto m2 = nn::make_mlp(13, {120, 70}, 5, "relu", 99);  // other initial values: the checkpoint's count
-    zero::Engine in_memory(*m2, g_world, options(s));
-    ckpt::load_checkpoint(in_memory, dir.path + "/ckpt/step_0");
-    expect_identical(run(in_memory, s, d), want);
-  }
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool params_too : {false, true}) {
+      const RunSpec s = spec(OffloadCase{3, dt, 2});
+      const Data d = make_data(s.steps * s.micro * s.gas * g_world->size());
+      SharedDir dir("fresh");
+      auto ref_model = wide_model();
+      zero::Engine ref(*ref_model, g_world, options(s));
+      const RunResult want = run(ref, s, d);
+      auto m1 = params_too ? deferred_wide_model() : wide_model();
+      zero::EngineOptions o = offloaded(s, OffloadCase{3, dt, 2}, dir.path + "/swap");
+      if (params_too) {
+        o.zero.offload_param.device = "nvme";
+        o.zero.offload_param.nvme_path = dir.path + "/param";
+        o.zero.sub_group_size = 1024;  // several records per unit
+      }
+      zero::Engine fresh(*m1, g_world, o);
+      EXPECT_EQ(fresh.swap_stats().bytes_written, 0u) << "start-up wrote records";
+      ckpt::save_checkpoint(fresh, {dir.path + "/ckpt", "step_0", 0, {{"step", 0}}});
+      auto m2 = nn::make_mlp(13, {120, 70}, 5, "relu", 99);  // other initial values: the checkpoint's count
+      zero::Engine in_memory(*m2, g_world, options(s));
+      ckpt::load_checkpoint(in_memory, dir.path + "/ckpt/step_0");
+      expect_identical(run(in_memory, s, d), want);
+    }
 }
 
 // Note [parameter swap]: stage-3 parameter shards in swap files follow the in-memory trajectory
@@ -191,10 +204,11 @@ struct ParamCase {
   bool optimizer_too;   // offload_optimizer nvme as well
   int64_t prefetch;     // stage3_prefetch_bucket_size: 200 gathers on demand, 1e6 reads ahead
   int64_t persistence;  // 2000: the first and last layers (1,680 and 355 elements) stay in memory
+  bool deferred = true;  // the model's values are initialisers' (as `train` builds), not held
 };
 void PrintTo(const ParamCase& c, std::ostream* os) {
   *os << dtype_name(c.dtype) << (c.optimizer_too ? " +optimizer" : "") << " prefetch " << c.prefetch << " persistence "
-      << c.persistence;
+      << c.persistence << (c.deferred ? "" : " eager");
 }
 
 class ParamOffload : public ::testing::TestWithParam<ParamCase> {};
@@ -218,8 +232,10 @@ TEST_P(ParamOffload, FollowsTheInMemoryTrajectoryBitForBitHoldingOnlyPersistentU
   o.zero.sub_group_size = 1024;  // several records per unit
   Allocator::global().release_cached();
   const size_t before = Allocator::global().stats().of(MemTag::param);
-  auto model = wide_model();
+  auto model = c.deferred ? deferred_wide_model() : wide_model();
   zero::Engine e(*model, g_world, o);
+  // Note [fresh swap files]: values from initialisers are computed when first read, not written now.
+  EXPECT_EQ(e.swap_stats().bytes_written == 0, c.deferred);
   const zero::MemoryEstimate m = e.expected_memory();
   EXPECT_LT(m.param, ref.expected_memory().param);
   EXPECT_EQ(m.param == 0, c.persistence == 0);
@@ -240,7 +256,8 @@ INSTANTIATE_TEST_SUITE_P(Zero, ParamOffload,
                                            ParamCase{DType::f32, false, 1000000, 0},
                                            ParamCase{DType::bf16, false, 1000000, 2000},
                                            ParamCase{DType::f32, true, 1000000, 2000},
-                                           ParamCase{DType::bf16, true, 200, 0}));
+                                           ParamCase{DType::bf16, true, 200, 0},
+                                           ParamCase{DType::f32, false, 1000000, 0, false}));
 
 // The same with the parameters swapped (stage 3).
 TEST(ParamOffloadCheckpoint, SavesStreamedParametersThatLoadIntoEitherPlacement) {

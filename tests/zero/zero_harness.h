@@ -125,7 +125,7 @@ inline Tolerance trajectory_tolerance(DType dt) {
     case DType::f16:
       return {2e-4, 1e-2};
     default:
-      return {2e-3, 5e-2};
+      return {5e-3, 5e-2};
   }
 }
 

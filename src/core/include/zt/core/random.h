@@ -27,8 +27,11 @@ class Generator {
 // initial weights then depend only on the seed, the parameter and i, and any rank or thread
 // fills any range. Random123's known-answer vectors check it (tests/core/random_test.cpp).
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
-// Elements [begin, end) of stream `key` into out[0, end - begin), four per counter (element i
-// from counter i / 4, 24-bit uniforms): U(lo, hi), and N(mean, stddev) by Box-Muller in pairs.
+// Elements [begin, end) of stream `key` into out[0, end - begin). Values come in blocks of 64 from
+// 16 counters, value 64 b + 16 j + l from word j of counter 16 b + l (so vector lanes write
+// contiguous values): U(lo, hi) from 24 bits of the word; N(mean, stddev) by Box-Muller, the
+// radius from word 0 (2) and the angle from word 1 (3) giving the cosine at j = 0 (2), the sine at 1 (3).
+constexpr int kBlockCounters = 16, kBlockValues = 4 * kBlockCounters;
 void counter_uniform(uint64_t key, float lo, float hi, float* out, int64_t begin, int64_t end);
 void counter_normal(uint64_t key, float mean, float stddev, float* out, int64_t begin, int64_t end);
 
