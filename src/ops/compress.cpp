@@ -57,4 +57,17 @@ void average_rows_into(const Tensor& ids, const Tensor& rows, int64_t offset, in
   ZT_RUN(average_rows, op, out.device(), ids, rows, offset, V, C, dst_begin, divisor, out);
 }
 
+void add_average_rows_into(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C,
+                           int64_t dst_begin, float divisor, DType wire, Tensor dst) {
+  const char* op = "add_average_rows";
+  ZT_CHECK(ids.dtype() == DType::i32 && rows.dtype() == DType::f32 && detail::is_float(dst.dtype()) &&
+               detail::is_float(wire),
+           "[", op, "] takes i32 ids, f32 rows and a float output and wire, got ", dtype_name(ids.dtype()), ", ",
+           dtype_name(rows.dtype()), ", ", dtype_name(dst.dtype()), ", ", dtype_name(wire));
+  ZT_CHECK(C > 0 && rows.numel() == ids.numel() * C, "[", op, "] ", ids.numel(), " ids of rows of ", C,
+           " need ", ids.numel() * C, " values, got ", rows.numel());
+  for (const Tensor* t : {&ids, &rows, static_cast<const Tensor*>(&dst)}) detail::check_contiguous(*t, op, "every tensor");
+  ZT_RUN(add_average_rows, op, dst.device(), ids, rows, offset, V, C, dst_begin, divisor, wire, dst);
+}
+
 }  // namespace zt::ops

@@ -64,7 +64,9 @@ namespace zt::ops::detail {
   X(quantize_blocks, void(const Tensor& x, int bits, Tensor& packet))                                                  \
   X(dequantize_blocks, void(const Tensor& packet, int bits, bool accumulate, Tensor& out))                             \
   X(average_rows, void(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin, \
-                       float divisor, Tensor& out))
+                       float divisor, Tensor& out))                                                                   \
+  X(add_average_rows, void(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C,               \
+                           int64_t dst_begin, float divisor, DType wire, Tensor& dst))
 
 struct KernelTable {
   const char* backend;  // "cpu", "cuda", "sim"

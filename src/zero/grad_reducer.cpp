@@ -146,24 +146,23 @@ void GradReducer::finish(size_t b) {
   if (buf.early)  // the rows come next (finish_tied_rows); full keeps accumulating them
     buf.early_sum = avg;
   else
-    store_reduced(b, avg, Tensor());
+    store_reduced(b, avg);
 }
 
-// The averaged gradient (stage 0: the whole buffer; else this rank's range), plus the tied
-// embedding's averaged rows when given, where the optimizer reads it.
-void GradReducer::store_reduced(size_t b, const Tensor& avg, const Tensor& rows) {
+// The averaged gradient (stage 0: the whole buffer; else this rank's range) where the optimizer
+// reads it; returns that place (the tied embedding's rows are added there next).
+Tensor GradReducer::store_reduced(size_t b, const Tensor& avg) {
   Buf& buf = bufs_[b];
   const Policy& pol = plan_.policy;
   if (pol.shard_gradients()) {
     ops::axpy_(buf.shard, 1.f, avg);
-    if (rows.defined()) ops::axpy_(buf.shard, 1.f, rows);
     for (auto& s : plan_.buffers[b].params) autograd::set_grad(params_[s.index], Tensor());
     buf.full = Tensor();
-    return;
+    return buf.shard;
   }
   Tensor dst = pol.shard_optimizer() ? buf.full.slice(0, buf.own.begin, buf.own.end) : buf.full;
   if (!avg.same(dst)) ops::cast_into(dst, avg);
-  if (rows.defined()) ops::axpy_(dst, 1.f, rows);
+  return dst;
 }
 
 void GradReducer::end_backward() {
@@ -179,15 +178,15 @@ void GradReducer::end_backward() {
 void GradReducer::finish_tied_rows(size_t b) {
   Buf& buf = bufs_[b];
   buf.early = false;
-  Tensor rows;
+  comm::CollOptions o;
+  o.op = comm::ReduceOp::avg;
+  o.label = label_ + ", bucket " + std::to_string(b) + " embedding rows";
+  std::unique_ptr<Transfer> rows;
   {
-    comm::CollOptions o;
-    o.op = comm::ReduceOp::avg;
-    o.label = label_ + ", bucket " + std::to_string(b) + " embedding rows";
     TagScope tag(MemTag::comm);
-    rows = buf.rows->launch(buf.full, o)->finish(comm_overlap_);
+    rows = buf.rows->launch(buf.full, o);
   }
-  store_reduced(b, buf.early_sum, rows);
+  rows->add_to(store_reduced(b, buf.early_sum), comm_overlap_);  // the rows' positions only
   buf.early_sum = Tensor();
 }
 

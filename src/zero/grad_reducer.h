@@ -55,7 +55,7 @@ class GradReducer {
   void on_param_partial(size_t b, int uses_left);
   void launch(size_t b, bool early = false);
   void finish_tied_rows(size_t b);
-  void store_reduced(size_t b, const Tensor& avg, const Tensor& rows);
+  Tensor store_reduced(size_t b, const Tensor& avg);
   void finish(size_t b);
 
   const Plan& plan_;

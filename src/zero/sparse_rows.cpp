@@ -44,28 +44,40 @@ namespace {
 
 class SparseTransfer : public Transfer {
  public:
+  using Average = std::function<Tensor(const Tensor&, const Tensor&)>;
+  using AddAverage = std::function<void(const Tensor&, const Tensor&, Tensor)>;
   SparseTransfer(comm::WorkPtr ids_work, comm::WorkPtr rows_work, Tensor ids, Tensor rows, Tensor ids_all,
-                 Tensor rows_all, std::function<Tensor(const Tensor&, const Tensor&)> average)
+                 Tensor rows_all, Average average, AddAverage add_average)
       : works_{std::move(ids_work), std::move(rows_work)},
         keep_{std::move(ids), std::move(rows)},
         ids_all_(std::move(ids_all)),
         rows_all_(std::move(rows_all)),
-        average_(std::move(average)) {}
+        average_(std::move(average)),
+        add_average_(std::move(add_average)) {}
   Tensor finish(CommOverlap& overlap) override {
-    for (const comm::WorkPtr& w : works_)
-      if (w) {
-        w->wait();
-        overlap.add(*w);
-      }
+    wait(overlap);
     TagScope tag(MemTag::comm);
     return average_(ids_all_, rows_all_);
+  }
+  void add_to(Tensor dst, CommOverlap& overlap) override {
+    wait(overlap);
+    TagScope tag(MemTag::comm);
+    add_average_(ids_all_, rows_all_, std::move(dst));
   }
 
  private:
   comm::WorkPtr works_[2];
   Tensor keep_[2];
   Tensor ids_all_, rows_all_;
-  std::function<Tensor(const Tensor&, const Tensor&)> average_;
+  Average average_;
+  AddAverage add_average_;
+  void wait(CommOverlap& overlap) {
+    for (const comm::WorkPtr& w : works_)
+      if (w) {
+        w->wait();
+        overlap.add(*w);
+      }
+  }
 };
 
 // Note [sparse rows]: the most rows any rank touched (a blocking max: every rank launches its
@@ -98,7 +110,14 @@ class SparseRowsEncoder : public WireEncoder {
     auto average = [=, this](const Tensor& ids, const Tensor& vals) {
       return average_rows(ids, vals, offset_, V, C, dst, int(N), wire_);
     };
-    return std::make_unique<SparseTransfer>(ids_work, rows_work, packed.ids, packed.rows, ids_all, rows_all, average);
+    auto add_average = [=, this](const Tensor& ids, const Tensor& vals, Tensor out) {
+      ZT_ASSERT(out.numel() == dst.size(), "sparse rows added into ", out.numel(), " values, not the ", dst.size(),
+                " they were reduced for");
+      ops::add_average_rows_into(ids, vals.dtype() == DType::f32 ? vals : ops::cast(vals, DType::f32), offset_, V, C,
+                                 dst.begin, float(N), wire_, out);
+    };
+    return std::make_unique<SparseTransfer>(ids_work, rows_work, packed.ids, packed.rows, ids_all, rows_all, average,
+                                            add_average);
   }
 
  private:

@@ -9,6 +9,8 @@
 
 namespace zt::zero {
 
+void Transfer::add_to(Tensor dst, CommOverlap& overlap) { ops::axpy_(dst, 1.f, finish(overlap)); }
+
 void check_hpz_partition(int64_t partition, int world) {
   if (partition <= 1 || world % partition == 0) return;
   // The nearest divisors of the world size on each side, found among the divisors (a huge

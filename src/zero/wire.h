@@ -50,6 +50,8 @@ class Transfer {
  public:
   virtual ~Transfer() = default;
   virtual Tensor finish(CommOverlap& overlap) = 0;
+  // dst += what finish returns; sparse rows add at the rows' positions only (wire.cpp's default adds it all).
+  virtual void add_to(Tensor dst, CommOverlap& overlap);
 };
 
 class WireEncoder {

@@ -176,3 +176,33 @@ TEST(AverageRows, SumsRowsInOrderOverTheRangeAndDivides) {
   EXPECT_THROW(average_rows_into(bad, rows, offset, V, C, dst_begin, 3.f, out), Error);
   EXPECT_THROW(average_rows_into(ids, rows.slice(0, 0, 9), offset, V, C, dst_begin, 3.f, out), Error);
 }
+
+// add_average_rows_into is average_rows_into cast to the wire and added with axpy_, touching only
+// the rows' positions: bit for bit against that composition for every destination and wire dtype,
+// on every backend (the repeated id, the padding and the cut row as above).
+TEST(AddAverageRows, EqualsTheDenseAverageCastToTheWireAndAdded) {
+  const int64_t V = 5, C = 3, offset = 2;
+  const Tensor ids = Tensor::from_ints({4, -1, 1, 4}, {4});
+  const Tensor rows = Tensor::from_vector({1.1f, 2, 3, 9, 9, 9, 10, 20.3f, 30, 0.5f, 0.25f, 0.1f}, {12});
+  const int64_t dst_begin = offset + 1 * C + 1, len = 4 * C;
+  std::vector<float> start(static_cast<size_t>(len));
+  for (int64_t i = 0; i < len; ++i) start[size_t(i)] = 0.37f * float(i + 1) - 1.9f;  // no zeros: x + 0 is x
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (DType wire : {DType::f32, DType::bf16, DType::f16}) {
+      Tensor want = ops::cast(Tensor::from_vector(start, {len}), dt), avg = Tensor::empty({len}, DType::f32);
+      average_rows_into(ids, rows, offset, V, C, dst_begin, 3.f, avg);
+      ops::axpy_(want, 1.f, ops::cast(avg, wire));
+      for (const std::string& b : ops::backends())
+        if (backend_present(b)) {
+          Tensor got = on_backend(ops::cast(Tensor::from_vector(start, {len}), dt), b);
+          add_average_rows_into(on_backend(ids, b), on_backend(rows, b), offset, V, C, dst_begin, 3.f, wire, got);
+          const Tensor host = got.to(Device::cpu());
+          EXPECT_EQ(std::memcmp(host.raw_data(), want.raw_data(), size_t(want.nbytes())), 0)
+              << b << ": " << dtype_name(dt) << " over a " << dtype_name(wire) << " wire";
+        }
+    }
+  Tensor out = Tensor::zeros({len}, DType::f32);
+  const Tensor bad = Tensor::from_ints({0, 5, -1, -1}, {4});  // row 5 of 5
+  EXPECT_THROW(add_average_rows_into(bad, rows, offset, V, C, dst_begin, 3.f, DType::f32, out), Error);
+  EXPECT_THROW(add_average_rows_into(ids, rows.slice(0, 0, 9), offset, V, C, dst_begin, 3.f, DType::f32, out), Error);
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels.h"
 #include "zt/core/error.h"
@@ -143,6 +144,38 @@ void average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t
     for (int64_t x = b; x < e; ++x) a[x - dst_begin] += v[i * C + (x - row)];
   }
   for (int64_t x = 0; x < out.numel(); ++x) a[x] /= divisor;  // an fp32 division, as comm's avg
+}
+
+// average_rows' arithmetic at the rows' positions only: each touched row once, its copies (one
+// per rank that sent it) summed in the ids' order, divided, rounded to the wire, then added.
+void add_average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin,
+                      float divisor, DType wire, Tensor& dst) {
+  const auto* id = static_cast<const int32_t*>(ids.raw_data());
+  const auto* v = static_cast<const float*>(rows.raw_data());
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    if (id[i] < 0) continue;
+    ZT_CHECK(id[i] < V, "[add_average_rows] a peer sent row ", id[i], " of an embedding with ", V, " rows");
+    order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [id](int64_t a, int64_t b) { return id[a] < id[b]; });
+  const int64_t dst_end = dst_begin + dst.numel();
+  with_float(dst.dtype(), [&](auto t) {
+    using T = decltype(t);
+    T* d = static_cast<T*>(dst.raw_data());
+    for (size_t g = 0, h = 0; g < order.size(); g = h) {
+      while (h < order.size() && id[order[h]] == id[order[g]]) ++h;
+      const int64_t row = offset + int64_t(id[order[g]]) * C;
+      for (int64_t x = std::max(row, dst_begin); x < std::min(row + C, dst_end); ++x) {
+        float s = 0.f;
+        for (size_t j = g; j < h; ++j) s += v[order[j] * C + (x - row)];
+        s /= divisor;
+        if (wire == DType::bf16) s = bf16_to_float(float_to_bf16(s));
+        if (wire == DType::f16) s = f16_to_float(float_to_f16(s));
+        store(d, x - dst_begin, load(d, x - dst_begin) + s);
+      }
+    }
+  });
 }
 
 }  // namespace zt::ops::cpu

@@ -21,6 +21,8 @@ void quantize_blocks(const Tensor& x, int bits, Tensor& packet);
 void dequantize_blocks(const Tensor& packet, int bits, bool accumulate, Tensor& out);
 void average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin,
                   float divisor, Tensor& out);
+void add_average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin,
+                      float divisor, DType wire, Tensor& dst);
 
 bool matmul_native(DType dt);
 void set_matmul_lowp_fallback(bool force);

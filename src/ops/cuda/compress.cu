@@ -121,4 +121,18 @@ void average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t
   check_launch("average_rows");
 }
 
+// The dense composition, as the sparse rows were reduced before add_average_rows existed: a
+// GPU's bandwidth makes the buffer's size cheap, and the sums keep average_rows' order.
+void add_average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin,
+                      float divisor, DType wire, Tensor& dst) {
+  Tensor acc = workspace({dst.numel()}, DType::f32, dst.device());
+  average_rows(ids, rows, offset, V, C, dst_begin, divisor, acc);
+  Tensor sent = acc;
+  if (wire != DType::f32) {
+    sent = workspace({dst.numel()}, wire, dst.device());
+    cast(acc, sent);
+  }
+  axpy_(dst, 1.f, sent);
+}
+
 }  // namespace zt::ops::cuda

@@ -29,5 +29,10 @@ void dequantize_add(const Tensor& packet, int bits, Tensor acc);
 // at their ids (i32; -1 is padding), divided by `divisor`. A row outside [0, V) is an error.
 void average_rows_into(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin,
                        float divisor, Tensor out);
+// dst (f32, bf16 or f16, the same positions) += that average rounded to `wire`: the values of
+// average_rows_into, cast to `wire` and added with axpy_, but only where a row lies (on the CPU:
+// work in the rows' size, not the buffer's; a tied embedding's rows are a sliver of it).
+void add_average_rows_into(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C,
+                           int64_t dst_begin, float divisor, DType wire, Tensor dst);
 
 }  // namespace zt::ops
