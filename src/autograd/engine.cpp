@@ -20,6 +20,16 @@ AutogradMeta& meta(const Tensor& t) {
 const AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
 
 void accumulate(Tensor& slot, const Tensor& g, MemTag tag) {
+  if (const AutogradMeta* gm = meta_if(g); gm && gm->add_into) {  // Note [row gradients]
+    if (!slot.defined()) {
+      TagScope scope(tag);
+      slot = Tensor::zeros(g.shape(), g.dtype(), g.device());
+    }
+    ZT_CHECK(slot.shape() == g.shape(), "[autograd] gradient shape ", shape_str(g.shape()), " does not match ",
+             shape_str(slot.shape()));
+    gm->add_into(slot);
+    return;
+  }
   if (!slot.defined()) {
     slot = g.clone(tag);
   } else {
@@ -162,6 +172,12 @@ void backward(const Tensor& root, Tensor grad_root) {
     n->inputs.clear();  // release saved tensors early
     n->backward = nullptr;
   }
+}
+
+Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot)> add) {
+  Tensor g = Tensor::unallocated(shape, dtype, device);
+  meta(g).add_into = std::move(add);
+  return g;
 }
 
 Tensor on_backward(const Tensor& x, std::function<void()> fn) {

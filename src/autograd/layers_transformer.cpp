@@ -13,13 +13,17 @@ using autograd::record;
 using Grads = std::vector<Tensor>;
 
 // The backward reads only V and the dtype of the weight (its values may be released by then);
-// a sparse weight also learns which rows this use touched.
+// a sparse weight also learns which rows this use touched. The gradient adds its rows into the
+// weight's (Note [row gradients]): the touched rows' work, not [V, C]'s.
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
   Tensor out = ops::embedding(weight, ids);
   return record(out, {weight, ids}, "embedding", [weight, ids](const Tensor& g) {
     const int64_t v = weight.size(0);
     if (autograd::sparse_grad(weight)) autograd::add_touched_rows(weight, ops::touched_rows(ids, v));
-    return Grads{ops::embedding_backward(g, ids, v, weight.dtype()), Tensor()};
+    const DType dt = weight.dtype();
+    return Grads{autograd::adding_grad(weight.shape(), dt, g.device(),
+                                       [g, ids, dt](Tensor& slot) { ops::embedding_backward_add(g, ids, dt, slot); }),
+                 Tensor()};
   });
 }
 

@@ -38,6 +38,7 @@ namespace zt::ops::detail {
     void(const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t ignore_index, float k, Tensor& out))  \
   X(embedding, void(const Tensor& weight, const Tensor& ids, Tensor& out))                                             \
   X(embedding_backward, void(const Tensor& dy, const Tensor& ids, Tensor& out))                                        \
+  X(embedding_backward_add, void(const Tensor& dy, const Tensor& ids, DType grad, Tensor& out))                        \
   X(touched_rows, std::vector<int32_t>(const Tensor& ids, int64_t num_rows))                                           \
   X(layer_norm,                                                                                                        \
     void(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd))  \

@@ -79,6 +79,21 @@ Tensor embedding_backward(const Tensor& dy_in, const Tensor& ids_in, int64_t num
   return out;
 }
 
+void embedding_backward_add(const Tensor& dy_in, const Tensor& ids_in, DType dt, Tensor dst) {
+  check_float(dy_in, "embedding_backward_add");
+  check_float(dst, "embedding_backward_add");
+  ZT_CHECK(detail::is_float(dt), "[embedding_backward_add] gradient dtype ", dtype_name(dt), " is not a float type");
+  ZT_CHECK(dst.dim() == 2 && dst.is_contiguous() && dst.device() == dy_in.device(),
+           "[embedding_backward_add] adds into a contiguous [V, C] on dy's device, got ", shape_str(dst.shape()));
+  Tensor ids = checked_ids(ids_in, dst.size(0), "embedding_backward_add");
+  ZT_CHECK(dy_in.dim() == ids.dim() + 1 && with_last(ids.shape(), dst.size(1)) == dy_in.shape(),
+           "[embedding_backward_add] dy ", shape_str(dy_in.shape()), " does not match ids ", shape_str(ids.shape()),
+           " and rows of ", dst.size(1));
+  if (dst.numel() == 0) return;
+  Tensor dy = dy_in.contiguous();
+  ZT_RUN(embedding_backward_add, __func__, dy.device(), dy, ids, dt, dst);
+}
+
 std::vector<int32_t> touched_rows(const Tensor& ids_in, int64_t num_rows) {
   Tensor ids = checked_ids(ids_in, num_rows, "touched_rows");
   return ZT_RUN(touched_rows, __func__, ids.device(), ids, num_rows);

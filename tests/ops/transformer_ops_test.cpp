@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "op_table.h"
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
 #include "zt/autograd/layers.h"
@@ -105,6 +106,32 @@ TEST(Embedding, SixteenBitGradientAccumulatesInF32AndRoundsOnce) {
   Tensor g32 = ops::embedding_backward(Tensor::from_vector(dy, {n, 2}, DType::f16),
                                        Tensor::from_ints(std::vector<int32_t>(size_t(n), 0), {n}), 1, DType::f32);
   EXPECT_FLOAT_EQ(g32.to_vector()[0], 1.5859375f);
+}
+
+// Note [row gradients]: adding the gradient into a slot at the touched rows gives the bits of the
+// dense gradient added with axpy_, for every slot and gradient dtype and on every backend (repeated
+// ids sum in position order; rows no id touches keep their values).
+TEST(Embedding, BackwardAddEqualsTheDenseGradientAdded) {
+  const int64_t v = 50, c = 7, n = 40;
+  const Tensor ids = random_ids(n, v, 5), start = randn({v, c}, 6, 0.5f, 0.3f);
+  for (DType dy_dt : {DType::f32, DType::bf16})
+    for (DType grad : {DType::f32, DType::bf16})
+      for (DType slot : {DType::f32, DType::bf16, DType::f16}) {
+        const Tensor dy = ops::cast(randn({n, c}, 7), dy_dt);
+        Tensor want = ops::cast(start, slot);
+        ops::axpy_(want, 1.f, ops::embedding_backward(dy, ids, v, grad));
+        for (const std::string& b : ops::backends())
+          if (backend_present(b)) {
+            Tensor got = on_backend(ops::cast(start, slot), b);
+            ops::embedding_backward_add(on_backend(dy, b), on_backend(ids, b), grad, got);
+            const Tensor host = got.to(Device::cpu());
+            EXPECT_EQ(std::memcmp(host.raw_data(), want.raw_data(), size_t(want.nbytes())), 0)
+                << b << ": dy " << dtype_name(dy_dt) << ", gradient " << dtype_name(grad) << ", slot " << dtype_name(slot);
+          }
+      }
+  Tensor slot = Tensor::zeros({v, c});
+  EXPECT_THROW(ops::embedding_backward_add(randn({1, c}, 2), Tensor::from_ints({v}, {1}), DType::f32, slot), Error);
+  EXPECT_THROW(ops::embedding_backward_add(randn({1, c + 1}, 2), Tensor::from_ints({0}, {1}), DType::f32, slot), Error);
 }
 
 TEST(Embedding, IdOutsideTheTableThrowsNamingIdAndPosition) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "convert.h"
 #include "kernels.h"
 #include "zt/core/error.h"
 #include "zt/core/parallel.h"
@@ -170,8 +171,7 @@ void add_average_rows(const Tensor& ids, const Tensor& rows, int64_t offset, int
         float s = 0.f;
         for (size_t j = g; j < h; ++j) s += v[order[j] * C + (x - row)];
         s /= divisor;
-        if (wire == DType::bf16) s = bf16_to_float(float_to_bf16(s));
-        if (wire == DType::f16) s = f16_to_float(float_to_f16(s));
+        round_to(wire, &s, 1);
         store(d, x - dst_begin, load(d, x - dst_begin) + s);
       }
     }

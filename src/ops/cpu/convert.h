@@ -53,4 +53,12 @@ float* out_f32(T*, float* buf) {
   return buf;
 }
 
+// v[0..n) rounded to the values of dtype dt (what a cast to dt and back gives).
+inline void round_to(DType dt, float* v, int64_t n) {
+  if (dt == DType::bf16)
+    for (int64_t i = 0; i < n; ++i) v[i] = bf16_to_float(float_to_bf16(v[i]));
+  else if (dt == DType::f16)
+    for (int64_t i = 0; i < n; ++i) v[i] = f16_to_float(float_to_f16(v[i]));
+}
+
 }  // namespace zt::ops::cpu

@@ -24,7 +24,12 @@ void embedding(const Tensor& weight, const Tensor& ids, Tensor& out) {
   });
 }
 
-void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& out) {
+namespace {
+
+// Row r of the gradient: the sum in position order of dy at ids == r, in f32. Dense: written
+// (rounded to out's dtype; untouched rows 0). Adding: rounded to `grad` (the dense gradient's
+// dtype) and added into out's row, untouched rows left alone (Note [row gradients]).
+void embedding_backward_rows(const Tensor& dy, const Tensor& ids, bool add, DType grad, Tensor& out) {
   const int64_t n = ids.numel(), v = out.size(0), c = out.size(1);
   const int32_t* pi = ids.data<int32_t>();
   // start[r]..start[r+1]: the positions of row r in order[], ascending.
@@ -47,20 +52,35 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& out) {
           T* row = po + r * c;
           const int64_t b = start[size_t(r)], e = start[size_t(r) + 1];
           if (b == e) {
-            std::memset(static_cast<void*>(row), 0, size_t(c) * sizeof(T));  // +0.0 in every float type
+            if (!add) std::memset(static_cast<void*>(row), 0, size_t(c) * sizeof(T));  // +0.0 in every float type
             continue;
           }
-          float* __restrict a = out_f32(row, acc.data());
+          float* __restrict a = add ? acc.data() : out_f32(row, acc.data());
           to_f32(pd + order[size_t(b)] * c, a, c);
           for (int64_t k = b + 1; k < e; ++k) {
             const float* __restrict g = as_f32(pd + order[size_t(k)] * c, buf.data(), c);
             for (int64_t j = 0; j < c; ++j) a[j] += g[j];
+          }
+          if (add) {
+            round_to(grad, a, c);
+            const float* __restrict have = as_f32(row, buf.data(), c);
+            for (int64_t j = 0; j < c; ++j) a[j] = have[j] + a[j];
           }
           from_f32(a, row, c);
         }
       });
     });
   });
+}
+
+}  // namespace
+
+void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& out) {
+  embedding_backward_rows(dy, ids, false, out.dtype(), out);
+}
+
+void embedding_backward_add(const Tensor& dy, const Tensor& ids, DType grad, Tensor& out) {
+  embedding_backward_rows(dy, ids, true, grad, out);
 }
 
 std::vector<int32_t> touched_rows(const Tensor& ids, int64_t num_rows) {

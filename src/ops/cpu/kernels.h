@@ -59,6 +59,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tenso
 // ---- transformer layers (embedding.cpp, layer_norm.cpp, dropout.cpp); ids checked in range ----
 void embedding(const Tensor& weight, const Tensor& ids, Tensor& out);       // out [..., C], weight's dtype
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& out);  // out [V, C] dense, any float dtype
+void embedding_backward_add(const Tensor& dy, const Tensor& ids, DType grad, Tensor& out);
 std::vector<int32_t> touched_rows(const Tensor& ids, int64_t num_rows);
 // gamma, beta: any float dtype; mean, rstd: [rows] f32.
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,

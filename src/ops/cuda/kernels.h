@@ -44,6 +44,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tenso
 // ---- transformer layers (transformer.cu) ----
 void embedding(const Tensor& weight, const Tensor& ids, Tensor& out);
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& out);
+void embedding_backward_add(const Tensor& dy, const Tensor& ids, DType grad, Tensor& out);
 std::vector<int32_t> touched_rows(const Tensor& ids, int64_t num_rows);
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,
                 Tensor& rstd);

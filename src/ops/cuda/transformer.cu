@@ -168,6 +168,13 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& out) {
   if (!acc.same(out)) cast(acc, out);
 }
 
+// The dense composition (a GPU's bandwidth makes [V, C] cheap): the gradient in `grad`, added.
+void embedding_backward_add(const Tensor& dy, const Tensor& ids, DType grad, Tensor& out) {
+  Tensor dense = workspace(out.shape(), grad, out.device());
+  embedding_backward(dy, ids, dense);
+  axpy_(out, 1.f, dense);
+}
+
 // The ids are copied to the host and deduplicated there (a bitmap when dense, else a sort), as
 // the CPU does: the result is a host vector anyway, and ids are small beside activations.
 std::vector<int32_t> touched_rows(const Tensor& ids, int64_t num_rows) {

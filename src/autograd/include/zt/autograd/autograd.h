@@ -42,6 +42,8 @@ struct AutogradMeta {
   // the rows its uses touched in this accumulation window, so ranks exchange only those rows.
   bool sparse_grad = false;
   std::vector<int32_t> touched_rows;  // sorted, distinct
+  // Set on a gradient made by adding_grad(): how it adds itself into the slot it reaches.
+  std::function<void(Tensor& slot)> add_into;
 };
 
 namespace autograd {
@@ -107,6 +109,11 @@ void backward(const Tensor& root, Tensor grad_root = {});
 // Identity in forward; calls `fn` when the gradient reaches this point in backward (before
 // the ops that produced x run backward). ZeRO-3 gathers a unit's parameters here.
 Tensor on_backward(const Tensor& x, std::function<void()> fn);
+
+// Note [row gradients]: a gradient a backward returns without its values, only `add` (slot +=
+// it, any float slot dtype): an embedding's, which touches a few rows of [V, C]. Accumulating it
+// calls add on the slot (a zeroed one first if there is none), never making the dense tensor.
+Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot)> add);
 
 }  // namespace autograd
 }  // namespace zt

@@ -15,6 +15,9 @@ namespace zt::ops {
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 // Dense gradient [V, C] in dtype dt: row ids[i] accumulates dy[i] (rows no id touches are 0).
 Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t num_rows, DType dt);
+// dst [V, C] (any float dtype) += that gradient, at the touched rows only: the values of
+// axpy_(dst, 1, embedding_backward(dy, ids, V, dt)), without the dense [V, C] gradient.
+void embedding_backward_add(const Tensor& dy, const Tensor& ids, DType dt, Tensor dst);
 // The distinct rows ids touches, ascending (what a sparse gradient exchanges).
 std::vector<int32_t> touched_rows(const Tensor& ids, int64_t num_rows);
 
