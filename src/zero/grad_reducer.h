@@ -12,7 +12,7 @@
 
 #include "zt/comm/group.h"
 #include "zt/core/tensor.h"
-#include "zt/zero/engine.h"
+#include "zt/zero/engine_options.h"
 #include "zt/zero/plan.h"
 #include "wire.h"
 

@@ -7,6 +7,7 @@
 
 #include "zt/autograd/autograd.h"
 #include "zt/ops/ops.h"
+#include "zt/optim/optimizer.h"
 
 namespace zt::zero {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "zt/nn/module.h"
-#include "zt/zero/engine.h"
+#include "zt/zero/engine_options.h"
 
 namespace zt::zero {
 

@@ -28,7 +28,7 @@
 #include "zt/comm/group.h"
 #include "zt/config/sections.h"
 #include "zt/core/tensor.h"
-#include "zt/zero/engine.h"
+#include "zt/zero/engine_options.h"
 
 namespace zt::zero {
 

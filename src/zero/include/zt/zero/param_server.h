@@ -36,7 +36,7 @@
 #include "zt/comm/group.h"
 #include "zt/core/tensor.h"
 #include "zt/nn/module.h"
-#include "zt/zero/engine.h"
+#include "zt/zero/engine_options.h"
 #include "zt/zero/plan.h"
 
 namespace zt::zero {
