@@ -77,7 +77,9 @@ Words philox_block(uint64_t c, uint32_t k0, uint32_t k1) {
   return {{x0, x1, x2, x3}};
 }
 
-F32 unit(U32 w) { return __builtin_convertvector(I32(w >> 8), F32) * (1.f / 16777216.f); }  // [0, 1), 24 bits as torch's float draws
+F32 unit(U32 w) {
+  return __builtin_convertvector(I32(w >> 8), F32) * (1.f / 16777216.f);
+}  // [0, 1), 24 bits as torch's float draws
 
 // Natural log of x in [2^-24, 1] (Cephes logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)), a
 // degree-9 polynomial in m - 1, ln 2 in two parts); within 2 ulp.
@@ -109,8 +111,8 @@ void sincos_turn(U32 w24, F32& sin_out, F32& cos_out) {
   const F32 a = __builtin_convertvector(I32(odd ? 0x200000u - r : r), F32) * (0.78539816339744830962f / 2097152.f);
   const F32 z = a * a;
   const F32 s = ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * a + a;
-  const F32 c = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z -
-                0.5f * z + 1.f;
+  const F32 c =
+      ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z - 0.5f * z + 1.f;
   const F32 sa = odd ? -s : s;  // the angle is q pi/2 plus sa's angle, q the quarter turn
   const U32 q = ((octant + 1u) >> 1) & 3u;
   sin_out = q == 0 ? sa : q == 1 ? c : q == 2 ? -sa : -c;

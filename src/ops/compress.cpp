@@ -45,15 +45,22 @@ void dequantize_add(const Tensor& packet, int bits, Tensor acc) {
   dequantize(packet, bits, true, acc, "dequantize_add");
 }
 
+namespace {
+// The sparse rows' arguments: as many f32 rows of C as ids, everything contiguous.
+void check_rows(const char* op, const Tensor& ids, const Tensor& rows, int64_t C, const Tensor& out) {
+  ZT_CHECK(C > 0 && rows.numel() == ids.numel() * C, "[", op, "] ", ids.numel(), " ids of rows of ", C, " need ",
+           ids.numel() * C, " values, got ", rows.numel());
+  for (const Tensor* t : {&ids, &rows, &out}) detail::check_contiguous(*t, op, "every tensor");
+}
+}  // namespace
+
 void average_rows_into(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin,
                        float divisor, Tensor out) {
   const char* op = "average_rows";
   ZT_CHECK(ids.dtype() == DType::i32 && rows.dtype() == DType::f32 && out.dtype() == DType::f32, "[", op,
            "] takes i32 ids and f32 rows and output, got ", dtype_name(ids.dtype()), ", ", dtype_name(rows.dtype()),
            ", ", dtype_name(out.dtype()));
-  ZT_CHECK(C > 0 && rows.numel() == ids.numel() * C, "[", op, "] ", ids.numel(), " ids of rows of ", C,
-           " need ", ids.numel() * C, " values, got ", rows.numel());
-  for (const Tensor* t : {&ids, &rows, static_cast<const Tensor*>(&out)}) detail::check_contiguous(*t, op, "every tensor");
+  check_rows(op, ids, rows, C, out);
   ZT_RUN(average_rows, op, out.device(), ids, rows, offset, V, C, dst_begin, divisor, out);
 }
 
@@ -64,9 +71,7 @@ void add_average_rows_into(const Tensor& ids, const Tensor& rows, int64_t offset
                detail::is_float(wire),
            "[", op, "] takes i32 ids, f32 rows and a float output and wire, got ", dtype_name(ids.dtype()), ", ",
            dtype_name(rows.dtype()), ", ", dtype_name(dst.dtype()), ", ", dtype_name(wire));
-  ZT_CHECK(C > 0 && rows.numel() == ids.numel() * C, "[", op, "] ", ids.numel(), " ids of rows of ", C,
-           " need ", ids.numel() * C, " values, got ", rows.numel());
-  for (const Tensor* t : {&ids, &rows, static_cast<const Tensor*>(&dst)}) detail::check_contiguous(*t, op, "every tensor");
+  check_rows(op, ids, rows, C, dst);
   ZT_RUN(add_average_rows, op, dst.device(), ids, rows, offset, V, C, dst_begin, divisor, wire, dst);
 }
 

@@ -9,10 +9,9 @@
 // shard lives in pinned host memory; there, and for a swapped shard read in on a device, each
 // all-gather uploads the host shard first (freed when the gather completes), and the host's
 // optimizer updates it in place.
-#include <algorithm>
-
 #include "param_store.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "swap_file.h"
@@ -60,7 +59,8 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
       buf.file = std::make_unique<SwapFile>(swap_dir_ + "/p" + std::to_string(b) + ".swap", tiles,
                                             size_t(tile) * dtype_size(pol.param_dtype), int(tiles), pol.swap);
       const auto& ps = plan_.buffers[b].params;
-      if (!buf.full.defined() && std::none_of(ps.begin(), ps.end(), [&](auto& s) { return params_[s.index].has_storage(); })) {
+      auto held = [&](const auto& s) { return params_[s.index].has_storage(); };
+      if (!buf.full.defined() && std::none_of(ps.begin(), ps.end(), held)) {
         buf.fresh = true;  // Note [fresh swap files]: the initialisers' values, computed when read
         unbind(b);
         continue;

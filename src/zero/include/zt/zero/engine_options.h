@@ -10,8 +10,8 @@
 
 #include "zt/comm/group.h"
 #include "zt/config/sections.h"
-#include "zt/core/dtype.h"
 #include "zt/core/device.h"
+#include "zt/core/dtype.h"
 #include "zt/nn/module.h"
 #include "zt/zero/plan.h"
 
