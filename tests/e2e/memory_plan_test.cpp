@@ -133,14 +133,15 @@ TEST(MemoryPlan, PeakRssIsWithinTenPercentOfThePlanForEveryModelAndStage) {
   const std::string off = " 'zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"" + dir +
                           "/swap\"}' zero_optimization.sub_group_size=65536";
   const std::vector<Model> all = models(data);
-  // A budget between the bytes in use at once and the resident total: cached blocks go back to
-  // the system, and the OS peak follows the budget.
+  // A budget 1-2 MiB above the bytes in use at once, below the resident total: cached blocks go
+  // back to the system, and the OS peak follows the budget. (Halfway between the two left only
+  // 3.4 MiB to see on the f32 path, where in_use and total are closer.)
   const Measured free = train(all[2].args + " zero_optimization.stage=3", dir);
-  const int64_t mid = (free.plan["in_use"].get<int64_t>() + free.plan["total"].get<int64_t>()) / 2 >> 20;
+  const int64_t tight = (free.plan["in_use"].get<int64_t>() >> 20) + 2;
   const Measured held =
-      train(all[2].args + " zero_optimization.stage=3 run.memory_budget_mb=" + std::to_string(mid), dir);
-  EXPECT_LT(held.predicted, free.predicted - 4 * kMiB);
-  expect_within_10_percent(held, "gpt stage 3 budget " + std::to_string(mid) + " MiB");
+      train(all[2].args + " zero_optimization.stage=3 run.memory_budget_mb=" + std::to_string(tight), dir);
+  EXPECT_LT(held.predicted, free.predicted - 4 * kMiB) << "budget " << tight << " MiB; plan " << free.plan.dump();
+  expect_within_10_percent(held, "gpt stage 3 budget " + std::to_string(tight) + " MiB");
   for (auto [m, stage] : {std::pair{0, 2}, std::pair{2, 3}}) {
     const Model& model = all[size_t(m)];
     const std::string args = model.args + off + " zero_optimization.stage=" + std::to_string(stage);
