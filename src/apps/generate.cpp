@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "models/model_kind.h"
 #include "sampling.h"
 #include "session.h"
 #include "zt/autograd/autograd.h"
@@ -21,10 +22,11 @@ void put(const std::string& s) {
 }  // namespace
 
 int run_generate(const config::Config& cfg, const GenerateOptions& opt) {
-  ZT_CHECK_AS(ErrorKind::config, cfg.model.type == "gpt", "[generate] model.type '", cfg.model.type,
+  const char* tokenizer = model_kind(cfg).generates_with;
+  ZT_CHECK_AS(ErrorKind::config, tokenizer, "[generate] model.type '", cfg.model.type,
               "' is not a language model (generate needs a gpt model)");
   const int64_t block = cfg.model.block_size;
-  const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer("gpt2", opt.tokenizer_dir);
+  const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(tokenizer, opt.tokenizer_dir);
   auto model = build_model(cfg);
   load_weights(*model, opt.weights);
   const Device dev = run_device(cfg.run.device);  // each step's logits row comes down to be sampled

@@ -18,6 +18,7 @@
 #include "agree.h"
 #include "ckpt_commands.h"
 #include "commands.h"
+#include "models/model_kind.h"
 #include "prepare.h"
 #include "zt/core/error.h"
 #include "zt/ops/ops.h"
@@ -296,6 +297,7 @@ int run_command(const std::string& command, const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zt::apps::register_model_types();  // Note [model registry]: model.type takes every entry's type
   CLI::App app("Data-parallel training with ZeRO stages 0-3 (DeepSpeed-style JSON configuration).", "zerotrain");
   Args a;
   build_app(app, a);

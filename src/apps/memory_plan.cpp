@@ -8,93 +8,18 @@
 
 #include <malloc.h>
 
+#include "models/model_kind.h"
 #include "session.h"
 #include "zt/core/allocator.h"
 #include "zt/ops/ops.h"
 
 namespace zt::apps {
 
-namespace {
 
-// Bytes as int64, saturated: estimate plans models far larger than any machine.
-int64_t clamp_bytes(double v) { return v >= 1e18 ? int64_t(1e18) : int64_t(std::max(0.0, v)); }
-
-// Sequences' length of a token task: data.seq_len, else the model's block.
-int64_t tokens_per_sample(const config::Config& c) {
-  return c.data.seq_len > 0 ? std::min(c.data.seq_len, c.model.block_size) : c.model.block_size;
-}
-
-}  // namespace
-
-// Note [activation formula]: what the autograd tape keeps, per model kind, in the dtype the
-// model computes in (b bytes; Note [f32 compute]), calibrated against the allocator's activation peak (memory_peak.activation of a run
-// at two micro-batches: the slope is the per-sample term, the rest the fixed term):
-// - MLP: each hidden layer's Linear and activation outputs, the logits and cross-entropy's f32
-//   probabilities; 16-bit runs hold the cast input twice (forward and backward); plus one
-//   weight-gradient temporary of the largest layer.
-// - CNN: per stage convolution and ReLU outputs, the pooled output and its i32 argmax; then
-//   the fully connected layers as the MLP; backward adds one tensor the size of the largest
-//   output (its gradient), and each stage's gradient takes a block of its own in the caching
-//   allocator (its values of that size are still alive): resident, though not at once.
-// - GPT/BERT: per token and block 14C working values plus 2 attention rows (H x T); a
-//   checkpointed block keeps its input only, and one block is recomputed at a time; the LM
-//   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient);
-//   BERT's MLM decoder adds its bias into one more logits-sized tensor. Backward through the head
-//   then holds the tied embedding's [V, C] weight gradient beside the logits' gradient and the
-//   blocks' values: the peak when C is large against T (the larger of the two moments).
-// Evaluating images (batches of up to 1000) can hold more than a training micro-batch.
+// Note [activation formula] (models/shared.cpp): the model's entry computes it.
 int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch, bool f32_compute) {
-  const config::ModelConfig& m = c.model;
-  const double b = (c.bf16 || c.fp16.enabled) && !f32_compute ? 2 : 4, n = double(micro);
-  const double cast = b != 4 ? 1 : 0;  // inputs are cast to the working dtype
-  if (m.type == "mlp" || m.type == "cnn") {
-    double kept = 0, grads = 0, widest = 0, argmax = 0, weight = 0, prev = double(config::model_input_features(m));
-    const double input = prev;
-    if (m.type == "cnn") {
-      double ch = double(m.in_channels), side = double(m.image_size);
-      for (int64_t out : m.channels) {
-        const double conv = double(out) * side * side, pooled = conv / 4;
-        kept += 2 * conv + pooled;
-        grads += conv;
-        argmax += pooled;
-        widest = std::max(widest, conv);
-        weight = std::max(weight, double(out) * ch * 9 + double(out));
-        ch = double(out);
-        side /= 2;
-      }
-      prev = ch * side * side;
-    }
-    for (int64_t h : (m.type == "cnn" ? m.fc : m.hidden)) {
-      kept += 2 * double(h);
-      widest = std::max(widest, double(h));
-      weight = std::max(weight, prev * double(h) + double(h));
-      prev = double(h);
-    }
-    kept += double(m.num_classes);
-    weight = std::max(weight, prev * double(m.num_classes) + double(m.num_classes));
-    double per = b * kept + 4 * argmax + 4 * double(m.num_classes);
-    per += m.type == "cnn" ? b * (cast * input + widest + grads) : 2 * cast * b * input;
-    const double train = n * per + b * weight;
-    // Evaluation, without a tape: the f32 batch, its cast, and two layers' outputs at a time.
-    const double eval = double(eval_batch) * (4 * input + cast * b * input + 2 * b * widest);
-    return clamp_bytes(std::max(train, eval));
-  }
-  // Transformers (gpt, bert).
-  const double T = double(tokens_per_sample(c)), C = double(m.n_embd), H = double(m.n_head);
-  const double L = double(m.n_layer), V = double(m.vocab_size);
-  const double block = b * (14 * C + 2 * H * T);
-  double ckpt = 0;
-  if (c.activation_checkpointing.enabled)
-    ckpt = c.activation_checkpointing.number_checkpoints > 0
-               ? std::min(L, double(c.activation_checkpointing.number_checkpoints))
-               : L;
-  const bool lm = m.type == "gpt" || m.head == "mlm";
-  const double head = lm ? V * (b + 4 + (b == 4 ? 4 : 0) + (m.type == "bert" ? b : 0)) : 0;  // bert: + bias
-  const double kept = (L - ckpt) * block + ckpt * b * C + 4 * b * C;
-  const double start = n * T * (kept + (ckpt > 0 ? block : 0) + head);
-  // Then the tied output projection's weight gradient [V, C] beside the logits' gradient.
-  const double tied = lm ? b * V * C + n * T * (kept + b * V) : 0;
-  return clamp_bytes(std::max(start, tied));
+  const double b = (c.bf16 || c.fp16.enabled) && !f32_compute ? 2 : 4;
+  return model_kind(c).activations(c, micro, eval_batch, b);
 }
 
 zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, const zero::EngineOptions& given,
@@ -326,8 +251,7 @@ void warm_up_runtime(DType dtype) {
 
 int64_t eval_batch_of(const config::Config& c, int64_t micro) {
   if (!c.run.eval_at_end && c.data.eval_every <= 0) return 0;
-  if (c.model.type != "mlp" && c.model.type != "cnn") return micro;
-  return std::min<int64_t>(1000, c.data.test_limit > 0 ? c.data.test_limit : 1000);  // ImageTask::eval_batch
+  return model_kind(c).eval_batch(c, micro);
 }
 
 Rss read_rss() {

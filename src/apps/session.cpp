@@ -6,13 +6,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <new>
 #include <optional>
 
+#include "models/model_kind.h"
 #include "zt/ckpt/safetensors.h"
 #include "zt/core/allocator.h"
 #include "zt/data/cifar.h"
-#include "zt/nn/conv.h"
 #include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
 #include "zt/optim/schedule.h"
@@ -36,16 +37,16 @@ nn::TransformerConfig transformer_config(const config::Config& c) {
 }
 
 std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) {
-  if (c.model.type == "gpt" || c.model.type == "bert") {
-    std::optional<nn::DeferredInit> defer;
-    if (deferred) defer.emplace();
-    return c.model.type == "gpt" ? nn::make_gpt(transformer_config(c))
-                                 : nn::make_bert(transformer_config(c), c.model.head, c.model.num_classes);
-  }
-  ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp" || c.model.type == "cnn", "[config] model.type '", c.model.type,
-              "' is not supported (allowed: mlp, cnn, gpt, bert)");
-  // parse() checked that the count and its fp32 bytes fit in int64.
-  const int64_t params = config::model_parameter_count(c.model).value_or(0), bytes = params * 4;
+  std::optional<nn::DeferredInit> defer;  // Note [deferred init]
+  if (deferred) defer.emplace();
+  return model_kind(c).build(c, deferred);
+}
+
+std::shared_ptr<nn::Module> build_within_memory(int64_t params, bool deferred,
+                                                const std::function<std::shared_ptr<nn::Module>()>& make) {
+  int64_t bytes = 0;
+  ZT_CHECK_AS(ErrorKind::out_of_memory, params >= 0 && !__builtin_mul_overflow(params, int64_t(4), &bytes),
+              "[model] ", params, " parameters: more fp32 bytes than 64-bit sizes can count");
   const std::string needs = "the model's " + std::to_string(params) + " parameters need " + std::to_string(bytes) +
                             " bytes (" + format_bytes(size_t(bytes)) + ") in fp32";
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -54,12 +55,8 @@ std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) 
   // engine materialises one shard of them).
   ZT_CHECK_AS(ErrorKind::out_of_memory, deferred || machine == 0 || double(bytes) <= machine, "[model] ", needs,
               ", more than this machine's ", format_bytes(size_t(machine)), " of memory");
-  std::optional<nn::DeferredInit> defer;
-  if (deferred) defer.emplace();
   try {
-    const config::ModelConfig& m = c.model;
-    if (m.type == "cnn") return nn::make_cnn(m.in_channels, m.image_size, m.channels, m.fc, m.num_classes, c.seed);
-    return nn::make_mlp(m.input_dim, m.hidden, m.num_classes, m.activation, c.seed);
+    return make();
   } catch (const std::bad_alloc&) {
     ZT_THROW_AS(ErrorKind::out_of_memory, "[model] ", needs, "; the system refused the memory");
   } catch (const Error& e) {
@@ -106,11 +103,13 @@ data::Dataset load_image_split(const config::Config& c, const std::string& split
                 "'s ", img.channels, " x ", img.size, " x ", img.size, ", so data.pad_to cannot pad it");
     if (c.data.pad_to > img.size) ds = data::pad_images(ds, img.channels, img.size, c.data.pad_to, black);
   }
-  const int64_t want = config::model_input_features(c.model);
+  const ModelKind& kind = model_kind(c);
+  ZT_CHECK_AS(ErrorKind::config, kind.input_features, "[config] model.type '", c.model.type,
+              "' does not take images (data.dataset ", c.data.dataset, ")");
+  const int64_t want = kind.input_features(c);
   ZT_CHECK_AS(ErrorKind::config, ds.images.size(1) == want, "[config] the ", split, " split of ", c.data.dataset,
               " has ", ds.images.size(1), " features per sample", c.data.pad_to > 0 ? " after data.pad_to" : "",
-              " but the model takes ", want,
-              c.model.type == "cnn" ? " (model.in_channels x model.image_size^2)" : " (model.input_dim)");
+              " but the model takes ", want, kind.input_keys);
   return ds;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // What the commands share: building the model, loading weights and image data, and the engine
 // options from a validated Config.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,11 @@ namespace zt::apps {
 // deferred: parameters get shapes only; the engine materialises them into its flat layout
 // (stage 3: one unit at a time), and `estimate` needs no memory for them at all.
 std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred = false);
+// `make` run as a model entry builds a model of `params` parameters that lives in this process's
+// memory whole (mlp, cnn): one larger than the machine, or memory refused, is one out-of-memory
+// line that says so.
+std::shared_ptr<nn::Module> build_within_memory(int64_t params, bool deferred,
+                                                const std::function<std::shared_ptr<nn::Module>()>& make);
 nn::TransformerConfig transformer_config(const config::Config& c);
 // The train or test split of data.dataset from data.dir (data.*_limit, padded to data.pad_to),
 // normalised with the dataset's statistics; its features must be what the model takes.

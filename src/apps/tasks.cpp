@@ -1,5 +1,6 @@
 #include "tasks.h"
 
+#include "models/model_kind.h"
 #include "session.h"
 
 #include <algorithm>
@@ -354,25 +355,33 @@ void check_tokenizer(const std::string& dir, const std::string& want, const std:
 }  // namespace
 
 std::unique_ptr<Task> make_task(const config::Config& c, bool with_train) {
-  const std::string& d = c.data.dataset;
-  if (d == "mnist" || d == "fashion-mnist" || d == "cifar10") {
-    ZT_CHECK_AS(ErrorKind::config, c.model.type == "mlp" || c.model.type == "cnn", "[config] data.dataset '", d,
-                "' needs an image model, not model.type '", c.model.type, "'");
-    return std::make_unique<ImageTask>(c, with_train);
-  }
-  if (d == "tokens") {
-    const int64_t T = c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size;
-    ZT_CHECK_AS(ErrorKind::config, T <= c.model.block_size, "[config] data.seq_len ", T, " exceeds model.block_size ",
-                c.model.block_size, " (the model has positions for block_size tokens)");
-    check_tokenizer(c.data.dir, c.model.type == "gpt" ? "gpt2" : "bert", c.model.type);
-    if (c.model.type == "gpt") return std::make_unique<LmTask>(c, with_train);
-    ZT_CHECK_AS(ErrorKind::config, c.model.type == "bert" && c.model.head == "mlm",
-                "[config] data.dataset 'tokens' trains model.type gpt or bert with model.head mlm, not '", c.model.type,
-                "'");
-    return std::make_unique<MlmTask>(c, with_train);
-  }
-  ZT_CHECK_AS(ErrorKind::config, d == "classify" && c.model.type == "bert" && c.model.head == "classify",
-              "[config] data.dataset '", d, "' trains model.type bert with model.head classify");
+  return model_kind(c).task(c, with_train);
+}
+
+bool is_image_dataset(const std::string& d) { return d == "mnist" || d == "fashion-mnist" || d == "cifar10"; }
+
+void refuse_dataset(const config::Config& c, const std::string& takes) {
+  ZT_THROW_AS(ErrorKind::config, "[config] data.dataset '", c.data.dataset, "' cannot train model.type '",
+              c.model.type, "' (it trains on ", takes, ")");
+}
+
+std::unique_ptr<Task> make_image_task(const config::Config& c, bool with_train) {
+  if (!is_image_dataset(c.data.dataset)) refuse_dataset(c, "images: mnist, fashion-mnist or cifar10");
+  return std::make_unique<ImageTask>(c, with_train);
+}
+
+std::unique_ptr<Task> make_token_task(const config::Config& c, const std::string& tokenizer, bool with_train) {
+  if (c.data.dataset != "tokens") refuse_dataset(c, "tokens");
+  const int64_t T = c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size;
+  ZT_CHECK_AS(ErrorKind::config, T <= c.model.block_size, "[config] data.seq_len ", T, " exceeds model.block_size ",
+              c.model.block_size, " (the model has positions for block_size tokens)");
+  check_tokenizer(c.data.dir, tokenizer, c.model.type);
+  if (tokenizer == "gpt2") return std::make_unique<LmTask>(c, with_train);
+  return std::make_unique<MlmTask>(c, with_train);
+}
+
+std::unique_ptr<Task> make_classify_task(const config::Config& c, bool with_train) {
+  if (c.data.dataset != "classify") refuse_dataset(c, "classify");
   return std::make_unique<ClassifyTask>(c, with_train);
 }
 

@@ -55,8 +55,18 @@ class Task {
   virtual std::string describe() const { return {}; }
 };
 
-// The task the config's data.dataset names, its data loaded (and checked) now; without the
-// training split when only evaluating.
+// The task that trains the config's model on its data.dataset (the model's entry, Note [model
+// registry], chooses), its data loaded (and checked) now; without the training split when only
+// evaluating.
 std::unique_ptr<Task> make_task(const config::Config& cfg, bool with_train = true);
+
+// The tasks the model entries choose from, each refusing data it cannot read with one line.
+bool is_image_dataset(const std::string& dataset);  // mnist, fashion-mnist, cifar10
+std::unique_ptr<Task> make_image_task(const config::Config& c, bool with_train);
+// Token shards: next-token prediction with the gpt2 tokenizer, masked-LM with bert's.
+std::unique_ptr<Task> make_token_task(const config::Config& c, const std::string& tokenizer, bool with_train);
+std::unique_ptr<Task> make_classify_task(const config::Config& c, bool with_train);
+// A config error: data.dataset is not one that model.type trains on (`takes` names those).
+[[noreturn]] void refuse_dataset(const config::Config& c, const std::string& takes);
 
 }  // namespace zt::apps

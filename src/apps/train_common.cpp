@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "memory_plan.h"
+#include "models/model_kind.h"
 #include "session.h"
 #include "zt/autograd/functions.h"
 #include "zt/core/affinity.h"
@@ -85,8 +86,7 @@ int64_t steps_for_epochs(double epochs, int64_t steps_per_epoch) {
 // long and its f32 copies would set the process's peak before the plan measures it) at one
 // micro-batch's rows, fewer where the product is larger than 256x768x3072 (~0.1 s).
 zero::ProductShape product_shape(const config::Config& c, const nn::Module& model, int64_t micro) {
-  const bool tokens = c.model.type == "gpt" || c.model.type == "bert";
-  const int64_t per_sample = tokens ? (c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size) : 1;
+  const int64_t per_sample = model_kind(c).rows_per_sample(c);
   zero::ProductShape s;
   int64_t best = 0;
   for (const auto& [name, p] : model.named_parameters())

@@ -1,6 +1,7 @@
 // Config parsing: DeepSpeed's keys with DeepSpeed's meanings, plus our model/data/run sections.
 #include "zt/config/config.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "json_check.h"
@@ -179,7 +180,7 @@ void parse_model(const Section& s, ModelConfig& m) {
   s.allow({"type", "hidden", "activation", "input_dim", "num_classes", "channels", "fc", "image_size", "in_channels",
            "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "type_vocab_size", "dropout", "head",
            "init_from"});
-  s.read_choice("type", m.type, {"mlp", "cnn", "gpt", "bert"});
+  s.read_choice("type", m.type, model_types());
   s.read_int("vocab_size", m.vocab_size, 1, 65536);  // token shards store uint16
   s.read_int("block_size", m.block_size, 1, 1 << 20);
   s.read_int("n_layer", m.n_layer, 1, 1 << 10);
@@ -371,13 +372,24 @@ std::optional<int64_t> cnn_parameter_count(const ModelConfig& m) {
   return params;
 }
 
+namespace {
+std::vector<std::string>& registered_model_types() {
+  static std::vector<std::string> types{"mlp", "cnn", "gpt", "bert"};
+  return types;
+}
+}  // namespace
+
+const std::vector<std::string>& model_types() { return registered_model_types(); }
+
+void add_model_type(const std::string& type) {
+  std::vector<std::string>& t = registered_model_types();
+  if (std::find(t.begin(), t.end(), type) == t.end()) t.push_back(type);
+}
+
 std::optional<int64_t> model_parameter_count(const ModelConfig& m) {
   return m.type == "cnn" ? cnn_parameter_count(m) : mlp_parameter_count(m);
 }
 
-int64_t model_input_features(const ModelConfig& m) {
-  return m.type == "cnn" ? m.in_channels * m.image_size * m.image_size : m.input_dim;
-}
 
 ImageShape dataset_image_shape(const std::string& dataset) {
   return dataset == "cifar10" ? ImageShape{3, 32} : ImageShape{1, 28};

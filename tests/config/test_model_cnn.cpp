@@ -40,7 +40,7 @@ TEST(ConfigCnn, KeysParseWithTheSeedsDefaults) {
   EXPECT_EQ(c.model.image_size, 32);
   EXPECT_EQ(c.model.in_channels, 1);
   EXPECT_EQ(c.data.pad_to, 32);
-  EXPECT_EQ(model_input_features(c.model), 1024);
+  EXPECT_EQ(c.model.in_channels * c.model.image_size * c.model.image_size, 1024);
   // 640 + 73856 + 295168 (convolutions) + 4195328 + 10250 (4096 -> 1024 -> 10).
   EXPECT_EQ(cnn_parameter_count(c.model), 4575242);
   EXPECT_EQ(model_parameter_count(c.model), 4575242);
@@ -55,7 +55,7 @@ TEST(ConfigCnn, Cifar10IsADatasetWithItsOwnFolderAndShape) {
   EXPECT_EQ(c.data.dir, "data/cifar10");
   EXPECT_EQ(dataset_image_shape("cifar10").channels, 3);
   EXPECT_EQ(dataset_image_shape("cifar10").size, 32);
-  EXPECT_EQ(model_input_features(c.model), 3072);
+  EXPECT_EQ(c.model.in_channels * c.model.image_size * c.model.image_size, 3072);
 }
 
 TEST(ConfigCnn, BadValuesNameTheKey) {

@@ -76,4 +76,49 @@ TEST(ModelsE2e, BertPretrainsThenFineTunesFromItsWeights) {
   EXPECT_NE(f.out.find("majority class:"), std::string::npos) << f.out;
 }
 
+// Note [model registry]: a model added as one entry (models/resmlp.cpp, a residual MLP) and one
+// line of registry.cpp trains at stage 3 on 2 ranks along the one-process trajectory, checkpoints,
+// resumes at 3 ranks and stage 1, exports, evaluates and estimates, with no other edit.
+TEST(ModelsE2e, ARegisteredModelTrainsCheckpointsResumesExportsAndEstimates) {
+  const std::string dir = tmpdir("models_resmlp");
+  write_random_idx(dir + "/img", 384, 64);
+  const std::string cfg = " --config configs/mnist_mlp.json model.type=resmlp model.hidden=[64,64,64]"
+                          " train_batch_size=12 steps_per_print=1 data.dir=" +
+                          dir + "/img checkpoint.dir=" + dir + "/ckpt";
+  Result one = run(kBin + " train" + cfg + " zero_optimization.stage=0 run.max_steps=4 run.dir=" + dir + "/one", 300);
+  ASSERT_EQ(one.code, 0) << one.out;
+  Result two = run(kMpi + "2 " + kBin + " train" + cfg +
+                       " zero_optimization.stage=3 run.max_steps=4 checkpoint.every_steps=4 run.dir=" + dir + "/two",
+                   300);
+  ASSERT_EQ(two.code, 0) << two.out;
+  const auto a = logged_losses(dir + "/one"), b = logged_losses(dir + "/two");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (const auto& [step, loss] : a) EXPECT_NEAR(b.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
+  // Resumed at another world size and stage from the stage-3 checkpoint.
+  Result res = run(kMpi + "3 " + kBin + " train" + cfg +
+                       " zero_optimization.stage=1 run.max_steps=6 run.resume=latest run.dir=" + dir + "/three",
+                   300);
+  ASSERT_EQ(res.code, 0) << res.out;
+  EXPECT_NE(res.out.find("at step 4"), std::string::npos) << res.out;
+  EXPECT_EQ(logged_losses(dir + "/three").size(), 2u);
+
+  Result ex = run(kBin + " export " + dir + "/ckpt --out " + dir + "/w.safetensors", 60);
+  ASSERT_EQ(ex.code, 0) << ex.out;
+  Result ev = run(kBin + " eval" + cfg + " --weights " + dir + "/w.safetensors", 60);
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  EXPECT_NE(ev.out.find("test accuracy:"), std::string::npos) << ev.out;
+  Result est = run(kBin + " estimate" + cfg + " --world 2 --json", 60);
+  ASSERT_EQ(est.code, 0) << est.out;
+  // in 784x64 + 3 blocks of 64x64 + out 64x10, with biases
+  EXPECT_EQ(nlohmann::json::parse(est.out)["parameters"].get<int64_t>(), 784 * 64 + 64 + 3 * (64 * 64 + 64) + 650);
+  EXPECT_EQ(read_json(dir + "/two/summary.json")["parameters"].get<int64_t>(), 63370);
+  // Its own checks, one line each.
+  Result bad = run(kBin + " train" + cfg + " model.hidden=[64,32] run.dir=" + dir + "/bad", 60);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("model.hidden of a resmlp is one width per residual block, all equal; got [64,32]"),
+            std::string::npos)
+      << bad.out;
+}
+
 }  // namespace

@@ -21,7 +21,7 @@ struct SchedulerConfig {
 };
 
 struct ModelConfig {
-  std::string type = "mlp";  // mlp | cnn | gpt | bert
+  std::string type = "mlp";  // one of model_types(): mlp | cnn | gpt | bert | added
   // mlp
   std::vector<int64_t> hidden = {256, 256};
   std::string activation = "relu";  // relu | gelu
@@ -154,15 +154,17 @@ BatchSizes resolve_batch(const Config& c, int world_size);
 // config error naming run.parameter_servers and the largest value that leaves a worker.
 int data_parallel_ranks(const Config& c, int world_size);
 
+// model.type's allowed values: the built-in models (mlp, cnn, gpt, bert), and any a build adds
+// (Note [model registry] in apps: each entry's type is added before a config is parsed).
+const std::vector<std::string>& model_types();
+void add_model_type(const std::string& type);
+
 // Weights and biases of the MLP that `m` describes; nullopt when the count overflows int64.
 std::optional<int64_t> mlp_parameter_count(const ModelConfig& m);
 // The same for the CNN (its layers as nn::make_cnn builds them).
 std::optional<int64_t> cnn_parameter_count(const ModelConfig& m);
 // The one of the two that m.type names.
 std::optional<int64_t> model_parameter_count(const ModelConfig& m);
-// Features per sample the model of a parsed config takes: input_dim (mlp), in_channels *
-// image_size^2 (cnn; parse() bounds image_size by the data's images).
-int64_t model_input_features(const ModelConfig& m);
 // Channels and side of the images a dataset stores (before data.pad_to): mnist and
 // fashion-mnist 1 x 28 x 28, cifar10 3 x 32 x 32.
 struct ImageShape {

@@ -1,0 +1,48 @@
+#pragma once
+// Note [model registry]: everything the commands need to know about one model.type, in one
+// entry: how to build it, what its activations cost (Note [activation formula]), which task
+// trains it on which data, and whether `generate` can sample from it. train, eval, estimate and
+// generate ask the entry; none of them compares model.type. Adding a model is one file (its
+// entry, and its module if nn has none) plus one line in registry.cpp.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zt/config/config.h"
+#include "zt/nn/module.h"
+
+namespace zt::apps {
+
+class Task;
+
+struct ModelKind {
+  const char* type;  // the model.type that selects it
+  // The module (deferred: parameters get shapes and initialisers only, Note [deferred init]).
+  std::shared_ptr<nn::Module> (*build)(const config::Config& c, bool deferred);
+  // Bytes the autograd tape holds at its peak for a micro-batch of `micro` samples, or for an
+  // evaluation pass of `eval_batch` (0: none); b = bytes of the dtype the model computes in.
+  int64_t (*activations)(const config::Config& c, int64_t micro, int64_t eval_batch, double b);
+  // The task that trains it on data.dataset, its data loaded and checked; a config error, naming
+  // the datasets it takes, for any other.
+  std::unique_ptr<Task> (*task)(const config::Config& c, bool with_train);
+  // Rows a sample feeds through each weight: tokens of a sequence, 1 for an image.
+  int64_t (*rows_per_sample)(const config::Config& c);
+  // Samples per evaluation forward, given the training micro-batch, before any data is read.
+  int64_t (*eval_batch)(const config::Config& c, int64_t micro);
+  // An image model: the features a sample has, and the keys that set them for the data's error
+  // line (" (model.input_dim)"); null for a model of tokens.
+  int64_t (*input_features)(const config::Config& c) = nullptr;
+  const char* input_keys = "";
+  // The tokenizer `generate` samples with; null for a model that is not a language model.
+  const char* generates_with = nullptr;
+};
+
+// The entry of model.type, or a config error listing the registered types.
+const ModelKind& model_kind(const std::string& type);
+inline const ModelKind& model_kind(const config::Config& c) { return model_kind(c.model.type); }
+std::vector<const ModelKind*> model_kinds();
+// Tells config::parse the types of the entries (before any config is parsed).
+void register_model_types();
+
+}  // namespace zt::apps

@@ -1,0 +1,98 @@
+// model.type resmlp: a residual MLP on flattened images. An input projection to the width of
+// model.hidden (every entry the same width), then one block per entry, h = h + W act(h) + b,
+// then act and the classifier. Its module and entry live here alone (Note [model registry]).
+#include <algorithm>
+
+#include "../session.h"
+#include "../tasks.h"
+#include "model_kind.h"
+#include "shared.h"
+#include "zt/autograd/functions.h"
+#include "zt/core/allocator.h"
+#include "zt/core/random.h"
+
+namespace zt::apps {
+
+namespace {
+
+class ResidualMlp : public nn::Module {
+ public:
+  ResidualMlp(const config::ModelConfig& m, uint64_t seed) : relu_(m.activation == "relu") {
+    Generator gen(seed);
+    TagScope tag(MemTag::param);
+    const int64_t width = m.hidden.front();
+    in_ = add("in", std::make_shared<nn::Linear>(m.input_dim, width, true, gen));
+    for (size_t b = 0; b < m.hidden.size(); ++b)
+      blocks_.push_back(add("block" + std::to_string(b), std::make_shared<nn::Linear>(width, width, true, gen)));
+    out_ = add("out", std::make_shared<nn::Linear>(width, m.num_classes, true, gen));
+  }
+  const char* type_name() const override { return "ResidualMlp"; }
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    Tensor h = (*in_)(x);
+    for (nn::Module* block : blocks_) h = ag::add(h, (*block)(act(h)));
+    return (*out_)(act(h));
+  }
+
+ private:
+  nn::Module* add(const std::string& name, std::shared_ptr<nn::Module> m) {
+    nn::Module* raw = m.get();
+    register_module(name, std::move(m));
+    return raw;
+  }
+  Tensor act(const Tensor& h) const { return relu_ ? ag::relu(h) : ag::gelu(h); }
+  bool relu_;
+  nn::Module *in_ = nullptr, *out_ = nullptr;
+  std::vector<nn::Module*> blocks_;
+};
+
+// in -> width, each block width x width, width -> classes, with biases; nullopt past int64.
+std::optional<int64_t> parameter_count(const config::ModelConfig& m) {
+  config::ModelConfig plain = m;  // the same layers as an MLP of input, width, classes ...
+  plain.hidden = {m.hidden.front()};
+  const std::optional<int64_t> ends = config::mlp_parameter_count(plain);
+  const int64_t w = m.hidden.front(), blocks = int64_t(m.hidden.size());
+  int64_t block = 0, all = 0, sum = 0;
+  if (!ends || __builtin_mul_overflow(w, w + 1, &block) || __builtin_mul_overflow(block, blocks, &all) ||
+      __builtin_add_overflow(*ends, all, &sum))
+    return std::nullopt;
+  return sum;  // ... plus the blocks
+}
+
+}  // namespace
+
+extern const ModelKind kResMlp{
+    .type = "resmlp",
+    .build =
+        [](const config::Config& c, bool deferred) {
+          const config::ModelConfig& m = c.model;
+          ZT_CHECK_AS(ErrorKind::config,
+                      !m.hidden.empty() && std::all_of(m.hidden.begin(), m.hidden.end(),
+                                                       [&](int64_t h) { return h == m.hidden.front(); }),
+                      "[config] model.hidden of a resmlp is one width per residual block, all equal; got ",
+                      nlohmann::json(m.hidden).dump());
+          const std::optional<int64_t> n = parameter_count(m);
+          ZT_CHECK_AS(ErrorKind::config, n.has_value(), "[config] model.input_dim ", m.input_dim, ", model.hidden ",
+                      nlohmann::json(m.hidden).dump(), " and model.num_classes ", m.num_classes,
+                      " give more parameters than 64-bit sizes can count");
+          return build_within_memory(*n, deferred,
+                                     [&] { return std::shared_ptr<nn::Module>(std::make_shared<ResidualMlp>(m, c.seed)); });
+        },
+    // As an MLP of the blocks' layers (each Linear and activation output), plus the input
+    // projection's output and each block's sum.
+    .activations =
+        [](const config::Config& c, int64_t micro, int64_t eval_batch, double b) {
+          const config::ModelConfig& m = c.model;
+          const double sums = double(micro) * b * double(m.hidden.front()) * double(m.hidden.size() + 1);
+          return image_activations({m.input_dim, 0, 0, {}, m.hidden, m.num_classes}, micro, eval_batch, b) +
+                 int64_t(sums);
+        },
+    .task = make_image_task,
+    .rows_per_sample = [](const config::Config&) { return int64_t(1); },
+    .eval_batch = image_eval_batch,
+    .input_features = [](const config::Config& c) { return c.model.input_dim; },
+    .input_keys = " (model.input_dim)",
+};
+
+}  // namespace zt::apps

@@ -1,0 +1,89 @@
+#include "shared.h"
+
+#include <algorithm>
+
+namespace zt::apps {
+
+namespace {
+// Bytes as int64, saturated: estimate plans models far larger than any machine.
+int64_t clamp_bytes(double v) { return v >= 1e18 ? int64_t(1e18) : int64_t(std::max(0.0, v)); }
+}  // namespace
+
+// Note [activation formula]: what the autograd tape keeps, per model family, in the dtype the
+// model computes in (b bytes; Note [f32 compute]), calibrated against the allocator's activation
+// peak (memory_peak.activation of a run at two micro-batches: the slope is the per-sample term,
+// the rest the fixed term):
+// - MLP: each hidden layer's Linear and activation outputs, the logits and cross-entropy's f32
+//   probabilities; 16-bit runs hold the cast input twice (forward and backward); plus one
+//   weight-gradient temporary of the largest layer.
+// - CNN: per stage convolution and ReLU outputs, the pooled output and its i32 argmax; then
+//   the fully connected layers as the MLP; backward adds one tensor the size of the largest
+//   output (its gradient), and each stage's gradient takes a block of its own in the caching
+//   allocator (its values of that size are still alive): resident, though not at once.
+// - GPT/BERT: per token and block 14C working values plus 2 attention rows (H x T); a
+//   checkpointed block keeps its input only, and one block is recomputed at a time; the LM
+//   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient);
+//   BERT's MLM decoder adds its bias into one more logits-sized tensor. Backward through the head
+//   then holds the tied embedding's [V, C] weight gradient beside the logits' gradient and the
+//   blocks' values: the peak when C is large against T (the larger of the two moments).
+// Evaluating images (batches of up to 1000) can hold more than a training micro-batch.
+int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch, double b) {
+  const double n = double(micro), cast = b != 4 ? 1 : 0;  // inputs are cast to the working dtype
+  double kept = 0, grads = 0, widest = 0, argmax = 0, weight = 0, prev = double(net.input);
+  const double input = prev;
+  double ch = double(net.in_channels), side = double(net.image_size);
+  for (int64_t out : net.conv) {
+    const double conv = double(out) * side * side, pooled = conv / 4;
+    kept += 2 * conv + pooled;
+    grads += conv;
+    argmax += pooled;
+    widest = std::max(widest, conv);
+    weight = std::max(weight, double(out) * ch * 9 + double(out));
+    ch = double(out);
+    side /= 2;
+  }
+  if (!net.conv.empty()) prev = ch * side * side;
+  for (int64_t h : net.fc) {
+    kept += 2 * double(h);
+    widest = std::max(widest, double(h));
+    weight = std::max(weight, prev * double(h) + double(h));
+    prev = double(h);
+  }
+  const double classes = double(net.classes);
+  kept += classes;
+  weight = std::max(weight, prev * classes + classes);
+  double per = b * kept + 4 * argmax + 4 * classes;
+  per += !net.conv.empty() ? b * (cast * input + widest + grads) : 2 * cast * b * input;
+  const double train = n * per + b * weight;
+  // Evaluation, without a tape: the f32 batch, its cast, and two layers' outputs at a time.
+  const double eval = double(eval_batch) * (4 * input + cast * b * input + 2 * b * widest);
+  return clamp_bytes(std::max(train, eval));
+}
+
+int64_t image_eval_batch(const config::Config& c, int64_t) {
+  return std::min<int64_t>(1000, c.data.test_limit > 0 ? c.data.test_limit : 1000);  // ImageTask::eval_batch
+}
+
+int64_t transformer_activations(const config::Config& c, int64_t micro, double b, double head_bytes) {
+  const config::ModelConfig& m = c.model;
+  const double n = double(micro), T = double(sequence_length(c)), C = double(m.n_embd), H = double(m.n_head);
+  const double L = double(m.n_layer), V = double(m.vocab_size);
+  const double block = b * (14 * C + 2 * H * T);
+  double ckpt = 0;
+  if (c.activation_checkpointing.enabled)
+    ckpt = c.activation_checkpointing.number_checkpoints > 0
+               ? std::min(L, double(c.activation_checkpointing.number_checkpoints))
+               : L;
+  const double head = V * head_bytes;
+  const double kept = (L - ckpt) * block + ckpt * b * C + 4 * b * C;
+  const double start = n * T * (kept + (ckpt > 0 ? block : 0) + head);
+  // Then the tied output projection's weight gradient [V, C] beside the logits' gradient.
+  const double tied = head_bytes > 0 ? b * V * C + n * T * (kept + b * V) : 0;
+  return clamp_bytes(std::max(start, tied));
+}
+
+int64_t sequence_length(const config::Config& c) {
+  return c.data.seq_len > 0 ? std::min(c.data.seq_len, c.model.block_size) : c.model.block_size;
+}
+
+}  // namespace zt::apps
