@@ -48,8 +48,6 @@ struct TokenizeOptions {
 };
 
 int run_train(const config::Config& cfg, comm::Group& group);
-// run.strategy = parameter_server (train_ps.cpp); run_train calls it.
-int run_train_ps(const config::Config& cfg, comm::Group& group);
 int run_eval(const config::Config& cfg, const std::string& weights);
 int run_estimate(const config::Config& cfg, const EstimateOptions& opt);
 int run_tokenize(const TokenizeOptions& opt);  // stdin -> JSON ids on stdout

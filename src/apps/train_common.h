@@ -1,7 +1,7 @@
 #pragma once
-// What the ZeRO and the parameter-server training loops share (train.cpp, train_ps.cpp): the
-// threads, rank 0's work on the run directory, agreed stops, the data stream seeds, and the
-// memory fields of a metrics record.
+// What the training loop (train.cpp) and its strategies (zero_trainer.cpp, ps_trainer.cpp)
+// share: the threads, rank 0's work on the run directory, agreed stops, the data stream seeds,
+// and the memory fields of a metrics record.
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -28,7 +28,7 @@ extern const ModelKind kCnn{
               micro, eval_batch, b);
         },
     .task = make_image_task,
-    .rows_per_sample = [](const config::Config&) { return int64_t(1); },
+    .rows_per_sample = one_row_per_sample,
     .eval_batch = image_eval_batch,
     .input_features = [](const config::Config& c) { return c.model.in_channels * c.model.image_size * c.model.image_size; },
     .input_keys = " (model.in_channels x model.image_size^2)",

@@ -89,9 +89,9 @@ extern const ModelKind kResMlp{
                  int64_t(sums);
         },
     .task = make_image_task,
-    .rows_per_sample = [](const config::Config&) { return int64_t(1); },
+    .rows_per_sample = one_row_per_sample,
     .eval_batch = image_eval_batch,
-    .input_features = [](const config::Config& c) { return c.model.input_dim; },
+    .input_features = input_dim_features,
     .input_keys = " (model.input_dim)",
 };
 

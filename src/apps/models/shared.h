@@ -17,6 +17,8 @@ struct ImageNet {
   int64_t classes = 0;
 };
 int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch, double b);
+inline int64_t one_row_per_sample(const config::Config&) { return 1; }  // an image is one row
+inline int64_t input_dim_features(const config::Config& c) { return c.model.input_dim; }  // flattened images
 // Samples per evaluation forward of an image task: 1000, or the test split's limit when smaller.
 int64_t image_eval_batch(const config::Config& c, int64_t micro);
 
