@@ -26,15 +26,11 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
                                     const config::BatchSizes& bs, const RunContext& ctx) {
   zero::EngineOptions opts = given;
   opts.f32_compute = ctx.f32_compute;
-  const zero::Plan plan = zero::plan_model(model, opts, ctx.world);
+  const zero::Plan plan = zero::plan_model(model, opts, ctx.world, ctx.local_size);
   zero::PeakInput in;
   static_cast<zero::Stage3Limits&>(in) = zero::stage3_limits(opts);
   in.max_inflight_elems = opts.max_inflight_reduce_elems;
   in.overlap_comm = opts.zero.overlap_comm;
-  in.hpz_partition = opts.zero.zero_hpz_partition_size;
-  in.quantized_weights = opts.zero.zero_quantized_weights;
-  in.quantized_gradient_bits = opts.zero.zero_quantized_gradients ? opts.zero.zero_quantized_gradients_bits : 0;
-  in.local_size = ctx.local_size;
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
   in.activations = predict_activations(c, bs.micro, ctx.eval_batch, opts.f32_compute);
   in.data = ctx.data_bytes;

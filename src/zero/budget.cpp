@@ -33,13 +33,13 @@ namespace zt::zero {
 // holds in_use(): the allocator hands cached blocks back before it refuses.
 namespace {
 
-// qgZ across M > 1 nodes, for a bucket of n elements: the node averages (M shards, when L > 1),
-// the packets out and in, and the fp32 sum of this rank's shard.
-int64_t quantized_gradient_bytes(const Plan& plan, const PeakInput& in, int64_t n) {
-  const int L = std::max(1, in.local_size), M = plan.world / L;
-  if (in.quantized_gradient_bits == 0 || M <= 1 || !plan.policy.shard_optimizer()) return 0;
-  const int64_t s = n / plan.world, cb = int64_t(dtype_size(plan.policy.comm_dtype));
-  return (L > 1 ? M * s * cb : 0) + 2 * M * ops::packet_words(s, in.quantized_gradient_bits) * 4 + s * 4;
+// qgZ across M > 1 nodes (Note [wire plan]), for a bucket of n elements: the node averages (M
+// shards, when L > 1), the packets out and in, and the fp32 sum of this rank's shard.
+int64_t quantized_gradient_bytes(const Plan& plan, int64_t n) {
+  const WirePlan& w = plan.policy.wire;
+  if (w.gradient_bits == 0 || !plan.policy.shard_optimizer()) return 0;
+  const int64_t M = w.nodes, s = n / plan.world, cb = int64_t(dtype_size(plan.policy.comm_dtype));
+  return (w.local_size > 1 ? M * s * cb : 0) + 2 * M * ops::packet_words(s, w.gradient_bits) * 4 + s * 4;
 }
 
 int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
@@ -61,7 +61,7 @@ int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
       flights.pop_front();
     }
     const int64_t wire = pol.comm_dtype != pol.full_grad_dtype() ? n * cb : 0;
-    const int64_t recv = (pol.shard_optimizer() ? n / plan.world * cb : 0) + quantized_gradient_bytes(plan, in, n);
+    const int64_t recv = (pol.shard_optimizer() ? n / plan.world * cb : 0) + quantized_gradient_bytes(plan, n);
     flights.push_back({n, full + wire + recv});
     elems += n;
     bytes += full + wire + recv;
@@ -142,13 +142,13 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
   // Note [f32 compute]: each gathered unit's widened copy beside it
   const int64_t gb = pb + (pol.widens() ? int64_t(dtype_size(pol.compute_dtype)) : 0);
   p.gathered = pol.shard_parameters() ? gathered_elems(plan, in) * gb : 0;
-  if (pol.shard_parameters() && in.quantized_weights) {  // int8 packets: 1 + 4/256 bytes a value, this rank's and all
+  if (pol.shard_parameters() && pol.wire.int8_weights) {  // int8 packets: 1 + 4/256 bytes a value, this rank's and all
     const int64_t window = window_peak(plan, in).elems;
     p.gathered += (window + window / plan.world) * (ops::kQuantBlock + 4) / ops::kQuantBlock;
   }
-  if (pol.shard_parameters() && in.hpz_partition > 1)
+  if (const int64_t P = pol.wire.hpz_partition; pol.shard_parameters() && P > 1)
     for (size_t i = 0; i < plan.buffers.size(); ++i)
-      if (i >= plan.persistent.size() || !plan.persistent[i]) p.secondary += plan.buffers[i].padded / in.hpz_partition * pb;
+      if (i >= plan.persistent.size() || !plan.persistent[i]) p.secondary += plan.buffers[i].padded / P * pb;
   p.activations = in.activations;
   const int64_t publish = pol.shard_optimizer() && !pol.shard_parameters() ? largest_shard * pb : 0;
   p.workspace = std::max(4 * in.largest_param, publish);

@@ -47,6 +47,7 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   frozen_names_ = std::move(m.frozen_names);
   units_ = std::move(m.units);
   borrowers_ = std::move(m.borrowers);
+  m.policy.wire = plan_wire(opts_.zero, group_->size(), group_->local_size());  // Note [wire plan]
   plan_ = make_plan(m.input, m.policy, group_->size());
   const Policy& policy = plan_.policy;
 
@@ -62,11 +63,10 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   // Swap files are made by every rank on its own disk: one agreed error if any rank cannot.
   // The buffers' collectives run on the device's tensors (staged through the host where the
   // backend cannot take them, Note [staged group]); group_ stays the host's, for scalars and votes.
-  groups_ = std::make_unique<CommGroups>(make_comm_groups(comm::stage_on(group_, policy.device), opts_.zero));
+  groups_ = std::make_unique<CommGroups>(make_comm_groups(comm::stage_on(group_, policy.device), policy.wire));
   std::string swap_error;
   try {
-    store_ = std::make_unique<ParamStore>(plan_, params_, *groups_, stage3_limits(opts_),
-                                          opts_.zero.zero_quantized_weights, materialize);
+    store_ = std::make_unique<ParamStore>(plan_, params_, *groups_, stage3_limits(opts_), materialize);
     optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(),
                                           [this](size_t b) { return store_->owned_copy(b); });
   } catch (const Error& e) {  // only the swap files' own failures (disk, folder) are per rank
@@ -79,8 +79,7 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     comm::agree_on_error(*group_, swap_error, label("swap files"), ErrorKind::checkpoint);
   const int64_t inflight =
       opts_.max_inflight_reduce_elems > 0 ? opts_.max_inflight_reduce_elems : plan_.grad_bucket_elems;
-  const int qgz_bits = groups_->cross ? opts_.zero.zero_quantized_gradients_bits : 0;
-  reducer_ = std::make_unique<GradReducer>(plan_, params_, *groups_, qgz_bits, opts_.zero.overlap_comm, inflight,
+  reducer_ = std::make_unique<GradReducer>(plan_, params_, *groups_, opts_.zero.overlap_comm, inflight,
                                            [this](size_t b) { store_->release(b); });
   if (policy.loss_scaling) scaler_ = std::make_unique<optim::LossScaler>(opts_.fp16);
   if (policy.shard_parameters()) install_unit_hooks();
@@ -108,15 +107,14 @@ uint64_t Engine::comm_bytes() const { return groups_->bytes(); }
 uint64_t Engine::cross_node_bytes() const { return groups_->cross_node_bytes(); }
 
 std::string Engine::zeropp_summary() const {
-  const config::ZeroConfig& z = opts_.zero;
+  const WirePlan& w = plan_.policy.wire;
   std::string s;
   auto add = [&s](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
-  if (z.zero_quantized_weights) add("int8 weights");
-  const int nodes = group_->size() / groups_->local_size;
-  if (z.zero_quantized_gradients)
-    add(groups_->cross ? "int" + std::to_string(z.zero_quantized_gradients_bits) + " gradients across " +
-                             std::to_string(nodes) + " nodes"
-                       : "gradients dense (one node: nothing crosses)");
+  if (w.int8_weights) add("int8 weights");
+  if (opts_.zero.zero_quantized_gradients)
+    add(w.gradient_bits > 0 ? "int" + std::to_string(w.gradient_bits) + " gradients across " +
+                                  std::to_string(w.nodes) + " nodes"
+                            : "gradients dense (one node: nothing crosses)");
   if (groups_->secondary) add("backward gathers over " + std::to_string(groups_->secondary->size()) + " ranks");
   return s;
 }

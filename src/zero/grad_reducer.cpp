@@ -6,13 +6,14 @@
 
 namespace zt::zero {
 
-GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, int quantized_bits,
-                         bool overlap, int64_t max_inflight_elems, Callback on_launched)
+GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, bool overlap,
+                         int64_t max_inflight_elems, Callback on_launched)
     : plan_(plan),
       params_(std::move(params)),
       group_(*groups.all),
-      dense_(quantized_bits > 0 ? make_quantized_encoder(groups, quantized_bits)
-                                : make_dense_encoder(*groups.all, plan.policy.shard_optimizer())),
+      dense_(plan.policy.wire.gradient_bits > 0
+                 ? make_quantized_encoder(groups, plan.policy.wire.gradient_bits)
+                 : make_dense_encoder(*groups.all, plan.policy.shard_optimizer())),
       overlap_(overlap),
       max_inflight_(max_inflight_elems),
       on_launched_(std::move(on_launched)) {

@@ -23,9 +23,9 @@ class GradReducer {
   using Callback = std::function<void(size_t buffer)>;
   // on_launched(b) runs once buffer b's gradient is complete and its reduction launched: the
   // parameters are not needed any more this pass (stage 3 releases the unit right away).
-  // quantized_bits: 0 for dense, else qgZ's width (groups.cross must exist).
-  GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, int quantized_bits,
-              bool overlap, int64_t max_inflight_elems, Callback on_launched);
+  // Dense or quantized as plan.policy.wire says (qgZ: groups.cross must exist).
+  GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, bool overlap,
+              int64_t max_inflight_elems, Callback on_launched);
   ~GradReducer();
 
   void begin_backward(bool boundary, const std::string& label);

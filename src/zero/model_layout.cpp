@@ -139,8 +139,9 @@ Materialize initial_values(const nn::Module& model, const std::string& component
   };
 }
 
-Plan plan_model(nn::Module& model, const EngineOptions& opts, int world) {
+Plan plan_model(nn::Module& model, const EngineOptions& opts, int world, int local_size) {
   ModelLayout m = layout_model(model, opts);
+  m.policy.wire = plan_wire(opts.zero, world, local_size);
   return make_plan(m.input, m.policy, world);
 }
 

@@ -21,13 +21,13 @@
 namespace zt::zero {
 
 ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, Stage3Limits limits,
-                       bool quantized_weights, const Materialize& materialize)
+                       const Materialize& materialize)
     : plan_(plan),
       params_(std::move(params)),
       group_(*groups.all),
       groups_(groups),
       limits_(limits),
-      quantized_weights_(quantized_weights),
+      quantized_weights_(plan.policy.wire.int8_weights),
       materialize_(materialize) {
   const Policy& pol = plan_.policy;
   const size_t nb = plan_.buffers.size();

@@ -25,10 +25,10 @@ class ParamStore {
   // `params` in model order; their current values, or for deferred ones what `materialize`
   // gives, become the initial parameters, written straight into the flat layout (stage 3: only
   // this rank's shard of each unit, a persistent unit whole).
-  // Stage 3's training gathers follow Note [ZeRO++]: int8 with quantized_weights, from the
+  // Stage 3's training gathers follow Note [ZeRO++]: int8 where the wire plan says so, from the
   // secondary pieces when groups.secondary is set.
   ParamStore(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, Stage3Limits limits,
-             bool quantized_weights, const Materialize& materialize);
+             const Materialize& materialize);
   ~ParamStore();
 
   // This rank's working parameters of buffer b over plan.optim_range (the optimizer writes here);

@@ -48,13 +48,24 @@ uint64_t CommGroups::cross_node_bytes() const {
   return sum_distinct(*this, [](const comm::Group& g) { return g.cross_node_bytes(); });
 }
 
-CommGroups make_comm_groups(comm::GroupPtr all, const config::ZeroConfig& zero) {
+WirePlan plan_wire(const config::ZeroConfig& zero, int world, int local_size) {
+  WirePlan w;
+  w.local_size = std::max(1, local_size);
+  w.nodes = std::max(1, world / w.local_size);
+  w.gradient_bits = zero.zero_quantized_gradients && w.nodes > 1 ? zero.zero_quantized_gradients_bits : 0;
+  w.int8_weights = zero.zero_quantized_weights;
+  w.hpz_partition = std::max<int64_t>(1, zero.zero_hpz_partition_size);
+  if (w.hpz_partition > 1) check_hpz_partition(w.hpz_partition, world);
+  return w;
+}
+
+CommGroups make_comm_groups(comm::GroupPtr all, const WirePlan& wire) {
   CommGroups g;
   g.all = all;
   const int n = all->size(), rank = all->rank();
-  g.local_size = all->local_size();
-  const int L = g.local_size, M = n / L;
-  if (zero.zero_quantized_gradients && M > 1) {
+  g.local_size = wire.local_size;
+  const int L = g.local_size;
+  if (wire.gradient_bits > 0) {
     if (L > 1) {
       g.node = all->split(rank / L, rank);
       g.cross = all->split(rank % L, rank);
@@ -62,9 +73,8 @@ CommGroups make_comm_groups(comm::GroupPtr all, const config::ZeroConfig& zero) 
       g.cross = all;
     }
   }
-  const int64_t P = zero.zero_hpz_partition_size;
+  const int64_t P = wire.hpz_partition;
   if (P > 1) {
-    check_hpz_partition(P, n);
     g.secondary = P == L && g.node ? g.node : P == n ? all : all->split(int(rank / P), rank);
   }
   return g;

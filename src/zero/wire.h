@@ -42,9 +42,8 @@ struct CommGroups {
   uint64_t bytes() const;             // every distinct group's bytes (Note [comm bytes])
   uint64_t cross_node_bytes() const;  // of those, what crossed nodes
 };
-// Collective over `all`: splits what the options need. Throws ErrorKind::config when
-// zero_hpz_partition_size does not divide the world size.
-CommGroups make_comm_groups(comm::GroupPtr all, const config::ZeroConfig& zero);
+// Collective over `all`: splits what the wire plan needs (its partition checked by plan_wire).
+CommGroups make_comm_groups(comm::GroupPtr all, const WirePlan& wire);
 
 class Transfer {
  public:

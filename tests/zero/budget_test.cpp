@@ -31,6 +31,17 @@ Plan plan_of(int stage, const BudgetOption& o, DType dtype = DType::f32) {
   return make_plan(eight_params(), pol, 2);
 }
 
+// `p` with the wire plan (Note [wire plan]) of these ZeRO++ keys at L ranks per node.
+Plan with_wire(Plan p, bool int8_weights, int gradient_bits, int64_t hpz, int local_size) {
+  zt::config::ZeroConfig z;
+  z.zero_quantized_weights = int8_weights;
+  z.zero_quantized_gradients = gradient_bits > 0;
+  if (gradient_bits > 0) z.zero_quantized_gradients_bits = gradient_bits;
+  z.zero_hpz_partition_size = hpz;
+  p.policy.wire = plan_wire(z, p.world, local_size);
+  return p;
+}
+
 PeakInput limits_of(const BudgetOption& o) {
   PeakInput in;
   in.activations = 10 * kMiB;
@@ -109,11 +120,10 @@ TEST(PeakMemory, HpzPiecesAreOnePthOfTheUnits) {
   PeakInput in = limits_of({});
   const Plan plan = plan_of(3, {});
   EXPECT_EQ(predict_peak(plan, in).secondary, 0);
-  in.hpz_partition = 2;
-  const PeakEstimate p = predict_peak(plan, in);
+  const PeakEstimate p = predict_peak(with_wire(plan, false, 0, 2, 1), in);
   EXPECT_EQ(p.secondary, 8 * plan.buffers[0].padded / 2 * 4);
   EXPECT_EQ(p.total() - predict_peak(plan, limits_of({})).total(), p.secondary);
-  EXPECT_EQ(predict_peak(plan_of(2, {}), in).secondary, 0);  // below stage 3 nothing is gathered
+  EXPECT_EQ(predict_peak(with_wire(plan_of(2, {}), false, 0, 2, 1), in).secondary, 0);  // below stage 3 nothing is gathered
 }
 
 // qwZ: int8 packets (1 + 4/256 bytes a value) of the window's units, this rank's shard and all;
@@ -125,15 +135,16 @@ TEST(PeakMemory, QuantizedTrafficAddsItsPackets) {
   in.max_reuse_elems = 0;
   in.prefetch_elems = 0;  // one unit gathered at a time
   const PeakEstimate plain = predict_peak(plan, in);
-  in.quantized_weights = true;
-  EXPECT_EQ(predict_peak(plan, in).gathered - plain.gathered, (n + n / 2) * 260 / 256);
-  in.quantized_weights = false;
-  in.quantized_gradient_bits = 4;
-  in.local_size = 2;  // one node of both ranks: nothing crosses
-  EXPECT_EQ(predict_peak(plan, in).grad_buckets, plain.grad_buckets);
-  in.local_size = 1;  // two nodes
+  EXPECT_EQ(predict_peak(with_wire(plan, true, 0, 1, 1), in).gathered - plain.gathered, (n + n / 2) * 260 / 256);
+  // one node of both ranks: nothing crosses, and the wire plan says dense
+  const Plan one_node = with_wire(plan, false, 4, 1, 2);
+  EXPECT_EQ(one_node.policy.wire.gradient_bits, 0);
+  EXPECT_EQ(predict_peak(one_node, in).grad_buckets, plain.grad_buckets);
+  const Plan two_nodes = with_wire(plan, false, 4, 1, 1);
+  EXPECT_EQ(two_nodes.policy.wire.gradient_bits, 4);
+  EXPECT_EQ(two_nodes.policy.wire.nodes, 2);
   const int64_t s = n / 2, packet = (4 * (s / 256) + s / 2 + 3) / 4 * 4;
-  EXPECT_EQ(predict_peak(plan, in).grad_buckets - plain.grad_buckets, 2 * 2 * packet + 4 * s);
+  EXPECT_EQ(predict_peak(two_nodes, in).grad_buckets - plain.grad_buckets, 2 * 2 * packet + 4 * s);
 }
 
 TEST(PeakMemory, OffloadMovesStatesToFilesAndKeepsTheirBuffers) {

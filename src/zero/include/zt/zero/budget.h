@@ -20,12 +20,8 @@ struct PeakInput : Stage3Limits {
   int64_t activations = 0;    // at the micro-batch, checkpointing as configured
   int64_t data = 0;           // allocator bytes held before the engine exists (the dataset)
   int64_t comm_buffers = 0;   // outside the allocator: shm staging slots this rank touches
-  // ZeRO++ (Note [ZeRO++]): hpZ's partition, qwZ's int8 packets beside each gather in flight,
-  // qgZ's node averages and packets beside each bucket in flight (0 bits: off; L ranks per node).
-  int64_t hpz_partition = 1;
-  bool quantized_weights = false;
-  int quantized_gradient_bits = 0;
-  int local_size = 1;
+  // ZeRO++ (hpZ's pieces, qwZ's packets beside each gather in flight, qgZ's node averages and
+  // packets beside each bucket in flight) is the plan's: plan.policy.wire (Note [wire plan]).
 };
 
 // One rank's predicted peak, term by term (bytes).

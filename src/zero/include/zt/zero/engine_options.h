@@ -88,9 +88,9 @@ struct SparseCommBytes {
   int64_t tied_early = 0;  // tied embeddings whose dense part was reduced before backward ended
 };
 
-// The plan an Engine with these options would make for `model` at this world size, without
-// building it (what `zerotrain estimate` prints).
-Plan plan_model(nn::Module& model, const EngineOptions& opts, int world);
+// The plan an Engine with these options would make for `model` at this world size and ranks per
+// node (its wire plan's), without building it (what `zerotrain estimate` prints).
+Plan plan_model(nn::Module& model, const EngineOptions& opts, int world, int local_size = 1);
 
 // Stage 3: a module whose parameters live in other units' buffers (a tied weight: GPT-2's
 // output projection is wte), with the buffers it gathers to run.

@@ -45,6 +45,18 @@ struct SwapStats {
 };
 SwapStats& operator+=(SwapStats& a, const SwapStats& b);
 
+// Note [wire plan]: what ZeRO++ puts on the wire, decided once from the config and the topology
+// (world size, ranks per node) by plan_wire: the engine's groups, its reducer and param store,
+// `estimate`'s summary and the peak predictor all read this, none derives it again.
+struct WirePlan {
+  int gradient_bits = 0;      // qgZ: int-N gradients across nodes; 0 = dense (off, or one node: nothing crosses)
+  bool int8_weights = false;  // qwZ: stage 3's gathers carry int8 blocks
+  int64_t hpz_partition = 1;  // hpZ: backward's gathers among P consecutive ranks (1: off)
+  int local_size = 1;         // ranks per node
+  int nodes = 1;
+};
+WirePlan plan_wire(const config::ZeroConfig& zero, int world, int local_size);
+
 struct Policy {
   int stage = 0;
   // run.device: where the flat buffers, the model's parameters and its activations live; the host
@@ -64,6 +76,7 @@ struct Policy {
   // offload_param.device = cpu on a device, in pinned host memory (Note [host residence]).
   Residence param_residence = Residence::memory;
   SwapOptions swap;  // used with Residence::file
+  WirePlan wire;     // Note [wire plan]
 
   bool shard_optimizer() const { return stage >= 1; }
   bool shard_gradients() const { return stage >= 2; }
