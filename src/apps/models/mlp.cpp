@@ -1,31 +1,23 @@
 // model.type mlp: fully connected layers (model.hidden) on flattened images.
 #include "../session.h"
-#include "../tasks.h"
 #include "model_kind.h"
 #include "shared.h"
 
 namespace zt::apps {
 
-extern const ModelKind kMlp{
-    .type = "mlp",
-    .build =
-        [](const config::Config& c, bool deferred) {
-          const config::ModelConfig& m = c.model;
-          // parse() checked that the count and its fp32 bytes fit in int64.
-          return build_within_memory(config::mlp_parameter_count(m).value_or(0), deferred, [&] {
-            return std::shared_ptr<nn::Module>(nn::make_mlp(m.input_dim, m.hidden, m.num_classes, m.activation, c.seed));
-          });
-        },
-    .activations =
-        [](const config::Config& c, int64_t micro, int64_t eval_batch, double b) {
-          const config::ModelConfig& m = c.model;
-          return image_activations({m.input_dim, 0, 0, {}, m.hidden, m.num_classes}, micro, eval_batch, b);
-        },
-    .task = make_image_task,
-    .rows_per_sample = one_row_per_sample,
-    .eval_batch = image_eval_batch,
-    .input_features = input_dim_features,
-    .input_keys = " (model.input_dim)",
-};
+extern const ModelKind kMlp = image_model(
+    "mlp",
+    [](const config::Config& c, bool deferred) {
+      const config::ModelConfig& m = c.model;
+      // parse() checked that the count and its fp32 bytes fit in int64.
+      return build_within_memory(config::mlp_parameter_count(m).value_or(0), deferred, [&] {
+        return std::shared_ptr<nn::Module>(nn::make_mlp(m.input_dim, m.hidden, m.num_classes, m.activation, c.seed));
+      });
+    },
+    [](const config::Config& c, int64_t micro, int64_t eval_batch, double b) {
+      const config::ModelConfig& m = c.model;
+      return image_activations({m.input_dim, 0, 0, {}, m.hidden, m.num_classes}, micro, eval_batch, b);
+    },
+    input_dim_features, " (model.input_dim)");
 
 }  // namespace zt::apps

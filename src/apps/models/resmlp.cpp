@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "../session.h"
-#include "../tasks.h"
 #include "model_kind.h"
 #include "shared.h"
 #include "zt/autograd/functions.h"
@@ -62,37 +61,30 @@ std::optional<int64_t> parameter_count(const config::ModelConfig& m) {
 
 }  // namespace
 
-extern const ModelKind kResMlp{
-    .type = "resmlp",
-    .build =
-        [](const config::Config& c, bool deferred) {
-          const config::ModelConfig& m = c.model;
-          ZT_CHECK_AS(ErrorKind::config,
-                      !m.hidden.empty() && std::all_of(m.hidden.begin(), m.hidden.end(),
-                                                       [&](int64_t h) { return h == m.hidden.front(); }),
-                      "[config] model.hidden of a resmlp is one width per residual block, all equal; got ",
-                      nlohmann::json(m.hidden).dump());
-          const std::optional<int64_t> n = parameter_count(m);
-          ZT_CHECK_AS(ErrorKind::config, n.has_value(), "[config] model.input_dim ", m.input_dim, ", model.hidden ",
-                      nlohmann::json(m.hidden).dump(), " and model.num_classes ", m.num_classes,
-                      " give more parameters than 64-bit sizes can count");
-          return build_within_memory(*n, deferred,
-                                     [&] { return std::shared_ptr<nn::Module>(std::make_shared<ResidualMlp>(m, c.seed)); });
-        },
+extern const ModelKind kResMlp = image_model(
+    "resmlp",
+    [](const config::Config& c, bool deferred) {
+      const config::ModelConfig& m = c.model;
+      ZT_CHECK_AS(ErrorKind::config,
+                  !m.hidden.empty() && std::all_of(m.hidden.begin(), m.hidden.end(),
+                                                   [&](int64_t h) { return h == m.hidden.front(); }),
+                  "[config] model.hidden of a resmlp is one width per residual block, all equal; got ",
+                  nlohmann::json(m.hidden).dump());
+      const std::optional<int64_t> n = parameter_count(m);
+      ZT_CHECK_AS(ErrorKind::config, n.has_value(), "[config] model.input_dim ", m.input_dim, ", model.hidden ",
+                  nlohmann::json(m.hidden).dump(), " and model.num_classes ", m.num_classes,
+                  " give more parameters than 64-bit sizes can count");
+      return build_within_memory(
+          *n, deferred, [&] { return std::shared_ptr<nn::Module>(std::make_shared<ResidualMlp>(m, c.seed)); });
+    },
     // As an MLP of the blocks' layers (each Linear and activation output), plus the input
     // projection's output and each block's sum.
-    .activations =
-        [](const config::Config& c, int64_t micro, int64_t eval_batch, double b) {
-          const config::ModelConfig& m = c.model;
-          const double sums = double(micro) * b * double(m.hidden.front()) * double(m.hidden.size() + 1);
-          return image_activations({m.input_dim, 0, 0, {}, m.hidden, m.num_classes}, micro, eval_batch, b) +
-                 int64_t(sums);
-        },
-    .task = make_image_task,
-    .rows_per_sample = one_row_per_sample,
-    .eval_batch = image_eval_batch,
-    .input_features = input_dim_features,
-    .input_keys = " (model.input_dim)",
-};
+    [](const config::Config& c, int64_t micro, int64_t eval_batch, double b) {
+      const config::ModelConfig& m = c.model;
+      const double sums = double(micro) * b * double(m.hidden.front()) * double(m.hidden.size() + 1);
+      return image_activations({m.input_dim, 0, 0, {}, m.hidden, m.num_classes}, micro, eval_batch, b) +
+             int64_t(sums);
+    },
+    input_dim_features, " (model.input_dim)");
 
 }  // namespace zt::apps

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "../tasks.h"
+
 namespace zt::apps {
 
 namespace {
@@ -62,6 +64,19 @@ int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch
 
 int64_t image_eval_batch(const config::Config& c, int64_t) {
   return std::min<int64_t>(1000, c.data.test_limit > 0 ? c.data.test_limit : 1000);  // ImageTask::eval_batch
+}
+
+ModelKind image_model(const char* type, decltype(ModelKind::build) build,
+                      decltype(ModelKind::activations) activations, decltype(ModelKind::input_features) features,
+                      const char* input_keys) {
+  return {.type = type,
+          .build = build,
+          .activations = activations,
+          .task = make_image_task,
+          .rows_per_sample = [](const config::Config&) { return int64_t(1); },
+          .eval_batch = image_eval_batch,
+          .input_features = features,
+          .input_keys = input_keys};
 }
 
 int64_t transformer_activations(const config::Config& c, int64_t micro, double b, double head_bytes) {

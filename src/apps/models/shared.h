@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model_kind.h"
 #include "zt/config/config.h"
 
 namespace zt::apps {
@@ -17,8 +18,12 @@ struct ImageNet {
   int64_t classes = 0;
 };
 int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch, double b);
-inline int64_t one_row_per_sample(const config::Config&) { return 1; }  // an image is one row
 inline int64_t input_dim_features(const config::Config& c) { return c.model.input_dim; }  // flattened images
+// An image classifier's entry: its own build, activations and input; the image task, one row a
+// sample and evaluation batches of up to 1000 images.
+ModelKind image_model(const char* type, decltype(ModelKind::build) build,
+                      decltype(ModelKind::activations) activations, decltype(ModelKind::input_features) features,
+                      const char* input_keys);
 // Samples per evaluation forward of an image task: 1000, or the test split's limit when smaller.
 int64_t image_eval_batch(const config::Config& c, int64_t micro);
 
