@@ -15,7 +15,6 @@
 
 namespace zt::apps {
 
-
 // Note [activation formula] (models/shared.cpp): the model's entry computes it.
 int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch, bool f32_compute) {
   const double b = (c.bf16 || c.fp16.enabled) && !f32_compute ? 2 : 4;
