@@ -390,7 +390,6 @@ std::optional<int64_t> model_parameter_count(const ModelConfig& m) {
   return m.type == "cnn" ? cnn_parameter_count(m) : mlp_parameter_count(m);
 }
 
-
 ImageShape dataset_image_shape(const std::string& dataset) {
   return dataset == "cifar10" ? ImageShape{3, 32} : ImageShape{1, 28};
 }

@@ -27,7 +27,6 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
       group_(*groups.all),
       groups_(groups),
       limits_(limits),
-      quantized_weights_(plan.policy.wire.int8_weights),
       materialize_(materialize) {
   const Policy& pol = plan_.policy;
   const size_t nb = plan_.buffers.size();
@@ -234,7 +233,7 @@ void ParamStore::publish(size_t b, const std::string& label) {
       if (buf.gather_work) finish_gather(b);  // a prefetch still in flight (a load's refresh)
       if (buf.file) stage_in(b, true);
       buf.training_gather = true;  // the next step uses these values: hpZ keeps its piece of them
-      launch_gather(b, quantized_weights_ && !plan_.persistent[b] ? Source::quantized : Source::exact, label);
+      launch_gather(b, quantized_weights() && !plan_.persistent[b] ? Source::quantized : Source::exact, label);
       finish_gather(b);
     } else {
       // Note [publish behind the update]: one all-gather in flight, the previous buffer's, which
@@ -275,7 +274,7 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
   if (!buf.full.defined()) {
     const Source src = !training_pass_           ? Source::exact
                        : buf.secondary.defined() ? Source::secondary
-                       : quantized_weights_      ? Source::quantized
+                       : quantized_weights()     ? Source::quantized
                                                  : Source::exact;
     if (buf.file && src != Source::secondary) stage_in(b, true);  // the read a prefetch started, or one now
     {
@@ -298,7 +297,7 @@ void ParamStore::launch_gather(size_t b, Source src, const std::string& label) {
   ZT_ASSERT(!buf.gather_work, "unit ", b, " gathered again while its gather is in flight");
   comm::CollOptions o;
   o.label = label;
-  buf.exact = src == Source::exact || !quantized_weights_;  // pieces hold what a quantized gather brought
+  buf.exact = src == Source::exact || !quantized_weights();  // pieces hold what a quantized gather brought
   if (src == Source::secondary) {
     buf.gather_work = groups_.secondary->all_gather_async(buf.secondary, buf.full, o);
     return;

@@ -102,7 +102,7 @@ class ParamStore {
   comm::Group& group_;
   const CommGroups& groups_;
   Stage3Limits limits_;
-  bool quantized_weights_;
+  bool quantized_weights() const { return plan_.policy.wire.int8_weights; }  // qwZ (Note [wire plan])
   Materialize materialize_;  // a fresh shard's values (Note [fresh swap files])
   std::vector<Buf> bufs_;
   std::string swap_dir_;
