@@ -5,10 +5,13 @@
 # PyTorch's wheels for cuDNN and NCCL) and none of our Debian packages.
 #   1. the op table's cuda rows against PyTorch's golden values and finite differences (every
 #      ops test runs; the cpu rows run beside them), the device seam and allocator;
-#   2. the nccl group on one rank; 3. the MLP, CNN and GPT trained on the GPU against the CPU;
-#   4. compute-sanitizer memcheck over 1 and 3, racecheck and synccheck over GPT's training;
-#   5. GPT-2 124M's shape trained on the GPU (no engine yet), f32 and bf16, beside PyTorch eager;
-#   6. Nsight Compute's time per kernel over one bf16 step.
+#   2. the nccl group on one rank; 3. the MLP, CNN and GPT trained on the GPU against the CPU, and
+#      the engine (`zerotrain train`) on the GPU at N = 1 and 2 (two ranks sharing it) against the CPU;
+#   4. the largest GPT under a device cap with and without ZeRO-Offload, and the offloaded step;
+#   5. GPT-2 124M's shape trained on the GPU (no engine), f32 and bf16, beside PyTorch eager;
+#   6. compute-sanitizer memcheck over 1 and 3, racecheck and synccheck over GPT's training,
+#      racecheck over the attention kernels;
+#   7. Nsight Compute's time per kernel over one bf16 step.
 # Writes summary.json, summary.md, bench.jsonl, profile.md (ncu.csv) and checks.log to OUT_DIR. Exit 0
 # when every check passed, 1 when one failed, 77 (one line) where no GPU is present.
 # Usage: scripts/gpu_check.sh OUT_DIR [BUNDLE]
@@ -36,6 +39,8 @@ for p in nvidia.__path__:
   [[ -d "$d" ]] && libs+=":$d"
 done
 export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The bundle's OpenMPI, relocated, for the engine's runs of two ranks sharing the one GPU.
+export OPAL_PREFIX="$work/mpi/usr" PATH="$work/mpi/usr/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export ZT_SOURCE_DIR="$PWD"
 bin="$work/bin"
 steps="$work/steps.tsv"  # name, status, seconds, gtest json (or -)
@@ -49,9 +54,9 @@ steps="$work/steps.tsv"  # name, status, seconds, gtest json (or -)
   for p in "$bin"/*; do ldd "$p" | grep -F "not found" | sed "s|^|$(basename "$p"): |"; done
 } >>"$log" 2>&1
 
-# The whole check's time (ZT_GPU_CHECK_BUDGET_S, default 420): a step gets at most what is left,
+# The whole check's time (ZT_GPU_CHECK_BUDGET_S, default 480): a step gets at most what is left,
 # and once it is spent the later steps are recorded as not run.
-budget="${ZT_GPU_CHECK_BUDGET_S:-420}"
+budget="${ZT_GPU_CHECK_BUDGET_S:-480}"
 start=$SECONDS
 
 # step NAME TIMEOUT_S COMMAND...: runs one GoogleTest check, its output into the log, its JSON kept.
@@ -83,15 +88,17 @@ timed_step() {
 }
 
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-gpu_ops='*cuda*:OnGpu*:DeviceSeam*'
+gpu_ops='*cuda*:OnGpu*:DeviceSeam*:*EveryBackend*'
 step ops 150 "$bin/zt_ops_tests"
 step nccl 60 "$bin/test_comm" --gtest_filter='Nccl*:*Store*'
 step models 90 "$bin/nn_on_device_test"
 
 # 3b. The engine on the GPU: `zerotrain train` with run.device=cuda against run.device=cpu on the
 # same machine, a small GPT on data/tokens/english_gpt2 (carried there), stages 0-3 in fp32 and
-# stage 3 in bf16; the logged losses must agree within each precision's tolerance; then eval of the
-# weights on both (and generate, where data/gpt2's tokenizer files were carried too).
+# stage 3 in bf16, at N = 1 and at N = 2 (mpirun: two ranks on the one GPU, collectives staged
+# through the host) against the cpu's N = 1 run of the same global batch; the logged losses must
+# agree within each precision's tolerance; then eval of the weights on both (and generate, where
+# data/gpt2's tokenizer files were carried too).
 engine_check() {
   local tok="data/tokens/english_gpt2"
   [[ -f "$tok/train.bin" || -d "$tok" ]] || { echo "no $tok here (carry it)" >&2; return 1; }
@@ -106,6 +113,8 @@ engine_check() {
         "$bin/zerotrain" train "${gpt[@]}" "zero_optimization.stage=$st" "bf16.enabled=$dt" "run.device=$dev" \
           "run.dir=$work/engine/$dev-$st-$dt" >/dev/null || return 1
       done
+      mpirun --oversubscribe -np 2 "$bin/zerotrain" train "${gpt[@]}" run.comm_backend=auto "zero_optimization.stage=$st" \
+        "bf16.enabled=$dt" run.device=cuda "run.dir=$work/engine/cuda2-$st-$dt" >/dev/null || return 1
     done
   done
   # On cuda only, against the in-memory cpu runs: ZeRO-Offload with stage 3's shards pinned on the
@@ -135,8 +144,8 @@ print(json.dumps({"engine_on_cuda": True, "stage": "eval and generate (stage-0 w
                   "final_loss_cpu": val["cpu"], "final_loss_cuda": val["cuda"], "worst_relative_difference": d,
                   "tolerance": 1e-3, "passed": d <= 1e-3, "greedy_text_equal": same_text}))
 for name in sorted(os.listdir(root)):
-    if not name.startswith("cuda-"): continue
-    _, variant, bf16 = name.split("-")  # "3", or "3offload" against cpu-3's in-memory run
+    if not name.startswith("cuda"): continue
+    dev, variant, bf16 = name.split("-")  # "3", or "3offload" against cpu-3's in-memory run; cuda2: N = 2
     st = re.match(r"\d+", variant).group()
     loss = lambda d: {j["step"]: j["loss"] for j in map(json.loads, open(f"{root}/{d}/metrics.jsonl")) if "loss" in j}
     want, got = loss(f"cpu-{st}-{bf16}"), loss(name)
@@ -144,23 +153,21 @@ for name in sorted(os.listdir(root)):
     worst = max(abs(got[k] - want[k]) / max(1.0, abs(want[k])) for k in want)
     ok = len(got) == len(want) and worst <= tol
     bad += not ok
-    print(json.dumps({"engine_on_cuda": True, "stage": int(st), "variant": variant, "bf16": bf16 == "true", "steps": len(got),
+    print(json.dumps({"engine_on_cuda": True, "stage": int(st), "variant": variant, "ranks": 2 if dev == "cuda2" else 1,
+                      "bf16": bf16 == "true", "steps": len(got),
                       "final_loss_cpu": want[max(want)], "final_loss_cuda": got[max(got)],
                       "worst_relative_difference": worst, "tolerance": tol, "passed": ok}))
 sys.exit(1 if bad else 0)
 PY
 }
 fn_step engine_cuda_vs_cpu 150 engine_check
-if [[ -x "$sanitizer" ]]; then
-  san=("$sanitizer" --error-exitcode 9 --print-limit 20)
-  step memcheck_ops 120 "${san[@]}" --tool memcheck "$bin/zt_ops_tests" --gtest_filter="$gpu_ops:-*GradCheck*"
-  step memcheck_models 90 "${san[@]}" --tool memcheck "$bin/nn_on_device_test"
-  step racecheck_gpt 60 "${san[@]}" --tool racecheck "$bin/nn_on_device_test" --gtest_filter='*Gpt*'
-  step synccheck_gpt 60 "${san[@]}" --tool synccheck "$bin/nn_on_device_test" --gtest_filter='*Gpt*'
-else
-  echo "== compute-sanitizer not found: memcheck, racecheck and synccheck not run" >>"$log"
-fi
 
+# 4. Past the device's memory (bench/gpu_offload.py): under a 3 GiB device cap, the largest GPT
+# (1024 wide, T = 256, bf16, stage 3) the engine's plan fits with its states on the device and with
+# ZeRO-Offload (optimizer states and parameter shards in pinned host memory), each trained 4 steps
+# under the cap, and the step of the first both ways.
+bench_step offload_largest 150 python3 bench/gpu_offload.py --bin "$bin/zerotrain" --device cuda --cap-mb 3072 \
+  --work "$work/offload"
 # 5. GPT-2 124M's shape (T=1024) trained on the GPU without the engine, f32 and bf16, beside PyTorch
 # eager on the same machine (bench/torch_gpt.py: the same model class, tokens and AdamW), JSON lines
 # into bench.jsonl.
@@ -168,7 +175,19 @@ gpt2=(--name gpt2-124M --layers 12 --embd 768 --heads 12 --vocab 50257 --ctx 102
 bench_step gpt2_zerotrain 120 "$bin/bench_gpt" "${gpt2[@]}" --device cuda --dtype f32,bf16
 bench_step gpt2_pytorch 120 python3 bench/torch_gpt.py "${gpt2[@]}" --device cuda --dtype f32,bf16
 
-# 6. Where a bf16 step's GPU time goes: Nsight Compute times every kernel of one step of the same
+# 6. compute-sanitizer over the ops and the models on the GPU.
+if [[ -x "$sanitizer" ]]; then
+  san=("$sanitizer" --error-exitcode 9 --print-limit 20)
+  step memcheck_ops 120 "${san[@]}" --tool memcheck "$bin/zt_ops_tests" --gtest_filter="$gpu_ops:-*GradCheck*"
+  step memcheck_models 90 "${san[@]}" --tool memcheck "$bin/nn_on_device_test"
+  step racecheck_gpt 60 "${san[@]}" --tool racecheck "$bin/nn_on_device_test" --gtest_filter='*Gpt*'
+  step synccheck_gpt 60 "${san[@]}" --tool synccheck "$bin/nn_on_device_test" --gtest_filter='*Gpt*'
+  step racecheck_attention 60 "${san[@]}" --tool racecheck "$bin/zt_ops_tests" --gtest_filter='Attention.EveryBackend*'
+else
+  echo "== compute-sanitizer not found: memcheck, racecheck and synccheck not run" >>"$log"
+fi
+
+# 7. Where a bf16 step's GPU time goes: Nsight Compute times every kernel of one step of the same
 # shape with 2 layers (each layer's kernels are the same); profile.md lists the kernels by total time.
 ncu_path="$(command -v ncu || true)"
 if [[ -n "$ncu_path" ]]; then
@@ -219,12 +238,13 @@ for line in open(steps_file):
 ok = all(s["status"] == "passed" for s in steps)
 bench = [json.loads(l) for l in open(out + "/bench.jsonl") if l.startswith("{")]
 engine = [b for b in bench if "engine_on_cuda" in b]
+offload = [b for b in bench if "offload_run" in b or "offload_summary" in b]
 bench = [b for b in bench if b.get("model") not in (None, "profiled")]  # not step 6's run under the profiler
 for b in bench:  # PyTorch's MFU by the same count and peak as bench_gpt's
     if "mfu" not in b:
         fpt = 6 * b["params"] + 12 * b["layers"] * b["ctx"] * b["embd"]
         b["mfu"] = round(b["tokens_per_s"] * fpt / ((67 if b["dtype"] == "f32" else 989) * 1e12), 4)
-json.dump({"gpu": gpu, "passed": ok, "steps": steps, "engine": engine, "bench": bench}, open(out + "/summary.json", "w"),
+json.dump({"gpu": gpu, "passed": ok, "steps": steps, "engine": engine, "offload": offload, "bench": bench}, open(out + "/summary.json", "w"),
           indent=1)
 with open(out + "/summary.md", "w") as f:
     f.write(f"# GPU check: {'passed' if ok else 'FAILED'}\n\nGPU: {gpu}\n\n")
@@ -233,11 +253,23 @@ with open(out + "/summary.md", "w") as f:
         f.write(f"| {s['name']} | {s['status']} | {s['seconds']:.0f} | {s.get('ran', '')} | "
                 f"{s.get('skipped', '')} | {len(s.get('failed', []))} |\n")
     if engine:
-        f.write("\n| engine on cuda | steps | final loss cpu | final loss cuda | worst rel. diff | tolerance |\n"
-                "|---|---|---|---|---|---|\n")
+        f.write("\n| engine on cuda | ranks | steps | final loss cpu | final loss cuda | worst rel. diff | tolerance |\n"
+                "|---|---|---|---|---|---|---|\n")
         for e in engine:
-            f.write(f"| stage {e['stage']} {'bf16' if e['bf16'] else 'fp32'} | {e['steps']} | {e['final_loss_cpu']:.5f} | "
-                    f"{e['final_loss_cuda']:.5f} | {e['worst_relative_difference']:.2e} | {e['tolerance']} |\n")
+            f.write(f"| stage {e['stage']} {e.get('variant', '')} {'bf16' if e['bf16'] else 'fp32'} | {e.get('ranks', 1)} | "
+                    f"{e['steps']} | {e['final_loss_cpu']:.5f} | {e['final_loss_cuda']:.5f} | "
+                    f"{e['worst_relative_difference']:.2e} | {e['tolerance']} |\n")
+    runs = [o for o in offload if "offload_run" in o]
+    if runs:
+        f.write("\n| offload run | placement | layers | parameters | s/step | device peak MiB | cap MiB | passed |\n"
+                "|---|---|---|---|---|---|---|---|\n")
+        for o in runs:
+            f.write(f"| {o['offload_run']} | {o['placement']} | {o['layers']} | {o.get('parameters', '')} | "
+                    f"{o.get('s_per_step', '')} | {o.get('device_peak', 0) / 2**20:.0f} | {o['cap_mib']} | "
+                    f"{o['passed']} {o.get('error', '')} |\n")
+    for o in offload:
+        if "offload_summary" in o:
+            f.write(f"\nOffload: {json.dumps(o)}\n")
     if bench:
         f.write("\n| GPT | impl | dtype | tokens/s | step s | MFU | device peak MiB |\n|---|---|---|---|---|---|---|\n")
         for b in bench:

@@ -13,6 +13,7 @@
 #include "zt/autograd/layers.h"
 #include "zt/core/parallel.h"
 #include "zt/core/random.h"
+#include "zt/ops/ops.h"
 #include "zt/ops/transformer.h"
 
 namespace zt::test {
@@ -183,6 +184,30 @@ TEST(Attention, BothBackwardSchedulesGiveTheSameBits) {
   }
   const Reference want = naive(c, qkv, dout, &mask);
   expect_near_all(Tensor::from_vector(grads[2], {c.B, c.T, 3 * c.C}), want.dqkv, 2e-2, "dqkv bf16");
+}
+
+// Every backend (cpu, sim, and cuda where a GPU is present) against the naive reference in every
+// dtype, over head sizes 16, 32, 64 and 128 (on a GPU, 16-bit ones take the tensor-core tiles,
+// Note [tensor-core attention]), lengths that leave a partial last tile, causal or padded keys.
+TEST(Attention, EveryBackendMatchesTheNaiveReference) {
+  for (const Case& c : {Case{2, 200, 128, 2, true}, Case{2, 130, 64, 2, false}, Case{1, 70, 48, 3, true},
+                        Case{1, 100, 256, 2, false}})
+    for (DType dt : {DType::f32, DType::bf16, DType::f16})
+      for (const std::string& b : ops::backends()) {
+        if (!backend_present(b)) continue;
+        const bool masked = !c.causal;
+        SCOPED_TRACE(b + " " + dtype_name(dt) + " T=" + std::to_string(c.T) + " D=" + std::to_string(c.C / c.H));
+        const Tensor qkv = qkv_of(c, 7, dt), dout = dout_of(c, 8, dt), mask = random_mask(c, 9);
+        const Reference want = naive(c, qkv, dout, masked ? &mask : nullptr);
+        const Tensor mask_b = on_backend(mask, b);
+        const auto r = ops::attention(on_backend(qkv, b), c.H, c.causal, masked ? &mask_b : nullptr);
+        const Tensor dqkv =
+            ops::attention_backward(on_backend(dout, b), on_backend(qkv, b), r, c.H, c.causal, masked ? &mask_b : nullptr);
+        const double tol = dt == DType::f32 ? 2e-5 : 2e-2;  // 16-bit: out and P round to 8 or 11 bits
+        expect_near_all(r.out.to(Device::cpu()), want.out, tol, "out");
+        expect_near_all(r.lse.to(Device::cpu()), want.lse, tol, "lse");
+        expect_near_all(dqkv.to(Device::cpu()), want.dqkv, 2 * tol, "dqkv");
+      }
 }
 
 // L = sum(attention(x) * R): analytic gradient against central differences, in f32.

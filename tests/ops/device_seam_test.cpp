@@ -183,6 +183,27 @@ TEST_F(OnGpu, OutputsLiveOnTheInputsDeviceAndMatchTheCpu) {
   }
 }
 
+// Note [padded products]: 256 x 768 x 1025 is past the padding threshold. The forward product's
+// result rows are 1025 wide (with and without a bias); each backward product reads an operand
+// whose leading dimension is 1025, row-major (dx) and column-major (dW).
+TEST_F(OnGpu, LargeSixteenBitProductsWithAnOddWidthMatchTheCpu) {
+  const Device g = Device::cuda(0);
+  const Tensor x = random({256, 768}, DType::bf16, 4), w = random({1025, 768}, DType::bf16, 5),
+               dy = random({256, 1025}, DType::bf16, 6), b = random({1025}, DType::bf16, 7);
+  const auto expect_near = [](const Tensor& got, const Tensor& want, const char* what) {
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    const auto gv = got.to_vector(), wv = want.to_vector();
+    size_t bad = 0;
+    for (size_t i = 0; i < wv.size(); ++i) bad += !(std::fabs(gv[i] - wv[i]) <= 2e-2f * (1 + std::fabs(wv[i])));
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << wv.size() << " elements differ from the cpu's";
+  };
+  const Tensor bg = b.to(g);
+  expect_near(ops::linear(x.to(g), w.to(g), nullptr), ops::linear(x, w, nullptr), "x w^T");
+  expect_near(ops::linear(x.to(g), w.to(g), &bg), ops::linear(x, w, &b), "x w^T + b");
+  expect_near(ops::matmul(dy.to(g), w.to(g)), ops::matmul(dy, w), "dy w");
+  expect_near(ops::matmul(dy.to(g), x.to(g), true, false), ops::matmul(dy, x, true, false), "dy^T x");
+}
+
 TEST_F(OnGpu, TheDeviceAllocatorAccountsTagsAndPeaks) {
   Allocator& a = allocator_for(Device::cuda(0));
   a.reset_peaks();

@@ -1,29 +1,22 @@
 // CUDA scaled dot-product attention, flash style: tiles of 32 queries x 32 keys through shared
-// memory with an online softmax (f32), no T x T scores; backward recomputes P from lse.
-#include "common.cuh"
+// memory with an online softmax (f32), no T x T scores; backward recomputes P from lse. 16-bit
+// tensors with common head sizes take the tensor-core tiles of attention_tc.cu instead.
+#include "attention_common.cuh"
 
 namespace zt::ops::cuda {
 
 namespace {
+
+using attn::allow_shared;
+using attn::geometry;
+using attn::Geo;
+using attn::visible;
 
 // Note [cuda attention tiles]: a block of 8 warps owns 32 rows (queries, or keys in dK/dV), 4 per
 // warp; each lane takes one row of the other side's 32-row tile for dot products (those tiles
 // are padded to D+1 floats per row, so lanes hit distinct banks), then walks feature columns
 // c = lane, lane+32, ... for the rank-32 updates, reading the warp's 32 weights from shared.
 constexpr int kTile = 32, kWarps = 8, kRowsPerWarp = kTile / kWarps, kAttnThreads = kWarps * 32;
-
-// One call's shapes; q, k, v of (b, t, h) at qkv + (b*T + t)*3C + h*D (+C, +2C).
-struct Geo {
-  int64_t B, T, C, H, D;
-  float scale;
-  bool causal;
-  const int32_t* mask;  // [B, T] or null
-};
-
-// Whether query i of batch b sees key j.
-__device__ __forceinline__ bool visible(const Geo& g, int64_t b, int64_t i, int64_t j) {
-  return j < g.T && (!g.mask || g.mask[b * g.T + j] != 0) && (!g.causal || j <= i);
-}
 
 __device__ __forceinline__ float dot(const float* a, const float* b, int64_t d) {
   float s = 0.f;
@@ -234,29 +227,12 @@ __global__ void attention_backward_dkv(const T* qkv, const T* dout, const float*
   }
 }
 
-Geo geometry(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask) {
-  const int64_t C = qkv.size(2) / 3, D = C / n_head;
-  return Geo{qkv.size(0), qkv.size(1), C, n_head, D, 1.f / std::sqrt(float(D)), causal,
-             key_mask ? ptr<const int32_t>(*key_mask) : nullptr};
-}
-
-// Lets `kernel` use `bytes` of dynamic shared memory (over 48 KiB needs opting in); throws when
-// the head is too large for the device.
-template <typename K>
-void allow_shared(K kernel, size_t bytes, const Geo& g, const Ctx& ctx) {
-  int most = 0;
-  ZT_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device().index));
-  ZT_CHECK(bytes <= size_t(most), "[attention] head size ", g.D, " needs ", bytes,
-           " bytes of shared memory per block on cuda, more than the device's ", most);
-  if (bytes > 48 * 1024)
-    ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-}
-
 }  // namespace
 
 void attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out, Tensor& lse) {
   Ctx ctx(qkv);
   const Geo g = geometry(qkv, n_head, causal, key_mask);
+  if (attn::forward_tc(qkv, g, out, lse, ctx)) return;
   const dim3 grid(unsigned((g.T + kTile - 1) / kTile), unsigned(g.H), unsigned(g.B));
   const size_t bytes = size_t(kTile * (4 * g.D + 1) + kWarps * 32) * sizeof(float);
   dispatch_float(qkv.dtype(), "attention", [&](auto tag) {
@@ -284,7 +260,11 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
     const int64_t warps = g.B * g.T * g.H;
     attention_rowsums<T><<<unsigned((warps * 32 + kThreads - 1) / kThreads), kThreads, 0, ctx.stream>>>(
         ptr<const T>(dout), ptr<const T>(out), ptr<float>(dsum), g);
-    check_launch("attention_backward");
+  });
+  check_launch("attention_backward");
+  if (attn::backward_tc(dout, qkv, lse, dsum, g, dqkv, ctx)) return;
+  dispatch_float(qkv.dtype(), "attention_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
     allow_shared(attention_backward_dq<T>, dq_bytes, g, ctx);
     attention_backward_dq<T><<<grid, kAttnThreads, dq_bytes, ctx.stream>>>(
         ptr<const T>(qkv), ptr<const T>(dout), ptr<const float>(lse), ptr<const float>(dsum), ptr<T>(dqkv), g);

@@ -248,6 +248,49 @@ bool product(const Mat& a, const Mat& b, const Tensor* bias, Tensor& out, cudaSt
   return true;
 }
 
+// Note [padded products]: a 16-bit product whose extents or leading dimensions are not multiples
+// of 8 elements (GPT-2's vocabulary, 50257) runs on cuBLASLt's slow "align1" kernels. A large one
+// copies such operands into zero-filled buffers with every extent padded to 8 (the zeros add
+// nothing to the sums) and writes through a padded result copied back: each copy costs a few
+// percent of the product it makes several times faster.
+constexpr int64_t kPadTo = 8;
+constexpr int64_t kPadMinMacs = int64_t(1) << 27;
+int64_t padded(int64_t n) { return (n + kPadTo - 1) / kPadTo * kPadTo; }
+
+bool aligned(const Mat& m) {
+  return m.r % kPadTo == 0 && m.c % kPadTo == 0 && (row_major(m) ? m.sr : m.sc) % kPadTo == 0;
+}
+
+// Plain m as a rows x cols matrix in m's own layout: m's elements, zeros beyond. Freed after
+// enqueueing, as every workspace here (the stream orders its reuse).
+Mat pad_to(const Mat& m, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const bool rm = row_major(m);
+  Tensor buf = workspace(rm ? Shape{rows, cols} : Shape{cols, rows}, m.t.dtype(), m.t.device());
+  const size_t es = dtype_size(m.t.dtype());
+  ZT_CUDA_CHECK(cudaMemsetAsync(buf.raw_data(), 0, buf.nbytes(), stream));
+  ZT_CUDA_CHECK(cudaMemcpy2DAsync(buf.raw_data(), size_t(rm ? cols : rows) * es, m.t.raw_data(),
+                                  size_t(rm ? m.sr : m.sc) * es, size_t(rm ? m.c : m.r) * es, size_t(rm ? m.r : m.c),
+                                  cudaMemcpyDeviceToDevice, stream));
+  return describe(buf, !rm);
+}
+
+// The product through padded operands and result (Note [padded products]); false where it does
+// not apply or cuBLASLt has no algorithm even so.
+bool padded_product(const Mat& a, const Mat& b, const Tensor* bias, Tensor& out, cudaStream_t stream) {
+  const int64_t M = a.r, K = a.c, N = b.c;
+  if (a.t.dtype() == DType::f32 || a.b != 1 || M * K * N < kPadMinMacs) return false;
+  if ((aligned(a) && aligned(b)) || (bias && N % kPadTo != 0)) return false;  // nothing to pad, or the bias too
+  const Mat pa = aligned(a) ? a : pad_to(a, padded(M), padded(K), stream);
+  const Mat pb = aligned(b) ? b : pad_to(b, padded(K), padded(N), stream);
+  if (pa.r == M && pb.c == N) return product(pa, pb, bias, out, stream);
+  Tensor d = workspace({pa.r, pb.c}, out.dtype(), out.device());
+  if (!product(pa, pb, bias, d, stream)) return false;
+  const size_t es = dtype_size(out.dtype());
+  ZT_CUDA_CHECK(cudaMemcpy2DAsync(out.raw_data(), size_t(N) * es, d.raw_data(), size_t(pb.c) * es, size_t(N) * es,
+                                  size_t(M), cudaMemcpyDeviceToDevice, stream));
+  return true;
+}
+
 }  // namespace
 
 void matmul(const Tensor& at, bool trans_a, const Tensor& bt, bool trans_b, const Tensor* bias, Tensor& out) {
@@ -260,7 +303,7 @@ void matmul(const Tensor& at, bool trans_a, const Tensor& bt, bool trans_b, cons
     if (bias) add_bias(nullptr, bias_c, out, ctx.stream);
     return;
   }
-  if (product(a, b, pb, out, ctx.stream)) return;
+  if (padded_product(a, b, pb, out, ctx.stream) || product(a, b, pb, out, ctx.stream)) return;
   // No algorithm (e.g. a 16-bit operand at an odd offset inside a flat buffer): aligned copies,
   // freed after enqueueing (the stream orders their reuse).
   const Tensor ac = at.clone(MemTag::workspace), bc = bt.clone(MemTag::workspace);

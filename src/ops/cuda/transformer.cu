@@ -1,6 +1,9 @@
 // CUDA transformer-layer kernels but attention: embedding (and its dense backward), touched rows,
 // layer norm forward/backward and dropout with the CPU's counter-based mask (Note [dropout mask]).
 #include <algorithm>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
 #include <vector>
 
 #include "common.cuh"
@@ -22,14 +25,26 @@ __global__ void embedding_kernel(const T* w, const int32_t* ids, T* o, int64_t n
   }
 }
 
-// acc[ids[i], :] += dy[i, :] in f32 (atomics: the order of the sums varies between runs).
+__global__ void iota_kernel(int32_t* p, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) p[i] = int32_t(i);
+}
+
+// Note [row gradients] on the GPU: the positions sorted by id (stably: in position order within
+// an id) fall into runs, one per touched row; thread (run, column) sums its run's dy in f32 from
+// the first position on, the CPU's order, so the gradient is the CPU's bit for bit (no atomics).
 template <typename U>
-__global__ void embedding_backward_kernel(const U* dy, const int32_t* ids, float* acc, int64_t n, int64_t v,
-                                          int64_t c) {
-  for (int64_t e = global_index(); e < n * c; e += grid_stride()) {
-    const int64_t i = e / c, j = e % c;
-    const int32_t id = ids[i];
-    if (id >= 0 && id < v) atomicAdd(acc + int64_t(id) * c + j, to_f(dy[e]));
+__global__ void embedding_runs_kernel(const U* dy, const int32_t* row_of_run, const int32_t* first, const int32_t* count,
+                                      const int32_t* num_runs, const int32_t* position, float* acc, int64_t v,
+                                      int64_t c) {
+  const int64_t runs = *num_runs;
+  for (int64_t e = global_index(); e < runs * c; e += grid_stride()) {
+    const int64_t r = e / c, j = e % c;
+    const int32_t id = row_of_run[r];
+    if (id < 0 || id >= v) continue;  // the contract checks ids; out of range adds nothing
+    const int32_t* pos = position + first[r];
+    float s = to_f(dy[int64_t(pos[0]) * c + j]);
+    for (int32_t k = 1; k < count[r]; ++k) s += to_f(dy[int64_t(pos[k]) * c + j]);
+    acc[int64_t(id) * c + j] = s;
   }
 }
 
@@ -158,10 +173,33 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& out) {
   Tensor acc = out.dtype() == DType::f32 ? out : workspace({v, c}, DType::f32, out.device());
   ZT_CUDA_CHECK(cudaMemsetAsync(acc.raw_data(), 0, acc.nbytes(), ctx.stream));
   if (n * c > 0) {
+    ZT_CHECK(n < (int64_t(1) << 31), "[embedding_backward] ", n, " ids on cuda: at most 2^31 - 1");
+    const int items = int(n);
+    // Sorted ids, positions and their sorted order, each run's id, count and first index, the
+    // run count; then cub's scratch (its size asked of each algorithm).
+    Tensor idx = workspace({6 * n + 1}, DType::i32, out.device());
+    int32_t* keys = ptr<int32_t>(idx);
+    int32_t *pos = keys + n, *sorted = pos + n, *row = sorted + n, *count = row + n, *first = count + n;
+    int32_t* runs = first + n;
+    const int32_t* pid = ptr<const int32_t>(ids);
+    size_t sort_bytes = 0, rle_bytes = 0, scan_bytes = 0;
+    ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, pid, keys, pos, sorted, items, 0, 32, ctx.stream));
+    ZT_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle_bytes, keys, row, count, runs, items, ctx.stream));
+    ZT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, count, first, items, ctx.stream));
+    size_t bytes = std::max({sort_bytes, rle_bytes, scan_bytes, size_t(8)});
+    Tensor scratch = workspace({int64_t((bytes + 7) / 8)}, DType::i64, out.device());
+    ZT_CUDA_CHECK(cudaMemsetAsync(count, 0, size_t(n) * sizeof(int32_t), ctx.stream));  // past the runs: summed as 0
+    iota_kernel<<<blocks_for(n), kThreads, 0, ctx.stream>>>(pos, n);
+    check_launch("embedding_backward");
+    ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.raw_data(), bytes = sort_bytes, pid, keys, pos, sorted, items,
+                                                  0, 32, ctx.stream));
+    ZT_CUDA_CHECK(
+        cub::DeviceRunLengthEncode::Encode(scratch.raw_data(), bytes = rle_bytes, keys, row, count, runs, items, ctx.stream));
+    ZT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scratch.raw_data(), bytes = scan_bytes, count, first, items, ctx.stream));
     dispatch_float(dy.dtype(), "embedding_backward", [&](auto tag) {
       using U = typename decltype(tag)::type;
-      embedding_backward_kernel<U><<<blocks_for(n * c), kThreads, 0, ctx.stream>>>(
-          ptr<const U>(dy), ptr<const int32_t>(ids), ptr<float>(acc), n, v, c);
+      embedding_runs_kernel<U><<<blocks_for(n * c), kThreads, 0, ctx.stream>>>(ptr<const U>(dy), row, first, count,
+                                                                             runs, sorted, ptr<float>(acc), v, c);
     });
     check_launch("embedding_backward");
   }

@@ -1,0 +1,48 @@
+#pragma once
+// What the CUDA attention kernels share: one call's geometry, which keys a query sees, and the
+// opt-in for large shared memory (the SIMT tiles in attention.cu, the tensor-core ones in
+// attention_tc.cu).
+#include <cmath>
+
+#include "common.cuh"
+
+namespace zt::ops::cuda::attn {
+
+// One call's shapes; q, k, v of (b, t, h) at qkv + (b*T + t)*3C + h*D (+C, +2C).
+struct Geo {
+  int64_t B, T, C, H, D;
+  float scale;
+  bool causal;
+  const int32_t* mask;  // [B, T] or null
+};
+
+// Whether query i of batch b sees key j.
+__device__ __forceinline__ bool visible(const Geo& g, int64_t b, int64_t i, int64_t j) {
+  return j < g.T && (!g.mask || g.mask[b * g.T + j] != 0) && (!g.causal || j <= i);
+}
+
+inline Geo geometry(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask) {
+  const int64_t C = qkv.size(2) / 3, D = C / n_head;
+  return Geo{qkv.size(0), qkv.size(1), C, n_head, D, 1.f / std::sqrt(float(D)), causal,
+             key_mask ? ptr<const int32_t>(*key_mask) : nullptr};
+}
+
+// Lets `kernel` use `bytes` of dynamic shared memory (over 48 KiB needs opting in); throws when
+// the head is too large for the device.
+template <typename K>
+void allow_shared(K kernel, size_t bytes, const Geo& g, const Ctx& ctx) {
+  int most = 0;
+  ZT_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device().index));
+  ZT_CHECK(bytes <= size_t(most), "[attention] head size ", g.D, " needs ", bytes,
+           " bytes of shared memory per block on cuda, more than the device's ", most);
+  if (bytes > 48 * 1024)
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+// The tensor-core kernels (attention_tc.cu) where they apply: 16-bit tensors and a head size of
+// 16, 32, 64 or 128; false (nothing launched) elsewhere.
+bool forward_tc(const Tensor& qkv, const Geo& g, Tensor& out, Tensor& lse, const Ctx& ctx);
+bool backward_tc(const Tensor& dout, const Tensor& qkv, const Tensor& lse, const Tensor& dsum, const Geo& g,
+                 Tensor& dqkv, const Ctx& ctx);
+
+}  // namespace zt::ops::cuda::attn
