@@ -216,7 +216,7 @@ class ZeroTrainer : public Trainer {
                                   ? "parameters, gradients"
                                   : "model states, parameters") +
                   " and activations on " + dev.str() + (dev.type == DeviceType::cuda ? "" : " (the simulated GPU)") +
-                  (group_.device() == dev ? "" : ", collectives staged through the host");
+                  (comm::stages_through_host(group_, dev) ? ", collectives staged through the host" : "");
     lines.push_back("zerotrain: rank 0: " + threads + "; " + processor_note() + "; comm backend " + group_.backend() +
                     on_device);
     const std::string offload = offload_note(cfg_, *engine_);

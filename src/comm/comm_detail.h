@@ -10,7 +10,7 @@
 
 namespace zt::comm::detail {
 
-GroupPtr make_local_group();
+GroupPtr make_local_group(Device device = Device::cpu());
 GroupPtr make_mpi_group();  // throws ErrorKind::comm in a build without MPI
 // slot_bytes: each rank's staging buffer (two per rank); 0 = the default (ZT_SHM_SLOT_KIB or
 // 1 MiB). Throws ErrorKind::comm in a build without MPI or when ranks span several nodes.

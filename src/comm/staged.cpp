@@ -83,12 +83,22 @@ class StagedGroup final : public Group {
   std::string name_;
 };
 
+bool is_local(const Group& g) { return g.size() == 1 && std::string(g.backend()) == "local"; }
+
 }  // namespace
+
+bool stages_through_host(const Group& host, Device device) { return host.device() != device && !is_local(host); }
 
 GroupPtr stage_on(GroupPtr host, Device device) {
   if (host->device() == device) return host;
   ZT_CHECK_AS(ErrorKind::comm, host->device().is_cpu(), "[comm] backend ", host->backend(), " keeps its tensors on ",
               host->device(), ", not on ", device);
+  if (is_local(*host)) {  // one process: a gather or scatter is a copy on the device (no trip down and up)
+    GroupPtr g = detail::make_local_group(device);
+    g->set_timeout(host->timeout());
+    g->set_check_collectives(host->check_collectives());
+    return g;
+  }
   return std::make_shared<StagedGroup>(std::move(host), device);
 }
 

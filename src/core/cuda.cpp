@@ -165,6 +165,17 @@ void cuda_synchronize(int index) {
 // follows the work queued there. The host waits when it must: a host destination is read right
 // after, a host source may be freed right after, and a copy between two GPUs also follows the
 // source's stream and is waited for (the source block could otherwise be reused too early).
+// Page-locked (cudaHostAlloc'd or registered) host memory, which the copy engine reads after the
+// call returns; ordinary memory is unregistered.
+static bool pinned(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it: an unknown pointer is ordinary memory
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
 void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
   if (bytes == 0) return;
   if (dst_dev.is_cpu() && src_dev.is_cpu()) {
@@ -188,7 +199,11 @@ void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_
     check(e, "cudaStreamWaitEvent", index);
   }
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "cudaMemcpyAsync", index);
-  if (dst_dev.is_cpu() || src_dev.is_cpu() || across) check(cudaStreamSynchronize(s), "cudaStreamSynchronize", index);
+  // A host destination is read right after, and a pinned host source may be reused: wait. A
+  // pageable source is staged by the driver before cudaMemcpyAsync returns, so its upload runs
+  // on in stream order while the host goes on (Note [device copies]).
+  if (dst_dev.is_cpu() || across || (src_dev.is_cpu() && pinned(src)))
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize", index);
 }
 
 void cuda_memset(void* dst, int index, int value, size_t bytes) {

@@ -13,9 +13,11 @@
 #include <deque>
 #include <exception>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "backend.h"
 #include "zt/core/error.h"
@@ -257,9 +259,12 @@ void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t
   const void* s = src_dev.type == DeviceType::sim ? memory().rw(src) : src;
   if (dst_dev.is_cpu() && src_dev.type == DeviceType::sim && drop_sync())
     return void(std::memmove(d, s, bytes));  // the mutation: what the device has not written yet
+  if (src_dev.is_cpu()) {  // staged at the call, as CUDA stages pageable memory: no wait
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(s), static_cast<const char*>(s) + bytes);
+    return stream().enqueue([d, staged] { std::memcpy(d, staged->data(), staged->size()); });
+  }
   stream().enqueue([d, s, bytes] { std::memmove(d, s, bytes); });
-  // A host destination is read, and a host source may be freed, right after: wait (cudaMemcpy).
-  if (dst_dev.is_cpu() || src_dev.is_cpu()) stream().synchronize();
+  if (dst_dev.is_cpu()) stream().synchronize();  // a host destination is read right after (cudaMemcpy)
 }
 
 void sim_memset(void* dst, int value, size_t bytes) {

@@ -150,6 +150,24 @@ TEST(CommLocal, CollectivesCopyAndCountLikeMpi) {
   EXPECT_EQ(g->stats().total_bytes(), 0u);
 }
 
+// Note [staged group]: one process needs no trip through the host for a device's tensors: its
+// group on the device is a local one, whose scatter and gather are the device's own copies.
+TEST(CommLocal, OnADeviceItIsALocalGroupThereWithoutStaging) {
+  GroupPtr host = make_group("local");
+  EXPECT_FALSE(stages_through_host(*host, Device::sim()));
+  GroupPtr g = stage_on(host, Device::sim());
+  EXPECT_STREQ(g->backend(), "local");
+  EXPECT_EQ(g->device(), Device::sim());
+  EXPECT_EQ(g->split(0, 0)->device(), Device::sim());
+  const Tensor src = Tensor::from_vector({1, 2, 3, 4}, {4}, DType::bf16).to(Device::sim());
+  Tensor gathered = Tensor::zeros({4}, DType::bf16, Device::sim()), scattered = Tensor::zeros({2, 2}, DType::bf16, Device::sim());
+  g->all_gather(src, gathered);
+  g->reduce_scatter(src, scattered);
+  EXPECT_EQ(gathered.to_vector(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(scattered.to_vector(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_THROW(g->all_gather(Tensor::zeros({4}, DType::bf16), gathered), Error);  // a host tensor is not the group's
+}
+
 TEST(CommLocal, SixteenBitBuffersPassUnchanged) {
   GroupPtr g = make_group("local");
   for (DType d : {DType::bf16, DType::f16}) {

@@ -71,19 +71,24 @@ __global__ void cross_entropy_rows_kernel(const T* px, const int32_t* targets, i
   }
 }
 
-// dlogits = k * exp(x - lse) - k * onehot(target); zero rows where ignored (or k == 0).
+// dlogits = k * exp(x - lse) - k * onehot(target); zero rows where ignored (or k == 0). One block
+// per row: no 64-bit division per element (it was most of this kernel's time at GPT-2's vocabulary).
 template <typename T>
-__global__ void cross_entropy_backward_kernel(const T* px, const float* lse, const int32_t* targets,
-                                              int64_t ignore_index, float k, int64_t n, int64_t c, T* po) {
-  for (int64_t e = global_index(); e < n * c; e += grid_stride()) {
-    const int64_t r = e / c, j = e % c;
-    const int32_t t = targets[r];
-    float o = 0.f;
-    if (t != ignore_index && k != 0.f) {
-      o = k * exp_approx(to_f(px[e]) - lse[r]);
-      if (j == t) o -= k;
+__global__ void cross_entropy_backward_rows(const T* px, const float* lse, const int32_t* targets,
+                                            int64_t ignore_index, float k, int64_t c, T* po) {
+  const int64_t r = blockIdx.x;
+  const T* x = px + r * c;
+  T* o = po + r * c;
+  const int32_t t = targets[r];
+  const bool zero = t == ignore_index || k == 0.f;
+  const float l = lse[r];
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+    float v = 0.f;
+    if (!zero) {
+      v = k * exp_approx(to_f(x[j]) - l);
+      if (j == t) v -= k;
     }
-    po[e] = from_f<T>(o);
+    o[j] = from_f<T>(v);
   }
 }
 
@@ -130,8 +135,9 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tenso
   const int64_t n = logits.size(0), c = logits.size(1);
   dispatch_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cross_entropy_backward_kernel<T><<<blocks_for(n * c), kThreads, 0, ctx.stream>>>(
-        ptr<const T>(logits), ptr<const float>(lse), ptr<const int32_t>(targets), ignore_index, k, n, c, ptr<T>(out));
+    if (n > 0)
+      cross_entropy_backward_rows<T><<<unsigned(n), row_threads(c), 0, ctx.stream>>>(
+          ptr<const T>(logits), ptr<const float>(lse), ptr<const int32_t>(targets), ignore_index, k, c, ptr<T>(out));
   });
   check_launch("cross_entropy_backward");
 }

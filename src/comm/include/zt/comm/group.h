@@ -250,8 +250,11 @@ GroupPtr make_nccl_group(int rank, int size, int device, Store& store, const std
 
 // Note [staged group] (staged.cpp): `host`'s collectives for tensors on `device`, copied down to
 // the host and up again around each call; `host` itself when it already takes tensors there (nccl
-// on its GPU, or device cpu). Throws ErrorKind::comm when `host` keeps tensors on another device.
+// on its GPU, or device cpu); a local group of one process on `device` for a local `host` (its
+// collectives are copies, which the device makes itself). Throws ErrorKind::comm when `host`
+// keeps tensors on another device.
 GroupPtr stage_on(GroupPtr host, Device device);
+bool stages_through_host(const Group& host, Device device);  // whether stage_on copies through the host
 
 // Note [fake group]: a group of `size` ranks inside one process, as c10d's FakeProcessGroup,
 // so the engine's N-rank arithmetic (shards, padding, averaging, byte counts) runs in unit
