@@ -104,7 +104,9 @@ class Tensor {
   // Note [device copies]: copy_, fill_, zero_ and to_vector work on any device. Contiguous
   // same-dtype copies and zeroing go straight through the device's copy and memset hooks;
   // anything else (a strided view, a dtype change, a non-zero fill) stages through host memory:
-  // correct and slow, meant for set-up and tests, never a training step's hot path.
+  // correct and slow, meant for set-up and tests, never a training step's hot path. A copy to
+  // the host waits for the device; one from ordinary host memory is staged at the call and
+  // returns without waiting (from pinned memory it waits: the copy engine reads it later).
   void copy_(const Tensor& src);  // same shape; converts dtype; handles strides
   void fill_(float value);
   void zero_();
