@@ -74,9 +74,9 @@ def train(a, layers, placement, tag):
         return row
     recs = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl")) if '"loss"' in l]
     deltas = [b["elapsed_s"] - a_["elapsed_s"] for a_, b in zip(recs, recs[1:])]  # the first step warms up
-    row.update(parameters=predicted(a, layers, placement)[1], predicted_in_use=predicted(a, layers, placement)[0],
-               device_peak=recs[-1]["device_memory"]["peak"], s_per_step=round(statistics.median(deltas), 4),
-               losses=[round(r["loss"], 5) for r in recs])
+    in_use, params = predicted(a, layers, placement)
+    row.update(parameters=params, predicted_in_use=in_use, device_peak=recs[-1]["device_memory"]["peak"],
+               s_per_step=round(statistics.median(deltas), 4), losses=[round(r["loss"], 5) for r in recs])
     row["peak_within_cap"] = row["device_peak"] <= a.cap_mb << 20
     row["passed"] = row["peak_within_cap"]
     return row

@@ -187,9 +187,26 @@ struct Scratch {
   }
 };
 
+// The lse and D = dO . O of queries [i0, i0 + 64) into stats[0, 64) and stats[64, 128).
+__device__ void load_stats(const float* lse, const float* dsum, const Geo& g, int64_t b, int64_t h, int64_t i0,
+                           float* stats) {
+  for (int e = int(threadIdx.x); e < kRows; e += kThreadsTc) {
+    const bool in = i0 + e < g.T;
+    stats[e] = in ? lse[(b * g.H + h) * g.T + i0 + e] : -INFINITY;
+    stats[kRows + e] = in ? dsum[(b * g.H + h) * g.T + i0 + e] : 0.f;
+  }
+}
+
+struct Stats {  // a query's lse and D by its index in the block's rows or columns
+  const float* l;
+  const float* d;
+  __device__ float lse(int i) const { return l[i]; }
+  __device__ float dsum(int i) const { return d[i]; }
+};
+
 // The lane's 32 entries of P and dS for one warp's 16 x 64 block: s holds the scores, dp the
-// dO.V products; row/column roles (query or key) are the caller's through `query_of`/`key_of`.
-template <typename T, typename Stats>
+// dO.V products; the rows are queries (dQ) or keys (dK, dV, which take S^T and dP^T).
+template <typename T>
 __device__ void probabilities(const Geo& g, int64_t b, const float* s, const float* dp, int r, int half, int64_t row0,
                               int64_t col0, bool rows_are_queries, Stats stats, T* p_out, T* ds_out) {
   for (int c = 0; c < 32; ++c) {
@@ -223,13 +240,6 @@ __device__ void store_rows(FragC (&acc)[D / kF], float* scratch, float scale, T*
   __syncwarp();
 }
 
-struct RowStats {  // per query row of the warp (dQ): in registers of the lane pair
-  const float* l;
-  const float* d;
-  __device__ float lse(int i) const { return l[i]; }
-  __device__ float dsum(int i) const { return d[i]; }
-};
-
 // dQ: block (64 queries, head, batch) over the key tiles it sees; dQ = scale * dS K.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreadsTc)
@@ -248,14 +258,10 @@ __global__ void __launch_bounds__(kThreadsTc)
   const T* head = qkv + b * g.T * ld + h * g.D;
   load_rows<T, D>(head, ld, i0, g.T, q, vec);
   load_rows<T, D>(dout + b * g.T * g.C + h * g.D, g.C, i0, g.T, dO, vec);
-  for (int e = int(threadIdx.x); e < kRows; e += kThreadsTc) {
-    const bool in = i0 + e < g.T;
-    stats[e] = in ? lse[(b * g.H + h) * g.T + i0 + e] : -INFINITY;
-    stats[kRows + e] = in ? dsum[(b * g.H + h) * g.T + i0 + e] : 0.f;
-  }
+  load_stats(lse, dsum, g, b, h, i0, stats);
   FragC acc[D / kF];
   for (int d = 0; d < D / kF; ++d) wmma::fill_fragment(acc[d], 0.f);
-  const RowStats st{stats + warp * kF, stats + kRows + warp * kF};
+  const Stats st{stats + warp * kF, stats + kRows + warp * kF};  // this warp's query rows
   const int64_t row0 = i0 + warp * kF;
   const int64_t last = g.causal ? min(g.T, i0 + kRows) : g.T;
   for (int64_t j0 = 0; j0 < last; j0 += kRows) {
@@ -273,13 +279,6 @@ __global__ void __launch_bounds__(kThreadsTc)
   }
   store_rows<T, D>(acc, s, g.scale, dqkv, g, b, row0, h * g.D);
 }
-
-struct ColumnStats {  // per query column of the tile (dK, dV): in shared memory
-  const float* l;
-  const float* d;
-  __device__ float lse(int i) const { return l[i]; }
-  __device__ float dsum(int i) const { return d[i]; }
-};
 
 // dK, dV: block (64 keys, head, batch) over every query tile that sees them; dV = P^T dO and
 // dK = scale * dS^T Q.
@@ -302,17 +301,13 @@ __global__ void __launch_bounds__(kThreadsTc)
   load_rows<T, D>(head + 2 * g.C, ld, j0, g.T, v, vec);
   FragC dk[D / kF], dv[D / kF];
   for (int d = 0; d < D / kF; ++d) wmma::fill_fragment(dk[d], 0.f), wmma::fill_fragment(dv[d], 0.f);
-  const ColumnStats st{stats, stats + kRows};
+  const Stats st{stats, stats + kRows};  // the tile's query columns
   const int64_t row0 = j0 + warp * kF;  // this warp's first key
   for (int64_t i0 = g.causal ? j0 : 0; i0 < g.T; i0 += kRows) {
     __syncthreads();
     load_rows<T, D>(head, ld, i0, g.T, q, vec);
     load_rows<T, D>(dout + b * g.T * g.C + h * g.D, g.C, i0, g.T, dO, vec);
-    for (int e = int(threadIdx.x); e < kRows; e += kThreadsTc) {
-      const bool in = i0 + e < g.T;
-      stats[e] = in ? lse[(b * g.H + h) * g.T + i0 + e] : -INFINITY;
-      stats[kRows + e] = in ? dsum[(b * g.H + h) * g.T + i0 + e] : 0.f;
-    }
+    load_stats(lse, dsum, g, b, h, i0, stats);
     __syncthreads();
     if (g.causal && i0 + kRows - 1 < row0) continue;  // every query here is before this warp's keys
     product_abt<T, D>(k + warp * kF * LD, q, s);   // S^T: this warp's keys x the tile's queries
