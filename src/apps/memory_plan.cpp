@@ -27,9 +27,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   opts.f32_compute = ctx.f32_compute;
   const zero::Plan plan = zero::plan_model(model, opts, ctx.world, ctx.local_size);
   zero::PeakInput in;
-  static_cast<zero::Stage3Limits&>(in) = zero::stage3_limits(opts);
-  in.max_inflight_elems = opts.max_inflight_reduce_elems;
-  in.overlap_comm = opts.zero.overlap_comm;
+  static_cast<zero::StepLimits&>(in) = zero::step_limits(opts);
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
   in.activations = predict_activations(c, bs.micro, ctx.eval_batch, opts.f32_compute);
   in.data = ctx.data_bytes;

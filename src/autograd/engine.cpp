@@ -151,7 +151,9 @@ void backward(const Tensor& root, Tensor grad_root) {
     ZT_ASSERT(grads.size() == n->inputs.size(), "node ", n->name, " returned ", grads.size(), " gradients for ",
               n->inputs.size(), " inputs");
     n->grad = Tensor();
-    for (size_t i = 0; i < grads.size(); ++i) {
+    // Last input first: a module's parameters (weight, then bias) are final in reverse order, as
+    // backward's order over the model, which gradient buckets are cut by (Note [step schedule]).
+    for (size_t i = grads.size(); i-- > 0;) {
       Tensor& in = n->inputs[i];
       auto* m = in.defined() ? in.impl()->autograd.get() : nullptr;
       if (!m) continue;

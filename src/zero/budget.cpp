@@ -1,27 +1,26 @@
 #include "zt/zero/budget.h"
 
 #include <algorithm>
-#include <deque>
 
 #include "zt/core/allocator.h"
 #include "zt/core/error.h"
 #include "zt/ops/compress.h"
+#include "zt/zero/schedule.h"
 
 namespace zt::zero {
 
 // Note [peak memory]: a rank's peak is its model states at rest (Plan::memory: by placement, so
 // offloaded states count only their tile buffers) plus what exists only during a step, each
 // term from the engine's own rules:
-// - gradient buckets (stages 2-3, Note [gradient buckets]): replaying GradReducer in backward
-//   order, a bucket's full gradient exists from its first gradient until its reduction finishes,
-//   with its receive (and cast wire) buffer; at most max_inflight elements are in flight;
+// - gradient buckets (Note [gradient buckets]): backward's events played through Note [step
+//   schedule], the reducer's own rule, summing the buffer kinds each bucket holds (at stages 2-3
+//   its full gradient from its first gradient; in flight its wire copy, receive and qgZ buffers);
 // - gathered units (stage 3): the unit running plus what ParamStore::prefetch gathers ahead
-//   (stage3_prefetch_bucket_size, stage3_max_live_parameters), in both directions, or the units
+//   (Note [step schedule]'s prefetch_window), in both directions, or the units
 //   that Note [reuse distance] keeps gathered between their forward and backward;
 // - parameter files (stage 3): the shards staged while they are read in (one unit's without prefetch);
 // - ZeRO++ (Note [ZeRO++]): hpZ's secondary pieces, 1/P of every unit that is not persistent; qwZ's
-//   packets (this rank's and every rank's) beside each unit gathered ahead; qgZ's node averages,
-//   packets sent and received and fp32 sum beside each bucket in flight;
+//   packets (this rank's and every rank's) beside each unit gathered ahead (qgZ's are a flight's);
 // - activations at the micro-batch (the caller's formula per model kind), the data already
 //   loaded, the shm slots, and workspace: the larger of the initialiser's f32 values and a
 //   stage-1/2 publish copy.
@@ -33,44 +32,10 @@ namespace zt::zero {
 // holds in_use(): the allocator hands cached blocks back before it refuses.
 namespace {
 
-// qgZ across M > 1 nodes (Note [wire plan]), for a bucket of n elements: the node averages (M
-// shards, when L > 1), the packets out and in, and the fp32 sum of this rank's shard.
-int64_t quantized_gradient_bytes(const Plan& plan, int64_t n) {
-  const WirePlan& w = plan.policy.wire;
-  if (w.gradient_bits == 0 || !plan.policy.shard_optimizer()) return 0;
-  const int64_t M = w.nodes, s = n / plan.world, cb = int64_t(dtype_size(plan.policy.comm_dtype));
-  return (w.local_size > 1 ? M * s * cb : 0) + 2 * M * ops::packet_words(s, w.gradient_bits) * 4 + s * 4;
-}
-
+// The buckets' peak: backward's events as Note [step schedule] plays them.
 int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
-  const Policy& pol = plan.policy;
-  const int64_t fb = int64_t(dtype_size(pol.full_grad_dtype())), cb = int64_t(dtype_size(pol.comm_dtype));
-  const int64_t limit = in.max_inflight_elems > 0 ? in.max_inflight_elems : plan.grad_bucket_elems;
-  struct Flight {
-    int64_t elems, bytes;
-  };
-  std::deque<Flight> flights;
-  int64_t elems = 0, bytes = 0, peak = 0;
-  for (size_t k = plan.buffers.size(); k-- > 0;) {  // backward visits the buffers last first
-    const int64_t n = plan.buffers[k].padded;
-    const int64_t full = pol.shard_gradients() ? n * fb : 0;  // stages 0-1: persistent, in states.grad
-    peak = std::max(peak, bytes + full);
-    while (!flights.empty() && elems + n > limit) {
-      elems -= flights.front().elems;
-      bytes -= flights.front().bytes;
-      flights.pop_front();
-    }
-    const int64_t wire = pol.comm_dtype != pol.full_grad_dtype() ? n * cb : 0;
-    const int64_t recv = (pol.shard_optimizer() ? n / plan.world * cb : 0) + quantized_gradient_bytes(plan, n);
-    flights.push_back({n, full + wire + recv});
-    elems += n;
-    bytes += full + wire + recv;
-    peak = std::max(peak, bytes);
-    if (!in.overlap_comm) {
-      elems = bytes = 0;
-      flights.clear();
-    }
-  }
+  int64_t peak = 0;
+  for (const StepEvent& e : backward_events(plan, in)) peak = std::max(peak, e.held);
   return peak;
 }
 
@@ -92,20 +57,18 @@ Window window_peak(const Plan& plan, const PeakInput& in) {
     return device ? plan.buffers[b].padded / plan.world * pb : plan.param_staging_bytes(b);
   };
   Window peak;
+  auto none = [](size_t) { return false; };
   for (int dir : {1, -1})
     for (int64_t i = 0; i < nb; ++i) {
       if (kept(i)) continue;
-      int64_t live = plan.buffers[size_t(i)].padded, ahead = in.prefetch_elems, staged = staging(i);
-      for (int64_t j = i + dir; j >= 0 && j < nb; j += dir) {  // ParamStore::prefetch's rule
-        if (kept(j)) continue;
-        const int64_t n = plan.buffers[size_t(j)].padded;
-        if (n > ahead || live + n > in.max_live_elems) break;
-        live += n;
-        ahead -= n;
-        staged += staging(j);
+      const int64_t n = plan.buffers[size_t(i)].padded;
+      Window w{n, staging(i)};
+      for (size_t u : prefetch_window(plan, in, size_t(i), dir, n, none)) {  // ParamStore::prefetch's rule
+        w.elems += plan.buffers[u].padded;
+        w.staging += staging(int64_t(u));
       }
-      peak.elems = std::max(peak.elems, live);
-      peak.staging = std::max(peak.staging, staged);
+      peak.elems = std::max(peak.elems, w.elems);
+      peak.staging = std::max(peak.staging, w.staging);
     }
   return peak;
 }
@@ -115,12 +78,15 @@ Window window_peak(const Plan& plan, const PeakInput& in) {
 // while the gathered units stay within stage3_max_live_parameters.
 int64_t gathered_elems(const Plan& plan, const PeakInput& in) {
   if (!plan.policy.shard_parameters()) return 0;
-  int64_t kept = 0, after = 0, largest = 0;
-  for (size_t i = plan.buffers.size(); i-- > 0;) {
-    if (i < plan.persistent.size() && plan.persistent[i]) continue;
-    const int64_t n = plan.buffers[i].padded;
-    if (2 * after < in.max_reuse_elems) kept += n;
-    after += n;
+  std::vector<size_t> trace;  // a step's uses: the units forward, then backward
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (i >= plan.persistent.size() || !plan.persistent[i]) trace.push_back(i);
+  const size_t forward = trace.size();
+  for (size_t k = forward; k-- > 0;) trace.push_back(trace[k]);
+  int64_t kept = 0, largest = 0;
+  for (size_t k = 0; k < forward; ++k) {  // after its forward use, ParamStore keeps a unit reused soon
+    const int64_t n = plan.buffers[trace[k]].padded;
+    if (reused_within(plan, trace, k + 1, trace[k], in.max_reuse_elems)) kept += n;
     largest = std::max(largest, n);
   }
   const int64_t reused = std::min(kept, in.max_live_elems + largest);

@@ -66,7 +66,7 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   groups_ = std::make_unique<CommGroups>(make_comm_groups(comm::stage_on(group_, policy.device), policy.wire));
   std::string swap_error;
   try {
-    store_ = std::make_unique<ParamStore>(plan_, params_, *groups_, stage3_limits(opts_), materialize);
+    store_ = std::make_unique<ParamStore>(plan_, params_, *groups_, step_limits(opts_), materialize);
     optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(),
                                           [this](size_t b) { return store_->owned_copy(b); });
   } catch (const Error& e) {  // only the swap files' own failures (disk, folder) are per rank
@@ -77,9 +77,7 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   }
   if (policy.optimizer_residence == Residence::file || policy.param_residence == Residence::file)
     comm::agree_on_error(*group_, swap_error, label("swap files"), ErrorKind::checkpoint);
-  const int64_t inflight =
-      opts_.max_inflight_reduce_elems > 0 ? opts_.max_inflight_reduce_elems : plan_.grad_bucket_elems;
-  reducer_ = std::make_unique<GradReducer>(plan_, params_, *groups_, opts_.zero.overlap_comm, inflight,
+  reducer_ = std::make_unique<GradReducer>(plan_, params_, *groups_, step_limits(opts_),
                                            [this](size_t b) { store_->release(b); });
   if (policy.loss_scaling) scaler_ = std::make_unique<optim::LossScaler>(opts_.fp16);
   if (policy.shard_parameters()) install_unit_hooks();

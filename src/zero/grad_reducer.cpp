@@ -6,17 +6,17 @@
 
 namespace zt::zero {
 
-GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, bool overlap,
-                         int64_t max_inflight_elems, Callback on_launched)
+GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups,
+                         const StepLimits& limits, Callback on_launched)
     : plan_(plan),
       params_(std::move(params)),
       group_(*groups.all),
       dense_(plan.policy.wire.gradient_bits > 0
                  ? make_quantized_encoder(groups, plan.policy.wire.gradient_bits)
                  : make_dense_encoder(*groups.all, plan.policy.shard_optimizer())),
-      overlap_(overlap),
-      max_inflight_(max_inflight_elems),
-      on_launched_(std::move(on_launched)) {
+      overlap_(limits.overlap_comm),
+      on_launched_(std::move(on_launched)),
+      flights_(plan, limits, true) {
   const Policy& pol = plan_.policy;
   bufs_.resize(plan_.buffers.size());
   for (size_t b = 0; b < bufs_.size(); ++b) {
@@ -105,11 +105,10 @@ void GradReducer::on_param_partial(size_t b, int uses_left) {
 
 void GradReducer::launch(size_t b, bool early) {
   Buf& buf = bufs_[b];
-  const Policy& pol = plan_.policy;
   allocate_full(b);  // a bucket no gradient reached still takes part, as zeros
-  const int64_t n = plan_.buffers[b].padded;
-  while (!inflight_.empty() && inflight_elems_ + n > max_inflight_) finish(inflight_.front());
+  for (size_t f : flights_.admit(b)) finish(f);
   buf.launched = true;
+  flights_.launched(b);
   comm::CollOptions o;
   o.op = comm::ReduceOp::avg;
   o.label = label_ + ", bucket " + std::to_string(b);
@@ -117,18 +116,19 @@ void GradReducer::launch(size_t b, bool early) {
   if (plan_.buffers[b].sparse) {
     buf.transfer = buf.rows->launch(buf.full, o);
   } else {
-    Tensor in = buf.full;
-    if (pol.comm_dtype != buf.full.dtype()) in = ops::cast(buf.full, pol.comm_dtype);
+    Tensor in = flights_.made(b, "wire copy");  // Note [step schedule]: the flight's own buffer
+    if (in.defined())
+      ops::cast_into(in, buf.full);
+    else
+      in = buf.full;
     if (early) {  // the rows accumulate into the zeroed buffer while the copy travels
-      if (in.same(buf.full)) in = buf.full.clone();
+      ZT_CHECK(!in.same(buf.full), "[zero] tied rows need the wire copy");
       buf.full.zero_();
       buf.early = true;
       ++sparse_bytes_.tied_early;
     }
     buf.transfer = dense_->launch(in, o);
   }
-  inflight_.push_back(b);
-  inflight_elems_ += n;
   if (on_launched_) on_launched_(b);
   if (!overlap_) finish(b);
 }
@@ -138,12 +138,7 @@ void GradReducer::finish(size_t b) {
   if (!buf.transfer) return;
   const Tensor avg = buf.transfer->finish(comm_overlap_);
   buf.transfer = nullptr;
-  for (auto it = inflight_.begin(); it != inflight_.end(); ++it)
-    if (*it == b) {
-      inflight_.erase(it);
-      break;
-    }
-  inflight_elems_ -= plan_.buffers[b].padded;
+  flights_.finished(b);
   if (buf.early)  // the rows come next (finish_tied_rows); full keeps accumulating them
     buf.early_sum = avg;
   else
@@ -170,7 +165,7 @@ void GradReducer::end_backward() {
   if (reducing_)
     for (size_t b = 0; b < bufs_.size(); ++b)
       if (!bufs_[b].launched) launch(b);
-  while (!inflight_.empty()) finish(inflight_.front());
+  while (!flights_.idle()) finish(flights_.in_flight().front());
   for (size_t b = 0; b < bufs_.size(); ++b)  // the same order on every rank
     if (bufs_[b].early) finish_tied_rows(b);
 }

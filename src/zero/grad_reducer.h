@@ -4,7 +4,6 @@
 // buffer is averaged over the ranks in one of the wire formats (Note [wire formats]: dense,
 // quantized across nodes, or a sparse buffer's touched rows), and at stages 2-3 added into this
 // rank's gradient shard and freed. A tied embedding travels in two parts (Note [tied rows]).
-#include <deque>
 #include <functional>
 #include <string>
 #include <utility>
@@ -14,6 +13,7 @@
 #include "zt/core/tensor.h"
 #include "zt/zero/engine_options.h"
 #include "zt/zero/plan.h"
+#include "zt/zero/schedule.h"
 #include "wire.h"
 
 namespace zt::zero {
@@ -24,8 +24,9 @@ class GradReducer {
   // on_launched(b) runs once buffer b's gradient is complete and its reduction launched: the
   // parameters are not needed any more this pass (stage 3 releases the unit right away).
   // Dense or quantized as plan.policy.wire says (qgZ: groups.cross must exist).
-  GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, bool overlap,
-              int64_t max_inflight_elems, Callback on_launched);
+  // Buckets in flight follow Note [step schedule] under `limits`.
+  GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, const StepLimits& limits,
+              Callback on_launched);
   ~GradReducer();
 
   void begin_backward(bool boundary, const std::string& label);
@@ -63,11 +64,9 @@ class GradReducer {
   comm::Group& group_;
   std::unique_ptr<WireEncoder> dense_;  // dense or quantized
   bool overlap_;
-  int64_t max_inflight_;
   Callback on_launched_;
   std::vector<Buf> bufs_;
-  std::deque<size_t> inflight_;
-  int64_t inflight_elems_ = 0;
+  BucketFlights flights_;
   bool reducing_ = false;  // this backward pass reduces (stages 2-3, or the boundary)
   std::string label_;
   SparseCommBytes sparse_bytes_;

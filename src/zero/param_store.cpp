@@ -17,6 +17,7 @@
 #include "swap_file.h"
 #include "zt/ops/compress.h"
 #include "zt/ops/ops.h"
+#include "zt/zero/schedule.h"
 
 namespace zt::zero {
 
@@ -374,19 +375,10 @@ void ParamStore::note_use(size_t b) {
 }
 
 bool ParamStore::may_stay(size_t b) const {
-  if (!training_pass_ || !following_ || !reused_soon(b)) return false;
+  if (!training_pass_ || !following_ || !reused_within(plan_, trace_, cursor_, b, limits_.max_reuse_elems)) return false;
   int64_t next = 0;  // the unit the trace needs next, when it is not gathered yet
   if (cursor_ < trace_.size() && !bufs_[trace_[cursor_]].full.defined()) next = plan_.buffers[trace_[cursor_]].padded;
   return live_elems() + next <= limits_.max_live_elems;
-}
-
-bool ParamStore::reused_soon(size_t b) const {
-  int64_t distance = 0;
-  for (size_t i = cursor_; i < trace_.size() && distance < limits_.max_reuse_elems; ++i) {
-    if (trace_[i] == b) return true;
-    distance += plan_.buffers[trace_[i]].padded;
-  }
-  return false;
 }
 
 void ParamStore::end_step() {
@@ -410,22 +402,13 @@ int64_t ParamStore::live_elems() const {
 
 // Swapped units (Note [parameter swap]) are read at one prefetch and all-gathered at the next.
 void ParamStore::prefetch(size_t b, int dir, const std::string& label) {
-  int64_t live = live_elems();
-  int64_t budget = limits_.prefetch_elems;
-  for (int64_t j = int64_t(b) + dir; j >= 0 && j < int64_t(bufs_.size()); j += dir) {
-    const size_t u = size_t(j);
-    if (plan_.persistent[u]) continue;
-    const int64_t n = plan_.buffers[u].padded;
-    const bool gathered = bufs_[u].full.defined();  // by an earlier prefetch, or kept: inside the bucket
-    if (n > budget || (!gathered && live + n > limits_.max_live_elems)) break;
-    budget -= n;
-    if (gathered) continue;
+  auto gathered = [&](size_t u) { return bufs_[u].full.defined(); };
+  for (size_t u : prefetch_window(plan_, limits_, b, dir, live_elems(), gathered)) {  // Note [step schedule]
     const bool from_pieces = training_pass_ && bufs_[u].secondary.defined();  // hpZ: no shard needed
     if (bufs_[u].file && !bufs_[u].shard.defined() && !from_pieces)
       stage_in(u, false);
     else
       gather(u, false, label);
-    live += n;
   }
 }
 

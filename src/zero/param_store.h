@@ -112,7 +112,6 @@ class ParamStore {
   size_t cursor_ = 0;
   int64_t gathers_ = 0;
   void note_use(size_t b);
-  bool reused_soon(size_t b) const;
   bool may_stay(size_t b) const;
   int64_t live_elems() const;
 };

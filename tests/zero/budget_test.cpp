@@ -5,6 +5,7 @@
 #include "common/error_of.h"
 #include "zt/core/allocator.h"
 #include "zt/zero/budget.h"
+#include "zt/zero/schedule.h"
 
 using namespace zt::zero;
 using zt::DType;
@@ -239,4 +240,80 @@ TEST(BudgetChoice, ABudgetNothingMeetsSaysWhatWouldFit) {
   // Without "auto" the same error names the offload that would fit.
   const std::string fixed = zt::testing_util::error_of([&] { choose(l.opt_low, false, false); });
   EXPECT_NE(fixed.find("offload_optimizer nvme, offload_param nvme"), std::string::npos) << fixed;
+}
+
+// Note [step schedule]: backward's bucket events, one at a time and several in flight.
+TEST(StepSchedule, BackwardEventsAreTheReducersLaunchesAndFinishes) {
+  const Plan plan = plan_of(2, {});
+  const int64_t n = plan.buffers[0].padded, full = 4 * n, flight = 4 * n + 4 * n / 2;
+  PeakInput one = limits_of({false, false, true});
+  std::vector<StepEvent> ev = backward_events(plan, one);
+  ASSERT_EQ(ev.size(), 3 * plan.buffers.size());
+  EXPECT_EQ(ev[0].kind, StepEvent::first_gradient);
+  EXPECT_EQ(plan.buffers[ev[0].buffer].params[0].index, 7u);  // the last parameter's buffer first
+  EXPECT_EQ(ev[0].held, full);
+  EXPECT_EQ(ev[1].kind, StepEvent::launch);
+  EXPECT_EQ(ev[1].held, flight);
+  // The next bucket fills beside the one in flight, which finishes before the next launch.
+  EXPECT_EQ(ev[2].kind, StepEvent::first_gradient);
+  EXPECT_EQ(ev[2].held, flight + full);
+  EXPECT_EQ(ev[3].kind, StepEvent::finish);
+  EXPECT_EQ(ev[3].buffer, ev[0].buffer);
+  EXPECT_EQ(ev[3].held, full);
+  EXPECT_EQ(ev.back().kind, StepEvent::finish);  // end_backward
+  EXPECT_EQ(ev.back().held, 0);
+  // Stages 0-2 cut buckets from the last parameter, stage 3's units are in model order.
+  EXPECT_EQ(backward_order(plan), (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(backward_order(plan_of(3, {})), (std::vector<size_t>{7, 6, 5, 4, 3, 2, 1, 0}));
+  PeakInput two = one;
+  two.max_inflight_elems = 2 * n;
+  int64_t peak = 0;
+  for (const StepEvent& e : backward_events(plan, two)) peak = std::max(peak, e.held);
+  EXPECT_EQ(peak, 2 * flight + full);
+  two.overlap_comm = false;  // each launch finishes at once
+  ev = backward_events(plan, two);
+  EXPECT_EQ(ev[2].kind, StepEvent::finish);
+  EXPECT_EQ(ev[2].held, 0);
+}
+
+// A kind added in one place is summed by every prediction made while it lives, for its span only.
+TEST(StepSchedule, AnAddedBufferKindMovesThePrediction) {
+  const Plan plan = plan_of(2, {});
+  const int64_t n = plan.buffers[0].padded;
+  PeakInput one = limits_of({false, false, true}), three = one;
+  three.max_inflight_elems = 3 * n;
+  const PeakEstimate before = predict_peak(plan, one), before3 = predict_peak(plan, three);
+  {
+    auto kind = add_buffer_kind(
+        {"test scratch", Span::flight, [](const Plan& p, size_t b) { return p.buffers[b].padded * 2; }, true, nullptr});
+    const PeakEstimate with = predict_peak(plan, one);
+    EXPECT_EQ(with.grad_buckets - before.grad_buckets, 2 * n);  // one bucket in flight at a time
+    EXPECT_EQ(with.in_use() - before.in_use(), 2 * n);
+    EXPECT_EQ(predict_peak(plan, three).grad_buckets - before3.grad_buckets, 3 * 2 * n);
+    EXPECT_EQ(with.gathered, before.gathered);
+  }
+  EXPECT_EQ(predict_peak(plan, one).grad_buckets, before.grad_buckets);  // gone with its handle
+  EXPECT_THROW(add_buffer_kind({"made at the bucket", Span::bucket, [](const Plan&, size_t) { return int64_t(8); }, true, nullptr}),
+               zt::Error);
+}
+
+// Note [prefetch window]: what ParamStore::prefetch gathers ahead of a unit, in either direction.
+TEST(StepSchedule, ThePrefetchWindowSkipsKeptUnitsAndStopsAtEitherLimit) {
+  Plan plan = plan_of(3, {});
+  const int64_t n = plan.buffers[0].padded;
+  Stage3Limits lim;
+  lim.prefetch_elems = 3 * n;
+  auto none = [](size_t) { return false; };
+  EXPECT_EQ(prefetch_window(plan, lim, 0, 1, n, none), (std::vector<size_t>{1, 2, 3}));
+  EXPECT_EQ(prefetch_window(plan, lim, 5, -1, n, none), (std::vector<size_t>{4, 3, 2}));
+  EXPECT_TRUE(prefetch_window(plan, lim, 7, 1, n, none).empty());
+  plan.persistent[2] = true;  // kept units neither count nor stop it
+  EXPECT_EQ(prefetch_window(plan, lim, 0, 1, n, none), (std::vector<size_t>{1, 3, 4}));
+  // Gathered ones count against the prefetch size, not the live limit, and are not gathered again.
+  auto one_there = [](size_t u) { return u == 1; };
+  lim.max_live_elems = 3 * n;
+  EXPECT_EQ(prefetch_window(plan, lim, 0, 1, 2 * n, one_there), (std::vector<size_t>{3}));
+  EXPECT_EQ(prefetch_window(plan, lim, 0, 1, n, none), (std::vector<size_t>{1, 3}));
+  lim.prefetch_elems = n - 1;  // a unit larger than the prefetch size stops it
+  EXPECT_TRUE(prefetch_window(plan, lim, 0, 1, n, none).empty());
 }

@@ -13,9 +13,7 @@
 namespace zt::zero {
 
 // What the plan does not say: the engine's limits, and the bytes only the caller knows.
-struct PeakInput : Stage3Limits {
-  int64_t max_inflight_elems = 0;  // EngineOptions::max_inflight_reduce_elems (0: one bucket)
-  bool overlap_comm = true;
+struct PeakInput : StepLimits {
   int64_t largest_param = 0;  // elements: the deferred initialiser's f32 values (workspace)
   int64_t activations = 0;    // at the micro-batch, checkpointing as configured
   int64_t data = 0;           // allocator bytes held before the engine exists (the dataset)

@@ -45,8 +45,13 @@ struct EngineOptions {
   int64_t max_inflight_reduce_elems = 0;
 };
 
-inline Stage3Limits stage3_limits(const EngineOptions& o) {
-  return {o.zero.stage3_prefetch_bucket_size, o.zero.stage3_max_live_parameters, o.zero.stage3_max_reuse_distance};
+inline StepLimits step_limits(const EngineOptions& o) {
+  StepLimits l;
+  static_cast<Stage3Limits&>(l) = {o.zero.stage3_prefetch_bucket_size, o.zero.stage3_max_live_parameters,
+                                   o.zero.stage3_max_reuse_distance};
+  l.max_inflight_elems = o.max_inflight_reduce_elems;
+  l.overlap_comm = o.zero.overlap_comm;
+  return l;
 }
 
 // Note [overlap]: for one kind of collective, the seconds its transfers ran (busy) and the seconds

@@ -18,6 +18,11 @@ struct Stage3Limits {
   int64_t max_live_elems = 1'000'000'000;   // stage3_max_live_parameters
   int64_t max_reuse_elems = 1'000'000'000;  // stage3_max_reuse_distance (Note [reuse distance])
 };
+// And every stage's: the limits Note [step schedule] obeys.
+struct StepLimits : Stage3Limits {
+  int64_t max_inflight_elems = 0;  // EngineOptions::max_inflight_reduce_elems (0: one bucket)
+  bool overlap_comm = true;        // off: each reduction finishes as soon as it is launched
+};
 
 struct PlanInput {
   std::vector<int64_t> numels;             // trainable parameters in model order

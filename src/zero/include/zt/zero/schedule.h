@@ -1,0 +1,103 @@
+#pragma once
+// Note [step schedule]: the rules that decide what one rank holds at once during a step, written
+// once: which reductions finish before a bucket launches (BucketFlights), which units a prefetch
+// gathers (prefetch_window) and which a release keeps (reused_within). The runtime asks them at
+// each event (GradReducer before a launch, ParamStore before a prefetch or release) and the peak
+// predictor (budget.cpp) replays a step's events through the same rules, summing the bytes the
+// step's buffer kinds declare. A buffer kind is one entry of a table: a name, a span (a bucket
+// from its first gradient until its reduction ends, or a flight: from launch to finish) and its
+// bytes per buffer. A kind the flight makes is allocated by the flight itself, so one entry
+// moves both the runtime's peak and the prediction.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zt/core/tensor.h"
+#include "zt/zero/plan.h"
+
+namespace zt::zero {
+
+enum class Span {
+  bucket,  // from a bucket's first gradient until its reduction finishes (its full gradient)
+  flight,  // from a bucket's launch until its reduction finishes
+};
+
+struct BufferKind {
+  std::string name;
+  Span span = Span::flight;
+  std::function<int64_t(const Plan&, size_t buffer)> bytes;  // 0: none for this buffer
+  // Made by the flight (Span::flight only): allocated at launch as bytes / dtype_size elements of
+  // `dtype` (unset: f32) on the policy's device, freed at finish; else its feature makes it.
+  bool made_by_flight = false;
+  std::function<DType(const Plan&)> dtype;
+};
+
+// The step's buffer kinds: the built-in ones (schedule.cpp) and any added since.
+std::vector<BufferKind> buffer_kinds();
+// Adds a kind (a feature's or a test's) for as long as the handle lives; engines built while it
+// lives use it, and so do predictions made meanwhile.
+class BufferKindHandle {
+ public:
+  explicit BufferKindHandle(size_t id) : id_(id) {}
+  BufferKindHandle(const BufferKindHandle&) = delete;
+  BufferKindHandle& operator=(const BufferKindHandle&) = delete;
+  ~BufferKindHandle();
+
+ private:
+  size_t id_;
+};
+std::unique_ptr<BufferKindHandle> add_buffer_kind(BufferKind kind);
+
+// The sum of `span`'s kinds for buffer b.
+int64_t span_bytes(const std::vector<BufferKind>& kinds, Span span, const Plan& plan, size_t b);
+
+// Note [gradient buckets] in flight: which reductions must finish before another launches, and
+// the bytes the buckets in flight hold. The reducer asks it before each launch; the predictor
+// replays backward's order through it (with `allocate` off: bytes only).
+class BucketFlights {
+ public:
+  BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate);
+  // Before bucket b launches: the buckets to finish first, oldest first.
+  std::vector<size_t> admit(size_t b) const;
+  void launched(size_t b);  // allocates the kinds made by the flight
+  void finished(size_t b);  // frees them
+  // Kind `name`'s buffer of bucket b in flight (undefined when the kind has no bytes for b).
+  Tensor made(size_t b, const std::string& name) const;
+  int64_t bytes() const { return bytes_; }  // every span's bytes of the buckets in flight
+  bool idle() const { return order_.empty(); }
+  std::vector<size_t> in_flight() const { return order_; }  // oldest first
+
+ private:
+  const Plan& plan_;
+  std::vector<BufferKind> kinds_;  // as they were at construction
+  int64_t limit_;
+  std::vector<size_t> order_;
+  std::vector<std::vector<Tensor>> made_;  // per buffer, per kind
+  bool allocate_;
+  int64_t elems_ = 0, bytes_ = 0;
+};
+
+// One event of a step's backward as the schedule plays it (Note [step schedule]).
+struct StepEvent {
+  enum Kind { first_gradient, launch, finish } kind;
+  size_t buffer;
+  int64_t held;  // bytes the buckets hold right after the event
+};
+// The order backward completes the buffers: by their last parameter, last first.
+std::vector<size_t> backward_order(const Plan& plan);
+// Backward's bucket events in that order, and through them the peak.
+std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limits);
+
+// Note [prefetch window]: the units ParamStore::prefetch gathers after (dir +1) or before (-1)
+// unit b: in order, skipping persistent ones, while they fit prefetch_elems, and, those not
+// gathered yet, stage3_max_live_parameters beside `live` gathered elements.
+std::vector<size_t> prefetch_window(const Plan& plan, const Stage3Limits& limits, size_t b, int dir, int64_t live,
+                                    const std::function<bool(size_t)>& gathered);
+
+// Note [reuse distance]: whether unit b is used again in `trace` (units in the order a step uses
+// them) from position `from` on, before the other units' uses there reach max_reuse elements.
+bool reused_within(const Plan& plan, const std::vector<size_t>& trace, size_t from, size_t b, int64_t max_reuse);
+
+}  // namespace zt::zero

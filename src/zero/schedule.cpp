@@ -1,0 +1,200 @@
+#include "zt/zero/schedule.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "zt/core/error.h"
+#include "zt/ops/compress.h"
+
+namespace zt::zero {
+
+namespace {
+
+int64_t full_grad_bytes(const Plan& plan, size_t b) {  // stages 2-3; at 0-1 it is a state (Plan::memory)
+  const Policy& pol = plan.policy;
+  return pol.shard_gradients() ? plan.buffers[b].padded * int64_t(dtype_size(pol.full_grad_dtype())) : 0;
+}
+
+// What a dense or quantized launch sends: a copy in comm_dtype where that differs from the full
+// gradient's, and always for tied rows, whose buffer takes the embedding's rows while the dense
+// part travels (Note [tied rows]). Sparse buffers send their rows (Note [sparse rows]).
+int64_t wire_copy_bytes(const Plan& plan, size_t b) {
+  const Policy& pol = plan.policy;
+  const BufferPlan& buf = plan.buffers[b];
+  if (buf.sparse || (pol.comm_dtype == pol.full_grad_dtype() && !buf.tied_rows)) return 0;
+  return buf.padded * int64_t(dtype_size(pol.comm_dtype));
+}
+
+int64_t receive_bytes(const Plan& plan, size_t b) {  // a reduce-scatter's output (wire.cpp)
+  const Policy& pol = plan.policy;
+  return pol.shard_optimizer() ? plan.buffers[b].padded / plan.world * int64_t(dtype_size(pol.comm_dtype)) : 0;
+}
+
+// qgZ across M > 1 nodes (Note [wire plan]): the node averages (M shards, when L > 1), the packets
+// out and in, and the fp32 sum of this rank's shard (wire.cpp's quantized encoder).
+int64_t quantized_gradient_bytes(const Plan& plan, size_t b) {
+  const WirePlan& w = plan.policy.wire;
+  if (w.gradient_bits == 0 || !plan.policy.shard_optimizer()) return 0;
+  const int64_t M = w.nodes, s = plan.buffers[b].padded / plan.world;
+  const int64_t cb = int64_t(dtype_size(plan.policy.comm_dtype));
+  return (w.local_size > 1 ? M * s * cb : 0) + 2 * M * ops::packet_words(s, w.gradient_bits) * 4 + s * 4;
+}
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::pair<size_t, BufferKind>> added;
+  size_t next = 0;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+std::vector<BufferKind> buffer_kinds() {
+  std::vector<BufferKind> kinds = {
+      {"full gradient", Span::bucket, full_grad_bytes, false, nullptr},
+      {"wire copy", Span::flight, wire_copy_bytes, true, [](const Plan& p) { return p.policy.comm_dtype; }},
+      {"receive", Span::flight, receive_bytes, false, nullptr},
+      {"qgZ buffers", Span::flight, quantized_gradient_bytes, false, nullptr},
+  };
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  for (auto& [id, k] : r.added) kinds.push_back(k);
+  return kinds;
+}
+
+std::unique_ptr<BufferKindHandle> add_buffer_kind(BufferKind kind) {
+  ZT_CHECK(kind.bytes, "[zero] buffer kind '", kind.name, "' has no bytes");
+  ZT_CHECK(!kind.made_by_flight || kind.span == Span::flight, "[zero] only a flight makes buffers: '", kind.name, "'");
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  r.added.emplace_back(r.next, std::move(kind));
+  return std::make_unique<BufferKindHandle>(r.next++);
+}
+
+BufferKindHandle::~BufferKindHandle() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  std::erase_if(r.added, [&](const auto& e) { return e.first == id_; });
+}
+
+int64_t span_bytes(const std::vector<BufferKind>& kinds, Span span, const Plan& plan, size_t b) {
+  int64_t n = 0;
+  for (const BufferKind& k : kinds)
+    if (k.span == span) n += k.bytes(plan, b);
+  return n;
+}
+
+BucketFlights::BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate)
+    : plan_(plan),
+      kinds_(buffer_kinds()),
+      limit_(limits.max_inflight_elems > 0 ? limits.max_inflight_elems : plan.grad_bucket_elems),
+      made_(plan.buffers.size()),
+      allocate_(allocate) {}
+
+std::vector<size_t> BucketFlights::admit(size_t b) const {
+  std::vector<size_t> first;
+  int64_t elems = elems_;
+  const int64_t n = plan_.buffers.at(b).padded;
+  for (size_t f : order_) {
+    if (elems + n <= limit_) break;
+    first.push_back(f);
+    elems -= plan_.buffers[f].padded;
+  }
+  return first;
+}
+
+void BucketFlights::launched(size_t b) {
+  ZT_CHECK(std::find(order_.begin(), order_.end(), b) == order_.end(), "[zero] bucket ", b, " launched twice");
+  order_.push_back(b);
+  elems_ += plan_.buffers[b].padded;
+  bytes_ += span_bytes(kinds_, Span::bucket, plan_, b) + span_bytes(kinds_, Span::flight, plan_, b);
+  if (!allocate_) return;
+  TagScope tag(MemTag::comm);
+  for (const BufferKind& k : kinds_) {
+    const int64_t n = k.made_by_flight ? k.bytes(plan_, b) : 0;
+    const DType dt = k.dtype ? k.dtype(plan_) : DType::f32;
+    made_[b].push_back(n > 0 ? Tensor::empty({n / int64_t(dtype_size(dt))}, dt, plan_.policy.device) : Tensor());
+  }
+}
+
+void BucketFlights::finished(size_t b) {
+  auto it = std::find(order_.begin(), order_.end(), b);
+  ZT_CHECK(it != order_.end(), "[zero] bucket ", b, " finished but not in flight");
+  order_.erase(it);
+  elems_ -= plan_.buffers[b].padded;
+  bytes_ -= span_bytes(kinds_, Span::bucket, plan_, b) + span_bytes(kinds_, Span::flight, plan_, b);
+  made_[b].clear();
+}
+
+Tensor BucketFlights::made(size_t b, const std::string& name) const {
+  for (size_t k = 0; k < made_[b].size(); ++k)
+    if (kinds_[k].name == name) return made_[b][k];
+  return Tensor();
+}
+
+// Backward finishes the buffers in reverse order of their last parameters (stages 0-2 cut buckets
+// from the last parameter, stage 3's units are in model order).
+std::vector<size_t> backward_order(const Plan& plan) {
+  std::vector<std::pair<size_t, size_t>> last;  // (last parameter, buffer)
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    size_t p = 0;
+    for (const auto& s : plan.buffers[b].params) p = std::max(p, s.index);
+    last.emplace_back(p, b);
+  }
+  std::sort(last.rbegin(), last.rend());
+  std::vector<size_t> order;
+  for (auto& [p, b] : last) order.push_back(b);
+  return order;
+}
+
+std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limits) {
+  BucketFlights flights(plan, limits, false);
+  const std::vector<BufferKind> kinds = buffer_kinds();
+  std::vector<StepEvent> events;
+  auto finish = [&](size_t f, int64_t beside) {
+    flights.finished(f);
+    events.push_back({StepEvent::finish, f, flights.bytes() + beside});
+  };
+  for (size_t k : backward_order(plan)) {
+    const int64_t full = span_bytes(kinds, Span::bucket, plan, k);
+    events.push_back({StepEvent::first_gradient, k, flights.bytes() + full});
+    for (size_t f : flights.admit(k)) finish(f, full);
+    flights.launched(k);
+    events.push_back({StepEvent::launch, k, flights.bytes()});
+    if (!limits.overlap_comm) finish(k, 0);
+  }
+  while (!flights.idle()) finish(flights.in_flight().front(), 0);  // end_backward
+  return events;
+}
+
+std::vector<size_t> prefetch_window(const Plan& plan, const Stage3Limits& limits, size_t b, int dir, int64_t live,
+                                    const std::function<bool(size_t)>& gathered) {
+  std::vector<size_t> ahead;
+  int64_t budget = limits.prefetch_elems;
+  for (int64_t j = int64_t(b) + dir; j >= 0 && j < int64_t(plan.buffers.size()); j += dir) {
+    const size_t u = size_t(j);
+    if (u < plan.persistent.size() && plan.persistent[u]) continue;
+    const int64_t n = plan.buffers[u].padded;
+    const bool there = gathered(u);  // by an earlier prefetch, or kept: inside the window
+    if (n > budget || (!there && live + n > limits.max_live_elems)) break;
+    budget -= n;
+    if (there) continue;
+    ahead.push_back(u);
+    live += n;
+  }
+  return ahead;
+}
+
+bool reused_within(const Plan& plan, const std::vector<size_t>& trace, size_t from, size_t b, int64_t max_reuse) {
+  int64_t distance = 0;
+  for (size_t i = from; i < trace.size() && distance < max_reuse; ++i) {
+    if (trace[i] == b) return true;
+    distance += plan.buffers[trace[i]].padded;
+  }
+  return false;
+}
+
+}  // namespace zt::zero

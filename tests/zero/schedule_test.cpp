@@ -1,0 +1,75 @@
+// Note [step schedule] on a running engine (one process, comm's fake group): the bytes its
+// buckets hold at the peak of a backward are the predictor's bucket term exactly, and a buffer
+// kind added in one place moves both by the same bytes.
+#include "zero_harness.h"
+#include "zt/zero/budget.h"
+#include "zt/zero/schedule.h"
+
+using namespace zt;
+
+namespace {
+
+struct Peaks {
+  int64_t runtime = 0, predicted = 0;
+};
+
+// One backward of the second step at N = 2 on eight equal layers, reduce buckets of about one:
+// the peak of the bytes tagged comm (the buckets' full gradients at stages 2-3, their wire
+// copies, receive buffers and any kind a flight makes) against the predicted bucket term.
+Peaks bucket_peaks(int stage, DType dt, std::optional<DType> accum, int64_t inflight_buckets) {
+  const int64_t unit = 256 * 256 + 256;
+  zero::EngineOptions o;
+  o.zero.stage = stage;
+  o.dtype = dt;
+  o.grad_accum_dtype = accum;
+  o.zero.reduce_bucket_size = unit;
+  o.max_inflight_reduce_elems = inflight_buckets * unit;
+  Generator g(3);
+  std::vector<float> xs(8 * 64);
+  for (auto& v : xs) v = g.normal(0, 1);
+  const Tensor x = Tensor::from_vector(xs, {8, 64});
+  const Tensor y = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8}, {8});
+  auto model = nn::make_mlp(64, std::vector<int64_t>(8, 256), 10, "relu", 7);
+  zero::Engine engine(*model, comm::make_fake_group(0, 2), o);
+  Peaks p;
+  for (int step = 0; step < 2; ++step) {
+    Tensor loss = ag::cross_entropy(engine.forward(x), y);
+    Allocator::global().reset_peaks();
+    const int64_t before = int64_t(Allocator::global().stats().of(MemTag::comm));
+    engine.backward(loss);
+    p.runtime = int64_t(Allocator::global().stats().peak_of(MemTag::comm)) - before;
+    engine.step(1e-3);
+  }
+  zero::PeakInput in;
+  static_cast<zero::StepLimits&>(in) = zero::step_limits(o);
+  p.predicted = zero::predict_peak(engine.plan(), in).grad_buckets;
+  return p;
+}
+
+TEST(StepSchedule, TheBucketsPeakIsThePredictionsAndAnAddedKindMovesBoth) {
+  struct Case {
+    int stage;
+    DType dt;
+    std::optional<DType> accum;  // f32 under bf16 at stage 1: the wire copy (bf16 from f32)
+  };
+  for (const Case& c : {Case{1, DType::f32, {}}, Case{2, DType::f32, {}}, Case{1, DType::bf16, DType::f32},
+                        Case{2, DType::bf16, {}}, Case{3, DType::f32, {}}, Case{3, DType::bf16, {}}})
+    for (int64_t inflight : {1, 3}) {
+      const std::string where = "stage " + std::to_string(c.stage) + " " + dtype_name(c.dt) + ", " +
+                                std::to_string(inflight) + " bucket(s) in flight";
+      const Peaks without = bucket_peaks(c.stage, c.dt, c.accum, inflight);
+      EXPECT_EQ(without.runtime, without.predicted) << where;
+      Peaks with;
+      {
+        auto kind = zero::add_buffer_kind({"test scratch", zero::Span::flight,
+                                           [](const zero::Plan& p, size_t b) { return p.buffers[b].padded * 4; },
+                                           true, nullptr});
+        with = bucket_peaks(c.stage, c.dt, c.accum, inflight);
+      }
+      EXPECT_EQ(with.runtime, with.predicted) << where;
+      EXPECT_GT(with.runtime, without.runtime) << where;
+      EXPECT_EQ(with.runtime - without.runtime, with.predicted - without.predicted) << where;
+    }
+}
+
+}  // namespace
