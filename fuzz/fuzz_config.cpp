@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const config::Config c = config::load_text(in.substr(0, nul), "fuzz.json", overrides);
     (void)c.raw.dump();  // a run writes it into metrics.jsonl: must not throw
-    if (!config::model_parameter_count(c.model)) std::abort();
+    if (c.model.type == "mlp" && !config::mlp_parameter_count(c.model)) std::abort();  // the types' own checks
+    if (c.model.type == "cnn" && !config::cnn_parameter_count(c.model)) std::abort();
     if (c.run.threads < 0 || c.run.threads > config::kMaxThreads) std::abort();
     if (c.run.memory_budget_mb < 0 || c.run.memory_budget_mb > config::kMaxMemoryBudgetMb) std::abort();
     if (!(c.run.comm_timeout_s >= 0.1)) std::abort();

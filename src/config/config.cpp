@@ -202,27 +202,6 @@ void parse_model(const Section& s, ModelConfig& m) {
   s.read_int_list("fc", m.fc, 1);
   s.read_int("image_size", m.image_size, 1);
   s.read_int("in_channels", m.in_channels, 1);
-  if (m.type == "cnn") {
-    ZT_CHECK_AS(ErrorKind::config, !m.channels.empty(), "[config] ", s.source(),
-                ": 'model.channels' must name at least one convolution stage, got []");
-    // Each stage halves the image (2x2 pooling, rounding down); the last must keep a pixel.
-    ZT_CHECK_AS(ErrorKind::config, m.channels.size() < 63 && (m.image_size >> m.channels.size()) >= 1, "[config] ",
-                s.source(), ": 'model.image_size' ", m.image_size, " is too small for ", m.channels.size(),
-                " convolution stages (each halves it; needs >= ", m.channels.size() < 63 ? 1LL << m.channels.size() : 0,
-                ")");
-  }
-  // Parameters and their fp32 bytes must fit in int64, or every size computed from them overflows.
-  const std::optional<int64_t> params = model_parameter_count(m);
-  int64_t bytes = 0;
-  ZT_CHECK_AS(ErrorKind::config, params && !__builtin_mul_overflow(*params, int64_t(4), &bytes), "[config] ",
-              s.source(), ": ",
-              m.type == "cnn" ? "model.in_channels " + std::to_string(m.in_channels) + ", model.image_size " +
-                                    std::to_string(m.image_size) + ", model.channels " +
-                                    detail::clip(nlohmann::json(m.channels).dump()) + ", model.fc " +
-                                    detail::clip(nlohmann::json(m.fc).dump())
-                              : "model.input_dim " + std::to_string(m.input_dim) + ", model.hidden " +
-                                    detail::clip(nlohmann::json(m.hidden).dump()),
-              " and model.num_classes ", m.num_classes, " give more parameters than 64-bit sizes can count");
 }
 
 void parse_data(const Section& s, DataConfig& d) {
@@ -245,13 +224,41 @@ void parse_data(const Section& s, DataConfig& d) {
               " images (allowed: 0 = as stored, or >= ", stored, ")");
 }
 
-// A CNN's input must be the images the data gives (after padding).
-void check_model_fits_data(const Config& c, const std::string& source) {
-  if (c.model.type != "cnn") return;
+// Parameters and their fp32 bytes must fit in int64, or every size computed from them overflows.
+void check_count(std::optional<int64_t> params, const std::string& source, const std::string& keys,
+                 const ModelConfig& m) {
+  int64_t bytes = 0;
+  ZT_CHECK_AS(ErrorKind::config, params && !__builtin_mul_overflow(*params, int64_t(4), &bytes), "[config] ", source,
+              ": ", keys, " and model.num_classes ", m.num_classes, " give more parameters than 64-bit sizes can count");
+}
+
+void check_mlp(const Config& c, const std::string& source) {
+  const ModelConfig& m = c.model;
+  check_count(mlp_parameter_count(m), source,
+              "model.input_dim " + std::to_string(m.input_dim) + ", model.hidden " +
+                  detail::clip(nlohmann::json(m.hidden).dump()),
+              m);
+}
+
+// The CNN's stages against its image, its size, and its input against the images the data gives.
+void check_cnn(const Config& c, const std::string& source) {
+  const ModelConfig& m = c.model;
+  ZT_CHECK_AS(ErrorKind::config, !m.channels.empty(), "[config] ", source,
+              ": 'model.channels' must name at least one convolution stage, got []");
+  // Each stage halves the image (2x2 pooling, rounding down); the last must keep a pixel.
+  ZT_CHECK_AS(ErrorKind::config, m.channels.size() < 63 && (m.image_size >> m.channels.size()) >= 1, "[config] ",
+              source, ": 'model.image_size' ", m.image_size, " is too small for ", m.channels.size(),
+              " convolution stages (each halves it; needs >= ", m.channels.size() < 63 ? 1LL << m.channels.size() : 0,
+              ")");
+  check_count(cnn_parameter_count(m), source,
+              "model.in_channels " + std::to_string(m.in_channels) + ", model.image_size " +
+                  std::to_string(m.image_size) + ", model.channels " + detail::clip(nlohmann::json(m.channels).dump()) +
+                  ", model.fc " + detail::clip(nlohmann::json(m.fc).dump()),
+              m);
   const ImageShape img = dataset_image_shape(c.data.dataset);
   const int64_t size = c.data.pad_to > 0 ? c.data.pad_to : img.size;
-  ZT_CHECK_AS(ErrorKind::config, c.model.in_channels == img.channels && c.model.image_size == size, "[config] ", source,
-              ": model.in_channels ", c.model.in_channels, " and model.image_size ", c.model.image_size,
+  ZT_CHECK_AS(ErrorKind::config, m.in_channels == img.channels && m.image_size == size, "[config] ", source,
+              ": model.in_channels ", m.in_channels, " and model.image_size ", m.image_size,
               " do not match the data: ", c.data.dataset, " gives ", img.channels, " x ", size, " x ", size, " images",
               c.data.pad_to > 0 ? " (data.pad_to " + std::to_string(c.data.pad_to) + ")" : std::string(),
               "; set model.in_channels ", img.channels, " and model.image_size ", size);
@@ -373,21 +380,29 @@ std::optional<int64_t> cnn_parameter_count(const ModelConfig& m) {
 }
 
 namespace {
-std::vector<std::string>& registered_model_types() {
-  static std::vector<std::string> types{"mlp", "cnn", "gpt", "bert"};
-  return types;
+// Note [model registry]: the types config::parse accepts and each one's own checks. The built-in
+// models' checks live here (config's tests parse them alone); apps adds its entries' types.
+struct ModelTypes {
+  std::vector<std::string> names{"mlp", "cnn", "gpt", "bert"};
+  std::vector<ModelCheck> checks{check_mlp, check_cnn, nullptr, nullptr};
+};
+ModelTypes& model_registry() {
+  static ModelTypes t;
+  return t;
 }
 }  // namespace
 
-const std::vector<std::string>& model_types() { return registered_model_types(); }
+const std::vector<std::string>& model_types() { return model_registry().names; }
 
-void add_model_type(const std::string& type) {
-  std::vector<std::string>& t = registered_model_types();
-  if (std::find(t.begin(), t.end(), type) == t.end()) t.push_back(type);
-}
-
-std::optional<int64_t> model_parameter_count(const ModelConfig& m) {
-  return m.type == "cnn" ? cnn_parameter_count(m) : mlp_parameter_count(m);
+void add_model_type(const std::string& type, ModelCheck check) {
+  ModelTypes& t = model_registry();
+  const size_t i = size_t(std::find(t.names.begin(), t.names.end(), type) - t.names.begin());
+  if (i == t.names.size()) {
+    t.names.push_back(type);
+    t.checks.push_back(check);
+  } else if (check) {
+    t.checks[i] = check;
+  }
 }
 
 ImageShape dataset_image_shape(const std::string& dataset) {
@@ -479,7 +494,9 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   top.read_section("run", [&](const Section& s) { parse_run(s, c.run); });
   top.read_section("checkpoint", [&](const Section& s) { parse_checkpoint(s, c.checkpoint); });
   if (c.checkpoint.dir.empty()) c.checkpoint.dir = c.run.dir + "/checkpoints";
-  check_model_fits_data(c, source);
+  const std::vector<std::string>& types = model_types();  // the model's own checks (Note [model registry])
+  const size_t type = size_t(std::find(types.begin(), types.end(), c.model.type) - types.begin());
+  if (type < types.size() && model_registry().checks[type]) model_registry().checks[type](c, source);
   check_strategy(c, source);
   c.raw = j;
   return c;

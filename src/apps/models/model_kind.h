@@ -36,6 +36,9 @@ struct ModelKind {
   const char* input_keys = "";
   // The tokenizer `generate` samples with; null for a model that is not a language model.
   const char* generates_with = nullptr;
+  // Its own checks of a parsed config (config::ModelCheck), run by config::parse; null: none
+  // beyond the keys' own ranges (or, for a built-in model, config's).
+  config::ModelCheck check = nullptr;
 };
 
 // The entry of model.type, or a config error listing the registered types.

@@ -10,7 +10,7 @@ extern const ModelKind kMlp, kCnn, kGpt, kBert, kResMlp;
 std::vector<const ModelKind*> model_kinds() { return {&kMlp, &kCnn, &kGpt, &kBert, &kResMlp}; }
 
 void register_model_types() {
-  for (const ModelKind* k : model_kinds()) config::add_model_type(k->type);
+  for (const ModelKind* k : model_kinds()) config::add_model_type(k->type, k->check);
 }
 
 const ModelKind& model_kind(const std::string& type) {

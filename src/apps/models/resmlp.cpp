@@ -59,32 +59,42 @@ std::optional<int64_t> parameter_count(const config::ModelConfig& m) {
   return sum;  // ... plus the blocks
 }
 
+// Each block is width x width, and the count must fit in int64 (config::parse runs this).
+void check(const config::Config& c, const std::string& source) {
+  const config::ModelConfig& m = c.model;
+  ZT_CHECK_AS(ErrorKind::config,
+              !m.hidden.empty() && std::all_of(m.hidden.begin(), m.hidden.end(),
+                                               [&](int64_t h) { return h == m.hidden.front(); }),
+              "[config] ", source, ": model.hidden of a resmlp is one width per residual block, all equal; got ",
+              nlohmann::json(m.hidden).dump());
+  ZT_CHECK_AS(ErrorKind::config, parameter_count(m).has_value(), "[config] ", source, ": model.input_dim ",
+              m.input_dim, ", model.hidden ", nlohmann::json(m.hidden).dump(), " and model.num_classes ",
+              m.num_classes, " give more parameters than 64-bit sizes can count");
+}
+
+ModelKind resmlp() {
+  ModelKind k = image_model(
+      "resmlp",
+      [](const config::Config& c, bool deferred) {
+        return build_within_memory(*parameter_count(c.model), deferred, [&] {
+          return std::shared_ptr<nn::Module>(std::make_shared<ResidualMlp>(c.model, c.seed));
+        });
+      },
+      // As an MLP of the blocks' layers (each Linear and activation output), plus the input
+      // projection's output and each block's sum.
+      [](const config::Config& c, int64_t micro, int64_t eval_batch, double b) {
+        const config::ModelConfig& m = c.model;
+        const double sums = double(micro) * b * double(m.hidden.front()) * double(m.hidden.size() + 1);
+        return image_activations({m.input_dim, 0, 0, {}, m.hidden, m.num_classes}, micro, eval_batch, b) +
+               int64_t(sums);
+      },
+      input_dim_features, " (model.input_dim)");
+  k.check = check;
+  return k;
+}
+
 }  // namespace
 
-extern const ModelKind kResMlp = image_model(
-    "resmlp",
-    [](const config::Config& c, bool deferred) {
-      const config::ModelConfig& m = c.model;
-      ZT_CHECK_AS(ErrorKind::config,
-                  !m.hidden.empty() && std::all_of(m.hidden.begin(), m.hidden.end(),
-                                                   [&](int64_t h) { return h == m.hidden.front(); }),
-                  "[config] model.hidden of a resmlp is one width per residual block, all equal; got ",
-                  nlohmann::json(m.hidden).dump());
-      const std::optional<int64_t> n = parameter_count(m);
-      ZT_CHECK_AS(ErrorKind::config, n.has_value(), "[config] model.input_dim ", m.input_dim, ", model.hidden ",
-                  nlohmann::json(m.hidden).dump(), " and model.num_classes ", m.num_classes,
-                  " give more parameters than 64-bit sizes can count");
-      return build_within_memory(
-          *n, deferred, [&] { return std::shared_ptr<nn::Module>(std::make_shared<ResidualMlp>(m, c.seed)); });
-    },
-    // As an MLP of the blocks' layers (each Linear and activation output), plus the input
-    // projection's output and each block's sum.
-    [](const config::Config& c, int64_t micro, int64_t eval_batch, double b) {
-      const config::ModelConfig& m = c.model;
-      const double sums = double(micro) * b * double(m.hidden.front()) * double(m.hidden.size() + 1);
-      return image_activations({m.input_dim, 0, 0, {}, m.hidden, m.num_classes}, micro, eval_batch, b) +
-             int64_t(sums);
-    },
-    input_dim_features, " (model.input_dim)");
+extern const ModelKind kResMlp = resmlp();
 
 }  // namespace zt::apps

@@ -155,16 +155,17 @@ BatchSizes resolve_batch(const Config& c, int world_size);
 int data_parallel_ranks(const Config& c, int world_size);
 
 // model.type's allowed values: the built-in models (mlp, cnn, gpt, bert), and any a build adds
-// (Note [model registry] in apps: each entry's type is added before a config is parsed).
+// (Note [model registry] in apps: each entry's type is added before a config is parsed). A type's
+// check runs once parse has read every section (its keys against each other and against the
+// data) and throws a config error naming `source`; adding a known type again may set its check.
+using ModelCheck = void (*)(const Config& c, const std::string& source);
 const std::vector<std::string>& model_types();
-void add_model_type(const std::string& type);
+void add_model_type(const std::string& type, ModelCheck check = nullptr);
 
 // Weights and biases of the MLP that `m` describes; nullopt when the count overflows int64.
 std::optional<int64_t> mlp_parameter_count(const ModelConfig& m);
 // The same for the CNN (its layers as nn::make_cnn builds them).
 std::optional<int64_t> cnn_parameter_count(const ModelConfig& m);
-// The one of the two that m.type names.
-std::optional<int64_t> model_parameter_count(const ModelConfig& m);
 // Channels and side of the images a dataset stores (before data.pad_to): mnist and
 // fashion-mnist 1 x 28 x 28, cifar10 3 x 32 x 32.
 struct ImageShape {
