@@ -105,12 +105,9 @@ class Gpt2Bpe final : public Tokenizer {
   }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
+    check_ids(ids, kWho);
     std::string out;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      ZT_CHECK_AS(ErrorKind::data, ids[i] >= 0 && ids[i] < vocab_size(), kWho, " id ", ids[i], " at position ", i,
-                  " is outside the vocabulary [0, ", vocab_size(), ")");
-      out += bytes_of_[ids[i]];
-    }
+    for (int32_t id : ids) out += bytes_of_[size_t(id)];
     return out;
   }
 

@@ -56,6 +56,12 @@ std::string clip_entry(const std::string& s) {
 
 }  // namespace detail
 
+void Tokenizer::check_ids(const std::vector<int32_t>& ids, const char* who) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    ZT_CHECK_AS(ErrorKind::data, ids[i] >= 0 && ids[i] < vocab_size(), who, " id ", ids[i], " at position ", i,
+                " is outside the vocabulary [0, ", vocab_size(), ")");
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& kind, const std::string& dir) {
   if (kind == "gpt2") return load_gpt2_tokenizer(dir);
   if (kind == "bert") return load_bert_tokenizer(dir);

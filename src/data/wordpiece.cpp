@@ -132,10 +132,9 @@ class WordPiece final : public Tokenizer {
 
   // The tokens joined by spaces, a "##" continuation glued to what precedes it.
   std::string decode(const std::vector<int32_t>& ids) const override {
+    check_ids(ids, kWho);
     std::string out;
     for (size_t i = 0; i < ids.size(); ++i) {
-      ZT_CHECK_AS(ErrorKind::data, ids[i] >= 0 && ids[i] < vocab_size(), kWho, " id ", ids[i], " at position ", i,
-                  " is outside the vocabulary [0, ", vocab_size(), ")");
       const std::string& t = tokens_[ids[i]];
       if (i > 0 && t.starts_with("##")) {
         out.append(t, 2);

@@ -7,14 +7,38 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 #include <type_traits>
 
+#include "../approx.h"
 #include "kernels.h"
 #include "zt/core/device.h"
 #include "zt/core/error.h"
 #include "zt/core/tensor.h"
 
 namespace zt::ops::cuda {
+
+// A library's plans (cuBLASLt layouts and algorithms, cuDNN descriptors) by their problem's key:
+// made once, never moved or destroyed (a handful per model; used during static teardown too).
+template <typename Plan>
+struct PlanCache {
+  struct KeyHash {
+    size_t operator()(const std::vector<int64_t>& k) const {
+      size_t h = 0xcbf29ce484222325ull;  // FNV-1a over the key's values
+      for (int64_t v : k) h = (h ^ size_t(v)) * 0x100000001b3ull;
+      return h;
+    }
+  };
+  std::mutex mu;
+  std::unordered_map<std::vector<int64_t>, std::unique_ptr<Plan>, KeyHash> plans;
+  static PlanCache& get() {
+    static auto* c = new PlanCache();
+    return *c;
+  }
+};
 
 inline void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) ZT_THROW_AS(ErrorKind::internal, "[cuda] ", what, ": ", cudaGetErrorString(e));
@@ -188,28 +212,8 @@ double device_sum(const Ctx& ctx, F f, int64_t n) {
   return total;
 }
 
-// ---- the CPU's exp and tanh (common.h), the same operations so results agree closely ----
-__device__ __forceinline__ float exp_approx(float x) {
-  const float xc = x > 88.3762626647949f ? 88.3762626647949f : (x < -87.3f ? -87.3f : x);
-  const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
-  const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
-  const float scale = __int_as_float((__float2int_rz(n) + 127) << 23);
-  return x < -87.3f ? 0.f : p * scale;
-}
-
-__device__ __forceinline__ float tanh_approx(float u) {
-  const float a = u < 0 ? -u : u;
-  const float e = exp_approx(-2.f * a);
-  const float t = (1.f - e) / (1.f + e);
-  return u < 0 ? -t : t;
-}
+using approx::exp_approx;  // the CPU's operations (approx.h), so results agree closely
+using approx::tanh_approx;
 
 // t's values as an f32 tensor: t itself when f32, else a converted workspace copy (stream-ordered).
 inline Tensor f32_copy(const Tensor& t) {

@@ -56,23 +56,6 @@ struct Plan {
   Direction dir[3];
 };
 
-struct KeyHash {
-  size_t operator()(const std::vector<int64_t>& k) const {
-    size_t h = 0xcbf29ce484222325ull;
-    for (int64_t v : k) h = (h ^ size_t(v)) * 0x100000001b3ull;
-    return h;
-  }
-};
-
-struct PlanCache {
-  std::mutex mu;
-  std::unordered_map<std::vector<int64_t>, std::unique_ptr<Plan>, KeyHash> plans;
-};
-PlanCache& plan_cache() {
-  static auto* c = new PlanCache();  // never destroyed: may be used during static teardown
-  return *c;
-}
-
 // The fastest result cuDNN ranks usable: f32 only with FMA math (TF32 would change the results),
 // deterministic ones first where asked (backward). Null when none.
 template <typename Perf>
@@ -140,7 +123,7 @@ Call setup(const Ctx& ctx, DType dt, const ConvGeometry& g, Dir d) {
   ZT_DNN_CHECK(cudnnSetStream(h, ctx.stream));
   const std::vector<int64_t> key{ctx.device().index, int64_t(dt), g.n, g.cin, g.h, g.w, g.cout, g.kh, g.kw,
                                  g.stride,           g.pad};
-  PlanCache& c = plan_cache();
+  PlanCache<Plan>& c = PlanCache<Plan>::get();
   std::lock_guard<std::mutex> lock(c.mu);
   std::unique_ptr<Plan>& p = c.plans[key];
   if (!p) {

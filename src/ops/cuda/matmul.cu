@@ -122,23 +122,6 @@ struct Plan {
   bool found = false;
 };
 
-struct KeyHash {
-  size_t operator()(const std::vector<int64_t>& k) const {
-    size_t h = 0xcbf29ce484222325ull;
-    for (int64_t v : k) h = (h ^ size_t(v)) * 0x100000001b3ull;
-    return h;
-  }
-};
-
-struct PlanCache {
-  std::mutex mu;
-  std::unordered_map<std::vector<int64_t>, std::unique_ptr<Plan>, KeyHash> plans;  // plans never move or go
-};
-PlanCache& plan_cache() {
-  static auto* c = new PlanCache();  // never destroyed: may be used during static teardown
-  return *c;
-}
-
 // One product D = op(A) op(B) in cuBLASLt's terms, with everything that selects a plan.
 struct Problem {
   int device;
@@ -161,7 +144,7 @@ const Plan& plan_for(const Problem& p, DeviceState& st, const OpDesc& desc) {
                                  p.b.cols,   p.b.ld,              p.b.batch_stride, p.m,             p.n,
                                  p.k,        p.batch,             al_a,             al_b,            al_d,
                                  al_bias};
-  PlanCache& c = plan_cache();
+  PlanCache<Plan>& c = PlanCache<Plan>::get();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.plans.find(key);
   if (it != c.plans.end()) return *it->second;

