@@ -39,20 +39,20 @@ int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
   return peak;
 }
 
-// Stage 3: the most elements gathered at once, and the most staging bytes of swapped shards
-// being read in, over the unit running plus ParamStore::prefetch's window (both directions).
+// Stage 3, over the unit running plus ParamStore::prefetch's window (both directions): the most
+// elements gathered at once, the most bytes their unit spans hold (Note [step schedule]'s kinds),
+// and the most staging bytes of swapped or host-resident shards being brought in.
 struct Window {
-  int64_t elems = 0, staging = 0;
+  int64_t elems = 0, bytes = 0, staging = 0;
 };
-Window window_peak(const Plan& plan, const PeakInput& in) {
+Window window_peak(const Plan& plan, const PeakInput& in, const SpanHolds& units) {
   const int64_t nb = int64_t(plan.buffers.size());
   auto kept = [&](int64_t i) { return size_t(i) < plan.persistent.size() && plan.persistent[size_t(i)]; };
   // On the CPU a swapped shard read into memory; on a device the copy of a shard that lives on
   // the host (read from its file, or pinned) uploaded for the all-gather.
   const int64_t pb = int64_t(dtype_size(plan.policy.param_dtype));
   const bool device = !plan.policy.device.is_cpu();
-  auto staging = [&](int64_t i) {
-    const size_t b = size_t(i);
+  auto staging = [&](size_t b) {
     if (!plan.param_swapped(b) && !plan.param_on_host(b)) return int64_t(0);
     return device ? plan.buffers[b].padded / plan.world * pb : plan.param_staging_bytes(b);
   };
@@ -61,13 +61,16 @@ Window window_peak(const Plan& plan, const PeakInput& in) {
   for (int dir : {1, -1})
     for (int64_t i = 0; i < nb; ++i) {
       if (kept(i)) continue;
-      const int64_t n = plan.buffers[size_t(i)].padded;
-      Window w{n, staging(i)};
-      for (size_t u : prefetch_window(plan, in, size_t(i), dir, n, none)) {  // ParamStore::prefetch's rule
+      std::vector<size_t> live = prefetch_window(plan, in, size_t(i), dir, plan.buffers[size_t(i)].padded, none);
+      live.push_back(size_t(i));
+      Window w;
+      for (size_t u : live) {
         w.elems += plan.buffers[u].padded;
-        w.staging += staging(int64_t(u));
+        w.bytes += units.bytes(u);
+        w.staging += staging(u);
       }
       peak.elems = std::max(peak.elems, w.elems);
+      peak.bytes = std::max(peak.bytes, w.bytes);
       peak.staging = std::max(peak.staging, w.staging);
     }
   return peak;
@@ -75,22 +78,28 @@ Window window_peak(const Plan& plan, const PeakInput& in) {
 
 // Note [reuse distance] from the second step: a unit whose next use (its backward, after the later
 // units' forward and backward) comes within stage3_max_reuse_distance elements stays gathered,
-// while the gathered units stay within stage3_max_live_parameters.
-int64_t gathered_elems(const Plan& plan, const PeakInput& in) {
-  if (!plan.policy.shard_parameters()) return 0;
+// while the gathered units stay within stage3_max_live_parameters plus the one in use: the bytes
+// of the units kept, nearest the end first, up to that many elements (the last one in part).
+int64_t reused_bytes(const Plan& plan, const PeakInput& in, const SpanHolds& units) {
   std::vector<size_t> trace;  // a step's uses: the units forward, then backward
   for (size_t i = 0; i < plan.buffers.size(); ++i)
     if (i >= plan.persistent.size() || !plan.persistent[i]) trace.push_back(i);
   const size_t forward = trace.size();
   for (size_t k = forward; k-- > 0;) trace.push_back(trace[k]);
-  int64_t kept = 0, largest = 0;
+  int64_t largest = 0;
+  std::vector<size_t> kept;
   for (size_t k = 0; k < forward; ++k) {  // after its forward use, ParamStore keeps a unit reused soon
-    const int64_t n = plan.buffers[trace[k]].padded;
-    if (reused_within(plan, trace, k + 1, trace[k], in.max_reuse_elems)) kept += n;
-    largest = std::max(largest, n);
+    largest = std::max(largest, plan.buffers[trace[k]].padded);
+    if (reused_within(plan, trace, k + 1, trace[k], in.max_reuse_elems)) kept.push_back(trace[k]);
   }
-  const int64_t reused = std::min(kept, in.max_live_elems + largest);
-  return std::max(window_peak(plan, in).elems, reused);
+  const int64_t cap = in.max_live_elems + largest;
+  int64_t elems = 0, bytes = 0;
+  for (size_t j = kept.size(); j-- > 0 && elems < cap;) {
+    const int64_t n = plan.buffers[kept[j]].padded, part = std::min(n, cap - elems);
+    bytes += units.bytes(kept[j]) / n * part + (part == n ? units.bytes(kept[j]) % n : 0);
+    elems += part;
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -103,14 +112,15 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
   int64_t largest_shard = 0;
   for (const BufferPlan& b : plan.buffers)
     largest_shard = std::max(largest_shard, pol.shard_optimizer() ? b.padded / plan.world : b.padded);
-  p.param_staging = pol.shard_parameters() ? window_peak(plan, in).staging : 0;
   p.grad_buckets = bucket_peak(plan, in);
-  // Note [f32 compute]: each gathered unit's widened copy beside it
-  const int64_t gb = pb + (pol.widens() ? int64_t(dtype_size(pol.compute_dtype)) : 0);
-  p.gathered = pol.shard_parameters() ? gathered_elems(plan, in) * gb : 0;
-  if (pol.shard_parameters() && pol.wire.int8_weights) {  // int8 packets: 1 + 4/256 bytes a value, this rank's and all
-    const int64_t window = window_peak(plan, in).elems;
-    p.gathered += (window + window / plan.world) * (ops::kQuantBlock + 4) / ops::kQuantBlock;
+  if (pol.shard_parameters()) {
+    const SpanHolds units(plan, Span::unit, false);
+    const Window window = window_peak(plan, in, units);
+    p.param_staging = window.staging;
+    // The gathered units with their unit spans' buffers (Note [f32 compute]: the widened copies).
+    p.gathered = std::max(window.bytes, reused_bytes(plan, in, units));
+    if (pol.wire.int8_weights)  // int8 packets: 1 + 4/256 bytes a value, this rank's and all
+      p.gathered += (window.elems + window.elems / plan.world) * (ops::kQuantBlock + 4) / ops::kQuantBlock;
   }
   if (const int64_t P = pol.wire.hpz_partition; pol.shard_parameters() && P > 1)
     for (size_t i = 0; i < plan.buffers.size(); ++i)

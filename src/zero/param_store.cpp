@@ -28,7 +28,8 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
       group_(*groups.all),
       groups_(groups),
       limits_(limits),
-      materialize_(materialize) {
+      materialize_(materialize),
+      units_(plan, Span::unit, true) {
   const Policy& pol = plan_.policy;
   const size_t nb = plan_.buffers.size();
   bufs_.resize(nb);
@@ -278,10 +279,9 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
                        : quantized_weights()     ? Source::quantized
                                                  : Source::exact;
     if (buf.file && src != Source::secondary) stage_in(b, true);  // the read a prefetch started, or one now
-    {
-      TagScope tag(MemTag::param);
-      buf.full = Tensor::empty({plan_.buffers[b].padded}, plan_.policy.param_dtype, plan_.policy.device);
-    }
+    units_.open(b);  // Note [step schedule]: the gathered unit, and whatever else a unit's span makes
+    buf.full = units_.made(b, "gathered unit");
+    ZT_ASSERT(buf.full.defined(), "unit ", b, " gathered without a buffer");
     buf.training_gather = training_pass_;
     launch_gather(b, src, label);
     ++gathers_;
@@ -355,6 +355,7 @@ void ParamStore::release(size_t b, bool may_keep) {
   if (buf.gather_work) finish_gather(b);
   unbind(b);
   buf.full = Tensor();
+  units_.close(b);
 }
 
 // Note [reuse distance]: as DeepSpeed, a unit is not released when the trace says it is used again

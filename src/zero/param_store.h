@@ -12,6 +12,7 @@
 #include "zt/core/tensor.h"
 #include "zt/zero/engine_options.h"
 #include "zt/zero/plan.h"
+#include "zt/zero/schedule.h"
 #include "zt/zero/shard_state.h"
 #include "model_layout.h"
 #include "wire.h"
@@ -105,6 +106,7 @@ class ParamStore {
   bool quantized_weights() const { return plan_.policy.wire.int8_weights; }  // qwZ (Note [wire plan])
   Materialize materialize_;  // a fresh shard's values (Note [fresh swap files])
   std::vector<Buf> bufs_;
+  SpanHolds units_;  // stage 3: what each gathered unit's span makes (Note [step schedule])
   std::string swap_dir_;
   // Note [reuse distance]: units in the order the first step used them, and where this step is.
   std::vector<size_t> trace_;

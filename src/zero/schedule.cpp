@@ -40,6 +40,19 @@ int64_t quantized_gradient_bytes(const Plan& plan, size_t b) {
   return (w.local_size > 1 ? M * s * cb : 0) + 2 * M * ops::packet_words(s, w.gradient_bits) * 4 + s * 4;
 }
 
+// Stage 3: a unit that is not persistent exists whole only from its gather to its release, and
+// (Note [f32 compute]) so does its widened copy; a persistent one is a state (Plan::memory).
+bool transient_unit(const Plan& plan, size_t b) {
+  return plan.policy.shard_parameters() && !(b < plan.persistent.size() && plan.persistent[b]);
+}
+int64_t gathered_bytes(const Plan& plan, size_t b) {
+  return transient_unit(plan, b) ? plan.buffers[b].padded * int64_t(dtype_size(plan.policy.param_dtype)) : 0;
+}
+int64_t widened_bytes(const Plan& plan, size_t b) {
+  const Policy& pol = plan.policy;
+  return transient_unit(plan, b) && pol.widens() ? plan.buffers[b].padded * int64_t(dtype_size(pol.compute_dtype)) : 0;
+}
+
 struct Registry {
   std::mutex mu;
   std::vector<std::pair<size_t, BufferKind>> added;
@@ -53,11 +66,15 @@ Registry& registry() {
 }  // namespace
 
 std::vector<BufferKind> buffer_kinds() {
+  auto comm_dtype = [](const Plan& p) { return p.policy.comm_dtype; };
+  auto param_dtype = [](const Plan& p) { return p.policy.param_dtype; };
   std::vector<BufferKind> kinds = {
-      {"full gradient", Span::bucket, full_grad_bytes, false, nullptr},
-      {"wire copy", Span::flight, wire_copy_bytes, true, [](const Plan& p) { return p.policy.comm_dtype; }},
-      {"receive", Span::flight, receive_bytes, false, nullptr},
-      {"qgZ buffers", Span::flight, quantized_gradient_bytes, false, nullptr},
+      {"full gradient", Span::bucket, full_grad_bytes, false, nullptr, MemTag::comm},
+      {"wire copy", Span::flight, wire_copy_bytes, true, comm_dtype, MemTag::comm},
+      {"receive", Span::flight, receive_bytes, false, nullptr, MemTag::comm},
+      {"qgZ buffers", Span::flight, quantized_gradient_bytes, false, nullptr, MemTag::comm},
+      {"gathered unit", Span::unit, gathered_bytes, true, param_dtype, MemTag::param},
+      {"widened copy", Span::unit, widened_bytes, false, nullptr, MemTag::param},
   };
   Registry& r = registry();
   std::lock_guard lock(r.mu);
@@ -67,7 +84,7 @@ std::vector<BufferKind> buffer_kinds() {
 
 std::unique_ptr<BufferKindHandle> add_buffer_kind(BufferKind kind) {
   ZT_CHECK(kind.bytes, "[zero] buffer kind '", kind.name, "' has no bytes");
-  ZT_CHECK(!kind.made_by_flight || kind.span == Span::flight, "[zero] only a flight makes buffers: '", kind.name, "'");
+  ZT_CHECK(!kind.made || kind.span != Span::bucket, "[zero] a bucket's span makes no buffers: '", kind.name, "'");
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   r.added.emplace_back(r.next, std::move(kind));
@@ -87,12 +104,40 @@ int64_t span_bytes(const std::vector<BufferKind>& kinds, Span span, const Plan& 
   return n;
 }
 
+SpanHolds::SpanHolds(const Plan& plan, Span span, bool allocate)
+    : plan_(plan),
+      span_(span),
+      kinds_(buffer_kinds()),
+      allocate_(allocate),
+      open_(plan.buffers.size()),
+      made_(plan.buffers.size()) {}
+
+void SpanHolds::open(size_t b) {
+  ZT_CHECK(!open_.at(b), "[zero] buffer ", b, " opened twice");
+  open_[b] = true;
+  if (!allocate_) return;
+  for (const BufferKind& k : kinds_) {
+    const int64_t n = k.made && k.span == span_ ? k.bytes(plan_, b) : 0;
+    const DType dt = k.dtype ? k.dtype(plan_) : DType::f32;
+    made_[b].push_back(n > 0 ? Tensor::empty({n / int64_t(dtype_size(dt))}, dt, k.tag, plan_.policy.device) : Tensor());
+  }
+}
+
+void SpanHolds::close(size_t b) {
+  open_.at(b) = false;
+  made_[b].clear();
+}
+
+Tensor SpanHolds::made(size_t b, const std::string& name) const {
+  for (size_t k = 0; k < made_[b].size(); ++k)
+    if (kinds_[k].name == name) return made_[b][k];
+  return Tensor();
+}
+
 BucketFlights::BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate)
     : plan_(plan),
-      kinds_(buffer_kinds()),
-      limit_(limits.max_inflight_elems > 0 ? limits.max_inflight_elems : plan.grad_bucket_elems),
-      made_(plan.buffers.size()),
-      allocate_(allocate) {}
+      holds_(plan, Span::flight, allocate),
+      limit_(limits.max_inflight_elems > 0 ? limits.max_inflight_elems : plan.grad_bucket_elems) {}
 
 std::vector<size_t> BucketFlights::admit(size_t b) const {
   std::vector<size_t> first;
@@ -107,32 +152,19 @@ std::vector<size_t> BucketFlights::admit(size_t b) const {
 }
 
 void BucketFlights::launched(size_t b) {
-  ZT_CHECK(std::find(order_.begin(), order_.end(), b) == order_.end(), "[zero] bucket ", b, " launched twice");
+  holds_.open(b);
   order_.push_back(b);
   elems_ += plan_.buffers[b].padded;
-  bytes_ += span_bytes(kinds_, Span::bucket, plan_, b) + span_bytes(kinds_, Span::flight, plan_, b);
-  if (!allocate_) return;
-  TagScope tag(MemTag::comm);
-  for (const BufferKind& k : kinds_) {
-    const int64_t n = k.made_by_flight ? k.bytes(plan_, b) : 0;
-    const DType dt = k.dtype ? k.dtype(plan_) : DType::f32;
-    made_[b].push_back(n > 0 ? Tensor::empty({n / int64_t(dtype_size(dt))}, dt, plan_.policy.device) : Tensor());
-  }
+  bytes_ += span_bytes(holds_.kinds(), Span::bucket, plan_, b) + holds_.bytes(b);
 }
 
 void BucketFlights::finished(size_t b) {
   auto it = std::find(order_.begin(), order_.end(), b);
   ZT_CHECK(it != order_.end(), "[zero] bucket ", b, " finished but not in flight");
   order_.erase(it);
+  holds_.close(b);
   elems_ -= plan_.buffers[b].padded;
-  bytes_ -= span_bytes(kinds_, Span::bucket, plan_, b) + span_bytes(kinds_, Span::flight, plan_, b);
-  made_[b].clear();
-}
-
-Tensor BucketFlights::made(size_t b, const std::string& name) const {
-  for (size_t k = 0; k < made_[b].size(); ++k)
-    if (kinds_[k].name == name) return made_[b][k];
-  return Tensor();
+  bytes_ -= span_bytes(holds_.kinds(), Span::bucket, plan_, b) + holds_.bytes(b);
 }
 
 // Backward finishes the buffers in reverse order of their last parameters (stages 0-2 cut buckets

@@ -285,7 +285,8 @@ TEST(StepSchedule, AnAddedBufferKindMovesThePrediction) {
   const PeakEstimate before = predict_peak(plan, one), before3 = predict_peak(plan, three);
   {
     auto kind = add_buffer_kind(
-        {"test scratch", Span::flight, [](const Plan& p, size_t b) { return p.buffers[b].padded * 2; }, true, nullptr});
+        {"test scratch", Span::flight, [](const Plan& p, size_t b) { return p.buffers[b].padded * 2; }, true, nullptr,
+         zt::MemTag::comm});
     const PeakEstimate with = predict_peak(plan, one);
     EXPECT_EQ(with.grad_buckets - before.grad_buckets, 2 * n);  // one bucket in flight at a time
     EXPECT_EQ(with.in_use() - before.in_use(), 2 * n);
@@ -293,7 +294,23 @@ TEST(StepSchedule, AnAddedBufferKindMovesThePrediction) {
     EXPECT_EQ(with.gathered, before.gathered);
   }
   EXPECT_EQ(predict_peak(plan, one).grad_buckets, before.grad_buckets);  // gone with its handle
-  EXPECT_THROW(add_buffer_kind({"made at the bucket", Span::bucket, [](const Plan&, size_t) { return int64_t(8); }, true, nullptr}),
+  // A unit's span: the units gathered at once, each with its bytes (all eight here, then three).
+  const Plan plan3 = plan_of(3, {});
+  PeakInput in3 = limits_of({});
+  const int64_t gathered = predict_peak(plan3, in3).gathered;
+  in3.max_live_elems = 2 * n;
+  in3.max_reuse_elems = 0;
+  const int64_t gathered_capped = predict_peak(plan3, in3).gathered, buckets3 = predict_peak(plan3, in3).grad_buckets;
+  {
+    auto kind = add_buffer_kind(
+        {"unit scratch", Span::unit, [](const Plan& p, size_t b) { return p.buffers[b].padded * 2; }, false, nullptr,
+         zt::MemTag::comm});
+    EXPECT_EQ(predict_peak(plan3, in3).gathered - gathered_capped, 2 * 2 * n);
+    EXPECT_EQ(predict_peak(plan3, limits_of({})).gathered - gathered, 8 * 2 * n);
+    EXPECT_EQ(predict_peak(plan3, in3).grad_buckets, buckets3);  // a unit's span is not a bucket's
+  }
+  EXPECT_THROW(add_buffer_kind({"made at the bucket", Span::bucket, [](const Plan&, size_t) { return int64_t(8); }, true,
+                                nullptr, zt::MemTag::comm}),
                zt::Error);
 }
 

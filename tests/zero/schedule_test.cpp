@@ -63,13 +63,60 @@ TEST(StepSchedule, TheBucketsPeakIsThePredictionsAndAnAddedKindMovesBoth) {
       {
         auto kind = zero::add_buffer_kind({"test scratch", zero::Span::flight,
                                            [](const zero::Plan& p, size_t b) { return p.buffers[b].padded * 4; },
-                                           true, nullptr});
+                                           true, nullptr, MemTag::comm});
         with = bucket_peaks(c.stage, c.dt, c.accum, inflight);
       }
       EXPECT_EQ(with.runtime, with.predicted) << where;
       EXPECT_GT(with.runtime, without.runtime) << where;
       EXPECT_EQ(with.runtime - without.runtime, with.predicted - without.predicted) << where;
     }
+}
+
+// Stage 3 (f32, no persistent units): the units gathered at once, as ParamStore's prefetch rule
+// allows (one unit ahead within two units live, no reuse; then no prefetch), against the
+// predictor's gathered term, and a unit kind made at each gather (tagged master, which an f32 run
+// does not otherwise use) moving both.
+TEST(StepSchedule, AUnitKindMadeAtEachGatherMovesTheRuntimeAndThePrediction) {
+  const int64_t unit = 256 * 256 + 256;
+  for (int64_t prefetch : {unit, int64_t(0)}) {
+    zero::EngineOptions o;
+    o.zero.stage = 3;
+    o.zero.stage3_prefetch_bucket_size = prefetch;
+    o.zero.stage3_max_live_parameters = 2 * unit;
+    o.zero.stage3_max_reuse_distance = 0;
+    o.zero.stage3_param_persistence_threshold = 0;
+    Generator g(3);
+    std::vector<float> xs(8 * 64);
+    for (auto& v : xs) v = g.normal(0, 1);
+    const Tensor x = Tensor::from_vector(xs, {8, 64});
+    const Tensor y = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8}, {8});
+    auto run = [&](int64_t& made_peak, int64_t& predicted) {
+      auto model = nn::make_mlp(64, std::vector<int64_t>(8, 256), 10, "relu", 7);
+      zero::Engine engine(*model, comm::make_fake_group(0, 2), o);
+      Allocator::global().reset_peaks();
+      for (int step = 0; step < 2; ++step) {
+        engine.backward(ag::cross_entropy(engine.forward(x), y));
+        engine.step(1e-3);
+      }
+      made_peak = int64_t(Allocator::global().stats().peak_of(MemTag::master));
+      zero::PeakInput in;
+      static_cast<zero::StepLimits&>(in) = zero::step_limits(o);
+      predicted = zero::predict_peak(engine.plan(), in).gathered;
+    };
+    int64_t none = 0, without = 0, made = 0, with = 0;
+    run(none, without);
+    {
+      auto kind = zero::add_buffer_kind({"test unit scratch", zero::Span::unit,
+                                         [](const zero::Plan& p, size_t b) { return p.buffers[b].padded * 4; },
+                                         true, nullptr, MemTag::master});
+      run(made, with);
+    }
+    const std::string where = "prefetch " + std::to_string(prefetch);
+    EXPECT_EQ(none, 0) << where;
+    const int64_t units_at_once = prefetch > 0 ? 2 : 1;
+    EXPECT_EQ(made, units_at_once * unit * 4) << where;
+    EXPECT_EQ(with - without, made) << where;
+  }
 }
 
 }  // namespace

@@ -5,15 +5,16 @@
 // each event (GradReducer before a launch, ParamStore before a prefetch or release) and the peak
 // predictor (budget.cpp) replays a step's events through the same rules, summing the bytes the
 // step's buffer kinds declare. A buffer kind is one entry of a table: a name, a span (a bucket
-// from its first gradient until its reduction ends, or a flight: from launch to finish) and its
-// bytes per buffer. A kind the flight makes is allocated by the flight itself, so one entry
-// moves both the runtime's peak and the prediction.
+// from its first gradient until its reduction ends, a flight from launch to finish, a stage-3
+// unit from gather to release) and its bytes per buffer. A kind its span makes is allocated by
+// the span itself (SpanHolds), so one entry moves both the runtime's peak and the prediction.
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "zt/core/allocator.h"
 #include "zt/core/tensor.h"
 #include "zt/zero/plan.h"
 
@@ -22,16 +23,19 @@ namespace zt::zero {
 enum class Span {
   bucket,  // from a bucket's first gradient until its reduction finishes (its full gradient)
   flight,  // from a bucket's launch until its reduction finishes
+  unit,    // stage 3: from a unit's gather until its release
 };
 
 struct BufferKind {
   std::string name;
   Span span = Span::flight;
   std::function<int64_t(const Plan&, size_t buffer)> bytes;  // 0: none for this buffer
-  // Made by the flight (Span::flight only): allocated at launch as bytes / dtype_size elements of
-  // `dtype` (unset: f32) on the policy's device, freed at finish; else its feature makes it.
-  bool made_by_flight = false;
+  // Made by its span (flight or unit, SpanHolds): allocated when the span opens as bytes /
+  // dtype_size elements of `dtype` (unset: f32) on the policy's device, under `tag`, and freed
+  // when it closes; else its feature makes it.
+  bool made = false;
   std::function<DType(const Plan&)> dtype;
+  MemTag tag = MemTag::comm;
 };
 
 // The step's buffer kinds: the built-in ones (schedule.cpp) and any added since.
@@ -53,6 +57,28 @@ std::unique_ptr<BufferKindHandle> add_buffer_kind(BufferKind kind);
 // The sum of `span`'s kinds for buffer b.
 int64_t span_bytes(const std::vector<BufferKind>& kinds, Span span, const Plan& plan, size_t b);
 
+// The buffers one span makes for each buffer while it is open (the kinds as they were at
+// construction); with `allocate` off it only counts (the predictor's replay).
+class SpanHolds {
+ public:
+  SpanHolds(const Plan& plan, Span span, bool allocate);
+  void open(size_t b);   // allocates b's made kinds; opening an open one is an error
+  void close(size_t b);  // frees them (nothing when b is not open)
+  bool is_open(size_t b) const { return open_[b]; }
+  // Kind `name`'s buffer of open buffer b (undefined when the kind has no bytes for b).
+  Tensor made(size_t b, const std::string& name) const;
+  int64_t bytes(size_t b) const { return span_bytes(kinds_, span_, plan_, b); }
+  const std::vector<BufferKind>& kinds() const { return kinds_; }
+
+ private:
+  const Plan& plan_;
+  Span span_;
+  std::vector<BufferKind> kinds_;
+  bool allocate_;
+  std::vector<bool> open_;
+  std::vector<std::vector<Tensor>> made_;  // per buffer, per kind
+};
+
 // Note [gradient buckets] in flight: which reductions must finish before another launches, and
 // the bytes the buckets in flight hold. The reducer asks it before each launch; the predictor
 // replays backward's order through it (with `allocate` off: bytes only).
@@ -63,19 +89,16 @@ class BucketFlights {
   std::vector<size_t> admit(size_t b) const;
   void launched(size_t b);  // allocates the kinds made by the flight
   void finished(size_t b);  // frees them
-  // Kind `name`'s buffer of bucket b in flight (undefined when the kind has no bytes for b).
-  Tensor made(size_t b, const std::string& name) const;
-  int64_t bytes() const { return bytes_; }  // every span's bytes of the buckets in flight
+  Tensor made(size_t b, const std::string& name) const { return holds_.made(b, name); }
+  int64_t bytes() const { return bytes_; }  // the bucket and flight spans' bytes of the buckets in flight
   bool idle() const { return order_.empty(); }
   std::vector<size_t> in_flight() const { return order_; }  // oldest first
 
  private:
   const Plan& plan_;
-  std::vector<BufferKind> kinds_;  // as they were at construction
+  SpanHolds holds_;
   int64_t limit_;
   std::vector<size_t> order_;
-  std::vector<std::vector<Tensor>> made_;  // per buffer, per kind
-  bool allocate_;
   int64_t elems_ = 0, bytes_ = 0;
 };
 
