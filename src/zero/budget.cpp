@@ -10,22 +10,22 @@
 namespace zt::zero {
 
 // Note [peak memory]: a rank's peak is its model states at rest (Plan::memory: by placement, so
-// offloaded states count only their tile buffers) plus what exists only during a step, each
-// term from the engine's own rules:
-// - gradient buckets (Note [gradient buckets]): backward's events played through Note [step
-//   schedule], the reducer's own rule, summing the buffer kinds each bucket holds (at stages 2-3
-//   its full gradient from its first gradient; in flight its wire copy, receive and qgZ buffers);
-// - gathered units (stage 3): the unit running plus what ParamStore::prefetch gathers ahead
-//   (Note [step schedule]'s prefetch_window), in both directions, or the units
-//   that Note [reuse distance] keeps gathered between their forward and backward;
-// - parameter files (stage 3): the shards staged while they are read in (one unit's without prefetch);
-// - ZeRO++ (Note [ZeRO++]): hpZ's secondary pieces, 1/P of every unit that is not persistent; qwZ's
-//   packets (this rank's and every rank's) beside each unit gathered ahead (qgZ's are a flight's);
+// offloaded states count only their tile buffers) plus what exists only during a step: the
+// buffer kinds of Note [step schedule], summed over what the engine's own rules hold at once:
+// - gradient buckets (Note [gradient buckets]): backward's events played through the reducer's
+//   rule, each bucket's kinds (at stages 2-3 its full gradient from its first gradient; in flight
+//   its wire copy, receive and qgZ buffers);
+// - gathered units (stage 3): each unit's span kinds (the unit, its widened copy) over the unit
+//   running plus what ParamStore::prefetch gathers ahead (prefetch_window), in both directions,
+//   or over the units that Note [reuse distance] keeps gathered between their forward and
+//   backward; plus the window's gathering kinds: parameter staging (swapped or host-resident
+//   shards brought in) and qwZ's packets;
+// - hpZ (Note [ZeRO++]): the step span's kinds of every unit (its 1/P piece until the update);
 // - activations at the micro-batch (the caller's formula per model kind), the data already
 //   loaded, the shm slots, and workspace: the larger of the initialiser's f32 values and a
 //   stage-1/2 publish copy.
 // Where the model computes in f32 over 16-bit parameters (Note [f32 compute] in param_store.cpp),
-// every gathered buffer has its widened copy: in the states (Plan::memory) and in `gathered`.
+// every gathered buffer has its widened copy: in the states (Plan::memory) or a unit's span.
 // The sum is what stays resident (the caching allocator keeps freed blocks, so terms that never
 // coexist still add up) plus the shm slots; the OS adds the process baseline (libraries,
 // threads: RSS minus allocator bytes, measured by `train` before the engine exists). A budget
@@ -40,38 +40,30 @@ int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
 }
 
 // Stage 3, over the unit running plus ParamStore::prefetch's window (both directions): the most
-// elements gathered at once, the most bytes their unit spans hold (Note [step schedule]'s kinds),
-// and the most staging bytes of swapped or host-resident shards being brought in.
+// elements gathered at once, and the most bytes of their unit spans, of their gathers' parameter
+// staging and of their other gathering kinds (Note [step schedule]).
 struct Window {
-  int64_t elems = 0, bytes = 0, staging = 0;
+  int64_t elems = 0, bytes = 0, staging = 0, gathering = 0;
 };
-Window window_peak(const Plan& plan, const PeakInput& in, const SpanHolds& units) {
-  const int64_t nb = int64_t(plan.buffers.size());
-  auto kept = [&](int64_t i) { return size_t(i) < plan.persistent.size() && plan.persistent[size_t(i)]; };
-  // On the CPU a swapped shard read into memory; on a device the copy of a shard that lives on
-  // the host (read from its file, or pinned) uploaded for the all-gather.
-  const int64_t pb = int64_t(dtype_size(plan.policy.param_dtype));
-  const bool device = !plan.policy.device.is_cpu();
-  auto staging = [&](size_t b) {
-    if (!plan.param_swapped(b) && !plan.param_on_host(b)) return int64_t(0);
-    return device ? plan.buffers[b].padded / plan.world * pb : plan.param_staging_bytes(b);
-  };
+Window window_peak(const Plan& plan, const PeakInput& in, const std::vector<BufferKind>& kinds) {
   Window peak;
   auto none = [](size_t) { return false; };
   for (int dir : {1, -1})
-    for (int64_t i = 0; i < nb; ++i) {
-      if (kept(i)) continue;
-      std::vector<size_t> live = prefetch_window(plan, in, size_t(i), dir, plan.buffers[size_t(i)].padded, none);
-      live.push_back(size_t(i));
+    for (size_t i = 0; i < plan.buffers.size(); ++i) {
+      if (i < plan.persistent.size() && plan.persistent[i]) continue;
+      std::vector<size_t> live = prefetch_window(plan, in, i, dir, plan.buffers[i].padded, none);
+      live.push_back(i);
       Window w;
       for (size_t u : live) {
         w.elems += plan.buffers[u].padded;
-        w.bytes += units.bytes(u);
-        w.staging += staging(u);
+        w.bytes += span_bytes(kinds, Span::unit, plan, u);
+        for (const BufferKind& k : kinds)
+          if (k.span == Span::gathering) (k.name == kParamStaging ? w.staging : w.gathering) += k.bytes(plan, u);
       }
       peak.elems = std::max(peak.elems, w.elems);
       peak.bytes = std::max(peak.bytes, w.bytes);
       peak.staging = std::max(peak.staging, w.staging);
+      peak.gathering = std::max(peak.gathering, w.gathering);
     }
   return peak;
 }
@@ -80,7 +72,7 @@ Window window_peak(const Plan& plan, const PeakInput& in, const SpanHolds& units
 // units' forward and backward) comes within stage3_max_reuse_distance elements stays gathered,
 // while the gathered units stay within stage3_max_live_parameters plus the one in use: the bytes
 // of the units kept, nearest the end first, up to that many elements (the last one in part).
-int64_t reused_bytes(const Plan& plan, const PeakInput& in, const SpanHolds& units) {
+int64_t reused_bytes(const Plan& plan, const PeakInput& in, const std::vector<BufferKind>& kinds) {
   std::vector<size_t> trace;  // a step's uses: the units forward, then backward
   for (size_t i = 0; i < plan.buffers.size(); ++i)
     if (i >= plan.persistent.size() || !plan.persistent[i]) trace.push_back(i);
@@ -96,7 +88,8 @@ int64_t reused_bytes(const Plan& plan, const PeakInput& in, const SpanHolds& uni
   int64_t elems = 0, bytes = 0;
   for (size_t j = kept.size(); j-- > 0 && elems < cap;) {
     const int64_t n = plan.buffers[kept[j]].padded, part = std::min(n, cap - elems);
-    bytes += units.bytes(kept[j]) / n * part + (part == n ? units.bytes(kept[j]) % n : 0);
+    const int64_t unit = span_bytes(kinds, Span::unit, plan, kept[j]);
+    bytes += unit / n * part + (part == n ? unit % n : 0);
     elems += part;
   }
   return bytes;
@@ -113,18 +106,15 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
   for (const BufferPlan& b : plan.buffers)
     largest_shard = std::max(largest_shard, pol.shard_optimizer() ? b.padded / plan.world : b.padded);
   p.grad_buckets = bucket_peak(plan, in);
-  if (pol.shard_parameters()) {
-    const SpanHolds units(plan, Span::unit, false);
-    const Window window = window_peak(plan, in, units);
+  if (pol.shard_parameters()) {  // the stage-3 spans' kinds (Note [step schedule])
+    const std::vector<BufferKind> kinds = buffer_kinds();
+    const Window window = window_peak(plan, in, kinds);
     p.param_staging = window.staging;
-    // The gathered units with their unit spans' buffers (Note [f32 compute]: the widened copies).
-    p.gathered = std::max(window.bytes, reused_bytes(plan, in, units));
-    if (pol.wire.int8_weights)  // int8 packets: 1 + 4/256 bytes a value, this rank's and all
-      p.gathered += (window.elems + window.elems / plan.world) * (ops::kQuantBlock + 4) / ops::kQuantBlock;
+    // The gathered units with their spans' buffers (Note [f32 compute]: the widened copies), and
+    // the window's gathers in flight (qwZ's packets).
+    p.gathered = std::max(window.bytes, reused_bytes(plan, in, kinds)) + window.gathering;
+    for (size_t b = 0; b < plan.buffers.size(); ++b) p.secondary += span_bytes(kinds, Span::step, plan, b);
   }
-  if (const int64_t P = pol.wire.hpz_partition; pol.shard_parameters() && P > 1)
-    for (size_t i = 0; i < plan.buffers.size(); ++i)
-      if (i >= plan.persistent.size() || !plan.persistent[i]) p.secondary += plan.buffers[i].padded / P * pb;
   p.activations = in.activations;
   const int64_t publish = pol.shard_optimizer() && !pol.shard_parameters() ? largest_shard * pb : 0;
   p.workspace = std::max(4 * in.largest_param, publish);

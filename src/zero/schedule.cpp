@@ -53,6 +53,27 @@ int64_t widened_bytes(const Plan& plan, size_t b) {
   return transient_unit(plan, b) && pol.widens() ? plan.buffers[b].padded * int64_t(dtype_size(pol.compute_dtype)) : 0;
 }
 
+// A swapped shard read into memory (CPU), or on a device the upload of a shard that lives on the
+// host (read from its file, or pinned) for the all-gather (Note [parameter swap], [host residence]).
+int64_t staging_bytes(const Plan& plan, size_t b) {
+  if (!plan.param_swapped(b) && !plan.param_on_host(b)) return 0;
+  const int64_t pb = int64_t(dtype_size(plan.policy.param_dtype));
+  return plan.policy.device.is_cpu() ? plan.param_staging_bytes(b) : plan.buffers[b].padded / plan.world * pb;
+}
+
+// qwZ (Note [ZeRO++]): a training gather's int8 packets, this rank's and every rank's.
+int64_t int8_packet_bytes(const Plan& plan, size_t b) {
+  if (!plan.policy.wire.int8_weights || !transient_unit(plan, b)) return 0;
+  return (1 + plan.world) * ops::packet_words(plan.buffers[b].padded / plan.world, 8) * 4;
+}
+
+// hpZ (Note [ZeRO++]): this rank's 1/P piece of the full unit, kept until the update.
+int64_t hpz_piece_bytes(const Plan& plan, size_t b) {
+  const int64_t P = plan.policy.wire.hpz_partition;
+  if (P <= 1 || !transient_unit(plan, b)) return 0;
+  return plan.buffers[b].padded / P * int64_t(dtype_size(plan.policy.param_dtype));
+}
+
 struct Registry {
   std::mutex mu;
   std::vector<std::pair<size_t, BufferKind>> added;
@@ -75,6 +96,9 @@ std::vector<BufferKind> buffer_kinds() {
       {"qgZ buffers", Span::flight, quantized_gradient_bytes, false, nullptr, MemTag::comm},
       {"gathered unit", Span::unit, gathered_bytes, true, param_dtype, MemTag::param},
       {"widened copy", Span::unit, widened_bytes, false, nullptr, MemTag::param},
+      {kParamStaging, Span::gathering, staging_bytes, false, nullptr, MemTag::param},
+      {"qwZ packets", Span::gathering, int8_packet_bytes, false, nullptr, MemTag::comm},
+      {"hpZ piece", Span::step, hpz_piece_bytes, false, nullptr, MemTag::param},
   };
   Registry& r = registry();
   std::lock_guard lock(r.mu);
@@ -84,7 +108,8 @@ std::vector<BufferKind> buffer_kinds() {
 
 std::unique_ptr<BufferKindHandle> add_buffer_kind(BufferKind kind) {
   ZT_CHECK(kind.bytes, "[zero] buffer kind '", kind.name, "' has no bytes");
-  ZT_CHECK(!kind.made || kind.span != Span::bucket, "[zero] a bucket's span makes no buffers: '", kind.name, "'");
+  ZT_CHECK(!kind.made || kind.span == Span::flight || kind.span == Span::unit,
+           "[zero] only a flight or a unit's span makes buffers: '", kind.name, "'");
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   r.added.emplace_back(r.next, std::move(kind));

@@ -6,7 +6,7 @@
 // predictor (budget.cpp) replays a step's events through the same rules, summing the bytes the
 // step's buffer kinds declare. A buffer kind is one entry of a table: a name, a span (a bucket
 // from its first gradient until its reduction ends, a flight from launch to finish, a stage-3
-// unit from gather to release) and its bytes per buffer. A kind its span makes is allocated by
+// unit from gather to release, its gather in flight, or the step) and its bytes per buffer. A kind its span makes is allocated by
 // the span itself (SpanHolds), so one entry moves both the runtime's peak and the prediction.
 #include <cstdint>
 #include <functional>
@@ -21,16 +21,20 @@
 namespace zt::zero {
 
 enum class Span {
-  bucket,  // from a bucket's first gradient until its reduction finishes (its full gradient)
-  flight,  // from a bucket's launch until its reduction finishes
-  unit,    // stage 3: from a unit's gather until its release
+  bucket,     // from a bucket's first gradient until its reduction finishes (its full gradient)
+  flight,     // from a bucket's launch until its reduction finishes
+  unit,       // stage 3: from a unit's gather until its release
+  gathering,  // stage 3: from a unit's gather launch until its all-gather completes
+  step,       // stage 3: from a unit's first training gather until the update
 };
+// The gathering kind the predictor reports on its own ("parameter staging").
+inline constexpr const char* kParamStaging = "parameter staging";
 
 struct BufferKind {
   std::string name;
   Span span = Span::flight;
   std::function<int64_t(const Plan&, size_t buffer)> bytes;  // 0: none for this buffer
-  // Made by its span (flight or unit, SpanHolds): allocated when the span opens as bytes /
+  // Made by its span (a flight or a unit, SpanHolds): allocated when the span opens as bytes /
   // dtype_size elements of `dtype` (unset: f32) on the policy's device, under `tag`, and freed
   // when it closes; else its feature makes it.
   bool made = false;
