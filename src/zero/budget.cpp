@@ -4,7 +4,6 @@
 
 #include "zt/core/allocator.h"
 #include "zt/core/error.h"
-#include "zt/ops/compress.h"
 #include "zt/zero/schedule.h"
 
 namespace zt::zero {
@@ -33,9 +32,9 @@ namespace zt::zero {
 namespace {
 
 // The buckets' peak: backward's events as Note [step schedule] plays them.
-int64_t bucket_peak(const Plan& plan, const PeakInput& in) {
+int64_t bucket_peak(const Plan& plan, const PeakInput& in, const std::vector<BufferKind>& kinds) {
   int64_t peak = 0;
-  for (const StepEvent& e : backward_events(plan, in)) peak = std::max(peak, e.held);
+  for (const StepEvent& e : backward_events(plan, in, kinds)) peak = std::max(peak, e.held);
   return peak;
 }
 
@@ -105,9 +104,9 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
   int64_t largest_shard = 0;
   for (const BufferPlan& b : plan.buffers)
     largest_shard = std::max(largest_shard, pol.shard_optimizer() ? b.padded / plan.world : b.padded);
-  p.grad_buckets = bucket_peak(plan, in);
-  if (pol.shard_parameters()) {  // the stage-3 spans' kinds (Note [step schedule])
-    const std::vector<BufferKind> kinds = buffer_kinds();
+  const std::vector<BufferKind> kinds = buffer_kinds();  // one snapshot of Note [step schedule]'s table
+  p.grad_buckets = bucket_peak(plan, in, kinds);
+  if (pol.shard_parameters()) {  // the stage-3 spans' kinds
     const Window window = window_peak(plan, in, kinds);
     p.param_staging = window.staging;
     // The gathered units with their spans' buffers (Note [f32 compute]: the widened copies), and

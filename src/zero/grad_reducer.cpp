@@ -109,25 +109,30 @@ void GradReducer::launch(size_t b, bool early) {
   for (size_t f : flights_.admit(b)) finish(f);
   buf.launched = true;
   flights_.launched(b);
-  comm::CollOptions o;
-  o.op = comm::ReduceOp::avg;
-  o.label = label_ + ", bucket " + std::to_string(b);
-  TagScope tag(MemTag::comm);
-  if (plan_.buffers[b].sparse) {
-    buf.transfer = buf.rows->launch(buf.full, o);
-  } else {
-    Tensor in = flights_.made(b, "wire copy");  // Note [step schedule]: the flight's own buffer
-    if (in.defined())
-      ops::cast_into(in, buf.full);
-    else
-      in = buf.full;
-    if (early) {  // the rows accumulate into the zeroed buffer while the copy travels
-      ZT_CHECK(!in.same(buf.full), "[zero] tied rows need the wire copy");
-      buf.full.zero_();
-      buf.early = true;
-      ++sparse_bytes_.tied_early;
+  try {
+    comm::CollOptions o;
+    o.op = comm::ReduceOp::avg;
+    o.label = label_ + ", bucket " + std::to_string(b);
+    TagScope tag(MemTag::comm);
+    if (plan_.buffers[b].sparse) {
+      buf.transfer = buf.rows->launch(buf.full, o);
+    } else {
+      Tensor in = flights_.made(b, "wire copy");  // Note [step schedule]: the flight's own buffer
+      if (in.defined())
+        ops::cast_into(in, buf.full);
+      else
+        in = buf.full;
+      if (early) {  // the rows accumulate into the zeroed buffer while the copy travels
+        ZT_CHECK(!in.same(buf.full), "[zero] tied rows need the wire copy");
+        buf.full.zero_();
+        buf.early = true;
+        ++sparse_bytes_.tied_early;
+      }
+      buf.transfer = dense_->launch(in, o);
     }
-    buf.transfer = dense_->launch(in, o);
+  } catch (...) {  // nothing in flight for b: a later end_backward must not wait for it
+    flights_.finished(b);
+    throw;
   }
   if (on_launched_) on_launched_(b);
   if (!overlap_) finish(b);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <tuple>
 
 #include "zt/core/error.h"
 #include "zt/ops/compress.h"
@@ -129,23 +130,28 @@ int64_t span_bytes(const std::vector<BufferKind>& kinds, Span span, const Plan& 
   return n;
 }
 
-SpanHolds::SpanHolds(const Plan& plan, Span span, bool allocate)
+SpanHolds::SpanHolds(const Plan& plan, Span span, bool allocate, std::vector<BufferKind> kinds)
     : plan_(plan),
       span_(span),
-      kinds_(buffer_kinds()),
+      kinds_(std::move(kinds)),
       allocate_(allocate),
       open_(plan.buffers.size()),
       made_(plan.buffers.size()) {}
 
 void SpanHolds::open(size_t b) {
   ZT_CHECK(!open_.at(b), "[zero] buffer ", b, " opened twice");
+  std::vector<Tensor> made;  // all or nothing: an allocation that fails leaves b closed
+  if (allocate_)
+    for (const BufferKind& k : kinds_) {
+      const int64_t n = k.made && k.span == span_ ? k.bytes(plan_, b) : 0;
+      const DType dt = k.dtype ? k.dtype(plan_) : DType::f32;
+      const int64_t es = int64_t(dtype_size(dt));
+      ZT_CHECK(n % es == 0, "[zero] buffer kind '", k.name, "' asks ", n, " bytes, not whole ", dtype_name(dt),
+               " elements");
+      made.push_back(n > 0 ? Tensor::empty({n / es}, dt, k.tag, plan_.policy.device) : Tensor());
+    }
+  made_[b] = std::move(made);
   open_[b] = true;
-  if (!allocate_) return;
-  for (const BufferKind& k : kinds_) {
-    const int64_t n = k.made && k.span == span_ ? k.bytes(plan_, b) : 0;
-    const DType dt = k.dtype ? k.dtype(plan_) : DType::f32;
-    made_[b].push_back(n > 0 ? Tensor::empty({n / int64_t(dtype_size(dt))}, dt, k.tag, plan_.policy.device) : Tensor());
-  }
 }
 
 void SpanHolds::close(size_t b) {
@@ -159,9 +165,10 @@ Tensor SpanHolds::made(size_t b, const std::string& name) const {
   return Tensor();
 }
 
-BucketFlights::BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate)
+BucketFlights::BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate,
+                             std::vector<BufferKind> kinds)
     : plan_(plan),
-      holds_(plan, Span::flight, allocate),
+      holds_(plan, Span::flight, allocate, std::move(kinds)),
       limit_(limits.max_inflight_elems > 0 ? limits.max_inflight_elems : plan.grad_bucket_elems) {}
 
 std::vector<size_t> BucketFlights::admit(size_t b) const {
@@ -183,6 +190,8 @@ void BucketFlights::launched(size_t b) {
   bytes_ += span_bytes(holds_.kinds(), Span::bucket, plan_, b) + holds_.bytes(b);
 }
 
+bool BucketFlights::in_flight(size_t b) const { return std::find(order_.begin(), order_.end(), b) != order_.end(); }
+
 void BucketFlights::finished(size_t b) {
   auto it = std::find(order_.begin(), order_.end(), b);
   ZT_CHECK(it != order_.end(), "[zero] bucket ", b, " finished but not in flight");
@@ -192,38 +201,45 @@ void BucketFlights::finished(size_t b) {
   bytes_ -= span_bytes(holds_.kinds(), Span::bucket, plan_, b) + holds_.bytes(b);
 }
 
-// Backward finishes the buffers in reverse order of their last parameters (stages 0-2 cut buckets
-// from the last parameter, stage 3's units are in model order).
+// Stages 0-2 cut buckets from the last parameter, stage 3's units are in model order: backward
+// completes them by their last parameter, last first; tied rows' dense parts launch first.
 std::vector<size_t> backward_order(const Plan& plan) {
-  std::vector<std::pair<size_t, size_t>> last;  // (last parameter, buffer)
+  std::vector<std::tuple<bool, size_t, size_t>> key;  // (not tied, last parameter, buffer)
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     size_t p = 0;
     for (const auto& s : plan.buffers[b].params) p = std::max(p, s.index);
-    last.emplace_back(p, b);
+    key.emplace_back(!plan.buffers[b].tied_rows, p, b);
   }
-  std::sort(last.rbegin(), last.rend());
+  std::sort(key.begin(), key.end(), [](const auto& x, const auto& y) {
+    if (std::get<0>(x) != std::get<0>(y)) return std::get<0>(x) < std::get<0>(y);
+    return std::get<1>(x) > std::get<1>(y);
+  });
   std::vector<size_t> order;
-  for (auto& [p, b] : last) order.push_back(b);
+  for (auto& k : key) order.push_back(std::get<2>(k));
   return order;
 }
 
-std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limits) {
-  BucketFlights flights(plan, limits, false);
-  const std::vector<BufferKind> kinds = buffer_kinds();
+std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limits,
+                                       const std::vector<BufferKind>& kinds) {
+  BucketFlights flights(plan, limits, false, kinds);
   std::vector<StepEvent> events;
+  int64_t tied = 0;  // Note [tied rows]: what a finished dense part keeps until the rows come
   auto finish = [&](size_t f, int64_t beside) {
     flights.finished(f);
-    events.push_back({StepEvent::finish, f, flights.bytes() + beside});
+    if (plan.buffers[f].tied_rows)
+      tied += span_bytes(kinds, Span::bucket, plan, f) + span_bytes(kinds, Span::flight, plan, f);
+    events.push_back({StepEvent::finish, f, flights.bytes() + tied + beside});
   };
   for (size_t k : backward_order(plan)) {
     const int64_t full = span_bytes(kinds, Span::bucket, plan, k);
-    events.push_back({StepEvent::first_gradient, k, flights.bytes() + full});
+    events.push_back({StepEvent::first_gradient, k, flights.bytes() + tied + full});
     for (size_t f : flights.admit(k)) finish(f, full);
     flights.launched(k);
-    events.push_back({StepEvent::launch, k, flights.bytes()});
+    events.push_back({StepEvent::launch, k, flights.bytes() + tied});
     if (!limits.overlap_comm) finish(k, 0);
   }
   while (!flights.idle()) finish(flights.in_flight().front(), 0);  // end_backward
+  events.push_back({StepEvent::end, plan.buffers.size(), 0});     // the rows added, the dense parts freed
   return events;
 }
 

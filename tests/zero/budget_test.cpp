@@ -248,7 +248,7 @@ TEST(StepSchedule, BackwardEventsAreTheReducersLaunchesAndFinishes) {
   const int64_t n = plan.buffers[0].padded, full = 4 * n, flight = 4 * n + 4 * n / 2;
   PeakInput one = limits_of({false, false, true});
   std::vector<StepEvent> ev = backward_events(plan, one);
-  ASSERT_EQ(ev.size(), 3 * plan.buffers.size());
+  ASSERT_EQ(ev.size(), 3 * plan.buffers.size() + 1);
   EXPECT_EQ(ev[0].kind, StepEvent::first_gradient);
   EXPECT_EQ(plan.buffers[ev[0].buffer].params[0].index, 7u);  // the last parameter's buffer first
   EXPECT_EQ(ev[0].held, full);
@@ -260,8 +260,9 @@ TEST(StepSchedule, BackwardEventsAreTheReducersLaunchesAndFinishes) {
   EXPECT_EQ(ev[3].kind, StepEvent::finish);
   EXPECT_EQ(ev[3].buffer, ev[0].buffer);
   EXPECT_EQ(ev[3].held, full);
-  EXPECT_EQ(ev.back().kind, StepEvent::finish);  // end_backward
-  EXPECT_EQ(ev.back().held, 0);
+  EXPECT_EQ(ev[ev.size() - 2].kind, StepEvent::finish);  // end_backward
+  EXPECT_EQ(ev[ev.size() - 2].held, 0);
+  EXPECT_EQ(ev.back().kind, StepEvent::end);
   // Stages 0-2 cut buckets from the last parameter, stage 3's units are in model order.
   EXPECT_EQ(backward_order(plan), (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(backward_order(plan_of(3, {})), (std::vector<size_t>{7, 6, 5, 4, 3, 2, 1, 0}));
@@ -274,6 +275,28 @@ TEST(StepSchedule, BackwardEventsAreTheReducersLaunchesAndFinishes) {
   ev = backward_events(plan, two);
   EXPECT_EQ(ev[2].kind, StepEvent::finish);
   EXPECT_EQ(ev[2].held, 0);
+}
+
+// Note [tied rows]: the tied embedding's bucket launches first and keeps what its launch held
+// (full gradient, wire copy, receive) until the rows are added at the end of backward.
+TEST(StepSchedule, TiedRowsLaunchFirstAndHoldUntilTheEnd) {
+  PlanInput in = eight_params();
+  in.tied_rows.assign(8, false);
+  in.tied_rows[0] = true;  // the first parameter, as GPT's wte
+  const Plan plan = make_plan(in, make_policy(2, DType::f32, std::nullopt, std::nullopt), 2);
+  const int64_t n = int64_t(1) << 20;
+  const std::vector<size_t> order = backward_order(plan);
+  ASSERT_EQ(order.size(), 8u);
+  EXPECT_TRUE(plan.buffers[order[0]].tied_rows);
+  EXPECT_EQ(plan.buffers[order[1]].params[0].index, 7u);  // then the last parameter's
+  PeakInput one = limits_of({false, false, true});
+  const std::vector<StepEvent> ev = backward_events(plan, one);
+  const int64_t tied = 4 * n + 4 * n + 2 * n, flight = 4 * n + 2 * n;  // full, wire copy, receive; full, receive
+  int64_t peak = 0;
+  for (const StepEvent& e : ev) peak = std::max(peak, e.held);
+  EXPECT_EQ(peak, tied + flight + 4 * n);  // kept beside one in flight and the next filling
+  EXPECT_EQ(ev[ev.size() - 2].held, tied);  // still kept once every reduction has finished
+  EXPECT_EQ(ev.back().held, 0);
 }
 
 // A kind added in one place is summed by every prediction made while it lives, for its span only.
@@ -291,7 +314,6 @@ TEST(StepSchedule, AnAddedBufferKindMovesThePrediction) {
     EXPECT_EQ(with.grad_buckets - before.grad_buckets, 2 * n);  // one bucket in flight at a time
     EXPECT_EQ(with.in_use() - before.in_use(), 2 * n);
     EXPECT_EQ(predict_peak(plan, three).grad_buckets - before3.grad_buckets, 3 * 2 * n);
-    EXPECT_EQ(with.gathered, before.gathered);
   }
   EXPECT_EQ(predict_peak(plan, one).grad_buckets, before.grad_buckets);  // gone with its handle
   // A unit's span: the units gathered at once, each with its bytes (all eight here, then three).
@@ -308,6 +330,12 @@ TEST(StepSchedule, AnAddedBufferKindMovesThePrediction) {
     EXPECT_EQ(predict_peak(plan3, in3).gathered - gathered_capped, 2 * 2 * n);
     EXPECT_EQ(predict_peak(plan3, limits_of({})).gathered - gathered, 8 * 2 * n);
     EXPECT_EQ(predict_peak(plan3, in3).grad_buckets, buckets3);  // a unit's span is not a bucket's
+  }
+  {  // and a flight's kind leaves the gathered units alone
+    auto kind = add_buffer_kind({"flight scratch", Span::flight, [](const Plan& p, size_t b) { return p.buffers[b].padded; },
+                                 true, nullptr, zt::MemTag::comm});
+    EXPECT_EQ(predict_peak(plan3, in3).gathered, gathered_capped);
+    EXPECT_GT(predict_peak(plan3, in3).grad_buckets, buckets3);
   }
   EXPECT_THROW(add_buffer_kind({"made at the bucket", Span::bucket, [](const Plan&, size_t) { return int64_t(8); }, true,
                                 nullptr, zt::MemTag::comm}),

@@ -59,7 +59,7 @@ std::optional<int64_t> parameter_count(const config::ModelConfig& m) {
   return sum;  // ... plus the blocks
 }
 
-// Each block is width x width, and the count must fit in int64 (config::parse runs this).
+// Each block is width x width, and the count and its fp32 bytes fit in int64 (config::parse runs this).
 void check(const config::Config& c, const std::string& source) {
   const config::ModelConfig& m = c.model;
   ZT_CHECK_AS(ErrorKind::config,
@@ -67,9 +67,11 @@ void check(const config::Config& c, const std::string& source) {
                                                [&](int64_t h) { return h == m.hidden.front(); }),
               "[config] ", source, ": model.hidden of a resmlp is one width per residual block, all equal; got ",
               nlohmann::json(m.hidden).dump());
-  ZT_CHECK_AS(ErrorKind::config, parameter_count(m).has_value(), "[config] ", source, ": model.input_dim ",
-              m.input_dim, ", model.hidden ", nlohmann::json(m.hidden).dump(), " and model.num_classes ",
-              m.num_classes, " give more parameters than 64-bit sizes can count");
+  const std::optional<int64_t> n = parameter_count(m);
+  int64_t bytes = 0;  // its fp32 bytes must count too
+  ZT_CHECK_AS(ErrorKind::config, n && !__builtin_mul_overflow(*n, int64_t(4), &bytes), "[config] ", source,
+              ": model.input_dim ", m.input_dim, ", model.hidden ", nlohmann::json(m.hidden).dump(),
+              " and model.num_classes ", m.num_classes, " give more parameters than 64-bit sizes can count");
 }
 
 ModelKind resmlp() {

@@ -6,8 +6,11 @@
 // predictor (budget.cpp) replays a step's events through the same rules, summing the bytes the
 // step's buffer kinds declare. A buffer kind is one entry of a table: a name, a span (a bucket
 // from its first gradient until its reduction ends, a flight from launch to finish, a stage-3
-// unit from gather to release, its gather in flight, or the step) and its bytes per buffer. A kind its span makes is allocated by
-// the span itself (SpanHolds), so one entry moves both the runtime's peak and the prediction.
+// unit from gather to release, its gather in flight, or the step) and its bytes per buffer. A
+// kind its span makes is allocated by the span itself (SpanHolds: the flight's wire copy, the
+// gathered unit), so adding such an entry moves the runtime's peak and the prediction alike; the
+// other kinds are made by their features (the reduce-scatter's output, qgZ's and qwZ's packets,
+// widened copies, staging, hpZ's pieces), which size them as their entries say.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,7 +68,7 @@ int64_t span_bytes(const std::vector<BufferKind>& kinds, Span span, const Plan& 
 // construction); with `allocate` off it only counts (the predictor's replay).
 class SpanHolds {
  public:
-  SpanHolds(const Plan& plan, Span span, bool allocate);
+  SpanHolds(const Plan& plan, Span span, bool allocate, std::vector<BufferKind> kinds = buffer_kinds());
   void open(size_t b);   // allocates b's made kinds; opening an open one is an error
   void close(size_t b);  // frees them (nothing when b is not open)
   bool is_open(size_t b) const { return open_[b]; }
@@ -88,7 +91,8 @@ class SpanHolds {
 // replays backward's order through it (with `allocate` off: bytes only).
 class BucketFlights {
  public:
-  BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate);
+  BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate,
+                std::vector<BufferKind> kinds = buffer_kinds());
   // Before bucket b launches: the buckets to finish first, oldest first.
   std::vector<size_t> admit(size_t b) const;
   void launched(size_t b);  // allocates the kinds made by the flight
@@ -96,7 +100,9 @@ class BucketFlights {
   Tensor made(size_t b, const std::string& name) const { return holds_.made(b, name); }
   int64_t bytes() const { return bytes_; }  // the bucket and flight spans' bytes of the buckets in flight
   bool idle() const { return order_.empty(); }
+  bool in_flight(size_t b) const;
   std::vector<size_t> in_flight() const { return order_; }  // oldest first
+  const std::vector<BufferKind>& kinds() const { return holds_.kinds(); }
 
  private:
   const Plan& plan_;
@@ -108,14 +114,18 @@ class BucketFlights {
 
 // One event of a step's backward as the schedule plays it (Note [step schedule]).
 struct StepEvent {
-  enum Kind { first_gradient, launch, finish } kind;
-  size_t buffer;
-  int64_t held;  // bytes the buckets hold right after the event
+  enum Kind { first_gradient, launch, finish, end } kind;
+  size_t buffer;  // end: none (buffers.size())
+  int64_t held;   // bytes the buckets hold right after the event
 };
-// The order backward completes the buffers: by their last parameter, last first.
+// The order backward completes the buffers: by their last parameter, last first, except tied
+// rows (Note [tied rows]), whose dense part launches first, once the tied output's use is done.
 std::vector<size_t> backward_order(const Plan& plan);
-// Backward's bucket events in that order, and through them the peak.
-std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limits);
+// Backward's bucket events in that order, with `kinds` (one snapshot of the table), and through
+// them the peak. A tied-rows bucket keeps what its launch held (its full gradient, its dense
+// part's average) until the embedding's rows are added at the end of backward.
+std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limits,
+                                       const std::vector<BufferKind>& kinds = buffer_kinds());
 
 // Note [prefetch window]: the units ParamStore::prefetch gathers after (dir +1) or before (-1)
 // unit b: in order, skipping persistent ones, while they fit prefetch_elems, and, those not
