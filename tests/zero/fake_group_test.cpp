@@ -46,8 +46,6 @@ TEST(FakeGroup, ModelStateBytesMatchThePlanForEveryRank) {
         }
 }
 
-// 64 -> 8 x 256 -> 10: eight similar large units, reduce buckets of about one unit.
-std::shared_ptr<nn::Module> make_wide_model() { return nn::make_mlp(64, std::vector<int64_t>(8, 256), 10, "relu", 7); }
 
 struct Peak {
   int64_t total, states, activation, allowance;
@@ -55,7 +53,7 @@ struct Peak {
 
 // Peak bytes of one rank from engine construction through three steps.
 Peak peak_of(int stage, int N, DType dt) {
-  const int64_t unit = 256 * 256 + 256;
+  const int64_t unit = kWideUnit;
   zero::EngineOptions o;
   o.zero.stage = stage;
   o.dtype = dt;
@@ -66,11 +64,7 @@ Peak peak_of(int stage, int N, DType dt) {
   Allocator::global().release_cached();
   Allocator::global().reset_peaks();
   const size_t base = Allocator::global().stats().total_current;
-  Generator g(3);
-  std::vector<float> xs(8 * 64);
-  for (auto& v : xs) v = g.normal(0, 1);
-  const Tensor x = Tensor::from_vector(xs, {8, 64});
-  const Tensor y = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8}, {8});
+  const auto [x, y] = wide_batch(3);
   Peak p{};
   {
     auto model = make_wide_model();
@@ -115,12 +109,8 @@ TEST(FakeGroup, PeakMemoryFallsWithTheStageAndStaysWithinStatesPlusInFlight) {
 // activations; at the backward peak that plus the buckets in flight. Stages 1-3, N = 2 and 4, in
 // memory and with the optimizer states in swap files.
 TEST(FakeGroup, EachPhaseOfAStepStaysWithinItsFormula) {
-  const int64_t unit = 256 * 256 + 256;
-  Generator g(5);
-  std::vector<float> xs(8 * 64);
-  for (auto& v : xs) v = g.normal(0, 1);
-  const Tensor x = Tensor::from_vector(xs, {8, 64});
-  const Tensor y = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8}, {8});
+  const int64_t unit = kWideUnit;
+  const auto [x, y] = wide_batch(5);
   const std::string swap = (std::filesystem::temp_directory_path() / ("zt_phase_" + std::to_string(::getpid()))).string();
   for (bool offload : {false, true})
     for (int stage = 1; stage <= 3; ++stage)

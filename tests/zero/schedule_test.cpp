@@ -18,19 +18,15 @@ struct Peaks {
 // the peak of the bytes tagged comm (the buckets' full gradients at stages 2-3, their wire
 // copies, receive buffers and any kind a flight makes) against the predicted bucket term.
 Peaks bucket_peaks(int stage, DType dt, std::optional<DType> accum, int64_t inflight_buckets) {
-  const int64_t unit = 256 * 256 + 256;
+  const int64_t unit = zt::testing::kWideUnit;
   zero::EngineOptions o;
   o.zero.stage = stage;
   o.dtype = dt;
   o.grad_accum_dtype = accum;
   o.zero.reduce_bucket_size = unit;
   o.max_inflight_reduce_elems = inflight_buckets * unit;
-  Generator g(3);
-  std::vector<float> xs(8 * 64);
-  for (auto& v : xs) v = g.normal(0, 1);
-  const Tensor x = Tensor::from_vector(xs, {8, 64});
-  const Tensor y = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8}, {8});
-  auto model = nn::make_mlp(64, std::vector<int64_t>(8, 256), 10, "relu", 7);
+  const auto [x, y] = zt::testing::wide_batch(3);
+  auto model = zt::testing::make_wide_model();
   zero::Engine engine(*model, comm::make_fake_group(0, 2), o);
   Peaks p;
   for (int step = 0; step < 2; ++step) {
@@ -78,7 +74,7 @@ TEST(StepSchedule, TheBucketsPeakIsThePredictionsAndAnAddedKindMovesBoth) {
 // predictor's gathered term, and a unit kind made at each gather (tagged master, which an f32 run
 // does not otherwise use) moving both.
 TEST(StepSchedule, AUnitKindMadeAtEachGatherMovesTheRuntimeAndThePrediction) {
-  const int64_t unit = 256 * 256 + 256;
+  const int64_t unit = zt::testing::kWideUnit;
   for (int64_t prefetch : {unit, int64_t(0)}) {
     zero::EngineOptions o;
     o.zero.stage = 3;
@@ -86,13 +82,9 @@ TEST(StepSchedule, AUnitKindMadeAtEachGatherMovesTheRuntimeAndThePrediction) {
     o.zero.stage3_max_live_parameters = 2 * unit;
     o.zero.stage3_max_reuse_distance = 0;
     o.zero.stage3_param_persistence_threshold = 0;
-    Generator g(3);
-    std::vector<float> xs(8 * 64);
-    for (auto& v : xs) v = g.normal(0, 1);
-    const Tensor x = Tensor::from_vector(xs, {8, 64});
-    const Tensor y = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8}, {8});
+    const auto [x, y] = zt::testing::wide_batch(3);
     auto run = [&](int64_t& made_peak, int64_t& predicted) {
-      auto model = nn::make_mlp(64, std::vector<int64_t>(8, 256), 10, "relu", 7);
+      auto model = zt::testing::make_wide_model();
       zero::Engine engine(*model, comm::make_fake_group(0, 2), o);
       Allocator::global().reset_peaks();
       for (int step = 0; step < 2; ++step) {

@@ -144,4 +144,15 @@ inline void expect_same_trajectory(const RunResult& got, const RunResult& want, 
                    "parameter " + std::to_string(p) + "[" + std::to_string(i) + "]");
 }
 
+// 64 -> 8 x 256 -> 10: eight similar large units, reduce buckets of about one unit (memory
+// tests), and a batch of eight rows for it.
+inline constexpr int64_t kWideUnit = 256 * 256 + 256;
+inline std::shared_ptr<nn::Module> make_wide_model() { return nn::make_mlp(64, std::vector<int64_t>(8, 256), 10, "relu", 7); }
+inline Data wide_batch(uint64_t seed) {
+  Generator g(seed);
+  std::vector<float> xs(8 * 64);
+  for (auto& v : xs) v = g.normal(0, 1);
+  return {Tensor::from_vector(xs, {8, 64}), Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8}, {8})};
+}
+
 }  // namespace zt::testing
