@@ -18,17 +18,18 @@ struct PeakInput : StepLimits {
   int64_t activations = 0;    // at the micro-batch, checkpointing as configured
   int64_t data = 0;           // allocator bytes held before the engine exists (the dataset)
   int64_t comm_buffers = 0;   // outside the allocator: shm staging slots this rank touches
-  // ZeRO++ (hpZ's pieces, qwZ's packets beside each gather in flight, qgZ's node averages and
-  // packets beside each bucket in flight) is the plan's: plan.policy.wire (Note [wire plan]).
+  // ZeRO++ (hpZ's pieces, qwZ's packets, qgZ's buffers: kinds of Note [step schedule]) follows
+  // the plan's plan.policy.wire (Note [wire plan]).
 };
 
 // One rank's predicted peak, term by term (bytes).
 struct PeakEstimate {
   MemoryEstimate states;      // model states at rest by placement (Plan::memory; the terms count its on_device())
-  int64_t grad_buckets = 0;   // stages 2-3: full gradients and receive buffers of buckets in flight
-  int64_t gathered = 0;       // stage 3: full copies of the units gathered at once
+  // Sums of Note [step schedule]'s buffer kinds over what its rules hold at once:
+  int64_t grad_buckets = 0;   // buckets' and flights' kinds (full gradients, wire copies, receive buffers)
+  int64_t gathered = 0;       // stage 3: units' kinds of the units gathered at once, and their gathers' packets
   int64_t secondary = 0;      // hpZ: every unit's 1/P piece, from its forward gather to the update
-  int64_t param_staging = 0;  // stage 3 parameter files: one unit's shard read in
+  int64_t param_staging = 0;  // stage 3: swapped or host-resident shards brought in for the window's gathers
   int64_t activations = 0;
   int64_t workspace = 0;  // the larger of the initialiser's values and the step's temporaries
   int64_t comm_buffers = 0;
