@@ -14,10 +14,11 @@ started=$SECONDS
 say() { echo "[test] $* (at $((SECONDS - started)) s)"; }
 trap 'echo "[test] ended with status $? after $((SECONDS - started)) s"' EXIT
 
-# OpenMPI 4.1 races creating its top session folder when two mpiruns start at once after the last
-# one removed it ("mkdir: File exists"): a file of ours keeps it in place for the whole suite.
+# OpenMPI 4.1 races on its top session folder when mpiruns start and end at once: one removes it
+# while another creates it ("mkdir: File exists", or "No such file" for pid.N). A file keeps it for
+# the whole suite; mpirun's clean-up deletes every file there but a non-empty "output-*" one.
 ompi_top="${TMPDIR:-/tmp}/ompi.$(uname -n | cut -d. -f1).$(id -u)"
-mkdir -p "$ompi_top" && chmod 700 "$ompi_top" && touch "$ompi_top/zerotrain-tests-keep"
+mkdir -p "$ompi_top" && chmod 700 "$ompi_top" && echo keep >"$ompi_top/output-zerotrain-tests-keep"
 
 say "Release build"
 scripts/build.sh build >/dev/null
