@@ -249,11 +249,13 @@ GroupPtr make_nccl_group(int rank, int size, int device, Store& store, const std
                          double timeout_s = 300.0);
 
 // Note [staged group] (staged.cpp): `host`'s collectives for tensors on `device`, copied down to
-// the host and up again around each call; `host` itself when it already takes tensors there (nccl
-// on its GPU, or device cpu); a local group of one process on `device` for a local `host` (its
-// collectives are copies, which the device makes itself). Throws ErrorKind::comm when `host`
-// keeps tensors on another device.
-GroupPtr stage_on(GroupPtr host, Device device);
+// the host and up again around each call, in chunks of at most chunk_bytes per rank segment
+// (Note [staged chunks]); `host` itself when it already takes tensors there (nccl on its GPU, or
+// device cpu); a local group of one process on `device` for a local `host` (its collectives are
+// copies, which the device makes itself). Throws ErrorKind::comm when `host` keeps tensors on
+// another device.
+inline constexpr int64_t kStagedChunkBytes = int64_t(4) << 20;
+GroupPtr stage_on(GroupPtr host, Device device, int64_t chunk_bytes = kStagedChunkBytes);
 bool stages_through_host(const Group& host, Device device);  // whether stage_on copies through the host
 
 // Note [fake group]: a group of `size` ranks inside one process, as c10d's FakeProcessGroup,
