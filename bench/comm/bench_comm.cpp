@@ -4,6 +4,8 @@
 // [MiB ...] (defaults: all three, f32 and bf16, 1 16 128 MiB); rank 0 prints one JSON line per case.
 // shm-staged is shm with ZT_SHM_SINGLE_COPY=0: every byte through the staging slots. Last, each
 // backend's cost of the collective check per collective (a 4-byte all_reduce, with and without).
+// --sim-chunks instead times sim tensors staged through each backend (Note [staged chunks]):
+// whole calls against 4 MiB chunks, in alternating blocks, with their ratio.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -101,6 +103,37 @@ void bench_check(Group& g, const std::string& name) {
   std::fflush(stdout);
 }
 
+// Note [staged chunks]: the same collectives of sim tensors through `host`, staged whole and in
+// kStagedChunkBytes chunks, alternating blocks so that a noisy machine slows both alike.
+void bench_sim_chunks(const GroupPtr& host, const std::string& name, DType dt, int64_t mib) {
+  const int n = host->size();
+  const int64_t elems = (mib << 20) / int64_t(dtype_size(dt)) / n * n;
+  Tensor full = Tensor::full({elems}, 1.f, dt).to(Device::sim()), shard = Tensor::zeros({elems / n}, dt, Device::sim());
+  GroupPtr staged[2] = {stage_on(host, Device::sim(), int64_t(1) << 62), stage_on(host, Device::sim())};
+  for (const char* op : {"all_reduce", "reduce_scatter"}) {
+    double us[2] = {0, 0};
+    constexpr int kBlocks = 4;
+    for (int b = 0; b < kBlocks; ++b)
+      for (int k : {b % 2, 1 - b % 2}) {
+        Group& g = *staged[k];
+        us[k] += time_op(g, iters_for(mib), [&] {
+          if (op[0] == 'a')
+            g.all_reduce(full);
+          else
+            g.reduce_scatter(full, shard);
+          synchronize(Device::sim());
+        }) * 1e6 / kBlocks;
+      }
+    if (host->rank() == 0)
+      std::printf("{\"op\":\"%s\",\"backend\":\"%s staged from sim\",\"dtype\":\"%s\",\"ranks\":%d,"
+                  "\"bytes\":%lld,\"time_us_whole\":%.1f,\"time_us_chunked\":%.1f,\"chunk_bytes\":%lld,"
+                  "\"whole_over_chunked\":%.3f}\n",
+                  op, name.c_str(), dtype_name(dt), n, (long long)(elems * int64_t(dtype_size(dt))), us[0], us[1],
+                  (long long)kStagedChunkBytes, us[0] / us[1]);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,10 +141,13 @@ int main(int argc, char** argv) {
     std::vector<int64_t> sizes_mib;  // optional arguments: buffer sizes in MiB
     std::vector<DType> dtypes;
     std::vector<std::string> backends;
+    bool sim_chunks = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--dtype" && i + 1 < argc)
         dtypes.push_back(dtype_from_name(argv[++i]));
+      else if (a == "--sim-chunks")
+        sim_chunks = true;
       else if (a == "--backend" && i + 1 < argc)
         backends.push_back(argv[++i]);
       else
@@ -126,6 +162,12 @@ int main(int argc, char** argv) {
       if (staged) setenv("ZT_SHM_SINGLE_COPY", "0", 1);  // read when the group is made
       groups.push_back(make_group(staged ? "shm" : b));
       if (staged) unsetenv("ZT_SHM_SINGLE_COPY");
+    }
+    if (sim_chunks) {
+      for (size_t i = 0; i < groups.size(); ++i)
+        for (DType dt : dtypes)
+          for (int64_t mib : sizes_mib) bench_sim_chunks(groups[i], backends[i], dt, mib);
+      return 0;
     }
     for (int64_t mib : sizes_mib) bench_memcpy(*groups[0], mib);
     for (size_t i = 0; i < groups.size(); ++i)
