@@ -43,7 +43,7 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const Com
       // Note [lazy gradient buckets]: at stages 2-3 a bucket's full gradient exists only from
       // its first gradient until its reduce-scatter completes, which bounds the peak.
       if (pol.shard_gradients())
-        autograd::set_grad_slot_hook(params_[s.index], [this, b](const Tensor&) { allocate_full(b); });
+        autograd::set_grad_slot_hook(params_[s.index], [this, b](const Tensor&) { open_bucket(b); });
     }
   }
 }
@@ -72,6 +72,15 @@ void GradReducer::allocate_full(size_t b) {
     const Tensor& p = params_[s.index];
     autograd::set_grad(p, buf.full.slice(0, s.offset, s.offset + s.numel).view(p.shape()));
   }
+}
+
+// Note [step schedule]: the reductions that b's launch will wait for finish before its full
+// gradient exists, so the two are never held at once (the gradients it waits on are computed).
+void GradReducer::open_bucket(size_t b) {
+  if (bufs_[b].full.defined()) return;
+  if (reducing_)
+    for (size_t f : flights_.admit(b)) finish(f);
+  allocate_full(b);
 }
 
 void GradReducer::begin_backward(bool boundary, const std::string& label) {
@@ -105,8 +114,8 @@ void GradReducer::on_param_partial(size_t b, int uses_left) {
 
 void GradReducer::launch(size_t b, bool early) {
   Buf& buf = bufs_[b];
-  allocate_full(b);  // a bucket no gradient reached still takes part, as zeros
-  for (size_t f : flights_.admit(b)) finish(f);
+  open_bucket(b);  // a bucket no gradient reached still takes part, as zeros
+  for (size_t f : flights_.admit(b)) finish(f);  // stages 0-1: the full gradient is a state
   buf.launched = true;
   flights_.launched(b);
   try {

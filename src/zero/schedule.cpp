@@ -224,21 +224,23 @@ std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limit
   BucketFlights flights(plan, limits, false, kinds);
   std::vector<StepEvent> events;
   int64_t tied = 0;  // Note [tied rows]: what a finished dense part keeps until the rows come
-  auto finish = [&](size_t f, int64_t beside) {
+  auto finish = [&](size_t f) {
     flights.finished(f);
     if (plan.buffers[f].tied_rows)
       tied += span_bytes(kinds, Span::bucket, plan, f) + span_bytes(kinds, Span::flight, plan, f);
-    events.push_back({StepEvent::finish, f, flights.bytes() + tied + beside});
+    events.push_back({StepEvent::finish, f, flights.bytes() + tied});
   };
   for (size_t k : backward_order(plan)) {
     const int64_t full = span_bytes(kinds, Span::bucket, plan, k);
+    // What the launch waits for finishes before the bucket's full gradient exists (stages 2-3;
+    // at 0-1 the full gradient is a state and the bucket span holds nothing).
+    for (size_t f : flights.admit(k)) finish(f);
     events.push_back({StepEvent::first_gradient, k, flights.bytes() + tied + full});
-    for (size_t f : flights.admit(k)) finish(f, full);
     flights.launched(k);
     events.push_back({StepEvent::launch, k, flights.bytes() + tied});
-    if (!limits.overlap_comm) finish(k, 0);
+    if (!limits.overlap_comm) finish(k);
   }
-  while (!flights.idle()) finish(flights.in_flight().front(), 0);  // end_backward
+  while (!flights.idle()) finish(flights.in_flight().front());  // end_backward
   events.push_back({StepEvent::end, plan.buffers.size(), 0});     // the rows added, the dense parts freed
   return events;
 }

@@ -88,8 +88,8 @@ TEST(PeakMemory, ABucketInFlightIsItsFullGradientAndItsShard) {
   const int64_t n = plan.buffers[0].padded;
   PeakInput one = limits_of({false, false, true}), many = limits_of({});
   many.max_inflight_elems = 8 * n;
-  // One at a time: the next bucket's gradient fills while the last one's reduction is in flight.
-  EXPECT_EQ(predict_peak(plan, one).grad_buckets, 4 * n + 4 * n / 2 + 4 * n);
+  // One at a time: the last reduction finishes before the next bucket's gradient exists.
+  EXPECT_EQ(predict_peak(plan, one).grad_buckets, 4 * n + 4 * n / 2);
   EXPECT_EQ(predict_peak(plan, many).grad_buckets, 8 * (4 * n + 4 * n / 2));
   many.overlap_comm = false;  // each reduction finishes before backward goes on
   EXPECT_EQ(predict_peak(plan, many).grad_buckets, 4 * n + 4 * n / 2);
@@ -254,11 +254,11 @@ TEST(StepSchedule, BackwardEventsAreTheReducersLaunchesAndFinishes) {
   EXPECT_EQ(ev[0].held, full);
   EXPECT_EQ(ev[1].kind, StepEvent::launch);
   EXPECT_EQ(ev[1].held, flight);
-  // The next bucket fills beside the one in flight, which finishes before the next launch.
-  EXPECT_EQ(ev[2].kind, StepEvent::first_gradient);
-  EXPECT_EQ(ev[2].held, flight + full);
-  EXPECT_EQ(ev[3].kind, StepEvent::finish);
-  EXPECT_EQ(ev[3].buffer, ev[0].buffer);
+  // The one in flight finishes before the next bucket's gradient exists (its launch would wait).
+  EXPECT_EQ(ev[2].kind, StepEvent::finish);
+  EXPECT_EQ(ev[2].buffer, ev[0].buffer);
+  EXPECT_EQ(ev[2].held, 0);
+  EXPECT_EQ(ev[3].kind, StepEvent::first_gradient);
   EXPECT_EQ(ev[3].held, full);
   EXPECT_EQ(ev[ev.size() - 2].kind, StepEvent::finish);  // end_backward
   EXPECT_EQ(ev[ev.size() - 2].held, 0);
@@ -270,7 +270,7 @@ TEST(StepSchedule, BackwardEventsAreTheReducersLaunchesAndFinishes) {
   two.max_inflight_elems = 2 * n;
   int64_t peak = 0;
   for (const StepEvent& e : backward_events(plan, two)) peak = std::max(peak, e.held);
-  EXPECT_EQ(peak, 2 * flight + full);
+  EXPECT_EQ(peak, 2 * flight);  // the third bucket's gradient comes once the first finished
   two.overlap_comm = false;  // each launch finishes at once
   ev = backward_events(plan, two);
   EXPECT_EQ(ev[2].kind, StepEvent::finish);
@@ -294,7 +294,7 @@ TEST(StepSchedule, TiedRowsLaunchFirstAndHoldUntilTheEnd) {
   const int64_t tied = 4 * n + 4 * n + 2 * n, flight = 4 * n + 2 * n;  // full, wire copy, receive; full, receive
   int64_t peak = 0;
   for (const StepEvent& e : ev) peak = std::max(peak, e.held);
-  EXPECT_EQ(peak, tied + flight + 4 * n);  // kept beside one in flight and the next filling
+  EXPECT_EQ(peak, tied + flight);  // kept beside the one in flight
   EXPECT_EQ(ev[ev.size() - 2].held, tied);  // still kept once every reduction has finished
   EXPECT_EQ(ev.back().held, 0);
 }

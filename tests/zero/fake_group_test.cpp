@@ -77,10 +77,11 @@ Peak peak_of(int stage, int N, DType dt) {
     p.total = int64_t(m.total_peak - base);
     p.states = engine.expected_memory().total();
     p.activation = int64_t(m.peak_of(MemTag::activation));
-    // In flight by design: two buckets' full gradients (one filling, one reducing) plus their
-    // wire and receive buffers, and at stage 3 the units allowed to be gathered.
+    // In flight by design: one bucket's full gradient with its wire and receive buffers (the next
+    // one's gradient waits for its reduction, Note [step schedule]), and at stage 3 the units
+    // allowed to be gathered.
     const int64_t b = int64_t(dtype_size(dt));
-    p.allowance = (2 * unit * 2 + 2 * unit) * b + (stage == 3 ? o.zero.stage3_max_live_parameters * b : 0);
+    p.allowance = (unit * 2 + unit) * b + (stage == 3 ? o.zero.stage3_max_live_parameters * b : 0);
   }
   return p;
 }
@@ -139,7 +140,8 @@ TEST(FakeGroup, EachPhaseOfAStepStaysWithinItsFormula) {
         const int64_t states = engine.expected_memory().total();
         const int64_t b = 2;  // bf16
         const int64_t gathered = stage == 3 ? o.zero.stage3_max_live_parameters * b : 0;
-        const int64_t buckets = 2 * (unit * 4 + unit * b + unit / N * b);  // one filling, one reducing
+        // One bucket at a time (Note [step schedule]): the next one's gradient waits for the last reduction.
+        const int64_t buckets = unit * 4 + unit * b + unit / N * b;
         EXPECT_EQ(in_use(), states) << where << ": after construction";
         for (int step = 0; step < 2; ++step) {
           int64_t forward = 0, backward = 0;

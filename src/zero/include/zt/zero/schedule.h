@@ -1,16 +1,18 @@
 #pragma once
 // Note [step schedule]: the rules that decide what one rank holds at once during a step, written
-// once: which reductions finish before a bucket launches (BucketFlights), which units a prefetch
-// gathers (prefetch_window) and which a release keeps (reused_within). The runtime asks them at
-// each event (GradReducer before a launch, ParamStore before a prefetch or release) and the peak
-// predictor (budget.cpp) replays a step's events through the same rules, summing the bytes the
-// step's buffer kinds declare. A buffer kind is one entry of a table: a name, a span (a bucket
-// from its first gradient until its reduction ends, a flight from launch to finish, a stage-3
-// unit from gather to release, its gather in flight, or the step) and its bytes per buffer. A
-// kind its span makes is allocated by the span itself (SpanHolds: the flight's wire copy, the
-// gathered unit), so adding such an entry moves the runtime's peak and the prediction alike; the
-// other kinds are made by their features (the reduce-scatter's output, qgZ's and qwZ's packets,
-// widened copies, staging, hpZ's pieces), which size them as their entries say.
+// once: which reductions finish before a bucket launches, and at stages 2-3 already before its
+// first gradient exists, so a bucket never fills beside a reduction its launch waits for
+// (BucketFlights); which units a prefetch gathers (prefetch_window) and which a release keeps
+// (reused_within). The runtime asks them at each event (GradReducer at a bucket's first gradient
+// and launch, ParamStore before a prefetch or release) and the peak predictor (budget.cpp)
+// replays a step's events through the same rules, summing the bytes the step's buffer kinds
+// declare. A buffer kind is one entry of a table: a name, a span (a bucket from its first
+// gradient until its reduction ends, a flight from launch to finish, a stage-3 unit from gather
+// to release, its gather in flight, or the step) and its bytes per buffer. A kind its span makes
+// is allocated by the span itself (SpanHolds: the flight's wire copy, the gathered unit), so
+// adding such an entry moves the runtime's peak and the prediction alike; the other kinds are
+// made by their features (the reduce-scatter's output, qgZ's and qwZ's packets, widened copies,
+// staging, hpZ's pieces), which size them as their entries say.
 #include <cstdint>
 #include <functional>
 #include <memory>
