@@ -97,9 +97,10 @@ void bench_check(Group& g, const std::string& name) {
     }
   g.set_check_collectives(true);
   if (g.rank() == 0)
-    std::printf("{\"op\":\"all_reduce_4B_check\",\"backend\":\"%s\",\"ranks\":%d,\"time_us_check\":%.2f,"
-                "\"time_us_no_check\":%.2f,\"check_cost_us\":%.2f}\n",
-                name.c_str(), g.size(), us[1], us[0], us[1] - us[0]);
+    std::printf(
+        "{\"op\":\"all_reduce_4B_check\",\"backend\":\"%s\",\"ranks\":%d,\"time_us_check\":%.2f,"
+        "\"time_us_no_check\":%.2f,\"check_cost_us\":%.2f}\n",
+        name.c_str(), g.size(), us[1], us[0], us[1] - us[0]);
   std::fflush(stdout);
 }
 
@@ -116,20 +117,23 @@ void bench_sim_chunks(const GroupPtr& host, const std::string& name, DType dt, i
     for (int b = 0; b < kBlocks; ++b)
       for (int k : {b % 2, 1 - b % 2}) {
         Group& g = *staged[k];
-        us[k] += time_op(g, iters_for(mib), [&] {
-          if (op[0] == 'a')
-            g.all_reduce(full);
-          else
-            g.reduce_scatter(full, shard);
-          synchronize(Device::sim());
-        }) * 1e6 / kBlocks;
+        us[k] += time_op(g, iters_for(mib),
+                         [&] {
+                           if (op[0] == 'a')
+                             g.all_reduce(full);
+                           else
+                             g.reduce_scatter(full, shard);
+                           synchronize(Device::sim());
+                         }) *
+                 1e6 / kBlocks;
       }
     if (host->rank() == 0)
-      std::printf("{\"op\":\"%s\",\"backend\":\"%s staged from sim\",\"dtype\":\"%s\",\"ranks\":%d,"
-                  "\"bytes\":%lld,\"time_us_whole\":%.1f,\"time_us_chunked\":%.1f,\"chunk_bytes\":%lld,"
-                  "\"whole_over_chunked\":%.3f}\n",
-                  op, name.c_str(), dtype_name(dt), n, (long long)(elems * int64_t(dtype_size(dt))), us[0], us[1],
-                  (long long)kStagedChunkBytes, us[0] / us[1]);
+      std::printf(
+          "{\"op\":\"%s\",\"backend\":\"%s staged from sim\",\"dtype\":\"%s\",\"ranks\":%d,"
+          "\"bytes\":%lld,\"time_us_whole\":%.1f,\"time_us_chunked\":%.1f,\"chunk_bytes\":%lld,"
+          "\"whole_over_chunked\":%.3f}\n",
+          op, name.c_str(), dtype_name(dt), n, (long long)(elems * int64_t(dtype_size(dt))), us[0], us[1],
+          (long long)kStagedChunkBytes, us[0] / us[1]);
     std::fflush(stdout);
   }
 }

@@ -81,9 +81,8 @@ class StagedGroup final : public Group {
 
  protected:
   WorkPtr do_all_reduce(Tensor& buf, const Call& c) override {
-    return chunked(buf, 1, buf, 1, c, [this](Tensor& in, Tensor&, const CollOptions& o) {
-      return host_->all_reduce_async(in, o);
-    });
+    return chunked(buf, 1, buf, 1, c,
+                   [this](Tensor& in, Tensor&, const CollOptions& o) { return host_->all_reduce_async(in, o); });
   }
   WorkPtr do_reduce_scatter(const Tensor& in, Tensor& out, const Call& c) override {
     return chunked(in, size(), out, 1, c, [this](Tensor& i, Tensor& o, const CollOptions& opt) {
@@ -91,9 +90,8 @@ class StagedGroup final : public Group {
     });
   }
   WorkPtr do_all_gather(const Tensor& in, Tensor& out, const Call& c) override {
-    return chunked(in, 1, out, size(), c, [this](Tensor& i, Tensor& o, const CollOptions& opt) {
-      return host_->all_gather_async(i, o, opt);
-    });
+    return chunked(in, 1, out, size(), c,
+                   [this](Tensor& i, Tensor& o, const CollOptions& opt) { return host_->all_gather_async(i, o, opt); });
   }
   WorkPtr do_broadcast(Tensor& buf, int root, const Call& c) override {
     return chunked(buf, 1, buf, 1, c, [this, root](Tensor& in, Tensor&, const CollOptions& o) {
@@ -102,9 +100,8 @@ class StagedGroup final : public Group {
   }
   WorkPtr do_barrier(const Call& c) override { return host_->barrier_async(options(c, c.label)); }
   WorkPtr do_all_to_all(const Tensor& in, Tensor& out, const Call& c) override {
-    return chunked(in, size(), out, size(), c, [this](Tensor& i, Tensor& o, const CollOptions& opt) {
-      return host_->all_to_all_async(i, o, opt);
-    });
+    return chunked(in, size(), out, size(), c,
+                   [this](Tensor& i, Tensor& o, const CollOptions& opt) { return host_->all_to_all_async(i, o, opt); });
   }
   WorkPtr do_send(const Tensor& buf, int peer, const Call& c) override {
     Tensor h = host_like(buf.shape(), buf.dtype());
@@ -139,13 +136,14 @@ class StagedGroup final : public Group {
       Tensor h_in = host_like({in_segs * m}, in.dtype());
       for (int s = 0; s < in_segs; ++s) h_in.slice(0, s * m, (s + 1) * m).copy_(src.slice(0, s * S + a, s * S + a + m));
       Tensor h_out = in_place ? h_in : host_like({out_segs * m}, out.dtype());
-      const std::string label =
-          chunks == 1 ? c.label : c.label + (c.label.empty() ? "" : ", ") + "chunk " + std::to_string(k + 1) + "/" +
-                                      std::to_string(chunks);
+      const std::string label = chunks == 1 ? c.label
+                                            : c.label + (c.label.empty() ? "" : ", ") + "chunk " +
+                                                  std::to_string(k + 1) + "/" + std::to_string(chunks);
       WorkPtr w = launch(h_in, h_out, options(c, label));
       // The host copies (the result, and the input a backend may read until then) live until then.
       auto up = [dst, h_in, h_out, out_segs, S, a, m]() mutable {
-        for (int s = 0; s < out_segs; ++s) dst.slice(0, s * S + a, s * S + a + m).copy_(h_out.slice(0, s * m, (s + 1) * m));
+        for (int s = 0; s < out_segs; ++s)
+          dst.slice(0, s * S + a, s * S + a + m).copy_(h_out.slice(0, s * m, (s + 1) * m));
       };
       pieces.push_back({std::move(w), std::move(up)});
     }

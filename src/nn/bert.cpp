@@ -110,7 +110,9 @@ class BertEmbeddings : public Module {
     Tensor types = in.size() > 1 && in[1].defined()
                        ? in[1]
                        : Tensor::from_ints(std::vector<int32_t>(size_t(B * T), 0), {B, T}, in[0].device());
-    Tensor x = ag::add(ag::add((*word)(in[0]), (*position)(positions_)), (*type)(types));
+    // In registration order (an argument list's is unspecified), as in gpt.cpp.
+    const Tensor words = (*word)(in[0]), places = (*position)(positions_), kinds = (*type)(types);
+    Tensor x = ag::add(ag::add(words, places), kinds);
     return (*drop)((*norm)(x));
   }
 

@@ -108,7 +108,10 @@ class Gpt : public Module {
     ZT_CHECK(T >= 1 && T <= c_.block_size, "[gpt] sequence length ", T, " exceeds model.block_size ", c_.block_size);
     if (!positions_.defined() || positions_.numel() != T || positions_.device() != in[0].device())
       positions_ = position_ids(T, in[0].device());
-    Tensor x = (*drop)(ag::add((*wte)(in[0]), (*wpe)(positions_)));
+    // In registration order (an argument list's is unspecified): backward then gives wte its
+    // gradient last, as gradient buckets expect (Note [step schedule]).
+    const Tensor tokens = (*wte)(in[0]), positions = (*wpe)(positions_);
+    Tensor x = (*drop)(ag::add(tokens, positions));
     const int64_t ckpt = c_.checkpoint_blocks < 0 ? c_.n_layer : c_.checkpoint_blocks;
     for (size_t i = 0; i < h->size(); ++i)
       x = c_.activation_checkpointing && int64_t(i) < ckpt ? checkpointed(h->at(i), {x}) : h->at(i)(x);

@@ -11,9 +11,8 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const Com
     : plan_(plan),
       params_(std::move(params)),
       group_(*groups.all),
-      dense_(plan.policy.wire.gradient_bits > 0
-                 ? make_quantized_encoder(groups, plan.policy.wire.gradient_bits)
-                 : make_dense_encoder(*groups.all, plan.policy.shard_optimizer())),
+      dense_(plan.policy.wire.gradient_bits > 0 ? make_quantized_encoder(groups, plan.policy.wire.gradient_bits)
+                                                : make_dense_encoder(*groups.all, plan.policy.shard_optimizer())),
       overlap_(limits.overlap_comm),
       on_launched_(std::move(on_launched)),
       flights_(plan, limits, true) {
@@ -114,7 +113,7 @@ void GradReducer::on_param_partial(size_t b, int uses_left) {
 
 void GradReducer::launch(size_t b, bool early) {
   Buf& buf = bufs_[b];
-  open_bucket(b);  // a bucket no gradient reached still takes part, as zeros
+  open_bucket(b);                                // a bucket no gradient reached still takes part, as zeros
   for (size_t f : flights_.admit(b)) finish(f);  // stages 0-1: the full gradient is a state
   buf.launched = true;
   flights_.launched(b);

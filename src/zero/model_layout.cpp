@@ -14,9 +14,10 @@ namespace zt::zero {
 namespace {
 // sparse_gradients: the weights of "Embedding" modules registered nowhere else (sparse), and
 // those another module uses too (tied: GPT-2's wte is also lm_head's), whose other use gives
-// dense rows, so only the embedding's own part can travel as rows (Note [tied rows]).
+// dense rows, so only the embedding's own part can travel as rows (Note [tied rows]). Shared:
+// any parameter of several modules (Note [step schedule]: its gradient starts at the first).
 struct SparseEligible {
-  std::vector<bool> sparse, tied;
+  std::vector<bool> sparse, tied, shared;
 };
 SparseEligible sparse_eligible(nn::Module& model, const std::vector<Tensor>& params) {
   std::unordered_map<TensorImpl*, int> uses;
@@ -31,6 +32,7 @@ SparseEligible sparse_eligible(nn::Module& model, const std::vector<Tensor>& par
     const bool e = embedding.count(p.impl()) > 0;
     out.sparse.push_back(e && uses[p.impl()] == 1);
     out.tied.push_back(e && uses[p.impl()] > 1);
+    out.shared.push_back(uses[p.impl()] > 1);
   }
   return out;
 }
@@ -44,8 +46,8 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   place(m.policy, opts.zero, opts.aio, opts.run_name);
   ZT_CHECK_AS(ErrorKind::config, m.policy.param_residence == Residence::memory || opts.zero.stage == 3,
               "[zero] offload_param.device = ", opts.zero.offload_param.device,
-              " needs zero_optimization.stage 3 (below it every rank holds all ",
-              "parameters), got stage ", opts.zero.stage);
+              " needs zero_optimization.stage 3 (below it every rank holds all ", "parameters), got stage ",
+              opts.zero.stage);
   std::unordered_set<TensorImpl*> seen;
   std::unordered_map<TensorImpl*, size_t> index;
   for (auto& [name, p] : model.named_parameters()) {
@@ -63,8 +65,9 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   }
   ZT_CHECK(!m.params.empty(), "[zero] the model has no trainable parameters");
   for (auto& p : m.params) m.input.numels.push_back(p.numel());
+  SparseEligible e = sparse_eligible(model, m.params);
+  m.input.shared = std::move(e.shared);
   if (opts.sparse_gradients) {
-    SparseEligible e = sparse_eligible(model, m.params);
     m.input.sparse = std::move(e.sparse);
     m.input.tied_rows = std::move(e.tied);
   }

@@ -177,7 +177,10 @@ Plan make_plan(const PlanInput& in, const Policy& policy, int world) {
   }
   // A stage-3 unit holding a sparse-eligible parameter beside others (an embedding inside a unit
   // marked as one) reduces it densely: the rows of one parameter cannot stand for the whole buffer.
-  for (auto& b : plan.buffers) b.sparse = b.params.size() == 1 && flagged(in.sparse, b.params[0].index);
+  for (auto& b : plan.buffers) {
+    b.sparse = b.params.size() == 1 && flagged(in.sparse, b.params[0].index);
+    for (const ParamSlot& s : b.params) b.shared = b.shared || flagged(in.shared, s.index);
+  }
   return plan;
 }
 

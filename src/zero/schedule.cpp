@@ -165,8 +165,7 @@ Tensor SpanHolds::made(size_t b, const std::string& name) const {
   return Tensor();
 }
 
-BucketFlights::BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate,
-                             std::vector<BufferKind> kinds)
+BucketFlights::BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate, std::vector<BufferKind> kinds)
     : plan_(plan),
       holds_(plan, Span::flight, allocate, std::move(kinds)),
       limit_(limits.max_inflight_elems > 0 ? limits.max_inflight_elems : plan.grad_bucket_elems) {}
@@ -223,25 +222,32 @@ std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limit
                                        const std::vector<BufferKind>& kinds) {
   BucketFlights flights(plan, limits, false, kinds);
   std::vector<StepEvent> events;
-  int64_t tied = 0;  // Note [tied rows]: what a finished dense part keeps until the rows come
+  // Beside the flights: what a finished tied dense part keeps until the rows come (Note [tied
+  // rows]), and the full gradients of shared buckets, open from their first use in backward (the
+  // tied output's, first) until their launch.
+  int64_t kept = 0, early = 0;
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    if (plan.buffers[b].shared && !plan.buffers[b].tied_rows) early += span_bytes(kinds, Span::bucket, plan, b);
   auto finish = [&](size_t f) {
     flights.finished(f);
     if (plan.buffers[f].tied_rows)
-      tied += span_bytes(kinds, Span::bucket, plan, f) + span_bytes(kinds, Span::flight, plan, f);
-    events.push_back({StepEvent::finish, f, flights.bytes() + tied});
+      kept += span_bytes(kinds, Span::bucket, plan, f) + span_bytes(kinds, Span::flight, plan, f);
+    events.push_back({StepEvent::finish, f, flights.bytes() + kept + early});
   };
   for (size_t k : backward_order(plan)) {
     const int64_t full = span_bytes(kinds, Span::bucket, plan, k);
+    const bool opened = plan.buffers[k].shared && !plan.buffers[k].tied_rows;
     // What the launch waits for finishes before the bucket's full gradient exists (stages 2-3;
     // at 0-1 the full gradient is a state and the bucket span holds nothing).
     for (size_t f : flights.admit(k)) finish(f);
-    events.push_back({StepEvent::first_gradient, k, flights.bytes() + tied + full});
+    events.push_back({StepEvent::first_gradient, k, flights.bytes() + kept + early + (opened ? 0 : full)});
+    if (opened) early -= full;  // from here on in the flight's bytes
     flights.launched(k);
-    events.push_back({StepEvent::launch, k, flights.bytes() + tied});
+    events.push_back({StepEvent::launch, k, flights.bytes() + kept + early});
     if (!limits.overlap_comm) finish(k);
   }
   while (!flights.idle()) finish(flights.in_flight().front());  // end_backward
-  events.push_back({StepEvent::end, plan.buffers.size(), 0});     // the rows added, the dense parts freed
+  events.push_back({StepEvent::end, plan.buffers.size(), 0});   // the rows added, the dense parts freed
   return events;
 }
 

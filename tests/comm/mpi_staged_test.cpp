@@ -40,7 +40,7 @@ void expect_same(int64_t chunk_bytes, const std::string& what, Tensor in, Tensor
 TEST(CommStaged, ChunkedCollectivesOfSimTensorsEqualTheHostGroups) {
   const int r = world()->rank(), N = world()->size();
   for (DType d : {DType::f32, DType::bf16})
-    for (int64_t S : {1, 7, 40})  // elements per rank segment
+    for (int64_t S : {1, 7, 40})               // elements per rank segment
       for (int64_t elems : {1, 3, 8, 1000}) {  // per chunk: S/elems chunks, the last one shorter
         const int64_t cb = elems * int64_t(dtype_size(d));
         const std::string dt = dtype_name(d), seg = " S=" + std::to_string(S);
@@ -63,7 +63,8 @@ TEST(CommStaged, ChunkedCollectivesOfSimTensorsEqualTheHostGroups) {
 TEST(CommStaged, ChunksAreOneCallToTheCaller) {
   GroupPtr g = stage_on(world(), Device::sim(), 8);  // two f32 elements a chunk: five host calls
   const int N = g->size();
-  Tensor in = make(N * 10, DType::f32, g->rank()).to(Device::sim()), out = Tensor::zeros({10}, DType::f32, Device::sim());
+  Tensor in = make(N * 10, DType::f32, g->rank()).to(Device::sim()),
+         out = Tensor::zeros({10}, DType::f32, Device::sim());
   Tensor other = make(3, DType::f32, g->rank()).to(Device::sim());
   const uint64_t host_calls = world()->last_seq();
   WorkPtr first = g->reduce_scatter_async(in, out, CollOptions(ReduceOp::sum, "bucket 3"));

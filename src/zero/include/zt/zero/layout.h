@@ -33,6 +33,8 @@ struct BufferPlan {
   // One tied [V, C] embedding weight (stages 0-2, sparse_gradients): its other uses' gradient is
   // reduced as soon as it is complete, the embedding's rows at the end (Note [tied rows]).
   bool tied_rows = false;
+  // Holds a parameter several modules use: its gradient starts early in backward (PlanInput::shared).
+  bool shared = false;
 };
 
 // Stages 0-2: buckets of at most `bucket_elems` elements, formed from the last parameter

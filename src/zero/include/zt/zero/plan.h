@@ -36,6 +36,9 @@ struct PlanInput {
   // Per parameter (empty: none): a [V, C] embedding weight that another module uses too (tied);
   // at stages 0-2 it gets a buffer of its own, reduced in two parts (Note [tied rows]).
   std::vector<bool> tied_rows;
+  // Per parameter (empty: none): used by several modules (a tied weight), so its gradient starts
+  // at the first of its uses in backward, not its last (Note [step schedule]).
+  std::vector<bool> shared;
 };
 
 // Per-rank bytes of model states at rest, by allocator tag.
