@@ -21,6 +21,28 @@ int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval
   return model_kind(c).activations(c, micro, eval_batch, b);
 }
 
+namespace {
+
+int64_t shm_slot_bytes(const RunContext& ctx) {
+  if (!ctx.shm || ctx.world <= 1) return 0;
+  // Two staging slots per rank, each reads its peers' (comm/shm.cpp).
+  const char* kib = std::getenv("ZT_SHM_SLOT_KIB");
+  const int64_t slot = kib && std::atol(kib) > 0 ? int64_t(std::atol(kib)) << 10 : int64_t(1) << 20;
+  return 2 * int64_t(ctx.world) * slot;
+}
+
+// Note [host plan]: beside a device the OS sees the host's share of a run: the process, the data,
+// the states in pinned host memory with their staging tiles (states.host), the shm slots, and the
+// pinned copies of staged collectives (host_staging). On sim the device's memory is this
+// process's pages too.
+int64_t host_resident(const zero::PeakEstimate& p, Device device, const RunContext& ctx) {
+  if (device.is_cpu()) return p.total();
+  const int64_t sim = device.type == DeviceType::sim ? p.total() - p.data : 0;
+  return p.data + p.states.host + shm_slot_bytes(ctx) + p.host_staging + sim;
+}
+
+}  // namespace
+
 zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, const zero::EngineOptions& given,
                                     const config::BatchSizes& bs, const RunContext& ctx) {
   zero::EngineOptions opts = given;
@@ -31,12 +53,8 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
   in.activations = predict_activations(c, bs.micro, ctx.eval_batch, opts.f32_compute);
   in.data = ctx.data_bytes;
-  if (ctx.shm && ctx.world > 1 && opts.device.is_cpu()) {  // two staging slots per rank, each reads its peers'
-    // (comm/shm.cpp); host memory, outside a device's peak
-    const char* kib = std::getenv("ZT_SHM_SLOT_KIB");
-    const int64_t slot = kib && std::atol(kib) > 0 ? int64_t(std::atol(kib)) << 10 : int64_t(1) << 20;
-    in.comm_buffers = 2 * int64_t(ctx.world) * slot;
-  }
+  in.staged_collectives = ctx.staged;
+  if (opts.device.is_cpu()) in.comm_buffers = shm_slot_bytes(ctx);  // host memory, outside a device's peak
   return zero::predict_peak(plan, in);
 }
 
@@ -74,7 +92,7 @@ bool plan_device(MemoryPlan& mp, nn::Module& model, const config::BatchSizes& bs
   if (device.is_cpu()) return false;
   std::string &opt = c.zero.offload_optimizer.device, &par = c.zero.offload_param.device;
   if (par == "auto" && c.zero.stage != 3) par = "none";  // below stage 3 every rank holds all parameters
-  if (opt != "auto" && par != "auto") return true;        // as configured: the allocators' caps hold it
+  if (opt != "auto" && par != "auto") return true;       // as configured: the allocators' caps hold it
   const auto candidates = [](const std::string& d) {
     return d == "auto" ? std::vector<std::string>{"none", "cpu", "nvme"} : std::vector<std::string>{d};
   };
@@ -107,21 +125,23 @@ bool plan_device(MemoryPlan& mp, nn::Module& model, const config::BatchSizes& bs
     if (!device_fits || !host_fits) continue;
     opt = x.o;
     par = x.p;
-    mp.lines.push_back(detail::concat(
-          "memory plan on ", device, ": offload_optimizer ", x.o, ", offload_param ", x.p, ": predicted device peak ",
-          format_bytes(size_t(x.device)), dev_cap > 0 ? " fits run.device_memory_mb " + format_bytes(size_t(dev_cap)) : "",
-          ", host states and data ", format_bytes(size_t(x.host)),
-          host_cap > 0 ? " fit run.memory_budget_mb " + format_bytes(size_t(host_cap)) : ""));
+    mp.lines.push_back(
+        detail::concat("memory plan on ", device, ": offload_optimizer ", x.o, ", offload_param ", x.p,
+                       ": predicted device peak ", format_bytes(size_t(x.device)),
+                       dev_cap > 0 ? " fits run.device_memory_mb " + format_bytes(size_t(dev_cap)) : "",
+                       ", host states and data ", format_bytes(size_t(x.host)),
+                       host_cap > 0 ? " fit run.memory_budget_mb " + format_bytes(size_t(host_cap)) : ""));
     return true;
   }
   auto at = [](const Placement& x) { return "offload_optimizer " + x.o + ", offload_param " + x.p; };
-  ZT_CHECK_AS(ErrorKind::config, least_host.has_value(), "[memory] run.device_memory_mb=", c.run.device_memory_mb,
-              " (", device, ") fits no plan: the smallest predicted device peak is ",
+  ZT_CHECK_AS(ErrorKind::config, least_host.has_value(), "[memory] run.device_memory_mb=", c.run.device_memory_mb, " (",
+              device, ") fits no plan: the smallest predicted device peak is ",
               format_bytes(size_t(least_device->device)), " per rank (", at(*least_device),
               "); raise run.device_memory_mb, or lower the micro-batch");
   ZT_THROW_AS(ErrorKind::config, "[memory] run.memory_budget_mb=", c.run.memory_budget_mb,
-              " holds no plan that fits the device: the least the host needs is ", format_bytes(size_t(least_host->host)),
-              " per rank (", at(*least_host), "); raise run.memory_budget_mb or run.device_memory_mb");
+              " holds no plan that fits the device: the least the host needs is ",
+              format_bytes(size_t(least_host->host)), " per rank (", at(*least_host),
+              "); raise run.memory_budget_mb or run.device_memory_mb");
 }
 
 // Note [background save] in ckpt: checkpoint.async resolved to "true" or "false". A snapshot
@@ -204,6 +224,7 @@ nlohmann::json peak_json(const zero::PeakEstimate& p) {
           {"comm_buffers", p.comm_buffers},
           {"data", p.data},
           {"checkpoint_snapshot", p.checkpoint_snapshot},
+          {"host_staging", p.host_staging},
           {"in_use", p.in_use()},
           {"total", p.total()}};
 }
@@ -219,20 +240,20 @@ MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const c
   mp.record = peak_json(mp.peak);
   mp.record["process_baseline"] = before.now - ctx.data_bytes;
   mp.record["rss_peak_before"] = before.peak;  // e.g. reading the data: the run's peak when larger
-  const int64_t budget = c.run.memory_budget_mb << 20, held = mp.peak.total() - mp.peak.comm_buffers;
+  const int64_t budget = c.run.memory_budget_mb << 20;
+  const int64_t held = host_resident(mp.peak, mp.options.device, ctx) - mp.peak.comm_buffers;
   mp.record["predicted_rss"] = before.now - ctx.data_bytes + mp.peak.comm_buffers + mp.peak.checkpoint_snapshot +
-                               (budget > 0 ? std::min(held, budget) : held);
+                               (budget > 0 && mp.options.device.is_cpu() ? std::min(held, budget) : held);
   // What the budget covers, said before step 1: the OS also counts the process itself.
   if (budget > 0)
-    mp.lines.push_back("memory budget " + format_bytes(size_t(budget)) +
-                       " holds zerotrain's allocations (model states, buffers, activations, the data); the process "
-                       "adds its baseline of " +
-                       format_bytes(size_t(std::max<int64_t>(0, before.now - ctx.data_bytes))) +
-                       " (libraries, threads)" +
-                       (mp.peak.comm_buffers > 0 ? " and " + format_bytes(size_t(mp.peak.comm_buffers)) + " of shm slots"
-                                                 : std::string()) +
-                       ": the OS should see up to " + format_bytes(size_t(mp.record["predicted_rss"].get<int64_t>())) +
-                       " per rank");
+    mp.lines.push_back(
+        "memory budget " + format_bytes(size_t(budget)) +
+        " holds zerotrain's allocations (model states, buffers, activations, the data); the process "
+        "adds its baseline of " +
+        format_bytes(size_t(std::max<int64_t>(0, before.now - ctx.data_bytes))) + " (libraries, threads)" +
+        (mp.peak.comm_buffers > 0 ? " and " + format_bytes(size_t(mp.peak.comm_buffers)) + " of shm slots"
+                                  : std::string()) +
+        ": the OS should see up to " + format_bytes(size_t(mp.record["predicted_rss"].get<int64_t>())) + " per rank");
   mp.record["choices"] = mp.lines;  // the budget's own line included
   return mp;
 }

@@ -31,6 +31,7 @@ struct RunContext {
   int64_t eval_batch = 0;  // samples per evaluation forward (0: the run does not evaluate)
   int local_size = 1;      // ranks per node (comm::Group::local_size): where qgZ quantizes
   bool f32_compute = false;  // a 16-bit run computes in f32 (EngineOptions::f32_compute)
+  bool staged = false;       // collectives of device tensors copy through host memory (comm::stages_through_host)
 };
 
 struct MemoryPlan {

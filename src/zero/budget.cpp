@@ -94,6 +94,22 @@ int64_t reused_bytes(const Plan& plan, const PeakInput& in, const std::vector<Bu
   return bytes;
 }
 
+// Note [staged group]: each staged collective's pinned input and output live from its launch to
+// its finish: the reductions in flight (one bucket's worth, or the one bucket larger than that;
+// in place at stage 0), and a stage-3 window's gathers beside them or at stages 1-2 the largest
+// buffer's publish after backward. The pinned allocator keeps the blocks: this is what it holds.
+int64_t host_staging_bytes(const Plan& plan, const PeakInput& in, int64_t window_elems) {
+  const Policy& pol = plan.policy;
+  const int64_t N = plan.world, cb = int64_t(dtype_size(pol.comm_dtype)), pb = int64_t(dtype_size(pol.param_dtype));
+  int64_t largest = 0, all = 0;
+  for (const BufferPlan& b : plan.buffers) largest = std::max(largest, b.padded), all += b.padded;
+  const int64_t limit = in.max_inflight_elems > 0 ? in.max_inflight_elems : plan.grad_bucket_elems;
+  const int64_t flying = std::max(largest, std::min(limit, all));
+  const int64_t reduce = pol.shard_optimizer() ? flying * cb + flying / N * cb : flying * cb;
+  if (pol.shard_parameters()) return reduce + window_elems * pb + window_elems / N * pb;
+  return std::max(reduce, pol.shard_optimizer() ? largest * pb + largest / N * pb : 0);
+}
+
 }  // namespace
 
 PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
@@ -106,8 +122,10 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
     largest_shard = std::max(largest_shard, pol.shard_optimizer() ? b.padded / plan.world : b.padded);
   const std::vector<BufferKind> kinds = buffer_kinds();  // one snapshot of Note [step schedule]'s table
   p.grad_buckets = bucket_peak(plan, in, kinds);
+  int64_t window_elems = 0;
   if (pol.shard_parameters()) {  // the stage-3 spans' kinds
     const Window window = window_peak(plan, in, kinds);
+    window_elems = window.elems;
     p.param_staging = window.staging;
     // The gathered units with their spans' buffers (Note [f32 compute]: the widened copies), and
     // the window's gathers in flight (qwZ's packets).
@@ -119,6 +137,7 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
   p.workspace = std::max(4 * in.largest_param, publish);
   p.comm_buffers = in.comm_buffers;
   p.data = in.data;
+  if (in.staged_collectives && plan.world > 1) p.host_staging = host_staging_bytes(plan, in, window_elems);
   return p;
 }
 

@@ -18,6 +18,7 @@ struct PeakInput : StepLimits {
   int64_t activations = 0;    // at the micro-batch, checkpointing as configured
   int64_t data = 0;           // allocator bytes held before the engine exists (the dataset)
   int64_t comm_buffers = 0;   // outside the allocator: shm staging slots this rank touches
+  bool staged_collectives = false;  // a device's collectives copy through host memory (Note [staged group])
   // ZeRO++ (hpZ's pieces, qwZ's packets, qgZ's buffers: kinds of Note [step schedule]) follows
   // the plan's plan.policy.wire (Note [wire plan]).
 };
@@ -37,6 +38,9 @@ struct PeakEstimate {
   // Async checkpoints: this rank's snapshot (Plan::checkpoint_bytes) in host memory outside the
   // allocator, kept between saves; in neither sum below (as the shm slots, apps adds it to the RSS).
   int64_t checkpoint_snapshot = 0;
+  // Beside a device whose collectives are staged (PeakInput::staged_collectives): their pinned host
+  // copies at once; host memory, in neither sum below.
+  int64_t host_staging = 0;
   // Resident: every term, as the caching allocator keeps freed blocks (what the OS shows).
   int64_t total() const {
     return states.on_device() + grad_buckets + gathered + secondary + param_staging + activations +
