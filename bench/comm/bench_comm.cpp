@@ -97,10 +97,9 @@ void bench_check(Group& g, const std::string& name) {
     }
   g.set_check_collectives(true);
   if (g.rank() == 0)
-    std::printf(
-        "{\"op\":\"all_reduce_4B_check\",\"backend\":\"%s\",\"ranks\":%d,\"time_us_check\":%.2f,"
-        "\"time_us_no_check\":%.2f,\"check_cost_us\":%.2f}\n",
-        name.c_str(), g.size(), us[1], us[0], us[1] - us[0]);
+    std::printf("{\"op\":\"all_reduce_4B_check\",\"backend\":\"%s\",\"ranks\":%d,\"time_us_check\":%.2f,"
+                "\"time_us_no_check\":%.2f,\"check_cost_us\":%.2f}\n",
+                name.c_str(), g.size(), us[1], us[0], us[1] - us[0]);
   std::fflush(stdout);
 }
 

@@ -92,7 +92,7 @@ bool plan_device(MemoryPlan& mp, nn::Module& model, const config::BatchSizes& bs
   if (device.is_cpu()) return false;
   std::string &opt = c.zero.offload_optimizer.device, &par = c.zero.offload_param.device;
   if (par == "auto" && c.zero.stage != 3) par = "none";  // below stage 3 every rank holds all parameters
-  if (opt != "auto" && par != "auto") return true;       // as configured: the allocators' caps hold it
+  if (opt != "auto" && par != "auto") return true;        // as configured: the allocators' caps hold it
   const auto candidates = [](const std::string& d) {
     return d == "auto" ? std::vector<std::string>{"none", "cpu", "nvme"} : std::vector<std::string>{d};
   };
@@ -125,23 +125,21 @@ bool plan_device(MemoryPlan& mp, nn::Module& model, const config::BatchSizes& bs
     if (!device_fits || !host_fits) continue;
     opt = x.o;
     par = x.p;
-    mp.lines.push_back(
-        detail::concat("memory plan on ", device, ": offload_optimizer ", x.o, ", offload_param ", x.p,
-                       ": predicted device peak ", format_bytes(size_t(x.device)),
-                       dev_cap > 0 ? " fits run.device_memory_mb " + format_bytes(size_t(dev_cap)) : "",
-                       ", host states and data ", format_bytes(size_t(x.host)),
-                       host_cap > 0 ? " fit run.memory_budget_mb " + format_bytes(size_t(host_cap)) : ""));
+    mp.lines.push_back(detail::concat(
+          "memory plan on ", device, ": offload_optimizer ", x.o, ", offload_param ", x.p, ": predicted device peak ",
+          format_bytes(size_t(x.device)), dev_cap > 0 ? " fits run.device_memory_mb " + format_bytes(size_t(dev_cap)) : "",
+          ", host states and data ", format_bytes(size_t(x.host)),
+          host_cap > 0 ? " fit run.memory_budget_mb " + format_bytes(size_t(host_cap)) : ""));
     return true;
   }
   auto at = [](const Placement& x) { return "offload_optimizer " + x.o + ", offload_param " + x.p; };
-  ZT_CHECK_AS(ErrorKind::config, least_host.has_value(), "[memory] run.device_memory_mb=", c.run.device_memory_mb, " (",
-              device, ") fits no plan: the smallest predicted device peak is ",
+  ZT_CHECK_AS(ErrorKind::config, least_host.has_value(), "[memory] run.device_memory_mb=", c.run.device_memory_mb,
+              " (", device, ") fits no plan: the smallest predicted device peak is ",
               format_bytes(size_t(least_device->device)), " per rank (", at(*least_device),
               "); raise run.device_memory_mb, or lower the micro-batch");
   ZT_THROW_AS(ErrorKind::config, "[memory] run.memory_budget_mb=", c.run.memory_budget_mb,
-              " holds no plan that fits the device: the least the host needs is ",
-              format_bytes(size_t(least_host->host)), " per rank (", at(*least_host),
-              "); raise run.memory_budget_mb or run.device_memory_mb");
+              " holds no plan that fits the device: the least the host needs is ", format_bytes(size_t(least_host->host)),
+              " per rank (", at(*least_host), "); raise run.memory_budget_mb or run.device_memory_mb");
 }
 
 // Note [background save] in ckpt: checkpoint.async resolved to "true" or "false". A snapshot
@@ -246,14 +244,15 @@ MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const c
                                (budget > 0 && mp.options.device.is_cpu() ? std::min(held, budget) : held);
   // What the budget covers, said before step 1: the OS also counts the process itself.
   if (budget > 0)
-    mp.lines.push_back(
-        "memory budget " + format_bytes(size_t(budget)) +
-        " holds zerotrain's allocations (model states, buffers, activations, the data); the process "
-        "adds its baseline of " +
-        format_bytes(size_t(std::max<int64_t>(0, before.now - ctx.data_bytes))) + " (libraries, threads)" +
-        (mp.peak.comm_buffers > 0 ? " and " + format_bytes(size_t(mp.peak.comm_buffers)) + " of shm slots"
-                                  : std::string()) +
-        ": the OS should see up to " + format_bytes(size_t(mp.record["predicted_rss"].get<int64_t>())) + " per rank");
+    mp.lines.push_back("memory budget " + format_bytes(size_t(budget)) +
+                       " holds zerotrain's allocations (model states, buffers, activations, the data); the process "
+                       "adds its baseline of " +
+                       format_bytes(size_t(std::max<int64_t>(0, before.now - ctx.data_bytes))) +
+                       " (libraries, threads)" +
+                       (mp.peak.comm_buffers > 0 ? " and " + format_bytes(size_t(mp.peak.comm_buffers)) + " of shm slots"
+                                                 : std::string()) +
+                       ": the OS should see up to " + format_bytes(size_t(mp.record["predicted_rss"].get<int64_t>())) +
+                       " per rank");
   mp.record["choices"] = mp.lines;  // the budget's own line included
   return mp;
 }

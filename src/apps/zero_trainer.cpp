@@ -53,8 +53,7 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
       }
     const std::string shards = detail::concat("the parameter shards of ", units, " of ", p.buffers.size(), " units ");
     par = file ? detail::concat("offload_param: nvme, ", shards, "in swap files under ", p.policy.swap.param_dir,
-                                "/rank*/ (", format_bytes(size_t(bytes)),
-                                " per rank on disk, read ahead of each all-gather)")
+                                "/rank*/ (", format_bytes(size_t(bytes)), " per rank on disk, read ahead of each all-gather)")
                : detail::concat("offload_param: cpu, ", shards, "in pinned host memory (", format_bytes(size_t(bytes)),
                                 " per rank, uploaded for each all-gather)");
   }
@@ -89,10 +88,10 @@ class ZeroTrainer : public Trainer {
     }
     // Note [peak memory]: the plan before step 1 (with run.memory_budget_mb, the offload that fits).
     const bool evaluates = cfg.run.eval_at_end || cfg.data.eval_every > 0;
-    plan_.emplace(plan_before_step1(
-        cfg, *model_, bs_,
-        {group_.size(), 0, std::string(group_.backend()) == "shm", evaluates ? task_->eval_batch(bs_.micro) : 0,
-         group_.local_size(), f32_compute_, comm::stages_through_host(group_, configured.device)}));
+    plan_.emplace(plan_before_step1(cfg, *model_, bs_,
+                                    {group_.size(), 0, std::string(group_.backend()) == "shm",
+                                     evaluates ? task_->eval_batch(bs_.micro) : 0, group_.local_size(), f32_compute_,
+                                     comm::stages_through_host(group_, configured.device)}));
     if (lead_)
       for (const std::string& line : plan_->lines) std::fprintf(stderr, "zerotrain: %s\n", line.c_str());
     engine_ = std::make_unique<zero::Engine>(*model_, std::shared_ptr<comm::Group>(&group_, [](comm::Group*) {}),
@@ -169,16 +168,15 @@ class ZeroTrainer : public Trainer {
     std::snprintf(tag, sizeof tag, "step_%08lld", (long long)steps_done);
     const int rank = group_.rank();
     const FaultPlan& fault = fault_;
-    ckpt::SaveOptions o{
-        cfg_.checkpoint.dir,
-        tag,
-        cfg_.checkpoint.keep_last,
-        {{"step", steps_done},
-         {"train_batch_size", bs_.train_batch_size},
-         {"skipped_steps", skipped},
-         {"seed", cfg_.seed},
-         {"config", cfg_.raw}},
-        [&fault, rank, steps_done] { fault.maybe_fire_in_save(rank, steps_done); }};  // may run on the writer
+    ckpt::SaveOptions o{cfg_.checkpoint.dir,
+                        tag,
+                        cfg_.checkpoint.keep_last,
+                        {{"step", steps_done},
+                         {"train_batch_size", bs_.train_batch_size},
+                         {"skipped_steps", skipped},
+                         {"seed", cfg_.seed},
+                         {"config", cfg_.raw}},
+                        [&fault, rank, steps_done] { fault.maybe_fire_in_save(rank, steps_done); }};  // may run on the writer
     blocking([&] { saver_->save(o, save_async_); });
   }
   // Before an agreed stop (every rank at the same point): a checkpoint already written in the
@@ -189,9 +187,7 @@ class ZeroTrainer : public Trainer {
     } catch (const Error&) {  // every rank failed it alike; the stop's own line is the one to say
     }
   }
-  void end_of_steps() override {
-    blocking([&] { saver_->wait(); });
-  }
+  void end_of_steps() override { blocking([&] { saver_->wait(); }); }
 
   nlohmann::json start_fields() override {
     return {{"memory_plan", plan_->record},
@@ -210,18 +206,18 @@ class ZeroTrainer : public Trainer {
         cfg_.checkpoint.every_steps <= 0
             ? std::string()
             : ", checkpoints every " + std::to_string(cfg_.checkpoint.every_steps) +
-                  (save_async_
-                       ? " in the background (a " + format_bytes(size_t(plan_->peak.checkpoint_snapshot)) + " snapshot)"
-                       : " in the foreground")));
+                  (save_async_ ? " in the background (a " + format_bytes(size_t(plan_->peak.checkpoint_snapshot)) +
+                                     " snapshot)"
+                               : " in the foreground")));
     const Device dev = engine_->policy().device;
     std::string on_device;
     if (!dev.is_cpu())
-      on_device =
-          "; " +
-          std::string(engine_->policy().optimizer_residence != zero::Residence::memory ? "parameters, gradients"
-                                                                                       : "model states, parameters") +
-          " and activations on " + dev.str() + (dev.type == DeviceType::cuda ? "" : " (the simulated GPU)") +
-          (comm::stages_through_host(group_, dev) ? ", collectives staged through the host" : "");
+      on_device = "; " +
+                  std::string(engine_->policy().optimizer_residence != zero::Residence::memory
+                                  ? "parameters, gradients"
+                                  : "model states, parameters") +
+                  " and activations on " + dev.str() + (dev.type == DeviceType::cuda ? "" : " (the simulated GPU)") +
+                  (comm::stages_through_host(group_, dev) ? ", collectives staged through the host" : "");
     lines.push_back("zerotrain: rank 0: " + threads + "; " + processor_note() + "; comm backend " + group_.backend() +
                     on_device);
     const std::string offload = offload_note(cfg_, *engine_);
@@ -251,11 +247,8 @@ class ZeroTrainer : public Trainer {
     }
     if (!pol.device.is_cpu() && pol.optimizer_residence != zero::Residence::memory) {
       const zero::SwapStats sw = engine_->swap_stats();  // rank 0's host updates and their copies, cumulative
-      rec["offload"] = {{"update_s", sw.compute_s},
-                        {"down_s", sw.down_s},
-                        {"up_s", sw.up_s},
-                        {"bytes_down", sw.bytes_down},
-                        {"bytes_up", sw.bytes_up}};
+      rec["offload"] = {{"update_s", sw.compute_s}, {"down_s", sw.down_s},         {"up_s", sw.up_s},
+                        {"bytes_down", sw.bytes_down}, {"bytes_up", sw.bytes_up}};
     }
     if (engine_->options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative
       rec["sparse_comm_bytes"] = engine_->sparse_comm_bytes().moved;
@@ -275,7 +268,9 @@ class ZeroTrainer : public Trainer {
     return s;
   }
 
-  std::vector<std::pair<std::string, Shape>> full_param_shapes() const override { return engine_->full_param_shapes(); }
+  std::vector<std::pair<std::string, Shape>> full_param_shapes() const override {
+    return engine_->full_param_shapes();
+  }
   void for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn) override {
     engine_->for_each_full_param(fn);
   }

@@ -11,8 +11,9 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const Com
     : plan_(plan),
       params_(std::move(params)),
       group_(*groups.all),
-      dense_(plan.policy.wire.gradient_bits > 0 ? make_quantized_encoder(groups, plan.policy.wire.gradient_bits)
-                                                : make_dense_encoder(*groups.all, plan.policy.shard_optimizer())),
+      dense_(plan.policy.wire.gradient_bits > 0
+                 ? make_quantized_encoder(groups, plan.policy.wire.gradient_bits)
+                 : make_dense_encoder(*groups.all, plan.policy.shard_optimizer())),
       overlap_(limits.overlap_comm),
       on_launched_(std::move(on_launched)),
       flights_(plan, limits, true) {

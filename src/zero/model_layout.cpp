@@ -46,8 +46,8 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   place(m.policy, opts.zero, opts.aio, opts.run_name);
   ZT_CHECK_AS(ErrorKind::config, m.policy.param_residence == Residence::memory || opts.zero.stage == 3,
               "[zero] offload_param.device = ", opts.zero.offload_param.device,
-              " needs zero_optimization.stage 3 (below it every rank holds all ", "parameters), got stage ",
-              opts.zero.stage);
+              " needs zero_optimization.stage 3 (below it every rank holds all ",
+              "parameters), got stage ", opts.zero.stage);
   std::unordered_set<TensorImpl*> seen;
   std::unordered_map<TensorImpl*, size_t> index;
   for (auto& [name, p] : model.named_parameters()) {

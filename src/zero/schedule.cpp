@@ -165,7 +165,8 @@ Tensor SpanHolds::made(size_t b, const std::string& name) const {
   return Tensor();
 }
 
-BucketFlights::BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate, std::vector<BufferKind> kinds)
+BucketFlights::BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate,
+                             std::vector<BufferKind> kinds)
     : plan_(plan),
       holds_(plan, Span::flight, allocate, std::move(kinds)),
       limit_(limits.max_inflight_elems > 0 ? limits.max_inflight_elems : plan.grad_bucket_elems) {}

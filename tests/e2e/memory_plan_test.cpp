@@ -36,8 +36,8 @@ struct Model {
 // `estimate` and `train` measuring on a busy machine could choose differently.
 std::vector<Model> models(const std::string& data) {
   return {{"mlp", " --config configs/mnist_mlp.json model.hidden=[1024,1024] data.dir=" + data + "/img"},
-          {"cnn",
-           " --config configs/cnn_fashion.json run.bf16_products=native data.dataset=mnist data.dir=" + data + "/img"},
+          {"cnn", " --config configs/cnn_fashion.json run.bf16_products=native data.dataset=mnist data.dir=" + data +
+                      "/img"},
           {"gpt",
            " --config configs/gpt_sotu.json run.bf16_products=native model.n_layer=2 model.n_embd=64 model.n_head=2 "
            "model.block_size=64 train_batch_size=8 train_micro_batch_size_per_gpu=4 data.eval_every=0 "

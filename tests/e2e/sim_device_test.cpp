@@ -22,36 +22,31 @@ struct Case {
   std::string name, args;  // a label, and the config with its overrides
   int np;
   std::vector<int> stages;
-  int node_ranks = 0;         // > 0: ZT_COMM_NODE_RANKS, so ZeRO++ sees nodes of that many ranks
+  int node_ranks = 0;     // > 0: ZT_COMM_NODE_RANKS, so ZeRO++ sees nodes of that many ranks
   std::string sim_only = "";  // overrides of the sim run alone (ZeRO-Offload: the cpu run keeps it all in memory)
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name << " np " << c.np; }
 
 // 16-bit runs pin their product path: cpu and sim runs each choose it, and auto times (Note [16-bit products]).
-const std::string kMnist =
-    " --config configs/mnist_mlp.json data.train_limit=2048 run.eval_at_end=false"
-    " steps_per_print=1 run.max_steps=8 run.bf16_products=native";
-const std::string kCnn =
-    " --config configs/cnn_fashion.json data.train_limit=512 run.eval_at_end=false"
-    " steps_per_print=1 run.max_steps=3 train_batch_size=32 model.channels=[8,16]"
-    " model.fc=[32] run.bf16_products=native";
+const std::string kMnist = " --config configs/mnist_mlp.json data.train_limit=2048 run.eval_at_end=false"
+                           " steps_per_print=1 run.max_steps=8 run.bf16_products=native";
+const std::string kCnn = " --config configs/cnn_fashion.json data.train_limit=512 run.eval_at_end=false"
+                         " steps_per_print=1 run.max_steps=3 train_batch_size=32 model.channels=[8,16]"
+                         " model.fc=[32] run.bf16_products=native";
 // GPT on random tokens written by the test (the real ones need the setup's data).
-const std::string kGpt =
-    " --config configs/gpt_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=2"
-    " model.block_size=32 train_batch_size=8 data.eval_every=0 run.eval_at_end=false"
-    " steps_per_print=1 run.max_steps=4 run.bf16_products=native";
+const std::string kGpt = " --config configs/gpt_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=2"
+                         " model.block_size=32 train_batch_size=8 data.eval_every=0 run.eval_at_end=false"
+                         " steps_per_print=1 run.max_steps=4 run.bf16_products=native";
 
-const std::string kZeroPP =
-    " zero_optimization.zero_quantized_weights=true"
-    " zero_optimization.zero_quantized_gradients=true zero_optimization.zero_hpz_partition_size=2";
+const std::string kZeroPP = " zero_optimization.zero_quantized_weights=true"
+                            " zero_optimization.zero_quantized_gradients=true zero_optimization.zero_hpz_partition_size=2";
 
 const std::string kInt8Grads =
     " zero_optimization.zero_quantized_gradients=true zero_optimization.zero_quantized_gradients_bits=8";
 
 const std::string kOffload = " zero_optimization.offload_optimizer.device=cpu";
-const std::string kNvme =
-    " zero_optimization.offload_optimizer.device=nvme zero_optimization.offload_optimizer.nvme_path=" +
-    (std::filesystem::temp_directory_path() / "zt_e2e_sim_swap").string();
+const std::string kNvme = " zero_optimization.offload_optimizer.device=nvme zero_optimization.offload_optimizer.nvme_path=" +
+                          (std::filesystem::temp_directory_path() / "zt_e2e_sim_swap").string();
 
 // A 16-bit run without 16-bit kernels says so in its start line (Note [f32 compute]).
 bool computes_in_f32(const std::string& out) { return out.find("computing in f32") != std::string::npos; }
@@ -77,9 +72,9 @@ TEST_P(SimFollowsCpu, BitForBit) {
       const std::string mpi = c.node_ranks > 0 ? "env ZT_COMM_NODE_RANKS=" + std::to_string(c.node_ranks) + " " +
                                                      std::string(ZT_MPIRUN) + " -x ZT_COMM_NODE_RANKS -np "
                                                : kMpi;
-      const Result r = run(mpi + std::to_string(c.np) + " " + kBin + " train" + args +
-                               " zero_optimization.stage=" + std::to_string(stage) + " run.device=" + device +
-                               " run.dir=" + dir + (device == "sim" ? c.sim_only : ""),
+      const Result r = run(mpi + std::to_string(c.np) + " " + kBin + " train" + args + " zero_optimization.stage=" +
+                               std::to_string(stage) + " run.device=" + device + " run.dir=" + dir +
+                               (device == "sim" ? c.sim_only : ""),
                            300);
       ASSERT_EQ(r.code, 0) << r.out;
       weights[device] = slurp(dir + "/model.safetensors");
@@ -113,59 +108,39 @@ TEST_P(SimFollowsCpu, BitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Train, SimFollowsCpu,
-    ::testing::Values(
-        Case{"mlp_fp32", kMnist, 1, {0, 1, 2, 3}}, Case{"mlp_fp32", kMnist, 2, {0, 1, 2, 3}},
-        Case{"mlp_fp16_accumulation", kMnist + " fp16.enabled=true gradient_accumulation_steps=2", 2, {1, 3}},
-        Case{"mlp_bf16_clipped", kMnist + " bf16.enabled=true gradient_clipping=0.5", 4, {2, 3}},
-        Case{"cnn_bf16", kCnn + " bf16.enabled=true", 2, {0, 3}},
-        Case{"gpt_bf16", kGpt + " train_micro_batch_size_per_gpu=2", 2, {0, 1, 2, 3}},
-        // ZeRO++ over two nodes of two ranks: qwZ's int8 weights, qgZ's int4 gradients, hpZ;
-        // and the position embedding's sparse rows (the kernels of zt/ops/compress.h).
-        Case{"gpt_zeropp", kGpt + " train_micro_batch_size_per_gpu=2" + kZeroPP, 4, {3}, 2},
-        Case{"gpt_int8_gradients", kGpt + " train_micro_batch_size_per_gpu=2" + kInt8Grads, 4, {1, 2}, 2},
-        Case{"gpt_sparse_rows", kGpt + " train_micro_batch_size_per_gpu=2 sparse_gradients=true", 2, {1, 2}},
-        // ZeRO-Offload on the device (Note [host residence]) against the in-memory cpu run.
-        Case{"mlp_offload_fp32", kMnist, 2, {1, 2, 3}, 0, kOffload},
-        Case{"mlp_offload_bf16", kMnist + " bf16.enabled=true", 1, {1, 3}, 0, kOffload},
-        Case{"gpt_offload_bf16",
-             kGpt + " train_micro_batch_size_per_gpu=2",
-             2,
-             {1, 2, 3},
-             0,
-             kOffload + " zero_optimization.sub_group_size=3000"},
-        // ZeRO-Infinity's optimizer on the device: swap files, each tile staged down and up.
-        Case{"mlp_nvme_bf16", kMnist + " bf16.enabled=true", 2, {1, 3}, 0, kNvme},
-        Case{"gpt_nvme_fp32",
-             kGpt + " train_micro_batch_size_per_gpu=2",
-             2,
-             {2},
-             0,
-             kNvme + " zero_optimization.sub_group_size=3000"},
-        // Stage 3's parameter shards in pinned host memory too, with qwZ's int8 gathers.
-        Case{"mlp_both_offloaded_bf16",
-             kMnist + " bf16.enabled=true",
-             2,
-             {3},
-             0,
-             kOffload + " zero_optimization.offload_param.device=cpu"
-                        " zero_optimization.stage3_param_persistence_threshold=0"},
-        // ZeRO-Infinity on the device: the optimizer's and the parameters' swap files.
-        Case{"mlp_both_nvme_bf16",
-             kMnist + " bf16.enabled=true",
-             2,
-             {3},
-             0,
-             kNvme +
-                 " zero_optimization.offload_param.device=nvme"
-                 " zero_optimization.stage3_param_persistence_threshold=0"
-                 " zero_optimization.offload_param.nvme_path=" +
-                 (std::filesystem::temp_directory_path() / "zt_e2e_sim_swap").string()},
-        Case{"gpt_both_offloaded_fp32",
-             kGpt + " train_micro_batch_size_per_gpu=2 zero_optimization.zero_quantized_weights=true",
-             2,
-             {3},
-             0,
-             kOffload + " zero_optimization.offload_param.device=cpu"}),
+    ::testing::Values(Case{"mlp_fp32", kMnist, 1, {0, 1, 2, 3}}, Case{"mlp_fp32", kMnist, 2, {0, 1, 2, 3}},
+                      Case{"mlp_fp16_accumulation", kMnist + " fp16.enabled=true gradient_accumulation_steps=2", 2,
+                           {1, 3}},
+                      Case{"mlp_bf16_clipped", kMnist + " bf16.enabled=true gradient_clipping=0.5", 4, {2, 3}},
+                      Case{"cnn_bf16", kCnn + " bf16.enabled=true", 2, {0, 3}},
+                      Case{"gpt_bf16", kGpt + " train_micro_batch_size_per_gpu=2", 2, {0, 1, 2, 3}},
+                      // ZeRO++ over two nodes of two ranks: qwZ's int8 weights, qgZ's int4 gradients, hpZ;
+                      // and the position embedding's sparse rows (the kernels of zt/ops/compress.h).
+                      Case{"gpt_zeropp", kGpt + " train_micro_batch_size_per_gpu=2" + kZeroPP, 4, {3}, 2},
+                      Case{"gpt_int8_gradients", kGpt + " train_micro_batch_size_per_gpu=2" + kInt8Grads, 4, {1, 2}, 2},
+                      Case{"gpt_sparse_rows", kGpt + " train_micro_batch_size_per_gpu=2 sparse_gradients=true", 2, {1, 2}},
+                      // ZeRO-Offload on the device (Note [host residence]) against the in-memory cpu run.
+                      Case{"mlp_offload_fp32", kMnist, 2, {1, 2, 3}, 0, kOffload},
+                      Case{"mlp_offload_bf16", kMnist + " bf16.enabled=true", 1, {1, 3}, 0, kOffload},
+                      Case{"gpt_offload_bf16", kGpt + " train_micro_batch_size_per_gpu=2", 2, {1, 2, 3}, 0,
+                           kOffload + " zero_optimization.sub_group_size=3000"},
+                      // ZeRO-Infinity's optimizer on the device: swap files, each tile staged down and up.
+                      Case{"mlp_nvme_bf16", kMnist + " bf16.enabled=true", 2, {1, 3}, 0, kNvme},
+                      Case{"gpt_nvme_fp32", kGpt + " train_micro_batch_size_per_gpu=2", 2, {2}, 0,
+                           kNvme + " zero_optimization.sub_group_size=3000"},
+                      // Stage 3's parameter shards in pinned host memory too, with qwZ's int8 gathers.
+                      Case{"mlp_both_offloaded_bf16", kMnist + " bf16.enabled=true", 2, {3}, 0,
+                           kOffload + " zero_optimization.offload_param.device=cpu"
+                                      " zero_optimization.stage3_param_persistence_threshold=0"},
+                      // ZeRO-Infinity on the device: the optimizer's and the parameters' swap files.
+                      Case{"mlp_both_nvme_bf16", kMnist + " bf16.enabled=true", 2, {3}, 0,
+                           kNvme + " zero_optimization.offload_param.device=nvme"
+                                   " zero_optimization.stage3_param_persistence_threshold=0"
+                                   " zero_optimization.offload_param.nvme_path=" +
+                               (std::filesystem::temp_directory_path() / "zt_e2e_sim_swap").string()},
+                      Case{"gpt_both_offloaded_fp32",
+                           kGpt + " train_micro_batch_size_per_gpu=2 zero_optimization.zero_quantized_weights=true", 2,
+                           {3}, 0, kOffload + " zero_optimization.offload_param.device=cpu"}),
     [](const auto& info) { return info.param.name + "_np" + std::to_string(info.param.np); });
 
 // A checkpoint saved on sim at N = 2 resumes on cpu at N = 3 and its next one on sim at N = 1,
@@ -173,15 +148,13 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(SimCheckpoint, SavedOnSimResumesOnCpuAndBackAtOtherWorldSizes) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
   const std::string root = tmpdir("sim_ckpt"), whole = root + "/whole", parts = root + "/parts";
-  const std::string args =
-      " --config configs/mnist_mlp.json data.train_limit=6400 run.eval_at_end=false"
-      " steps_per_print=5 train_batch_size=48 zero_optimization.stage=2"
-      " scheduler.params.total_num_steps=30 checkpoint.dir=" +
-      parts + "/ckpt";
+  const std::string args = " --config configs/mnist_mlp.json data.train_limit=6400 run.eval_at_end=false"
+                           " steps_per_print=5 train_batch_size=48 zero_optimization.stage=2"
+                           " scheduler.params.total_num_steps=30 checkpoint.dir=" + parts + "/ckpt";
   auto train = [&](int np, const std::string& device, const std::string& dir, const std::string& more) {
-    return run(
-        kMpi + std::to_string(np) + " " + kBin + " train" + args + " run.device=" + device + " run.dir=" + dir + more,
-        300);
+    return run(kMpi + std::to_string(np) + " " + kBin + " train" + args + " run.device=" + device + " run.dir=" + dir +
+                   more,
+               300);
   };
   Result a = train(2, "cpu", whole, " run.max_steps=30");
   ASSERT_EQ(a.code, 0) << a.out;
@@ -241,11 +214,9 @@ TEST(SimParameterServer, FollowsTheCpuRunBitForBit) {
 TEST(SimCheckpoint, OffloadedAndInMemoryResumeEachOtherBitForBit) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
   const std::string root = tmpdir("sim_offload_ckpt"), whole = root + "/whole", parts = root + "/parts";
-  const std::string args =
-      " --config configs/mnist_mlp.json data.train_limit=6400 run.eval_at_end=false"
-      " steps_per_print=5 train_batch_size=48 zero_optimization.stage=3 bf16.enabled=true"
-      " run.device=sim scheduler.params.total_num_steps=30 checkpoint.dir=" +
-      parts + "/ckpt";
+  const std::string args = " --config configs/mnist_mlp.json data.train_limit=6400 run.eval_at_end=false"
+                           " steps_per_print=5 train_batch_size=48 zero_optimization.stage=3 bf16.enabled=true"
+                           " run.device=sim scheduler.params.total_num_steps=30 checkpoint.dir=" + parts + "/ckpt";
   auto train = [&](const std::string& dir, const std::string& more) {
     return run(kMpi + "2 " + kBin + " train" + args + " run.dir=" + dir + more, 300);
   };
@@ -271,9 +242,8 @@ TEST(SimCheckpoint, OffloadedAndInMemoryResumeEachOtherBitForBit) {
 // peak stays within the predicted peak.
 TEST(SimOffloadMemory, DeviceAndPinnedHostHoldWhatEstimateSays) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
-  const std::string args =
-      " --config configs/mnist_mlp.json data.train_limit=2048 run.eval_at_end=false"
-      " steps_per_print=1 run.max_steps=4 bf16.enabled=true run.device=sim";
+  const std::string args = " --config configs/mnist_mlp.json data.train_limit=2048 run.eval_at_end=false"
+                           " steps_per_print=1 run.max_steps=4 bf16.enabled=true run.device=sim";
   for (int stage : {1, 2, 3}) {
     SCOPED_TRACE("stage " + std::to_string(stage));
     const std::string s = " zero_optimization.stage=" + std::to_string(stage), dir = tmpdir("sim_offload_memory");
@@ -394,13 +364,12 @@ TEST(SimOffload, StatesEightTimesTheDeviceCapTrainExactly) {
 // step 1, and trains as configured so; budgets no plan meets are one line before step 1.
 TEST(SimOffload, AutoTakesTheLeastOffloadThatFitsTheDeviceCap) {
   const std::string root = tmpdir("sim_device_plan"), gpt = deep_gpt(root);
-  const std::string autos =
-      " run.device=sim zero_optimization.offload_optimizer.device=auto"
-      " zero_optimization.offload_param.device=auto zero_optimization.offload_optimizer.nvme_path=" +
-      root + " zero_optimization.offload_param.nvme_path=" + root;
+  const std::string autos = " run.device=sim zero_optimization.offload_optimizer.device=auto"
+                            " zero_optimization.offload_param.device=auto zero_optimization.offload_optimizer.nvme_path=" +
+                            root + " zero_optimization.offload_param.nvme_path=" + root;
   auto train = [&](int cap_mb, const std::string& dir, const std::string& more = "") {
-    return run(kMpi + "2 " + kBin + " train" + gpt + autos + " run.device_memory_mb=" + std::to_string(cap_mb) + more +
-                   " run.dir=" + root + "/" + dir,
+    return run(kMpi + "2 " + kBin + " train" + gpt + autos + " run.device_memory_mb=" + std::to_string(cap_mb) +
+                   more + " run.dir=" + root + "/" + dir,
                300);
   };
   const Result roomy = train(200, "roomy");

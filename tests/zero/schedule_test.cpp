@@ -1,10 +1,10 @@
 // Note [step schedule] on a running engine (one process, comm's fake group): the bytes its
 // buckets hold at the peak of a backward are the predictor's bucket term exactly, and a buffer
 // kind added in one place moves both by the same bytes.
-#include "zt/zero/schedule.h"
 #include "zero_harness.h"
-#include "zt/nn/transformer.h"
 #include "zt/zero/budget.h"
+#include "zt/nn/transformer.h"
+#include "zt/zero/schedule.h"
 
 using namespace zt;
 
@@ -59,8 +59,8 @@ TEST(StepSchedule, TheBucketsPeakIsThePredictionsAndAnAddedKindMovesBoth) {
       Peaks with;
       {
         auto kind = zero::add_buffer_kind({"test scratch", zero::Span::flight,
-                                           [](const zero::Plan& p, size_t b) { return p.buffers[b].padded * 4; }, true,
-                                           nullptr, MemTag::comm});
+                                           [](const zero::Plan& p, size_t b) { return p.buffers[b].padded * 4; },
+                                           true, nullptr, MemTag::comm});
         with = bucket_peaks(c.stage, c.dt, c.accum, inflight);
       }
       EXPECT_EQ(with.runtime, with.predicted) << where;
@@ -100,8 +100,8 @@ TEST(StepSchedule, AUnitKindMadeAtEachGatherMovesTheRuntimeAndThePrediction) {
     run(none, without);
     {
       auto kind = zero::add_buffer_kind({"test unit scratch", zero::Span::unit,
-                                         [](const zero::Plan& p, size_t b) { return p.buffers[b].padded * 4; }, true,
-                                         nullptr, MemTag::master});
+                                         [](const zero::Plan& p, size_t b) { return p.buffers[b].padded * 4; },
+                                         true, nullptr, MemTag::master});
       run(made, with);
     }
     const std::string where = "prefetch " + std::to_string(prefetch);
