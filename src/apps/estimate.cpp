@@ -30,6 +30,7 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   // (data and the process baseline are a run's own: `train` measures them before step 1).
   RunContext ctx{world, 0, world > 1 && (cfg.run.comm_backend == "auto" || cfg.run.comm_backend == "shm"),
                  eval_batch_of(cfg, bs.micro)};
+  ctx.staged = world > 1 && !eo.device.is_cpu();  // the host backends' collectives (Note [staged group])
   // 16-bit runs: the product path `train` would take on this processor (Note [16-bit products]).
   std::optional<zero::ProductsChoice> products;
   if (eo.dtype != DType::f32) {

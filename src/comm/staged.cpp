@@ -42,8 +42,10 @@ class ChunkedWork final : public Work {
  private:
   std::vector<Piece> pieces_;
   size_t done_ = 0;
-  void bring_up(size_t k) {
-    if (pieces_[k].up) std::exchange(pieces_[k].up, nullptr)();
+  void bring_up(size_t k) {  // cleared once done: a copy that throws is tried again at the next wait
+    if (!pieces_[k].up) return;
+    pieces_[k].up();
+    pieces_[k].up = nullptr;
   }
   double sum(double (Work::*f)() const) const {
     double s = 0;
@@ -98,7 +100,7 @@ class StagedGroup final : public Group {
       return host_->broadcast_async(in, root, o);
     });
   }
-  WorkPtr do_barrier(const Call& c) override { return host_->barrier_async(options(c, c.label)); }
+  WorkPtr do_barrier(const Call& c) override { return one(c, host_->barrier_async(options(c, c.label)), nullptr); }
   WorkPtr do_all_to_all(const Tensor& in, Tensor& out, const Call& c) override {
     return chunked(in, size(), out, size(), c,
                    [this](Tensor& i, Tensor& o, const CollOptions& opt) { return host_->all_to_all_async(i, o, opt); });
@@ -106,39 +108,46 @@ class StagedGroup final : public Group {
   WorkPtr do_send(const Tensor& buf, int peer, const Call& c) override {
     Tensor h = host_like(buf.shape(), buf.dtype());
     h.copy_(buf);  // alive until the send completes
-    return std::make_shared<detail::ThenWork>(host_->send_async(h, peer, options(c, c.label)), [h] {});
+    return one(c, host_->send_async(h, peer, options(c, c.label)), [h] {});
   }
   WorkPtr do_recv(Tensor& buf, int peer, const Call& c) override {
     Tensor h = host_like(buf.shape(), buf.dtype());
-    return std::make_shared<detail::ThenWork>(host_->recv_async(h, peer, options(c, c.label)),
-                                              [h, buf]() mutable { buf.copy_(h); });
+    return one(c, host_->recv_async(h, peer, options(c, c.label)), [h, buf]() mutable { buf.copy_(h); });
   }
 
  private:
   using Launch = std::function<WorkPtr(Tensor& in, Tensor& out, const CollOptions&)>;
   static CollOptions options(const Call& c, const std::string& label) { return CollOptions(c.op, label, c.timeout_s); }
+  // A call of one host collective, numbered as this group's call.
+  static WorkPtr one(const Call& c, WorkPtr w, std::function<void()> then) {
+    return std::make_shared<ChunkedWork>(c.seq, std::vector<ChunkedWork::Piece>{{std::move(w), std::move(then)}});
+  }
   // Pinned, so a GPU's copies down and up are DMA (pinned_memory in the metrics).
   static Tensor host_like(const Shape& shape, DType dt) { return Tensor::empty_pinned(shape, dt, MemTag::comm); }
 
-  // `in` is in_segs segments of S elements, `out` out_segs of S (the same tensor in place): each
-  // chunk [a, b) of S takes those ranges of every segment down, contiguous, and brings the
-  // result's up (Note [staged chunks]). A copy down waits for the device's stream: the values are
-  // the ones queued before the call.
+  // `in` is in_segs segments of S elements, `out` out_segs of S (the same tensor in place): chunk
+  // [a, a + m) of S takes those ranges of every segment down, contiguous (elements [in_segs * a,
+  // in_segs * (a + m)) of the host input), and brings the result's up (Note [staged chunks]). The
+  // host buffers are made before anything is sent: a rank that cannot make them sends nothing. A
+  // copy down waits for the device's stream: the values are the ones queued before the call.
   WorkPtr chunked(const Tensor& in, int in_segs, const Tensor& out, int out_segs, const Call& c, const Launch& launch) {
     const bool in_place = in.same(out);
     const Tensor src = in.view({in.numel()}), dst = out.view({out.numel()});
     const int64_t S = dst.numel() / out_segs;
     const int64_t per = std::max<int64_t>(1, chunk_bytes_ / int64_t(dtype_size(in.dtype())));
     const int64_t chunks = std::max<int64_t>(1, (S + per - 1) / per);
+    const Tensor host_in = host_like({in.numel()}, in.dtype());
+    const Tensor host_out = in_place ? host_in : host_like({out.numel()}, out.dtype());
     std::vector<ChunkedWork::Piece> pieces;
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t a = k * per, m = std::min(S, a + per) - a;
-      Tensor h_in = host_like({in_segs * m}, in.dtype());
+      Tensor h_in = host_in.slice(0, in_segs * a, in_segs * (a + m));
       for (int s = 0; s < in_segs; ++s) h_in.slice(0, s * m, (s + 1) * m).copy_(src.slice(0, s * S + a, s * S + a + m));
-      Tensor h_out = in_place ? h_in : host_like({out_segs * m}, out.dtype());
-      const std::string label = chunks == 1 ? c.label
-                                            : c.label + (c.label.empty() ? "" : ", ") + "chunk " +
-                                                  std::to_string(k + 1) + "/" + std::to_string(chunks);
+      Tensor h_out = host_out.slice(0, out_segs * a, out_segs * (a + m));
+      const std::string label =
+          chunks == 1 ? c.label
+                      : c.label + (c.label.empty() ? "" : ", ") + "chunk " + std::to_string(k + 1) + "/" +
+                            std::to_string(chunks) + " of call #" + std::to_string(c.seq);
       WorkPtr w = launch(h_in, h_out, options(c, label));
       // The host copies (the result, and the input a backend may read until then) live until then.
       auto up = [dst, h_in, h_out, out_segs, S, a, m]() mutable {

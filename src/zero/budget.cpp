@@ -137,7 +137,7 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
   p.workspace = std::max(4 * in.largest_param, publish);
   p.comm_buffers = in.comm_buffers;
   p.data = in.data;
-  if (in.staged_collectives && plan.world > 1) p.host_staging = host_staging_bytes(plan, in, window_elems);
+  if (in.staged_collectives) p.host_staging = host_staging_bytes(plan, in, window_elems);
   return p;
 }
 

@@ -69,9 +69,12 @@ TEST(CommStaged, ChunksAreOneCallToTheCaller) {
   const uint64_t host_calls = world()->last_seq();
   WorkPtr first = g->reduce_scatter_async(in, out, CollOptions(ReduceOp::sum, "bucket 3"));
   WorkPtr second = g->all_reduce_async(other);
+  WorkPtr third = g->barrier_async();
   EXPECT_EQ(first->seq(), 1u);
   EXPECT_EQ(second->seq(), 2u);
-  EXPECT_EQ(world()->last_seq(), host_calls + 5 + 2);
+  EXPECT_EQ(third->seq(), 3u);
+  EXPECT_EQ(world()->last_seq(), host_calls + 5 + 2 + 1);
+  third->wait();
   second->wait();
   first->wait();
   std::vector<float> want(10, 0.f);

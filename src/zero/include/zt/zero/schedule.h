@@ -89,8 +89,9 @@ class SpanHolds {
 };
 
 // Note [gradient buckets] in flight: which reductions must finish before another launches, and
-// the bytes the buckets in flight hold. The reducer asks it before each launch; the predictor
-// replays backward's order through it (with `allocate` off: bytes only).
+// the bytes the buckets in flight hold. The reducer asks it before each launch, and at stages 2-3
+// already at a bucket's first gradient; the predictor replays backward's order through it (with
+// `allocate` off: bytes only).
 class BucketFlights {
  public:
   BucketFlights(const Plan& plan, const StepLimits& limits, bool allocate,
@@ -124,8 +125,9 @@ struct StepEvent {
 // rows (Note [tied rows]), whose dense part launches first, once the tied output's use is done.
 std::vector<size_t> backward_order(const Plan& plan);
 // Backward's bucket events in that order, with `kinds` (one snapshot of the table), and through
-// them the peak. A tied-rows bucket keeps what its launch held (its full gradient, its dense
-// part's average) until the embedding's rows are added at the end of backward.
+// them the peak. A shared bucket (BufferPlan::shared) holds its full gradient from the start. A
+// tied-rows bucket keeps what its launch held (its full gradient, its dense part's average)
+// until the embedding's rows are added at the end of backward.
 std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limits,
                                        const std::vector<BufferKind>& kinds = buffer_kinds());
 
