@@ -190,7 +190,7 @@ TEST(MemoryPlan, ThePeakFallsStrictlyFromStageZeroToThree) {
         const std::string run_dir = dir + "/" + std::to_string(stage) + device + (m.name[0] == 'g' ? "g" : "m");
         const Result r = run(kMpi + "2 " + kBin + " train" + m.args + limits + " run.device=" + device +
                                  " zero_optimization.stage=" + std::to_string(stage) +
-                                 " run.max_steps=2 run.eval_at_end=false run.dir=" + run_dir,
+                                 " run.max_steps=1 run.eval_at_end=false run.dir=" + run_dir,
                              300);
         ASSERT_EQ(r.code, 0) << r.out;
         const auto lines = read_jsonl(run_dir + "/metrics.jsonl");
