@@ -18,14 +18,15 @@
 namespace zt::comm {
 namespace {
 
-// One host collective per chunk and the copy that brings its result up, run in chunk order.
-class ChunkedWork final : public Work {
+// A staged call: one host collective per chunk (one for barrier, send and recv) and the copy that
+// brings its result up, run in chunk order.
+class StagedWork final : public Work {
  public:
   struct Piece {
     WorkPtr work;
     std::function<void()> up;
   };
-  ChunkedWork(uint64_t seq, std::vector<Piece> pieces) : Work(seq), pieces_(std::move(pieces)) {}
+  StagedWork(uint64_t seq, std::vector<Piece> pieces) : Work(seq), pieces_(std::move(pieces)) {}
   void wait() override {
     for (; done_ < pieces_.size(); ++done_) {
       pieces_[done_].work->wait();
@@ -120,7 +121,7 @@ class StagedGroup final : public Group {
   static CollOptions options(const Call& c, const std::string& label) { return CollOptions(c.op, label, c.timeout_s); }
   // A call of one host collective, numbered as this group's call.
   static WorkPtr one(const Call& c, WorkPtr w, std::function<void()> then) {
-    return std::make_shared<ChunkedWork>(c.seq, std::vector<ChunkedWork::Piece>{{std::move(w), std::move(then)}});
+    return std::make_shared<StagedWork>(c.seq, std::vector<StagedWork::Piece>{{std::move(w), std::move(then)}});
   }
   // Pinned, so a GPU's copies down and up are DMA (pinned_memory in the metrics).
   static Tensor host_like(const Shape& shape, DType dt) { return Tensor::empty_pinned(shape, dt, MemTag::comm); }
@@ -138,7 +139,7 @@ class StagedGroup final : public Group {
     const int64_t chunks = std::max<int64_t>(1, (S + per - 1) / per);
     const Tensor host_in = host_like({in.numel()}, in.dtype());
     const Tensor host_out = in_place ? host_in : host_like({out.numel()}, out.dtype());
-    std::vector<ChunkedWork::Piece> pieces;
+    std::vector<StagedWork::Piece> pieces;
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t a = k * per, m = std::min(S, a + per) - a;
       Tensor h_in = host_in.slice(0, in_segs * a, in_segs * (a + m));
@@ -156,7 +157,7 @@ class StagedGroup final : public Group {
       };
       pieces.push_back({std::move(w), std::move(up)});
     }
-    return std::make_shared<ChunkedWork>(c.seq, std::move(pieces));
+    return std::make_shared<StagedWork>(c.seq, std::move(pieces));
   }
 
   GroupPtr host_;
