@@ -41,6 +41,14 @@ int64_t host_resident(const zero::PeakEstimate& p, Device device, const RunConte
   return p.data + p.states.host + shm_slot_bytes(ctx) + p.host_staging + sim;
 }
 
+// Note [batch prefetch]: on a device the next micro-batch is there beside the one computing, and
+// two are pinned on the host (the one sent ahead, the sources of the last one taken).
+int64_t micro_batch_bytes(const config::Config& c, int64_t micro) {
+  const ModelKind& k = model_kind(c);
+  if (k.input_features) return micro * (k.input_features(c) * 4 + 4);  // f32 features, an i32 label
+  return micro * k.rows_per_sample(c) * 12;  // per token at most i32 ids, mask and target
+}
+
 }  // namespace
 
 zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, const zero::EngineOptions& given,
@@ -55,7 +63,11 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   in.data = ctx.data_bytes;
   in.staged_collectives = ctx.staged;
   if (opts.device.is_cpu()) in.comm_buffers = shm_slot_bytes(ctx);  // host memory, outside a device's peak
-  return zero::predict_peak(plan, in);
+  const int64_t batch = opts.device.is_cpu() ? 0 : micro_batch_bytes(c, bs.micro);
+  in.activations += batch;
+  zero::PeakEstimate p = zero::predict_peak(plan, in);
+  p.host_staging += 2 * batch;
+  return p;
 }
 
 namespace {

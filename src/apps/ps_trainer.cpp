@@ -101,6 +101,7 @@ class PsTrainer : public Trainer {
   int workers() const override { return group_.size() - servers_; }
   int worker() const override { return server_ ? -1 : group_.rank() - servers_; }
 
+  Device device() const override { return eo_.device; }
   Tensor forward(const std::vector<Tensor>& in) override { return ps_->forward(in); }
   void backward(const Tensor& loss) override { ps_->backward(loss); }
   zero::StepStats step(double lr) override {

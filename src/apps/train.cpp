@@ -85,24 +85,24 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   const auto t0 = Clock::now();
   auto last = t0;
   int64_t last_step = first_step;
-  std::vector<int64_t> order;
-  int64_t order_epoch = -1;
   double loss_sum = 0;
   int64_t loss_count = 0;
   const int workers = trainer->workers(), worker = trainer->worker();
+  std::optional<StepBatches> batches;  // Note [batch prefetch]
+  if (worker >= 0)
+    batches.emplace(*trainer->task(), bs,
+                    StepBatches::Run{steps_per_epoch, total_steps, cfg.seed, cfg.data.shuffle, workers, worker},
+                    trainer->device());
   for (int64_t step = first_step; step < total_steps; ++step) {
     fault.maybe_fire(rank, step + 1);
     if (fault.diverges_at("skip", rank, step + 1)) continue;
     if (fault.diverges_at("eval", rank, step + 1)) trainer->evaluate(/*whole=*/false);
-    const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
     double step_loss = 0;
-    if (worker >= 0) {  // a rank that computes a share of the batch
-      if (epoch != order_epoch) {
-        order = data::epoch_order(trainer->train_size(), cfg.seed, epoch, cfg.data.shuffle);
-        order_epoch = epoch;
-      }
+    if (batches) {  // a rank that computes a share of the batch
+      const StepPlace at = batches->place(step);
       step_loss = train_micro_batches(
-          *trainer->task(), order, bs, cfg.seed, {step, epoch, in_epoch}, workers, worker,
+          *trainer->task(), batches->order(at.epoch), bs, cfg.seed, at, workers, worker,
+          [&](int64_t m) { return batches->take(at, m); },
           [&](const std::vector<Tensor>& in) {
             Tensor out = trainer->forward(in);
             fault.maybe_delay(rank, FaultPlan::forward);

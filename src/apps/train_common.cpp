@@ -15,6 +15,7 @@
 #include "zt/core/affinity.h"
 #include "zt/core/allocator.h"
 #include "zt/core/parallel.h"
+#include "zt/data/mnist.h"
 #include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
 
@@ -186,8 +187,15 @@ std::shared_ptr<nn::Module> model_to_train(const config::Config& cfg, bool say) 
   return model;
 }
 
+MicroBatch gather_micro_batch(const Task& task, const std::vector<int64_t>& order, const config::BatchSizes& bs,
+                              StepPlace at, int64_t m, int ranks, int rank) {
+  const int64_t begin = micro_begin(bs, at.in_epoch, m, ranks, rank);
+  return task.gather(order, begin, begin + bs.micro, at.epoch);
+}
+
 double train_micro_batches(const Task& task, const std::vector<int64_t>& order, const config::BatchSizes& bs,
                            uint64_t seed, StepPlace at, int ranks, int rank,
+                           const std::function<MicroBatch(int64_t)>& take,
                            const std::function<Tensor(const std::vector<Tensor>&)>& forward,
                            const std::function<void(const Tensor&)>& backward) {
   // Each micro-batch's loss stays where it was computed until every backward is queued: on a
@@ -196,7 +204,7 @@ double train_micro_batches(const Task& task, const std::vector<int64_t>& order, 
   const int64_t global_begin = at.in_epoch * bs.train_batch_size;
   for (int64_t m = 0; m < bs.accumulation; ++m) {
     const int64_t begin = micro_begin(bs, at.in_epoch, m, ranks, rank);
-    MicroBatch b = task.gather(order, begin, begin + bs.micro, at.epoch);
+    MicroBatch b = take(m);
     nn::set_dropout_stream(dropout_stream_seed(seed, at.step, micro_index(m, ranks, rank)));
     Tensor loss = task.loss(forward(b.inputs), b);
     const double w =
@@ -208,6 +216,37 @@ double train_micro_batches(const Task& task, const std::vector<int64_t>& order, 
   double step_loss = 0;
   for (const Tensor& l : losses) step_loss += l.item() / double(bs.accumulation);
   return step_loss;
+}
+
+StepBatches::StepBatches(const Task& task, const config::BatchSizes& bs, Run run, Device device)
+    : task_(task), bs_(bs), run_(run) {
+  if (!device.is_cpu()) prefetch_.emplace(device, [this](BatchKey k) { return gather(k); });
+}
+
+StepPlace StepBatches::place(int64_t step) const {
+  return {step, step / run_.steps_per_epoch, step % run_.steps_per_epoch};
+}
+
+const std::vector<int64_t>& StepBatches::order(int64_t epoch) {
+  auto it = orders_.find(epoch);
+  if (it != orders_.end()) return it->second;
+  if (orders_.size() >= 2) orders_.erase(orders_.begin());  // the one before the current epoch
+  return orders_.emplace(epoch, data::epoch_order(task_.train_size(), run_.seed, epoch, run_.shuffle)).first->second;
+}
+
+MicroBatch StepBatches::gather(BatchKey key) {
+  const StepPlace at = place(key.step);
+  return gather_micro_batch(task_, order(at.epoch), bs_, at, key.micro, run_.ranks, run_.rank);
+}
+
+MicroBatch StepBatches::take(StepPlace at, int64_t m) {
+  if (!prefetch_) return gather({at.step, m});
+  std::optional<BatchKey> next;
+  if (m + 1 < bs_.accumulation)
+    next = BatchKey{at.step, m + 1};
+  else if (at.step + 1 < run_.total_steps)
+    next = BatchKey{at.step + 1, 0};
+  return prefetch_->take({at.step, m}, next);
 }
 
 std::optional<EvalResult> eval_at_end(const config::Config& cfg, const std::function<EvalResult(bool)>& pass,

@@ -4,6 +4,7 @@
 // and the memory fields of a metrics record.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agree.h"
+#include "batch_prefetch.h"
 #include "run_dir.h"
 #include "tasks.h"
 #include "zt/comm/group.h"
@@ -99,16 +101,47 @@ RunLength run_length(const config::Config& cfg, const config::BatchSizes& bs, in
 std::shared_ptr<nn::Module> model_to_train(const config::Config& cfg, bool say);
 
 // One step's micro-batches on data-parallel rank `rank` of `ranks`, in the global batch layout
-// (micro_begin): each gathered, with its dropout stream (replayed by activation checkpointing),
-// its loss weighted for the global batch (Task::weight), forward and backward. Returns this
-// rank's mean loss over the micro-batches.
+// (micro_begin): each taken (`take(m)`: gathered, or prefetched on a device), with its dropout
+// stream (replayed by activation checkpointing), its loss weighted for the global batch
+// (Task::weight), forward and backward. Returns this rank's mean loss over the micro-batches.
 struct StepPlace {
   int64_t step = 0, epoch = 0, in_epoch = 0;
 };
 double train_micro_batches(const Task& task, const std::vector<int64_t>& order, const config::BatchSizes& bs,
                            uint64_t seed, StepPlace at, int ranks, int rank,
+                           const std::function<MicroBatch(int64_t)>& take,
                            const std::function<Tensor(const std::vector<Tensor>&)>& forward,
                            const std::function<void(const Tensor&)>& backward);
+// Micro-batch m of step `at` on that rank (`order`: the data order of at.epoch), on the host.
+MicroBatch gather_micro_batch(const Task& task, const std::vector<int64_t>& order, const config::BatchSizes& bs,
+                              StepPlace at, int64_t m, int ranks, int rank);
+
+// A training rank's micro-batches by step: the epochs' data orders (the current and the next one,
+// computed once each) and, on a device, the prefetcher.
+class StepBatches {
+ public:
+  struct Run {
+    int64_t steps_per_epoch = 1, total_steps = 0;
+    uint64_t seed = 0;
+    bool shuffle = true;
+    int ranks = 1, rank = 0;
+  };
+  StepBatches(const Task& task, const config::BatchSizes& bs, Run run, Device device);
+  StepPlace place(int64_t step) const;
+  const std::vector<int64_t>& order(int64_t epoch);  // valid until an order two epochs later is asked for
+  // Micro-batch m of step `at`: on the host for a cpu run, else on the device (the next one sent up).
+  MicroBatch take(StepPlace at, int64_t m);
+
+ private:
+  MicroBatch gather(BatchKey key);
+
+  const Task& task_;
+  config::BatchSizes bs_;
+  Run run_;
+  std::map<int64_t, std::vector<int64_t>> orders_;
+  std::optional<BatchPrefetcher> prefetch_;
+};
+
 
 // run.eval_at_end: the whole validation pass (`pass(true)`), and with data.eval_every its last
 // point on the validation curve; nullopt when the run does not evaluate at the end.

@@ -50,6 +50,7 @@ class Trainer {
   virtual int64_t skipped_before() const { return 0; }
 
   // ---- a step ----
+  virtual Device device() const = 0;  // where the model computes: batches go up to it
   virtual Tensor forward(const std::vector<Tensor>& in) = 0;
   virtual void backward(const Tensor& loss) = 0;
   virtual zero::StepStats step(double lr) = 0;

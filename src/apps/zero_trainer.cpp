@@ -125,6 +125,7 @@ class ZeroTrainer : public Trainer {
   int64_t first_step() const override { return first_step_; }
   int64_t skipped_before() const override { return skipped_; }
 
+  Device device() const override { return engine_->policy().device; }
   Tensor forward(const std::vector<Tensor>& in) override { return engine_->forward(in); }
   void backward(const Tensor& loss) override { engine_->backward(loss); }
   zero::StepStats step(double lr) override {

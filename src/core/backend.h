@@ -2,6 +2,7 @@
 // What a device backend provides to the core. Which file defines these is chosen at build time:
 // cuda.cpp when CUDA is compiled in, no_cuda.cpp otherwise (see DESIGN.md, "Layers").
 #include <cstddef>
+#include <memory>
 
 #include "zt/core/allocator.h"
 
@@ -25,6 +26,17 @@ void* sim_stream();
 void sim_synchronize();
 void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 void sim_memset(void* dst, int value, size_t bytes);
+
+// Note [copy stream] (zt/core/copy_stream.h): an event is a shared handle whose last owner
+// releases it. The upload runs on the device's copy stream after the work queued on its compute
+// stream so far; the event is recorded after it.
+using EventHandle = std::shared_ptr<void>;
+EventHandle cuda_upload_async(void* dst, int index, const void* src, size_t bytes);
+void cuda_compute_waits(int index, const EventHandle& e);  // the compute stream's later work waits
+void cuda_event_synchronize(int index, const EventHandle& e);
+EventHandle sim_upload_async(void* dst, const void* src, size_t bytes);
+void sim_compute_waits(const EventHandle& e);
+void sim_event_synchronize(const EventHandle& e);
 
 // The copy and memset of whichever device is involved (cuda or sim; one side may be the host).
 void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);

@@ -98,21 +98,35 @@ void check_device(int index) {
 // Lazily made per-device objects, never destroyed (storages and streams may outlive statics).
 std::mutex g_mu;
 std::array<std::atomic<Allocator*>, kMaxDevices> g_allocators{};
-std::array<std::atomic<cudaStream_t>, kMaxDevices> g_streams{};
+std::array<std::atomic<cudaStream_t>, kMaxDevices> g_streams{}, g_copy_streams{};
 
-cudaStream_t stream_of(int index) {
+cudaStream_t stream_in(std::array<std::atomic<cudaStream_t>, kMaxDevices>& table, int index) {
   check_device(index);
-  cudaStream_t s = g_streams[index].load(std::memory_order_acquire);
+  cudaStream_t s = table[index].load(std::memory_order_acquire);
   if (s) return s;
   std::lock_guard<std::mutex> lock(g_mu);
-  s = g_streams[index].load(std::memory_order_relaxed);
+  s = table[index].load(std::memory_order_relaxed);
   if (!s) {
     DeviceGuard guard(index);
     // Non-blocking: never implicitly ordered with the legacy default stream (which we never use).
     check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", index);
-    g_streams[index].store(s, std::memory_order_release);
+    table[index].store(s, std::memory_order_release);
   }
   return s;
+}
+cudaStream_t stream_of(int index) { return stream_in(g_streams, index); }
+cudaStream_t copy_stream_of(int index) { return stream_in(g_copy_streams, index); }  // Note [copy stream]
+
+// An event recorded on `s` now, released when its last handle goes (cudaEventDestroy of a pending
+// event is allowed: the runtime frees it once it completes).
+EventHandle record_on(cudaStream_t s, int index) {
+  DeviceGuard guard(index);
+  cudaEvent_t ev = nullptr;
+  check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags", index);
+  const cudaError_t e = cudaEventRecord(ev, s);
+  if (e != cudaSuccess) cudaEventDestroy(ev);
+  check(e, "cudaEventRecord", index);
+  return EventHandle(static_cast<void*>(ev), [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
 }
 
 }  // namespace
@@ -204,6 +218,26 @@ void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_
   // on in stream order while the host goes on (Note [device copies]).
   if (dst_dev.is_cpu() || across || (src_dev.is_cpu() && pinned(src)))
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize", index);
+}
+
+EventHandle cuda_upload_async(void* dst, int index, const void* src, size_t bytes) {
+  cudaStream_t copy = copy_stream_of(index);
+  const EventHandle queued = record_on(stream_of(index), index);
+  DeviceGuard guard(index);
+  check(cudaStreamWaitEvent(copy, static_cast<cudaEvent_t>(queued.get()), 0), "cudaStreamWaitEvent", index);
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy), "cudaMemcpyAsync", index);
+  return record_on(copy, index);
+}
+
+void cuda_compute_waits(int index, const EventHandle& e) {
+  cudaStream_t s = stream_of(index);
+  DeviceGuard guard(index);
+  check(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(e.get()), 0), "cudaStreamWaitEvent", index);
+}
+
+void cuda_event_synchronize(int index, const EventHandle& e) {
+  DeviceGuard guard(index);
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(e.get())), "cudaEventSynchronize", index);
 }
 
 void cuda_memset(void* dst, int index, int value, size_t bytes) {

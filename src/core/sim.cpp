@@ -53,6 +53,10 @@ bool late_stream() {
   static const bool on = drop_sync() || mutate_is("late");
   return on;
 }
+bool drop_copy_wait() {  // Note [copy stream]
+  static const bool on = mutate_is("drop_copy_wait");
+  return on;
+}
 
 // The two views of one memfd and the ranges handed out of it.
 class SimMemory {
@@ -132,7 +136,8 @@ SimMemory& memory() {
   return *m;
 }
 
-// The stream: work runs on one worker thread in the order it was queued.
+// A stream: work runs on one worker thread in the order it was queued. The device has two, its
+// compute stream and its copy stream (Note [copy stream]).
 class SimStream {
  public:
   SimStream() : worker_([this] { loop(); }) { worker_.detach(); }
@@ -146,7 +151,7 @@ class SimStream {
   }
 
   void synchronize() {
-    if (t_on_worker) return;  // work never waits for itself
+    if (t_on_worker) return;  // a stream's work never waits for a stream (blocks it frees are its own)
     std::unique_lock<std::mutex> lock(mu_);
     idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
@@ -192,10 +197,36 @@ SimStream& stream() {
   static SimStream* s = new SimStream();  // never destroyed: work may be queued at exit
   return *s;
 }
+SimStream& copy_stream() {
+  static SimStream* s = new SimStream();
+  return *s;
+}
+
+// A point in one stream that the other stream or the host waits for.
+class SimEvent {
+ public:
+  void set() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
 
 void* sim_system_alloc(size_t bytes) { return memory().alloc(bytes); }
 void sim_system_free(void* p) {
   stream().synchronize();  // queued work may still touch the block (as cudaFree waits)
+  copy_stream().synchronize();
   memory().free(p);
 }
 
@@ -266,6 +297,27 @@ void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t
   stream().enqueue([d, s, bytes] { std::memmove(d, s, bytes); });
   if (dst_dev.is_cpu()) stream().synchronize();  // a host destination is read right after (cudaMemcpy)
 }
+
+EventHandle sim_upload_async(void* dst, const void* src, size_t bytes) {
+  void* d = memory().rw(dst);
+  auto queued = std::make_shared<SimEvent>(), landed = std::make_shared<SimEvent>();
+  stream().enqueue([queued] { queued->set(); });
+  copy_stream().enqueue([queued, landed, d, src, bytes] {
+    queued->wait();  // the destination's earlier users have run
+    if (drop_copy_wait()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::memcpy(d, src, bytes);
+    landed->set();
+  });
+  return landed;
+}
+
+void sim_compute_waits(const EventHandle& e) {
+  if (drop_copy_wait()) return;  // the mutation
+  auto ev = std::static_pointer_cast<SimEvent>(e);
+  stream().enqueue([ev] { ev->wait(); });
+}
+
+void sim_event_synchronize(const EventHandle& e) { std::static_pointer_cast<SimEvent>(e)->wait(); }
 
 void sim_memset(void* dst, int value, size_t bytes) {
   if (bytes == 0) return;

@@ -109,7 +109,7 @@ TEST_P(SimFollowsCpu, BitForBit) {
 INSTANTIATE_TEST_SUITE_P(
     Train, SimFollowsCpu,
     ::testing::Values(Case{"mlp_fp32", kMnist, 1, {0, 1, 2, 3}}, Case{"mlp_fp32", kMnist, 2, {0, 1, 2, 3}},
-                      Case{"mlp_fp16_accumulation", kMnist + " fp16.enabled=true gradient_accumulation_steps=2", 2,
+                      Case{"mlp_fp16_accumulation", kMnist + " fp16.enabled=true gradient_accumulation_steps=2 data.train_limit=320", 2,
                            {1, 3}},
                       Case{"mlp_bf16_clipped", kMnist + " bf16.enabled=true gradient_clipping=0.5", 4, {2, 3}},
                       Case{"cnn_bf16", kCnn + " bf16.enabled=true", 2, {0, 3}},
@@ -269,15 +269,17 @@ TEST(SimOffloadMemory, DeviceAndPinnedHostHoldWhatEstimateSays) {
   }
 }
 
-// The mutation check: with the waits of copies to the host dropped (ZT_SIM_MUTATE=drop_sync), the
-// sim run no longer follows the cpu run; the same test without the mutation does (SimFollowsCpu).
-TEST(SimMutation, ADroppedSynchronisationFailsTheTrajectory) {
+// The mutation checks: with the waits of copies to the host dropped (ZT_SIM_MUTATE=drop_sync), or
+// the compute stream's wait for a batch sent up on the copy stream (drop_copy_wait, Note [copy
+// stream]), the sim run no longer follows the cpu run; the same test without them does
+// (SimFollowsCpu). The second runs with gradient accumulation: prefetches within a step and across.
+void expect_mutation_fails_the_trajectory(const std::string& mode, const std::string& extra) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
-  const std::string root = tmpdir("sim_mutation");
+  const std::string root = tmpdir("sim_mutation_" + mode);
   std::map<std::string, std::map<int64_t, double>> logged;
   for (const std::string device : {"cpu", "sim"}) {
     const std::string dir = root + "/" + device;
-    const Result r = run("env ZT_SIM_MUTATE=drop_sync " + kMpi + "2 " + kBin + " train" + kMnist +
+    const Result r = run("env ZT_SIM_MUTATE=" + mode + " " + kMpi + "2 " + kBin + " train" + kMnist + extra +
                              " zero_optimization.stage=2 run.device=" + device + " run.dir=" + dir,
                          300);
     if (device == "cpu") {
@@ -286,7 +288,13 @@ TEST(SimMutation, ADroppedSynchronisationFailsTheTrajectory) {
     logged[device] = r.code == 0 ? logged_losses(dir) : std::map<int64_t, double>{};
   }
   EXPECT_FALSE(logged["cpu"].empty());
-  EXPECT_NE(logged["sim"], logged["cpu"]) << "the sim device let a missing synchronisation pass";
+  EXPECT_NE(logged["sim"], logged["cpu"]) << "the sim device let a missing synchronisation pass (" << mode << ")";
+}
+
+TEST(SimMutation, ADroppedSynchronisationFailsTheTrajectory) { expect_mutation_fails_the_trajectory("drop_sync", ""); }
+
+TEST(SimMutation, ADroppedWaitForTheNextBatchFailsTheTrajectory) {
+  expect_mutation_fails_the_trajectory("drop_copy_wait", " gradient_accumulation_steps=2");
 }
 
 // `estimate` plans a GPU run on a machine without one: the same rows as for sim, naming cuda.

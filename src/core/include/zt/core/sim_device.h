@@ -11,7 +11,9 @@
 // the mutation the trajectory tests must catch: copies to the host read device memory at once,
 // without waiting for the work queued before them, and the stream starts each task 2 ms late.
 // ZT_SIM_MUTATE=late keeps every wait and only starts tasks late: a run must still follow the cpu
-// run bit for bit (a stress for races between the host and the stream).
+// run bit for bit (a stress for races between the host and the stream). Uploads may also run on
+// a second worker, its copy stream (Note [copy stream]); ZT_SIM_MUTATE=drop_copy_wait drops the
+// compute stream's wait for them.
 #include <cstddef>
 #include <functional>
 

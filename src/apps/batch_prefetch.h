@@ -1,0 +1,51 @@
+#pragma once
+// Note [batch prefetch]: on a device, the micro-batch after the one being taken is gathered on the
+// host, copied into pinned memory and sent up on the device's copy stream (Note [copy stream])
+// before the taken one's forward is queued, so its gather and upload overlap that micro-batch's
+// compute; the compute stream waits for a batch only where it is taken. A key that was not
+// prefetched (the first, or after a step some rank skipped) is gathered and sent up at once.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "tasks.h"
+#include "zt/core/copy_stream.h"
+
+namespace zt::apps {
+
+struct BatchKey {
+  int64_t step = 0, micro = 0;
+  friend bool operator==(const BatchKey&, const BatchKey&) = default;
+};
+
+class BatchPrefetcher {
+ public:
+  using Gather = std::function<MicroBatch(BatchKey)>;  // the host micro-batch at a key
+  BatchPrefetcher(Device device, Gather gather) : device_(device), gather_(std::move(gather)) {}
+  ~BatchPrefetcher();
+  BatchPrefetcher(const BatchPrefetcher&) = delete;
+  BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
+
+  // The micro-batch at `key` on the device (inputs and targets), the compute stream ordered after
+  // its upload; `next`, when given, is gathered and sent up before this returns.
+  MicroBatch take(BatchKey key, std::optional<BatchKey> next);
+  int64_t prefetched() const { return hits_; }  // takes served by a prefetch (tests)
+
+ private:
+  struct Upload {
+    BatchKey key;
+    MicroBatch batch;            // on the device
+    std::vector<Tensor> pinned;  // the sources, alive until `landed`
+    CopyEvent landed;            // after the last of its copies
+  };
+  Upload send_up(BatchKey key) const;
+
+  Device device_;
+  Gather gather_;
+  std::optional<Upload> ahead_;  // the prefetched micro-batch
+  std::optional<Upload> taken_;  // the last one taken, kept for its pinned sources
+  int64_t hits_ = 0;
+};
+
+}  // namespace zt::apps
