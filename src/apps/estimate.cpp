@@ -97,7 +97,11 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
     }
     out["stages"].push_back(row);
   }
-  if (cfg.run.memory_budget_mb > 0) {  // what `train` would choose at the configured stage
+  // What `train` would choose at the configured stage: under a host budget, or on a device whose
+  // auto offload devices make a plan against its cap (Note [device plan]).
+  const bool device_plan = cfg.run.device != "cpu" && (cfg.zero.offload_optimizer.device == "auto" ||
+                                                       cfg.zero.offload_param.device == "auto");
+  if (cfg.run.memory_budget_mb > 0 || device_plan) {
     // With the data `train` loads before its plan (issue 31, probe case 5): read as train reads it,
     // its allocator bytes measured; without it (not installed here) the plan says so.
     RunContext run_ctx = ctx;

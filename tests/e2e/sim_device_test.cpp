@@ -392,6 +392,15 @@ TEST(SimOffload, AutoTakesTheLeastOffloadThatFitsTheDeviceCap) {
             std::string::npos)
       << tight.out;
   EXPECT_EQ(logged_losses(root + "/tight"), logged_losses(root + "/roomy"));
+  // `estimate` prints the plan `train` printed, line for line.
+  const Result est = run(kBin + " estimate" + gpt + autos + " run.device_memory_mb=" + std::to_string(tight_mb) +
+                             " --world 2",
+                         120);
+  ASSERT_EQ(est.code, 0) << est.out;
+  const size_t at = tight.out.find("memory plan on sim:0");
+  ASSERT_NE(at, std::string::npos) << tight.out;
+  const std::string plan = tight.out.substr(at, tight.out.find('\n', at) - at);
+  EXPECT_NE(est.out.find(plan + "\n"), std::string::npos) << plan << "\n" << est.out;
   // The host's budget too: the pinned states do not fit 35 MiB, the optimizer's swap tiles do.
   const Result host = train(tight_mb, "host", " run.memory_budget_mb=35");
   ASSERT_EQ(host.code, 0) << host.out;
