@@ -23,7 +23,6 @@ class BatchPrefetcher {
  public:
   using Gather = std::function<MicroBatch(BatchKey)>;  // the host micro-batch at a key
   BatchPrefetcher(Device device, Gather gather) : device_(device), gather_(std::move(gather)) {}
-  ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
 
@@ -33,11 +32,17 @@ class BatchPrefetcher {
   int64_t prefetched() const { return hits_; }  // takes served by a prefetch (tests)
 
  private:
+  // A batch sent up: however it ends (taken, replaced, an exception), its copies land before its
+  // pinned sources and device blocks go back to the allocators.
   struct Upload {
     BatchKey key;
     MicroBatch batch;            // on the device
-    std::vector<Tensor> pinned;  // the sources, alive until `landed`
+    std::vector<Tensor> pinned;  // the sources (empty once moved from)
     CopyEvent landed;            // after the last of its copies
+    Upload(BatchKey k, MicroBatch b) : key(k), batch(std::move(b)) {}
+    Upload(Upload&&) = default;
+    Upload& operator=(Upload&&) = delete;
+    ~Upload();
   };
   Upload send_up(BatchKey key) const;
 

@@ -189,7 +189,9 @@ void print_table(const nlohmann::json& j) {
       std::printf("; + offload_param nvme %s", peak_terms(r["offload_both_nvme"]["peak"]).c_str());
     std::printf("\n");
   }
-  if (j.contains("budget_plan")) {
+  const bool planned = j.contains("budget_plan") &&
+                       (j["budget_plan"].contains("error") || !j["budget_plan"].value("choices", nlohmann::json::array()).empty());
+  if (planned) {  // where train prints nothing (a placement as configured), neither does this
     const nlohmann::json& b = j["budget_plan"];
     if (b.contains("data_missing"))
       std::printf("budget plan without the data, which is not here: %s\n", b["data_missing"].get<std::string>().c_str());

@@ -28,13 +28,13 @@ void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t
 void sim_memset(void* dst, int value, size_t bytes);
 
 // Note [copy stream] (zt/core/copy_stream.h): an event is a shared handle whose last owner
-// releases it. The upload runs on the device's copy stream after the work queued on its compute
-// stream so far; the event is recorded after it.
+// releases it. The copy (host to device or back) runs on the device's copy stream after the work
+// queued on its compute stream so far; the event is recorded after it.
 using EventHandle = std::shared_ptr<void>;
-EventHandle cuda_upload_async(void* dst, int index, const void* src, size_t bytes);
+EventHandle cuda_copy_async(void* dst, const void* src, size_t bytes, int index);
 void cuda_compute_waits(int index, const EventHandle& e);  // the compute stream's later work waits
 void cuda_event_synchronize(int index, const EventHandle& e);
-EventHandle sim_upload_async(void* dst, const void* src, size_t bytes);
+EventHandle sim_copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 void sim_compute_waits(const EventHandle& e);
 void sim_event_synchronize(const EventHandle& e);
 

@@ -21,20 +21,22 @@ void CopyEvent::make_compute_wait() const {
     detail::cuda_compute_waits(device_.index, handle_);
 }
 
-CopyEvent upload_on_copy_stream(Tensor& dst, const Tensor& src) {
-  ZT_CHECK(src.device().is_cpu() && src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() &&
+CopyEvent copy_on_copy_stream(Tensor& dst, const Tensor& src) {
+  const Device dd = dst.device(), sd = src.device();
+  ZT_CHECK((dd.is_cpu() || sd.is_cpu()) && src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() &&
                src.numel() == dst.numel(),
-           "[core] upload_on_copy_stream takes a contiguous host tensor and a contiguous tensor of the same dtype and "
-           "size, got ",
-           src.device(), " ", dtype_name(src.dtype()), " [", src.numel(), "] to ", dst.device(), " ",
-           dtype_name(dst.dtype()), " [", dst.numel(), "]");
-  const Device d = dst.device();
+           "[core] copy_on_copy_stream takes two contiguous tensors of the same dtype and size, one of them on the "
+           "host, got ",
+           sd, " ", dtype_name(src.dtype()), " [", src.numel(), "] to ", dd, " ", dtype_name(dst.dtype()), " [",
+           dst.numel(), "]");
+  const Device d = dd.is_cpu() ? sd : dd;
   if (d.is_cpu()) {
     dst.copy_(src);
     return {};
   }
-  if (d.type == DeviceType::sim) return {d, detail::sim_upload_async(dst.raw_data(), src.raw_data(), src.nbytes())};
-  return {d, detail::cuda_upload_async(dst.raw_data(), d.index, src.raw_data(), src.nbytes())};
+  if (d.type == DeviceType::sim)
+    return {d, detail::sim_copy_async(dst.raw_data(), dd, src.raw_data(), sd, src.nbytes())};
+  return {d, detail::cuda_copy_async(dst.raw_data(), src.raw_data(), src.nbytes(), d.index)};
 }
 
 }  // namespace zt

@@ -118,11 +118,13 @@ cudaStream_t stream_of(int index) { return stream_in(g_streams, index); }
 cudaStream_t copy_stream_of(int index) { return stream_in(g_copy_streams, index); }  // Note [copy stream]
 
 // An event recorded on `s` now, released when its last handle goes (cudaEventDestroy of a pending
-// event is allowed: the runtime frees it once it completes).
+// event is allowed: the runtime frees it once it completes). A host that waits for it sleeps
+// (blocking sync) rather than spinning on a core the host's own work needs.
 EventHandle record_on(cudaStream_t s, int index) {
   DeviceGuard guard(index);
   cudaEvent_t ev = nullptr;
-  check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags", index);
+  check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreateWithFlags",
+        index);
   const cudaError_t e = cudaEventRecord(ev, s);
   if (e != cudaSuccess) cudaEventDestroy(ev);
   check(e, "cudaEventRecord", index);
@@ -201,16 +203,8 @@ void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_
   DeviceGuard guard(index);
   const bool across = !dst_dev.is_cpu() && !src_dev.is_cpu() && dst_dev.index != src_dev.index;
   if (across) {
-    cudaStream_t src_stream = stream_of(src_dev.index);
-    cudaEvent_t ev = nullptr;
-    {
-      DeviceGuard on_src(src_dev.index);
-      check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags", src_dev.index);
-      check(cudaEventRecord(ev, src_stream), "cudaEventRecord", src_dev.index);
-    }
-    const cudaError_t e = cudaStreamWaitEvent(s, ev, 0);
-    cudaEventDestroy(ev);  // released once it completes
-    check(e, "cudaStreamWaitEvent", index);
+    const EventHandle ev = record_on(stream_of(src_dev.index), src_dev.index);
+    check(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(ev.get()), 0), "cudaStreamWaitEvent", index);
   }
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "cudaMemcpyAsync", index);
   // A host destination is read right after, and a pinned host source may be reused: wait. A
@@ -220,12 +214,12 @@ void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize", index);
 }
 
-EventHandle cuda_upload_async(void* dst, int index, const void* src, size_t bytes) {
+EventHandle cuda_copy_async(void* dst, const void* src, size_t bytes, int index) {
   cudaStream_t copy = copy_stream_of(index);
   const EventHandle queued = record_on(stream_of(index), index);
   DeviceGuard guard(index);
   check(cudaStreamWaitEvent(copy, static_cast<cudaEvent_t>(queued.get()), 0), "cudaStreamWaitEvent", index);
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy), "cudaMemcpyAsync", index);
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copy), "cudaMemcpyAsync", index);
   return record_on(copy, index);
 }
 

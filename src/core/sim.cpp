@@ -298,14 +298,15 @@ void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t
   if (dst_dev.is_cpu()) stream().synchronize();  // a host destination is read right after (cudaMemcpy)
 }
 
-EventHandle sim_upload_async(void* dst, const void* src, size_t bytes) {
-  void* d = memory().rw(dst);
+EventHandle sim_copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  void* d = dst_dev.type == DeviceType::sim ? memory().rw(dst) : dst;
+  const void* s = src_dev.type == DeviceType::sim ? memory().rw(src) : src;
   auto queued = std::make_shared<SimEvent>(), landed = std::make_shared<SimEvent>();
   stream().enqueue([queued] { queued->set(); });
-  copy_stream().enqueue([queued, landed, d, src, bytes] {
-    queued->wait();  // the destination's earlier users have run
+  copy_stream().enqueue([queued, landed, d, s, bytes] {
+    queued->wait();  // the destination's earlier users (or the source's writers) have run
     if (drop_copy_wait()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::memcpy(d, src, bytes);
+    std::memcpy(d, s, bytes);
     landed->set();
   });
   return landed;

@@ -77,8 +77,9 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
   }
   if (policy.optimizer_residence == Residence::file || policy.param_residence == Residence::file)
     comm::agree_on_error(*group_, swap_error, label("swap files"), ErrorKind::checkpoint);
-  reducer_ = std::make_unique<GradReducer>(plan_, params_, *groups_, step_limits(opts_),
-                                           [this](size_t b) { store_->release(b); });
+  reducer_ = std::make_unique<GradReducer>(
+      plan_, params_, *groups_, step_limits(opts_), [this](size_t b) { store_->release(b); },
+      [this](size_t b) { optim_->take_gradient(b, reducer_->owned(b)); });
   if (policy.loss_scaling) scaler_ = std::make_unique<optim::LossScaler>(opts_.fp16);
   if (policy.shard_parameters()) install_unit_hooks();
 }

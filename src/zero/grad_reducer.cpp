@@ -7,7 +7,7 @@
 namespace zt::zero {
 
 GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups,
-                         const StepLimits& limits, Callback on_launched)
+                         const StepLimits& limits, Callback on_launched, Callback on_final)
     : plan_(plan),
       params_(std::move(params)),
       group_(*groups.all),
@@ -16,6 +16,7 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const Com
                  : make_dense_encoder(*groups.all, plan.policy.shard_optimizer())),
       overlap_(limits.overlap_comm),
       on_launched_(std::move(on_launched)),
+      on_final_(std::move(on_final)),
       flights_(plan, limits, true) {
   const Policy& pol = plan_.policy;
   bufs_.resize(plan_.buffers.size());
@@ -85,6 +86,7 @@ void GradReducer::open_bucket(size_t b) {
 
 void GradReducer::begin_backward(bool boundary, const std::string& label) {
   reducing_ = boundary || plan_.policy.reduce_every_micro_batch();
+  boundary_ = boundary;
   label_ = label;
   for (size_t b = 0; b < bufs_.size(); ++b) {
     bufs_[b].pending = int(plan_.buffers[b].params.size());
@@ -153,10 +155,12 @@ void GradReducer::finish(size_t b) {
   const Tensor avg = buf.transfer->finish(comm_overlap_);
   buf.transfer = nullptr;
   flights_.finished(b);
-  if (buf.early)  // the rows come next (finish_tied_rows); full keeps accumulating them
+  if (buf.early) {  // the rows come next (finish_tied_rows); full keeps accumulating them
     buf.early_sum = avg;
-  else
-    store_reduced(b, avg);
+    return;
+  }
+  store_reduced(b, avg);
+  if (boundary_ && on_final_) on_final_(b);
 }
 
 // The averaged gradient (stage 0: the whole buffer; else this rank's range) where the optimizer
@@ -198,6 +202,7 @@ void GradReducer::finish_tied_rows(size_t b) {
   }
   rows->add_to(store_reduced(b, buf.early_sum), comm_overlap_);  // the rows' positions only
   buf.early_sum = Tensor();
+  if (boundary_ && on_final_) on_final_(b);
 }
 
 Tensor GradReducer::owned(size_t b) const {

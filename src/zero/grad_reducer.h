@@ -23,10 +23,11 @@ class GradReducer {
   using Callback = std::function<void(size_t buffer)>;
   // on_launched(b) runs once buffer b's gradient is complete and its reduction launched: the
   // parameters are not needed any more this pass (stage 3 releases the unit right away).
-  // Dense or quantized as plan.policy.wire says (qgZ: groups.cross must exist).
-  // Buckets in flight follow Note [step schedule] under `limits`.
+  // on_final(b) runs once owned(b) holds the step's averaged gradient (in the boundary's backward,
+  // maybe before backward ends). Dense or quantized as plan.policy.wire says (qgZ: groups.cross
+  // must exist). Buckets in flight follow Note [step schedule] under `limits`.
   GradReducer(const Plan& plan, std::vector<Tensor> params, const CommGroups& groups, const StepLimits& limits,
-              Callback on_launched);
+              Callback on_launched, Callback on_final = nullptr);
   ~GradReducer();
 
   void begin_backward(bool boundary, const std::string& label);
@@ -65,10 +66,11 @@ class GradReducer {
   comm::Group& group_;
   std::unique_ptr<WireEncoder> dense_;  // dense or quantized
   bool overlap_;
-  Callback on_launched_;
+  Callback on_launched_, on_final_;
   std::vector<Buf> bufs_;
   BucketFlights flights_;
   bool reducing_ = false;  // this backward pass reduces (stages 2-3, or the boundary)
+  bool boundary_ = false;   // this backward pass ends the step's accumulation
   std::string label_;
   SparseCommBytes sparse_bytes_;
   CommOverlap comm_overlap_;

@@ -1,7 +1,9 @@
 // Note [host residence]: with offload_optimizer.device = cpu on a device (ZeRO-Offload), the
 // fp32 master and optimizer states live in pinned host memory and the host's kernel updates
-// them: each tile of swap_tile_elems() gradients comes down through a pinned staging tile, the
-// host update writes the master and the rounded parameter into a pinned parameter tile (fp32 runs
+// them. Each buffer's gradient shard comes down into pinned memory on the copy stream as soon as
+// its reduction is final (Note [copy stream]), while backward goes on, as DeepSpeed keeps
+// ZeRO-Offload's gradients in host memory; the update then goes tile by tile (swap_tile_elems()):
+// the host writes the master and the rounded parameter into a pinned parameter tile (fp32 runs
 // without a master bring the parameter down first), and that tile goes up. The update is the
 // same element-wise kernel, so the trajectory is the in-memory one bit for bit. Swap files on a
 // device (offload_optimizer.device = nvme, ZeRO-Infinity) stage each tile the same way; on the
@@ -27,7 +29,9 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
   if (plan.host_staging_bytes() > 0) {  // Note [host residence]: the tiles through which a device's update goes
     tile_ = plan.swap_tile_elems();
     stage_param_ = pinned_zeros(tile_, plan.policy.param_dtype, MemTag::optim);
-    stage_grad_ = pinned_zeros(tile_, plan.policy.grad_accum_dtype, MemTag::optim);
+    for (size_t b = 0; b < plan.buffers.size(); ++b)  // tagged as the plan counts them: host staging
+      host_grads_.push_back(pinned_zeros(plan.optim_range(b, rank).size(), plan.policy.grad_accum_dtype, MemTag::optim));
+    grads_down_.resize(plan.buffers.size());
   }
   std::string dir;  // Residence::file: this rank's swap folder
   if (where == Residence::file) {
@@ -63,10 +67,28 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
 
 OptimShard::~OptimShard() = default;
 
+void OptimShard::take_gradient(size_t b, const Tensor& grads) {
+  if (host_grads_.empty() || grads.device().is_cpu()) return;
+  grads_down_[b] = copy_on_copy_stream(host_grads_[b], grads);
+  staging_.bytes_down += uint64_t(grads.nbytes());
+}
+
 // One loop for every residence: a tier whose tiles are not where the parameters and gradients are
-// takes them through the staging tiles.
-void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale) {
+// takes them through the staging tiles (a device's gradients come down whole first).
+void OptimShard::update(size_t b, const Tensor& params, const Tensor& device_grads, float lr, float grad_scale) {
   ShardResidence& res = *bufs_[b];
+  Tensor grads = device_grads;
+  if (!host_grads_.empty() && !grads.device().is_cpu()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (grads_down_[b].defined()) {  // the host waits only for what backward did not hide
+      std::exchange(grads_down_[b], CopyEvent()).synchronize();
+    } else {  // no take_gradient this step: down now
+      host_grads_[b].copy_(grads);
+      staging_.bytes_down += uint64_t(grads.nbytes());
+    }
+    staging_.down_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    grads = host_grads_[b];
+  }
   const bool staged = res.device() != params.device() || res.device() != grads.device();
   optim::UpdateArgs a;
   a.lr = lr;
@@ -92,23 +114,18 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
       });
 }
 
-// a.param and a.grad for elements [begin, begin + len): each its own slice where it is host memory
-// (stage 3's parameters with offload_param.device=cpu are), else a staging tile it is copied down
-// into (a parameter only in fp32 runs, where it is the weight the rule reads).
+// a.param and a.grad for elements [begin, begin + len): the gradients are host memory (a device's
+// came down whole first); the parameters are their own slice where they are host memory (stage
+// 3's with offload_param.device=cpu), else the staging tile (copied down only in fp32 runs, where
+// it is the weight the rule reads).
 void OptimShard::stage_down(const Tensor& params, const Tensor& grads, int64_t begin, int64_t len,
                             optim::UpdateArgs& a) {
   a.param = params.slice(0, begin, begin + len);
   a.grad = grads.slice(0, begin, begin + len);
-  if (params.device().is_cpu() && grads.device().is_cpu()) return;
-  ZT_ASSERT(stage_grad_.defined() && grads.dtype() == stage_grad_.dtype(), "staged update: gradients in ",
-            dtype_name(grads.dtype()), " without a staging tile of that dtype");
+  ZT_ASSERT(grads.device().is_cpu(), "staged update: the gradients are on ", grads.device(), ", not come down");
+  if (params.device().is_cpu()) return;
   const auto t0 = std::chrono::steady_clock::now();
-  if (!grads.device().is_cpu()) {
-    a.grad = stage_grad_.slice(0, 0, len);
-    a.grad.copy_(grads.slice(0, begin, begin + len));  // waits for backward's last writes
-    staging_.bytes_down += uint64_t(a.grad.nbytes());
-  }
-  if (!params.device().is_cpu()) {
+  {
     a.param = stage_param_.slice(0, 0, len);
     if (!master_) a.param.copy_(params.slice(0, begin, begin + len));
     staging_.bytes_down += master_ ? 0 : uint64_t(a.param.nbytes());

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "zt/core/copy_stream.h"
 #include "zt/core/tensor.h"
 #include "zt/optim/optimizer.h"
 #include "zt/zero/plan.h"
@@ -26,6 +27,9 @@ class OptimShard {
              const std::function<Tensor(size_t)>& initial);
   ~OptimShard();
 
+  // Buffer b's averaged gradient is final (GradReducer's on_final): beside a device it starts
+  // coming down into pinned memory on the copy stream while backward goes on (Note [host residence]).
+  void take_gradient(size_t b, const Tensor& grads);
   // One update of buffer b: params and grads are this rank's range, any float dtypes.
   void update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale);
   void finish_step() { ++steps_; }
@@ -48,7 +52,9 @@ class OptimShard {
   int64_t steps_ = 0;
   bool master_ = false;  // 16-bit run: a master leads the tensors
   int64_t tile_ = 0;     // elements of each tensor per tile (pinned host memory and files)
-  Tensor stage_param_, stage_grad_;  // on a device: the pinned tiles of its updates (Note [host residence])
+  Tensor stage_param_;                 // on a device: the pinned parameter tile of its updates (Note [host residence])
+  std::vector<Tensor> host_grads_;     // on a device: each buffer's gradient shard in pinned memory
+  std::vector<CopyEvent> grads_down_;  // their copies in flight (take_gradient)
   SwapStats staging_;                // their copies' times and bytes
   double compute_s_ = 0;
 };

@@ -115,8 +115,10 @@ int64_t Plan::checkpoint_bytes() const {
 
 int64_t Plan::host_staging_bytes() const {
   if (policy.device.is_cpu() || policy.optimizer_residence == Residence::memory) return 0;
-  const int64_t pb = int64_t(dtype_size(policy.param_dtype));
-  return swap_tile_elems() * (pb + int64_t(dtype_size(policy.grad_accum_dtype)));  // a param and a gradient tile
+  int64_t grads = 0;  // each buffer's gradient shard, come down whole
+  for (auto& b : buffers) grads += policy.shard_optimizer() ? b.padded / world : b.padded;
+  return swap_tile_elems() * int64_t(dtype_size(policy.param_dtype)) +
+         grads * int64_t(dtype_size(policy.grad_accum_dtype));
 }
 
 bool Plan::param_swapped(size_t b) const {

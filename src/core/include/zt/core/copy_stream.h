@@ -1,16 +1,17 @@
 #pragma once
 // Note [copy stream]: each device (cuda, sim) has a copy stream beside its compute stream (Note
-// [device streams]), so that the next batch goes up while the current one computes, as a
-// PyTorch user's pinned, non_blocking copy on a side stream does. Order between the two streams
-// is by events only:
-// - the upload waits for the work queued on the compute stream when it is issued: its
-//   destination block may have been freed by that work (the caching allocator hands a freed
-//   block out at once, safe only in one stream's order), so issue it before queuing the work it
-//   should overlap;
-// - the compute stream waits for the upload's event only where the data is used
+// [device streams]), so that the next batch goes up while the current one computes, and a
+// gradient shard comes down while backward goes on, as a PyTorch user's pinned, non_blocking copy
+// on a side stream does. Order between the two streams is by events only:
+// - a copy waits for the work queued on the compute stream when it is issued: that work may
+//   write its source, or have freed its destination block (the caching allocator hands a freed
+//   block out at once, safe only in one stream's order), so issue an upload before queuing the
+//   work it should overlap, and a download after the work that makes its source;
+// - the compute stream waits for an upload's event only where the data is used
 //   (CopyEvent::make_compute_wait); the host never waits for it there;
-// - the host source must stay alive and unchanged until the event has happened (pinned memory is
-//   read by the copy engine later); CopyEvent::synchronize waits for that.
+// - the host side must stay alive (and a source unchanged, a destination unread) until the event
+//   has happened: pinned memory is read and written by the copy engine later;
+//   CopyEvent::synchronize waits for that.
 // ZT_SIM_MUTATE=drop_copy_wait (Note [sim device]) drops the compute stream's wait and starts
 // each sim upload 100 ms late: the run then computes on a batch that is not there yet.
 #include <memory>
@@ -33,9 +34,9 @@ class CopyEvent {
   std::shared_ptr<void> handle_;
 };
 
-// Copies the contiguous host tensor `src` into the contiguous device tensor `dst` (same dtype and
-// element count) on dst's device's copy stream; returns the event after it. A cpu `dst` is an
-// ordinary copy and an undefined event.
-CopyEvent upload_on_copy_stream(Tensor& dst, const Tensor& src);
+// Copies the contiguous tensor `src` into the contiguous tensor `dst` (same dtype and element
+// count), one of them on the host and the other on a device, on that device's copy stream;
+// returns the event after it. Two host tensors: an ordinary copy and an undefined event.
+CopyEvent copy_on_copy_stream(Tensor& dst, const Tensor& src);
 
 }  // namespace zt

@@ -38,8 +38,9 @@ struct PeakEstimate {
   // Async checkpoints: this rank's snapshot (Plan::checkpoint_bytes) in host memory outside the
   // allocator, kept between saves; in neither sum below (as the shm slots, apps adds it to the RSS).
   int64_t checkpoint_snapshot = 0;
-  // Beside a device whose collectives are staged (PeakInput::staged_collectives): their pinned host
-  // copies at once; host memory, in neither sum below.
+  // Beside a device: the pinned host copies of staged collectives at once (PeakInput::
+  // staged_collectives), and apps adds the batches sent up (Note [batch prefetch]); host memory,
+  // in neither sum below.
   int64_t host_staging = 0;
   // Resident: every term, as the caching allocator keeps freed blocks (what the OS shows).
   int64_t total() const {
