@@ -5,8 +5,8 @@ N = 2, each stage with the optimizer in the device's memory, in pinned host memo
 (offload_optimizer.device=cpu) and in swap files (nvme), side by side in one invocation.
 
 Per row, from rank 0's metrics: seconds per step (median of the timed steps), and per step the
-host's update (the CPU table's AdamW over this rank's shard), the gradients' copies down and the
-parameters' copies up (the pinned staging tiles), the collectives' busy time, the swap files'
+host's update (the CPU table's AdamW over this rank's shard), the update's wait for the gradient
+shards (they come down on the copy stream during backward) and the parameters' copies up, the collectives' busy time, the swap files'
 waits, and the rest (forward, backward and the device's own arithmetic); the device's peak, the
 bytes of model states on the device and in pinned host memory. The sim device runs the CPU's
 kernels, so its "device compute" is this machine's CPU: the split, not the speed, is the figure.
