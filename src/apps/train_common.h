@@ -142,7 +142,6 @@ class StepBatches {
   std::optional<BatchPrefetcher> prefetch_;
 };
 
-
 // run.eval_at_end: the whole validation pass (`pass(true)`), and with data.eval_every its last
 // point on the validation curve; nullopt when the run does not evaluate at the end.
 std::optional<EvalResult> eval_at_end(const config::Config& cfg, const std::function<EvalResult(bool)>& pass,
