@@ -97,6 +97,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     fault.maybe_fire(rank, step + 1);
     if (fault.diverges_at("skip", rank, step + 1)) continue;
     if (fault.diverges_at("eval", rank, step + 1)) trainer->evaluate(/*whole=*/false);
+    // The schedule follows applied updates: an fp16 step skipped on overflow does not advance it (as DeepSpeed).
+    const double lr = schedule->lr(trainer->optimizer_steps());
+    trainer->begin_step(lr);
     double step_loss = 0;
     if (batches) {  // a rank that computes a share of the batch
       const StepPlace at = batches->place(step);
@@ -110,8 +113,6 @@ int run_train(const config::Config& cfg, comm::Group& group) {
           },
           [&](const Tensor& l) { trainer->backward(l); });
     }
-    // The schedule follows applied updates: an fp16 step skipped on overflow does not advance it (as DeepSpeed).
-    const double lr = schedule->lr(trainer->optimizer_steps());
     fault.maybe_delay(rank, FaultPlan::optimizer_step);
     const zero::StepStats st = trainer->step(lr);
     // A non-finite loss stops the run, except where fp16 loss scaling skipped the step for it.

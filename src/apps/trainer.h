@@ -53,6 +53,8 @@ class Trainer {
   virtual Device device() const = 0;  // where the model computes: batches go up to it
   virtual Tensor forward(const std::vector<Tensor>& in) = 0;
   virtual void backward(const Tensor& loss) = 0;
+  // The coming step's learning rate, before its micro-batches (the engine may update behind backward).
+  virtual void begin_step(double /*lr*/) {}
   virtual zero::StepStats step(double lr) = 0;
   virtual int64_t optimizer_steps() const = 0;  // applied updates: what the schedule follows
   virtual std::optional<double> loss_scale() const { return std::nullopt; }  // fp16's, where it scales

@@ -29,7 +29,11 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
     const zero::MemoryEstimate m = p.memory();
     out = detail::concat("offload_optimizer: cpu (ZeRO-Offload), ", p.policy.fp32_master ? "fp32 master and " : "",
                          "optimizer states in pinned host memory (", format_bytes(size_t(m.master + m.optim)),
-                         " per rank), updated by the host in ", p.swap_tile_elems(), "-element tiles; ",
+                         " per rank), updated by the host ",
+                         c.gradient_clipping > 0 || c.fp16.enabled
+                             ? "after backward (gradient_clipping and fp16 need the gradients' norm first)"
+                             : "behind backward, each buffer as its gradient comes down",
+                         "; ",
                          format_bytes(size_t(m.on_device())), " of model states per rank on ", p.policy.device);
   }
   if (e.policy().optimizer_residence == zero::Residence::file) {
@@ -128,6 +132,7 @@ class ZeroTrainer : public Trainer {
   Device device() const override { return engine_->policy().device; }
   Tensor forward(const std::vector<Tensor>& in) override { return engine_->forward(in); }
   void backward(const Tensor& loss) override { engine_->backward(loss); }
+  void begin_step(double lr) override { engine_->begin_step(lr); }
   zero::StepStats step(double lr) override {
     zero::StepStats st;
     try {
@@ -248,8 +253,10 @@ class ZeroTrainer : public Trainer {
     }
     if (!pol.device.is_cpu() && pol.optimizer_residence != zero::Residence::memory) {
       const zero::SwapStats sw = engine_->swap_stats();  // rank 0's host updates and their copies, cumulative
-      rec["offload"] = {{"update_s", sw.compute_s}, {"down_s", sw.down_s},         {"up_s", sw.up_s},
-                        {"bytes_down", sw.bytes_down}, {"bytes_up", sw.bytes_up}};
+      rec["offload"] = {{"update_s", sw.compute_s},        {"down_s", sw.down_s},
+                        {"up_s", sw.up_s},                 {"bytes_down", sw.bytes_down},
+                        {"bytes_up", sw.bytes_up},         {"early_updates", sw.early_updates},
+                        {"early_update_s", sw.early_s},    {"early_wait_s", sw.early_wait_s}};
     }
     if (engine_->options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative
       rec["sparse_comm_bytes"] = engine_->sparse_comm_bytes().moved;

@@ -79,7 +79,9 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     comm::agree_on_error(*group_, swap_error, label("swap files"), ErrorKind::checkpoint);
   reducer_ = std::make_unique<GradReducer>(
       plan_, params_, *groups_, step_limits(opts_), [this](size_t b) { store_->release(b); },
-      [this](size_t b) { optim_->take_gradient(b, reducer_->owned(b)); });
+      [this](size_t b) {  // a swapped shard is read in only for its update
+        optim_->take_gradient(b, plan_.param_swapped(b) ? Tensor() : store_->owned(b), reducer_->owned(b));
+      });
   if (policy.loss_scaling) scaler_ = std::make_unique<optim::LossScaler>(opts_.fp16);
   if (policy.shard_parameters()) install_unit_hooks();
 }
@@ -165,6 +167,13 @@ Tensor Engine::forward(const std::vector<Tensor>& inputs) {
     in.push_back(is_floating(x.dtype()) && x.dtype() != dt ? ops::cast(x, dt) : x);
   }
   return in.size() == 1 ? model_(in[0]) : model_(in);
+}
+
+void Engine::begin_step(double lr) {
+  const Policy& pol = plan_.policy;
+  const bool early = !pol.device.is_cpu() && pol.optimizer_residence == Residence::host &&
+                     pol.param_residence != Residence::file && !scaler_ && opts_.gradient_clipping <= 0;
+  optim_->begin_step(early ? std::optional<float>(float(lr)) : std::nullopt);
 }
 
 void Engine::backward(const Tensor& loss) {

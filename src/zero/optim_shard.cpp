@@ -2,19 +2,30 @@
 // fp32 master and optimizer states live in pinned host memory and the host's kernel updates
 // them. Each buffer's gradient shard comes down into pinned memory on the copy stream as soon as
 // its reduction is final (Note [copy stream]), while backward goes on, as DeepSpeed keeps
-// ZeRO-Offload's gradients in host memory; the update then goes tile by tile (swap_tile_elems()):
-// the host writes the master and the rounded parameter into a pinned parameter tile (fp32 runs
-// without a master bring the parameter down first), and that tile goes up. The update is the
-// same element-wise kernel, so the trajectory is the in-memory one bit for bit. Swap files on a
-// device (offload_optimizer.device = nvme, ZeRO-Infinity) stage each tile the same way; on the
-// host a file's tiles are updated by the same kernel too (Note [optimizer swap]), RAM holding only
-// the tile buffers (Plan::memory()).
+// ZeRO-Offload's gradients in host memory (fp32 runs without a master bring the parameter shard
+// down beside it: the rule reads it). The host writes the master and the rounded parameters into
+// a pinned parameter shard, which goes up on the copy stream; the device's next work on them (the
+// publish) waits for it. The update is the same element-wise kernel, so the trajectory is the
+// in-memory one bit for bit. Swap files on a device (offload_optimizer.device = nvme,
+// ZeRO-Infinity) stage the same way; on the host a file's tiles are updated by the same kernel too
+// (Note [optimizer swap]), RAM holding only the tile buffers (Plan::memory()).
+//
+// Note [host update overlap]: where a step's gradients need no scale (no gradient_clipping, no
+// fp16 loss scaling: the norm and the overflow check are known only after backward) and the
+// learning rate is given before backward (Engine::begin_step), each buffer's host update starts
+// on a HostWorker thread as soon as its gradient is final, behind the rest of backward: the
+// thread waits for the gradient's copy and runs the kernel on host memory only; the step waits
+// for it and sends the parameters up. The update is the one the step would run (scale 1, the same
+// lr and step count), so the trajectory is unchanged. With clipping or fp16 the updates run at the
+// step, after the norm (DeepSpeed's ordering). Not with stage 3's parameters in swap files, whose
+// shards the parameter store moves.
 #include "optim_shard.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 
+#include "host_worker.h"
 #include "residence.h"
 #include "swap_file.h"
 #include "zt/ops/ops.h"
@@ -26,12 +37,17 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
     : spec_(spec), initial_(initial), names_(optim::state_names(spec)), master_(plan.policy.fp32_master) {
   optim::validate(spec_);
   const Residence where = plan.policy.optimizer_residence;
-  if (plan.host_staging_bytes() > 0) {  // Note [host residence]: the tiles through which a device's update goes
-    tile_ = plan.swap_tile_elems();
-    stage_param_ = pinned_zeros(tile_, plan.policy.param_dtype, MemTag::optim);
-    for (size_t b = 0; b < plan.buffers.size(); ++b)  // tagged as the plan counts them: host staging
-      host_grads_.push_back(pinned_zeros(plan.optim_range(b, rank).size(), plan.policy.grad_accum_dtype, MemTag::optim));
+  if (plan.host_staging_bytes() > 0) {  // Note [host residence]: tagged as the plan counts them (host staging)
+    for (size_t b = 0; b < plan.buffers.size(); ++b) {
+      const int64_t n = plan.optim_range(b, rank).size();
+      host_grads_.push_back(pinned_zeros(n, plan.policy.grad_accum_dtype, MemTag::optim));
+      const bool on_host = plan.param_on_host(b) || plan.param_swapped(b);  // stage 3's shard already host memory
+      host_params_.push_back(on_host ? Tensor() : pinned_zeros(n, plan.policy.param_dtype, MemTag::optim));
+    }
     grads_down_.resize(plan.buffers.size());
+    params_down_.resize(plan.buffers.size());
+    params_up_.resize(plan.buffers.size());
+    early_.resize(plan.buffers.size());
   }
   std::string dir;  // Residence::file: this rank's swap folder
   if (where == Residence::file) {
@@ -61,91 +77,118 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
     TagScope tag(MemTag::optim);
     for (size_t i = 0; i < names_.size(); ++i)
       t.push_back(host ? pinned_zeros(n, DType::f32, MemTag::optim) : Tensor::zeros({n}, DType::f32, d));
-    bufs_.push_back(memory_residence(n, d, std::move(t), host ? tile_ : 0));
+    bufs_.push_back(memory_residence(n, d, std::move(t)));
   }
 }
 
-OptimShard::~OptimShard() = default;
+OptimShard::~OptimShard() = default;  // worker_ first (declared last): it runs what is queued
 
-void OptimShard::take_gradient(size_t b, const Tensor& grads) {
+void OptimShard::take_gradient(size_t b, const Tensor& params, const Tensor& grads) {
   if (host_grads_.empty() || grads.device().is_cpu()) return;
+  ZT_ASSERT(early_[b].ticket == 0, "buffer ", b, "'s gradient taken twice in one step");
   grads_down_[b] = copy_on_copy_stream(host_grads_[b], grads);
   staging_.bytes_down += uint64_t(grads.nbytes());
-}
-
-// One loop for every residence: a tier whose tiles are not where the parameters and gradients are
-// takes them through the staging tiles (a device's gradients come down whole first).
-void OptimShard::update(size_t b, const Tensor& params, const Tensor& device_grads, float lr, float grad_scale) {
-  ShardResidence& res = *bufs_[b];
-  Tensor grads = device_grads;
-  if (!host_grads_.empty() && !grads.device().is_cpu()) {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (grads_down_[b].defined()) {  // the host waits only for what backward did not hide
-      std::exchange(grads_down_[b], CopyEvent()).synchronize();
-    } else {  // no take_gradient this step: down now
-      host_grads_[b].copy_(grads);
-      staging_.bytes_down += uint64_t(grads.nbytes());
-    }
-    staging_.down_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    grads = host_grads_[b];
+  if (!params.defined()) return;  // a swapped shard: read in at the update
+  Tensor p = host_params(b, params);
+  if (!master_ && !params.device().is_cpu()) {  // fp32 without a master: the rule reads the parameters
+    params_down_[b] = copy_on_copy_stream(p, params);
+    staging_.bytes_down += uint64_t(params.nbytes());
   }
-  const bool staged = res.device() != params.device() || res.device() != grads.device();
-  optim::UpdateArgs a;
-  a.lr = lr;
-  a.step = steps_ + 1;
-  a.grad_scale = grad_scale;
-  res.visit(
-      [&](int64_t begin, int64_t len, const std::vector<Tensor>& views) {
-        if (staged) {
-          stage_down(params, grads, begin, len, a);
-        } else {
-          a.param = params.slice(0, begin, begin + len);
-          a.grad = grads.slice(0, begin, begin + len);
-        }
-        a.master = master_ ? views[0] : Tensor();
-        a.states.assign(views.begin() + (master_ ? 1 : 0), views.end());
-        timed_update(a);
-        if (staged) stage_up(params, begin, len);
-      },
-      [&](int64_t begin, int64_t len, const std::vector<Tensor>& views) {
-        if (!master_) return;  // a fresh file's master starts from the working parameters
-        Tensor master = views[0];
-        master.copy_(params.slice(0, begin, begin + len));
-      });
+  if (!early_lr_) return;
+  if (!worker_) worker_ = std::make_unique<HostWorker>();
+  const float lr = *early_lr_;
+  const int64_t step = steps_ + 1;
+  // Note [host update overlap]: only host memory on the thread; the events are this job's alone.
+  early_[b] = {worker_->submit([this, b, p, lr, step, down = std::exchange(grads_down_[b], CopyEvent()),
+                                pdown = std::exchange(params_down_[b], CopyEvent())] {
+                 down.synchronize();
+                 pdown.synchronize();
+                 const auto t0 = std::chrono::steady_clock::now();
+                 apply(b, p, host_grads_[b], lr, 1.0f, step, p);
+                 staging_.early_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                 ++staging_.early_updates;
+               }),
+               lr};
 }
 
-// a.param and a.grad for elements [begin, begin + len): the gradients are host memory (a device's
-// came down whole first); the parameters are their own slice where they are host memory (stage
-// 3's with offload_param.device=cpu), else the staging tile (copied down only in fp32 runs, where
-// it is the weight the rule reads).
-void OptimShard::stage_down(const Tensor& params, const Tensor& grads, int64_t begin, int64_t len,
-                            optim::UpdateArgs& a) {
-  a.param = params.slice(0, begin, begin + len);
-  a.grad = grads.slice(0, begin, begin + len);
-  ZT_ASSERT(grads.device().is_cpu(), "staged update: the gradients are on ", grads.device(), ", not come down");
-  if (params.device().is_cpu()) return;
+Tensor OptimShard::host_params(size_t b, const Tensor& params) {
+  if (params.device().is_cpu()) return params;  // stage 3's shard in host memory: updated in place
   const auto t0 = std::chrono::steady_clock::now();
-  {
-    a.param = stage_param_.slice(0, 0, len);
-    if (!master_) a.param.copy_(params.slice(0, begin, begin + len));
-    staging_.bytes_down += master_ ? 0 : uint64_t(a.param.nbytes());
+  std::exchange(params_up_[b], CopyEvent()).synchronize();  // the last step's upload has read it
+  staging_.up_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return host_params_[b];
+}
+
+// The host waits only for what backward did not hide of the gradient's (and the parameters') copy.
+void OptimShard::wait_for_gradient(size_t b, const Tensor& grads) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (grads_down_[b].defined() || params_down_[b].defined()) {
+    std::exchange(grads_down_[b], CopyEvent()).synchronize();
+    std::exchange(params_down_[b], CopyEvent()).synchronize();
+  } else {  // no take_gradient this step: down now
+    host_grads_[b].copy_(grads);
+    staging_.bytes_down += uint64_t(grads.nbytes());
   }
   staging_.down_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The updated parameters of the tile go back up (nothing to do where they were updated in place).
-void OptimShard::stage_up(const Tensor& params, int64_t begin, int64_t len) {
-  if (!stage_param_.defined() || params.device().is_cpu()) return;
+void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale) {
+  if (host_grads_.empty() || grads.device().is_cpu()) return apply(b, params, grads, lr, grad_scale, steps_ + 1, params);
+  Tensor p;
+  if (early_[b].ticket > 0) {  // Note [host update overlap]: started during backward
+    ZT_CHECK(early_[b].lr == lr && grad_scale == 1.0f, "[zero] buffer ", b, "'s update started during backward with lr ",
+             early_[b].lr, " and no gradient scale; the step asks lr ", lr, " and scale ", grad_scale,
+             " (begin_step must name the step's lr)");
+    const auto t0 = std::chrono::steady_clock::now();
+    worker_->wait(std::exchange(early_[b].ticket, 0));
+    staging_.early_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    p = host_params(b, params);
+  } else {
+    const bool taken = grads_down_[b].defined();
+    p = host_params(b, params);
+    if (!taken && !master_ && !params.device().is_cpu()) {
+      p.copy_(params);
+      staging_.bytes_down += uint64_t(params.nbytes());
+    }
+    wait_for_gradient(b, grads);
+    apply(b, p, host_grads_[b], lr, grad_scale, steps_ + 1, params);
+  }
+  if (params.device().is_cpu()) return;
   const auto t0 = std::chrono::steady_clock::now();
-  params.slice(0, begin, begin + len).copy_(stage_param_.slice(0, 0, len));
+  Tensor dst = params;
+  params_up_[b] = copy_on_copy_stream(dst, p);
+  params_up_[b].make_compute_wait();
   staging_.up_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  staging_.bytes_up += uint64_t(len) * dtype_size(params.dtype());
+  staging_.bytes_up += uint64_t(params.nbytes());
 }
 
-void OptimShard::timed_update(const optim::UpdateArgs& a) {
-  const auto t0 = std::chrono::steady_clock::now();
-  optim::update(spec_, a);
-  compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// One loop for every residence: the tier's tiles, with the same elements of the parameters and
+// gradients (which are where the tier is: a device's came down first). A fresh file's master
+// starts from `working`, the parameters as the model has them.
+void OptimShard::apply(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale, int64_t step,
+                       const Tensor& working) {
+  ShardResidence& res = *bufs_[b];
+  ZT_ASSERT(res.device() == params.device() && res.device() == grads.device(), "update of buffer ", b, " on ",
+            res.device(), " with parameters on ", params.device(), " and gradients on ", grads.device());
+  optim::UpdateArgs a;
+  a.lr = lr;
+  a.step = step;
+  a.grad_scale = grad_scale;
+  res.visit(
+      [&](int64_t begin, int64_t len, const std::vector<Tensor>& views) {
+        a.param = params.slice(0, begin, begin + len);
+        a.grad = grads.slice(0, begin, begin + len);
+        a.master = master_ ? views[0] : Tensor();
+        a.states.assign(views.begin() + (master_ ? 1 : 0), views.end());
+        const auto t0 = std::chrono::steady_clock::now();
+        optim::update(spec_, a);
+        compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      },
+      [&](int64_t begin, int64_t len, const std::vector<Tensor>& views) {
+        if (!master_) return;
+        Tensor master = views[0];
+        master.copy_(working.slice(0, begin, begin + len));
+      });
 }
 
 std::vector<ShardTensor> OptimShard::state(size_t b) {

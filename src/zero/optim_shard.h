@@ -6,6 +6,7 @@
 // buffers (Note [optimizer swap]).
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 
 namespace zt::zero {
 
+class HostWorker;
 class ShardResidence;
 
 class OptimShard {
@@ -27,12 +29,22 @@ class OptimShard {
              const std::function<Tensor(size_t)>& initial);
   ~OptimShard();
 
+  // Note [host update overlap]: the learning rate of the step whose backward comes next, where its
+  // gradients' scale is known to be 1 before backward ends (no clipping, no loss scaling) and the
+  // states are in pinned host memory: each buffer's host update then starts as its gradient has
+  // come down. nullopt: at the step.
+  void begin_step(std::optional<float> lr) { early_lr_ = lr; }
   // Buffer b's averaged gradient is final (GradReducer's on_final): beside a device it starts
   // coming down into pinned memory on the copy stream while backward goes on (Note [host residence]).
-  void take_gradient(size_t b, const Tensor& grads);
-  // One update of buffer b: params and grads are this rank's range, any float dtypes.
+  // `params` is this rank's range of the parameters, as update() takes it.
+  void take_gradient(size_t b, const Tensor& params, const Tensor& grads);
+  // One update of buffer b: params and grads are this rank's range, any float dtypes. Beside a
+  // device the updated parameters go up on the copy stream; later compute work waits for them.
   void update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale);
-  void finish_step() { ++steps_; }
+  void finish_step() {
+    ++steps_;
+    early_lr_.reset();
+  }
   void set_steps(int64_t s) { steps_ = s; }
   int64_t steps() const { return steps_; }
   // Named tensors of buffer b: "master" (16-bit runs) then the optimizer's states.
@@ -40,9 +52,13 @@ class OptimShard {
   SwapStats swap_stats() const;
 
  private:
-  void stage_down(const Tensor& params, const Tensor& grads, int64_t begin, int64_t len, optim::UpdateArgs& a);
-  void stage_up(const Tensor& params, int64_t begin, int64_t len);
-  void timed_update(const optim::UpdateArgs& a);
+  // The update kernel over every tile of buffer b, on `params` and `grads` where its tier is.
+  void apply(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale, int64_t step,
+             const Tensor& working);
+  // Beside a device: the host tensor the update writes the parameters into (a pinned copy, or the
+  // host-resident shard itself), after its previous upload has landed.
+  Tensor host_params(size_t b, const Tensor& params);
+  void wait_for_gradient(size_t b, const Tensor& grads);
 
   config::OptimizerConfig spec_;
   std::function<Tensor(size_t)> initial_;
@@ -51,11 +67,20 @@ class OptimShard {
   std::vector<std::unique_ptr<ShardResidence>> bufs_;  // Note [residence]: master (16-bit runs), then states
   int64_t steps_ = 0;
   bool master_ = false;  // 16-bit run: a master leads the tensors
-  int64_t tile_ = 0;     // elements of each tensor per tile (pinned host memory and files)
-  Tensor stage_param_;                 // on a device: the pinned parameter tile of its updates (Note [host residence])
-  std::vector<Tensor> host_grads_;     // on a device: each buffer's gradient shard in pinned memory
-  std::vector<CopyEvent> grads_down_;  // their copies in flight (take_gradient)
-  SwapStats staging_;                // their copies' times and bytes
+  int64_t tile_ = 0;     // Residence::file: elements of each tensor per tile
+  // Beside a device (Note [host residence]): each buffer's gradient shard and parameter shard in
+  // pinned memory (no parameter copy where stage 3 keeps the shard in host memory), their copies
+  // in flight, and the host updates started during backward (Note [host update overlap]).
+  std::vector<Tensor> host_grads_, host_params_;
+  std::vector<CopyEvent> grads_down_, params_down_, params_up_;
+  struct Early {
+    int64_t ticket = 0;  // HostWorker's; 0: none
+    float lr = 0;
+  };
+  std::vector<Early> early_;
+  std::optional<float> early_lr_;
+  std::unique_ptr<HostWorker> worker_;  // made at the first early update
+  SwapStats staging_;  // the copies' times and bytes, the early updates' waits
   double compute_s_ = 0;
 };
 

@@ -115,10 +115,13 @@ int64_t Plan::checkpoint_bytes() const {
 
 int64_t Plan::host_staging_bytes() const {
   if (policy.device.is_cpu() || policy.optimizer_residence == Residence::memory) return 0;
-  int64_t grads = 0;  // each buffer's gradient shard, come down whole
-  for (auto& b : buffers) grads += policy.shard_optimizer() ? b.padded / world : b.padded;
-  return swap_tile_elems() * int64_t(dtype_size(policy.param_dtype)) +
-         grads * int64_t(dtype_size(policy.grad_accum_dtype));
+  int64_t bytes = 0;  // each buffer's gradient shard, and its parameter shard where that is on the device
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const int64_t n = policy.shard_optimizer() ? buffers[b].padded / world : buffers[b].padded;
+    bytes += n * int64_t(dtype_size(policy.grad_accum_dtype));
+    if (!param_on_host(b) && !param_swapped(b)) bytes += n * int64_t(dtype_size(policy.param_dtype));
+  }
+  return bytes;
 }
 
 bool Plan::param_swapped(size_t b) const {

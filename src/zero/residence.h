@@ -2,8 +2,7 @@
 // Note [residence]: where the tensors of one optimizer shard live (the fp32 master of a 16-bit run,
 // then the optimizer's states), as ggml's buffer types: one interface, a tier per file. Memory
 // (residence_memory.cpp): the tensors whole in the compute device's memory (or the host's, for a
-// cpu run), or in pinned host memory beside a device, visited in tiles that go through the
-// staging tiles (Note [host residence]). Files (residence_file.cpp): a swap file streamed through
+// cpu run), or in pinned host memory beside a device (Note [host residence]). Files (residence_file.cpp): a swap file streamed through
 // shared tile buffers (Note [optimizer swap]). The optimizer shard updates any of them with one
 // loop over visit(); a checkpoint reads and writes their tensors through tensor(j).
 #include <cstdint>
@@ -34,10 +33,8 @@ class ShardResidence {
   virtual SwapStats stats() const { return {}; }  // a file's I/O
 };
 
-// `tensors` (each `numel` elements) in memory on `device`, visited in tiles of `tile` elements
-// (0: whole, the tensors themselves in one call, even when empty).
-std::unique_ptr<ShardResidence> memory_residence(int64_t numel, Device device, std::vector<Tensor> tensors,
-                                                 int64_t tile);
+// `tensors` (each `numel` elements) in memory on `device`, visited whole in one call (even when empty).
+std::unique_ptr<ShardResidence> memory_residence(int64_t numel, Device device, std::vector<Tensor> tensors);
 
 // `count` f32 tensors of `numel` elements in the swap file `path`: record t holds elements
 // [t*tile, (t+1)*tile) of each, one after another (tile a multiple of 1024: whole pages), streamed

@@ -103,6 +103,9 @@ SwapStats& operator+=(SwapStats& a, const SwapStats& b) {
   a.up_s += b.up_s;
   a.bytes_down += b.bytes_down;
   a.bytes_up += b.bytes_up;
+  a.early_s += b.early_s;
+  a.early_wait_s += b.early_wait_s;
+  a.early_updates += b.early_updates;
   a.direct = a.direct || b.direct;
   return a;
 }

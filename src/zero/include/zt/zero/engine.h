@@ -38,6 +38,10 @@ class Engine {
 
   Tensor forward(const Tensor& x);                    // casts a floating input to the working dtype
   Tensor forward(const std::vector<Tensor>& inputs);  // several inputs (ids, mask, types); casts as above
+  // The coming step's learning rate, known before its backward: where the host updates the
+  // optimizer states beside a device and the gradients need no scale, each buffer's update then
+  // runs behind backward (Note [host update overlap]); step() must get the same lr.
+  void begin_step(double lr);
   void backward(const Tensor& loss);                  // one micro-batch; scales by loss_scale / accumulation steps
   bool at_boundary() const { return micro_ == opts_.gradient_accumulation_steps; }
   StepStats step(double lr);  // exactly at the accumulation boundary

@@ -69,8 +69,8 @@ struct Plan {
   int64_t swap_tile_elems() const;
   int64_t swap_slot_bytes() const;
   // Note [host residence]: on a device with the optimizer offloaded (host or file), the pinned
-  // memory the gradient shards come down into (whole) and the tile a parameter goes up through
-  // (swap_tile_elems()); else 0.
+  // memory the gradient shards come down into and the parameter shards go up from (where stage 3
+  // does not keep them in host memory); else 0.
   int64_t host_staging_bytes() const;
   // One rank's checkpoint shard file: 1/world of every padded buffer, times the bytes per element
   // of its parameter, fp32 master (16-bit runs) and optimizer states (Note [checkpoint format]);

@@ -41,6 +41,10 @@ struct SwapStats {
   double compute_s = 0;                      // updating tiles
   double down_s = 0, up_s = 0;               // on a device: gradients copied down, parameters up
   uint64_t bytes_down = 0, bytes_up = 0;
+  // Note [host update overlap]: the updates that ran during backward, their time (also in
+  // compute_s) and how long the step waited for them: 1 - wait / time is the share hidden.
+  uint64_t early_updates = 0;
+  double early_s = 0, early_wait_s = 0;
   bool direct = false;                       // O_DIRECT in use
 };
 SwapStats& operator+=(SwapStats& a, const SwapStats& b);
