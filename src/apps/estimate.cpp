@@ -119,6 +119,7 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
     try {
       const MemoryPlan mp = plan_memory(cfg, *model, bs, run_ctx);
       out["budget_plan"]["choices"] = mp.lines;
+      out["budget_plan"]["placement"] = placement_json(mp.placement);
       out["budget_plan"]["peak"] = peak_json(mp.peak);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::config) throw;

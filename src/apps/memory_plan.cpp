@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
-#include <optional>
 
 #include <malloc.h>
 
@@ -12,6 +11,7 @@
 #include "session.h"
 #include "zt/core/allocator.h"
 #include "zt/ops/ops.h"
+#include "zt/zero/placement.h"
 
 namespace zt::apps {
 
@@ -72,86 +72,23 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
 
 namespace {
 
-// The engine options of one budget option: the config's, with the placement and limits it names.
-// Through the devices' strings, from which the engine derives the placement and the swap settings
-// (Note [placement]), as for a run configured so.
-zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes& bs, const zero::BudgetOption& o) {
+// The engine options of one placement: the config's, with its offload devices and limits, through
+// the devices' strings, from which the engine derives the policy and the swap settings (Note
+// [placement]), as for a run configured so.
+zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes& bs, const zero::Placement& at) {
   zero::EngineOptions e = engine_options(c, bs);
-  auto place = [](config::OffloadConfig& d, bool file) {
-    if (file) d.device = "nvme";
-    if (!file && (d.device == "nvme" || d.device == "auto")) d.device = "none";
+  const bool beside = !e.device.is_cpu();
+  auto set = [&](config::OffloadConfig& d, zero::Residence r) {  // "cpu" on a CPU run stays as written
+    if (zero::residence_of(d.device, beside) != r) d.device = zero::offload_device(r);
   };
-  place(e.zero.offload_optimizer, o.optimizer_file);
-  place(e.zero.offload_param, o.param_file && c.zero.stage == 3);
-  if (o.lowered_limits) {
+  set(e.zero.offload_optimizer, at.optimizer);
+  set(e.zero.offload_param, at.param);
+  if (at.lowered_limits) {
     e.max_inflight_reduce_elems = 1;  // launching a bucket first finishes the one before
     e.zero.stage3_prefetch_bucket_size = 0;
     e.zero.stage3_max_reuse_distance = 0;
   }
   return e;
-}
-
-// Note [device plan]: on a device the two budgets plan together: run.device_memory_mb caps the
-// device's predicted peak, run.memory_budget_mb the host's model-state bytes (pinned states,
-// staging and swap tiles, stage 3's host shards) and the data. Offload devices "auto" take the
-// first placement that fits both, in this order: the least leaving the device (nothing, the
-// optimizer's states, then stage 3's parameter shards too), each in host memory before swap
-// files. A budget that no placement meets is one config error before step 1. A placement the
-// config names is not second-guessed: the allocators' caps hold it.
-bool plan_device(MemoryPlan& mp, nn::Module& model, const config::BatchSizes& bs, const RunContext& ctx) {
-  config::Config& c = mp.cfg;
-  const Device device = engine_options(c, bs).device;
-  if (device.is_cpu()) return false;
-  std::string &opt = c.zero.offload_optimizer.device, &par = c.zero.offload_param.device;
-  if (par == "auto" && c.zero.stage != 3) par = "none";  // below stage 3 every rank holds all parameters
-  if (opt != "auto" && par != "auto") return true;        // as configured: the allocators' caps hold it
-  const auto candidates = [](const std::string& d) {
-    return d == "auto" ? std::vector<std::string>{"none", "cpu", "nvme"} : std::vector<std::string>{d};
-  };
-  struct Placement {
-    std::string o, p;
-    int64_t device = 0, host = 0;
-  };
-  std::vector<Placement> order;
-  for (const std::string& o : candidates(opt))
-    for (const std::string& p : candidates(par))
-      if (p == "none" || o != "none") order.push_back({o, p});  // the host updates parameters it holds
-  // What leaves the device first, then what leaves the host: the optimizer's tiles stream once a
-  // step, before the parameters, read at every gather (Note [budget choice]).
-  auto rank = [](const Placement& x) {
-    return std::pair{int(x.o != "none") + 2 * int(x.p != "none"), int(x.o == "nvme") + 2 * int(x.p == "nvme")};
-  };
-  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
-  const int64_t dev_cap = c.run.device_memory_mb << 20, host_cap = c.run.memory_budget_mb << 20;
-  std::optional<Placement> least_device, least_host;
-  for (Placement& x : order) {
-    config::Config v = c;
-    v.zero.offload_optimizer.device = x.o;
-    v.zero.offload_param.device = x.p;
-    const zero::PeakEstimate e = predict_run_peak(model, v, engine_options(v, bs), bs, ctx);
-    x.device = e.in_use();
-    x.host = e.states.host + ctx.data_bytes;
-    const bool device_fits = dev_cap == 0 || x.device <= dev_cap, host_fits = host_cap == 0 || x.host <= host_cap;
-    if (!least_device || x.device < least_device->device) least_device = x;
-    if (device_fits && (!least_host || x.host < least_host->host)) least_host = x;
-    if (!device_fits || !host_fits) continue;
-    opt = x.o;
-    par = x.p;
-    mp.lines.push_back(detail::concat(
-          "memory plan on ", device, ": offload_optimizer ", x.o, ", offload_param ", x.p, ": predicted device peak ",
-          format_bytes(size_t(x.device)), dev_cap > 0 ? " fits run.device_memory_mb " + format_bytes(size_t(dev_cap)) : "",
-          ", host states and data ", format_bytes(size_t(x.host)),
-          host_cap > 0 ? " fit run.memory_budget_mb " + format_bytes(size_t(host_cap)) : ""));
-    return true;
-  }
-  auto at = [](const Placement& x) { return "offload_optimizer " + x.o + ", offload_param " + x.p; };
-  ZT_CHECK_AS(ErrorKind::config, least_host.has_value(), "[memory] run.device_memory_mb=", c.run.device_memory_mb,
-              " (", device, ") fits no plan: the smallest predicted device peak is ",
-              format_bytes(size_t(least_device->device)), " per rank (", at(*least_device),
-              "); raise run.device_memory_mb, or lower the micro-batch");
-  ZT_THROW_AS(ErrorKind::config, "[memory] run.memory_budget_mb=", c.run.memory_budget_mb,
-              " holds no plan that fits the device: the least the host needs is ", format_bytes(size_t(least_host->host)),
-              " per rank (", at(*least_host), "); raise run.memory_budget_mb or run.device_memory_mb");
 }
 
 // Note [background save] in ckpt: checkpoint.async resolved to "true" or "false". A snapshot
@@ -185,37 +122,39 @@ void plan_checkpoint_snapshot(MemoryPlan& mp, nn::Module& model, const RunContex
 
 }  // namespace
 
+// Note [placement choice]: zero::place resolves "auto" against the budgets; the config then
+// names the chosen devices, so that the engine, the start record and a resumed run see them.
 MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config::BatchSizes& bs,
                        const RunContext& ctx) {
   MemoryPlan mp;
   mp.cfg = c;
-  if (plan_device(mp, model, bs, ctx)) {  // Note [device plan]
-    mp.options = engine_options(mp.cfg, bs);
-    mp.options.f32_compute = ctx.f32_compute;
-    mp.peak = predict_run_peak(model, mp.cfg, mp.options, bs, ctx);
-    plan_checkpoint_snapshot(mp, model, ctx);
-    return mp;
-  }
+  const Device device = engine_options(c, bs).device;
   config::OffloadConfig &opt = mp.cfg.zero.offload_optimizer, &par = mp.cfg.zero.offload_param;
-  const bool opt_auto = opt.device == "auto", par_auto = par.device == "auto";
-  const zero::BudgetOption configured{opt.device == "nvme", par.device == "nvme", false};
-  zero::BudgetOption chosen = configured;
-  if (c.run.memory_budget_mb > 0) {
-    const zero::BudgetChoice choice = zero::choose_offload(
-        c.run.memory_budget_mb << 20, opt_auto, par_auto, configured, c.zero.stage,
-        [&](const zero::BudgetOption& o) { return predict_run_peak(model, c, options_of(c, bs, o), bs, ctx); });
-    chosen = choice.option;
-    mp.lines = choice.lines;
-  } else if (opt_auto || par_auto) {
-    mp.lines.push_back("offload auto -> none: no run.memory_budget_mb to plan for");
-  }
-  if (opt_auto) opt.device = chosen.optimizer_file ? "nvme" : "none";
-  if (par_auto) par.device = chosen.param_file && c.zero.stage == 3 ? "nvme" : "none";
-  mp.options = options_of(mp.cfg, bs, chosen);
+  zero::PlacementRequest req;
+  req.optimizer = zero::residence_of(opt.device, !device.is_cpu());
+  req.param = zero::residence_of(par.device, !device.is_cpu());
+  req.stage = c.zero.stage;
+  req.device = device.is_cpu() ? "" : detail::concat(device);
+  req.device_cap = device.is_cpu() ? 0 : c.run.device_memory_mb << 20;
+  req.host_cap = c.run.memory_budget_mb << 20;
+  const zero::PlacementChoice choice = zero::place(req, [&](const zero::Placement& at) {
+    return predict_run_peak(model, c, options_of(c, bs, at), bs, ctx);
+  });
+  if (opt.device == "auto") opt.device = zero::offload_device(choice.placement.optimizer);
+  if (par.device == "auto") par.device = zero::offload_device(choice.placement.param);
+  mp.placement = choice.placement;
+  mp.lines = choice.lines;
+  mp.options = options_of(mp.cfg, bs, choice.placement);
   mp.options.f32_compute = ctx.f32_compute;
-  mp.peak = predict_run_peak(model, mp.cfg, mp.options, bs, ctx);
+  mp.peak = choice.peak;
   plan_checkpoint_snapshot(mp, model, ctx);
   return mp;
+}
+
+nlohmann::json placement_json(const zero::Placement& at) {
+  return {{"offload_optimizer", zero::offload_device(at.optimizer)},
+          {"offload_param", zero::offload_device(at.param)},
+          {"lowered_limits", at.lowered_limits}};
 }
 
 nlohmann::json peak_json(const zero::PeakEstimate& p) {
@@ -248,6 +187,7 @@ MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const c
   ctx.data_bytes = int64_t(Allocator::global().stats().total_current);
   MemoryPlan mp = plan_memory(c, model, bs, ctx);
   mp.record = peak_json(mp.peak);
+  mp.record["placement"] = placement_json(mp.placement);
   mp.record["process_baseline"] = before.now - ctx.data_bytes;
   mp.record["rss_peak_before"] = before.peak;  // e.g. reading the data: the run's peak when larger
   const int64_t budget = c.run.memory_budget_mb << 20;

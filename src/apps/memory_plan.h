@@ -12,6 +12,7 @@
 #include "zt/nn/module.h"
 #include "zt/zero/budget.h"
 #include "zt/zero/engine.h"
+#include "zt/zero/placement.h"
 
 namespace zt::apps {
 
@@ -36,6 +37,7 @@ struct RunContext {
 
 struct MemoryPlan {
   config::Config cfg;              // offload devices resolved: "auto" became "none" or "nvme"
+  zero::Placement placement;       // Note [placement choice]: where the states live, the limits
   zero::EngineOptions options;     // what the engine takes (limits lowered when the budget needs it)
   zero::PeakEstimate peak;         // of those options
   std::vector<std::string> lines;  // rank 0 prints them: what was chosen and why
@@ -46,8 +48,8 @@ struct MemoryPlan {
 zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, const zero::EngineOptions& opts,
                                     const config::BatchSizes& bs, const RunContext& ctx);
 
-// Without run.memory_budget_mb: "auto" means none and the plan is the config's. With it: the
-// least offload that fits (zero::choose_offload), or a config error naming what would fit.
+// Note [placement choice]: the least offload that fits the budgets (zero::place: "auto" resolved,
+// without budgets none), or a config error naming what would fit.
 MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config::BatchSizes& bs, const RunContext& ctx);
 
 // `train`'s plan: the compute runtime warmed up, then the process baseline measured (RSS minus
@@ -57,6 +59,8 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
 // the budget (plus the shm slots, outside the allocator).
 MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const config::BatchSizes& bs, RunContext ctx);
 
+// {"offload_optimizer": "cpu", "offload_param": "none", "lowered_limits": false}
+nlohmann::json placement_json(const zero::Placement& at);
 // The terms of a peak as JSON: states by tag, each transient term, and the total (bytes).
 nlohmann::json peak_json(const zero::PeakEstimate& p);
 

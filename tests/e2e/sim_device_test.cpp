@@ -397,6 +397,9 @@ TEST(SimOffload, AutoTakesTheLeastOffloadThatFitsTheDeviceCap) {
             std::string::npos)
       << tight.out;
   EXPECT_EQ(logged_losses(root + "/tight"), logged_losses(root + "/roomy"));
+  // Note [placement choice]: the start record names the placement zero::place chose.
+  const auto placed = read_jsonl(root + "/tight/metrics.jsonl").at(0).at("memory_plan").at("placement");
+  EXPECT_EQ(placed, nlohmann::json({{"offload_optimizer", "cpu"}, {"offload_param", "cpu"}, {"lowered_limits", false}}));
   // `estimate` prints the plan `train` printed, line for line.
   const Result est = run(kBin + " estimate" + gpt + autos + " run.device_memory_mb=" + std::to_string(tight_mb) +
                              " --world 2",

@@ -2,9 +2,13 @@
 // each side of every branch, on plans of a model of eight 1M-element parameters at N = 2.
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <utility>
+
 #include "common/error_of.h"
 #include "zt/core/allocator.h"
 #include "zt/zero/budget.h"
+#include "zt/zero/placement.h"
 #include "zt/zero/schedule.h"
 
 using namespace zt::zero;
@@ -24,7 +28,16 @@ PlanInput eight_params() {
   return in;
 }
 
-Plan plan_of(int stage, const BudgetOption& o, DType dtype = DType::f32) {
+// A rung of the budget's ladder on the host: the optimizer's states and the parameters in swap
+// files or memory, the limits lowered or not.
+struct Option {
+  bool optimizer_file = false, param_file = false, lowered_limits = false;
+};
+Option option_of(const Placement& p) {
+  return {p.optimizer == Residence::file, p.param == Residence::file, p.lowered_limits};
+}
+
+Plan plan_of(int stage, const Option& o, DType dtype = DType::f32) {
   Policy pol = make_policy(stage, dtype, std::nullopt, std::nullopt);
   pol.optimizer_residence = o.optimizer_file ? Residence::file : Residence::memory;
   pol.param_residence = o.param_file && stage == 3 ? Residence::file : Residence::memory;
@@ -43,7 +56,7 @@ Plan with_wire(Plan p, bool int8_weights, int gradient_bits, int64_t hpz, int lo
   return p;
 }
 
-PeakInput limits_of(const BudgetOption& o) {
+PeakInput limits_of(const Option& o) {
   PeakInput in;
   in.activations = 10 * kMiB;
   in.largest_param = int64_t(1) << 20;
@@ -55,7 +68,7 @@ PeakInput limits_of(const BudgetOption& o) {
   return in;
 }
 
-PeakEstimate predict(int stage, const BudgetOption& o) { return predict_peak(plan_of(stage, o), limits_of(o)); }
+PeakEstimate predict(int stage, const Option& o) { return predict_peak(plan_of(stage, o), limits_of(o)); }
 
 }  // namespace
 
@@ -166,7 +179,7 @@ TEST(PeakMemory, OffloadMovesStatesToFilesAndKeepsTheirBuffers) {
 }
 
 namespace {
-// Predicted totals of the six options at stage 3, in choose_offload's order.
+// Predicted totals of the six options at stage 3, in zero::place's order on the host.
 struct Ladder {
   int64_t none, none_low, opt, opt_low, both, both_low;
 };
@@ -175,9 +188,13 @@ Ladder ladder() {
           predict(3, {true, false, false}).in_use(),  predict(3, {true, false, true}).in_use(),
           predict(3, {true, true, false}).in_use(),   predict(3, {true, true, true}).in_use()};
 }
-BudgetChoice choose(int64_t budget, bool opt_auto, bool par_auto, int stage = 3) {
-  return choose_offload(budget, opt_auto, par_auto, {}, stage,
-                        [&](const BudgetOption& o) { return predict(stage, o); });
+PlacementChoice choose(int64_t budget, bool opt_auto, bool par_auto, int stage = 3) {
+  PlacementRequest req;
+  if (!opt_auto) req.optimizer = Residence::memory;
+  if (!par_auto) req.param = Residence::memory;
+  req.stage = stage;
+  req.host_cap = budget;
+  return place(req, [&](const Placement& p) { return predict(stage, option_of(p)); });
 }
 }  // namespace
 
@@ -188,26 +205,26 @@ TEST(BudgetChoice, TheLeastOffloadThatFits) {
   ASSERT_GT(l.opt_low, l.both_low);
   ASSERT_GT(l.both, l.opt_low);  // so a budget between them takes lowered limits before parameter files
 
-  const BudgetChoice fits = choose(l.none, true, true);  // fits without offload
-  EXPECT_FALSE(fits.option.optimizer_file || fits.option.param_file || fits.option.lowered_limits);
+  const PlacementChoice fits = choose(l.none, true, true);  // fits without offload
+  EXPECT_TRUE(fits.placement == Placement{});
   ASSERT_EQ(fits.lines.size(), 2u);
   EXPECT_NE(fits.lines[0].find("offload_optimizer auto -> none: predicted peak"), std::string::npos) << fits.lines[0];
 
-  const BudgetChoice low = choose(l.none_low, true, true);  // lowered limits before any offload
-  EXPECT_TRUE(low.option.lowered_limits);
-  EXPECT_FALSE(low.option.optimizer_file);
+  const PlacementChoice low = choose(l.none_low, true, true);  // lowered limits before any offload
+  EXPECT_TRUE(low.placement.lowered_limits);
+  EXPECT_EQ(low.placement.optimizer, Residence::memory);
 
-  const BudgetChoice opt = choose(std::max(l.opt, l.opt_low), true, true);  // needs the optimizer on disk
-  EXPECT_TRUE(opt.option.optimizer_file);
-  EXPECT_FALSE(opt.option.param_file);
+  const PlacementChoice opt = choose(std::max(l.opt, l.opt_low), true, true);  // needs the optimizer on disk
+  EXPECT_EQ(opt.placement.optimizer, Residence::file);
+  EXPECT_EQ(opt.placement.param, Residence::memory);
   EXPECT_NE(opt.lines[0].find("offload_optimizer auto -> nvme"), std::string::npos) << opt.lines[0];
   EXPECT_NE(opt.lines[0].find("would need " +
-                              zt::format_bytes(size_t(predict(3, {false, false, opt.option.lowered_limits}).in_use()))),
+                              zt::format_bytes(size_t(predict(3, {false, false, opt.placement.lowered_limits}).in_use()))),
             std::string::npos)
       << opt.lines[0];
 
-  const BudgetChoice both = choose(l.both_low, true, true);  // needs the parameters on disk too
-  EXPECT_TRUE(both.option.optimizer_file && both.option.param_file && both.option.lowered_limits);
+  const PlacementChoice both = choose(l.both_low, true, true);  // needs the parameters on disk too
+  EXPECT_TRUE((both.placement == Placement{Residence::file, Residence::file, true}));
   EXPECT_EQ(both.peak.in_use(), l.both_low);
   ASSERT_EQ(both.lines.size(), 3u);
   EXPECT_NE(both.lines[1].find("offload_param auto -> nvme"), std::string::npos) << both.lines[1];
@@ -217,14 +234,14 @@ TEST(BudgetChoice, TheLeastOffloadThatFits) {
 TEST(BudgetChoice, OnlyAutoDevicesMoveAndParametersOnlyAtStage3) {
   const Ladder l = ladder();
   // The optimizer is not "auto": parameters alone may move, after the in-memory options.
-  const BudgetChoice par = choose(predict(3, {false, true, true}).in_use(), false, true);
-  EXPECT_FALSE(par.option.optimizer_file);
-  EXPECT_TRUE(par.option.param_file);
+  const PlacementChoice par = choose(predict(3, {false, true, true}).in_use(), false, true);
+  EXPECT_EQ(par.placement.optimizer, Residence::memory);
+  EXPECT_EQ(par.placement.param, Residence::file);
   // Stage 2: no parameter files, whatever offload_param says.
   const int64_t s2 = predict(2, {true, false, true}).in_use();
-  const BudgetChoice two = choose(s2, true, true, 2);
-  EXPECT_TRUE(two.option.optimizer_file);
-  EXPECT_FALSE(two.option.param_file);
+  const PlacementChoice two = choose(s2, true, true, 2);
+  EXPECT_EQ(two.placement.optimizer, Residence::file);
+  EXPECT_EQ(two.placement.param, Residence::memory);
   // Nothing "auto": only the configured placement with or without lowered limits.
   EXPECT_EQ(zt::testing_util::error_kind_of([&] { choose(l.opt, false, false); }), zt::ErrorKind::config);
 }
@@ -240,6 +257,89 @@ TEST(BudgetChoice, ABudgetNothingMeetsSaysWhatWouldFit) {
   // Without "auto" the same error names the offload that would fit.
   const std::string fixed = zt::testing_util::error_of([&] { choose(l.opt_low, false, false); });
   EXPECT_NE(fixed.find("offload_optimizer nvme, offload_param nvme"), std::string::npos) << fixed;
+}
+
+// Note [device plan]: beside a device zero::place takes the first placement, least leaving the
+// device first, whose predicted device peak fits run.device_memory_mb and whose host states and
+// data fit run.memory_budget_mb. Peaks here are made up per placement: {device bytes, host bytes}.
+namespace {
+PeakEstimate made_up(const Placement& p) {
+  const auto [device, host] = [&]() -> std::pair<int64_t, int64_t> {
+    using R = Residence;
+    if (p.optimizer == R::memory) return {100, 0};
+    if (p.param == R::memory) return {60, p.optimizer == R::host ? 40 : 5};
+    if (p.optimizer == R::host) return {30, p.param == R::host ? 70 : 45};
+    return {30, p.param == R::host ? 35 : 8};
+  }();
+  PeakEstimate e;
+  e.activations = device * kMiB;
+  e.states.optim = e.states.host = host * kMiB;  // states in host memory are not on the device
+  return e;
+}
+PlacementChoice on_device(int64_t device_mib, int64_t host_mib, std::optional<Residence> opt = std::nullopt,
+                          std::optional<Residence> par = std::nullopt) {
+  PlacementRequest req;
+  req.optimizer = opt;
+  req.param = par;
+  req.stage = 3;
+  req.device = "sim:0";
+  req.device_cap = device_mib * kMiB;
+  req.host_cap = host_mib * kMiB;
+  return place(req, made_up);
+}
+}  // namespace
+
+TEST(DevicePlacement, TheLeastLeavingTheDeviceThatFitsBothCaps) {
+  using R = Residence;
+  EXPECT_TRUE(on_device(100, 0).placement == Placement{});  // fits: nothing leaves
+  EXPECT_TRUE((on_device(70, 0).placement == Placement{R::host, R::memory}));  // pinned before files
+  EXPECT_TRUE((on_device(70, 10).placement == Placement{R::file, R::memory}));  // the host's cap: files
+  EXPECT_TRUE((on_device(40, 80).placement == Placement{R::host, R::host}));   // the parameters leave too
+  EXPECT_TRUE((on_device(40, 40).placement == Placement{R::file, R::host}));
+  const PlacementChoice c = on_device(40, 10);
+  EXPECT_TRUE((c.placement == Placement{R::file, R::file}));
+  ASSERT_EQ(c.lines.size(), 1u);
+  EXPECT_EQ(c.lines[0], "memory plan on sim:0: offload_optimizer nvme, offload_param nvme: predicted device peak "
+                        "30.00MiB fits run.device_memory_mb 40.00MiB, host states and data 8.00MiB fit "
+                        "run.memory_budget_mb 10.00MiB");
+  EXPECT_EQ(c.peak.in_use(), 30 * kMiB);
+  // A configured offload device stays; "auto" beside it moves.
+  EXPECT_TRUE((on_device(40, 0, R::file).placement == Placement{R::file, R::host}));
+  EXPECT_TRUE((on_device(40, 0, std::nullopt, R::file).placement == Placement{R::host, R::file}));
+  // Both configured: not second-guessed (the allocators' caps hold it), nothing said.
+  const PlacementChoice fixed = on_device(10, 1, R::memory, R::memory);
+  EXPECT_TRUE(fixed.placement == Placement{});
+  EXPECT_TRUE(fixed.lines.empty());
+}
+
+TEST(DevicePlacement, CapsThatNoPlacementMeetsAreOneConfigErrorBeforeStep1) {
+  const std::string device = zt::testing_util::error_of([] { on_device(20, 0); });
+  EXPECT_NE(device.find("[memory] run.device_memory_mb=20 (sim:0) fits no plan: the smallest predicted device "
+                        "peak is 30.00MiB per rank (offload_optimizer cpu, offload_param cpu)"),
+            std::string::npos)
+      << device;
+  const std::string host = zt::testing_util::error_of([] { on_device(40, 7); });
+  EXPECT_NE(host.find("[memory] run.memory_budget_mb=7 holds no plan that fits the device: the least the host "
+                      "needs is 8.00MiB per rank (offload_optimizer nvme, offload_param nvme)"),
+            std::string::npos)
+      << host;
+  EXPECT_EQ(zt::testing_util::error_kind_of([] { on_device(20, 0); }), zt::ErrorKind::config);
+}
+
+TEST(DevicePlacement, OffloadDevicesNameResidences) {
+  using R = Residence;
+  EXPECT_EQ(residence_of("auto", true), std::nullopt);
+  EXPECT_EQ(residence_of("cpu", true), R::host);
+  EXPECT_EQ(residence_of("cpu", false), R::memory);  // a CPU run's states are host memory already
+  EXPECT_EQ(residence_of("nvme", false), R::file);
+  EXPECT_EQ(residence_of("none", true), R::memory);
+  for (R r : {R::memory, R::host, R::file}) EXPECT_EQ(residence_of(offload_device(r), true), r);
+  // Below stage 3 every rank holds all parameters: "auto" and files both mean memory.
+  PlacementRequest req;
+  req.param = R::file;
+  req.stage = 2;
+  req.device = "sim:0";
+  EXPECT_EQ(place(req, made_up).placement.param, R::memory);
 }
 
 // Note [step schedule]: backward's bucket events, one at a time and several in flight.

@@ -1,7 +1,7 @@
 #pragma once
-// The peak memory of a rank before step 1 (Note [peak memory] in budget.cpp), and the least
-// offload that fits run.memory_budget_mb (Note [budget choice]). Pure arithmetic over a Plan;
-// what the plan cannot know (activations, data already loaded) comes from the caller.
+// The peak memory of a rank before step 1 (Note [peak memory] in budget.cpp), from which
+// zero::place chooses the least offload that fits (zt/zero/placement.h). Pure arithmetic over a
+// Plan; what the plan cannot know (activations, data already loaded) comes from the caller.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -56,24 +56,6 @@ struct PeakEstimate {
 };
 
 PeakEstimate predict_peak(const Plan& plan, const PeakInput& in);
-
-// Note [budget choice]: one candidate setting of the run, least intrusive first.
-struct BudgetOption {
-  bool optimizer_file = false, param_file = false;
-  bool lowered_limits = false;  // one gradient bucket in flight, no stage-3 prefetch or reuse
-  std::string describe() const;
-};
-struct BudgetChoice {
-  BudgetOption option;
-  PeakEstimate peak;
-  std::vector<std::string> lines;  // what was chosen and why, one line per choice
-};
-// The least offload whose predicted peak fits `budget` bytes: optimizer states to files first
-// (when optimizer_auto), then parameters (when param_auto, stage 3 only), compared by in_use(); within each, the
-// configured limits before lowered ones. `predict` gives the peak of an option. Throws a config
-// error naming the smallest peak and its settings when none fits.
-BudgetChoice choose_offload(int64_t budget, bool optimizer_auto, bool param_auto, const BudgetOption& configured,
-                            int stage, const std::function<PeakEstimate(const BudgetOption&)>& predict);
 
 // "states 1.20MiB, activations ...: 2.00MiB at once, 2.50MiB resident"
 std::string describe_peak(const PeakEstimate& p);

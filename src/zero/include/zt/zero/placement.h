@@ -1,0 +1,43 @@
+#pragma once
+// Note [placement choice]: where a run's optimizer states and stage-3 parameter shards live, chosen
+// once before step 1 from the config's offload devices and the budgets (placement.cpp). `train`
+// applies the choice and `estimate` prints the same lines. A new tier is a Residence and a file.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zt/zero/budget.h"
+
+namespace zt::zero {
+
+struct Placement {
+  Residence optimizer = Residence::memory, param = Residence::memory;
+  bool lowered_limits = false;  // one gradient bucket in flight, no stage-3 prefetch or reuse
+  bool operator==(const Placement&) const = default;
+};
+// "offload_optimizer nvme, offload_param none" (+ the lowered limits where they are).
+std::string describe(const Placement& p);
+// DeepSpeed's offload device of a residence: "none", "cpu" (pinned host memory beside a device), "nvme".
+std::string offload_device(Residence r);
+// The residence an offload device names beside a device or not; nullopt for "auto". On a CPU run
+// "cpu" is where the states already are: memory.
+std::optional<Residence> residence_of(const std::string& offload_device, bool beside_device);
+
+struct PlacementRequest {
+  std::optional<Residence> optimizer, param;  // as configured; nullopt: "auto"
+  int stage = 0;
+  std::string device;                    // where the run computes: "" for the CPU, else "sim:0", "cuda:0"
+  int64_t device_cap = 0, host_cap = 0;  // bytes per rank (run.device_memory_mb, run.memory_budget_mb); 0: none
+};
+struct PlacementChoice {
+  Placement placement;
+  PeakEstimate peak;               // predict(placement)
+  std::vector<std::string> lines;  // what was chosen and why, one line per choice
+};
+// The least offload that fits the caps, "auto" resolved; a placement the config names stays.
+// `predict` gives a placement's peak. Throws a config error naming the smallest peak when none fits.
+PlacementChoice place(const PlacementRequest& req, const std::function<PeakEstimate(const Placement&)>& predict);
+
+}  // namespace zt::zero

@@ -1,0 +1,171 @@
+#include "zt/zero/placement.h"
+
+#include <algorithm>
+
+#include "zt/core/allocator.h"
+#include "zt/core/error.h"
+
+namespace zt::zero {
+
+std::string describe(const Placement& p) {
+  return "offload_optimizer " + offload_device(p.optimizer) + ", offload_param " + offload_device(p.param) +
+         (p.lowered_limits ? ", one gradient bucket in flight and no stage-3 prefetch or reuse" : "");
+}
+
+std::string offload_device(Residence r) {
+  switch (r) {
+    case Residence::memory: return "none";
+    case Residence::host: return "cpu";
+    case Residence::file: return "nvme";
+  }
+  return "none";
+}
+
+std::optional<Residence> residence_of(const std::string& device, bool beside_device) {
+  if (device == "auto") return std::nullopt;
+  if (device == "nvme") return Residence::file;
+  if (device == "cpu" && beside_device) return Residence::host;
+  return Residence::memory;
+}
+
+namespace {
+
+using Predict = std::function<PeakEstimate(const Placement&)>;
+
+// Note [budget choice]: on the host, run.memory_budget_mb holds the allocator's bytes in use. Disk
+// is slower than memory and lowered limits cost overlap, so the configured run is tried first,
+// then offload level by level (optimizer states, whose tiles stream once a step, before
+// parameters, read at every gather), each with the configured limits before lowered ones. A budget
+// no option meets fails before step 1 naming the smallest peak.
+PlacementChoice place_on_host(const PlacementRequest& req, const Predict& predict) {
+  const bool opt_auto = !req.optimizer, par_auto = !req.param && req.stage == 3;
+  const Placement configured{req.optimizer.value_or(Residence::memory), req.param.value_or(Residence::memory)};
+  if (req.host_cap <= 0) {
+    PlacementChoice c{configured, predict(configured), {}};
+    if (!req.optimizer || !req.param) c.lines.push_back("offload auto -> none: no run.memory_budget_mb to plan for");
+    return c;
+  }
+  std::vector<Placement> order;
+  auto add_level = [&](Residence opt, Residence par) {
+    for (bool lowered : {false, true}) order.push_back({opt, par, lowered});
+  };
+  add_level(configured.optimizer, configured.param);
+  const Residence opt = opt_auto ? Residence::file : configured.optimizer;
+  if (opt != configured.optimizer) add_level(opt, configured.param);
+  if (par_auto) add_level(opt, Residence::file);
+  const std::string cap = format_bytes(size_t(req.host_cap)), head = "memory budget " + cap + ": ";
+  for (const Placement& o : order) {
+    const PeakEstimate p = predict(o);
+    if (p.in_use() > req.host_cap) continue;
+    PlacementChoice c{o, p, {}};
+    const std::string fits = "predicted peak " + format_bytes(size_t(p.in_use())) + " per rank fits";
+    auto line = [&](const std::string& what, const Placement& without) {
+      c.lines.push_back(head + what + ": " + fits + "; " + describe(without) + " would need " +
+                        format_bytes(size_t(predict(without).in_use())));
+    };
+    if (opt_auto) {
+      if (o.optimizer == Residence::file)
+        line("offload_optimizer auto -> nvme", {Residence::memory, o.param, o.lowered_limits});
+      else
+        c.lines.push_back(head + "offload_optimizer auto -> none: " + fits);
+    }
+    if (par_auto) {
+      if (o.param == Residence::file)
+        line("offload_param auto -> nvme", {o.optimizer, Residence::memory, o.lowered_limits});
+      else
+        c.lines.push_back(head + "offload_param auto -> none: " + fits);
+    }
+    if (o.lowered_limits)
+      line("one gradient bucket in flight and no stage-3 prefetch or reuse", {o.optimizer, o.param, false});
+    if (c.lines.empty()) c.lines.push_back(head + fits + " (" + describe_peak(p) + ")");
+    return c;
+  }
+  // Nothing allowed fits: name the smallest peak any setting gives, and the settings.
+  Placement best;
+  PeakEstimate bp;
+  int64_t smallest = -1;
+  for (Residence o : {Residence::memory, Residence::file})
+    for (Residence par : {Residence::memory, Residence::file}) {
+      if (par == Residence::file && req.stage != 3) continue;
+      for (bool lowered : {false, true}) {
+        const PeakEstimate p = predict({o, par, lowered});
+        if (smallest < 0 || p.in_use() < smallest) {
+          smallest = p.in_use();
+          best = {o, par, lowered};
+          bp = p;
+        }
+      }
+    }
+  ZT_THROW_AS(ErrorKind::config, "[budget] run.memory_budget_mb = ", req.host_cap >> 20, " (", cap,
+              " per rank) cannot hold this run: the smallest predicted peak is ", format_bytes(size_t(smallest)),
+              " per rank, with ", describe(best), " (", describe_peak(bp),
+              "); raise the budget, or lower the micro-batch, enable activation_checkpointing or a higher stage");
+}
+
+// Note [device plan]: on a device the two budgets plan together: run.device_memory_mb caps the
+// device's predicted peak, run.memory_budget_mb the host's model-state bytes (pinned states,
+// staging and swap tiles, stage 3's host shards) and the data. Offload devices "auto" take the
+// first placement that fits both, in this order: the least leaving the device (nothing, the
+// optimizer's states, then stage 3's parameter shards too), each in host memory before swap
+// files. A budget that no placement meets is one config error before step 1. A placement the
+// config names is not second-guessed: the allocators' caps hold it.
+PlacementChoice place_beside_device(const PlacementRequest& req, const Predict& predict) {
+  if (req.optimizer && req.param) {
+    const Placement configured{*req.optimizer, *req.param};
+    return {configured, predict(configured), {}};
+  }
+  auto candidates = [](std::optional<Residence> r) {
+    return r ? std::vector<Residence>{*r} : std::vector<Residence>{Residence::memory, Residence::host, Residence::file};
+  };
+  struct Option {
+    Placement at;
+    PeakEstimate peak;
+    int64_t host = 0;  // the host's model-state bytes and the data
+  };
+  std::vector<Option> order;
+  for (Residence o : candidates(req.optimizer))
+    for (Residence p : candidates(req.param))
+      if (p == Residence::memory || o != Residence::memory) order.push_back({{o, p}, {}, 0});  // the host updates what it holds
+  // What leaves the device first, then what leaves the host: the optimizer's tiles stream once a
+  // step, before the parameters, read at every gather (Note [budget choice]).
+  auto rank = [](const Option& x) {
+    const bool o = x.at.optimizer != Residence::memory, p = x.at.param != Residence::memory;
+    return std::pair{int(o) + 2 * int(p), int(x.at.optimizer == Residence::file) + 2 * int(x.at.param == Residence::file)};
+  };
+  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+  const Option* least_device = nullptr;
+  const Option* least_host = nullptr;
+  for (Option& x : order) {
+    x.peak = predict(x.at);
+    x.host = x.peak.states.host + x.peak.data;
+    const int64_t device = x.peak.in_use();
+    const bool device_fits = req.device_cap == 0 || device <= req.device_cap;
+    const bool host_fits = req.host_cap == 0 || x.host <= req.host_cap;
+    if (!least_device || device < least_device->peak.in_use()) least_device = &x;
+    if (device_fits && (!least_host || x.host < least_host->host)) least_host = &x;
+    if (!device_fits || !host_fits) continue;
+    return {x.at, x.peak,
+            {detail::concat("memory plan on ", req.device, ": ", describe(x.at), ": predicted device peak ",
+                            format_bytes(size_t(device)),
+                            req.device_cap > 0 ? " fits run.device_memory_mb " + format_bytes(size_t(req.device_cap)) : "",
+                            ", host states and data ", format_bytes(size_t(x.host)),
+                            req.host_cap > 0 ? " fit run.memory_budget_mb " + format_bytes(size_t(req.host_cap)) : "")}};
+  }
+  ZT_CHECK_AS(ErrorKind::config, least_host != nullptr, "[memory] run.device_memory_mb=", req.device_cap >> 20, " (",
+              req.device, ") fits no plan: the smallest predicted device peak is ",
+              format_bytes(size_t(least_device->peak.in_use())), " per rank (", describe(least_device->at),
+              "); raise run.device_memory_mb, or lower the micro-batch");
+  ZT_THROW_AS(ErrorKind::config, "[memory] run.memory_budget_mb=", req.host_cap >> 20,
+              " holds no plan that fits the device: the least the host needs is ", format_bytes(size_t(least_host->host)),
+              " per rank (", describe(least_host->at), "); raise run.memory_budget_mb or run.device_memory_mb");
+}
+
+}  // namespace
+
+PlacementChoice place(const PlacementRequest& given, const std::function<PeakEstimate(const Placement&)>& predict) {
+  PlacementRequest req = given;
+  if (req.stage != 3) req.param = Residence::memory;  // below stage 3 every rank holds all parameters
+  return req.device.empty() ? place_on_host(req, predict) : place_beside_device(req, predict);
+}
+
+}  // namespace zt::zero
