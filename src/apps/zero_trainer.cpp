@@ -30,9 +30,14 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
     out = detail::concat("offload_optimizer: cpu (ZeRO-Offload), ", p.policy.fp32_master ? "fp32 master and " : "",
                          "optimizer states in pinned host memory (", format_bytes(size_t(m.master + m.optim)),
                          " per rank), updated by the host ",
-                         c.gradient_clipping > 0 || c.fp16.enabled
-                             ? "after backward (gradient_clipping and fp16 need the gradients' norm first)"
-                             : "behind backward, each buffer as its gradient comes down",
+                         c.gradient_clipping <= 0 && !c.fp16.enabled
+                             ? "behind backward, each buffer as its gradient comes down"
+                         : p.policy.snapshot_host_update
+                             ? "behind backward, each buffer as its gradient comes down, speculating that nothing "
+                               "clips or overflows (super_offload: a snapshot of the states to redo from; at the "
+                               "step after a step that did)"
+                             : "after backward, once the gradients' norm is known (gradient_clipping or fp16; "
+                               "offload_optimizer.super_offload speculates behind backward)",
                          "; ",
                          format_bytes(size_t(m.on_device())), " of model states per rank on ", p.policy.device);
   }
@@ -255,7 +260,7 @@ class ZeroTrainer : public Trainer {
       const zero::SwapStats sw = engine_->swap_stats();  // rank 0's host updates and their copies, cumulative
       rec["offload"] = {{"update_s", sw.compute_s},        {"down_s", sw.down_s},
                         {"up_s", sw.up_s},                 {"bytes_down", sw.bytes_down},
-                        {"bytes_up", sw.bytes_up},         {"early_updates", sw.early_updates},
+                        {"bytes_up", sw.bytes_up},         {"early_updates", sw.early_updates}, {"early_redone", sw.early_redone},
                         {"early_update_s", sw.early_s},    {"early_wait_s", sw.early_wait_s}};
     }
     if (engine_->options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative

@@ -15,7 +15,7 @@ using detail::Section;
 // offload_optimizer or offload_param: every key DeepSpeed has, checked.
 void parse_offload(const Section& s, OffloadConfig& o) {
   s.allow({"device", "pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "fast_init", "ratio",
-           "pipeline_read", "pipeline_write", "pipeline"});
+           "pipeline_read", "pipeline_write", "pipeline", "super_offload"});
   s.read_choice("device", o.device, {"none", "cpu", "nvme", "auto"});
   s.read_path("nvme_path", o.nvme_path, true);
   ZT_CHECK_AS(ErrorKind::config, o.device != "nvme" || !o.nvme_path.empty(), "[config] ", s.source(), ": '",
@@ -27,6 +27,7 @@ void parse_offload(const Section& s, OffloadConfig& o) {
   s.read_bool("pin_memory", o.pin_memory);
   s.read_int("buffer_count", o.buffer_count, 1, 64);
   s.read_bool("fast_init", o.fast_init);
+  s.read_bool("super_offload", o.super_offload);
   s.read_number("ratio", o.ratio, 0, false, 1, false);
   ZT_CHECK_AS(ErrorKind::config, o.ratio == 1.0 || o.device == "none", "[config] ", s.source(), ": '", s.path("ratio"),
               "' = ", o.ratio, " is not supported yet (allowed: 1, every state offloaded)");

@@ -169,11 +169,17 @@ Tensor Engine::forward(const std::vector<Tensor>& inputs) {
   return in.size() == 1 ? model_(in[0]) : model_(in);
 }
 
+// Note [host update overlap]: behind backward where the host updates beside a device; where
+// clipping or fp16 may change the scale, speculatively and only after a step whose scale was the
+// expected one (a run that clips every step would redo every update).
 void Engine::begin_step(double lr) {
   const Policy& pol = plan_.policy;
+  const bool scaled = scaler_ || opts_.gradient_clipping > 0;
   const bool early = !pol.device.is_cpu() && pol.optimizer_residence == Residence::host &&
-                     pol.param_residence != Residence::file && !scaler_ && opts_.gradient_clipping <= 0;
-  optim_->begin_step(early ? std::optional<float>(float(lr)) : std::nullopt);
+                     pol.param_residence != Residence::file && (!scaled || (pol.snapshot_host_update && !last_scaled_));
+  if (!early) return optim_->begin_step(std::nullopt);
+  const double ls = loss_scale();  // the step's grad_scale below where the clip coefficient is 1
+  optim_->begin_step(OptimShard::EarlyStep{float(lr), ls == 1.0 ? 1.0f : float(1.0 / ls), scaled});
 }
 
 void Engine::backward(const Tensor& loss) {
@@ -217,7 +223,9 @@ StepStats Engine::step(double lr) {
     o.label = label("overflow check");
     overflow = group_->all_reduce_scalar(overflow ? 1.0 : 0.0, o) > 0;
     scaler_->update(overflow);  // throws below the minimum scale
+    last_scaled_ = overflow;
     if (overflow) {
+      optim_->discard_step([this](size_t b) { return store_->owned(b); });
       st.skipped = true;
       reducer_->zero();
       return st;
@@ -230,6 +238,7 @@ StepStats Engine::step(double lr) {
   }
   st.grad_norm = std::sqrt(sumsq) / st.loss_scale;
   if (opts_.gradient_clipping > 0) st.clip_coef = optim::clip_coefficient(st.grad_norm, opts_.gradient_clipping);
+  last_scaled_ = st.clip_coef != 1.0;
   // Unscaling and clipping folded into the update (one pass over the gradients).
   const float grad_scale = st.loss_scale == 1.0 ? float(st.clip_coef) : float(st.clip_coef / st.loss_scale);
   for (size_t b = 0; b < nb; ++b) {

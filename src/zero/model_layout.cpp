@@ -44,6 +44,9 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   m.policy.device = opts.device;
   if (opts.f32_compute) m.policy.compute_dtype = DType::f32;
   place(m.policy, opts.zero, opts.aio, opts.run_name);
+  m.policy.snapshot_host_update = !opts.device.is_cpu() && m.policy.optimizer_residence == Residence::host &&
+                                  m.policy.param_residence != Residence::file && opts.zero.offload_optimizer.super_offload &&
+                                  (opts.gradient_clipping > 0 || m.policy.loss_scaling);
   ZT_CHECK_AS(ErrorKind::config, m.policy.param_residence == Residence::memory || opts.zero.stage == 3,
               "[zero] offload_param.device = ", opts.zero.offload_param.device,
               " needs zero_optimization.stage 3 (below it every rank holds all ",

@@ -10,15 +10,21 @@
 // ZeRO-Infinity) stage the same way; on the host a file's tiles are updated by the same kernel too
 // (Note [optimizer swap]), RAM holding only the tile buffers (Plan::memory()).
 //
-// Note [host update overlap]: where a step's gradients need no scale (no gradient_clipping, no
-// fp16 loss scaling: the norm and the overflow check are known only after backward) and the
-// learning rate is given before backward (Engine::begin_step), each buffer's host update starts
-// on a HostWorker thread as soon as its gradient is final, behind the rest of backward: the
-// thread waits for the gradient's copy and runs the kernel on host memory only; the step waits
-// for it and sends the parameters up. The update is the one the step would run (scale 1, the same
-// lr and step count), so the trajectory is unchanged. With clipping or fp16 the updates run at the
-// step, after the norm (DeepSpeed's ordering). Not with stage 3's parameters in swap files, whose
-// shards the parameter store moves.
+// Note [host update overlap]: where the learning rate is given before backward
+// (Engine::begin_step), each buffer's host update starts on a HostWorker thread as soon as its
+// gradient is final, behind the rest of backward: the thread waits for the gradient's copy and runs
+// the kernel on host memory only; the step waits for it and sends the parameters up. Without
+// clipping or fp16 the scale is 1 and the update is the one the step would run. With them the
+// scale is known only after backward (the norm, the overflow vote), so the thread speculates that
+// nothing clips (scale 1/loss scale, the step's scale whenever the clip coefficient is 1) after a
+// snapshot of the buffer's master and states (Policy::snapshot_host_update, in the plan); the step
+// keeps it where the scale matches, else puts the snapshot back and updates again with the real
+// scale, and an fp16 step skipped on overflow puts every snapshot back. Either way the trajectory
+// is the at-the-step one bit for bit. Engine::begin_step speculates only after a step that did not
+// clip or overflow. Speculation is DeepSpeed's offload_optimizer.super_offload (SuperOffload's
+// speculation-then-validation), off by default: it doubles the pinned states. Without it a
+// clipped or fp16 run updates at the step. Not with stage 3's parameters in swap files, whose
+// shards the store moves.
 #include "optim_shard.h"
 
 #include <algorithm>
@@ -46,6 +52,7 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
     }
     grads_down_.resize(plan.buffers.size());
     params_down_.resize(plan.buffers.size());
+    if (plan.policy.snapshot_host_update) snapshot_.resize(plan.buffers.size());
     params_up_.resize(plan.buffers.size());
     early_.resize(plan.buffers.size());
   }
@@ -77,6 +84,9 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
     TagScope tag(MemTag::optim);
     for (size_t i = 0; i < names_.size(); ++i)
       t.push_back(host ? pinned_zeros(n, DType::f32, MemTag::optim) : Tensor::zeros({n}, DType::f32, d));
+    if (!snapshot_.empty())  // Note [host update overlap]: the tensors and the parameters, as Plan::memory counts them
+      for (size_t j = 0; j <= t.size(); ++j)
+        snapshot_[b].push_back(pinned_zeros(n, j < t.size() ? DType::f32 : plan.policy.param_dtype, MemTag::optim));
     bufs_.push_back(memory_residence(n, d, std::move(t)));
   }
 }
@@ -94,21 +104,50 @@ void OptimShard::take_gradient(size_t b, const Tensor& params, const Tensor& gra
     params_down_[b] = copy_on_copy_stream(p, params);
     staging_.bytes_down += uint64_t(params.nbytes());
   }
-  if (!early_lr_) return;
+  if (!early_step_) return;
+  ZT_ASSERT(!early_step_->speculative || !snapshot_.empty(), "speculative update without a snapshot");
   if (!worker_) worker_ = std::make_unique<HostWorker>();
-  const float lr = *early_lr_;
+  const EarlyStep e = *early_step_;
   const int64_t step = steps_ + 1;
   // Note [host update overlap]: only host memory on the thread; the events are this job's alone.
-  early_[b] = {worker_->submit([this, b, p, lr, step, down = std::exchange(grads_down_[b], CopyEvent()),
+  early_[b] = {worker_->submit([this, b, p, e, step, down = std::exchange(grads_down_[b], CopyEvent()),
                                 pdown = std::exchange(params_down_[b], CopyEvent())] {
                  down.synchronize();
                  pdown.synchronize();
                  const auto t0 = std::chrono::steady_clock::now();
-                 apply(b, p, host_grads_[b], lr, 1.0f, step, p);
+                 if (e.speculative) copy_snapshot(b, p, /*save=*/true);
+                 apply(b, p, host_grads_[b], e.lr, e.grad_scale, step, p);
                  staging_.early_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                  ++staging_.early_updates;
                }),
-               lr};
+               e};
+}
+
+// Buffer b's master, states and the host parameters its update writes (`params`: stage 3's shard
+// in host memory is the live one) into its snapshot, or back.
+void OptimShard::copy_snapshot(size_t b, const Tensor& params, bool save) {
+  auto copy = [save](Tensor kept, Tensor live) { save ? kept.copy_(live) : live.copy_(kept); };
+  bufs_[b]->visit([&](int64_t begin, int64_t len, const std::vector<Tensor>& views) {
+    for (size_t j = 0; j < views.size(); ++j) copy(snapshot_[b][j].slice(0, begin, begin + len), views[j]);
+  });
+  copy(snapshot_[b].back(), params);
+}
+
+void OptimShard::end_early(size_t b, const Tensor& params, bool keep) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Early e = std::exchange(early_[b], Early());
+  worker_->wait(e.ticket);
+  staging_.early_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (keep) return;
+  ZT_ASSERT(e.step.speculative, "buffer ", b, "'s early update has no snapshot to undo");
+  copy_snapshot(b, params, /*save=*/false);
+  ++staging_.early_redone;
+}
+
+void OptimShard::discard_step(const std::function<Tensor(size_t)>& params) {
+  for (size_t b = 0; b < early_.size(); ++b)
+    if (early_[b].ticket > 0) end_early(b, host_params(b, params(b)), /*keep=*/false);
+  early_step_.reset();
 }
 
 Tensor OptimShard::host_params(size_t b, const Tensor& params) {
@@ -136,13 +175,16 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
   if (host_grads_.empty() || grads.device().is_cpu()) return apply(b, params, grads, lr, grad_scale, steps_ + 1, params);
   Tensor p;
   if (early_[b].ticket > 0) {  // Note [host update overlap]: started during backward
-    ZT_CHECK(early_[b].lr == lr && grad_scale == 1.0f, "[zero] buffer ", b, "'s update started during backward with lr ",
-             early_[b].lr, " and no gradient scale; the step asks lr ", lr, " and scale ", grad_scale,
+    const EarlyStep e = early_[b].step;
+    const bool same = e.lr == lr && e.grad_scale == grad_scale;
+    ZT_CHECK(same || e.speculative, "[zero] buffer ", b, "'s update started during backward with lr ", e.lr,
+             " and scale ", e.grad_scale, "; the step asks lr ", lr, " and scale ", grad_scale,
              " (begin_step must name the step's lr)");
-    const auto t0 = std::chrono::steady_clock::now();
-    worker_->wait(std::exchange(early_[b].ticket, 0));
-    staging_.early_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     p = host_params(b, params);
+    end_early(b, p, same);
+    if (!same) {  // clipped: again from the snapshot
+      apply(b, p, host_grads_[b], lr, grad_scale, steps_ + 1, params);
+    }
   } else {
     const bool taken = grads_down_[b].defined();
     p = host_params(b, params);

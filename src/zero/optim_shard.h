@@ -29,11 +29,15 @@ class OptimShard {
              const std::function<Tensor(size_t)>& initial);
   ~OptimShard();
 
-  // Note [host update overlap]: the learning rate of the step whose backward comes next, where its
-  // gradients' scale is known to be 1 before backward ends (no clipping, no loss scaling) and the
-  // states are in pinned host memory: each buffer's host update then starts as its gradient has
-  // come down. nullopt: at the step.
-  void begin_step(std::optional<float> lr) { early_lr_ = lr; }
+  // Note [host update overlap]: a step's update that may start behind its backward, beside a
+  // device with the states in pinned host memory: the step's lr and the gradients' scale expected
+  // (1, or 1/loss scale); `speculative` where clipping or an fp16 overflow may still change it, so
+  // each buffer's states are snapshotted first and the update redone (or undone) at the step.
+  struct EarlyStep {
+    float lr = 0, grad_scale = 1;
+    bool speculative = false;
+  };
+  void begin_step(std::optional<EarlyStep> early) { early_step_ = early; }
   // Buffer b's averaged gradient is final (GradReducer's on_final): beside a device it starts
   // coming down into pinned memory on the copy stream while backward goes on (Note [host residence]).
   // `params` is this rank's range of the parameters, as update() takes it.
@@ -43,8 +47,11 @@ class OptimShard {
   void update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale);
   void finish_step() {
     ++steps_;
-    early_lr_.reset();
+    early_step_.reset();
   }
+  // An fp16 step skipped on overflow: the updates started behind backward are undone (`params(b)`:
+  // buffer b's parameters as update() takes them).
+  void discard_step(const std::function<Tensor(size_t)>& params);
   void set_steps(int64_t s) { steps_ = s; }
   int64_t steps() const { return steps_; }
   // Named tensors of buffer b: "master" (16-bit runs) then the optimizer's states.
@@ -59,6 +66,10 @@ class OptimShard {
   // host-resident shard itself), after its previous upload has landed.
   Tensor host_params(size_t b, const Tensor& params);
   void wait_for_gradient(size_t b, const Tensor& grads);
+  // The early update of buffer b has ended; `keep` false puts its snapshot back (`params`: the
+  // host tensor its update wrote).
+  void end_early(size_t b, const Tensor& params, bool keep);
+  void copy_snapshot(size_t b, const Tensor& params, bool save);
 
   config::OptimizerConfig spec_;
   std::function<Tensor(size_t)> initial_;
@@ -75,10 +86,11 @@ class OptimShard {
   std::vector<CopyEvent> grads_down_, params_down_, params_up_;
   struct Early {
     int64_t ticket = 0;  // HostWorker's; 0: none
-    float lr = 0;
+    EarlyStep step;
   };
   std::vector<Early> early_;
-  std::optional<float> early_lr_;
+  std::optional<EarlyStep> early_step_;
+  std::vector<std::vector<Tensor>> snapshot_;  // per buffer, its residence's tensors (speculative updates)
   std::unique_ptr<HostWorker> worker_;  // made at the first early update
   SwapStats staging_;  // the copies' times and bytes, the early updates' waits
   double compute_s_ = 0;

@@ -86,6 +86,11 @@ MemoryEstimate Plan::memory() const {
     e.optim = policy.swap.buffers * swap_slot_bytes();
   }
   if (!policy.device.is_cpu() && policy.optimizer_residence != Residence::memory) {  // Note [host residence]
+    if (policy.snapshot_host_update) {  // Note [host update overlap]: the snapshot of the states and parameters
+      e.optim += e.master + e.optim;
+      for (size_t i = 0; i < buffers.size(); ++i)
+        e.optim += int64_t(dtype_size(policy.param_dtype)) * optim_range(i, 0).size();
+    }
     e.optim += host_staging_bytes();
     e.host += e.master + e.optim;  // the tile buffers or the states, and the staging tiles, beside the device
   }

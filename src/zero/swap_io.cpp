@@ -106,6 +106,7 @@ SwapStats& operator+=(SwapStats& a, const SwapStats& b) {
   a.early_s += b.early_s;
   a.early_wait_s += b.early_wait_s;
   a.early_updates += b.early_updates;
+  a.early_redone += b.early_redone;
   a.direct = a.direct || b.direct;
   return a;
 }

@@ -330,7 +330,8 @@ TEST(ConfigParse, OffloadAndAioKeys) {
                             {"nvme_path", "/local"},
                             {"buffer_count", 5},
                             {"pin_memory", true},
-                            {"fast_init", false}}},
+                            {"fast_init", false},
+                            {"super_offload", true}}},
                           {"offload_param", {{"device", "cpu"}, {"pin_memory", true}}}}},
                         {"aio",
                          {{"block_size", 262144},
@@ -341,6 +342,8 @@ TEST(ConfigParse, OffloadAndAioKeys) {
   EXPECT_EQ(c.zero.offload_optimizer.device, "nvme");
   EXPECT_EQ(c.zero.offload_optimizer.nvme_path, "/local");
   EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 5);
+  EXPECT_TRUE(c.zero.offload_optimizer.super_offload);
+  EXPECT_FALSE(parse(json::object()).zero.offload_optimizer.super_offload);
   EXPECT_EQ(c.zero.offload_param.device, "cpu");
   EXPECT_EQ(c.zero.sub_group_size, 1000000);
   EXPECT_EQ(c.aio.block_size, 262144);

@@ -45,6 +45,7 @@ const std::string kInt8Grads =
     " zero_optimization.zero_quantized_gradients=true zero_optimization.zero_quantized_gradients_bits=8";
 
 const std::string kOffload = " zero_optimization.offload_optimizer.device=cpu";
+const std::string kSuper = " zero_optimization.offload_optimizer.super_offload=true";
 const std::string kNvme = " zero_optimization.offload_optimizer.device=nvme zero_optimization.offload_optimizer.nvme_path=" +
                           (std::filesystem::temp_directory_path() / "zt_e2e_sim_swap").string();
 
@@ -95,10 +96,23 @@ TEST_P(SimFollowsCpu, BitForBit) {
         if (offload) {
           EXPECT_EQ(last.at("device_memory").at("master").get<int64_t>(), 0);
         }
-        if (c.sim_only.find(kOffload) == 0) {  // Note [host update overlap]: behind backward where nothing scales
-          const bool behind = r.out.find("updated by the host behind backward") != std::string::npos;
-          EXPECT_EQ(behind, c.args.find("fp16") == std::string::npos && (!gpt || c.args.find("gradient_clipping=0 ") != std::string::npos)) << r.out;
-          EXPECT_EQ(last.at("offload").at("early_updates").get<int64_t>() > 0, behind);
+        if (c.sim_only.find(kOffload) == 0) {  // Note [host update overlap]: behind backward, speculated where scaled
+          const bool clips = gpt ? c.args.find("gradient_clipping=0 ") == std::string::npos
+                                 : c.args.find("gradient_clipping=") != std::string::npos;
+          const bool scaled = clips || c.args.find("fp16") != std::string::npos;
+          const bool behind = !scaled || c.sim_only.find("super_offload=true") != std::string::npos;
+          EXPECT_NE(r.out.find(behind ? "updated by the host behind backward" : "updated by the host after backward"),
+                    std::string::npos)
+              << r.out;
+          const auto& o = last.at("offload");
+          EXPECT_EQ(o.at("early_updates").get<int64_t>() > 0, behind);
+          const int64_t redone = o.at("early_redone").get<int64_t>();
+          if (!scaled || c.name.find("kept") != std::string::npos) {
+            EXPECT_EQ(redone, 0);
+          }
+          if (c.name.find("redo") != std::string::npos) {
+            EXPECT_GT(redone, 0);
+          }
         }
         EXPECT_EQ(last.at("memory").at("param").get<int64_t>(), 0);
         const bool swap = c.sim_only.find("nvme") != std::string::npos;  // its tile buffers are host memory
@@ -127,6 +141,15 @@ INSTANTIATE_TEST_SUITE_P(
                       // ZeRO-Offload on the device (Note [host residence]) against the in-memory cpu run.
                       Case{"mlp_offload_fp32", kMnist, 2, {1, 2, 3}, 0, kOffload},
                       Case{"mlp_offload_bf16", kMnist + " bf16.enabled=true", 1, {1, 3}, 0, kOffload},
+                      // Note [host update overlap]'s speculation: never clipped (kept), always clipped
+                      // (redone, fp32 with stage 3's shards in host memory), an fp16 overflow (undone).
+                      Case{"mlp_offload_speculation_kept", kMnist + " bf16.enabled=true gradient_clipping=1000000", 2,
+                           {2}, 0, kOffload + kSuper},
+                      Case{"mlp_offload_clipped_redo", kMnist + " gradient_clipping=0.000001", 2, {3}, 0,
+                           kOffload + kSuper + " zero_optimization.offload_param.device=cpu"
+                                      " zero_optimization.stage3_param_persistence_threshold=0"},
+                      Case{"mlp_offload_fp16_overflow_redo", kMnist + " fp16.enabled=true fp16.initial_scale_power=24", 2,
+                           {1}, 0, kOffload + kSuper},
                       Case{"gpt_offload_bf16", kGpt + " train_micro_batch_size_per_gpu=2 gradient_clipping=0 ", 2, {1, 2, 3}, 0,
                            kOffload + " zero_optimization.sub_group_size=3000"},
                       // ZeRO-Infinity's optimizer on the device: swap files, each tile staged down and up.
@@ -249,9 +272,13 @@ TEST(SimOffloadMemory, DeviceAndPinnedHostHoldWhatEstimateSays) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
   const std::string args = " --config configs/mnist_mlp.json data.train_limit=2048 run.eval_at_end=false"
                            " steps_per_print=1 run.max_steps=4 bf16.enabled=true run.device=sim";
-  for (int stage : {1, 2, 3}) {
-    SCOPED_TRACE("stage " + std::to_string(stage));
-    const std::string s = " zero_optimization.stage=" + std::to_string(stage), dir = tmpdir("sim_offload_memory");
+  // The last: Note [host update overlap]'s speculation keeps a pinned snapshot of the states.
+  const std::vector<std::pair<int, std::string>> runs = {{1, ""}, {2, ""}, {3, ""}, {2, kSuper + " gradient_clipping=1"}};
+  int64_t pinned_without = 0;
+  for (const auto& [stage, extra] : runs) {
+    SCOPED_TRACE("stage " + std::to_string(stage) + extra);
+    const std::string s = " zero_optimization.stage=" + std::to_string(stage) + extra,
+                      dir = tmpdir("sim_offload_memory");
     const Result e = run(kBin + " estimate" + args + s + " --world 2 --json", 60);
     ASSERT_EQ(e.code, 0) << e.out;
     const auto row = nlohmann::json::parse(e.out.substr(e.out.find('{'))).at("stages").at(size_t(stage));
@@ -268,6 +295,11 @@ TEST(SimOffloadMemory, DeviceAndPinnedHostHoldWhatEstimateSays) {
     };
     EXPECT_EQ(states("device_memory"), want.at("device").get<int64_t>());
     EXPECT_EQ(states("pinned_memory"), want.at("host").get<int64_t>());
+    if (stage == 2 && extra.empty()) pinned_without = states("pinned_memory");
+    if (!extra.empty()) {
+      EXPECT_GT(states("pinned_memory"), pinned_without);
+      EXPECT_GT(last.at("offload").at("early_updates").get<int64_t>(), 0);
+    }
     EXPECT_EQ(last.at("device_memory").at("optim").get<int64_t>(), 0);
     const int64_t peak = last.at("device_memory").at("peak").get<int64_t>();
     EXPECT_LE(peak, want.at("peak").at("in_use").get<int64_t>());

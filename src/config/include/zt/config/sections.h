@@ -33,6 +33,9 @@ struct OffloadConfig {
   std::string nvme_path;
   int64_t buffer_count = 4;  // tile buffers in memory (DeepSpeed's default for the optimizer)
   bool pin_memory = false, fast_init = false;
+  // offload_optimizer on a device with clipping or fp16: the host's update speculates behind
+  // backward from a snapshot of the states (Note [host update overlap]); twice the pinned states.
+  bool super_offload = false;
   double ratio = 1.0;  // share of the states offloaded; only 1 is implemented
 };
 

@@ -105,6 +105,7 @@ class Engine {
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t micro_ = 0;  // backward() calls since the last step
   int64_t steps_ = 0;
+  bool last_scaled_ = false;  // the last step clipped or overflowed (Note [host update overlap])
   int64_t gathers_at_step_ = 0;
 };
 

@@ -43,7 +43,7 @@ struct SwapStats {
   uint64_t bytes_down = 0, bytes_up = 0;
   // Note [host update overlap]: the updates that ran during backward, their time (also in
   // compute_s) and how long the step waited for them: 1 - wait / time is the share hidden.
-  uint64_t early_updates = 0;
+  uint64_t early_updates = 0, early_redone = 0;  // redone: speculated, then clipped or skipped
   double early_s = 0, early_wait_s = 0;
   bool direct = false;                       // O_DIRECT in use
 };
@@ -74,6 +74,11 @@ struct Policy {
   DType comm_dtype = DType::f32;        // gradients on the wire
   bool fp32_master = false;             // 16-bit parameters keep an fp32 master in the optimizer shard
   bool loss_scaling = false;            // fp16: dynamic (or static) loss scaling
+  // Note [host update overlap]: offload_optimizer.super_offload beside a device with the states in
+  // pinned host memory and the gradients' scale known only after backward (clipping, fp16): the
+  // host updates behind backward speculatively (scale 1/loss scale) from a snapshot of the master
+  // and states, to redo from.
+  bool snapshot_host_update = false;
   Residence optimizer_residence = Residence::memory;
   // Stage 3 (offload_param.device = nvme): each non-persistent unit's parameter shard lives in a
   // swap file, read ahead of its all-gather (Note [parameter swap] in param_store.cpp); with
