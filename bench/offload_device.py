@@ -31,6 +31,9 @@ PLACEMENTS = {"device": [], "cpu": ["zero_optimization.offload_optimizer.device=
               "cpu, no clipping": ["zero_optimization.offload_optimizer.device=cpu", "gradient_clipping=0"],
               "cpu, super_offload": ["zero_optimization.offload_optimizer.device=cpu",
                                      "zero_optimization.offload_optimizer.super_offload=true"],
+              "cpu, super_offload, clipping 100": ["zero_optimization.offload_optimizer.device=cpu",
+                                                   "zero_optimization.offload_optimizer.super_offload=true",
+                                                   "gradient_clipping=100"],
               "nvme": None}
 
 
