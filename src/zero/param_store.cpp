@@ -1,5 +1,6 @@
 // Note [parameter swap]: with offload_param.device = nvme (Residence::file, stage 3) each unit
-// that is not persistent keeps its parameter shard in a swap file <dir>/p<unit>.swap instead of
+// that is not persistent keeps its parameter shard in a swap file <dir>/p<unit>.swap (the file tier of Note [residence], read
+// and written whole) instead of
 // memory, in records of Plan::param_tile_elems() elements. The prefetcher starts reading a unit's
 // shard one prefetch before it launches the unit's all-gather, so the read runs behind the
 // computation of the unit before; the shard is freed once the all-gather completes. The
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "residence.h"
 #include "swap_file.h"
 #include "zt/ops/compress.h"
 #include "zt/ops/ops.h"
@@ -56,9 +58,10 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
       write_initial(b, buf.full, {0, plan_.buffers[b].padded}, materialize);
     }
     if (plan_.param_swapped(b)) {
-      const int64_t tile = plan_.param_tile_elems(), tiles = (buf.own.size() + tile - 1) / tile;
-      buf.file = std::make_unique<SwapFile>(swap_dir_ + "/p" + std::to_string(b) + ".swap", tiles,
-                                            size_t(tile) * dtype_size(pol.param_dtype), int(tiles), pol.swap);
+      const int64_t tile = plan_.param_tile_elems();
+      // Note [residence]: the file tier, one tensor read and written whole (no tile buffers).
+      buf.file = file_residence(swap_dir_ + "/p" + std::to_string(b) + ".swap", buf.own.size(), 1,
+                                {nullptr, tile, pol.swap, pol.param_dtype}, nullptr);
       const auto& ps = plan_.buffers[b].params;
       auto held = [&](const auto& s) { return params_[s.index].has_storage(); };
       if (!buf.full.defined() && std::none_of(ps.begin(), ps.end(), held)) {
@@ -104,15 +107,12 @@ void ParamStore::stage_in(size_t b, bool wait) {
   }
   if (!buf.shard.defined()) {
     const Tensor staged = staging(b);
-    char* base = static_cast<char*>(staged.raw_data());
-    const int64_t tile = plan_.param_tile_elems();
-    for (int64_t t = 0; t * tile < buf.own.size(); ++t)
-      buf.file->read(t, base + size_t(t) * buf.file->record_bytes(), int(t));
+    buf.file->start_read(staged.raw_data());
     buf.reading = true;
     buf.shard = staged.slice(0, 0, buf.own.size());
   }
   if (wait && buf.reading) {
-    buf.file->wait_all();
+    buf.file->finish_read();
     buf.reading = false;
   }
 }
@@ -120,11 +120,7 @@ void ParamStore::stage_in(size_t b, bool wait) {
 void ParamStore::stage_out(size_t b) {
   Buf& buf = bufs_[b];
   ZT_ASSERT(buf.shard.defined() && !buf.reading, "parameter swap of unit ", b, " written back while not read in");
-  const int64_t tile = plan_.param_tile_elems();
-  const char* base = static_cast<const char*>(buf.shard.raw_data());
-  for (int64_t t = 0; t * tile < buf.own.size(); ++t)
-    buf.file->write(t, base + size_t(t) * buf.file->record_bytes(), int(t));
-  buf.file->wait_all();
+  buf.file->write_whole(buf.shard.raw_data());
   buf.fresh = false;
   buf.shard = Tensor();
 }
@@ -209,19 +205,7 @@ ShardTensor ParamStore::owned_state(size_t b) {
     stage_in(b, true);
     buf.shard = Tensor();
   }
-  ShardTensor t;
-  t.name = "param";
-  t.dtype = plan_.policy.param_dtype;
-  t.numel = buf.own.size();
-  const size_t es = dtype_size(t.dtype);
-  auto io = [this, &buf, es](int64_t begin, int64_t n, void* dst, const void* src) {
-    TagScope tag(MemTag::workspace);
-    Tensor scratch = page_aligned(int64_t(buf.file->record_bytes()), plan_.policy.param_dtype);
-    swap_range(*buf.file, scratch.raw_data(), plan_.param_tile_elems(), es, 0, begin, n, dst, src);
-  };
-  t.read_fn = [io](int64_t begin, int64_t n, void* dst) { io(begin, n, dst, nullptr); };
-  t.write_fn = [io](int64_t begin, int64_t n, const void* src) { io(begin, n, nullptr, src); };
-  return t;
+  return buf.file->tensor(0, "param");
 }
 
 void ParamStore::publish(size_t b, const std::string& label) {

@@ -19,7 +19,7 @@
 
 namespace zt::zero {
 
-class SwapFile;
+class ShardResidence;
 
 class ParamStore {
  public:
@@ -78,7 +78,7 @@ class ParamStore {
     bool training_gather = false;  // launched by a training pass (Note [ZeRO++])
     bool exact = true;             // full holds the shards' values, not qwZ's
     Tensor secondary;              // hpZ: this rank's piece of the full unit, until the update
-    std::unique_ptr<SwapFile> file;  // Note [parameter swap]: the shard's records
+    std::unique_ptr<ShardResidence> file;  // Note [parameter swap]: the shard's records (the file tier)
     bool reading = false;            // a read into `shard` is in flight
     bool updating = false;           // owned(b) handed the shard out: publish writes it back
     bool fresh = false;              // no record written yet: the initialisers' values (Note [fresh swap files])

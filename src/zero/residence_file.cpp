@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "residence.h"
 #include "swap_file.h"
@@ -19,19 +20,33 @@
 namespace zt::zero {
 namespace {
 
+std::vector<Tensor>& no_slots() {  // a file read and written whole
+  static std::vector<Tensor> none;
+  return none;
+}
+
 class FileResidence final : public ShardResidence {
  public:
   FileResidence(const std::string& path, int64_t numel, size_t count, const FileTiles& tiles,
                 std::function<Tensor()> initial)
-      : numel_(numel), count_(int64_t(count)), tile_(tiles.tile), slots_(*tiles.slots), initial_(std::move(initial)) {
-    file_ = std::make_unique<SwapFile>(path, (numel + tile_ - 1) / tile_, size_t(count_ * tile_ * 4),
-                                       int(slots_.size()), tiles.opts);
+      : numel_(numel),
+        count_(int64_t(count)),
+        tile_(tiles.tile),
+        es_(dtype_size(tiles.dtype)),
+        dtype_(tiles.dtype),
+        slots_(tiles.slots ? *tiles.slots : no_slots()),
+        initial_(std::move(initial)) {
+    // One I/O slot per tile buffer, or per record where the file is read whole (start_read).
+    const int64_t records = (numel + tile_ - 1) / tile_;
+    file_ = std::make_unique<SwapFile>(path, records, size_t(count_ * tile_) * es_,
+                                       int(slots_.empty() ? records : int64_t(slots_.size())), tiles.opts);
   }
 
   int64_t numel() const override { return numel_; }
   Device device() const override { return Device::cpu(); }
 
   void visit(const TileFn& fn, const TileFn& fresh) override {
+    ZT_ASSERT(dtype_ == DType::f32 && !slots_.empty(), "visit of a swap file without f32 tile buffers");
     const bool was_fresh = fresh_;
     Tensor init;  // the initial values, fetched once, where `fresh` does not fill the tiles
     std::vector<Tensor> views(static_cast<size_t>(count_));
@@ -58,25 +73,43 @@ class FileResidence final : public ShardResidence {
     ShardTensor t;
     t.name = name;
     t.numel = numel_;
+    t.dtype = dtype_;
     auto initial = std::make_shared<Tensor>();  // a fresh tensor 0's values, fetched once per handle
     t.read_fn = [this, j, initial](int64_t begin, int64_t n, void* dst) {
-      if (!fresh_) return swap_range(*file_, slots_[0].raw_data(), tile_, 4, j, begin, n, dst, nullptr);
+      if (!fresh_) return range(j, begin, n, dst, nullptr);
       if (j == 0 && initial_) {
         if (!initial->defined()) *initial = initial_().to(Device::cpu());
-        const Tensor v = initial->slice(0, begin, begin + n).to(DType::f32);
-        std::memcpy(dst, v.raw_data(), size_t(n) * 4);
+        const Tensor v = initial->slice(0, begin, begin + n).to(dtype_);
+        std::memcpy(dst, v.raw_data(), size_t(n) * es_);
       } else {
-        std::memset(dst, 0, size_t(n) * 4);
+        std::memset(dst, 0, size_t(n) * es_);
       }
     };
     t.write_fn = [this, j](int64_t begin, int64_t n, const void* src) {
       if (fresh_) visit([](int64_t, int64_t, const std::vector<Tensor>&) {}, nullptr);  // the whole file first
-      swap_range(*file_, slots_[0].raw_data(), tile_, 4, j, begin, n, nullptr, src);
+      range(j, begin, n, nullptr, src);
     };
     return t;
   }
 
   SwapStats stats() const override { return file_->stats(); }
+
+  void start_read(void* dst) override {
+    ZT_ASSERT(!fresh_ && !reading_, "whole read of ", file_->path(), fresh_ ? " before its first write" : " twice");
+    char* base = static_cast<char*>(dst);
+    for (int64_t t = 0; t * tile_ < numel_; ++t) file_->read(t, base + size_t(t) * file_->record_bytes(), int(t));
+    reading_ = true;
+  }
+  void finish_read() override {
+    if (std::exchange(reading_, false)) file_->wait_all();
+  }
+  void write_whole(const void* src) override {
+    ZT_ASSERT(!reading_, "write of ", file_->path(), " while it is read");
+    const char* base = static_cast<const char*>(src);
+    for (int64_t t = 0; t * tile_ < numel_; ++t) file_->write(t, base + size_t(t) * file_->record_bytes(), int(t));
+    file_->wait_all();
+    fresh_ = false;
+  }
 
  private:
   // Tiles in order through the tile buffers: the next tiles are read (read_first) while fn visits
@@ -106,11 +139,26 @@ class FileResidence final : public ShardResidence {
     f.wait_all();
   }
 
+  // Elements [begin, begin + n) of tensor j read into dst or written from src, through a tile
+  // buffer (or a record of scratch where the file has none).
+  void range(size_t j, int64_t begin, int64_t n, void* dst, const void* src) {
+    Tensor scratch;
+    if (slots_.empty()) {
+      TagScope tag(MemTag::workspace);
+      scratch = page_aligned(int64_t(file_->record_bytes()), dtype_);
+    }
+    void* rec = slots_.empty() ? scratch.raw_data() : slots_[0].raw_data();
+    swap_range(*file_, rec, tile_, es_, j, begin, n, dst, src);
+  }
+
   int64_t numel_, count_, tile_;
+  size_t es_;
+  DType dtype_;
   std::vector<Tensor>& slots_;
   std::function<Tensor()> initial_;
   std::unique_ptr<SwapFile> file_;
   bool fresh_ = true;
+  bool reading_ = false;  // start_read's records in flight
 };
 
 }  // namespace

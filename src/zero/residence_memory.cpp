@@ -1,4 +1,6 @@
 // Note [residence]: the memory tier, whole tensors on the compute device or in pinned host memory.
+#include <cstring>
+
 #include "residence.h"
 
 namespace zt::zero {
@@ -16,6 +18,18 @@ class MemoryResidence final : public ShardResidence {
 
   ShardTensor tensor(size_t j, const std::string& name) override {
     return ShardTensor::in_memory(name, tensors_.at(j));
+  }
+
+  // Through a host copy where the tensors are a device's.
+  void start_read(void* dst) override {
+    const Tensor host = tensors_.at(0).to(Device::cpu());
+    std::memcpy(dst, host.raw_data(), host.nbytes());
+  }
+  void finish_read() override {}
+  void write_whole(const void* src) override {
+    Tensor host = Tensor::empty(tensors_.at(0).shape(), tensors_[0].dtype());
+    std::memcpy(host.raw_data(), src, host.nbytes());
+    tensors_[0].copy_(host);
   }
 
  private:
