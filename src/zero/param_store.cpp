@@ -1,7 +1,7 @@
 // Note [parameter swap]: with offload_param.device = nvme (Residence::file, stage 3) each unit
-// that is not persistent keeps its parameter shard in a swap file <dir>/p<unit>.swap (the file tier of Note [residence], read
-// and written whole) instead of
-// memory, in records of Plan::param_tile_elems() elements. The prefetcher starts reading a unit's
+// that is not persistent keeps its parameter shard in a swap file <dir>/p<unit>.swap instead of
+// memory, in records of Plan::param_tile_elems() elements: the file tier of Note [residence],
+// read in and written back whole. The prefetcher starts reading a unit's
 // shard one prefetch before it launches the unit's all-gather, so the read runs behind the
 // computation of the unit before; the shard is freed once the all-gather completes. The
 // optimizer reads a shard in, updates it and writes it back (publish), one unit at a time, so
