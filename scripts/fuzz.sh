@@ -59,8 +59,10 @@ run_target() {
 }
 
 # libFuzzer runs on one core: ZT_FUZZ_JOBS targets at once (default: the cores), each for its full
-# SECONDS, so the whole pass takes targets/jobs times SECONDS. The first finding stops the rest.
+# SECONDS, so the whole pass takes targets/jobs times SECONDS. A finding stops new launches; the
+# targets already running finish their time.
 max_jobs="${ZT_FUZZ_JOBS:-$(nproc)}"
+[[ "$max_jobs" =~ ^[0-9]+$ && "$max_jobs" -gt 0 ]] || { echo "[fuzz] ZT_FUZZ_JOBS must be a positive integer, got '$max_jobs'" >&2; exit 2; }
 running=0 failed=0
 for t in "${targets[@]}"; do
   run_target "$t" &

@@ -30,7 +30,9 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
     out = detail::concat("offload_optimizer: cpu (ZeRO-Offload), ", p.policy.fp32_master ? "fp32 master and " : "",
                          "optimizer states in pinned host memory (", format_bytes(size_t(m.master + m.optim)),
                          " per rank), updated by the host ",
-                         c.gradient_clipping <= 0 && !c.fp16.enabled
+                         p.policy.param_residence == zero::Residence::file
+                             ? "after backward (stage 3's parameter shards are in swap files)"
+                         : c.gradient_clipping <= 0 && !c.fp16.enabled
                              ? "behind backward, each buffer as its gradient comes down"
                          : p.policy.snapshot_host_update
                              ? "behind backward, each buffer as its gradient comes down, speculating that nothing "

@@ -34,6 +34,7 @@ using EventHandle = std::shared_ptr<void>;
 EventHandle cuda_copy_async(void* dst, const void* src, size_t bytes, int index);
 void cuda_compute_waits(int index, const EventHandle& e);  // the compute stream's later work waits
 void cuda_event_synchronize(int index, const EventHandle& e);
+void cuda_set_current(int index);  // this thread's current device
 EventHandle sim_copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 void sim_compute_waits(const EventHandle& e);
 void sim_event_synchronize(const EventHandle& e);

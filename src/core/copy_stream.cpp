@@ -21,6 +21,10 @@ void CopyEvent::make_compute_wait() const {
     detail::cuda_compute_waits(device_.index, handle_);
 }
 
+void use_device_on_this_thread(Device d) {
+  if (d.type == DeviceType::cuda) detail::cuda_set_current(d.index);
+}
+
 CopyEvent copy_on_copy_stream(Tensor& dst, const Tensor& src) {
   const Device dd = dst.device(), sd = src.device();
   ZT_CHECK((dd.is_cpu() || sd.is_cpu()) && src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() &&

@@ -229,6 +229,8 @@ void cuda_compute_waits(int index, const EventHandle& e) {
   check(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(e.get()), 0), "cudaStreamWaitEvent", index);
 }
 
+void cuda_set_current(int index) { check(cudaSetDevice(index), "cudaSetDevice", index); }
+
 void cuda_event_synchronize(int index, const EventHandle& e) {
   DeviceGuard guard(index);
   check(cudaEventSynchronize(static_cast<cudaEvent_t>(e.get())), "cudaEventSynchronize", index);

@@ -23,6 +23,7 @@ void cuda_memset(void*, int index, int, size_t) { not_built(index); }
 EventHandle cuda_copy_async(void*, const void*, size_t, int index) { not_built(index); }
 void cuda_compute_waits(int index, const EventHandle&) { not_built(index); }
 void cuda_event_synchronize(int index, const EventHandle&) { not_built(index); }
+void cuda_set_current(int index) { not_built(index); }
 
 Allocator& pinned_host_allocator() {
   static Allocator* a = new CachingAllocator(Device::cpu(), "pinned host", host_system_memory());

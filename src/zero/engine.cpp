@@ -222,10 +222,10 @@ StepStats Engine::step(double lr) {
     o.op = comm::ReduceOp::max;
     o.label = label("overflow check");
     overflow = group_->all_reduce_scalar(overflow ? 1.0 : 0.0, o) > 0;
-    scaler_->update(overflow);  // throws below the minimum scale
     last_scaled_ = overflow;
+    if (overflow) optim_->discard_step([this](size_t b) { return store_->owned(b); });
+    scaler_->update(overflow);  // throws below the minimum scale
     if (overflow) {
-      optim_->discard_step([this](size_t b) { return store_->owned(b); });
       st.skipped = true;
       reducer_->zero();
       return st;
@@ -241,9 +241,14 @@ StepStats Engine::step(double lr) {
   last_scaled_ = st.clip_coef != 1.0;
   // Unscaling and clipping folded into the update (one pass over the gradients).
   const float grad_scale = st.loss_scale == 1.0 ? float(st.clip_coef) : float(st.clip_coef / st.loss_scale);
-  for (size_t b = 0; b < nb; ++b) {
-    optim_->update(b, store_->owned(b), reducer_->owned(b), float(lr), grad_scale);
-    store_->publish(b, label("parameter all-gather, bucket " + std::to_string(b)));
+  try {
+    for (size_t b = 0; b < nb; ++b) {
+      optim_->update(b, store_->owned(b), reducer_->owned(b), float(lr), grad_scale);
+      store_->publish(b, label("parameter all-gather, bucket " + std::to_string(b)));
+    }
+  } catch (...) {  // no host update still running past a failed step (Note [host update overlap])
+    optim_->discard_step([this](size_t b) { return store_->owned(b); });
+    throw;
   }
   store_->finish_publish();
   store_->refresh_compute();

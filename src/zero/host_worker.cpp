@@ -4,7 +4,7 @@
 
 namespace zt::zero {
 
-HostWorker::HostWorker() : thread_([this] { loop(); }) {}
+HostWorker::HostWorker(std::function<void()> init) : thread_([this, init = std::move(init)] { loop(init); }) {}
 
 HostWorker::~HostWorker() {
   {
@@ -28,9 +28,16 @@ void HostWorker::wait(int64_t ticket) {
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
-void HostWorker::loop() {
+void HostWorker::loop(const std::function<void()>& init) {
   adopt_num_threads();  // the kernels' OpenMP teams as set_num_threads chose
+  std::exception_ptr init_error;
+  try {
+    if (init) init();
+  } catch (...) {
+    init_error = std::current_exception();
+  }
   std::unique_lock<std::mutex> lock(mu_);
+  error_ = init_error;  // said at the first wait
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left

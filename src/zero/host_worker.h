@@ -15,18 +15,19 @@ namespace zt::zero {
 
 class HostWorker {
  public:
-  HostWorker();
+  // `init` runs first on the thread (e.g. binding it to the device whose copies it waits for).
+  explicit HostWorker(std::function<void()> init = nullptr);
   ~HostWorker();  // runs what is queued, then joins
   HostWorker(const HostWorker&) = delete;
   HostWorker& operator=(const HostWorker&) = delete;
 
   int64_t submit(std::function<void()> job);  // its ticket: 1, 2, ...
-  // Blocks until job `ticket` (and every one before it) has run; rethrows the first error not
-  // yet rethrown among them.
+  // Blocks until job `ticket` (and every one before it) has run; rethrows the first error any job
+  // has raised (possibly a later one) that was not rethrown yet.
   void wait(int64_t ticket);
 
  private:
-  void loop();
+  void loop(const std::function<void()>& init);
 
   std::mutex mu_;
   std::condition_variable cv_;

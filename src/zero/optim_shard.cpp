@@ -106,21 +106,22 @@ void OptimShard::take_gradient(size_t b, const Tensor& params, const Tensor& gra
   }
   if (!early_step_) return;
   ZT_ASSERT(!early_step_->speculative || !snapshot_.empty(), "speculative update without a snapshot");
-  if (!worker_) worker_ = std::make_unique<HostWorker>();
+  if (!worker_)  // its CUDA calls (the copies' events) on this run's device
+    worker_ = std::make_unique<HostWorker>([d = grads.device()] { use_device_on_this_thread(d); });
   const EarlyStep e = *early_step_;
   const int64_t step = steps_ + 1;
   // Note [host update overlap]: only host memory on the thread; the events are this job's alone.
-  early_[b] = {worker_->submit([this, b, p, e, step, down = std::exchange(grads_down_[b], CopyEvent()),
+  auto seconds = std::make_shared<std::pair<double, double>>();
+  early_[b] = {worker_->submit([this, b, p, e, step, seconds, down = std::exchange(grads_down_[b], CopyEvent()),
                                 pdown = std::exchange(params_down_[b], CopyEvent())] {
                  down.synchronize();
                  pdown.synchronize();
                  const auto t0 = std::chrono::steady_clock::now();
                  if (e.speculative) copy_snapshot(b, p, /*save=*/true);
-                 apply(b, p, host_grads_[b], e.lr, e.grad_scale, step, p);
-                 staging_.early_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                 ++staging_.early_updates;
+                 seconds->first = apply(b, p, host_grads_[b], e.lr, e.grad_scale, step, p);
+                 seconds->second = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                }),
-               e};
+               e, seconds};
 }
 
 // Buffer b's master, states and the host parameters its update writes (`params`: stage 3's shard
@@ -138,6 +139,9 @@ void OptimShard::end_early(size_t b, const Tensor& params, bool keep) {
   const Early e = std::exchange(early_[b], Early());
   worker_->wait(e.ticket);
   staging_.early_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  compute_s_ += e.seconds->first;  // the job has run: its figures are this thread's to read
+  staging_.early_s += e.seconds->second;
+  ++staging_.early_updates;
   if (keep) return;
   ZT_ASSERT(e.step.speculative, "buffer ", b, "'s early update has no snapshot to undo");
   copy_snapshot(b, params, /*save=*/false);
@@ -145,9 +149,16 @@ void OptimShard::end_early(size_t b, const Tensor& params, bool keep) {
 }
 
 void OptimShard::discard_step(const std::function<Tensor(size_t)>& params) {
-  for (size_t b = 0; b < early_.size(); ++b)
-    if (early_[b].ticket > 0) end_early(b, host_params(b, params(b)), /*keep=*/false);
   early_step_.reset();
+  for (size_t b = 0; b < early_.size(); ++b) {
+    if (early_[b].ticket == 0) continue;
+    const bool speculative = early_[b].step.speculative;
+    try {
+      end_early(b, host_params(b, params(b)), /*keep=*/!speculative);
+    } catch (const std::exception&) {  // a job's error: the caller's is said; the rest still undone
+      early_[b] = Early();
+    }
+  }
 }
 
 Tensor OptimShard::host_params(size_t b, const Tensor& params) {
@@ -172,7 +183,10 @@ void OptimShard::wait_for_gradient(size_t b, const Tensor& grads) {
 }
 
 void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale) {
-  if (host_grads_.empty() || grads.device().is_cpu()) return apply(b, params, grads, lr, grad_scale, steps_ + 1, params);
+  if (host_grads_.empty() || grads.device().is_cpu()) {
+    compute_s_ += apply(b, params, grads, lr, grad_scale, steps_ + 1, params);
+    return;
+  }
   Tensor p;
   if (early_[b].ticket > 0) {  // Note [host update overlap]: started during backward
     const EarlyStep e = early_[b].step;
@@ -183,7 +197,7 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
     p = host_params(b, params);
     end_early(b, p, same);
     if (!same) {  // clipped: again from the snapshot
-      apply(b, p, host_grads_[b], lr, grad_scale, steps_ + 1, params);
+      compute_s_ += apply(b, p, host_grads_[b], lr, grad_scale, steps_ + 1, params);
     }
   } else {
     const bool taken = grads_down_[b].defined();
@@ -193,7 +207,7 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
       staging_.bytes_down += uint64_t(params.nbytes());
     }
     wait_for_gradient(b, grads);
-    apply(b, p, host_grads_[b], lr, grad_scale, steps_ + 1, params);
+    compute_s_ += apply(b, p, host_grads_[b], lr, grad_scale, steps_ + 1, params);
   }
   if (params.device().is_cpu()) return;
   const auto t0 = std::chrono::steady_clock::now();
@@ -207,8 +221,8 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
 // One loop for every residence: the tier's tiles, with the same elements of the parameters and
 // gradients (which are where the tier is: a device's came down first). A fresh file's master
 // starts from `working`, the parameters as the model has them.
-void OptimShard::apply(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale, int64_t step,
-                       const Tensor& working) {
+double OptimShard::apply(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale,
+                         int64_t step, const Tensor& working) {
   ShardResidence& res = *bufs_[b];
   ZT_ASSERT(res.device() == params.device() && res.device() == grads.device(), "update of buffer ", b, " on ",
             res.device(), " with parameters on ", params.device(), " and gradients on ", grads.device());
@@ -216,6 +230,7 @@ void OptimShard::apply(size_t b, const Tensor& params, const Tensor& grads, floa
   a.lr = lr;
   a.step = step;
   a.grad_scale = grad_scale;
+  double seconds = 0;
   res.visit(
       [&](int64_t begin, int64_t len, const std::vector<Tensor>& views) {
         a.param = params.slice(0, begin, begin + len);
@@ -224,13 +239,14 @@ void OptimShard::apply(size_t b, const Tensor& params, const Tensor& grads, floa
         a.states.assign(views.begin() + (master_ ? 1 : 0), views.end());
         const auto t0 = std::chrono::steady_clock::now();
         optim::update(spec_, a);
-        compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       },
       [&](int64_t begin, int64_t len, const std::vector<Tensor>& views) {
         if (!master_) return;
         Tensor master = views[0];
         master.copy_(working.slice(0, begin, begin + len));
       });
+  return seconds;
 }
 
 std::vector<ShardTensor> OptimShard::state(size_t b) {

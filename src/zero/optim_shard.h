@@ -49,8 +49,9 @@ class OptimShard {
     ++steps_;
     early_step_.reset();
   }
-  // An fp16 step skipped on overflow: the updates started behind backward are undone (`params(b)`:
-  // buffer b's parameters as update() takes them).
+  // An fp16 step skipped on overflow, or a step that failed: the updates started behind backward
+  // are waited for (a failed job's error dropped: the step's own error is the one said) and undone
+  // where they speculated (`params(b)`: buffer b's parameters as update() takes them).
   void discard_step(const std::function<Tensor(size_t)>& params);
   void set_steps(int64_t s) { steps_ = s; }
   int64_t steps() const { return steps_; }
@@ -60,8 +61,9 @@ class OptimShard {
 
  private:
   // The update kernel over every tile of buffer b, on `params` and `grads` where its tier is.
-  void apply(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale, int64_t step,
-             const Tensor& working);
+  // Returns the kernel's seconds.
+  double apply(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale, int64_t step,
+               const Tensor& working);
   // Beside a device: the host tensor the update writes the parameters into (a pinned copy, or the
   // host-resident shard itself), after its previous upload has landed.
   Tensor host_params(size_t b, const Tensor& params);
@@ -87,13 +89,15 @@ class OptimShard {
   struct Early {
     int64_t ticket = 0;  // HostWorker's; 0: none
     EarlyStep step;
+    // What the job measured (its own, read once it has run): the kernel's and the whole job's seconds.
+    std::shared_ptr<std::pair<double, double>> seconds;
   };
   std::vector<Early> early_;
   std::optional<EarlyStep> early_step_;
   std::vector<std::vector<Tensor>> snapshot_;  // per buffer, its residence's tensors (speculative updates)
-  std::unique_ptr<HostWorker> worker_;  // made at the first early update
-  SwapStats staging_;  // the copies' times and bytes, the early updates' waits
+  SwapStats staging_;  // the copies' times and bytes, the early updates' waits (the caller's thread only)
   double compute_s_ = 0;
+  std::unique_ptr<HostWorker> worker_;  // made at the first early update; last, so it joins first
 };
 
 }  // namespace zt::zero

@@ -164,7 +164,9 @@ PlacementChoice place_beside_device(const PlacementRequest& req, const Predict& 
 
 PlacementChoice place(const PlacementRequest& given, const std::function<PeakEstimate(const Placement&)>& predict) {
   PlacementRequest req = given;
-  if (req.stage != 3) req.param = Residence::memory;  // below stage 3 every rank holds all parameters
+  // Below stage 3 every rank holds all parameters: "auto" means memory (and on the host, as ever,
+  // so does a file); a device's configured offload_param stays, for the engine's config error.
+  if (req.stage != 3 && (req.device.empty() || !req.param)) req.param = Residence::memory;
   return req.device.empty() ? place_on_host(req, predict) : place_beside_device(req, predict);
 }
 

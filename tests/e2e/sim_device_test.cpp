@@ -506,6 +506,12 @@ TEST(SimRefuses, WhatRunsOnTheHostOnlyTheCapAndABadDeviceAreOneLine) {
   EXPECT_NE(par.out.find("offload_param.device=cpu with run.device=sim:0 needs zero_optimization.offload_optimizer"),
             std::string::npos)
       << par.out;
+  const Result two = run(kBin + " train --config configs/mnist_mlp.json run.device=sim zero_optimization.stage=2" +
+                             kOffload + " zero_optimization.offload_param.device=cpu",
+                         60);  // Note [placement choice]: a configured placement is not dropped
+  EXPECT_NE(two.code, 0);
+  EXPECT_EQ(count_lines(two.out), 1) << two.out;
+  EXPECT_NE(two.out.find("offload_param.device = cpu needs zero_optimization.stage 3"), std::string::npos) << two.out;
   const Result cap = run(kBin + " train --config configs/mnist_mlp.json run.device=sim run.device_memory_mb=1", 60);
   EXPECT_NE(cap.code, 0);
   EXPECT_EQ(count_lines(cap.out), 1) << cap.out;

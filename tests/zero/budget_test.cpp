@@ -334,12 +334,14 @@ TEST(DevicePlacement, OffloadDevicesNameResidences) {
   EXPECT_EQ(residence_of("nvme", false), R::file);
   EXPECT_EQ(residence_of("none", true), R::memory);
   for (R r : {R::memory, R::host, R::file}) EXPECT_EQ(residence_of(offload_device(r), true), r);
-  // Below stage 3 every rank holds all parameters: "auto" and files both mean memory.
+  // Below stage 3 every rank holds all parameters: "auto" means memory; a device's configured
+  // offload_param stays as written (the engine's config error names it).
   PlacementRequest req;
-  req.param = R::file;
   req.stage = 2;
   req.device = "sim:0";
   EXPECT_EQ(place(req, made_up).placement.param, R::memory);
+  req.param = R::host;
+  EXPECT_EQ(place(req, made_up).placement.param, R::host);
 }
 
 // Note [step schedule]: backward's bucket events, one at a time and several in flight.

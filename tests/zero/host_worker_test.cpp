@@ -46,6 +46,24 @@ TEST(HostWorker, AJobsErrorIsRethrownAtAWaitAndTheRestStillRun) {
   EXPECT_TRUE(later);
 }
 
+TEST(HostWorker, ItsInitRunsOnItsThreadBeforeAnyJob) {
+  std::thread::id init_on, job_on;
+  std::vector<int> order;
+  HostWorker w([&] {
+    init_on = std::this_thread::get_id();
+    order.push_back(0);
+  });
+  w.wait(w.submit([&] {
+    job_on = std::this_thread::get_id();
+    order.push_back(1);
+  }));
+  EXPECT_EQ(order, (std::vector<int>{0, 1}));
+  EXPECT_EQ(init_on, job_on);
+  EXPECT_NE(init_on, std::this_thread::get_id());
+  HostWorker failing([] { throw std::runtime_error("no device"); });  // said at the first wait
+  EXPECT_THROW(failing.wait(failing.submit([] {})), std::runtime_error);
+}
+
 TEST(HostWorker, ItsDestructorRunsWhatIsQueued) {
   std::atomic<int> ran{0};
   {

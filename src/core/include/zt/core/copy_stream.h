@@ -34,6 +34,10 @@ class CopyEvent {
   std::shared_ptr<void> handle_;
 };
 
+// A thread of ours that waits for copies (a host worker) makes `d` its current device once, so
+// that a CUDA call there never starts another GPU's context (a no-op for the host and sim).
+void use_device_on_this_thread(Device d);
+
 // Copies the contiguous tensor `src` into the contiguous tensor `dst` (same dtype and element
 // count), one of them on the host and the other on a device, on that device's copy stream;
 // returns the event after it. Two host tensors: an ordinary copy and an undefined event.
