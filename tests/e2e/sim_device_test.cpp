@@ -143,9 +143,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"mlp_offload_fp32", kMnist, 2, {1, 2, 3}, 0, kOffload},
                       Case{"mlp_offload_bf16", kMnist + " bf16.enabled=true", 1, {1, 3}, 0, kOffload},
                       // Note [host update overlap]'s speculation: never clipped (kept), always clipped
-                      // (redone, fp32 with stage 3's shards in host memory), an fp16 overflow (undone).
+                      // (redone: bf16 at stage 2, fp32 with stage 3's shards in host memory), an fp16
+                      // overflow (undone).
                       Case{"mlp_offload_speculation_kept", kMnist + " bf16.enabled=true gradient_clipping=1000000", 2,
                            {2}, 0, kOffload + kSuper},
+                      Case{"mlp_offload_bf16_clipped_redo",
+                           kMnist + " bf16.enabled=true gradient_clipping=0.000001 zero_optimization.reduce_bucket_size=60000",
+                           2, {2}, 0, kOffload + kSuper},  // four buckets
                       Case{"mlp_offload_clipped_redo", kMnist + " gradient_clipping=0.000001", 2, {3}, 0,
                            kOffload + kSuper + " zero_optimization.offload_param.device=cpu"
                                       " zero_optimization.stage3_param_persistence_threshold=0"},
