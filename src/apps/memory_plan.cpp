@@ -32,7 +32,7 @@ int64_t shm_slot_bytes(const RunContext& ctx) {
 }
 
 // Note [host plan]: beside a device the OS sees the host's share of a run: the process, the data,
-// the states in pinned host memory with their staging tiles (states.host), the shm slots, and the
+// the states in pinned host memory with their staging shards (states.host), the shm slots, and the
 // pinned copies of staged collectives (host_staging). On sim the device's memory is this
 // process's pages too.
 int64_t host_resident(const zero::PeakEstimate& p, Device device, const RunContext& ctx) {

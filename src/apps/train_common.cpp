@@ -147,7 +147,7 @@ void add_memory_fields(nlohmann::json& rec, Device device) {
   fields(Allocator::global().stats(), "");
   if (!device.is_cpu()) {
     fields(allocator_for(device).stats(), "device_");
-    fields(pinned_host_allocator().stats(), "pinned_");  // ZeRO-Offload's states and staging tiles
+    fields(pinned_host_allocator().stats(), "pinned_");  // ZeRO-Offload's states and staging shards
     rec["device"] = device.str();
   }
   rec["rss_peak"] = read_rss().peak;  // VmHWM: the OS's view of memory_plan

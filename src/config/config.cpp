@@ -20,7 +20,7 @@ void parse_offload(const Section& s, OffloadConfig& o) {
   s.read_path("nvme_path", o.nvme_path, true);
   ZT_CHECK_AS(ErrorKind::config, o.device != "nvme" || !o.nvme_path.empty(), "[config] ", s.source(), ": '",
               s.path("device"), "' = \"nvme\" needs '", s.path("nvme_path"), "' (a folder on a local disk)");
-  // "auto": run.memory_budget_mb decides (Note [budget choice] in zero/budget.cpp); nvme when it must.
+  // "auto": run.memory_budget_mb decides (Note [budget choice] in zero/placement.cpp); nvme when it must.
   ZT_CHECK_AS(ErrorKind::config, o.device != "auto" || !o.nvme_path.empty(), "[config] ", s.source(), ": '",
               s.path("device"), "' = \"auto\" needs '", s.path("nvme_path"),
               "' (where to offload when the budget needs it)");

@@ -92,7 +92,7 @@ MemoryEstimate Plan::memory() const {
         e.optim += int64_t(dtype_size(policy.param_dtype)) * optim_range(i, 0).size();
     }
     e.optim += host_staging_bytes();
-    e.host += e.master + e.optim;  // the tile buffers or the states, and the staging tiles, beside the device
+    e.host += e.master + e.optim;  // the tile buffers or the states, and the staging shards, beside the device
   }
   return e;
 }

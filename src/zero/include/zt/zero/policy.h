@@ -32,7 +32,7 @@ struct SwapOptions {
   bool overlap_events = config::AioConfig{}.overlap_events;
 };
 
-// What the swap files (Residence::file) and a device's staging tiles (Note [host residence]) did
+// What the swap files (Residence::file) and a device's staging shards (Note [host residence]) did
 // since the engine was built; zeros where neither is in use.
 struct SwapStats {
   uint64_t bytes_read = 0, bytes_written = 0;
