@@ -47,7 +47,12 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b) {
   const size_t n = b ? 3 : 2;
   return record(out, linear_inputs(x, w, b), "linear", [x, w, gx, gw, gb, n](const Tensor& g) {
     if (!gx && !gw && !gb) return Grads(n);
-    return linear_grads(ops::linear_backward(g, x, w, gx, gb), n, gw, gb);
+    const bool blocks = gw && ops::weight_grad_in_blocks(w.size(0));  // Note [weight gradients in row blocks]
+    Grads r = linear_grads(ops::linear_backward(g, x, w, gx, gb, gw && !blocks), n, gw, gb);
+    if (blocks)
+      r[1] = autograd::adding_grad(w.shape(), w.dtype(), w.device(),
+                                   [g, x](Tensor& slot) { ops::add_linear_weight_grad(slot, g, x); });
+    return r;
   });
 }
 

@@ -146,6 +146,46 @@ TEST(Ops, LinearOneDimensionalInput) {
   expect_all_near(y, ref_mm(x.reshape({1, 5}), w.transpose(0, 1).contiguous()).reshape({3}), 1e-5f);
 }
 
+// Note [weight gradients in row blocks], both sides: a weight of kGradRowBlock rows takes one
+// product, one row more takes blocks; either adds dy^T x into the slot, in its dtype or f32.
+TEST(Ops, WeightGradientsInRowBlocksEqualTheWholeProduct) {
+  EXPECT_EQ(ops::weight_grad_block_rows(ops::kGradRowBlock), ops::kGradRowBlock);
+  EXPECT_EQ(ops::weight_grad_block_rows(ops::kGradRowBlock + 1), ops::kGradRowBlock / 2 + 1);
+  EXPECT_EQ(ops::weight_grad_block_rows(50257), 3866);  // GPT-2's head: 13 blocks, the last of 3865 rows
+  for (int64_t rows : {ops::kGradRowBlock, ops::kGradRowBlock + 905}) {
+    for (DType dt : {DType::f32, DType::bf16}) {
+      for (DType slot_dt : {dt, DType::f32}) {
+        SCOPED_TRACE(std::to_string(rows) + " " + dtype_name(dt) + " into " + dtype_name(slot_dt));
+        Tensor dy = randn({2, 3, rows}, 30, dt), x = randn({2, 3, 24}, 31, dt), start = randn({rows, 24}, 32, slot_dt);
+        Tensor slot = start.clone();
+        ops::add_linear_weight_grad(slot, dy, x);
+        Tensor whole = ops::matmul(dy.reshape({6, rows}), x.reshape({6, 24}), true, false);
+        Tensor want = ops::add(ops::cast(start, DType::f32), ops::cast(whole, DType::f32));
+        expect_all_near(ops::cast(slot, DType::f32), want, dt == DType::f32 ? 1e-5f : 1e-2f);
+      }
+    }
+  }
+  Tensor slot = Tensor::zeros({ops::kGradRowBlock + 1, 4});
+  expect_error([&] { ops::add_linear_weight_grad(slot, randn({3, 5}, 33), randn({3, 4}, 34)); }, "add_linear_weight_grad");
+}
+
+// Backward of a linear whose weight is blocked never holds its whole [out, in] gradient.
+TEST(Autograd, ALargeWeightsGradientIsAddedABlockAtATime) {
+  const int64_t rows = 5 * ops::kGradRowBlock, in = 64;
+  Tensor x = randn({8, in}, 35), w = randn({rows, in}, 36);
+  autograd::set_requires_grad(w, true);
+  autograd::set_requires_grad(x, true);
+  Tensor loss = ag::sum(ag::linear(x, w, nullptr));
+  Allocator::global().reset_peaks();
+  const size_t before = Allocator::global().stats().current[size_t(MemTag::activation)];
+  autograd::backward(loss);
+  const size_t whole = size_t(rows * in) * sizeof(float);
+  EXPECT_LT(Allocator::global().stats().peak_of(MemTag::activation) - before, whole / 2);
+  ops::LinearGrads want = ops::linear_backward(Tensor::full({8, rows}, 1.f), x, w, true, false);
+  expect_all_near(autograd::grad(w), want.dw, 1e-5f);
+  expect_all_near(autograd::grad(x), want.dx, 1e-5f);
+}
+
 // Sizes above and below the parallel grain give the same values as a scalar reference.
 TEST(Ops, LargeAndSmallSizesAgree) {
   for (int64_t rows : {3, 3000}) {

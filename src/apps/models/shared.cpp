@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "../tasks.h"
+#include "zt/ops/ops.h"
 
 namespace zt::apps {
 
@@ -26,8 +27,8 @@ int64_t clamp_bytes(double v) { return v >= 1e18 ? int64_t(1e18) : int64_t(std::
 //   checkpointed block keeps its input only, and one block is recomputed at a time; the LM
 //   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient);
 //   BERT's MLM decoder adds its bias into one more logits-sized tensor. Backward through the head
-//   then holds the tied embedding's [V, C] weight gradient beside the logits' gradient and the
-//   blocks' values: the peak when C is large against T (the larger of the two moments).
+//   then holds the tied embedding's weight gradient (a block of its rows) beside the logits'
+//   gradient and the blocks' values: the peak when C is large against T (the larger moment).
 // Evaluating images (batches of up to 1000) can hold more than a training micro-batch.
 int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch, double b) {
   const double n = double(micro), cast = b != 4 ? 1 : 0;  // inputs are cast to the working dtype
@@ -92,8 +93,10 @@ int64_t transformer_activations(const config::Config& c, int64_t micro, double b
   const double head = V * head_bytes;
   const double kept = (L - ckpt) * block + ckpt * b * C + 4 * b * C;
   const double start = n * T * (kept + (ckpt > 0 ? block : 0) + head);
-  // Then the tied output projection's weight gradient [V, C] beside the logits' gradient.
-  const double tied = head_bytes > 0 ? b * V * C + n * T * (kept + b * V) : 0;
+  // Then the tied output projection's weight gradient beside the logits' gradient: [V, C], or
+  // one block of its rows (Note [weight gradients in row blocks]).
+  const double rows = double(ops::weight_grad_block_rows(m.vocab_size));
+  const double tied = head_bytes > 0 ? b * rows * C + n * T * (kept + b * V) : 0;
   return clamp_bytes(std::max(start, tied));
 }
 

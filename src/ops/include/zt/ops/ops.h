@@ -51,7 +51,16 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b);
 struct LinearGrads {
   Tensor dx, dw, db;  // dx undefined unless need_dx; db undefined unless has_bias
 };
-LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool has_bias);
+LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool has_bias,
+                            bool need_dw = true);
+// Note [weight gradients in row blocks]: a weight of more than kGradRowBlock rows (an LM head's
+// [V, C]) has its gradient dy^T x made and added into the slot a block of rows at a time, so
+// backward never holds the whole [out, in] product, and 16-bit kernels run at their speed.
+constexpr int64_t kGradRowBlock = 4096;
+bool weight_grad_in_blocks(int64_t rows);  // rows > kGradRowBlock
+int64_t weight_grad_block_rows(int64_t rows);  // rows of the temporary one block needs (all rows if not blocked)
+// slot += dy^T x for w [out, in] = slot's shape; dy [..., out], x [..., in]; slot in any float dtype.
+void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x);
 // Backward of y = gelu(h), h = linear(x, w, b) the saved pre-activation (forward: linear, then gelu):
 // gelu_bias_backward's dh and db, then linear_backward's two products on dh (db undefined unless has_bias).
 LinearGrads linear_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& h, bool need_dx,
