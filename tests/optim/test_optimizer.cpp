@@ -169,7 +169,7 @@ std::vector<Tensor> run_pieces(const config::OptimizerConfig& s, const Precision
 }
 
 // Element-wise updates: the same elements updated in one call above the grain (parallel) or
-// in pieces below it (serial), on 1 or 2 threads, give bit-identical results in every dtype.
+// in pieces below it (serial, aligned or not), on 1 or 2 threads, give bit-identical results.
 TEST(Update, ResultsDoNotDependOnChunkingOrThreads) {
   const int64_t n = 2 * kOptimGrain + 123;
   for (const Variant& v : kVariants) {
@@ -179,10 +179,13 @@ TEST(Update, ResultsDoNotDependOnChunkingOrThreads) {
       const config::OptimizerConfig s = spec_of(v);
       const auto whole2 = run_pieces(s, pr, n, n, 2), whole1 = run_pieces(s, pr, n, n, 1);
       const auto pieces = run_pieces(s, pr, n, kOptimGrain / 2, 2);
+      // Pieces that start off a cache line: Note [streamed params]'s unaligned head and tail.
+      const auto odd = run_pieces(s, pr, n, 1003, 1);
       ASSERT_EQ(whole2.size(), pieces.size());
       for (size_t k = 0; k < whole2.size(); ++k) {
         EXPECT_TRUE(bitwise_equal(whole2[k], pieces[k])) << "tensor " << k;
         EXPECT_TRUE(bitwise_equal(whole2[k], whole1[k])) << "tensor " << k;
+        EXPECT_TRUE(bitwise_equal(whole2[k], odd[k])) << "tensor " << k;
       }
     }
   }

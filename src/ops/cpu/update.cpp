@@ -1,8 +1,12 @@
 // The CPU's optimizer updates (Note [device updates] in zt/ops/update.h): PyTorch 1.13's
 // single-tensor Adam, AdamW and SGD over one flat range, in one vectorised pass. Built with
 // -ffp-contract=off and -fno-math-errno (Note [update loop]).
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels.h"
@@ -39,15 +43,64 @@ ZT_ALWAYS_INLINE T from_float(float v) {
 // s0/s1: the rule's state arrays (nullptr where it has fewer); rule(w, g, s0, s1, i) returns
 // the new weight and updates its states at i.
 template <typename P, typename G, bool kMaster, typename Rule>
-void update_range(P* __restrict param, float* __restrict master, const G* __restrict grad, float* __restrict s0,
-                  float* __restrict s1, int64_t n, float scale, const Rule rule) {
-  static_assert(kMaster || std::is_same_v<P, float>, "low-precision params need a master");
+ZT_ALWAYS_INLINE void update_span(P* __restrict param, float* __restrict master, const G* __restrict grad,
+                                  float* __restrict s0, float* __restrict s1, int64_t n, float scale, const Rule& rule) {
   for (int64_t i = 0; i < n; ++i) {
     const float w = kMaster ? master[i] : to_float(param[i]);
     const float g = to_float(grad[i]) * scale;
     const float out = rule(w, g, s0, s1, i);
     if constexpr (kMaster) master[i] = out;
     param[i] = from_float<P>(out);
+  }
+}
+
+// Note [streamed params]: beside a master the 16-bit param is written and never read, so a
+// plain store first reads its line (2 of 30 bytes a parameter). Spans of kStreamSpan go through
+// an L1 buffer and out with streaming stores where the line is aligned: AdamW bf16 10% faster.
+#if defined(__AVX512F__) || defined(__AVX2__)
+constexpr bool kStreams = true;
+#else
+constexpr bool kStreams = false;
+#endif
+constexpr int64_t kStreamSpan = 512;
+template <typename P>
+void stream_out(P* __restrict dst, const P* __restrict src, int64_t n) {
+  static_assert(kStreamSpan * sizeof(P) % 64 == 0);
+  if (reinterpret_cast<uintptr_t>(dst) % 64 == 0 && n == kStreamSpan) {
+    for (int64_t i = 0; i < n; i += 64 / int64_t(sizeof(P))) {
+#if defined(__AVX512F__)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_load_si512(src + i));
+#elif defined(__AVX2__)
+      auto* d = reinterpret_cast<__m256i*>(dst + i);
+      const auto* v = reinterpret_cast<const __m256i*>(src + i);
+      _mm256_stream_si256(d, _mm256_load_si256(v));
+      _mm256_stream_si256(d + 1, _mm256_load_si256(v + 1));
+#endif
+    }
+    return;
+  }
+  std::memcpy(dst, src, size_t(n) * sizeof(P));
+}
+
+template <typename P, typename G, bool kMaster, typename Rule>
+void update_range(P* __restrict param, float* __restrict master, const G* __restrict grad, float* __restrict s0,
+                  float* __restrict s1, int64_t n, float scale, const Rule rule) {
+  static_assert(kMaster || std::is_same_v<P, float>, "low-precision params need a master");
+  if constexpr (!kMaster || std::is_same_v<P, float> || !kStreams) {
+    update_span<P, G, kMaster>(param, master, grad, s0, s1, n, scale, rule);
+  } else {
+    // The unaligned head as it is, then aligned spans through the buffer (Note [streamed params]).
+    const int64_t misaligned = int64_t(reinterpret_cast<uintptr_t>(param) % 64);
+    const int64_t head = std::min<int64_t>(n, (64 - misaligned) % 64 / int64_t(sizeof(P)));
+    update_span<P, G, true>(param, master, grad, s0, s1, head, scale, rule);
+    alignas(64) P buf[kStreamSpan];
+    for (int64_t b = head; b < n; b += kStreamSpan) {
+      const int64_t len = std::min(kStreamSpan, n - b);
+      update_span<P, G, true>(buf, master + b, grad + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, len, scale,
+                              rule);
+      stream_out(param + b, buf, len);
+    }
+    _mm_sfence();  // streaming stores are weakly ordered: done before the caller's barrier
   }
 }
 
