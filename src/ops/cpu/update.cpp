@@ -75,6 +75,8 @@ void stream_out(P* __restrict dst, const P* __restrict src, int64_t n) {
       const auto* v = reinterpret_cast<const __m256i*>(src + i);
       _mm256_stream_si256(d, _mm256_load_si256(v));
       _mm256_stream_si256(d + 1, _mm256_load_si256(v + 1));
+#else
+      std::memcpy(dst + i, src + i, 64);
 #endif
     }
     return;

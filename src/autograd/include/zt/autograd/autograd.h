@@ -111,8 +111,10 @@ void backward(const Tensor& root, Tensor grad_root = {});
 Tensor on_backward(const Tensor& x, std::function<void()> fn);
 
 // Note [row gradients]: a gradient a backward returns without its values, only `add` (slot +=
-// it, any float slot dtype): an embedding's, which touches a few rows of [V, C]. Accumulating it
-// calls add on the slot (a zeroed one first if there is none), never making the dense tensor.
+// it, any float slot dtype): an embedding's, which touches a few rows of [V, C], or a large
+// weight's made a block of rows at a time (Note [weight gradients in row blocks], ops.h).
+// Accumulating it calls add on the slot (a zeroed one first if there is none), never making
+// the dense tensor.
 Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot)> add);
 
 }  // namespace autograd
