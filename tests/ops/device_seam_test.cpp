@@ -204,6 +204,23 @@ TEST_F(OnGpu, LargeSixteenBitProductsWithAnOddWidthMatchTheCpu) {
   expect_near(ops::matmul(dy.to(g), x.to(g), true, false), ops::matmul(dy, x, true, false), "dy^T x");
 }
 
+// Note [weight gradients in row blocks] on the GPU: strided column blocks of dy, added into a
+// bf16 slot and an f32 one, as on the CPU.
+TEST_F(OnGpu, AWeightGradientInRowBlocksMatchesTheCpu) {
+  const Device g = Device::cuda(0);
+  const int64_t rows = 2 * ops::kGradRowBlock + 77;
+  const Tensor dy = random({64, rows}, DType::bf16, 8), x = random({64, 96}, DType::bf16, 9);
+  for (DType slot_dt : {DType::bf16, DType::f32}) {
+    Tensor cpu = Tensor::zeros({rows, 96}, slot_dt), gpu = Tensor::zeros({rows, 96}, slot_dt, g);
+    ops::add_linear_weight_grad(cpu, dy, x);
+    ops::add_linear_weight_grad(gpu, dy.to(g), x.to(g));
+    const auto gv = gpu.to_vector(), wv = cpu.to_vector();
+    size_t bad = 0;
+    for (size_t i = 0; i < wv.size(); ++i) bad += !(std::fabs(gv[i] - wv[i]) <= 2e-2f * (1 + std::fabs(wv[i])));
+    EXPECT_EQ(bad, 0u) << dtype_name(slot_dt) << ": " << bad << " of " << wv.size() << " elements differ";
+  }
+}
+
 TEST_F(OnGpu, TheDeviceAllocatorAccountsTagsAndPeaks) {
   Allocator& a = allocator_for(Device::cuda(0));
   a.reset_peaks();
