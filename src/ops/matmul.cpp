@@ -104,11 +104,12 @@ LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, 
   return g;
 }
 
-// Note [weight gradients in row blocks]: blocks split the rows evenly (in 64s), so the temporary
-// is one allocation reused by every block. Measured (GPT-2 124M's head, 50257 x 768 from 256 rows, 2
-// threads, AVX512-BF16): oneDNN's bf16 product of a transposed dy with 50257 rows took 32-46 ms,
-// in blocks 28-29 ms; fp32's product is no faster in blocks, but each block's add reads it from
-// cache: the step fell 1.5% (fp32) and 4.7% (bf16), the peak by the [V, C] temporary.
+// Note [weight gradients in row blocks]: blocks split the rows evenly (in 64s), so the
+// temporary is one allocation reused by every block. Measured (GPT-2 124M's head, 50257 x 768
+// from 256 rows, 2 threads, AVX512-BF16): oneDNN's bf16 product of a transposed dy with 50257
+// rows took 32-46 ms, in blocks 28-29 ms; fp32's product is no faster in blocks, but each
+// block's add reads it from cache: the step fell 1.5% (fp32) and 4.7% (bf16), the peak by the
+// [V, C] temporary.
 bool weight_grad_in_blocks(int64_t rows) { return rows > kGradRowBlock; }
 int64_t weight_grad_block_rows(int64_t rows) {
   if (!weight_grad_in_blocks(rows)) return rows;
