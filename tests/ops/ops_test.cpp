@@ -166,7 +166,8 @@ TEST(Ops, WeightGradientsInRowBlocksEqualTheWholeProduct) {
     }
   }
   Tensor slot = Tensor::zeros({ops::kGradRowBlock + 1, 4});
-  expect_error([&] { ops::add_linear_weight_grad(slot, randn({3, 5}, 33), randn({3, 4}, 34)); }, "add_linear_weight_grad");
+  const Tensor dy = randn({3, 5}, 33), x = randn({3, 4}, 34);  // dy^T x is [5, 4], not the slot's shape
+  expect_error([&] { ops::add_linear_weight_grad(slot, dy, x); }, "add_linear_weight_grad");
 }
 
 // Backward of a linear whose weight is blocked never holds its whole [out, in] gradient.

@@ -44,7 +44,8 @@ ZT_ALWAYS_INLINE T from_float(float v) {
 // the new weight and updates its states at i.
 template <typename P, typename G, bool kMaster, typename Rule>
 ZT_ALWAYS_INLINE void update_span(P* __restrict param, float* __restrict master, const G* __restrict grad,
-                                  float* __restrict s0, float* __restrict s1, int64_t n, float scale, const Rule& rule) {
+                                  float* __restrict s0, float* __restrict s1, int64_t n, float scale,
+                                  const Rule& rule) {
   for (int64_t i = 0; i < n; ++i) {
     const float w = kMaster ? master[i] : to_float(param[i]);
     const float g = to_float(grad[i]) * scale;

@@ -57,7 +57,7 @@ LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, 
 // [V, C]) has its gradient dy^T x made and added into the slot a block of rows at a time, so
 // backward never holds the whole [out, in] product, and 16-bit kernels run at their speed.
 constexpr int64_t kGradRowBlock = 4096;
-bool weight_grad_in_blocks(int64_t rows);  // rows > kGradRowBlock
+bool weight_grad_in_blocks(int64_t rows);      // rows > kGradRowBlock
 int64_t weight_grad_block_rows(int64_t rows);  // rows of the temporary one block needs (all rows if not blocked)
 // slot += dy^T x for w [out, in] = slot's shape; dy [..., out], x [..., in]; slot in any float dtype.
 void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x);
