@@ -57,9 +57,10 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   ckpt.activation_checkpointing.enabled = true;
   plain.activation_checkpointing.enabled = false;
   out["micro_batch"] = bs.micro;
-  out["activations"] = {{"configured", predict_activations(cfg, bs.micro, ctx.eval_batch, ctx.f32_compute)},
-                        {"checkpointing", predict_activations(ckpt, bs.micro, ctx.eval_batch, ctx.f32_compute)},
-                        {"no_checkpointing", predict_activations(plain, bs.micro, ctx.eval_batch, ctx.f32_compute)}};
+  out["activations"] = {
+      {"configured", predict_activations(cfg, bs.micro, bs.accumulation, ctx.eval_batch, ctx.f32_compute)},
+      {"checkpointing", predict_activations(ckpt, bs.micro, bs.accumulation, ctx.eval_batch, ctx.f32_compute)},
+      {"no_checkpointing", predict_activations(plain, bs.micro, bs.accumulation, ctx.eval_batch, ctx.f32_compute)}};
   // Every stage in memory, then offloaded (the configuration's own placement is one of the rows).
   eo.zero.offload_optimizer.device = eo.zero.offload_param.device = "none";
   for (int stage = 0; stage <= 3; ++stage) {

@@ -15,10 +15,17 @@
 
 namespace zt::apps {
 
-// Note [activation formula] (models/shared.cpp): the model's entry computes it.
-int64_t predict_activations(const config::Config& c, int64_t micro, int64_t eval_batch, bool f32_compute) {
+// Note [gradients written in place] (zt/ops/ops.h): a Linear's weight gradient is written into
+// its zeroed bucket, unless the bucket keeps earlier micro-batches' sums (stages 0-1 and a
+// parameter server's workers, accumulating), is in another dtype than the product's
+// (data_types.grad_accum_dtype at stages 0-1, f32 compute), or no bucket holds it.
+int64_t predict_activations(const config::Config& c, int64_t micro, int64_t accumulation, int64_t eval_batch,
+                            bool f32_compute) {
   const double b = (c.bf16 || c.fp16.enabled) && !f32_compute ? 2 : 4;
-  return model_kind(c).activations(c, micro, eval_batch, b);
+  const bool kept = c.run.strategy != "zero" || c.zero.stage <= 1;
+  const std::string working = c.bf16 ? "bf16" : c.fp16.enabled ? "fp16" : "fp32";
+  const bool other_dtype = f32_compute || (kept && !c.grad_accum_dtype.empty() && c.grad_accum_dtype != working);
+  return model_kind(c).activations(c, micro, eval_batch, b, other_dtype || (kept && accumulation > 1));
 }
 
 namespace {
@@ -59,7 +66,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   zero::PeakInput in;
   static_cast<zero::StepLimits&>(in) = zero::step_limits(opts);
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
-  in.activations = predict_activations(c, bs.micro, ctx.eval_batch, opts.f32_compute);
+  in.activations = predict_activations(c, bs.micro, bs.accumulation, ctx.eval_batch, opts.f32_compute);
   in.data = ctx.data_bytes;
   in.staged_collectives = ctx.staged;
   if (opts.device.is_cpu()) in.comm_buffers = shm_slot_bytes(ctx);  // host memory, outside a device's peak

@@ -19,15 +19,17 @@ AutogradMeta& meta(const Tensor& t) {
 }
 const AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
 
-void accumulate(Tensor& slot, const Tensor& g, MemTag tag) {
+// slot += g; `zeroed`: slot holds zeros, so g may be written instead (a leaf's fresh bucket).
+void accumulate(Tensor& slot, const Tensor& g, MemTag tag, bool zeroed = false) {
   if (const AutogradMeta* gm = meta_if(g); gm && gm->add_into) {  // Note [row gradients]
     if (!slot.defined()) {
       TagScope scope(tag);
       slot = Tensor::zeros(g.shape(), g.dtype(), g.device());
+      zeroed = true;
     }
     ZT_CHECK(slot.shape() == g.shape(), "[autograd] gradient shape ", shape_str(g.shape()), " does not match ",
              shape_str(slot.shape()));
-    gm->add_into(slot);
+    gm->add_into(slot, zeroed);
     return;
   }
   if (!slot.defined()) {
@@ -41,6 +43,13 @@ void accumulate(Tensor& slot, const Tensor& g, MemTag tag) {
       ops::axpy_(slot, 1.f, g);
   }
 }
+
+// A leaf's gradient into its .grad (its slot hook may make a zeroed bucket view first).
+void accumulate_leaf(const Tensor& leaf, AutogradMeta& m, const Tensor& g) {
+  if (!m.grad.defined() && m.grad_slot_hook) m.grad_slot_hook(leaf);
+  accumulate(m.grad, g, MemTag::grad, m.grad_zeroed);
+  m.grad_zeroed = false;
+}
 }  // namespace
 
 bool requires_grad(const Tensor& t) {
@@ -52,7 +61,15 @@ Tensor grad(const Tensor& t) {
   auto* m = meta_if(t);
   return m ? m->grad : Tensor();
 }
-void set_grad(const Tensor& t, Tensor g) { meta(t).grad = std::move(g); }
+void set_grad(const Tensor& t, Tensor g, bool zeroed) {
+  AutogradMeta& m = meta(t);
+  m.grad = std::move(g);
+  m.grad_zeroed = zeroed && m.grad.defined();
+}
+void mark_grad_zeroed(const Tensor& t) {
+  AutogradMeta& m = meta(t);
+  m.grad_zeroed = m.grad.defined();
+}
 bool is_leaf(const Tensor& t) {
   auto* m = meta_if(t);
   return !m || !m->grad_fn;
@@ -114,8 +131,7 @@ void backward(const Tensor& root, Tensor grad_root) {
   NoGradGuard no_grad;  // backward itself is not recorded
   if (!rm->grad_fn) {   // root is a leaf
     Tensor r = root;
-    if (!meta(r).grad.defined() && meta(r).grad_slot_hook) meta(r).grad_slot_hook(r);
-    accumulate(meta(r).grad, grad_root, MemTag::grad);
+    accumulate_leaf(r, meta(r), grad_root);
     for (auto& h : meta(r).grad_ready_hooks) h(r);
     return;
   }
@@ -160,10 +176,7 @@ void backward(const Tensor& root, Tensor grad_root) {
       if (m->grad_fn) {
         if (grads[i].defined()) accumulate(m->grad_fn->grad, grads[i], current_tag());
       } else if (m->requires_grad) {
-        if (grads[i].defined()) {
-          if (!m->grad.defined() && m->grad_slot_hook) m->grad_slot_hook(in);
-          accumulate(m->grad, grads[i], MemTag::grad);
-        }
+        if (grads[i].defined()) accumulate_leaf(in, *m, grads[i]);
         if (const int left = --leaf_pending[in.impl()]; left == 0) {
           for (auto& h : m->grad_ready_hooks) h(in);
         } else if (grads[i].defined() && m->grad_partial_hook) {
@@ -176,7 +189,7 @@ void backward(const Tensor& root, Tensor grad_root) {
   }
 }
 
-Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot)> add) {
+Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot, bool zeroed)> add) {
   Tensor g = Tensor::unallocated(shape, dtype, device);
   meta(g).add_into = std::move(add);
   return g;

@@ -19,11 +19,11 @@ using Grads = std::vector<Tensor>;
 namespace {
 Grads two(ops::BinaryGrads g) { return Grads{std::move(g.da), std::move(g.db)}; }
 
-// Gradients of (x, w[, b]) in the inputs' order, from a linear-style backward.
-Grads linear_grads(ops::LinearGrads lg, size_t n, bool gw, bool gb) {
+// Gradients of (x, w[, b]) in the inputs' order: dx and db from a linear-style backward, the
+// weight's (undefined here) made by weight_grad.
+Grads linear_grads(ops::LinearGrads lg, size_t n, bool gb) {
   Grads r(n);
   r[0] = std::move(lg.dx);
-  if (gw) r[1] = std::move(lg.dw);
   if (gb) r[2] = std::move(lg.db);
   return r;
 }
@@ -32,6 +32,15 @@ std::vector<Tensor> linear_inputs(const Tensor& x, const Tensor& w, const Tensor
   std::vector<Tensor> inputs{x, w};
   if (b) inputs.push_back(*b);
   return inputs;
+}
+
+// The weight's gradient adds itself into its slot (Note [row gradients]): in row blocks when
+// large (Note [weight gradients in row blocks]), written in place into a zeroed bucket (Note
+// [gradients written in place]), never a separate [out, in] tensor added afterwards.
+Tensor weight_grad(const Tensor& w, const Tensor& dy, const Tensor& x) {
+  return autograd::adding_grad(w.shape(), w.dtype(), w.device(), [dy, x](Tensor& slot, bool zeroed) {
+    ops::add_linear_weight_grad(slot, dy, x, zeroed);
+  });
 }
 }  // namespace
 
@@ -47,11 +56,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b) {
   const size_t n = b ? 3 : 2;
   return record(out, linear_inputs(x, w, b), "linear", [x, w, gx, gw, gb, n](const Tensor& g) {
     if (!gx && !gw && !gb) return Grads(n);
-    const bool blocks = gw && ops::weight_grad_in_blocks(w.size(0));  // Note [weight gradients in row blocks]
-    Grads r = linear_grads(ops::linear_backward(g, x, w, gx, gb, gw && !blocks), n, gw, gb);
-    if (blocks)
-      r[1] = autograd::adding_grad(w.shape(), w.dtype(), w.device(),
-                                   [g, x](Tensor& slot) { ops::add_linear_weight_grad(slot, g, x); });
+    Grads r = linear_grads(ops::linear_backward(g, x, w, gx, gb, /*need_dw=*/false), n, gb);
+    if (gw) r[1] = weight_grad(w, g, x);
     return r;
   });
 }
@@ -63,7 +69,10 @@ Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor* b) {
   const size_t n = b ? 3 : 2;
   return record(out, linear_inputs(x, w, b), "linear_gelu", [x, w, h, gx, gw, gb, n](const Tensor& g) {
     if (!gx && !gw && !gb) return Grads(n);
-    return linear_grads(ops::linear_gelu_backward(g, x, w, h, gx, gb), n, gw, gb);
+    Tensor dh;
+    Grads r = linear_grads(ops::linear_gelu_backward(g, x, w, h, gx, gb, /*need_dw=*/false, &dh), n, gb);
+    if (gw) r[1] = weight_grad(w, dh, x);
+    return r;
   });
 }
 

@@ -71,7 +71,7 @@ void GradReducer::allocate_full(size_t b) {
   }
   for (auto& s : plan_.buffers[b].params) {
     const Tensor& p = params_[s.index];
-    autograd::set_grad(p, buf.full.slice(0, s.offset, s.offset + s.numel).view(p.shape()));
+    autograd::set_grad(p, buf.full.slice(0, s.offset, s.offset + s.numel).view(p.shape()), /*zeroed=*/true);
   }
 }
 
@@ -213,9 +213,12 @@ Tensor GradReducer::owned(size_t b) const {
 }
 
 void GradReducer::zero() {
-  for (auto& buf : bufs_) {
+  for (size_t b = 0; b < bufs_.size(); ++b) {
+    Buf& buf = bufs_[b];
     if (buf.shard.defined()) buf.shard.zero_();
-    if (buf.full.defined()) buf.full.zero_();
+    if (!buf.full.defined()) continue;
+    buf.full.zero_();
+    for (auto& s : plan_.buffers[b].params) autograd::mark_grad_zeroed(params_[s.index]);
   }
 }
 

@@ -91,7 +91,7 @@ void ParamServer::init_worker(const Materialize& materialize) {
     for (auto& s : plan_.buffers[b].params) {
       Tensor& p = params_[s.index];
       p.rebind(param_bufs_[b].storage(), param_bufs_[b].offset() + s.offset, param_bufs_[b].dtype());
-      autograd::set_grad(p, grad_bufs_[b].slice(0, s.offset, s.offset + s.numel).view(p.shape()));
+      autograd::set_grad(p, grad_bufs_[b].slice(0, s.offset, s.offset + s.numel).view(p.shape()), /*zeroed=*/true);
     }
 }
 
@@ -197,6 +197,7 @@ StepStats ParamServer::worker_step() {
     st.gather.add(*w);
   }
   for (auto& g : grad_bufs_) g.zero_();
+  for (auto& p : params_) autograd::mark_grad_zeroed(p);
   return st;
 }
 

@@ -187,6 +187,56 @@ TEST(Autograd, ALargeWeightsGradientIsAddedABlockAtATime) {
   expect_all_near(autograd::grad(x), want.dx, 1e-5f);
 }
 
+// Note [gradients written in place], both sides: into a zeroed slot of its dtype, 16-byte aligned,
+// the product is written with no temporary, bit for bit what adding it into zeros gives; a slot
+// of another dtype or off alignment goes through the temporary.
+TEST(Ops, AWeightGradientIsWrittenIntoAZeroedSlot) {
+  for (int64_t rows : {ops::kGradRowBlock, ops::kGradRowBlock + 905}) {
+    for (DType dt : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::to_string(rows) + " " + dtype_name(dt));
+      const Tensor dy = randn({6, rows}, 37, dt), x = randn({6, 24}, 38, dt);
+      Tensor added = Tensor::zeros({rows, 24}, dt);
+      ops::add_linear_weight_grad(added, dy, x);
+      Tensor written = Tensor::zeros({rows, 24}, dt);
+      Allocator::global().reset_peaks();
+      const size_t before = Allocator::global().stats().total_current;
+      ops::add_linear_weight_grad(written, dy, x, /*zeroed=*/true);
+      EXPECT_LT(Allocator::global().stats().total_peak - before, size_t(24 * 64) * dtype_size(dt)) << "a temporary";
+      EXPECT_EQ(written.to_vector(), added.to_vector());
+      // Off alignment (one element into a flat buffer) and in f32 for a bf16 product: the temporary.
+      Tensor flat = Tensor::zeros({rows * 24 + 1}, dt), f32 = Tensor::zeros({rows, 24});
+      Tensor shifted = flat.slice(0, 1, rows * 24 + 1).view({rows, 24});
+      ops::add_linear_weight_grad(shifted, dy, x, true);
+      ops::add_linear_weight_grad(f32, dy, x, true);
+      EXPECT_EQ(shifted.to_vector(), added.to_vector());
+      expect_all_near(f32, ops::cast(added, DType::f32), dt == DType::f32 ? 0.f : 1e-2f);
+    }
+  }
+}
+
+// A slot marked zeroed takes the first gradient written; the next use (a tied weight) and the
+// next pass (accumulation) add, until the engine zeroes the slot again and says so.
+TEST(Autograd, OnlyTheFirstGradientIntoAZeroedSlotIsWritten) {
+  Tensor x1 = randn({5, 8}, 39), x2 = randn({5, 8}, 40), w = randn({3, 8}, 41);
+  autograd::set_requires_grad(w, true);
+  auto pass = [&] {
+    autograd::backward(ag::add(ag::sum(ag::linear(x1, w, nullptr)), ag::sum(ag::linear(x2, w, nullptr))));
+  };
+  const Tensor ones = Tensor::full({5, 3}, 1.f);
+  const Tensor once =
+      ops::add(ops::linear_backward(ones, x1, w, false, false).dw, ops::linear_backward(ones, x2, w, false, false).dw);
+  Tensor slot = Tensor::zeros({3, 8});
+  autograd::set_grad(w, slot, /*zeroed=*/true);
+  pass();
+  expect_all_near(slot, once, 1e-5f);
+  pass();  // accumulates: nothing said the slot was zeroed
+  expect_all_near(slot, ops::add(once, once), 1e-5f);
+  slot.zero_();
+  autograd::mark_grad_zeroed(w);
+  pass();
+  expect_all_near(slot, once, 1e-5f);
+}
+
 // Sizes above and below the parallel grain give the same values as a scalar reference.
 TEST(Ops, LargeAndSmallSizesAgree) {
   for (int64_t rows : {3, 3000}) {

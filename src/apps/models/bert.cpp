@@ -14,9 +14,10 @@ extern const ModelKind kBert{
           return std::shared_ptr<nn::Module>(nn::make_bert(transformer_config(c), c.model.head, c.model.num_classes));
         },
     // The MLM head as GPT's, and its decoder's bias added into one more logits-sized tensor.
-    .activations = [](const config::Config& c, int64_t micro, int64_t, double b) {
-      return transformer_activations(c, micro, b, c.model.head == "mlm" ? 2 * b + 4 + (b == 4 ? 4 : 0) : 0);
-    },
+    .activations =
+        [](const config::Config& c, int64_t micro, int64_t, double b, bool temp) {
+          return transformer_activations(c, micro, b, c.model.head == "mlm" ? 2 * b + 4 + (b == 4 ? 4 : 0) : 0, temp);
+        },
     .task =
         [](const config::Config& c, bool with_train) {
           if (c.model.head == "mlm" && c.data.dataset == "tokens") return make_token_task(c, "bert", with_train);

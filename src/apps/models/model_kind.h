@@ -21,8 +21,10 @@ struct ModelKind {
   // The module (deferred: parameters get shapes and initialisers only, Note [deferred init]).
   std::shared_ptr<nn::Module> (*build)(const config::Config& c, bool deferred);
   // Bytes the autograd tape holds at its peak for a micro-batch of `micro` samples, or for an
-  // evaluation pass of `eval_batch` (0: none); b = bytes of the dtype the model computes in.
-  int64_t (*activations)(const config::Config& c, int64_t micro, int64_t eval_batch, double b);
+  // evaluation pass of `eval_batch` (0: none); b = bytes of the dtype the model computes in;
+  // grad_temporary: a Linear's weight gradient passes through a temporary (else it is written
+  // into its bucket, Note [gradients written in place] in zt/ops/ops.h).
+  int64_t (*activations)(const config::Config& c, int64_t micro, int64_t eval_batch, double b, bool grad_temporary);
   // The task that trains it on data.dataset, its data loaded and checked; a config error, naming
   // the datasets it takes, for any other.
   std::unique_ptr<Task> (*task)(const config::Config& c, bool with_train);

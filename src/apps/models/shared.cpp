@@ -18,7 +18,8 @@ int64_t clamp_bytes(double v) { return v >= 1e18 ? int64_t(1e18) : int64_t(std::
 // the rest the fixed term):
 // - MLP: each hidden layer's Linear and activation outputs, the logits and cross-entropy's f32
 //   probabilities; 16-bit runs hold the cast input twice (forward and backward); plus one
-//   weight-gradient temporary of the largest layer.
+//   weight-gradient temporary of the largest layer where gradients are not written in place
+//   (Note [gradients written in place] in zt/ops/ops.h; a convolution's always is a temporary).
 // - CNN: per stage convolution and ReLU outputs, the pooled output and its i32 argmax; then
 //   the fully connected layers as the MLP; backward adds one tensor the size of the largest
 //   output (its gradient), and each stage's gradient takes a block of its own in the caching
@@ -27,12 +28,13 @@ int64_t clamp_bytes(double v) { return v >= 1e18 ? int64_t(1e18) : int64_t(std::
 //   checkpointed block keeps its input only, and one block is recomputed at a time; the LM
 //   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient);
 //   BERT's MLM decoder adds its bias into one more logits-sized tensor. Backward through the head
-//   then holds the tied embedding's weight gradient (a block of its rows) beside the logits'
-//   gradient and the blocks' values: the peak when C is large against T (the larger moment).
+//   then holds the logits' gradient beside the blocks' values, and where gradients are not
+//   written in place one block of the head's weight gradient's rows: the peak when C is large
+//   against T (the larger moment).
 // Evaluating images (batches of up to 1000) can hold more than a training micro-batch.
-int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch, double b) {
+int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch, double b, bool grad_temporary) {
   const double n = double(micro), cast = b != 4 ? 1 : 0;  // inputs are cast to the working dtype
-  double kept = 0, grads = 0, widest = 0, argmax = 0, weight = 0, prev = double(net.input);
+  double kept = 0, grads = 0, widest = 0, argmax = 0, weight = 0, linear = 0, prev = double(net.input);
   const double input = prev;
   double ch = double(net.in_channels), side = double(net.image_size);
   for (int64_t out : net.conv) {
@@ -49,12 +51,13 @@ int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch
   for (int64_t h : net.fc) {
     kept += 2 * double(h);
     widest = std::max(widest, double(h));
-    weight = std::max(weight, prev * double(h) + double(h));
+    linear = std::max(linear, prev * double(h));
     prev = double(h);
   }
   const double classes = double(net.classes);
   kept += classes;
-  weight = std::max(weight, prev * classes + classes);
+  linear = std::max(linear, prev * classes);
+  if (grad_temporary) weight = std::max(weight, linear);
   double per = b * kept + 4 * argmax + 4 * classes;
   per += !net.conv.empty() ? b * (cast * input + widest + grads) : 2 * cast * b * input;
   const double train = n * per + b * weight;
@@ -80,7 +83,8 @@ ModelKind image_model(const char* type, decltype(ModelKind::build) build,
           .input_keys = input_keys};
 }
 
-int64_t transformer_activations(const config::Config& c, int64_t micro, double b, double head_bytes) {
+int64_t transformer_activations(const config::Config& c, int64_t micro, double b, double head_bytes,
+                                bool grad_temporary) {
   const config::ModelConfig& m = c.model;
   const double n = double(micro), T = double(sequence_length(c)), C = double(m.n_embd), H = double(m.n_head);
   const double L = double(m.n_layer), V = double(m.vocab_size);
@@ -93,9 +97,9 @@ int64_t transformer_activations(const config::Config& c, int64_t micro, double b
   const double head = V * head_bytes;
   const double kept = (L - ckpt) * block + ckpt * b * C + 4 * b * C;
   const double start = n * T * (kept + (ckpt > 0 ? block : 0) + head);
-  // Then the tied output projection's weight gradient beside the logits' gradient: [V, C], or
+  // Then the logits' gradient, and the head's weight gradient where it is not written in place:
   // one block of its rows (Note [weight gradients in row blocks]).
-  const double rows = double(ops::weight_grad_block_rows(m.vocab_size));
+  const double rows = grad_temporary ? double(ops::weight_grad_block_rows(m.vocab_size)) : 0;
   const double tied = head_bytes > 0 ? b * rows * C + n * T * (kept + b * V) : 0;
   return clamp_bytes(std::max(start, tied));
 }

@@ -17,7 +17,7 @@ struct ImageNet {
   std::vector<int64_t> conv, fc;
   int64_t classes = 0;
 };
-int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch, double b);
+int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch, double b, bool grad_temporary);
 inline int64_t input_dim_features(const config::Config& c) { return c.model.input_dim; }  // flattened images
 // An image classifier's entry: its own build, activations and input; the image task, one row a
 // sample and evaluation batches of up to 1000 images.
@@ -29,7 +29,8 @@ int64_t image_eval_batch(const config::Config& c, int64_t micro);
 
 // A transformer of the config's model keys; head_bytes: bytes per vocabulary entry and token the
 // LM head keeps (0 for a model without one).
-int64_t transformer_activations(const config::Config& c, int64_t micro, double b, double head_bytes);
+int64_t transformer_activations(const config::Config& c, int64_t micro, double b, double head_bytes,
+                                bool grad_temporary);
 // Tokens of a training sequence: data.seq_len, else the model's block.
 int64_t sequence_length(const config::Config& c);
 inline int64_t eval_batch_is_micro(const config::Config&, int64_t micro) { return micro; }

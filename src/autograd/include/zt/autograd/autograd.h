@@ -43,7 +43,9 @@ struct AutogradMeta {
   bool sparse_grad = false;
   std::vector<int32_t> touched_rows;  // sorted, distinct
   // Set on a gradient made by adding_grad(): how it adds itself into the slot it reaches.
-  std::function<void(Tensor& slot)> add_into;
+  std::function<void(Tensor& slot, bool zeroed)> add_into;
+  // The leaf's .grad holds zeros (set_grad's `zeroed`): the next gradient may overwrite it.
+  bool grad_zeroed = false;
 };
 
 namespace autograd {
@@ -51,7 +53,10 @@ namespace autograd {
 bool requires_grad(const Tensor& t);
 void set_requires_grad(const Tensor& t, bool on);
 Tensor grad(const Tensor& t);              // undefined if none yet
-void set_grad(const Tensor& t, Tensor g);  // the engine accumulates into it in place
+// The engine accumulates into g in place; `zeroed` says g holds zeros, so the first gradient
+// may be written instead of added (Note [gradients written in place] in zt/ops/ops.h).
+void set_grad(const Tensor& t, Tensor g, bool zeroed = false);
+void mark_grad_zeroed(const Tensor& t);  // its .grad was zeroed in place
 bool is_leaf(const Tensor& t);
 void add_grad_ready_hook(const Tensor& leaf, GradHook hook);
 void clear_grad_ready_hooks(const Tensor& leaf);
@@ -114,8 +119,8 @@ Tensor on_backward(const Tensor& x, std::function<void()> fn);
 // it, any float slot dtype): an embedding's, which touches a few rows of [V, C], or a large
 // weight's made a block of rows at a time (Note [weight gradients in row blocks], ops.h).
 // Accumulating it calls add on the slot (a zeroed one first if there is none), never making
-// the dense tensor.
-Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot)> add);
+// the dense tensor; `zeroed` tells add that the slot holds zeros (it may write, not add).
+Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot, bool zeroed)> add);
 
 }  // namespace autograd
 }  // namespace zt

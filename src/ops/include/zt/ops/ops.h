@@ -60,11 +60,13 @@ constexpr int64_t kGradRowBlock = 4096;
 bool weight_grad_in_blocks(int64_t rows);      // rows > kGradRowBlock
 int64_t weight_grad_block_rows(int64_t rows);  // rows of the temporary one block needs (all rows if not blocked)
 // slot += dy^T x for w [out, in] = slot's shape; dy [..., out], x [..., in]; slot in any float dtype.
-void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x);
+// zeroed: the slot holds zeros, so the product may be written into it (Note [gradients written in place]).
+void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, bool zeroed = false);
 // Backward of y = gelu(h), h = linear(x, w, b) the saved pre-activation (forward: linear, then gelu):
-// gelu_bias_backward's dh and db, then linear_backward's two products on dh (db undefined unless has_bias).
+// gelu_bias_backward's dh and db, then linear_backward's two products on dh (db undefined unless has_bias);
+// dh_out, if given, receives dh (for a weight gradient made later from it).
 LinearGrads linear_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& h, bool need_dx,
-                                 bool has_bias);
+                                 bool has_bias, bool need_dw = true, Tensor* dh_out = nullptr);
 // Number of cached oneDNN matmul primitives (steady state adds none; tests check this).
 size_t matmul_cache_size();
 // Whether this CPU has a oneDNN kernel for products in dt. Where a 16-bit dtype has none, its
