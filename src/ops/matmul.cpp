@@ -122,7 +122,7 @@ int64_t weight_grad_block_rows(int64_t rows) {
 // takes the product itself, as beta = 0 would: no temporary and no add pass over [out, in]
 // (GPT-2 124M: 124M elements a step read twice and written once less). Bit for bit the sum
 // 0 + p = p. Where the slot's dtype differs or it is not 16-byte aligned (cuBLASLt's 16-bit
-// kernels want that) the product goes through a temporary as before.
+// kernels want that) the product goes through a temporary, cast into the slot (not added).
 void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, bool zeroed) {
   check_float(dy, "add_linear_weight_grad");
   check_float(slot, "add_linear_weight_grad");
@@ -141,7 +141,9 @@ void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, boo
     Tensor dst = slot.slice(0, r0, r0 + n), part = direct ? dst : tmp.slice(0, 0, n);
     ZT_RUN(matmul, "matmul", dy.device(), dy2.slice(1, r0, r0 + n), true, x2, false, nullptr, part);
     if (direct) continue;
-    if (dst.dtype() == part.dtype())
+    if (zeroed && dst.is_contiguous())
+      cast_into(dst, part);  // 0 + p rounded once is p rounded once (f32 products of a 16-bit slot)
+    else if (dst.dtype() == part.dtype())
       add_(dst, part);
     else
       axpy_(dst, 1.f, part);
