@@ -82,6 +82,27 @@ TEST(Precision, CastEqualsScalarRoundingForEveryDtypePair) {
       }
 }
 
+// Note [streamed stores], both sides: a destination of 4 MiB or more is streamed out; at an
+// aligned start and one element off it (copied, not streamed), the values are the scalar ones.
+TEST(Precision, LargeCastsStreamTheSameValues) {
+  const int64_t n = (int64_t(4) << 20) / 2 + 1000;  // bf16: just past 4 MiB; f32: 8 MiB
+  const auto v = tricky(n + 1, 2);
+  for (DType from : kFloats)
+    for (DType to : kFloats) {
+      if (from == to) continue;
+      Tensor x = Tensor::from_vector(v, {n + 1}, from);
+      std::vector<float> want(size_t(n + 1));
+      for (size_t i = 0; i < want.size(); ++i) want[i] = round_to(round_to(v[i], from), to);
+      for (int64_t start : {0, 1}) {
+        Tensor flat = Tensor::zeros({n + 1}, to);
+        Tensor dst = flat.slice(0, start, start + n), src = x.slice(0, start, start + n);
+        ops::cast_into(dst, src);
+        expect_same_bits(dst.to_vector(), std::vector<float>(want.begin() + start, want.begin() + start + n),
+                         std::string(dtype_name(from)) + "->" + dtype_name(to) + " from " + std::to_string(start));
+      }
+    }
+}
+
 TEST(Precision, CastOfEveryF16ValueIsExact) {
   std::vector<float> all(65536);
   Tensor h = Tensor::empty({65536}, DType::f16);

@@ -18,6 +18,7 @@ namespace {
 
 template <typename T>
 constexpr bool kIsF32 = std::is_same_v<T, float>;
+constexpr int64_t kStreamCastBytes = int64_t(4) << 20;
 
 // Applies f(values, len) to the f32 values of p[b, e) in place, block by block.
 template <typename T, typename F>
@@ -80,6 +81,9 @@ void cast(const Tensor& src, Tensor& dst) {
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) { std::memcpy(d + b * es, s + b * es, size_t(e - b) * es); });
     return;
   }
+  // A destination past the last-level cache's size is streamed (Note [streamed stores]): a whole
+  // buffer's cast (the f32 copy of the weights a step widens, a product's cast into its bucket).
+  const bool stream = kStreams && int64_t(dst.nbytes()) >= kStreamCastBytes;
   dispatch_float(src.dtype(), "cast", [&](auto s_tag) {
     using S = decltype(s_tag);
     dispatch_float(dst.dtype(), "cast", [&](auto d_tag) {
@@ -88,17 +92,21 @@ void cast(const Tensor& src, Tensor& dst) {
       D* d = dst.data<D>();
       parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
         alignas(64) float buf[kBlock];
+        alignas(64) D out[kBlock];
         for (int64_t i = b; i < e; i += kBlock) {
           const int64_t len = std::min(kBlock, e - i);
+          D* to = stream ? out : d + i;
           if constexpr (kIsF32<S>) {
-            from_f32(s + i, d + i, len);
+            from_f32(s + i, to, len);
           } else if constexpr (kIsF32<D>) {
-            to_f32(s + i, d + i, len);
+            to_f32(s + i, to, len);
           } else {
             to_f32(s + i, buf, len);
-            from_f32(buf, d + i, len);
+            from_f32(buf, to, len);
           }
+          if (stream) stream_block(d + i, out, len);
         }
+        if (stream) _mm_sfence();
       });
     });
   });
