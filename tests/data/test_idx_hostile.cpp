@@ -166,7 +166,7 @@ TEST_F(IdxHostile, BytesAfterTheGzipStreamAreAnError) {
 
 TEST_F(IdxHostile, ACutGzipStreamSaysWhereItEnds) {
   std::vector<uint8_t> gz = gzip_member(idx_bytes(0x803, {100, 10, 10}, std::vector<uint8_t>(10000, 3)), 0);
-  gz.resize(gz.size() - 8);  // the checksum and length trailer cut off
+  gz.erase(gz.end() - 8, gz.end());  // the checksum and length trailer cut off
   write_file(path("cut.gz"), gz, false);
   EXPECT_THAT(error_of([&] { read_idx(path("cut.gz")); }),
               HasSubstr(path("cut.gz") + ": the gzip stream is cut off after 10016 decompressed bytes"));

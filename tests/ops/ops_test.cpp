@@ -201,8 +201,9 @@ TEST(Ops, AWeightGradientIsWrittenIntoAZeroedSlot) {
       Allocator::global().reset_peaks();
       const size_t before = Allocator::global().stats().total_current;
       ops::add_linear_weight_grad(written, dy, x, /*zeroed=*/true);
-      if (ops::matmul_native(dt))  // the fallback widens its operands (Note [low-precision fallback])
+      if (ops::matmul_native(dt)) {  // the fallback widens its operands (Note [low-precision fallback])
         EXPECT_LT(Allocator::global().stats().total_peak - before, size_t(24 * 64) * dtype_size(dt)) << "a temporary";
+      }
       EXPECT_EQ(written.to_vector(), added.to_vector());
       // Off alignment (one element into a flat buffer) and in f32 for a bf16 product: the temporary.
       Tensor flat = Tensor::zeros({rows * 24 + 1}, dt), f32 = Tensor::zeros({rows, 24});
