@@ -81,8 +81,8 @@ void cast(const Tensor& src, Tensor& dst) {
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) { std::memcpy(d + b * es, s + b * es, size_t(e - b) * es); });
     return;
   }
-  // A destination past the last-level cache's size is streamed (Note [streamed stores]): a whole
-  // buffer's cast (the f32 copy of the weights a step widens, a product's cast into its bucket).
+  // A destination of 4 MiB or more is streamed (Note [streamed stores]): a whole buffer's cast
+  // (the f32 copy of the weights a step widens, a product's cast into its bucket).
   const bool stream = kStreams && int64_t(dst.nbytes()) >= kStreamCastBytes;
   dispatch_float(src.dtype(), "cast", [&](auto s_tag) {
     using S = decltype(s_tag);
