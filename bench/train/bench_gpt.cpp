@@ -253,7 +253,7 @@ void run_on_device(DType dt, const Args& a) {
     Tensor l = ag::cross_entropy(ag::reshape(logits, {a.batch * T, a.model.vocab_size}), y);
     autograd::backward(l);
     for (size_t i = 0; i < params.size(); ++i)
-      optim::update(opt, {params[i], masters[i], autograd::grad(params[i]), states[i], 1e-4f, s + 1, 1.f});
+      optim::update(opt, {params[i], masters[i], autograd::grad(params[i]), states[i], 1e-4f, s + 1, 1.f, Tensor()});
     synchronize(dev);  // a step's time is its device time
     return std::make_pair(zero::StepStats{}, l);
   });

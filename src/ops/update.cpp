@@ -8,7 +8,7 @@ namespace zt::ops {
 namespace {
 Device update_device(const DeviceUpdate& u, const char* op) {
   const Device d = u.param.device();
-  for (const Tensor* t : {&u.master, &u.grad, &u.s0, &u.s1}) detail::check_on(d, *t, op);
+  for (const Tensor* t : {&u.master, &u.grad, &u.s0, &u.s1, &u.widened}) detail::check_on(d, *t, op);
   return d;
 }
 }  // namespace

@@ -21,7 +21,8 @@ inline ops::DeviceUpdate device_update(const UpdateArgs& a) {
           a.grad,
           a.states.size() > 0 ? a.states[0] : Tensor(),
           a.states.size() > 1 ? a.states[1] : Tensor(),
-          a.grad_scale};
+          a.grad_scale,
+          a.widened};
 }
 
 void update_adam(const FloatHyper& h, bool decoupled, const UpdateArgs& a);

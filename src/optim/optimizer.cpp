@@ -80,6 +80,12 @@ void update(const config::OptimizerConfig& spec, const UpdateArgs& a) {
     ZT_CHECK(a.param.dtype() == DType::f32, "[optim.update] ", dtype_name(a.param.dtype()),
              " params need an fp32 master");
   }
+  if (a.widened.defined()) {
+    ZT_CHECK(a.master.defined(), "[optim.update] a widened copy needs a master (f32 params are their own)");
+    check_tensor(a.widened, "widened", n);
+    ZT_CHECK(a.widened.dtype() == DType::f32, "[optim.update] widened must be f32, got ",
+             dtype_name(a.widened.dtype()));
+  }
   const size_t want = kind == Kind::sgd ? (h.momentum != 0.f ? 1 : 0) : 2;
   ZT_CHECK(a.states.size() == want, "[optim.update] ", spec.type, " takes ", want, " state tensors, got ",
            a.states.size());

@@ -243,7 +243,8 @@ StepStats Engine::step(double lr) {
   const float grad_scale = st.loss_scale == 1.0 ? float(st.clip_coef) : float(st.clip_coef / st.loss_scale);
   try {
     for (size_t b = 0; b < nb; ++b) {
-      optim_->update(b, store_->owned(b), reducer_->owned(b), float(lr), grad_scale);
+      if (optim_->update(b, store_->owned(b), reducer_->owned(b), float(lr), grad_scale, store_->owned_compute(b)))
+        store_->widened_by_update(b);
       store_->publish(b, label("parameter all-gather, bucket " + std::to_string(b)));
     }
   } catch (...) {  // no host update still running past a failed step (Note [host update overlap])
@@ -251,7 +252,7 @@ StepStats Engine::step(double lr) {
     throw;
   }
   store_->finish_publish();
-  store_->refresh_compute();
+  store_->refresh_compute(/*after_update=*/true);
   reducer_->zero();
   optim_->finish_step();
   ++steps_;
@@ -323,7 +324,7 @@ void Engine::refresh_params() {
   for (size_t b = 0; b < plan_.buffers.size(); ++b)
     store_->publish(b, label("parameter refresh, buffer " + std::to_string(b)));
   store_->finish_publish();
-  store_->refresh_compute();
+  store_->refresh_compute(/*after_update=*/false);
 }
 
 }  // namespace zt::zero

@@ -182,10 +182,11 @@ void OptimShard::wait_for_gradient(size_t b, const Tensor& grads) {
   staging_.down_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale) {
+bool OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale,
+                        const Tensor& widened) {
   if (host_grads_.empty() || grads.device().is_cpu()) {
-    compute_s_ += apply(b, params, grads, lr, grad_scale, steps_ + 1, params);
-    return;
+    compute_s_ += apply(b, params, grads, lr, grad_scale, steps_ + 1, params, widened);
+    return widened.defined();
   }
   Tensor p;
   if (early_[b].ticket > 0) {  // Note [host update overlap]: started during backward
@@ -209,20 +210,21 @@ void OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, flo
     wait_for_gradient(b, grads);
     compute_s_ += apply(b, p, host_grads_[b], lr, grad_scale, steps_ + 1, params);
   }
-  if (params.device().is_cpu()) return;
+  if (params.device().is_cpu()) return false;
   const auto t0 = std::chrono::steady_clock::now();
   Tensor dst = params;
   params_up_[b] = copy_on_copy_stream(dst, p);
   params_up_[b].make_compute_wait();
   staging_.up_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   staging_.bytes_up += uint64_t(params.nbytes());
+  return false;
 }
 
 // One loop for every residence: the tier's tiles, with the same elements of the parameters and
 // gradients (which are where the tier is: a device's came down first). A fresh file's master
 // starts from `working`, the parameters as the model has them.
-double OptimShard::apply(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale,
-                         int64_t step, const Tensor& working) {
+double OptimShard::apply(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale, int64_t step,
+                         const Tensor& working, const Tensor& widened) {
   ShardResidence& res = *bufs_[b];
   ZT_ASSERT(res.device() == params.device() && res.device() == grads.device(), "update of buffer ", b, " on ",
             res.device(), " with parameters on ", params.device(), " and gradients on ", grads.device());
@@ -235,6 +237,7 @@ double OptimShard::apply(size_t b, const Tensor& params, const Tensor& grads, fl
       [&](int64_t begin, int64_t len, const std::vector<Tensor>& views) {
         a.param = params.slice(0, begin, begin + len);
         a.grad = grads.slice(0, begin, begin + len);
+        a.widened = widened.defined() ? widened.slice(0, begin, begin + len) : Tensor();
         a.master = master_ ? views[0] : Tensor();
         a.states.assign(views.begin() + (master_ ? 1 : 0), views.end());
         const auto t0 = std::chrono::steady_clock::now();

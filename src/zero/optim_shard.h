@@ -44,7 +44,10 @@ class OptimShard {
   void take_gradient(size_t b, const Tensor& params, const Tensor& grads);
   // One update of buffer b: params and grads are this rank's range, any float dtypes. Beside a
   // device the updated parameters go up on the copy stream; later compute work waits for them.
-  void update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale);
+  // `widened` (optional, f32 over the same range): written with float(params) in the same pass
+  // where the update runs where the parameters are (Note [widened by the update]); says whether it was.
+  bool update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale,
+              const Tensor& widened = Tensor());
   void finish_step() {
     ++steps_;
     early_step_.reset();
@@ -63,7 +66,7 @@ class OptimShard {
   // The update kernel over every tile of buffer b, on `params` and `grads` where its tier is.
   // Returns the kernel's seconds.
   double apply(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale, int64_t step,
-               const Tensor& working);
+               const Tensor& working, const Tensor& widened = Tensor());
   // Beside a device: the host tensor the update writes the parameters into (a pinned copy, or the
   // host-resident shard itself), after its previous upload has landed.
   Tensor host_params(size_t b, const Tensor& params);

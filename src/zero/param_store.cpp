@@ -137,7 +137,8 @@ void ParamStore::write_initial(size_t b, Tensor dst, Range range, const Material
 // Note [f32 compute]: where a 16-bit run's products take the f32 path (no 16-bit kernel, or one
 // not 10% faster than f32 on this processor), widening operands per product costs more than 16 bits save.
 // The model's parameters then view an f32 copy of each gathered buffer, widened once per gather
-// (stages 0-2: once per step, after the update) and the model computes in f32; the gathers, the
+// (stages 0-2: once per step, this rank's range by the update itself, Note [widened by the update]
+// in ops/cpu/update.cpp, the rest after the publish) and the model computes in f32; the gathers, the
 // published values, gradients on the wire and the saved weights stay in the param dtype. Backward's
 // f32 gradients round once as they accumulate into the 16-bit gradient buffers.
 void ParamStore::bind(size_t b) {
@@ -159,9 +160,21 @@ void ParamStore::unbind(size_t b) {
   bufs_[b].work = Tensor();
 }
 
-void ParamStore::refresh_compute() {
-  for (Buf& buf : bufs_)
-    if (buf.work.defined()) ops::cast_into(buf.work, buf.full);
+void ParamStore::refresh_compute(bool after_update) {
+  for (size_t b = 0; b < bufs_.size(); ++b) {
+    Buf& buf = bufs_[b];
+    if (!buf.work.defined()) continue;
+    if (!std::exchange(buf.own_widened, false) || !after_update) {
+      ops::cast_into(buf.work, buf.full);
+      continue;
+    }
+    const Range r = plan_.optim_range(b, group_.rank());  // the rest came in with the publish
+    for (const Range& part : {Range{0, r.begin}, Range{r.end, plan_.buffers[b].padded}}) {
+      if (part.empty()) continue;
+      Tensor dst = buf.work.slice(0, part.begin, part.end);
+      ops::cast_into(dst, buf.full.slice(0, part.begin, part.end));
+    }
+  }
 }
 
 Tensor ParamStore::full_param(size_t b, size_t index) const {
@@ -179,6 +192,13 @@ Tensor ParamStore::owned(size_t b) {
   if (plan_.policy.shard_parameters()) return buf.shard;
   const Range r = plan_.optim_range(b, group_.rank());
   return buf.full.slice(0, r.begin, r.end);
+}
+
+Tensor ParamStore::owned_compute(size_t b) {
+  const Buf& buf = bufs_[b];
+  if (!buf.work.defined() || buf.file || plan_.policy.shard_parameters()) return Tensor();
+  const Range r = plan_.optim_range(b, group_.rank());
+  return buf.work.slice(0, r.begin, r.end);
 }
 
 Tensor ParamStore::owned_copy(size_t b) {

@@ -37,6 +37,11 @@ class ParamStore {
   Tensor owned(size_t b);
   // The same values to read: for a swapped unit a copy read from its file.
   Tensor owned_copy(size_t b);
+  // Note [widened by the update]: owned(b)'s range of the widened copy, for the optimizer to write
+  // beside the parameters (undefined where there is none: the param dtype computes, stage 3, swapped);
+  // once it has, widened_by_update(b) and refresh_compute widens only the rest of the buffer.
+  Tensor owned_compute(size_t b);
+  void widened_by_update(size_t b) { bufs_[b].own_widened = true; }
   // This rank's parameters of buffer b as a checkpoint sees them (streamed when swapped).
   ShardTensor owned_state(size_t b);
   // After the optimizer wrote owned(b): stages 1-2 all-gather it into the full buffer (in flight
@@ -50,7 +55,8 @@ class ParamStore {
   Tensor full_param(size_t b, size_t index) const;
   // Note [f32 compute]: the widened copies of the gathered buffers, again from their full values
   // (after an update or a load wrote them); nothing when the model computes in the param dtype.
-  void refresh_compute();
+  // After an update, not the ranges the update widened itself (Note [widened by the update]).
+  void refresh_compute(bool after_update);
   void gather(size_t b, bool wait, const std::string& label);  // stage 3
   // Stage 3; persistent units stay, and with `may_keep` a unit used again soon (Note [reuse distance]).
   void release(size_t b, bool may_keep = true);
@@ -71,6 +77,7 @@ class ParamStore {
     Range own;
     Tensor full;   // padded, param dtype (stages 0-2 always; stage 3 while gathered)
     Tensor work;   // Note [f32 compute]: full widened, what the model's parameters view (while bound)
+    bool own_widened = false;  // the update wrote work's optim range this step (Note [widened by the update])
     Tensor shard;  // stage 3: this rank's slice (a swapped unit: while read in; pinned host memory: Plan::param_on_host)
     Tensor uploaded;  // a host-resident shard's copy on the device, while its all-gather runs
     comm::WorkPtr gather_work;

@@ -66,7 +66,7 @@ Trajectory train(nn::Module& m, Device dev, const std::vector<Batch>& batches) {
     t.losses.push_back(loss.item());
     const auto params = m.parameters();
     for (size_t i = 0; i < params.size(); ++i)
-      optim::update(opt, {params[i], Tensor(), autograd::grad(params[i]), states[i], 1e-3f, step, 1.f});
+      optim::update(opt, {params[i], Tensor(), autograd::grad(params[i]), states[i], 1e-3f, step, 1.f, Tensor()});
   }
   for (const Tensor& p : m.parameters()) t.params.push_back(p.to_vector());
   return t;

@@ -67,7 +67,7 @@ TEST(DeviceSeam, AnUpdatesTensorsOnTwoDevicesAreOneError) {
   const Tensor p = Tensor::full({8}, 1.f);
   const Tensor g_gpu = Tensor::unallocated({8}, DType::f32, Device::cuda(0));
   EXPECT_EQ(error_of([&] {
-              ops::sgd_update(ops::SgdStep{}, {p, Tensor(), g_gpu, Tensor(), Tensor(), 1.f});
+              ops::sgd_update(ops::SgdStep{}, {p, Tensor(), g_gpu, Tensor(), Tensor(), 1.f, Tensor()});
             }),
             "[sgd_update] tensors are on different devices: cpu and cuda:0");
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "../common/error_of.h"
 #include "zt/core/allocator.h"
 #include "zt/core/parallel.h"
 #include "zt/optim/optimizer.h"
@@ -138,14 +139,15 @@ config::OptimizerConfig spec_of(const Variant& v) {
 }
 
 // Three updates of n elements, in pieces of `piece` elements each, on `threads` threads.
-// Returns param, master and states.
+// Returns param, master and states (and with `widen` the f32 copy the updates wrote beside them).
 std::vector<Tensor> run_pieces(const config::OptimizerConfig& s, const Precision& pr, int64_t n, int64_t piece,
-                               int threads) {
+                               int threads, bool widen = false) {
   set_num_threads(threads);
   std::vector<float> p(static_cast<size_t>(n)), g(p.size());
   for (int64_t i = 0; i < n; ++i) p[size_t(i)] = std::sin(0.01f * float(i));
   Tensor param = Tensor::from_vector(p, {n}, pr.param), master = pr.master ? param.to(DType::f32) : Tensor();
   std::vector<Tensor> states = zero_states(s, n);
+  Tensor widened = widen ? Tensor::full({n}, -7.f) : Tensor();
   for (int step = 1; step <= 3; ++step) {
     for (int64_t i = 0; i < n; ++i) g[size_t(i)] = 50.f * std::cos(0.003f * float(i * step));
     Tensor grad = Tensor::from_vector(g, {n}, pr.grad);
@@ -154,6 +156,7 @@ std::vector<Tensor> run_pieces(const config::OptimizerConfig& s, const Precision
       UpdateArgs a;
       a.param = param.slice(0, b, e);
       if (master.defined()) a.master = master.slice(0, b, e);
+      if (widen) a.widened = widened.slice(0, b, e);
       a.grad = grad.slice(0, b, e);
       for (auto& t : states) a.states.push_back(t.slice(0, b, e));
       a.lr = 0.01f;
@@ -165,6 +168,7 @@ std::vector<Tensor> run_pieces(const config::OptimizerConfig& s, const Precision
   std::vector<Tensor> out{param};
   if (master.defined()) out.push_back(master);
   out.insert(out.end(), states.begin(), states.end());
+  if (widen) out.push_back(widened);
   return out;
 }
 
@@ -189,6 +193,39 @@ TEST(Update, ResultsDoNotDependOnChunkingOrThreads) {
       }
     }
   }
+}
+
+// Note [widened by the update]: beside a master the update can write the rounded param's f32
+// value too; it equals widening the param afterwards, bit for bit, whole or in pieces that start
+// off a cache line (the streamed spans and the head), and changes nothing else.
+TEST(Update, TheWidenedCopyIsTheRoundedParamAsF32) {
+  const int64_t n = 2 * kOptimGrain + 123;
+  for (const Variant& v : kVariants) {
+    for (const Precision& pr : kPrecisions) {
+      if (!pr.master) continue;
+      SCOPED_TRACE(std::string(v.type) + " param " + dtype_name(pr.param) + " grad " + dtype_name(pr.grad));
+      const config::OptimizerConfig s = spec_of(v);
+      const auto plain = run_pieces(s, pr, n, n, 2);
+      for (int64_t piece : {n, int64_t(1003)}) {
+        const auto wide = run_pieces(s, pr, n, piece, 2, /*widen=*/true);
+        ASSERT_EQ(wide.size(), plain.size() + 1);
+        for (size_t k = 0; k < plain.size(); ++k) EXPECT_TRUE(bitwise_equal(plain[k], wide[k])) << "tensor " << k;
+        EXPECT_TRUE(bitwise_equal(wide.back(), plain[0].to(DType::f32))) << "piece " << piece;
+      }
+    }
+  }
+  UpdateArgs a;  // only beside a master, and only in f32
+  a.param = Tensor::full({4}, 1.f);
+  a.grad = Tensor::full({4}, 1.f);
+  a.states = zero_states(spec_of(kVariants[0]), 4);
+  a.widened = Tensor::full({4}, 0.f);
+  EXPECT_EQ(testing_util::error_of([&] { update(spec_of(kVariants[0]), a); }),
+            "[optim.update] a widened copy needs a master (f32 params are their own)");
+  a.param = a.param.to(DType::bf16);
+  a.master = Tensor::full({4}, 1.f);
+  a.widened = Tensor::full({4}, 0.f, DType::bf16);
+  EXPECT_EQ(testing_util::error_of([&] { update(spec_of(kVariants[0]), a); }),
+            "[optim.update] widened must be f32, got bf16");
 }
 
 // grad_scale is one float multiply: scaling inside equals pre-scaling an f32 gradient.

@@ -58,23 +58,38 @@ ZT_ALWAYS_INLINE void update_span(P* __restrict param, float* __restrict master,
 
 // Note [streamed params]: beside a master the 16-bit param is written and never read: spans of
 // kBlock go out through an L1 buffer (Note [streamed stores] in convert.h), AdamW bf16 10% faster.
+// Note [widened by the update]: where the model computes in f32 over 16-bit params (Note [f32
+// compute] in zero/param_store.cpp) `wide` gets float(param) from the same L1 buffer, so the
+// step's separate widening pass (read 2 bytes, write 4 a parameter) is not made for this range.
+template <typename P>
+ZT_ALWAYS_INLINE void widen_span(float* __restrict wide, const P* __restrict param, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) wide[i] = to_float(param[i]);
+}
+
 template <typename P, typename G, bool kMaster, typename Rule>
 void update_range(P* __restrict param, float* __restrict master, const G* __restrict grad, float* __restrict s0,
-                  float* __restrict s1, int64_t n, float scale, const Rule rule) {
+                  float* __restrict s1, float* __restrict wide, int64_t n, float scale, const Rule rule) {
   static_assert(kMaster || std::is_same_v<P, float>, "low-precision params need a master");
   if constexpr (!kMaster || std::is_same_v<P, float> || !kStreams) {
     update_span<P, G, kMaster>(param, master, grad, s0, s1, n, scale, rule);
+    if (wide) widen_span(wide, param, n);  // this chunk's params are still in cache
   } else {
     // The unaligned head as it is, then aligned spans through the buffer (Note [streamed params]).
     const int64_t misaligned = int64_t(reinterpret_cast<uintptr_t>(param) % 64);
     const int64_t head = std::min<int64_t>(n, (64 - misaligned) % 64 / int64_t(sizeof(P)));
     update_span<P, G, true>(param, master, grad, s0, s1, head, scale, rule);
+    if (wide) widen_span(wide, param, head);
     alignas(64) P buf[kBlock];
+    alignas(64) float wbuf[kBlock];
     for (int64_t b = head; b < n; b += kBlock) {
       const int64_t len = std::min(kBlock, n - b);
       update_span<P, G, true>(buf, master + b, grad + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, len, scale,
                               rule);
       stream_block(param + b, buf, len);
+      if (wide) {
+        widen_span(wbuf, buf, len);
+        stream_block(wide + b, wbuf, len);
+      }
     }
     _mm_sfence();  // streaming stores are weakly ordered: done before the caller's barrier
   }
@@ -107,6 +122,7 @@ void run(const DeviceUpdate& u, const Rule& rule) {
   float* s0 = ptr<float>(u.s0);
   float* s1 = ptr<float>(u.s1);
   float* m = ptr<float>(u.master);
+  float* w = ptr<float>(u.widened);
   const float scale = u.grad_scale;
   with_dtype(u.grad.dtype(), [&](auto g_tag) {
     using G = decltype(g_tag);
@@ -114,8 +130,8 @@ void run(const DeviceUpdate& u, const Rule& rule) {
     if (!m) {
       float* p = ptr<float>(u.param);
       parallel_for(n, kUpdateGrain, [&](int64_t b, int64_t e) {
-        update_range<float, G, false>(p + b, nullptr, g + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, e - b, scale,
-                                      rule);
+        update_range<float, G, false>(p + b, nullptr, g + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, nullptr,
+                                      e - b, scale, rule);
       });
       return;
     }
@@ -123,7 +139,8 @@ void run(const DeviceUpdate& u, const Rule& rule) {
       using P = decltype(p_tag);
       P* p = ptr<P>(u.param);
       parallel_for(n, kUpdateGrain, [&](int64_t b, int64_t e) {
-        update_range<P, G, true>(p + b, m + b, g + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, e - b, scale, rule);
+        update_range<P, G, true>(p + b, m + b, g + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, w ? w + b : nullptr,
+                                 e - b, scale, rule);
       });
     });
   });

@@ -20,18 +20,21 @@ __device__ __forceinline__ float weight(const P* param, const float* master, int
     return to_f(param[i]);
 }
 
-// Writes the new weight to the master (if any) and the rounded param.
+// Writes the new weight to the master (if any), the rounded param and its f32 value where asked
+// (Note [widened by the update] in ops/cpu/update.cpp).
 template <typename P, bool kMaster>
-__device__ __forceinline__ void store(P* param, float* master, int64_t i, float w) {
+__device__ __forceinline__ void store(P* param, float* master, float* wide, int64_t i, float w) {
   if constexpr (kMaster) master[i] = w;
-  param[i] = from_f<P>(w);
+  const P p = from_f<P>(w);
+  param[i] = p;
+  if (wide) wide[i] = to_f(p);
 }
 
 // torch 1.13 _single_tensor_adam(w): m = m*b1 + (1-b1)*g; v = v*b2 + ((1-b2)*g)*g;
 // denom = sqrt(v)/bc2_sqrt + eps; p = p + (-step_size*m)/denom (AdamW: p = p*decay + that).
 template <typename P, typename G, bool kMaster>
-__global__ void adam_kernel(AdamStep s, P* param, float* master, const G* grad, float* m, float* v, int64_t n,
-                            float scale) {
+__global__ void adam_kernel(AdamStep s, P* param, float* master, float* wide, const G* grad, float* m, float* v,
+                            int64_t n, float scale) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const float w = weight<P, kMaster>(param, master, i);
     float g = mul(to_f(grad[i]), scale);
@@ -42,14 +45,15 @@ __global__ void adam_kernel(AdamStep s, P* param, float* master, const G* grad, 
     m[i] = mi;
     v[i] = vi;
     const float delta = __fdiv_rn(mul(s.neg_step_size, mi), denom);
-    store<P, kMaster>(param, master, i, s.decoupled ? fmaf(w, s.decay, delta) : add(w, delta));
+    store<P, kMaster>(param, master, wide, i, s.decoupled ? fmaf(w, s.decay, delta) : add(w, delta));
   }
 }
 
 // torch 1.13 _single_tensor_sgd, dampening 0: d = g + wd*p; buf = first ? d : buf*mom + d;
 // d = nesterov ? d + mom*buf : buf; p = p + (-lr)*d.
 template <typename P, typename G, bool kMaster>
-__global__ void sgd_kernel(SgdStep s, P* param, float* master, const G* grad, float* buf, int64_t n, float scale) {
+__global__ void sgd_kernel(SgdStep s, P* param, float* master, float* wide, const G* grad, float* buf, int64_t n,
+                           float scale) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const float w = weight<P, kMaster>(param, master, i);
     float d = mul(to_f(grad[i]), scale);
@@ -59,7 +63,7 @@ __global__ void sgd_kernel(SgdStep s, P* param, float* master, const G* grad, fl
       buf[i] = b;
       d = s.nesterov ? fmaf(s.mom, b, d) : b;
     }
-    store<P, kMaster>(param, master, i, fmaf(s.neg_lr, d, w));
+    store<P, kMaster>(param, master, wide, i, fmaf(s.neg_lr, d, w));
   }
 }
 
@@ -89,8 +93,8 @@ void adam_update(const AdamStep& s, const DeviceUpdate& u) {
     using P = typename decltype(p_tag)::type;
     using G = typename decltype(g_tag)::type;
     adam_kernel<P, G, decltype(has_master)::value><<<blocks_for(n), kThreads, 0, ctx.stream>>>(
-        s, ptr<P>(u.param), f32_or_null(u.master), ptr<const G>(u.grad), f32_or_null(u.s0), f32_or_null(u.s1), n,
-        u.grad_scale);
+        s, ptr<P>(u.param), f32_or_null(u.master), f32_or_null(u.widened), ptr<const G>(u.grad), f32_or_null(u.s0),
+        f32_or_null(u.s1), n, u.grad_scale);
   });
   check_launch("adam_update");
 }
@@ -104,7 +108,8 @@ void sgd_update(const SgdStep& s, const DeviceUpdate& u) {
     using P = typename decltype(p_tag)::type;
     using G = typename decltype(g_tag)::type;
     sgd_kernel<P, G, decltype(has_master)::value><<<blocks_for(n), kThreads, 0, ctx.stream>>>(
-        s, ptr<P>(u.param), f32_or_null(u.master), ptr<const G>(u.grad), f32_or_null(u.s0), n, u.grad_scale);
+        s, ptr<P>(u.param), f32_or_null(u.master), f32_or_null(u.widened), ptr<const G>(u.grad), f32_or_null(u.s0), n,
+        u.grad_scale);
   });
   check_launch("sgd_update");
 }

@@ -20,8 +20,9 @@ std::optional<Tensor> hold(const Tensor* t) {
   return t ? std::optional<Tensor>(sim::host_alias(*t)) : std::nullopt;
 }
 DeviceUpdate hold(const DeviceUpdate& u) {
-  return {sim::host_alias(u.param), sim::host_alias(u.master), sim::host_alias(u.grad),
-          sim::host_alias(u.s0),    sim::host_alias(u.s1),     u.grad_scale};
+  return {sim::host_alias(u.param),  sim::host_alias(u.master), sim::host_alias(u.grad),
+          sim::host_alias(u.s0),     sim::host_alias(u.s1),     u.grad_scale,
+          sim::host_alias(u.widened)};
 }
 template <typename T>
   requires(!std::is_pointer_v<T> && !std::is_same_v<T, Tensor> && !std::is_same_v<T, DeviceUpdate>)

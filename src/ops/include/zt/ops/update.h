@@ -26,6 +26,7 @@ struct DeviceUpdate {
   Tensor param, master, grad;
   Tensor s0, s1;  // Adam: exp_avg, exp_avg_sq; SGD: momentum_buffer (s1 undefined)
   float grad_scale = 1.f;
+  Tensor widened;  // optional, beside a master: f32, gets the rounded param's value (Note [widened by the update])
 };
 void adam_update(const AdamStep& s, const DeviceUpdate& u);
 void sgd_update(const SgdStep& s, const DeviceUpdate& u);

@@ -33,6 +33,7 @@ struct UpdateArgs {
   int64_t step = 1;        // 1-based number of this update (Adam bias correction; SGD: step 1
                            // initialises the momentum buffer from the gradient, as torch does lazily)
   float grad_scale = 1.f;  // the gradient used is grad * grad_scale (clipping and 1/loss_scale folded)
+  Tensor widened;          // optional, with a master: f32, n elements, gets float(param) in the same pass
 };
 
 // One update of n elements. With a master, the master is updated and param = round(master) in
