@@ -115,21 +115,19 @@ bool key_bias(const Geometry& g, int64_t b, int64_t j0, int64_t nj, float* bias)
 constexpr int64_t kW = 16;  // floats per vector
 typedef float Vec __attribute__((vector_size(kW * sizeof(float))));
 
-inline Vec vload(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+// Through a reference: a function returning a 64-byte vector changes the ABI where AVX-512 is not
+// enabled (GCC's -Wpsabi in the sanitizer build, which has no -march=native).
+inline void vload(Vec& v, const float* p) { std::memcpy(&v, p, sizeof v); }
 inline void vstore(float* p, const Vec& v) { std::memcpy(p, &v, sizeof v); }
 
 template <int R, int V>
 void mm_tile(const float* w, int64_t wr, int64_t wk, const float* y, int64_t ldy, int64_t nk, float* acc, int64_t lda) {
   Vec a[R][V];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) a[r][v] = vload(acc + r * lda + v * kW);
+    for (int v = 0; v < V; ++v) vload(a[r][v], acc + r * lda + v * kW);
   for (int64_t k = 0; k < nk; ++k) {
     Vec yv[V];
-    for (int v = 0; v < V; ++v) yv[v] = vload(y + k * ldy + v * kW);
+    for (int v = 0; v < V; ++v) vload(yv[v], y + k * ldy + v * kW);
     for (int r = 0; r < R; ++r) {
       const float x = w[r * wr + k * wk];
       for (int v = 0; v < V; ++v) a[r][v] += x * yv[v];
