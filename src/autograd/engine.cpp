@@ -19,7 +19,7 @@ AutogradMeta& meta(const Tensor& t) {
 }
 const AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
 
-// slot += g; `zeroed`: slot holds zeros, so g may be written instead (a leaf's fresh bucket).
+// slot += g; `zeroed`: slot holds no gradient yet (zeros or stale), so g is written instead.
 void accumulate(Tensor& slot, const Tensor& g, MemTag tag, bool zeroed = false) {
   if (const AutogradMeta* gm = meta_if(g); gm && gm->add_into) {  // Note [row gradients]
     if (!slot.defined()) {
@@ -37,7 +37,11 @@ void accumulate(Tensor& slot, const Tensor& g, MemTag tag, bool zeroed = false) 
   } else {
     ZT_CHECK(slot.shape() == g.shape(), "[autograd] gradient shape ", shape_str(g.shape()), " does not match ",
              shape_str(slot.shape()));
-    if (slot.dtype() == g.dtype())
+    if (zeroed && slot.is_contiguous())
+      ops::cast_into(slot, g);  // 0 + g rounded once
+    else if (zeroed)
+      slot.copy_(g);  // converts and follows strides
+    else if (slot.dtype() == g.dtype())
       ops::add_(slot, g);
     else
       ops::axpy_(slot, 1.f, g);
@@ -69,6 +73,10 @@ void set_grad(const Tensor& t, Tensor g, bool zeroed) {
 void mark_grad_zeroed(const Tensor& t) {
   AutogradMeta& m = meta(t);
   m.grad_zeroed = m.grad.defined();
+}
+bool grad_zeroed(const Tensor& t) {
+  auto* m = meta_if(t);
+  return m && m->grad_zeroed;
 }
 bool is_leaf(const Tensor& t) {
   auto* m = meta_if(t);

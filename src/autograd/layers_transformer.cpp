@@ -21,10 +21,12 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     const int64_t v = weight.size(0);
     if (autograd::sparse_grad(weight)) autograd::add_touched_rows(weight, ops::touched_rows(ids, v));
     const DType dt = weight.dtype();
-    return Grads{
-        autograd::adding_grad(weight.shape(), dt, g.device(),
-                              [g, ids, dt](Tensor& slot, bool) { ops::embedding_backward_add(g, ids, dt, slot); }),
-        Tensor()};
+    return Grads{autograd::adding_grad(weight.shape(), dt, g.device(),
+                                       [g, ids, dt](Tensor& slot, bool zeroed) {
+                                         if (zeroed) slot.zero_();  // rows only: the rest must read 0
+                                         ops::embedding_backward_add(g, ids, dt, slot);
+                                       }),
+                 Tensor()};
   });
 }
 

@@ -118,11 +118,12 @@ int64_t weight_grad_block_rows(int64_t rows) {
   return (even + 63) / 64 * 64;  // 64 rows: each block's start stays aligned for cuBLASLt's 16-bit kernels
 }
 
-// Note [gradients written in place]: a slot known to hold zeros (the engine's fresh buckets)
-// takes the product itself, as beta = 0 would: no temporary and no add pass over [out, in]
-// (GPT-2 124M: 124M elements a step read twice and written once less). Bit for bit the sum
-// 0 + p = p. Where the slot's dtype differs or it is not 16-byte aligned (cuBLASLt's 16-bit
-// kernels want that) the product goes through a temporary, cast into the slot (not added).
+// Note [gradients written in place]: a slot whose values are not a gradient yet (zeros, or a
+// step's stale values: Note [stale gradient slots] in zero/grad_reducer.cpp) takes the product
+// itself, as beta = 0 would: no temporary and no add pass over [out, in] (GPT-2 124M: 124M
+// elements a step read twice and written once less). Bit for bit the sum 0 + p = p. Where the
+// slot's dtype differs or it is not 16-byte aligned (cuBLASLt's 16-bit kernels want that) the
+// product goes through a temporary, cast into the slot (not added).
 void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, bool zeroed) {
   check_float(dy, "add_linear_weight_grad");
   check_float(slot, "add_linear_weight_grad");
@@ -141,9 +142,12 @@ void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, boo
     Tensor dst = slot.slice(0, r0, r0 + n), part = direct ? dst : tmp.slice(0, 0, n);
     ZT_RUN(matmul, "matmul", dy.device(), dy2.slice(1, r0, r0 + n), true, x2, false, nullptr, part);
     if (direct) continue;
-    if (zeroed && dst.is_contiguous())
+    if (zeroed && dst.is_contiguous()) {
       cast_into(dst, part);  // 0 + p rounded once is p rounded once (f32 products of a 16-bit slot)
-    else if (dst.dtype() == part.dtype())
+      continue;
+    }
+    if (zeroed) dst.zero_();  // a strided view of a stale slot: zeros first, then the add
+    if (dst.dtype() == part.dtype())
       add_(dst, part);
     else
       axpy_(dst, 1.f, part);

@@ -1,5 +1,7 @@
 #include "grad_reducer.h"
 
+#include <algorithm>
+
 #include "sparse_rows.h"
 #include "zt/autograd/autograd.h"
 #include "zt/ops/ops.h"
@@ -61,18 +63,38 @@ GradReducer::~GradReducer() {
   }
 }
 
+// Note [stale gradient slots]: no pass zeroes a bucket for the next step. Each parameter's slot is
+// marked as holding no gradient (autograd's `zeroed`), and its first gradient writes it whole
+// (a product, a copy; an embedding zeroes its slot, then adds its rows); a slot no gradient
+// reached is zeroed when its bucket launches. Only what no slot covers (alignment gaps, the
+// padding) is zeroed where the bucket is made. GPT-2 124M: 124M elements a step not written.
 void GradReducer::allocate_full(size_t b) {
   Buf& buf = bufs_[b];
   if (buf.full.defined()) return;
   const Policy& pol = plan_.policy;
+  const BufferPlan& layout = plan_.buffers[b];
   {
     TagScope tag(pol.shard_gradients() ? MemTag::comm : MemTag::grad);
-    buf.full = Tensor::zeros({plan_.buffers[b].padded}, pol.full_grad_dtype(), pol.device);
+    buf.full = Tensor::empty({layout.padded}, pol.full_grad_dtype(), pol.device);
   }
-  for (auto& s : plan_.buffers[b].params) {
+  std::vector<Range> slots;
+  for (auto& s : layout.params) slots.push_back({s.offset, s.offset + s.numel});
+  std::sort(slots.begin(), slots.end(), [](Range x, Range y) { return x.begin < y.begin; });
+  int64_t covered = 0;
+  slots.push_back({layout.padded, layout.padded});
+  for (const Range& r : slots) {
+    if (r.begin > covered) buf.full.slice(0, covered, r.begin).zero_();
+    covered = std::max(covered, r.end);
+  }
+  for (auto& s : layout.params) {
     const Tensor& p = params_[s.index];
     autograd::set_grad(p, buf.full.slice(0, s.offset, s.offset + s.numel).view(p.shape()), /*zeroed=*/true);
   }
+}
+
+void GradReducer::zero_stale_slots(size_t b) {
+  for (auto& s : plan_.buffers[b].params)
+    if (autograd::grad_zeroed(params_[s.index])) bufs_[b].full.slice(0, s.offset, s.offset + s.numel).zero_();
 }
 
 // Note [step schedule]: the reductions that b's launch will wait for finish before its full
@@ -116,7 +138,8 @@ void GradReducer::on_param_partial(size_t b, int uses_left) {
 
 void GradReducer::launch(size_t b, bool early) {
   Buf& buf = bufs_[b];
-  open_bucket(b);                                // a bucket no gradient reached still takes part, as zeros
+  open_bucket(b);  // a bucket no gradient reached still takes part, as zeros
+  zero_stale_slots(b);
   for (size_t f : flights_.admit(b)) finish(f);  // stages 0-1: the full gradient is a state
   buf.launched = true;
   flights_.launched(b);
@@ -217,7 +240,7 @@ void GradReducer::zero() {
     Buf& buf = bufs_[b];
     if (buf.shard.defined()) buf.shard.zero_();
     if (!buf.full.defined()) continue;
-    buf.full.zero_();
+    // Note [stale gradient slots]: the values stay; the next gradients write over them.
     for (auto& s : plan_.buffers[b].params) autograd::mark_grad_zeroed(params_[s.index]);
   }
 }

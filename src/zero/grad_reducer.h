@@ -53,6 +53,7 @@ class GradReducer {
     Tensor early_sum;    // tied rows: the dense part's average, once finished
   };
   void allocate_full(size_t b);
+  void zero_stale_slots(size_t b);  // Note [stale gradient slots]: those no gradient reached, before b is read
   void open_bucket(size_t b);  // stages 2-3, at b's first gradient
   void on_param_ready(size_t b);
   void on_param_partial(size_t b, int uses_left);

@@ -44,7 +44,8 @@ struct AutogradMeta {
   std::vector<int32_t> touched_rows;  // sorted, distinct
   // Set on a gradient made by adding_grad(): how it adds itself into the slot it reaches.
   std::function<void(Tensor& slot, bool zeroed)> add_into;
-  // The leaf's .grad holds zeros (set_grad's `zeroed`): the next gradient may overwrite it.
+  // The leaf's .grad holds no gradient yet (set_grad's `zeroed`: zeros, or values a step left):
+  // the next gradient writes it whole (Note [stale gradient slots] in zero/grad_reducer.cpp).
   bool grad_zeroed = false;
 };
 
@@ -53,10 +54,12 @@ namespace autograd {
 bool requires_grad(const Tensor& t);
 void set_requires_grad(const Tensor& t, bool on);
 Tensor grad(const Tensor& t);              // undefined if none yet
-// The engine accumulates into g in place; `zeroed` says g holds zeros, so the first gradient
-// may be written instead of added (Note [gradients written in place] in zt/ops/ops.h).
+// The engine accumulates into g in place; `zeroed` says g's values are not a gradient yet (zeros,
+// or stale), so the first gradient is written whole instead of added (Note [gradients written in
+// place] in zt/ops/ops.h).
 void set_grad(const Tensor& t, Tensor g, bool zeroed = false);
-void mark_grad_zeroed(const Tensor& t);  // its .grad was zeroed in place
+void mark_grad_zeroed(const Tensor& t);  // its .grad's values stop being a gradient (zeroed or stale)
+bool grad_zeroed(const Tensor& t);       // no gradient has reached its .grad since
 bool is_leaf(const Tensor& t);
 void add_grad_ready_hook(const Tensor& leaf, GradHook hook);
 void clear_grad_ready_hooks(const Tensor& leaf);
@@ -119,7 +122,7 @@ Tensor on_backward(const Tensor& x, std::function<void()> fn);
 // it, any float slot dtype): an embedding's, which touches a few rows of [V, C], or a large
 // weight's made a block of rows at a time (Note [weight gradients in row blocks], ops.h).
 // Accumulating it calls add on the slot (a zeroed one first if there is none), never making
-// the dense tensor; `zeroed` tells add that the slot holds zeros (it may write, not add).
+// the dense tensor; `zeroed` tells add that the slot holds no gradient yet: add must define all of it.
 Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot, bool zeroed)> add);
 
 }  // namespace autograd

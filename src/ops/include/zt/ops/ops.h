@@ -60,7 +60,8 @@ constexpr int64_t kGradRowBlock = 4096;
 bool weight_grad_in_blocks(int64_t rows);      // rows > kGradRowBlock
 int64_t weight_grad_block_rows(int64_t rows);  // rows of the temporary one block needs (all rows if not blocked)
 // slot += dy^T x for w [out, in] = slot's shape; dy [..., out], x [..., in]; slot in any float dtype.
-// zeroed: the slot holds zeros, so the product may be written into it (Note [gradients written in place]).
+// zeroed: the slot's values are not a gradient yet (zeros or stale): the product is written into
+// it whole, not added (Note [gradients written in place]).
 void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, bool zeroed = false);
 // Backward of y = gelu(h), h = linear(x, w, b) the saved pre-activation (forward: linear, then gelu):
 // gelu_bias_backward's dh and db, then linear_backward's two products on dh (db undefined unless has_bias);
