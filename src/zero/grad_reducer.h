@@ -45,6 +45,7 @@ class GradReducer {
     Range own;
     Tensor full;   // padded, full_grad_dtype (stages 0-1 persistent, 2-3 during backward)
     Tensor shard;  // stages 2-3: accumulated over micro-batches
+    bool shard_stale = false;           // shard holds no gradient of this step yet: the first one is written
     std::unique_ptr<WireEncoder> rows;  // sparse and tied buffers: the touched rows' format
     std::unique_ptr<Transfer> transfer;  // launched and not finished
     int pending = 0;
