@@ -170,6 +170,8 @@ StepStats ParamServer::worker_step() {
   std::vector<comm::WorkPtr> pushes, pulls;
   std::vector<Tensor> out;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    for (auto& s : plan_.buffers[b].params)  // Note [stale gradient slots]: a slot no gradient reached
+      if (autograd::grad_zeroed(params_[s.index])) grad_bufs_[b].slice(0, s.offset, s.offset + s.numel).zero_();
     TagScope tag(MemTag::comm);
     out.push_back(grad_bufs_[b].dtype() == wire ? grad_bufs_[b] : ops::cast(grad_bufs_[b], wire));
     for (int s = 0; s < servers_; ++s) {
@@ -196,8 +198,7 @@ StepStats ParamServer::worker_step() {
     w->wait();
     st.gather.add(*w);
   }
-  for (auto& g : grad_bufs_) g.zero_();
-  for (auto& p : params_) autograd::mark_grad_zeroed(p);
+  for (auto& p : params_) autograd::mark_grad_zeroed(p);  // the values stay; the next gradients write over them
   return st;
 }
 

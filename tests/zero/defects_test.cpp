@@ -31,38 +31,6 @@ class TwiceUsed : public nn::Module {
   std::shared_ptr<nn::Linear> a_, b_;
 };
 
-// x -> relu(A x) -> B, plus C on the same hidden units in the first of every three steps
-// (gas = 2 forwards a step). `skip`: C's output is left out on the other steps, so no gradient
-// reaches it; else it is added times 0, so a zero gradient does.
-class SometimesUsed : public nn::Module {
- public:
-  explicit SometimesUsed(bool skip) : skip_(skip) {
-    Generator gen(78);
-    TagScope tag(MemTag::param);
-    a_ = std::make_shared<nn::Linear>(13, 19, true, gen);
-    b_ = std::make_shared<nn::Linear>(19, 5, true, gen);
-    c_ = std::make_shared<nn::Linear>(19, 5, true, gen);
-    register_module("a", a_);
-    register_module("b", b_);
-    register_module("c", c_);
-  }
-  const char* type_name() const override { return "SometimesUsed"; }
-
- protected:
-  Tensor forward(const Tensor& x) override {
-    const bool used = (calls_++ / 2) % 3 == 0;
-    const Tensor h = ag::relu((*a_)(x));
-    const Tensor out = (*b_)(h);
-    if (!used && skip_) return out;
-    return ag::add(out, used ? (*c_)(h) : ag::scale((*c_)(h), 0.f));
-  }
-
- private:
-  bool skip_;
-  int64_t calls_ = 0;
-  std::shared_ptr<nn::Linear> a_, b_, c_;
-};
-
 // Reference: one process, stage 0, the whole global batch.
 RunResult reference(RunSpec s, const Data& d, const std::function<std::shared_ptr<nn::Module>()>& make) {
   s.stage = 0;

@@ -31,9 +31,8 @@ std::vector<int> server_counts(int n) {
 
 // What train does on every rank: workers run their micro-batches (worker w is rank w of the
 // harness's layout over W workers), servers only step; losses are averaged over the workers.
-RunResult train_ps(const RunSpec& s, int servers, const Data& d) {
+RunResult train_ps(const RunSpec& s, int servers, const Data& d, std::shared_ptr<nn::Module> model = make_model()) {
   const comm::GroupPtr g = mpi_world();
-  auto model = make_model();
   zero::ParamServer ps(*model, g, options(s), servers);
   const int64_t W = ps.workers(), w = ps.worker_index(), global = s.micro * s.gas * W;
   RunResult out;
@@ -91,6 +90,21 @@ TEST(ParamServer, MlpInBf16FollowsTheOneProcessTrajectory) {
   s.dtype = DType::bf16;
   s.steps = 8;
   expect_ps_follows(s, make_data(s.steps * s.micro * s.gas * 4));
+}
+
+// Note [stale gradient slots]: a worker's slot that no gradient reached this step (C, used one
+// step in three) is pushed as zeros, as if a zero gradient had reached it.
+TEST(ParamServer, AParameterNoGradientReachesIsPushedAsZeros) {
+  if (g_world->size() < 2) GTEST_SKIP();
+  RunSpec s;
+  s.steps = 7;
+  const Data d = make_data(s.steps * s.micro * s.gas * 4);
+  for (int servers : server_counts(g_world->size())) {
+    SCOPED_TRACE("servers " + std::to_string(servers));
+    expect_same_trajectory(train_ps(s, servers, d, std::make_shared<SometimesUsed>(true)),
+                           train_ps(s, servers, d, std::make_shared<SometimesUsed>(false)),
+                           trajectory_tolerance(s.dtype));
+  }
 }
 
 TEST(ParamServer, TinyGptFollowsTheOneProcessTrajectory) {

@@ -22,6 +22,38 @@ extern comm::GroupPtr g_world;  // the mpirun job's group (mpi_main.cpp)
 // 13-19-7-5 MLP: 446 parameters, divisible by neither 3 nor 4.
 inline std::shared_ptr<nn::Module> make_model() { return nn::make_mlp(13, {19, 7}, 5, "relu", 1234); }
 
+// x -> relu(A x) -> B, plus C on the same hidden units in the first of every three steps
+// (gas = 2 forwards a step). `skip`: C's output is left out on the other steps, so no gradient
+// reaches it; else it is added times 0, so a zero gradient does.
+class SometimesUsed : public nn::Module {
+ public:
+  explicit SometimesUsed(bool skip) : skip_(skip) {
+    Generator gen(78);
+    TagScope tag(MemTag::param);
+    a_ = std::make_shared<nn::Linear>(13, 19, true, gen);
+    b_ = std::make_shared<nn::Linear>(19, 5, true, gen);
+    c_ = std::make_shared<nn::Linear>(19, 5, true, gen);
+    register_module("a", a_);
+    register_module("b", b_);
+    register_module("c", c_);
+  }
+  const char* type_name() const override { return "SometimesUsed"; }
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    const bool used = (calls_++ / 2) % 3 == 0;
+    const Tensor h = ag::relu((*a_)(x));
+    const Tensor out = (*b_)(h);
+    if (!used && skip_) return out;
+    return ag::add(out, used ? (*c_)(h) : ag::scale((*c_)(h), 0.f));
+  }
+
+ private:
+  bool skip_;
+  int64_t calls_ = 0;
+  std::shared_ptr<nn::Linear> a_, b_, c_;
+};
+
 struct Data {
   Tensor x, y;  // all samples of all steps, [rows, 13], [rows]
 };
