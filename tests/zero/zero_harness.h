@@ -1,6 +1,7 @@
 #pragma once
-// Shared by the ZeRO tests: a small MLP with awkward sizes, deterministic data, and a training
-// loop where micro-batch m of rank r is rows [(m*N + r)*micro, ...) of the step's global batch.
+// Shared by the ZeRO tests: a small MLP with awkward sizes (and one with a layer used one step in
+// three), deterministic data, and a training loop where micro-batch m of rank r is rows
+// [(m*N + r)*micro, ...) of the step's global batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
