@@ -34,12 +34,17 @@ log="$out/checks.log"
 
 # CUDA's libraries: the toolkit's, then those PyTorch's wheels bring (cuDNN, NCCL, cuBLAS).
 libs="$work/lib"
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib $(python3 -c 'import nvidia, os
 for p in nvidia.__path__:
     for d in sorted(os.listdir(p)): print(os.path.join(p, d, "lib"))' 2>/dev/null); do
   [[ -d "$d" ]] && libs+=":$d"
 done
 export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# A library still missing (another image's layout) is looked for once under /usr and /opt.
+for so in $(for p in "$work"/bin/*; do ldd "$p"; done | awk '$3 == "not" {print $1}' | sort -u); do
+  found="$(find /usr /opt -name "$so" 2>/dev/null | head -1)"
+  [[ -n $found ]] && LD_LIBRARY_PATH+=":$(dirname "$found")"
+done
 # The bundle's OpenMPI, relocated, for the engine's runs of two ranks sharing the one GPU.
 export OPAL_PREFIX="$work/mpi/usr" PATH="$work/mpi/usr/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export ZT_SOURCE_DIR="$PWD"
@@ -97,6 +102,13 @@ gpu_ops='*cuda*:OnGpu*:DeviceSeam*:*EveryBackend*'
 step ops 150 "$bin/zt_ops_tests"
 step nccl 60 "$bin/test_comm" --gtest_filter='Nccl*:*Store*'
 step models 90 "$bin/nn_on_device_test"
+
+# 5. GPT-2 124M's shape (T=1024) trained on the GPU without the engine, f32 and bf16, beside PyTorch
+# eager on the same machine (bench/torch_gpt.py: the same model class, tokens and AdamW), JSON lines
+# into bench.jsonl.
+gpt2=(--name gpt2-124M --layers 12 --embd 768 --heads 12 --vocab 50257 --ctx 1024 --batch 8 --steps 8 --warmup 2)
+bench_step gpt2_zerotrain 120 "$bin/bench_gpt" "${gpt2[@]}" --device cuda --dtype f32,bf16
+bench_step gpt2_pytorch 120 python3 bench/torch_gpt.py "${gpt2[@]}" --device cuda --dtype f32,bf16
 
 # 3b. The engine on the GPU: `zerotrain train` with run.device=cuda against run.device=cpu on the
 # same machine, a small GPT on data/tokens/english_gpt2 (carried there), stages 0-3 in fp32 and
@@ -167,31 +179,6 @@ PY
 }
 fn_step engine_cuda_vs_cpu 150 engine_check
 
-# 4. Past the device's memory (bench/gpu_offload.py): under a 3 GiB device cap, the largest GPT
-# (1024 wide, T = 256, bf16, stage 3) the engine's plan fits with its states on the device and with
-# ZeRO-Offload (optimizer states and parameter shards in pinned host memory), each trained 4 steps
-# under the cap, and the step of the first both ways.
-bench_step offload_largest 150 python3 bench/gpu_offload.py --bin "$bin/zerotrain" --device cuda --cap-mb 3072 \
-  --work "$work/offload"
-# 5. GPT-2 124M's shape (T=1024) trained on the GPU without the engine, f32 and bf16, beside PyTorch
-# eager on the same machine (bench/torch_gpt.py: the same model class, tokens and AdamW), JSON lines
-# into bench.jsonl.
-gpt2=(--name gpt2-124M --layers 12 --embd 768 --heads 12 --vocab 50257 --ctx 1024 --batch 8 --steps 8 --warmup 2)
-bench_step gpt2_zerotrain 120 "$bin/bench_gpt" "${gpt2[@]}" --device cuda --dtype f32,bf16
-bench_step gpt2_pytorch 120 python3 bench/torch_gpt.py "${gpt2[@]}" --device cuda --dtype f32,bf16
-
-# 6. compute-sanitizer over the ops and the models on the GPU.
-if [[ -x "$sanitizer" ]]; then
-  san=("$sanitizer" --error-exitcode 9 --print-limit 20)
-  step memcheck_ops 120 "${san[@]}" --tool memcheck "$bin/zt_ops_tests" --gtest_filter="$gpu_ops:-*GradCheck*"
-  step memcheck_models 90 "${san[@]}" --tool memcheck "$bin/nn_on_device_test"
-  step racecheck_gpt 60 "${san[@]}" --tool racecheck "$bin/nn_on_device_test" --gtest_filter='*Gpt*'
-  step synccheck_gpt 60 "${san[@]}" --tool synccheck "$bin/nn_on_device_test" --gtest_filter='*Gpt*'
-  step racecheck_attention 60 "${san[@]}" --tool racecheck "$bin/zt_ops_tests" --gtest_filter='Attention.EveryBackend*'
-else
-  echo "== compute-sanitizer not found: memcheck, racecheck and synccheck not run" >>"$log"
-fi
-
 # 5b. The same shape through the engine (`zerotrain train`, run.device=cuda, one rank, bf16, the
 # metrics' step times after the first): stage 0 and stage 3 (with ZeRO-Offload's states on the
 # host too), beside bench_gpt's engine-less step above.
@@ -219,6 +206,26 @@ PY
   done
 }
 fn_step engine_gpt2 120 engine_gpt2
+
+# 4. Past the device's memory (bench/gpu_offload.py): under a 3 GiB device cap, the largest GPT
+# (1024 wide, T = 256, bf16, stage 3) the engine's plan fits with its states on the device and with
+# ZeRO-Offload (optimizer states and parameter shards in pinned host memory), each trained 4 steps
+# under the cap, and the step of the first both ways. The search stops at 96 layers (1.2B parameters,
+# 19 GiB of host states) to fit the check's time: past that the ratio is a lower bound.
+bench_step offload_largest 150 python3 bench/gpu_offload.py --bin "$bin/zerotrain" --device cuda --cap-mb 3072 \
+  --max-layers 96 --work "$work/offload"
+
+# 6. compute-sanitizer over the ops and the models on the GPU.
+if [[ -x "$sanitizer" ]]; then
+  san=("$sanitizer" --error-exitcode 9 --print-limit 20)
+  step memcheck_ops 120 "${san[@]}" --tool memcheck "$bin/zt_ops_tests" --gtest_filter="$gpu_ops:-*GradCheck*"
+  step memcheck_models 90 "${san[@]}" --tool memcheck "$bin/nn_on_device_test"
+  step racecheck_gpt 60 "${san[@]}" --tool racecheck "$bin/nn_on_device_test" --gtest_filter='*Gpt*'
+  step synccheck_gpt 60 "${san[@]}" --tool synccheck "$bin/nn_on_device_test" --gtest_filter='*Gpt*'
+  step racecheck_attention 60 "${san[@]}" --tool racecheck "$bin/zt_ops_tests" --gtest_filter='Attention.EveryBackend*'
+else
+  echo "== compute-sanitizer not found: memcheck, racecheck and synccheck not run" >>"$log"
+fi
 
 # 7. Where a bf16 step's GPU time goes: Nsight Compute times every kernel of one step of the same
 # shape with 2 layers (each layer's kernels are the same); profile.md lists the kernels by total time.
