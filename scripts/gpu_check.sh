@@ -183,12 +183,13 @@ fn_step engine_cuda_vs_cpu 150 engine_check
 # metrics' step times after the first): stage 0 and stage 3 (with ZeRO-Offload's states on the
 # host too), beside bench_gpt's engine-less step above.
 engine_gpt2() {
-  local st extra
-  for st in 0 3 3offload; do
-    extra=()
-    [[ $st == 3offload ]] && extra=(zero_optimization.offload_optimizer.device=cpu)
+  local st extra clip
+  for st in 0 3 3offload 3offload-noclip; do
+    extra=() clip=1.0
+    [[ $st == 3offload* ]] && extra=(zero_optimization.offload_optimizer.device=cpu)
+    [[ $st == *noclip ]] && clip=0  # the host's update may start behind backward (Note [host update overlap])
     "$bin/zerotrain" train --config configs/gpt_sotu.json model.n_layer=12 model.n_embd=768 model.n_head=12 \
-      model.block_size=1024 train_batch_size=8 train_micro_batch_size_per_gpu=8 gradient_clipping=1.0 \
+      model.block_size=1024 train_batch_size=8 train_micro_batch_size_per_gpu=8 "gradient_clipping=$clip" \
       "zero_optimization.stage=${st:0:1}" bf16.enabled=true run.device=cuda run.max_steps=8 steps_per_print=1 \
       data.eval_every=0 run.eval_at_end=false run.save_weights=false data.dir=data/tokens/english_gpt2 \
       "${extra[@]}" "run.dir=$work/engine_gpt2/$st" >/dev/null || return 1
@@ -198,10 +199,15 @@ lines = [json.loads(l) for l in open(sys.argv[1])]
 recs = [j for j in lines if "loss" in j]
 params = [j["summary"]["parameters"] for j in lines if j.get("event") == "final"][0]
 dt = statistics.median(b["elapsed_s"] - a["elapsed_s"] for a, b in zip(recs[1:], recs[2:]))
-print(json.dumps({"engine_gpt2": True, "model": "gpt2-124M", "impl": "zerotrain train, stage " + sys.argv[2],
-                  "params": params, "layers": 12, "ctx": 1024, "embd": 768,
-                  "dtype": "bf16", "tokens_per_s": round(8 * 1024 / dt), "step_s": round(dt, 5),
-                  "device_peak_mib": round(recs[-1]["device_memory"]["peak"] / 2**20, 1), "final_loss": recs[-1]["loss"]}))
+row = {"engine_gpt2": True, "model": "gpt2-124M", "impl": "zerotrain train, stage " + sys.argv[2],
+       "params": params, "layers": 12, "ctx": 1024, "embd": 768,
+       "dtype": "bf16", "tokens_per_s": round(8 * 1024 / dt), "step_s": round(dt, 5),
+       "device_peak_mib": round(recs[-1]["device_memory"]["peak"] / 2**20, 1), "final_loss": recs[-1]["loss"]}
+if "offload" in recs[-1]:  # the host update's split per step, after the first (as bench/offload_device.py)
+    per = lambda k: round((recs[-1]["offload"][k] - recs[1]["offload"][k]) / (len(recs) - 2), 5)
+    row.update({k: per(k) for k in ("update_s", "early_update_s", "early_wait_s", "down_s", "up_s")})
+    row["host_hidden_fraction"] = round(max(0.0, 1 - row["early_wait_s"] / row["early_update_s"]), 3) if row["early_update_s"] > 0 else 0.0
+print(json.dumps(row))
 PY
   done
 }
@@ -231,7 +237,7 @@ fi
 # shape with 2 layers (each layer's kernels are the same); profile.md lists the kernels by total time.
 ncu_path="$(command -v ncu || true)"
 if [[ -n "$ncu_path" ]]; then
-  bench_step profile_bf16 120 "$ncu_path" --metrics gpu__time_duration.sum --csv --log-file "$work/ncu.csv" \
+  bench_step profile_bf16 120 "$ncu_path" --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$work/ncu.csv" \
     "$bin/bench_gpt" "${gpt2[@]}" --name profiled --layers 2 --steps 1 --warmup 0 --device cuda --dtype bf16
   cp "$work/ncu.csv" "$out/ncu.csv"
   python3 - "$work/ncu.csv" "$out/profile.md" <<'PY' 2>>"$log"
@@ -311,10 +317,12 @@ with open(out + "/summary.md", "w") as f:
         if "offload_summary" in o:
             f.write(f"\nOffload: {json.dumps(o)}\n")
     if bench:
-        f.write("\n| GPT | impl | dtype | tokens/s | step s | MFU | device peak MiB |\n|---|---|---|---|---|---|---|\n")
+        f.write("\n| GPT | impl | dtype | tokens/s | step s | MFU | device peak MiB | host update s | hidden |\n"
+                "|---|---|---|---|---|---|---|---|---|\n")
         for b in bench:
             f.write(f"| {b['model']} | {b['impl']} | {b['dtype']} | {b['tokens_per_s']:.0f} | {b['step_s']} | "
-                    f"{b.get('mfu', '')} | {b.get('device_peak_mib', '')} |\n")
+                    f"{b.get('mfu', '')} | {b.get('device_peak_mib', '')} | {b.get('update_s', '')} | "
+                    f"{b.get('host_hidden_fraction', '')} |\n")
     for s in steps:
         for t in s.get("failed", []):
             f.write(f"\n**{s['name']}: {t['test']}**\n\n```\n{t['first_failure']}\n```\n")
