@@ -135,10 +135,16 @@ engine_check() {
     done
   done
   # On cuda only, against the in-memory cpu runs: ZeRO-Offload with stage 3's shards pinned on the
-  # host too (Note [host residence]), and sparse embedding rows (zt/ops/compress.h's kernels).
+  # host too (Note [host residence]), ZeRO-Infinity (both in swap files), and sparse embedding rows
+  # (zt/ops/compress.h's kernels).
   "$bin/zerotrain" train "${gpt[@]}" zero_optimization.stage=3 bf16.enabled=true run.device=cuda \
     zero_optimization.offload_optimizer.device=cpu zero_optimization.offload_param.device=cpu \
     "run.dir=$work/engine/cuda-3offload-true" >/dev/null || return 1
+  # ZeRO-Infinity: the optimizer's states and stage 3's shards in swap files, through pinned tiles.
+  "$bin/zerotrain" train "${gpt[@]}" zero_optimization.stage=3 bf16.enabled=true run.device=cuda \
+    zero_optimization.offload_optimizer.device=nvme zero_optimization.offload_param.device=nvme \
+    "zero_optimization.offload_optimizer.nvme_path=$work/nvme" "zero_optimization.offload_param.nvme_path=$work/nvme" \
+    "run.dir=$work/engine/cuda-3nvme-true" >/dev/null || return 1
   "$bin/zerotrain" train "${gpt[@]}" zero_optimization.stage=1 bf16.enabled=false run.device=cuda \
     sparse_gradients=true "run.dir=$work/engine/cuda-1sparse-false" >/dev/null || return 1
   for dev in cpu cuda; do  # eval and (with data/gpt2's tokenizer carried) generate, on each device
