@@ -6,7 +6,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 #include "memory_plan.h"
 #include "models/model_kind.h"
@@ -35,9 +34,10 @@ int env_int(const char* name, int fallback) {
 
 std::string pick_threads(const config::Config& c) {
   const int local = std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
-  const int cores = int(std::thread::hardware_concurrency());
-  set_num_threads(c.run.threads > 0 ? c.run.threads : std::max(1, cores / local));
-  const std::string n = std::to_string(num_threads()) + (num_threads() == 1 ? " thread" : " threads");
+  const ThreadChoice chosen = c.run.threads > 0 ? ThreadChoice{c.run.threads, ""} : default_threads(local);
+  set_num_threads(chosen.threads);
+  std::string n = std::to_string(num_threads()) + (num_threads() == 1 ? " thread" : " threads");
+  if (!chosen.note.empty()) n += " (" + chosen.note + ")";
   if (!c.run.pin_threads) return n + ", not pinned (run.pin_threads = false)";
   return n + ", " + pin_threads(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0), local, num_threads()).note;
 }

@@ -3,6 +3,7 @@
 // stage under mpirun, estimate == measured memory, eval of the saved weights, fault injection
 // ending the job, and nothing saved lost to a failing run.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include "e2e_util.h"
 
@@ -143,6 +144,29 @@ TEST(Cli, TheProcessorCapIsSaidAndAnUnknownOneIsOneLine) {
               std::string::npos)
         << r.out;
   }
+}
+
+// Note [default threads]: a process bound to one of the machine's cores (taskset here; mpirun binds
+// each of 2 ranks so) runs one thread there and says how to widen it; mpirun's ranks on this
+// machine's cores each have their share and nothing to say.
+TEST(Cli, ARankBoundToFewerCoresRunsThatManyThreadsAndSaysSo) {
+  if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const int units = CPU_COUNT(&set);
+  if (units < 2) GTEST_SKIP() << "needs two processing units";
+  const std::string dir = tmpdir("bound"), args = " train" + kConfig + " run.max_steps=1 run.eval_at_end=false";
+  const Result bound = run("taskset -c 0 " + kBin + args + " run.dir=" + dir + "/a", 60);
+  ASSERT_EQ(bound.code, 0) << bound.out;
+  EXPECT_NE(bound.out.find("rank 0: 1 thread (bound to 1 processing unit of " + std::to_string(units) +
+                           "; under mpirun, --bind-to none or --map-by slot:PE=" + std::to_string(units) +
+                           " gives each rank " + std::to_string(units) + "), pinned to core 0"),
+            std::string::npos)
+      << bound.out;
+  const Result ranks = run(kMpi + "2 " + kBin + args + " run.dir=" + dir + "/b", 60);
+  ASSERT_EQ(ranks.code, 0) << ranks.out;
+  EXPECT_NE(ranks.out.find("rank 0: " + std::to_string(units / 2) + " thread"), std::string::npos) << ranks.out;
+  EXPECT_EQ(ranks.out.find("bound to"), std::string::npos) << ranks.out;
 }
 
 TEST(Cli, ConfigErrorsAreOneLineNamingTheKey) {

@@ -18,4 +18,24 @@ struct Pinning {
 // Never throws: pinning is an optimisation, so a failure only leaves threads where they are.
 Pinning pin_threads(int local_rank, int local_size, int threads);
 
+// Note [default threads]: a rank's threads when run.threads is 0: 1/local_size of the processing
+// units this process may use (a container's cpuset, not the host's count), at least 1, or fewer
+// where a launcher bound the rank to fewer (mpirun binds each of 2 ranks to one core unless told
+// otherwise: more threads there would only take turns); note then says so and how to widen it.
+struct ThreadChoice {
+  int threads = 1;
+  std::string note;
+};
+ThreadChoice default_threads(int local_size);
+// The arithmetic of default_threads: bound_pus < 0 where no launcher narrowed the process's cpuset.
+ThreadChoice choose_threads(int allowed_pus, int bound_pus, int local_size);
+
+// The arithmetic of pin_threads: the rank's cores [first, first + count) of those it may use
+// (bound_cores < 0: not narrowed, `cores` in all), or why its threads stay where the OS puts them.
+struct CoreShare {
+  int first = 0, count = 0;
+  std::string skip;  // empty: pin thread i to core first + i
+};
+CoreShare share_cores(int cores, int bound_cores, int local_rank, int local_size, int threads);
+
 }  // namespace zt
