@@ -130,7 +130,7 @@ engine_check() {
         "$bin/zerotrain" train "${gpt[@]}" "zero_optimization.stage=$st" "bf16.enabled=$dt" "run.device=$dev" \
           "run.dir=$work/engine/$dev-$st-$dt" >/dev/null || return 1
       done
-      mpirun --oversubscribe -np 2 "$bin/zerotrain" train "${gpt[@]}" run.comm_backend=auto "zero_optimization.stage=$st" \
+      mpirun --oversubscribe --bind-to none -np 2 "$bin/zerotrain" train "${gpt[@]}" run.comm_backend=auto "zero_optimization.stage=$st" \
         "bf16.enabled=$dt" run.device=cuda "run.dir=$work/engine/cuda2-$st-$dt" >/dev/null || return 1
     done
   done
