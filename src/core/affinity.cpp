@@ -33,70 +33,92 @@ struct Bitmap {
 
 int processing_units(hwloc_const_bitmap_t set) { return std::max(0, hwloc_bitmap_weight(set)); }
 
+std::vector<hwloc_obj_t> cores_in(hwloc_topology_t t, hwloc_const_bitmap_t set) {
+  std::vector<hwloc_obj_t> cores;  // with at least one processing unit in set
+  const int n = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
+  for (int i = 0; i < n; ++i) {
+    hwloc_obj_t c = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, i);
+    if (hwloc_bitmap_intersects(c->cpuset, set)) cores.push_back(c);
+  }
+  return cores;
+}
+
+// This thread's mask within what the machine allows (the allowed set where it cannot be read).
+void my_mask(hwloc_topology_t t, hwloc_bitmap_t mine) {
+  const hwloc_const_bitmap_t allowed = hwloc_topology_get_allowed_cpuset(t);
+  if (hwloc_get_cpubind(t, mine, HWLOC_CPUBIND_THREAD) != 0) hwloc_bitmap_copy(mine, allowed);
+  hwloc_bitmap_and(mine, mine, allowed);
+  if (hwloc_bitmap_iszero(mine)) hwloc_bitmap_copy(mine, allowed);
+}
+
+std::string count_of(int n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
+
 }  // namespace
 
-ThreadChoice choose_threads(int allowed_pus, int bound_pus, int local_size) {
-  local_size = std::max(1, local_size);
-  const int fair = std::max(1, allowed_pus / local_size);
-  if (bound_pus < 0 || bound_pus >= fair) return {fair, ""};  // a socket's binding may hold other ranks too
-  const int bound = std::max(1, bound_pus);
-  const std::string pus = std::to_string(bound) + " processing unit" + (bound == 1 ? "" : "s");
-  return {bound, "bound to " + pus + " of " + std::to_string(allowed_pus) + "; under mpirun, --bind-to none or " +
-                     "--map-by slot:PE=" + std::to_string(fair) + " gives each rank " + std::to_string(fair)};
-}
-
-ThreadChoice default_threads(int local_size) {
+CpuView cpu_view() {
   Topology topo;
-  if (!topo.t) return choose_threads(int(std::thread::hardware_concurrency()), -1, local_size);
+  if (!topo.t) {
+    const int n = std::max(1, int(std::thread::hardware_concurrency()));
+    return {{n, n}, {n, n}};
+  }
   const hwloc_const_bitmap_t allowed = hwloc_topology_get_allowed_cpuset(topo.t);
   Bitmap mine;
-  if (hwloc_get_cpubind(topo.t, mine.b, HWLOC_CPUBIND_PROCESS) != 0 || hwloc_bitmap_isequal(mine.b, allowed))
-    return choose_threads(processing_units(allowed), -1, local_size);
-  hwloc_bitmap_and(mine.b, mine.b, allowed);
-  return choose_threads(processing_units(allowed), processing_units(mine.b), local_size);
+  my_mask(topo.t, mine.b);
+  return {{processing_units(allowed), int(cores_in(topo.t, allowed).size())},
+          {processing_units(mine.b), int(cores_in(topo.t, mine.b).size())}};
 }
 
-CoreShare share_cores(int cores, int bound_cores, int local_rank, int local_size, int threads) {
-  // A launcher that bound this rank gave it its share; else it takes 1/local_size of the cores.
-  const bool narrowed = bound_cores >= 0;
-  CoreShare s{0, narrowed ? bound_cores : cores, ""};
-  if (!narrowed && local_size > 1) {
+ThreadChoice choose_threads(const CpuView& v, bool rank_bound, int local_size) {
+  local_size = std::max(1, local_size);
+  rank_bound = rank_bound && v.mine.pus < v.machine.pus;  // a binding to the whole machine says nothing
+  const int mine = std::max(1, v.mine.pus);
+  if (!rank_bound) {
+    ThreadChoice c{std::max(1, mine / local_size), ""};
+    if (local_size == 1 && v.mine.pus < v.machine.pus)
+      c.note = "bound to " + count_of(mine, "processing unit") + " of " + std::to_string(v.machine.pus);
+    return c;
+  }
+  const int fair = std::max(1, v.machine.pus / local_size);
+  if (mine >= fair) return {fair, ""};                       // a socket's binding may hold other ranks too
+  const int pe = std::max(1, v.machine.cores / local_size);  // mpirun's PE counts cores
+  return {mine, "mpirun bound this rank to " + count_of(mine, "processing unit") + " of " +
+                    std::to_string(v.machine.pus) + "; --bind-to none, or --map-by slot:PE=" + std::to_string(pe) +
+                    ", gives each rank " + std::to_string(fair)};
+}
+
+CoreShare share_cores(const CpuView& v, bool rank_bound, int local_rank, int local_size, int threads) {
+  local_size = std::max(1, local_size);
+  rank_bound = rank_bound && v.mine.pus < v.machine.pus;
+  const int cores = v.mine.cores;
+  CoreShare s{0, cores, ""};
+  if (!rank_bound && local_size > 1) {
     s.count = cores / local_size;
     s.first = local_rank * s.count;
   }
   if (s.count == 0)
-    s.skip = "not pinned: " + std::to_string(local_size) + " ranks share " + std::to_string(cores) + " core" +
-             (cores == 1 ? "" : "s");
-  else if (!narrowed && local_size == 1 && threads < s.count)  // a lone process leaves free cores to others, as PyTorch
-    s.skip = "not pinned: " + std::to_string(threads) + " of " + std::to_string(s.count) + " cores";
-  else if (narrowed && local_size > 1 && threads < s.count && s.count * local_size > cores)
-    // A binding wider than the rank's share (mpirun binds to a socket above 2 ranks) may be another
-    // rank's too: pinning both to its first cores would stack them, so the OS places the threads.
-    s.skip = "not pinned: this rank is bound to " + std::to_string(s.count) + " of " + std::to_string(cores) +
+    s.skip = "not pinned: " + std::to_string(local_size) + " ranks share " + count_of(cores, "core");
+  else if (!rank_bound && local_size == 1 && cores == v.machine.cores && threads < s.count)
+    s.skip = "not pinned: " + std::to_string(threads) + " of " + count_of(s.count, "core");
+  else if (rank_bound && local_size > 1 && threads < s.count && s.count * local_size > v.machine.cores)
+    s.skip = "not pinned: this rank is bound to " + std::to_string(s.count) + " of " + std::to_string(v.machine.cores) +
              " cores, more than its share (" + std::to_string(local_size) +
              " ranks): other ranks may be bound there too";
   else if (threads > s.count)
-    s.skip = "not pinned: " + std::to_string(threads) + " threads on " + std::to_string(s.count) + " core" +
-             (s.count == 1 ? "" : "s");
+    s.skip = "not pinned: " + std::to_string(threads) + " threads on " + count_of(s.count, "core");
   return s;
 }
 
-Pinning pin_threads(int local_rank, int local_size, int threads) {
+Pinning pin_threads(int local_rank, int local_size, int threads, bool rank_bound) {
   Pinning out;
   Topology topo;
   if (!topo.t) return {{}, "not pinned: hwloc could not read the topology"};
   Bitmap mine;
-  if (hwloc_get_cpubind(topo.t, mine.b, HWLOC_CPUBIND_PROCESS) != 0)
-    hwloc_bitmap_copy(mine.b, hwloc_topology_get_allowed_cpuset(topo.t));
-  // Cores with at least one processing unit this process may run on.
-  std::vector<hwloc_obj_t> cores;
-  const int n = hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_CORE);
-  for (int i = 0; i < n; ++i) {
-    hwloc_obj_t c = hwloc_get_obj_by_type(topo.t, HWLOC_OBJ_CORE, i);
-    if (hwloc_bitmap_intersects(c->cpuset, mine.b)) cores.push_back(c);
-  }
-  const bool narrowed = !hwloc_bitmap_isequal(mine.b, hwloc_topology_get_allowed_cpuset(topo.t));
-  const CoreShare share = share_cores(n, narrowed ? int(cores.size()) : -1, local_rank, local_size, threads);
+  my_mask(topo.t, mine.b);
+  const hwloc_const_bitmap_t allowed = hwloc_topology_get_allowed_cpuset(topo.t);
+  const std::vector<hwloc_obj_t> cores = cores_in(topo.t, mine.b);
+  const CpuView v{{processing_units(allowed), int(cores_in(topo.t, allowed).size())},
+                  {processing_units(mine.b), int(cores.size())}};
+  const CoreShare share = share_cores(v, rank_bound, local_rank, local_size, threads);
   if (!share.skip.empty()) return {{}, share.skip};
   const size_t first = size_t(share.first);
   std::atomic<int> failed{0};
@@ -106,8 +128,8 @@ Pinning pin_threads(int local_rank, int local_size, int threads) {
     const size_t i = size_t(omp_get_thread_num());
     hwloc_obj_t core = cores[first + i];
     Bitmap one;
-    hwloc_bitmap_copy(one.b, core->cpuset);
-    hwloc_bitmap_singlify(one.b);  // one hardware thread of the core
+    hwloc_bitmap_and(one.b, core->cpuset, mine.b);
+    hwloc_bitmap_singlify(one.b);  // one hardware thread of the core that the mask holds
     if (hwloc_set_cpubind(topo.t, one.b, HWLOC_CPUBIND_THREAD) != 0) failed = 1;
     os[i] = int(core->os_index);
   }

@@ -1,41 +1,50 @@
 #pragma once
-// Pins a rank's compute threads to cores (hwloc), so ranks sharing a machine do not trade cores
-// and each OpenMP thread keeps its caches.
+// Thread counts and pinning from the cores a rank may use (hwloc), so ranks sharing a machine do
+// not trade cores and each OpenMP thread keeps its caches.
 #include <string>
 #include <vector>
 
 namespace zt {
 
-struct Pinning {
-  std::vector<int> cores;  // OS indices of the cores the threads were pinned to, in thread order
-  std::string note;        // what was done, or why nothing was ("3 ranks share 2 cores")
+// Processing units (hardware threads) and the cores that hold them.
+struct Cpus {
+  int pus = 0, cores = 0;
 };
+// What the machine allows this process (a container's cpuset, not the host's count) and what this
+// thread's mask holds of it (a taskset, or a launcher's binding); mine == machine: nothing narrowed it.
+struct CpuView {
+  Cpus machine, mine;
+};
+CpuView cpu_view();  // where hwloc cannot read the topology: hardware_concurrency, as cores too
 
-// The cores this process may use (its cpuset: a launcher such as mpirun may already have narrowed
-// it to this rank's share) are split evenly among the node's local_size ranks unless already
-// narrowed; OpenMP thread i of the `threads`-thread team is bound to core i of the share. A lone
-// process (local_size 1, not narrowed) with fewer threads than cores is left unpinned.
-// Never throws: pinning is an optimisation, so a failure only leaves threads where they are.
-Pinning pin_threads(int local_rank, int local_size, int threads);
-
-// Note [default threads]: a rank's threads when run.threads is 0: 1/local_size of the processing
-// units this process may use (a container's cpuset, not the host's count), at least 1, or fewer
-// where a launcher bound the rank to fewer (mpirun binds each of 2 ranks to one core unless told
-// otherwise: more threads there would only take turns); note then says so and how to widen it.
+// Note [default threads]: a rank's threads when run.threads is 0. Where the launcher bound the rank
+// itself (rank_bound: OpenMPI says so in OMPI_MCA_orte_bound_at_launch), its share of the machine
+// (1/local_size of the units), or fewer if bound to fewer: mpirun binds each of 2 ranks to one core
+// unless told otherwise, and more threads there would only take turns; note then says how to widen
+// it. Else the process's mask is the whole job's (the machine, or a taskset around mpirun), split
+// among the node's local_size ranks. At least 1.
 struct ThreadChoice {
   int threads = 1;
   std::string note;
 };
-ThreadChoice default_threads(int local_size);
-// The arithmetic of default_threads: bound_pus < 0 where no launcher narrowed the process's cpuset.
-ThreadChoice choose_threads(int allowed_pus, int bound_pus, int local_size);
+ThreadChoice choose_threads(const CpuView& v, bool rank_bound, int local_size);
 
-// The arithmetic of pin_threads: the rank's cores [first, first + count) of those it may use
-// (bound_cores < 0: not narrowed, `cores` in all), or why its threads stay where the OS puts them.
+// Which of its cores a rank pins its threads to: [first, first + count) of the cores in its mask,
+// split among the node's ranks unless the launcher bound the rank itself; or why they stay where
+// the OS puts them (more ranks or threads than cores; a lone process that leaves cores free, as
+// PyTorch; a binding wider than the rank's share, which other ranks may hold too).
 struct CoreShare {
   int first = 0, count = 0;
   std::string skip;  // empty: pin thread i to core first + i
 };
-CoreShare share_cores(int cores, int bound_cores, int local_rank, int local_size, int threads);
+CoreShare share_cores(const CpuView& v, bool rank_bound, int local_rank, int local_size, int threads);
+
+struct Pinning {
+  std::vector<int> cores;  // OS indices of the cores the threads were pinned to, in thread order
+  std::string note;        // what was done, or why nothing was ("3 ranks share 2 cores")
+};
+// Binds OpenMP thread i of the `threads`-thread team to one hardware thread of core first + i of
+// share_cores. Never throws: pinning is an optimisation, so a failure only leaves threads where they are.
+Pinning pin_threads(int local_rank, int local_size, int threads, bool rank_bound);
 
 }  // namespace zt
