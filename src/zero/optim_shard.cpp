@@ -150,6 +150,13 @@ void OptimShard::end_early(size_t b, const Tensor& params, bool keep) {
 
 void OptimShard::discard_step(const std::function<Tensor(size_t)>& params) {
   early_step_.reset();
+  // A discarded step's gradient copies down may still read the shards: the next writes wait for them.
+  for (CopyEvent& down : grads_down_) {
+    try {
+      std::exchange(down, CopyEvent()).make_compute_wait();
+    } catch (const std::exception&) {  // a failing device: the caller's error is said
+    }
+  }
   for (size_t b = 0; b < early_.size(); ++b) {
     if (early_[b].ticket == 0) continue;
     const bool speculative = early_[b].step.speculative;
