@@ -4,24 +4,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "zt/comm/group.h"
+#include "zt/core/affinity.h"
 #include "zt/core/tensor.h"
 #include "zt/zero/engine.h"
 
 namespace zt::bench {
 
-// The node's cores divided by its ranks (as `zerotrain train` picks).
-inline int default_threads() {
-  int local = 1;
-  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(s));
-  return std::max(1, int(std::thread::hardware_concurrency()) / local);
+inline int default_threads() {  // as zerotrain's (Note [default threads])
+  const LocalRank local = local_rank_from_env();
+  return choose_threads(cpu_view(), local.bound, local.size).threads;
 }
 
 struct TimedSteps {

@@ -27,22 +27,15 @@ std::string fmt_eta(double s) {
   return buf;
 }
 
-int env_int(const char* name, int fallback) {
-  const char* s = std::getenv(name);
-  return s ? std::max(0, std::atoi(s)) : fallback;
-}
-
 std::string pick_threads(const config::Config& c) {
-  const int local = std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
-  const char* bound_env = std::getenv("OMPI_MCA_orte_bound_at_launch");  // mpirun bound this rank itself
-  const bool rank_bound = bound_env && std::string(bound_env) == "1";
+  const LocalRank local = local_rank_from_env();
   const ThreadChoice chosen =
-      c.run.threads > 0 ? ThreadChoice{c.run.threads, ""} : choose_threads(cpu_view(), rank_bound, local);
+      c.run.threads > 0 ? ThreadChoice{c.run.threads, ""} : choose_threads(cpu_view(), local.bound, local.size);
   set_num_threads(chosen.threads);
   std::string n = std::to_string(num_threads()) + (num_threads() == 1 ? " thread" : " threads");
   if (!chosen.note.empty()) n += " (" + chosen.note + ")";
   if (!c.run.pin_threads) return n + ", not pinned (run.pin_threads = false)";
-  return n + ", " + pin_threads(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0), local, num_threads(), rank_bound).note;
+  return n + ", " + pin_threads(local.rank, local.size, num_threads(), local.bound).note;
 }
 
 void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when, const std::string& dir,

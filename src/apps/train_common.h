@@ -26,9 +26,8 @@
 namespace zt::apps {
 
 std::string fmt_eta(double seconds);  // "h:mm:ss"
-int env_int(const char* name, int fallback);
-// Threads per rank: the configured number, else the cores shared by the ranks on this node;
-// then each thread is pinned to a core of this rank's share (run.pin_threads).
+// Threads per rank: the configured number, else Note [default threads]'s (the rank's share of the
+// cores it may use); then each thread is pinned to a core of that share (run.pin_threads).
 std::string pick_threads(const config::Config& c);
 // The processor path the run computes on (Note [processor cap]): "avx2 (capped by
 // ONEDNN_MAX_CPU_ISA=AVX2)", and the same as the start record's "processor".

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
@@ -54,6 +55,16 @@ void my_mask(hwloc_topology_t t, hwloc_bitmap_t mine) {
 std::string count_of(int n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
 
 }  // namespace
+
+LocalRank local_rank_from_env() {
+  auto number = [](const char* name, int fallback) {
+    const char* s = std::getenv(name);
+    return s ? std::max(0, std::atoi(s)) : fallback;
+  };
+  const char* bound = std::getenv("OMPI_MCA_orte_bound_at_launch");
+  return {number("OMPI_COMM_WORLD_LOCAL_RANK", 0), std::max(1, number("OMPI_COMM_WORLD_LOCAL_SIZE", 1)),
+          bound && std::string(bound) == "1"};
+}
 
 CpuView cpu_view() {
   Topology topo;

@@ -39,6 +39,15 @@ struct CoreShare {
 };
 CoreShare share_cores(const CpuView& v, bool rank_bound, int local_rank, int local_size, int threads);
 
+// This process's place among the node's ranks, as OpenMPI's launcher tells it (a lone process:
+// rank 0 of 1): OMPI_COMM_WORLD_LOCAL_RANK and _SIZE, and OMPI_MCA_orte_bound_at_launch, which
+// mpirun sets where it bound the process itself.
+struct LocalRank {
+  int rank = 0, size = 1;
+  bool bound = false;
+};
+LocalRank local_rank_from_env();
+
 struct Pinning {
   std::vector<int> cores;  // OS indices of the cores the threads were pinned to, in thread order
   std::string note;        // what was done, or why nothing was ("3 ranks share 2 cores")
