@@ -52,6 +52,12 @@ void my_mask(hwloc_topology_t t, hwloc_bitmap_t mine) {
   if (hwloc_bitmap_iszero(mine)) hwloc_bitmap_copy(mine, allowed);
 }
 
+CpuView view_of(hwloc_topology_t t, hwloc_const_bitmap_t mine) {
+  const hwloc_const_bitmap_t allowed = hwloc_topology_get_allowed_cpuset(t);
+  return {{processing_units(allowed), int(cores_in(t, allowed).size())},
+          {processing_units(mine), int(cores_in(t, mine).size())}};
+}
+
 std::string count_of(int n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
 
 }  // namespace
@@ -72,11 +78,9 @@ CpuView cpu_view() {
     const int n = std::max(1, int(std::thread::hardware_concurrency()));
     return {{n, n}, {n, n}};
   }
-  const hwloc_const_bitmap_t allowed = hwloc_topology_get_allowed_cpuset(topo.t);
   Bitmap mine;
   my_mask(topo.t, mine.b);
-  return {{processing_units(allowed), int(cores_in(topo.t, allowed).size())},
-          {processing_units(mine.b), int(cores_in(topo.t, mine.b).size())}};
+  return view_of(topo.t, mine.b);
 }
 
 ThreadChoice choose_threads(const CpuView& v, bool rank_bound, int local_size) {
@@ -125,11 +129,8 @@ Pinning pin_threads(int local_rank, int local_size, int threads, bool rank_bound
   if (!topo.t) return {{}, "not pinned: hwloc could not read the topology"};
   Bitmap mine;
   my_mask(topo.t, mine.b);
-  const hwloc_const_bitmap_t allowed = hwloc_topology_get_allowed_cpuset(topo.t);
   const std::vector<hwloc_obj_t> cores = cores_in(topo.t, mine.b);
-  const CpuView v{{processing_units(allowed), int(cores_in(topo.t, allowed).size())},
-                  {processing_units(mine.b), int(cores.size())}};
-  const CoreShare share = share_cores(v, rank_bound, local_rank, local_size, threads);
+  const CoreShare share = share_cores(view_of(topo.t, mine.b), rank_bound, local_rank, local_size, threads);
   if (!share.skip.empty()) return {{}, share.skip};
   const size_t first = size_t(share.first);
   std::atomic<int> failed{0};
