@@ -56,6 +56,9 @@ steps="$work/steps.tsv"  # name, status, seconds, gtest json (or -)
 {
   echo "== machine"
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
+  # The host beside it (its cores and memory set the offloaded AdamW's floor).
+  echo "host: $(nproc) processing units; $(lscpu 2>/dev/null | grep -E '^(Model name|Socket\(s\)|Core\(s\) per socket|Thread\(s\) per core):' | tr -s ' ' | paste -sd ';')"
+  grep -E '^MemTotal' /proc/meminfo
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   for p in "$bin"/*; do ldd "$p" | grep -F "not found" | sed "s|^|$(basename "$p"): |"; done
 } >>"$log" 2>&1
