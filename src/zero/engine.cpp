@@ -211,9 +211,7 @@ StepStats Engine::step(double lr) {
   // bf16 or f16 value, so a non-finite sum is exactly fp16's overflow (an inf or NaN gradient).
   double sumsq = 0;
   {  // each buffer's sum stays on the device; the host reads them all at once, then adds in order
-    Tensor sums = Tensor::empty({int64_t(nb)}, DType::i64, MemTag::workspace, pol.device);
-    for (size_t b = 0; b < nb; ++b) ops::sum_of_squares_to(reducer_->owned(b), sums, int64_t(b));
-    const Tensor host = sums.to(Device::cpu());
+    const Tensor host = reducer_->sums_of_squares().to(Device::cpu());
     for (size_t b = 0; b < nb; ++b) sumsq += static_cast<const double*>(host.raw_data())[b];
   }
   if (scaler_) {  // fp16: an overflow on any rank skips the step on every rank

@@ -25,7 +25,9 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const Com
   for (size_t b = 0; b < bufs_.size(); ++b) {
     Buf& buf = bufs_[b];
     buf.own = shard_range(plan_.buffers[b].padded, plan_.world, group_.rank());
-    if (pol.shard_gradients()) {
+    if (pol.grads_to_host) {  // Note [host gradient shard]: each step's reduced gradient is handed down
+      ZT_CHECK(on_final_ != nullptr, "[zero] gradients sent to the host need their taker (on_final)");
+    } else if (pol.shard_gradients()) {
       TagScope tag(MemTag::grad);
       buf.shard = Tensor::zeros({buf.own.size()}, pol.grad_accum_dtype, pol.device);
     } else {
@@ -184,7 +186,21 @@ void GradReducer::finish(size_t b) {
     return;
   }
   store_reduced(b, avg);
+  final(b);
+}
+
+// Note [host gradient shard]: with gradients sent to the host, on_final copies the shard down and
+// the device's copy goes (its sum of squares kept for the step's norm first); later device work
+// waits for that copy (OptimShard::take_gradient), so the memory is reused only once it is read.
+void GradReducer::final(size_t b) {
+  Buf& buf = bufs_[b];
+  if (plan_.policy.grads_to_host) {
+    if (!sums_.defined())
+      sums_ = Tensor::empty({int64_t(bufs_.size())}, DType::i64, MemTag::workspace, plan_.policy.device);
+    ops::sum_of_squares_to(buf.shard, sums_, int64_t(b));
+  }
   if (boundary_ && on_final_) on_final_(b);
+  if (plan_.policy.grads_to_host) buf.shard = Tensor();
 }
 
 // The averaged gradient (stage 0: the whole buffer; else this rank's range) where the optimizer
@@ -192,6 +208,12 @@ void GradReducer::finish(size_t b) {
 Tensor GradReducer::store_reduced(size_t b, const Tensor& avg) {
   Buf& buf = bufs_[b];
   const Policy& pol = plan_.policy;
+  if (pol.grads_to_host) {  // Note [host gradient shard]: the reduction's own output, until final()
+    for (auto& s : plan_.buffers[b].params) autograd::set_grad(params_[s.index], Tensor());
+    buf.full = Tensor();
+    buf.shard = avg.dtype() == pol.grad_accum_dtype ? avg : ops::cast(avg, pol.grad_accum_dtype);
+    return buf.shard;
+  }
   if (pol.shard_gradients()) {
     if (buf.shard_stale)
       ops::cast_into(buf.shard, avg);  // 0 + avg rounded once, the last step's values never read
@@ -230,7 +252,17 @@ void GradReducer::finish_tied_rows(size_t b) {
   }
   rows->add_to(store_reduced(b, buf.early_sum), comm_overlap_);  // the rows' positions only
   buf.early_sum = Tensor();
-  if (boundary_ && on_final_) on_final_(b);
+  final(b);
+}
+
+Tensor GradReducer::sums_of_squares() {
+  if (plan_.policy.grads_to_host) {
+    ZT_CHECK(sums_.defined(), "[zero] no gradient was final this step");
+    return std::exchange(sums_, Tensor());
+  }
+  Tensor sums = Tensor::empty({int64_t(bufs_.size())}, DType::i64, MemTag::workspace, plan_.policy.device);
+  for (size_t b = 0; b < bufs_.size(); ++b) ops::sum_of_squares_to(owned(b), sums, int64_t(b));
+  return sums;
 }
 
 Tensor GradReducer::owned(size_t b) const {

@@ -33,8 +33,12 @@ class GradReducer {
   void begin_backward(bool boundary, const std::string& label);
   void end_backward();  // launches what no hook launched (same order on every rank), finishes all
 
-  // The averaged gradient over plan.optim_range(b) (valid after the boundary's end_backward).
+  // The averaged gradient over plan.optim_range(b) (valid after the boundary's end_backward;
+  // undefined with gradients sent to the host, Note [host gradient shard]).
   Tensor owned(size_t b) const;
+  // Each buffer's sum of squares of its averaged gradient (one i64 slot holding a double each, on
+  // the device), for the step's norm; with gradients sent to the host, kept as each became final.
+  Tensor sums_of_squares();
   void zero();  // after the optimizer step
 
   const SparseCommBytes& sparse_bytes() const { return sparse_bytes_; }
@@ -62,6 +66,7 @@ class GradReducer {
   void finish_tied_rows(size_t b);
   Tensor store_reduced(size_t b, const Tensor& avg);
   void finish(size_t b);
+  void final(size_t b);  // b's averaged gradient is whole: its taker (on_final) runs
 
   const Plan& plan_;
   std::vector<Tensor> params_;
@@ -74,6 +79,7 @@ class GradReducer {
   bool reducing_ = false;  // this backward pass reduces (stages 2-3, or the boundary)
   bool boundary_ = false;   // this backward pass ends the step's accumulation
   std::string label_;
+  Tensor sums_;  // Note [host gradient shard]: the step's sums of squares, as each buffer became final
   SparseCommBytes sparse_bytes_;
   CommOverlap comm_overlap_;
 };

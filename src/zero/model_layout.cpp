@@ -47,6 +47,9 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   m.policy.snapshot_host_update = !opts.device.is_cpu() && m.policy.optimizer_residence == Residence::host &&
                                   m.policy.param_residence != Residence::file && opts.zero.offload_optimizer.super_offload &&
                                   (opts.gradient_clipping > 0 || m.policy.loss_scaling);
+  m.policy.grads_to_host = !opts.device.is_cpu() && m.policy.optimizer_residence != Residence::memory &&
+                           m.policy.shard_gradients() && opts.gradient_accumulation_steps == 1 &&
+                           m.policy.comm_dtype == m.policy.grad_accum_dtype;
   ZT_CHECK_AS(ErrorKind::config, m.policy.param_residence == Residence::memory || opts.zero.stage == 3,
               "[zero] offload_param.device = ", opts.zero.offload_param.device,
               " needs zero_optimization.stage 3 (below it every rank holds all ",

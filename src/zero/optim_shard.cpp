@@ -1,7 +1,8 @@
 // Note [host residence]: with offload_optimizer.device = cpu on a device (ZeRO-Offload), the
 // fp32 master and optimizer states live in pinned host memory and the host's kernel updates
 // them. Each buffer's gradient shard comes down into pinned memory on the copy stream as soon as
-// its reduction is final (Note [copy stream]), while backward goes on, as DeepSpeed keeps
+// its reduction is final (Note [copy stream]), while backward goes on (at stages 2-3 with one
+// micro-batch a step the reduction's output itself, Note [host gradient shard]), as DeepSpeed keeps
 // ZeRO-Offload's gradients in host memory (fp32 runs without a master bring the parameter shard
 // down beside it: the rule reads it). The host writes the master and the rounded parameters into
 // a pinned parameter shard, which goes up on the copy stream; the device's next work on them (the
@@ -40,7 +41,11 @@ namespace zt::zero {
 
 OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, int rank,
                        const std::function<Tensor(size_t)>& initial)
-    : spec_(spec), initial_(initial), names_(optim::state_names(spec)), master_(plan.policy.fp32_master) {
+    : spec_(spec),
+      initial_(initial),
+      names_(optim::state_names(spec)),
+      master_(plan.policy.fp32_master),
+      grads_to_host_(plan.policy.grads_to_host) {
   optim::validate(spec_);
   const Residence where = plan.policy.optimizer_residence;
   if (plan.host_staging_bytes() > 0) {  // Note [host residence]: tagged as the plan counts them (host staging)
@@ -97,6 +102,7 @@ void OptimShard::take_gradient(size_t b, const Tensor& params, const Tensor& gra
   if (host_grads_.empty() || grads.device().is_cpu()) return;
   ZT_ASSERT(early_[b].ticket == 0, "buffer ", b, "'s gradient taken twice in one step");
   grads_down_[b] = copy_on_copy_stream(host_grads_[b], grads);
+  if (grads_to_host_) grads_down_[b].make_compute_wait();  // Note [host gradient shard]: grads goes next
   staging_.bytes_down += uint64_t(grads.nbytes());
   if (!params.defined()) return;  // a swapped shard: read in at the update
   Tensor p = host_params(b, params);
@@ -183,6 +189,7 @@ void OptimShard::wait_for_gradient(size_t b, const Tensor& grads) {
     std::exchange(grads_down_[b], CopyEvent()).synchronize();
     std::exchange(params_down_[b], CopyEvent()).synchronize();
   } else {  // no take_gradient this step: down now
+    ZT_ASSERT(grads.defined(), "buffer ", b, "'s gradient was sent to the host without its copy");
     host_grads_[b].copy_(grads);
     staging_.bytes_down += uint64_t(grads.nbytes());
   }
@@ -191,7 +198,7 @@ void OptimShard::wait_for_gradient(size_t b, const Tensor& grads) {
 
 bool OptimShard::update(size_t b, const Tensor& params, const Tensor& grads, float lr, float grad_scale,
                         const Tensor& widened) {
-  if (host_grads_.empty() || grads.device().is_cpu()) {
+  if (host_grads_.empty() || (grads.defined() && grads.device().is_cpu())) {
     compute_s_ += apply(b, params, grads, lr, grad_scale, steps_ + 1, params, widened);
     return widened.defined();
   }

@@ -83,6 +83,7 @@ class OptimShard {
   std::vector<std::unique_ptr<ShardResidence>> bufs_;  // Note [residence]: master (16-bit runs), then states
   int64_t steps_ = 0;
   bool master_ = false;  // 16-bit run: a master leads the tensors
+  bool grads_to_host_ = false;  // Note [host gradient shard]: the device's gradient goes once copied
   int64_t tile_ = 0;     // Residence::file: elements of each tensor per tile
   // Beside a device (Note [host residence]): each buffer's gradient shard and parameter shard in
   // pinned memory (no parameter copy where stage 3 keeps the shard in host memory), their copies

@@ -77,7 +77,7 @@ MemoryEstimate Plan::memory() const {
     e.param += param_swapped(i) ? 0 : pb * (policy.shard_parameters() ? s + (kept ? p : 0) : p);
     e.param += cb * (policy.shard_parameters() ? (kept ? p : 0) : p);  // the widened copy of what stays gathered
     e.host += param_on_host(i) ? pb * s : 0;  // Note [host residence]: the shard, in pinned host memory
-    e.grad += ab * (policy.shard_gradients() ? s : p);
+    e.grad += policy.grads_to_host ? 0 : ab * (policy.shard_gradients() ? s : p);  // Note [host gradient shard]
     e.master += policy.fp32_master ? 4 * o : 0;
     e.optim += optim_state_bytes_per_elem * o;
   }

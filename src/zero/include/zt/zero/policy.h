@@ -79,6 +79,10 @@ struct Policy {
   // host updates behind backward speculatively (scale 1/loss scale) from a snapshot of the master
   // and states, to redo from.
   bool snapshot_host_update = false;
+  // Note [host gradient shard]: stages 2-3 on a device with the optimizer on the host and one
+  // micro-batch a step: each buffer's reduced gradient goes straight down into pinned host memory
+  // (DeepSpeed's offload keeps its gradients there too), so the device holds no gradient shard.
+  bool grads_to_host = false;
   Residence optimizer_residence = Residence::memory;
   // Stage 3 (offload_param.device = nvme): each non-persistent unit's parameter shard lives in a
   // swap file, read ahead of its all-gather (Note [parameter swap] in param_store.cpp); with
