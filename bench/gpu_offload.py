@@ -35,7 +35,7 @@ def model_args(a, layers):
             f"run.device={a.device}", f"run.device_memory_mb={a.cap_mb}", f"data.dir={a.data}"]
 
 
-def predicted(a, layers, placement):
+def predicted(a, layers, placement, host=False):
     cmd = [a.bin, "estimate", "--json", "--world", "1"] + model_args(a, layers) + PLACEMENTS[placement]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if p.returncode != 0:
@@ -43,12 +43,14 @@ def predicted(a, layers, placement):
     j = json.loads(p.stdout)
     s = j["stages"][3]
     peak = s["peak"] if placement == "in memory" else s["offload_both_cpu"]["peak"]
-    return peak["in_use"], j["parameters"]
+    return (peak["in_use"], j["parameters"]) if not host else peak.get("host", 0)
 
 
 def largest(a, placement):
-    """The most layers whose predicted device peak fits the cap (the peak grows with the layers)."""
-    fits = lambda n: predicted(a, n, placement)[0] <= a.cap_mb << 20
+    """The most layers whose predicted device peak fits the cap and whose host bytes fit --host-mb
+    (both grow with the layers)."""
+    fits = lambda n: predicted(a, n, placement)[0] <= a.cap_mb << 20 and (
+        a.host_mb == 0 or predicted(a, n, placement, host=True) <= a.host_mb << 20)
     if not fits(1):
         return 0
     lo, hi = 1, 2
@@ -91,6 +93,7 @@ def main():
     ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--max-layers", type=int, default=256)
+    ap.add_argument("--host-mb", type=int, default=0, help="the host's pinned bytes the plan may take (0: any)")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--data", default="data/tokens/english_gpt2")
     ap.add_argument("--work", default=None)
