@@ -186,13 +186,13 @@ void GradReducer::finish(size_t b) {
     return;
   }
   store_reduced(b, avg);
-  final(b);
+  deliver(b);
 }
 
 // Note [host gradient shard]: with gradients sent to the host, on_final copies the shard down and
 // the device's copy goes (its sum of squares kept for the step's norm first); later device work
 // waits for that copy (OptimShard::take_gradient), so the memory is reused only once it is read.
-void GradReducer::final(size_t b) {
+void GradReducer::deliver(size_t b) {
   Buf& buf = bufs_[b];
   if (plan_.policy.grads_to_host) {
     if (!sums_.defined())
@@ -208,7 +208,7 @@ void GradReducer::final(size_t b) {
 Tensor GradReducer::store_reduced(size_t b, const Tensor& avg) {
   Buf& buf = bufs_[b];
   const Policy& pol = plan_.policy;
-  if (pol.grads_to_host) {  // Note [host gradient shard]: the reduction's own output, until final()
+  if (pol.grads_to_host) {  // Note [host gradient shard]: the reduction's own output, until deliver()
     for (auto& s : plan_.buffers[b].params) autograd::set_grad(params_[s.index], Tensor());
     buf.full = Tensor();
     buf.shard = avg.dtype() == pol.grad_accum_dtype ? avg : ops::cast(avg, pol.grad_accum_dtype);
@@ -252,7 +252,7 @@ void GradReducer::finish_tied_rows(size_t b) {
   }
   rows->add_to(store_reduced(b, buf.early_sum), comm_overlap_);  // the rows' positions only
   buf.early_sum = Tensor();
-  final(b);
+  deliver(b);
 }
 
 Tensor GradReducer::sums_of_squares() {

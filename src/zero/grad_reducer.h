@@ -66,7 +66,7 @@ class GradReducer {
   void finish_tied_rows(size_t b);
   Tensor store_reduced(size_t b, const Tensor& avg);
   void finish(size_t b);
-  void final(size_t b);  // b's averaged gradient is whole: its taker (on_final) runs
+  void deliver(size_t b);  // b's averaged gradient is whole: its taker (on_final) runs
 
   const Plan& plan_;
   std::vector<Tensor> params_;
