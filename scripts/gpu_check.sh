@@ -148,6 +148,16 @@ engine_check() {
     zero_optimization.offload_optimizer.device=nvme zero_optimization.offload_param.device=nvme \
     "zero_optimization.offload_optimizer.nvme_path=$work/nvme" "zero_optimization.offload_param.nvme_path=$work/nvme" \
     "run.dir=$work/engine/cuda-3nvme-true" >/dev/null || return 1
+  # One micro-batch a step: the reduced gradients go straight down, none stays on the device (Note
+  # [host gradient shard]), against the cpu's run of the same batch.
+  local dev
+  for dev in cpu cuda; do
+    local off=()
+    [[ $dev == cuda ]] && off=(zero_optimization.offload_optimizer.device=cpu)
+    "$bin/zerotrain" train "${gpt[@]}" zero_optimization.stage=3 bf16.enabled=true train_micro_batch_size_per_gpu=16 \
+      "run.device=$dev" "${off[@]}" "run.dir=$work/engine/$dev-3g1$([[ $dev == cuda ]] && echo offload)-true" \
+      >/dev/null || return 1
+  done
   "$bin/zerotrain" train "${gpt[@]}" zero_optimization.stage=1 bf16.enabled=false run.device=cuda \
     sparse_gradients=true "run.dir=$work/engine/cuda-1sparse-false" >/dev/null || return 1
   for dev in cpu cuda; do  # eval and (with data/gpt2's tokenizer carried) generate, on each device
@@ -173,8 +183,9 @@ for name in sorted(os.listdir(root)):
     if not name.startswith("cuda"): continue
     dev, variant, bf16 = name.split("-")  # "3", or "3offload" against cpu-3's in-memory run; cuda2: N = 2
     st = re.match(r"\d+", variant).group()
+    base = re.sub(r"(offload|nvme|sparse)$", "", variant)  # the cpu run of the same batch
     loss = lambda d: {j["step"]: j["loss"] for j in map(json.loads, open(f"{root}/{d}/metrics.jsonl")) if "loss" in j}
-    want, got = loss(f"cpu-{st}-{bf16}"), loss(name)
+    want, got = loss(f"cpu-{base}-{bf16}"), loss(name)
     tol = 2e-2 if bf16 == "true" else 1e-3
     worst = max(abs(got[k] - want[k]) / max(1.0, abs(want[k])) for k in want)
     ok = len(got) == len(want) and worst <= tol
