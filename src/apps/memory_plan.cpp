@@ -71,7 +71,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   in.staged_collectives = ctx.staged;
   if (opts.device.is_cpu()) in.comm_buffers = shm_slot_bytes(ctx);  // host memory, outside a device's peak
   const int64_t batch = opts.device.is_cpu() ? 0 : micro_batch_bytes(c, bs.micro);
-  in.activations += batch;
+  in.activations += 2 * batch;  // the one computing and the next, sent ahead during its forward
   zero::PeakEstimate p = zero::predict_peak(plan, in);
   p.host_staging += 2 * batch;
   return p;
