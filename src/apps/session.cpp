@@ -12,6 +12,7 @@
 
 #include "models/model_kind.h"
 #include "zt/ckpt/safetensors.h"
+#include "zt/core/affinity.h"
 #include "zt/core/allocator.h"
 #include "zt/data/cifar.h"
 #include "zt/nn/transformer.h"
@@ -131,8 +132,7 @@ Device run_device(const std::string& d) {
   ZT_CHECK_AS(ErrorKind::config, n > 0, "[config] run.device=", d, ": no GPU is visible here (found 0)");
   int k = 0;
   if (d == "cuda") {
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    k = local ? std::atoi(local) % n : 0;
+    k = local_rank_from_env().rank % n;  // one GPU per rank of this node, as NCCL's group takes
   } else {
     k = std::atoi(d.c_str() + 5);
   }

@@ -34,6 +34,7 @@
 
 #include "comm_detail.h"
 #include "zt/comm/store.h"
+#include "zt/core/affinity.h"
 #include "zt/core/device.h"
 
 namespace zt::comm {
@@ -572,10 +573,9 @@ GroupPtr make_launched_nccl_group() {
   const int gpus = cuda_device_count();
   ZT_CHECK_AS(ErrorKind::comm, gpus > 0, "[comm] backend 'nccl' needs a GPU, and this process sees none");
   GroupPtr boot = launched_by_mpirun() ? make_mpi_group() : make_local_group();
-  int local_rank = boot->rank();
-  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) local_rank = std::atoi(s);
   auto store = make_group_store(boot);
-  return init_group(boot->rank(), boot->size(), local_rank % gpus, *store, "world", boot->timeout(), boot);
+  const int gpu = local_rank_from_env().rank % gpus;  // the GPU run.device=cuda picked (apps/session.cpp)
+  return init_group(boot->rank(), boot->size(), gpu, *store, "world", boot->timeout(), boot);
 }
 
 }  // namespace detail
