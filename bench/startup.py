@@ -30,11 +30,13 @@ def time_to_step1(binary, layers, width, work):
            "zero_optimization.offload_optimizer.nvme_path=" + swap, "zero_optimization.offload_param.nvme_path=" + swap]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     os.sync()  # the previous run's swap files written out and removed: each run starts with a quiet disk
+    free_before = shutil.disk_usage("/var/tmp").free
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                          start_new_session=True)
-    seen, params = None, None
+    seen, params, lines = None, None, []
     for line in p.stderr:
+        lines = (lines + [line.rstrip()])[-20:]
         if "parameters (" in line and params is None:
             params = int(line.split("zerotrain: ")[1].split(" ")[0])
         if line.startswith(READY):
@@ -49,8 +51,13 @@ def time_to_step1(binary, layers, width, work):
         except ProcessLookupError:
             break
     shutil.rmtree(work, ignore_errors=True)
+    # The swap files' blocks (tens of GB at 4.8B) come back after the unlink: the next run reserves as many.
+    for _ in range(600):
+        if shutil.disk_usage("/var/tmp").free >= free_before - (1 << 30):
+            break
+        time.sleep(0.2)
     if seen is None:
-        sys.exit(f"startup: {' '.join(cmd)} never printed '{READY}'")
+        sys.exit(f"startup: {' '.join(cmd)} never printed '{READY}'; its last lines:\n" + "\n".join(lines))
     return params, seen
 
 
