@@ -50,6 +50,10 @@ void accumulate(Tensor& slot, const Tensor& g, MemTag tag, bool zeroed = false) 
 
 // A leaf's gradient into its .grad (its slot hook may make a zeroed bucket view first).
 void accumulate_leaf(const Tensor& leaf, AutogradMeta& m, const Tensor& g) {
+  if (m.grad_sink) {
+    m.grad_sink(leaf, g);
+    return;
+  }
   if (!m.grad.defined() && m.grad_slot_hook) m.grad_slot_hook(leaf);
   accumulate(m.grad, g, MemTag::grad, m.grad_zeroed);
   m.grad_zeroed = false;
@@ -86,6 +90,22 @@ void add_grad_ready_hook(const Tensor& leaf, GradHook hook) { meta(leaf).grad_re
 void clear_grad_ready_hooks(const Tensor& leaf) { meta(leaf).grad_ready_hooks.clear(); }
 void set_grad_slot_hook(const Tensor& leaf, GradSlotHook hook) { meta(leaf).grad_slot_hook = std::move(hook); }
 void set_grad_partial_hook(const Tensor& leaf, GradPartialHook hook) { meta(leaf).grad_partial_hook = std::move(hook); }
+
+void set_grad_sink(const Tensor& leaf, GradSink sink) { meta(leaf).grad_sink = std::move(sink); }
+
+void write_grad_rows(const Tensor& g, Tensor& dst, int64_t row0) {
+  ZT_CHECK(g.dim() >= 1 && g.size(0) > 0, "[autograd] gradient rows of a tensor of shape ", shape_str(g.shape()));
+  const int64_t rows = g.size(0), row_len = g.numel() / rows;
+  ZT_CHECK(dst.dim() == 2 && dst.size(1) == row_len && row0 >= 0 && row0 + dst.size(0) <= rows, "[autograd] rows ",
+           row0, "..", row0 + (dst.dim() == 2 ? dst.size(0) : 0), " of a gradient ", shape_str(g.shape()), " into ",
+           shape_str(dst.shape()));
+  if (const AutogradMeta* gm = meta_if(g); gm && gm->add_into) {
+    ZT_CHECK(gm->rows != nullptr, "[autograd] this row gradient cannot make a range of its rows alone");
+    gm->rows(dst, row0);
+    return;
+  }
+  dst.copy_(g.contiguous().view({rows, row_len}).slice(0, row0, row0 + dst.size(0)));
+}
 
 void set_sparse_grad(const Tensor& leaf, bool on) { meta(leaf).sparse_grad = on; }
 bool sparse_grad(const Tensor& leaf) {
@@ -197,9 +217,11 @@ void backward(const Tensor& root, Tensor grad_root) {
   }
 }
 
-Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot, bool zeroed)> add) {
+Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot, bool zeroed)> add,
+                   GradRows rows) {
   Tensor g = Tensor::unallocated(shape, dtype, device);
   meta(g).add_into = std::move(add);
+  meta(g).rows = std::move(rows);
   return g;
 }
 

@@ -38,9 +38,10 @@ std::vector<Tensor> linear_inputs(const Tensor& x, const Tensor& w, const Tensor
 // large (Note [weight gradients in row blocks]), written in place into a zeroed bucket (Note
 // [gradients written in place]), never a separate [out, in] tensor added afterwards.
 Tensor weight_grad(const Tensor& w, const Tensor& dy, const Tensor& x) {
-  return autograd::adding_grad(w.shape(), w.dtype(), w.device(), [dy, x](Tensor& slot, bool zeroed) {
-    ops::add_linear_weight_grad(slot, dy, x, zeroed);
-  });
+  return autograd::adding_grad(
+      w.shape(), w.dtype(), w.device(),
+      [dy, x](Tensor& slot, bool zeroed) { ops::add_linear_weight_grad(slot, dy, x, zeroed); },
+      [dy, x](Tensor& dst, int64_t row0) { ops::add_linear_weight_grad(dst, dy, x, /*zeroed=*/true, row0); });
 }
 }  // namespace
 

@@ -1,6 +1,8 @@
 // Differentiable transformer layer ops (embedding, layer norm, dropout, select): each calls its
 // kernel in zt/ops/transformer.h and records the matching backward. Attention is in its own file.
+#include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "zt/autograd/autograd.h"
@@ -12,6 +14,39 @@ namespace zt::ag {
 using autograd::record;
 using Grads = std::vector<Tensor>;
 
+namespace {
+// The positions of each id in ascending order, read from the ids once per backward.
+struct RowsByPosition {
+  std::vector<int32_t> ids, positions;  // sorted by (id, position)
+};
+
+// Rows [row0, row0 + dst.size(0)) of an embedding's gradient alone (Note [gradient blocks]): the
+// positions whose ids fall there, gathered from dy and summed as embedding_backward_add does
+// (position order, in f32), so each row is the value the whole gradient would hold.
+void embedding_rows(RowsByPosition& by, const Tensor& g, const Tensor& ids, DType dt, Tensor& dst, int64_t row0) {
+  if (by.ids.empty() && ids.numel() > 0) {
+    const Tensor host = ids.contiguous().to(Device::cpu());
+    const int32_t* p = host.data<int32_t>();
+    std::vector<std::pair<int32_t, int32_t>> pairs;
+    for (int64_t i = 0; i < host.numel(); ++i) pairs.emplace_back(p[i], int32_t(i));
+    std::sort(pairs.begin(), pairs.end());
+    for (auto& [id, pos] : pairs) by.ids.push_back(id), by.positions.push_back(pos);
+  }
+  dst.zero_();
+  const auto lo = std::lower_bound(by.ids.begin(), by.ids.end(), int32_t(row0));
+  const auto hi = std::lower_bound(by.ids.begin(), by.ids.end(), int32_t(row0 + dst.size(0)));
+  if (lo == hi) return;
+  const size_t a = size_t(lo - by.ids.begin()), b = size_t(hi - by.ids.begin());
+  std::vector<int32_t> local(by.ids.begin() + a, by.ids.begin() + b);
+  for (int32_t& id : local) id -= int32_t(row0);
+  const std::vector<int32_t> pos(by.positions.begin() + a, by.positions.begin() + b);
+  const int64_t m = int64_t(b - a), c = dst.size(1);
+  const Tensor dy = g.contiguous().view({g.numel() / c, c});
+  const Tensor picked = ops::embedding(dy, Tensor::from_ints(pos, {m}, g.device()));
+  ops::embedding_backward_add(picked, Tensor::from_ints(local, {m}, g.device()), dt, dst);
+}
+}  // namespace
+
 // The backward reads only V and the dtype of the weight (its values may be released by then);
 // a sparse weight also learns which rows this use touched. The gradient adds its rows into the
 // weight's (Note [row gradients]): the touched rows' work, not [V, C]'s.
@@ -21,11 +56,15 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     const int64_t v = weight.size(0);
     if (autograd::sparse_grad(weight)) autograd::add_touched_rows(weight, ops::touched_rows(ids, v));
     const DType dt = weight.dtype();
-    return Grads{autograd::adding_grad(weight.shape(), dt, g.device(),
-                                       [g, ids, dt](Tensor& slot, bool zeroed) {
-                                         if (zeroed) slot.zero_();  // rows only: the rest must read 0
-                                         ops::embedding_backward_add(g, ids, dt, slot);
-                                       }),
+    return Grads{autograd::adding_grad(
+                     weight.shape(), dt, g.device(),
+                     [g, ids, dt](Tensor& slot, bool zeroed) {
+                       if (zeroed) slot.zero_();  // rows only: the rest must read 0
+                       ops::embedding_backward_add(g, ids, dt, slot);
+                     },
+                     [g, ids, dt, rows = std::make_shared<RowsByPosition>()](Tensor& dst, int64_t row0) {
+                       embedding_rows(*rows, g, ids, dt, dst, row0);
+                     }),
                  Tensor()};
   });
 }

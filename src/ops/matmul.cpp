@@ -124,14 +124,15 @@ int64_t weight_grad_block_rows(int64_t rows) {
 // elements a step read twice and written once less). Bit for bit the sum 0 + p = p. Where the
 // slot's dtype differs or it is not 16-byte aligned (cuBLASLt's 16-bit kernels want that) the
 // product goes through a temporary, cast into the slot (not added).
-void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, bool zeroed) {
+void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, bool zeroed, int64_t row0) {
   check_float(dy, "add_linear_weight_grad");
   check_float(slot, "add_linear_weight_grad");
   detail::check_same_dtype(dy, x, "add_linear_weight_grad");
   Tensor dy2 = rows_of(dy), x2 = rows_of(x);
-  ZT_CHECK(slot.dim() == 2 && slot.size(0) == dy2.size(1) && slot.size(1) == x2.size(1) && dy2.size(0) == x2.size(0),
-           "[add_linear_weight_grad] slot ", shape_str(slot.shape()), " is not dy^T x for dy ", shape_str(dy.shape()),
-           " and x ", shape_str(x.shape()));
+  ZT_CHECK(slot.dim() == 2 && row0 >= 0 && row0 + slot.size(0) <= dy2.size(1) && slot.size(1) == x2.size(1) &&
+               dy2.size(0) == x2.size(0),
+           "[add_linear_weight_grad] slot ", shape_str(slot.shape()), " from row ", row0,
+           " is not within dy^T x for dy ", shape_str(dy.shape()), " and x ", shape_str(x.shape()));
   if (slot.numel() == 0) return;
   const bool direct = zeroed && slot.dtype() == dy.dtype() && slot.is_contiguous() &&
                       reinterpret_cast<uintptr_t>(slot.raw_data()) % 16 == 0;
@@ -140,7 +141,7 @@ void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, boo
   for (int64_t r0 = 0; r0 < rows; r0 += block) {
     const int64_t n = std::min(block, rows - r0);
     Tensor dst = slot.slice(0, r0, r0 + n), part = direct ? dst : tmp.slice(0, 0, n);
-    ZT_RUN(matmul, "matmul", dy.device(), dy2.slice(1, r0, r0 + n), true, x2, false, nullptr, part);
+    ZT_RUN(matmul, "matmul", dy.device(), dy2.slice(1, row0 + r0, row0 + r0 + n), true, x2, false, nullptr, part);
     if (direct) continue;
     if (zeroed && dst.is_contiguous()) {
       cast_into(dst, part);  // 0 + p rounded once is p rounded once (f32 products of a 16-bit slot)

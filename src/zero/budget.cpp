@@ -101,11 +101,19 @@ int64_t reused_bytes(const Plan& plan, const PeakInput& in, const std::vector<Bu
 int64_t host_staging_bytes(const Plan& plan, const PeakInput& in, int64_t window_elems) {
   const Policy& pol = plan.policy;
   const int64_t N = plan.world, cb = int64_t(dtype_size(pol.comm_dtype)), pb = int64_t(dtype_size(pol.param_dtype));
-  int64_t largest = 0, all = 0;
-  for (const BufferPlan& b : plan.buffers) largest = std::max(largest, b.padded), all += b.padded;
+  int64_t largest = 0, reduced = 0, all = 0, blocks = 0;  // Note [gradient blocks]: two rounds of N + 1 pieces
+  for (const BufferPlan& b : plan.buffers) {
+    largest = std::max(largest, b.padded);
+    if (b.block_elems > 0) {
+      blocks = std::max(blocks, std::min<int64_t>(2, (b.padded / N + b.block_elems - 1) / b.block_elems) * (N + 1) *
+                                    b.block_elems * cb);
+      continue;
+    }
+    reduced = std::max(reduced, b.padded), all += b.padded;
+  }
   const int64_t limit = in.max_inflight_elems > 0 ? in.max_inflight_elems : plan.grad_bucket_elems;
-  const int64_t flying = std::max(largest, std::min(limit, all));
-  const int64_t reduce = pol.shard_optimizer() ? flying * cb + flying / N * cb : flying * cb;
+  const int64_t flying = std::max(reduced, std::min(limit, all));
+  const int64_t reduce = std::max(blocks, pol.shard_optimizer() ? flying * cb + flying / N * cb : flying * cb);
   if (pol.shard_parameters()) return reduce + window_elems * pb + window_elems / N * pb;
   return std::max(reduce, pol.shard_optimizer() ? largest * pb + largest / N * pb : 0);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "grad_blocks.h"
 #include "sparse_rows.h"
 #include "zt/autograd/autograd.h"
 #include "zt/ops/ops.h"
@@ -43,6 +44,12 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const Com
       if (plan_.buffers[b].tied_rows)
         autograd::set_grad_partial_hook(p, [this, b](Tensor&, int left) { on_param_partial(b, left); });
     }
+    if (plan_.buffers[b].block_elems > 0) {  // Note [gradient blocks]: each use's gradient reduced as made
+      const Tensor& p = params_[plan_.buffers[b].params.at(0).index];
+      autograd::set_grad_sink(p, [this, b](const Tensor&, const Tensor& g) { reduce_use_in_blocks(b, g); });
+      autograd::add_grad_ready_hook(p, [this, b](Tensor&) { on_param_ready(b); });
+      continue;
+    }
     for (auto& s : plan_.buffers[b].params) {
       autograd::add_grad_ready_hook(params_[s.index], [this, b](Tensor&) { on_param_ready(b); });
       // Note [lazy gradient buckets]: at stages 2-3 a bucket's full gradient exists only from
@@ -58,6 +65,7 @@ GradReducer::~GradReducer() {
     autograd::clear_grad_ready_hooks(p);
     autograd::set_grad_slot_hook(p, nullptr);
     autograd::set_grad_partial_hook(p, nullptr);
+    autograd::set_grad_sink(p, nullptr);
     if (autograd::sparse_grad(p)) {
       autograd::set_sparse_grad(p, false);
       autograd::clear_touched_rows(p);
@@ -139,8 +147,27 @@ void GradReducer::on_param_partial(size_t b, int uses_left) {
   launch(b, true);
 }
 
+// Note [gradient blocks]: what this use's reduction waits for finishes first, as the predictor
+// plays it (its buffer is larger than any bucket in flight may be).
+void GradReducer::reduce_use_in_blocks(size_t b, const Tensor& g) {
+  Buf& buf = bufs_[b];
+  ZT_CHECK(reducing_, "[zero] a gradient in blocks outside a reducing pass");
+  for (size_t f : flights_.admit(b)) finish(f);
+  reduce_in_blocks(group_, g, plan_.buffers[b], plan_.policy.comm_dtype, buf.shard, buf.shard_stale,
+                   label_ + ", bucket " + std::to_string(b), comm_overlap_);
+  buf.shard_stale = false;
+}
+
 void GradReducer::launch(size_t b, bool early) {
   Buf& buf = bufs_[b];
+  if (plan_.buffers[b].block_elems > 0) {  // its uses are reduced already; none this pass: zeros
+    if (buf.shard_stale) buf.shard.zero_();
+    buf.shard_stale = false;
+    buf.launched = true;
+    if (on_launched_) on_launched_(b);
+    deliver(b);
+    return;
+  }
   open_bucket(b);  // a bucket no gradient reached still takes part, as zeros
   zero_stale_slots(b);
   for (size_t f : flights_.admit(b)) finish(f);  // stages 0-1: the full gradient is a state

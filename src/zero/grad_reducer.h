@@ -62,6 +62,7 @@ class GradReducer {
   void open_bucket(size_t b);  // stages 2-3, at b's first gradient
   void on_param_ready(size_t b);
   void on_param_partial(size_t b, int uses_left);
+  void reduce_use_in_blocks(size_t b, const Tensor& g);  // Note [gradient blocks]
   void launch(size_t b, bool early = false);
   void finish_tied_rows(size_t b);
   Tensor store_reduced(size_t b, const Tensor& avg);

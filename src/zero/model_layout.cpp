@@ -70,7 +70,10 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
     m.names.push_back(name);
   }
   ZT_CHECK(!m.params.empty(), "[zero] the model has no trainable parameters");
-  for (auto& p : m.params) m.input.numels.push_back(p.numel());
+  for (auto& p : m.params) {
+    m.input.numels.push_back(p.numel());
+    m.input.row_elems.push_back(p.dim() > 0 && p.size(0) > 0 ? p.numel() / p.size(0) : 1);
+  }
   SparseEligible e = sparse_eligible(model, m.params);
   m.input.shared = std::move(e.shared);
   if (opts.sparse_gradients) {

@@ -191,6 +191,17 @@ Plan make_plan(const PlanInput& in, const Policy& policy, int world) {
     b.sparse = b.params.size() == 1 && flagged(in.sparse, b.params[0].index);
     for (const ParamSlot& s : b.params) b.shared = b.shared || flagged(in.shared, s.index);
   }
+  // Note [gradient blocks]: where each pass reduces its own gradient (stages 2-3) densely, a
+  // parameter larger than reduce_bucket_size never exists whole as a gradient: rounds of about
+  // reduce_bucket_size elements, 1/N of them for each rank's shard.
+  // Not with gradients sent to the host: the device's shard is each pass's reduction there.
+  if (policy.reduce_every_micro_batch() && policy.wire.gradient_bits == 0 && !policy.grads_to_host)
+    for (auto& b : plan.buffers)
+      if (b.params.size() == 1 && !b.sparse && !b.tied_rows && b.numel > in.reduce_bucket_size) {
+        const size_t i = b.params[0].index;
+        b.block_elems = std::min(b.padded / world, std::max<int64_t>(1, in.reduce_bucket_size / world));
+        b.row_elems = i < in.row_elems.size() ? in.row_elems[i] : 1;
+      }
   return plan;
 }
 

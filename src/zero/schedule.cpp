@@ -11,9 +11,11 @@ namespace zt::zero {
 
 namespace {
 
-int64_t full_grad_bytes(const Plan& plan, size_t b) {  // stages 2-3; at 0-1 it is a state (Plan::memory)
+// Stages 2-3 (at 0-1 it is a state, Plan::memory); never for a buffer in blocks (Note [gradient blocks]).
+int64_t full_grad_bytes(const Plan& plan, size_t b) {
   const Policy& pol = plan.policy;
-  return pol.shard_gradients() ? plan.buffers[b].padded * int64_t(dtype_size(pol.full_grad_dtype())) : 0;
+  if (!pol.shard_gradients() || plan.buffers[b].block_elems > 0) return 0;
+  return plan.buffers[b].padded * int64_t(dtype_size(pol.full_grad_dtype()));
 }
 
 // What a dense or quantized launch sends: a copy in comm_dtype where that differs from the full
@@ -22,13 +24,14 @@ int64_t full_grad_bytes(const Plan& plan, size_t b) {  // stages 2-3; at 0-1 it 
 int64_t wire_copy_bytes(const Plan& plan, size_t b) {
   const Policy& pol = plan.policy;
   const BufferPlan& buf = plan.buffers[b];
-  if (buf.sparse || (pol.comm_dtype == pol.full_grad_dtype() && !buf.tied_rows)) return 0;
+  if (buf.sparse || buf.block_elems > 0 || (pol.comm_dtype == pol.full_grad_dtype() && !buf.tied_rows)) return 0;
   return buf.padded * int64_t(dtype_size(pol.comm_dtype));
 }
 
 int64_t receive_bytes(const Plan& plan, size_t b) {  // a reduce-scatter's output (wire.cpp)
   const Policy& pol = plan.policy;
-  return pol.shard_optimizer() ? plan.buffers[b].padded / plan.world * int64_t(dtype_size(pol.comm_dtype)) : 0;
+  if (!pol.shard_optimizer() || plan.buffers[b].block_elems > 0) return 0;
+  return plan.buffers[b].padded / plan.world * int64_t(dtype_size(pol.comm_dtype));
 }
 
 // qgZ across M > 1 nodes (Note [wire plan]): the node averages (M shards, when L > 1), the packets
@@ -74,6 +77,21 @@ int64_t hpz_piece_bytes(const Plan& plan, size_t b) {
   if (P <= 1 || !transient_unit(plan, b)) return 0;
   return plan.buffers[b].padded / P * int64_t(dtype_size(plan.policy.param_dtype));
 }
+
+}  // namespace
+
+// Note [gradient blocks] (grad_blocks.cpp): two rounds (each every rank's piece and this rank's
+// output, in the wire dtype) and the temporary of whole rows one round is made in.
+int64_t gradient_block_bytes(const Plan& plan, size_t b) {
+  const BufferPlan& buf = plan.buffers.at(b);
+  if (buf.block_elems == 0) return 0;
+  const int64_t N = plan.world, E = buf.block_elems, S = buf.padded / N, c = std::max<int64_t>(1, buf.row_elems);
+  const int64_t rounds = std::min<int64_t>(2, (S + E - 1) / E), rows = std::min(buf.numel / c, (E + c - 1) / c + 1);
+  return rounds * (N + 1) * E * int64_t(dtype_size(plan.policy.comm_dtype)) +
+         rows * c * int64_t(dtype_size(plan.policy.param_dtype));
+}
+
+namespace {
 
 struct Registry {
   std::mutex mu;
@@ -235,7 +253,17 @@ std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limit
       kept += span_bytes(kinds, Span::bucket, plan, f) + span_bytes(kinds, Span::flight, plan, f);
     events.push_back({StepEvent::finish, f, flights.bytes() + kept + early});
   };
+  // Note [gradient blocks]: a shared buffer in blocks makes its first use's rounds as backward
+  // starts (the tied output's), with nothing in flight yet.
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    if (plan.buffers[b].shared && plan.buffers[b].block_elems > 0)
+      events.push_back({StepEvent::first_gradient, b, early + gradient_block_bytes(plan, b)});
   for (size_t k : backward_order(plan)) {
+    if (plan.buffers[k].block_elems > 0) {  // a use's rounds, after what its reduction waits for
+      for (size_t f : flights.admit(k)) finish(f);
+      events.push_back({StepEvent::first_gradient, k, flights.bytes() + kept + early + gradient_block_bytes(plan, k)});
+      continue;
+    }
     const int64_t full = span_bytes(kinds, Span::bucket, plan, k);
     const bool opened = plan.buffers[k].shared && !plan.buffers[k].tied_rows;
     // What the launch waits for finishes before the bucket's full gradient exists (stages 2-3;

@@ -20,6 +20,9 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 using GradHook = std::function<void(Tensor& leaf)>;
 using GradSlotHook = std::function<void(const Tensor& leaf)>;
 using GradPartialHook = std::function<void(Tensor& leaf, int uses_left)>;
+using GradSink = std::function<void(const Tensor& leaf, const Tensor& grad)>;
+// Writes rows [row0, row0 + dst.size(0)) of a gradient into dst ([rows, row length], any float dtype).
+using GradRows = std::function<void(Tensor& dst, int64_t row0)>;
 
 struct Node {
   uint64_t seq = 0;
@@ -38,12 +41,14 @@ struct AutogradMeta {
   std::vector<autograd::GradHook> grad_ready_hooks;
   autograd::GradSlotHook grad_slot_hook;
   autograd::GradPartialHook grad_partial_hook;
+  autograd::GradSink grad_sink;  // takes each use's gradient instead of .grad (Note [gradient blocks])
   // Sparse gradients (DeepSpeed's sparse_gradients): an embedding weight marked sparse collects
   // the rows its uses touched in this accumulation window, so ranks exchange only those rows.
   bool sparse_grad = false;
   std::vector<int32_t> touched_rows;  // sorted, distinct
   // Set on a gradient made by adding_grad(): how it adds itself into the slot it reaches.
   std::function<void(Tensor& slot, bool zeroed)> add_into;
+  autograd::GradRows rows;  // and, where it can, how it writes a range of its rows alone
   // The leaf's .grad holds no gradient yet (set_grad's `zeroed`: zeros, or values a step left):
   // the next gradient writes it whole (Note [stale gradient slots] in zero/grad_reducer.cpp).
   bool grad_zeroed = false;
@@ -70,6 +75,13 @@ void set_grad_slot_hook(const Tensor& leaf, GradSlotHook hook);
 // Called after a use's gradient has been added to a leaf used more than once, while uses_left
 // more of this pass are still to come (a tied weight: the output projection before the embedding).
 void set_grad_partial_hook(const Tensor& leaf, GradPartialHook hook);
+// Note [gradient blocks] (zero/grad_blocks.cpp): each use's gradient goes to `sink` as it is
+// made, never into .grad; grad-ready and partial hooks fire as before. nullptr: back to .grad.
+void set_grad_sink(const Tensor& leaf, GradSink sink);
+// Writes rows [row0, row0 + dst.size(0)) of gradient g (viewed as [g.size(0), numel / g.size(0)])
+// into dst of that row length, converting: a row gradient makes only those rows (`rows` of
+// adding_grad), a dense one is copied.
+void write_grad_rows(const Tensor& g, Tensor& dst, int64_t row0);
 
 // Sparse gradients: mark a [V, C] leaf; ag::embedding then merges the rows it touches into
 // touched_rows(leaf) (sorted, distinct) until clear_touched_rows (the engine does, per step).
@@ -123,7 +135,9 @@ Tensor on_backward(const Tensor& x, std::function<void()> fn);
 // weight's made a block of rows at a time (Note [weight gradients in row blocks], ops.h).
 // Accumulating it calls add on the slot (a zeroed one first if there is none), never making
 // the dense tensor; `zeroed` tells add that the slot holds no gradient yet: add must define all of it.
-Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot, bool zeroed)> add);
+// `rows`, where given, makes any range of the gradient's rows alone (write_grad_rows).
+Tensor adding_grad(const Shape& shape, DType dtype, Device device, std::function<void(Tensor& slot, bool zeroed)> add,
+                   GradRows rows = nullptr);
 
 }  // namespace autograd
 }  // namespace zt

@@ -61,8 +61,9 @@ bool weight_grad_in_blocks(int64_t rows);      // rows > kGradRowBlock
 int64_t weight_grad_block_rows(int64_t rows);  // rows of the temporary one block needs (all rows if not blocked)
 // slot += dy^T x for w [out, in] = slot's shape; dy [..., out], x [..., in]; slot in any float dtype.
 // zeroed: the slot's values are not a gradient yet (zeros or stale): the product is written into
-// it whole, not added (Note [gradients written in place]).
-void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, bool zeroed = false);
+// it whole, not added (Note [gradients written in place]). row0: slot holds rows [row0, row0 +
+// slot.size(0)) of the weight's gradient (Note [gradient blocks] makes a range at a time).
+void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, bool zeroed = false, int64_t row0 = 0);
 // Backward of y = gelu(h), h = linear(x, w, b) the saved pre-activation (forward: linear, then gelu):
 // gelu_bias_backward's dh and db, then linear_backward's two products on dh (db undefined unless has_bias);
 // dh_out, if given, receives dh (for a weight gradient made later from it).

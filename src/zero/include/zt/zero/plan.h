@@ -39,6 +39,8 @@ struct PlanInput {
   // Per parameter (empty: none): used by several modules (a tied weight), so its gradient starts
   // at the first of its uses in backward, not its last (Note [step schedule]).
   std::vector<bool> shared;
+  // Per parameter (empty: rows of one element): elements of a row, numel / size(0) (Note [gradient blocks]).
+  std::vector<int64_t> row_elems;
 };
 
 // Per-rank bytes of model states at rest, by allocator tag.
