@@ -11,25 +11,29 @@ namespace zt::zero {
 
 namespace {
 
-// Elements [w0, w0 + dst.numel()) of the gradient's flat order into dst (zeros where that runs
-// before or past the parameter: the buffer's padding), made as whole rows into tmp first.
-void fill_window(Tensor dst, int64_t w0, const Tensor& grad, Tensor& tmp) {
-  const int64_t e = dst.numel(), numel = grad.numel(), rows = grad.dim() > 0 ? grad.size(0) : 1;
-  const int64_t c = numel / rows;
-  const int64_t a = std::clamp<int64_t>(w0, 0, numel), b = std::clamp<int64_t>(w0 + e, 0, numel);
-  if (a >= b) {
-    dst.zero_();
-    return;
-  }
-  if (a > w0) dst.slice(0, 0, a - w0).zero_();
-  if (w0 + e > b) dst.slice(0, b - w0, e).zero_();
-  for (int64_t p = a; p < b;) {
-    const int64_t r0 = p / c, r1 = std::min((b + c - 1) / c, r0 + tmp.size(0)), q = std::min(b, r1 * c);
-    Tensor made = tmp.slice(0, 0, r1 - r0);
-    autograd::write_grad_rows(grad, made, r0);
-    Tensor to = dst.slice(0, p - w0, q - w0);
-    ops::cast_into(to, made.view({(r1 - r0) * c}).slice(0, p - r0 * c, q - r0 * c));
-    p = q;
+// One gradient to send: its slot in the buffer, and the temporary its whole rows are made in.
+struct Source {
+  Tensor grad, tmp;
+  int64_t offset = 0, rows = 1, row = 1;
+};
+
+// Elements [w0, w0 + dst.numel()) of the buffer into dst: each source's elements there, made as
+// whole rows into its temporary first; zeros where no source is (another slot, the padding).
+void fill_window(Tensor dst, int64_t w0, std::vector<Source>& sources) {
+  dst.zero_();
+  const int64_t e = dst.numel();
+  for (Source& s : sources) {
+    const int64_t numel = s.grad.numel(), c = s.row;
+    const int64_t a = std::clamp<int64_t>(w0 - s.offset, 0, numel),
+                  b = std::clamp<int64_t>(w0 + e - s.offset, 0, numel);
+    for (int64_t p = a; p < b;) {
+      const int64_t r0 = p / c, r1 = std::min((b + c - 1) / c, r0 + s.tmp.size(0)), q = std::min(b, r1 * c);
+      Tensor made = s.tmp.slice(0, 0, r1 - r0);
+      autograd::write_grad_rows(s.grad, made, r0);
+      Tensor to = dst.slice(0, s.offset + p - w0, s.offset + q - w0);
+      ops::cast_into(to, made.view({(r1 - r0) * c}).slice(0, p - r0 * c, q - r0 * c));
+      p = q;
+    }
   }
 }
 
@@ -41,31 +45,53 @@ struct Round {
 
 }  // namespace
 
-void reduce_in_blocks(comm::Group& group, const Tensor& grad, const BufferPlan& layout, DType wire, Tensor& shard,
-                      bool write, const std::string& label, CommOverlap& overlap) {
-  const int64_t N = group.size(), S = layout.padded / N, E = layout.block_elems, offset = layout.params.at(0).offset;
-  ZT_CHECK(layout.params.size() == 1 && E > 0 && grad.numel() == layout.numel && shard.numel() == S,
-           "[zero] a gradient of ", grad.numel(), " elements reduced in blocks of ", E, " for a buffer of ",
-           layout.numel, " (shard ", shard.numel(), " of ", S, ")");
-  const int64_t rows = grad.dim() > 0 ? grad.size(0) : 1, c = grad.numel() / rows;
-  // The rounds and the temporary are the reduction's (comm); a row gradient's own work is its producer's.
+int64_t block_rounds(const BufferPlan& layout, int world) {
+  const int64_t S = layout.padded / world, E = layout.block_elems;
+  return E > 0 ? (S + E - 1) / E : 0;
+}
+
+int64_t block_rows_elems(int64_t numel, int64_t row, int64_t block) {
+  return std::min(numel / row, (block + row - 1) / row + 1) * row;
+}
+
+void reduce_in_blocks(comm::Group& group, const std::vector<SlotGrad>& grads, const BufferPlan& layout, DType wire,
+                      Tensor& shard, std::vector<bool>& stale, const std::string& label, CommOverlap& overlap) {
+  const int64_t N = group.size(), S = layout.padded / N, E = layout.block_elems;
+  ZT_CHECK(E > 0 && shard.numel() == S && int64_t(stale.size()) == block_rounds(layout, int(N)), "[zero] blocks of ", E,
+           " for a shard of ", shard.numel(), " (", S, " planned, ", stale.size(), " rounds)");
+  // The rounds and the temporaries are the reduction's (comm); a row gradient's own work is its producer's.
   const Device dev = shard.device();
-  Tensor tmp = Tensor::empty({std::min(rows, (E + c - 1) / c + 1), c}, grad.dtype(), MemTag::comm, dev);
+  std::vector<Source> sources;
+  for (const auto& [slot, g] : grads) {
+    const ParamSlot& p = layout.params.at(slot);
+    ZT_CHECK(g.numel() == p.numel, "[zero] a gradient of ", g.numel(), " elements for a slot of ", p.numel);
+    Source s{g, Tensor(), p.offset, g.dim() > 0 ? g.size(0) : 1, 1};
+    s.row = g.numel() / std::max<int64_t>(1, s.rows);
+    s.tmp = Tensor::empty({block_rows_elems(g.numel(), s.row, E) / s.row, s.row}, g.dtype(), MemTag::comm, dev);
+    sources.push_back(std::move(s));
+  }
   std::optional<Round> last;
   auto land = [&](Round& r) {
     TagScope tag(MemTag::comm);
     r.work->wait();
     overlap.add(*r.work);
     Tensor dst = shard.slice(0, r.at, r.at + r.out.numel());
-    if (write)
+    const size_t j = size_t(r.at / E);
+    if (stale[j])
       ops::cast_into(dst, r.out);  // 0 + avg rounded once (Note [stale gradient slots])
     else
       ops::axpy_(dst, 1.f, r.out);
+    stale[j] = false;
   };
   for (int64_t at = 0; at < S; at += E) {
     const int64_t n = std::min(E, S - at);
+    bool touched = false;  // rounds holding none of these gradients' elements are left out
+    for (int64_t k = 0; k < N; ++k)
+      for (const Source& s : sources)
+        touched = touched || intersect({k * S + at, k * S + at + n}, {s.offset, s.offset + s.grad.numel()}).size() > 0;
+    if (!touched) continue;
     Round r{nullptr, Tensor::empty({N * n}, wire, MemTag::comm, dev), Tensor::empty({n}, wire, MemTag::comm, dev), at};
-    for (int64_t k = 0; k < N; ++k) fill_window(r.in.slice(0, k * n, (k + 1) * n), k * S + at - offset, grad, tmp);
+    for (int64_t k = 0; k < N; ++k) fill_window(r.in.slice(0, k * n, (k + 1) * n), k * S + at, sources);
     comm::CollOptions o;
     o.op = comm::ReduceOp::avg;
     o.label = label + ", block " + std::to_string(at / E);

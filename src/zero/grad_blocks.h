@@ -9,6 +9,7 @@
 // counts at each use; a tied weight's uses (the output projection first, the embedding last) are
 // reduced one after the other, so its gradient travels once per use.
 #include <string>
+#include <vector>
 
 #include "zt/comm/group.h"
 #include "zt/core/tensor.h"
@@ -17,10 +18,19 @@
 
 namespace zt::zero {
 
-// Averages `grad` (one use's gradient of buffer `layout`'s only parameter) over `group` in rounds
-// of layout.block_elems per rank and adds this rank's part into `shard` (its shard range of the
-// buffer; written, not added, when `write`).
-void reduce_in_blocks(comm::Group& group, const Tensor& grad, const BufferPlan& layout, DType wire, Tensor& shard,
-                      bool write, const std::string& label, CommOverlap& overlap);
+// Rounds of buffer `layout` at this world size (0: not in blocks).
+int64_t block_rounds(const BufferPlan& layout, int world);
+// Elements of the whole rows a piece of `block` elements of a parameter with rows of `row` needs.
+int64_t block_rows_elems(int64_t numel, int64_t row, int64_t block);
+
+struct SlotGrad {
+  size_t slot;  // in layout.params
+  Tensor grad;  // one use's gradient of that parameter
+};
+// Averages `grads` over `group` in the rounds that hold their elements and adds this rank's part
+// into `shard` (its shard range of the buffer). A round whose `stale` flag is set is written, not
+// added, and the flag cleared.
+void reduce_in_blocks(comm::Group& group, const std::vector<SlotGrad>& grads, const BufferPlan& layout, DType wire,
+                      Tensor& shard, std::vector<bool>& stale, const std::string& label, CommOverlap& overlap);
 
 }  // namespace zt::zero

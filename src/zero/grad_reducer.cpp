@@ -45,9 +45,12 @@ GradReducer::GradReducer(const Plan& plan, std::vector<Tensor> params, const Com
         autograd::set_grad_partial_hook(p, [this, b](Tensor&, int left) { on_param_partial(b, left); });
     }
     if (plan_.buffers[b].block_elems > 0) {  // Note [gradient blocks]: each use's gradient reduced as made
-      const Tensor& p = params_[plan_.buffers[b].params.at(0).index];
-      autograd::set_grad_sink(p, [this, b](const Tensor&, const Tensor& g) { reduce_use_in_blocks(b, g); });
-      autograd::add_grad_ready_hook(p, [this, b](Tensor&) { on_param_ready(b); });
+      buf.stale_rounds.assign(size_t(block_rounds(plan_.buffers[b], plan_.world)), false);
+      for (size_t i = 0; i < plan_.buffers[b].params.size(); ++i) {
+        const Tensor& p = params_[plan_.buffers[b].params[i].index];
+        autograd::set_grad_sink(p, [this, b, i](const Tensor&, const Tensor& g) { take_block_gradient(b, i, g); });
+        autograd::add_grad_ready_hook(p, [this, b](Tensor&) { on_param_ready(b); });
+      }
       continue;
     }
     for (auto& s : plan_.buffers[b].params) {
@@ -147,22 +150,32 @@ void GradReducer::on_param_partial(size_t b, int uses_left) {
   launch(b, true);
 }
 
-// Note [gradient blocks]: what this use's reduction waits for finishes first, as the predictor
-// plays it (its buffer is larger than any bucket in flight may be).
-void GradReducer::reduce_use_in_blocks(size_t b, const Tensor& g) {
-  Buf& buf = bufs_[b];
+// Note [gradient blocks]: the large parameter (slot 0) takes what its buffer's later parameters
+// left waiting (a bias: final before its weight) into the same rounds, so each round travels once.
+void GradReducer::take_block_gradient(size_t b, size_t slot, const Tensor& g) {
   ZT_CHECK(reducing_, "[zero] a gradient in blocks outside a reducing pass");
+  bufs_[b].waiting.push_back({slot, g});
+  if (slot == 0) send_blocks(b);
+}
+
+// What the rounds' reduction waits for finishes first, as the predictor plays it (its buffer is
+// larger than any bucket in flight may be).
+void GradReducer::send_blocks(size_t b) {
+  Buf& buf = bufs_[b];
   for (size_t f : flights_.admit(b)) finish(f);
-  reduce_in_blocks(group_, g, plan_.buffers[b], plan_.policy.comm_dtype, buf.shard, buf.shard_stale,
+  reduce_in_blocks(group_, buf.waiting, plan_.buffers[b], plan_.policy.comm_dtype, buf.shard, buf.stale_rounds,
                    label_ + ", bucket " + std::to_string(b), comm_overlap_);
-  buf.shard_stale = false;
+  buf.waiting.clear();
 }
 
 void GradReducer::launch(size_t b, bool early) {
   Buf& buf = bufs_[b];
-  if (plan_.buffers[b].block_elems > 0) {  // its uses are reduced already; none this pass: zeros
-    if (buf.shard_stale) buf.shard.zero_();
-    buf.shard_stale = false;
+  if (plan_.buffers[b].block_elems > 0) {  // what still waits; rounds no gradient reached: zeros
+    if (!buf.waiting.empty()) send_blocks(b);
+    const int64_t E = plan_.buffers[b].block_elems, S = buf.shard.numel();
+    for (size_t j = 0; j < buf.stale_rounds.size(); ++j)
+      if (buf.stale_rounds[j]) buf.shard.slice(0, int64_t(j) * E, std::min(S, int64_t(j + 1) * E)).zero_();
+    buf.stale_rounds.assign(buf.stale_rounds.size(), false);
     buf.launched = true;
     if (on_launched_) on_launched_(b);
     deliver(b);
@@ -304,6 +317,7 @@ void GradReducer::zero() {
     Buf& buf = bufs_[b];
     // Note [stale gradient slots]: the values stay; the next gradients write over them.
     buf.shard_stale = buf.shard.defined();
+    buf.stale_rounds.assign(buf.stale_rounds.size(), true);
     if (!buf.full.defined()) continue;
     for (auto& s : plan_.buffers[b].params) autograd::mark_grad_zeroed(params_[s.index]);
   }

@@ -9,12 +9,13 @@
 #include <utility>
 #include <vector>
 
+#include "grad_blocks.h"
+#include "wire.h"
 #include "zt/comm/group.h"
 #include "zt/core/tensor.h"
 #include "zt/zero/engine_options.h"
 #include "zt/zero/plan.h"
 #include "zt/zero/schedule.h"
-#include "wire.h"
 
 namespace zt::zero {
 
@@ -50,6 +51,8 @@ class GradReducer {
     Tensor full;   // padded, full_grad_dtype (stages 0-1 persistent, 2-3 during backward)
     Tensor shard;  // stages 2-3: accumulated over micro-batches
     bool shard_stale = false;           // shard holds no gradient of this step yet: the first one is written
+    std::vector<bool> stale_rounds;     // Note [gradient blocks]: the same per round of a buffer in blocks
+    std::vector<SlotGrad> waiting;      // Note [gradient blocks]: gradients waiting for their rounds
     std::unique_ptr<WireEncoder> rows;  // sparse and tied buffers: the touched rows' format
     std::unique_ptr<Transfer> transfer;  // launched and not finished
     int pending = 0;
@@ -62,7 +65,8 @@ class GradReducer {
   void open_bucket(size_t b);  // stages 2-3, at b's first gradient
   void on_param_ready(size_t b);
   void on_param_partial(size_t b, int uses_left);
-  void reduce_use_in_blocks(size_t b, const Tensor& g);  // Note [gradient blocks]
+  void take_block_gradient(size_t b, size_t slot, const Tensor& g);  // Note [gradient blocks]
+  void send_blocks(size_t b);
   void launch(size_t b, bool early = false);
   void finish_tied_rows(size_t b);
   Tensor store_reduced(size_t b, const Tensor& avg);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "grad_blocks.h"
 #include "zt/core/error.h"
 
 namespace zt::zero {
@@ -192,16 +193,20 @@ Plan make_plan(const PlanInput& in, const Policy& policy, int world) {
     for (const ParamSlot& s : b.params) b.shared = b.shared || flagged(in.shared, s.index);
   }
   // Note [gradient blocks]: where each pass reduces its own gradient (stages 2-3) densely, a
-  // parameter larger than reduce_bucket_size never exists whole as a gradient: rounds of about
-  // reduce_bucket_size elements, 1/N of them for each rank's shard.
-  // Not with gradients sent to the host: the device's shard is each pass's reduction there.
+  // buffer whose first parameter is larger than reduce_bucket_size (and the others not: a weight
+  // and its bias) never exists whole as a gradient: rounds of about reduce_bucket_size elements,
+  // 1/N of them for each rank's shard. Not with gradients sent to the host: the device's shard is
+  // each pass's reduction there.
   if (policy.reduce_every_micro_batch() && policy.wire.gradient_bits == 0 && !policy.grads_to_host)
-    for (auto& b : plan.buffers)
-      if (b.params.size() == 1 && !b.sparse && !b.tied_rows && b.numel > in.reduce_bucket_size) {
-        const size_t i = b.params[0].index;
-        b.block_elems = std::min(b.padded / world, std::max<int64_t>(1, in.reduce_bucket_size / world));
-        b.row_elems = i < in.row_elems.size() ? in.row_elems[i] : 1;
-      }
+    for (auto& b : plan.buffers) {
+      bool one_large = b.params.at(0).numel > in.reduce_bucket_size;
+      for (size_t i = 1; i < b.params.size(); ++i) one_large = one_large && b.params[i].numel <= in.reduce_bucket_size;
+      if (!one_large || b.sparse || b.tied_rows) continue;
+      b.block_elems = std::min(b.padded / world, std::max<int64_t>(1, in.reduce_bucket_size / world));
+      for (const ParamSlot& s : b.params)  // each gradient's whole rows (grad_blocks.cpp)
+        b.block_rows_elems +=
+            block_rows_elems(s.numel, s.index < in.row_elems.size() ? in.row_elems[s.index] : 1, b.block_elems);
+    }
   return plan;
 }
 

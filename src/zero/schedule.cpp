@@ -85,10 +85,9 @@ int64_t hpz_piece_bytes(const Plan& plan, size_t b) {
 int64_t gradient_block_bytes(const Plan& plan, size_t b) {
   const BufferPlan& buf = plan.buffers.at(b);
   if (buf.block_elems == 0) return 0;
-  const int64_t N = plan.world, E = buf.block_elems, S = buf.padded / N, c = std::max<int64_t>(1, buf.row_elems);
-  const int64_t rounds = std::min<int64_t>(2, (S + E - 1) / E), rows = std::min(buf.numel / c, (E + c - 1) / c + 1);
+  const int64_t N = plan.world, E = buf.block_elems, rounds = std::min<int64_t>(2, (buf.padded / N + E - 1) / E);
   return rounds * (N + 1) * E * int64_t(dtype_size(plan.policy.comm_dtype)) +
-         rows * c * int64_t(dtype_size(plan.policy.param_dtype));
+         buf.block_rows_elems * int64_t(dtype_size(plan.policy.param_dtype));
 }
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
+#include "zt/autograd/layers.h"
 #include "zt/core/random.h"
 #include "zt/ops/ops.h"
 
@@ -213,6 +214,55 @@ TEST(Ops, AWeightGradientIsWrittenIntoAZeroedSlot) {
       EXPECT_EQ(shifted.to_vector(), added.to_vector());
       expect_all_near(f32, ops::cast(added, DType::f32), dt == DType::f32 ? 0.f : 1e-2f);
     }
+  }
+}
+
+// Note [gradient blocks]: a row gradient makes any range of its rows alone (a linear's weight
+// from the rows of dy, an embedding's from the positions whose ids fall there), bit for bit the
+// rows the whole gradient holds; a dense gradient is copied; a range past the rows is an error.
+TEST(Autograd, ARowGradientWritesAnyRangeOfItsRows) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = randn({12, 24}, 42, dt), w = randn({50, 24}, 43, dt), b = randn({50}, 44, dt),
+           e = randn({40, 24}, 45, dt);
+    const Tensor ids = Tensor::from_ints({3, 7, 3, 39, 0, 7, 7, 21, 3, 38, 12, 5}, {2, 6});
+    auto loss_of = [&] {
+      Tensor h = ag::add(ag::linear(x, w, &b), ag::linear(ag::reshape(ag::embedding(e, ids), {12, 24}), w, nullptr));
+      return ag::sum(ag::mul(h, h));
+    };
+    for (const Tensor& p : {w, b, e}) autograd::set_requires_grad(p, true);
+    autograd::backward(loss_of());  // the whole gradients, into .grad
+    const Tensor whole[3] = {autograd::grad(w), autograd::grad(b), autograd::grad(e)};
+    std::vector<Tensor> uses[3];
+    const Tensor params[3] = {w, b, e};
+    for (int i = 0; i < 3; ++i)
+      autograd::set_grad_sink(params[i], [&uses, i](const Tensor&, const Tensor& g) { uses[i].push_back(g); });
+    autograd::backward(loss_of());
+    for (const Tensor& p : params) autograd::set_grad_sink(p, nullptr);
+    ASSERT_EQ(uses[0].size(), 2u);  // w's two uses, each its own gradient
+    ASSERT_EQ(uses[1].size(), 1u);
+    ASSERT_EQ(uses[2].size(), 1u);
+    for (int i = 0; i < 3; ++i) {
+      const Tensor& want = whole[i];
+      const int64_t rows = want.size(0), c = want.numel() / rows;
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {1, 2}, {3, 22}, {rows - 5, rows}}) {
+        if (r1 > rows) continue;
+        Tensor sum = Tensor::zeros({r1 - r0, c});
+        for (const Tensor& g : uses[i]) {
+          Tensor part = Tensor::empty({r1 - r0, c}, dt);
+          autograd::write_grad_rows(g, part, r0);
+          sum = ops::add(sum, ops::cast(part, DType::f32));
+        }
+        Tensor expect = ops::cast(want.contiguous().view({rows, c}).slice(0, r0, r1).contiguous(), DType::f32);
+        if (uses[i].size() == 1) {
+          EXPECT_EQ(sum.to_vector(), expect.to_vector()) << "parameter " << i << " rows " << r0 << ".." << r1;
+        } else {
+          expect_all_near(sum, expect, dt == DType::f32 ? 1e-6f : 1e-2f);
+        }
+      }
+    }
+    Tensor past = Tensor::empty({3, 24}, dt);
+    expect_error([&] { autograd::write_grad_rows(uses[0][0], past, 48); }, "rows 48..51");
   }
 }
 

@@ -194,6 +194,52 @@ TEST(Plan, GradientBucketsAtStagesTwoAndThreeHoldAtMostTheLargestParameter) {
   EXPECT_EQ(make_plan(in, make_policy(2, zt::DType::f32, std::nullopt, std::nullopt), 2).grad_bucket_elems, 2500);
 }
 
+// Note [gradient blocks]: at stages 2-3 a buffer whose first parameter exceeds reduce_bucket_size
+// (the others not) is reduced in rounds of reduce_bucket_size / N elements per rank, with
+// temporaries of whole rows for each of its parameters; never at stages 0-1, for sparse or tied
+// rows, with quantized gradients, with gradients sent to the host, or with two large parameters.
+TEST(Plan, ABufferWhoseFirstParameterExceedsTheBucketIsReducedInBlocks) {
+  PlanInput in;
+  in.numels = {5000, 10, 3000};  // a [100, 50] weight, its bias, a [60, 50] weight
+  in.row_elems = {50, 1, 50};
+  in.units = {{0, 1}, {2}};
+  in.reduce_bucket_size = 4000;
+  auto plan = [&](int stage) { return make_plan(in, make_policy(stage, DType::f32, {}, {}), 2); };
+  for (int stage : {0, 1})
+    for (const auto& b : plan(stage).buffers) EXPECT_EQ(b.block_elems, 0) << stage;
+  const Plan p2 = plan(2);  // buckets from the back: {10, 3000}, {5000}
+  ASSERT_EQ(p2.buffers.size(), 2u);
+  EXPECT_EQ(p2.buffers[0].block_elems, 0);
+  EXPECT_EQ(p2.buffers[1].block_elems, 2000);
+  EXPECT_EQ(p2.buffers[1].block_rows_elems, 41 * 50);  // 2,000 elements start inside a row: 40 rows + 1
+  const Plan p3 = plan(3);
+  ASSERT_EQ(p3.buffers.size(), 2u);
+  EXPECT_EQ(p3.buffers[0].block_elems, 2000);
+  EXPECT_EQ(p3.buffers[0].block_rows_elems, 41 * 50 + 10);  // and the bias, whole
+  EXPECT_EQ(p3.buffers[1].block_elems, 0);                  // 3,000 elements: whole
+  in.reduce_bucket_size = 6000;                             // each buffer's parameters fit: nothing in blocks
+  for (const auto& b : plan(3).buffers) EXPECT_EQ(b.block_elems, 0);
+  in.reduce_bucket_size = 1000;  // rounds of 500; {2} now in blocks too; the bias never leads one
+  EXPECT_EQ(plan(3).buffers[1].block_elems, 500);
+  in.units = {{1, 0}};  // sorted into {0, 1}: the weight leads
+  EXPECT_GT(plan(3).buffers[0].block_elems, 0);
+  in.numels = {5000, 3000};  // two large parameters: whole
+  in.units = {{0, 1}};
+  in.row_elems = {50, 50};
+  EXPECT_EQ(plan(3).buffers[0].block_elems, 0);
+  in.units = {{0}, {1}};
+  in.tied_rows = {true, false};  // stages 0-2: tied rows travel in their two parts
+  EXPECT_EQ(plan(2).buffers[1].block_elems, 0);
+  EXPECT_GT(plan(2).buffers[0].block_elems, 0);
+  in.tied_rows.clear();
+  Policy q = make_policy(2, DType::f32, {}, {});
+  q.wire.gradient_bits = 4;  // qgZ quantizes whole buckets
+  for (const auto& b : make_plan(in, q, 2).buffers) EXPECT_EQ(b.block_elems, 0);
+  q.wire.gradient_bits = 0;
+  q.grads_to_host = true;
+  for (const auto& b : make_plan(in, q, 2).buffers) EXPECT_EQ(b.block_elems, 0);
+}
+
 // Note [placement]: the offload and aio keys become the policy's residences and swap settings in
 // one place; "nvme" alone means files, and the defaults are the config's.
 TEST(Placement, OffloadDevicesAndAioKeysBecomeResidencesAndSwapSettings) {

@@ -112,6 +112,53 @@ TEST(StepSchedule, AUnitKindMadeAtEachGatherMovesTheRuntimeAndThePrediction) {
   }
 }
 
+// Note [gradient blocks]: with reduce_bucket_size an eighth of a hidden layer's 65,536-element
+// weight, stages 2-3 make and reduce each layer's weight gradient in rounds (stage 3: its unit's bias waits
+// for the weight's rounds). At N = 2 the comm bytes at backward's peak are the predictor's bucket
+// term exactly and less than one whole weight gradient; at N = 1 (the fake group's ranks all hold
+// rank 0's shard, so only one rank's trajectory is real) three steps take the losses of the run
+// that reduces every gradient whole (the same products, rows at a time: bit for bit here).
+TEST(StepSchedule, AGradientInBlocksIsNeverWholeAndTheRoundsArePredicted) {
+  const auto [x, y] = zt::testing::wide_batch(3);
+  for (int stage : {2, 3})
+    for (DType dt : {DType::f32, DType::bf16})
+      for (int N : {1, 2}) {
+        const std::string where = "stage " + std::to_string(stage) + " " + dtype_name(dt) + " N=" + std::to_string(N);
+        std::vector<float> losses[2];
+        for (int blocked : {0, 1}) {
+          zero::EngineOptions o;
+          o.zero.stage = stage;
+          o.dtype = dt;
+          o.zero.reduce_bucket_size = blocked ? 8192 : int64_t(1) << 20;
+          o.zero.stage3_param_persistence_threshold = 0;
+          auto model = zt::testing::make_wide_model();
+          zero::Engine engine(*model, comm::make_fake_group(0, N), o);
+          size_t in_blocks = 0;
+          for (const auto& b : engine.plan().buffers) in_blocks += b.block_elems > 0 ? 1 : 0;
+          EXPECT_EQ(in_blocks, blocked ? 8u : 0u) << where;  // the hidden layers' (the output's has 2,560)
+          int64_t runtime = 0;
+          for (int step = 0; step < 3; ++step) {
+            Tensor loss = ag::cross_entropy(engine.forward(x), y);
+            losses[blocked].push_back(loss.item());
+            Allocator::global().reset_peaks();
+            const int64_t before = int64_t(Allocator::global().stats().of(MemTag::comm));
+            engine.backward(loss);
+            runtime = int64_t(Allocator::global().stats().peak_of(MemTag::comm)) - before;
+            engine.step(1e-3);
+          }
+          zero::PeakInput in;
+          static_cast<zero::StepLimits&>(in) = zero::step_limits(o);
+          EXPECT_EQ(runtime, zero::predict_peak(engine.plan(), in).grad_buckets) << where << ", blocked " << blocked;
+          if (blocked) {
+            EXPECT_LT(runtime, 65536 * int64_t(dtype_size(dt))) << where;
+          }
+        }
+        if (N == 1) {
+          EXPECT_EQ(losses[0], losses[1]) << where;
+        }
+      }
+}
+
 // A GPT whose output projection is the embedding: its bucket (stage 3: its unit) opens at the
 // head's backward, first, and launches last (Note [step schedule]); the runtime's bucket bytes
 // are the prediction exactly at stages 1-3. With sparse gradients (Note [tied rows]) the dense

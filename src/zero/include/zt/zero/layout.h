@@ -35,10 +35,10 @@ struct BufferPlan {
   bool tied_rows = false;
   // Holds a parameter several modules use: its gradient starts early in backward (PlanInput::shared).
   bool shared = false;
-  // Note [gradient blocks]: stages 2-3, one parameter larger than reduce_bucket_size: each use's
-  // gradient is made and reduce-scattered in rounds of this many elements per rank (0: whole).
-  int64_t block_elems = 0;
-  int64_t row_elems = 0;  // and the length of its rows (a round makes whole rows)
+  // Note [gradient blocks]: stages 2-3, a buffer whose first parameter is larger than
+  // reduce_bucket_size: its gradients are made and reduce-scattered in rounds of this many elements
+  // per rank (0: whole), each made as whole rows into temporaries of block_rows_elems in all.
+  int64_t block_elems = 0, block_rows_elems = 0;
 };
 
 // Stages 0-2: buckets of at most `bucket_elems` elements, formed from the last parameter
