@@ -3,7 +3,8 @@
 // buffer's full gradient (contiguous_gradients); once every parameter of a buffer is final the
 // buffer is averaged over the ranks in one of the wire formats (Note [wire formats]: dense,
 // quantized across nodes, or a sparse buffer's touched rows), and at stages 2-3 added into this
-// rank's gradient shard and freed. A tied embedding travels in two parts (Note [tied rows]).
+// rank's gradient shard and freed. A tied embedding travels in two parts (Note [tied rows]); a
+// buffer led by a parameter larger than reduce_bucket_size, in rounds (Note [gradient blocks]).
 #include <functional>
 #include <string>
 #include <utility>
