@@ -257,7 +257,7 @@ TEST(Autograd, ARowGradientWritesAnyRangeOfItsRows) {
         if (uses[i].size() == 1) {
           EXPECT_EQ(sum.to_vector(), expect.to_vector()) << "parameter " << i << " rows " << r0 << ".." << r1;
         } else {
-          expect_all_near(sum, expect, dt == DType::f32 ? 1e-6f : 1e-2f);
+          expect_all_near(sum, expect, dt == DType::f32 ? 1e-5f : 1e-2f);  // two uses: two roundings
         }
       }
     }
