@@ -101,15 +101,14 @@ int64_t reused_bytes(const Plan& plan, const PeakInput& in, const std::vector<Bu
 int64_t host_staging_bytes(const Plan& plan, const PeakInput& in, int64_t window_elems) {
   const Policy& pol = plan.policy;
   const int64_t N = plan.world, cb = int64_t(dtype_size(pol.comm_dtype)), pb = int64_t(dtype_size(pol.param_dtype));
-  int64_t largest = 0, reduced = 0, all = 0, blocks = 0;  // Note [gradient blocks]: two rounds of N + 1 pieces
-  for (const BufferPlan& b : plan.buffers) {
-    largest = std::max(largest, b.padded);
-    if (b.block_elems > 0) {
-      blocks = std::max(blocks, std::min<int64_t>(2, (b.padded / N + b.block_elems - 1) / b.block_elems) * (N + 1) *
-                                    b.block_elems * cb);
-      continue;
-    }
-    reduced = std::max(reduced, b.padded), all += b.padded;
+  int64_t largest = 0, reduced = 0, all = 0, blocks = 0;  // blocks: Note [gradient blocks]'s rounds
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const int64_t n = plan.buffers[i].padded;
+    largest = std::max(largest, n);
+    if (plan.buffers[i].block_elems > 0)
+      blocks = std::max(blocks, gradient_round_bytes(plan, i));
+    else
+      reduced = std::max(reduced, n), all += n;
   }
   const int64_t limit = in.max_inflight_elems > 0 ? in.max_inflight_elems : plan.grad_bucket_elems;
   const int64_t flying = std::max(reduced, std::min(limit, all));

@@ -14,18 +14,21 @@ namespace {
 // One gradient to send: its slot in the buffer, and the temporary its whole rows are made in.
 struct Source {
   Tensor grad, tmp;
-  int64_t offset = 0, rows = 1, row = 1;
+  int64_t offset = 0, row = 1;
 };
 
-// Elements [w0, w0 + dst.numel()) of the buffer into dst: each source's elements there, made as
-// whole rows into its temporary first; zeros where no source is (another slot, the padding).
+// Elements [w0, w0 + dst.numel()) of the buffer into dst: each source's elements there (sources
+// in buffer order), made as whole rows into its temporary first; zeros in the gaps (another
+// slot, the padding), so each element is written once.
 void fill_window(Tensor dst, int64_t w0, std::vector<Source>& sources) {
-  dst.zero_();
   const int64_t e = dst.numel();
+  int64_t covered = 0;  // dst's elements [0, covered) are written
   for (Source& s : sources) {
     const int64_t numel = s.grad.numel(), c = s.row;
     const int64_t a = std::clamp<int64_t>(w0 - s.offset, 0, numel),
                   b = std::clamp<int64_t>(w0 + e - s.offset, 0, numel);
+    if (a >= b) continue;
+    if (s.offset + a - w0 > covered) dst.slice(0, covered, s.offset + a - w0).zero_();
     for (int64_t p = a; p < b;) {
       const int64_t r0 = p / c, r1 = std::min((b + c - 1) / c, r0 + s.tmp.size(0)), q = std::min(b, r1 * c);
       Tensor made = s.tmp.slice(0, 0, r1 - r0);
@@ -34,7 +37,9 @@ void fill_window(Tensor dst, int64_t w0, std::vector<Source>& sources) {
       ops::cast_into(to, made.view({(r1 - r0) * c}).slice(0, p - r0 * c, q - r0 * c));
       p = q;
     }
+    covered = s.offset + b - w0;
   }
+  if (covered < e) dst.slice(0, covered, e).zero_();
 }
 
 struct Round {
@@ -65,11 +70,11 @@ void reduce_in_blocks(comm::Group& group, const std::vector<SlotGrad>& grads, co
   for (const auto& [slot, g] : grads) {
     const ParamSlot& p = layout.params.at(slot);
     ZT_CHECK(g.numel() == p.numel, "[zero] a gradient of ", g.numel(), " elements for a slot of ", p.numel);
-    Source s{g, Tensor(), p.offset, g.dim() > 0 ? g.size(0) : 1, 1};
-    s.row = g.numel() / std::max<int64_t>(1, s.rows);
-    s.tmp = Tensor::empty({block_rows_elems(g.numel(), s.row, E) / s.row, s.row}, g.dtype(), MemTag::comm, dev);
-    sources.push_back(std::move(s));
+    const int64_t row = g.dim() > 0 && g.size(0) > 0 ? g.numel() / g.size(0) : g.numel();
+    Tensor tmp = Tensor::empty({block_rows_elems(g.numel(), row, E) / row, row}, g.dtype(), MemTag::comm, dev);
+    sources.push_back({g, std::move(tmp), p.offset, row});
   }
+  std::sort(sources.begin(), sources.end(), [](const Source& x, const Source& y) { return x.offset < y.offset; });
   std::optional<Round> last;
   auto land = [&](Round& r) {
     TagScope tag(MemTag::comm);

@@ -80,14 +80,21 @@ int64_t hpz_piece_bytes(const Plan& plan, size_t b) {
 
 }  // namespace
 
-// Note [gradient blocks] (grad_blocks.cpp): two rounds (each every rank's piece and this rank's
-// output, in the wire dtype) and the temporary of whole rows one round is made in.
-int64_t gradient_block_bytes(const Plan& plan, size_t b) {
+// Note [gradient blocks] (grad_blocks.cpp): two rounds in flight, each every rank's piece and
+// this rank's output, in the wire dtype.
+int64_t gradient_round_bytes(const Plan& plan, size_t b) {
   const BufferPlan& buf = plan.buffers.at(b);
   if (buf.block_elems == 0) return 0;
   const int64_t N = plan.world, E = buf.block_elems, rounds = std::min<int64_t>(2, (buf.padded / N + E - 1) / E);
-  return rounds * (N + 1) * E * int64_t(dtype_size(plan.policy.comm_dtype)) +
-         buf.block_rows_elems * int64_t(dtype_size(plan.policy.param_dtype));
+  return rounds * (N + 1) * E * int64_t(dtype_size(plan.policy.comm_dtype));
+}
+
+// And the temporaries of whole rows the rounds are made in.
+int64_t gradient_block_bytes(const Plan& plan, size_t b) {
+  const BufferPlan& buf = plan.buffers.at(b);
+  return buf.block_elems == 0
+             ? 0
+             : gradient_round_bytes(plan, b) + buf.block_rows_elems * int64_t(dtype_size(plan.policy.param_dtype));
 }
 
 namespace {

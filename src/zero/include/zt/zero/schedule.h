@@ -64,8 +64,9 @@ class BufferKindHandle {
 std::unique_ptr<BufferKindHandle> add_buffer_kind(BufferKind kind);
 
 // Note [gradient blocks]: what a use of buffer b's gradient holds while it is reduced in rounds
-// (0 for a buffer reduced whole).
+// (0 for a buffer reduced whole), and of that the rounds' collective buffers alone.
 int64_t gradient_block_bytes(const Plan& plan, size_t b);
+int64_t gradient_round_bytes(const Plan& plan, size_t b);
 
 // The sum of `span`'s kinds for buffer b.
 int64_t span_bytes(const std::vector<BufferKind>& kinds, Span span, const Plan& plan, size_t b);
