@@ -159,7 +159,9 @@ void HierState::poll() {
   std::vector<bool> blocked(kNumLanes, false);
   const auto works = pending;  // a failure clears `pending`
   for (const auto& w : works) w->advance(blocked);
-  while (!pending.empty() && pending.front()->finished()) pending.pop_front();
+  // Every finished one, not only a prefix: a Work's buffers are then freed when its caller lets
+  // go of it, in the program's order, not at whichever poll first sees the ones before it done.
+  std::erase_if(pending, [](const auto& w) { return w->finished(); });
 }
 
 void HierState::fail_all(const std::string& why) {
@@ -216,6 +218,8 @@ class HierGroup : public Group {
   WorkPtr do_reduce_scatter(const Tensor& in, Tensor& out, const Call& c) override {
     const int64_t n = out.numel(), nodes = nodes_count();
     Tensor tmp = Tensor::empty({nodes * n}, in.dtype(), MemTag::comm);
+    // Made now, in the program's order, not when the stage between nodes starts (Note [ring staging]).
+    Tensor ring = nodes > 1 ? Tensor::empty({2 * n}, in.dtype(), MemTag::comm) : Tensor();
     auto intra = [=, this] {
       std::vector<WorkPtr> w;
       for (int64_t m = 0; m < nodes; ++m) {
@@ -227,7 +231,7 @@ class HierGroup : public Group {
       return w;
     };
     auto inter = [=, this]() mutable -> std::vector<WorkPtr> {
-      return {lane(kInter).reduce_scatter_async(tmp, out, sub(c, "between nodes"))};
+      return {mpi_reduce_scatter_staged(lane(kInter), tmp, out, sub(c, "between nodes"), ring)};
     };
     return launch(c, {{kIntraFirst, intra}, {kInter, inter}}, {in, out, tmp});
   }

@@ -341,6 +341,8 @@ int mpi_count(Coll c, int64_t n) {
 
 Tensor staging_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), MemTag::comm); }
 
+thread_local Tensor t_ring_staging;  // set only around one reduce_scatter (Note [ring staging])
+
 class MpiGroup : public Group {
  public:
   explicit MpiGroup(MPI_Comm c) : comm_(std::make_shared<Comm>(c)) {
@@ -406,7 +408,18 @@ class MpiGroup : public Group {
       Tensor in, out, sent, got;  // sent: the partial sum in flight; got: the one received
       int k = 0;
     };
-    auto ring = std::make_shared<Ring>(Ring{in, out, staging_like(out), staging_like(out)});
+    auto ring = std::make_shared<Ring>();
+    ring->in = in;
+    ring->out = out;
+    if (Tensor s = std::exchange(t_ring_staging, Tensor()); s.defined()) {
+      ZT_CHECK(s.numel() == 2 * out.numel() && s.dtype() == out.dtype(), "[comm] ring staging of ", s.numel(), " ",
+               dtype_name(s.dtype()), " for a chunk of ", out.numel(), " ", dtype_name(out.dtype()));
+      ring->sent = s.slice(0, 0, out.numel());
+      ring->got = s.slice(0, out.numel(), 2 * out.numel());
+    } else {
+      ring->sent = staging_like(out);
+      ring->got = staging_like(out);
+    }
     const DType d = in.dtype();
     const ReduceOp op = c.op == ReduceOp::avg ? ReduceOp::sum : c.op;
     const size_t chunk_bytes = out.nbytes();
@@ -569,6 +582,15 @@ void mpi_init() { Runtime::get(); }
 void mpi_skip_finalize(const char* why) { Runtime::get().skip_finalize(why); }
 
 GroupPtr make_mpi_group_on(MPI_Comm c) { return std::make_shared<MpiGroup>(c); }
+
+WorkPtr mpi_reduce_scatter_staged(Group& mpi, const Tensor& in, Tensor& out, const CollOptions& o, Tensor staging) {
+  ZT_CHECK(dynamic_cast<MpiGroup*>(&mpi), "[comm] ring staging given to a ", mpi.backend(), " group");
+  t_ring_staging = std::move(staging);
+  struct Clear {
+    ~Clear() { t_ring_staging = Tensor(); }  // unused (one rank, a refused call): never left for another
+  } clear;
+  return mpi.reduce_scatter_async(in, out, o);
+}
 
 GroupPtr make_mpi_group() {
   Runtime::get();  // MPI_Init_thread once; finalized when the process ends

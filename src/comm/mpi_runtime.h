@@ -21,6 +21,13 @@ void check_mpi(int rc, const char* call, const std::string& where = "");
 // if every rank gets there within a few seconds.
 void mpi_skip_finalize(const char* why);
 GroupPtr make_mpi_group_on(MPI_Comm c);  // takes ownership of c
+// Note [ring staging]: an mpi group's reduce_scatter makes two chunk buffers when it launches.
+// Inside another backend's collective (hier's stage between nodes) that launch happens whenever
+// the earlier stage is seen done, so the caching allocator would see allocations in a
+// timing-dependent order (and a steady step could grow it). The caller makes them at its own
+// launch instead: `staging` (2 * out.numel() elements of in's dtype) serves the one
+// reduce_scatter this call launches on `mpi`.
+WorkPtr mpi_reduce_scatter_staged(Group& mpi, const Tensor& in, Tensor& out, const CollOptions& o, Tensor staging);
 // shm.cpp: a shm group over c, whose ranks must share one node; takes ownership of c.
 GroupPtr make_shm_group_on(MPI_Comm c, size_t slot_bytes);
 // hier.cpp (Note [hierarchical groups]): over c, takes ownership. One node: shm (auto: mpi if no

@@ -1,7 +1,8 @@
 // The hierarchical backend (Note [hierarchical groups]) beyond the shared MPI suites, run as
 // `mpirun -np 4` with ZT_COMM_NODE_RANKS=2: two "nodes" of two ranks on this machine. Results
 // agree bit for bit across ranks, stages of many collectives interleave in any wait order,
-// split picks by layout, layouts it cannot serve are refused (shm) or served by mpi (auto).
+// buffers are made and freed in the program's order, split picks by layout, layouts it cannot
+// serve are refused (shm) or served by mpi (auto).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -76,6 +77,29 @@ TEST(CommHier, MixedCollectivesWaitedNewestFirst) {
       }
     }
   }
+}
+
+// Note [ring staging]: a reduce-scatter's buffers (its own between the stages and the ring's two
+// chunk buffers between nodes) are made when it launches, not when the stage between nodes
+// starts, and freed when its caller lets go: the allocator sees them in the program's order
+// whatever the timing, so a steady training step never grows it.
+TEST(CommHier, AReduceScatterAllocatesAtLaunchAndFreesWhenLetGo) {
+  GroupPtr g = world();
+  const int n = g->size();
+  const int64_t len = 4096, nodes = n / g->local_size();
+  ASSERT_EQ(nodes, 2);
+  g->set_check_collectives(false);  // its signature buffers aside
+  const Allocator& a = allocator_for(Device::cpu());
+  Tensor in = Tensor::full({n * len}, 1.f), out = Tensor::zeros({len});
+  const size_t before = a.stats().of(MemTag::comm), want = size_t(nodes + 2) * len * sizeof(float);
+  WorkPtr w = g->reduce_scatter_async(in, out, "staged");
+  EXPECT_EQ(a.stats().of(MemTag::comm) - before, want) << "at launch";
+  w->wait();
+  EXPECT_EQ(a.stats().of(MemTag::comm) - before, want) << "done, not yet let go";
+  w.reset();
+  EXPECT_EQ(a.stats().of(MemTag::comm), before) << "let go";
+  EXPECT_EQ(out.data<float>()[len - 1], float(n));
+  g->set_check_collectives(true);
 }
 
 TEST(CommHier, BroadcastFromEveryRoot) {

@@ -2,9 +2,9 @@
 // report and other ranks only their failures, and fails the job if any rank failed.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
 
+#include "../common/rank_failures.h"
 #include "mpi_world.h"
 
 namespace zt::comm::test {
@@ -20,21 +20,6 @@ std::string& backend_name() {
 }
 const std::string& backend() { return backend_name(); }
 
-namespace {
-class FailurePrinter : public testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
-}  // namespace
-
 }  // namespace zt::comm::test
 
 int main(int argc, char** argv) {
@@ -45,11 +30,7 @@ int main(int argc, char** argv) {
   GroupPtr& g = test::world();
   g = make_group(test::backend());
   g->set_timeout(120.0);  // a failed assertion on one rank must not hang the others forever
-  if (g->rank() != 0) {
-    auto& listeners = testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new test::FailurePrinter(g->rank()));
-  }
+  zt::testing::report_by_rank(g->rank());
   int rc = RUN_ALL_TESTS();
   double any_failed = g->all_reduce_scalar(rc != 0 ? 1.0 : 0.0, ReduceOp::max);
   g.reset();

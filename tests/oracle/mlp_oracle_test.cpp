@@ -10,6 +10,7 @@
 #include <iostream>
 #include <set>
 
+#include "../common/rank_failures.h"
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
 #include "zt/ckpt/safetensors.h"
@@ -221,10 +222,7 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   g_world = comm::make_group("auto");  // mpi under mpirun, else one local rank
   g_world->set_timeout(60);
-  if (g_world->rank() != 0) {  // only rank 0 prints gtest's report
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
+  zt::testing::report_by_rank(g_world->rank());  // only rank 0 prints gtest's report
   const int rc = RUN_ALL_TESTS();
   Tensor flag = Tensor::from_ints({rc}, {1});
   g_world->all_reduce(flag, comm::ReduceOp::max);  // a failure on any rank fails the job

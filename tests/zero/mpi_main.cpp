@@ -1,8 +1,9 @@
 // main() of the multi-rank tests (zero, ckpt), alone or under mpirun: only rank 0 prints
-// gtest's report, and a failure on any rank fails the job's exit code.
+// gtest's report (the others their failures), and a failure on any rank fails the job's exit code.
 #include <cstdlib>
 #include <thread>
 
+#include "../common/rank_failures.h"
 #include "zero_harness.h"
 #include "zt/core/parallel.h"
 
@@ -20,10 +21,7 @@ int main(int argc, char** argv) {
   if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
     zt::set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, std::atoi(local))));
   g_world->set_timeout(60);
-  if (g_world->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
+  zt::testing::report_by_rank(g_world->rank());
   const int rc = RUN_ALL_TESTS();
   zt::comm::CollOptions max;
   max.op = zt::comm::ReduceOp::max;
