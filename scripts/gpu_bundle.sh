@@ -31,6 +31,7 @@ cp -r /usr/share/openmpi "$stage/mpi/usr/share/"
 for c in "$ompi"/*.so; do [[ $c =~ (ucx|ofi|psm|openib|verbs) ]] || cp "$c" "$stage/mpi$ompi/"; done
 for p in "$stage"/bin/* "$stage"/mpi/usr/bin/orte* "$stage/mpi$ompi"/*.so; do ldd "$p"; done |
   awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | grep -Ev "$skip" | while read -r lib; do cp -L "$lib" "$stage/lib/"; done
-tar -C "$stage" -cJf "$build/bundle.tar.xz" .
+# xz's fastest level on every core: a few MiB more than its default, in a sixth of the time.
+tar -C "$stage" -cf - . | xz -1 -T0 >"$build/bundle.tar.xz"
 echo "gpu_bundle: $build/bundle.tar.xz, $(du -m "$build/bundle.tar.xz" | cut -f1) MiB:" \
   "$(ls "$stage/bin" | tr '\n' ' ')+ $(ls "$stage/lib" | wc -l) libraries"
