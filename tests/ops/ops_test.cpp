@@ -378,6 +378,36 @@ TEST(Ops, ExpandReduced) {
             (std::vector<float>{2, 2, 2, 4, 4, 4}));
 }
 
+// A vocabulary of several conversion blocks (1,300 = 512 + 512 + 276): each target's -1 lands in
+// its own block; 16-bit logits give the f32 result rounded once; f32 matches softmax - onehot.
+TEST(Ops, CrossEntropyBackwardOverSeveralBlocks) {
+  const int64_t c = 1300;
+  const std::vector<int32_t> t = {0, 511, 512, 1100, 1299, -100};
+  const int64_t rows = int64_t(t.size());
+  Tensor x32 = randn({rows, c}, 41);
+  Tensor targets = Tensor::from_ints(t, {rows});
+  const auto ce32 = ops::cross_entropy(x32, targets);
+  const auto g32 = ops::cross_entropy_backward(2.f, ce32, targets, -100).to_vector();
+  const auto x = x32.to_vector();
+  for (int64_t r = 0; r < rows; ++r) {
+    SCOPED_TRACE("row " + std::to_string(r));
+    double sum = 0;
+    for (int64_t j = 0; j < c; ++j) sum += std::exp(double(x[size_t(r * c + j)]));
+    for (int64_t j = 0; j < c; ++j) {
+      const double want = t[size_t(r)] < 0 ? 0.0
+                                           : 2.0 / double(ce32.count) *
+                                                 (std::exp(double(x[size_t(r * c + j)])) / sum - (j == t[size_t(r)]));
+      ASSERT_NEAR(g32[size_t(r * c + j)], want, 1e-6) << "column " << j;
+    }
+  }
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Tensor x16 = ops::cast(x32, dt), x16_32 = ops::cast(x16, DType::f32);
+    const auto got = ops::cross_entropy_backward(2.f, ops::cross_entropy(x16, targets), targets, -100);
+    const auto want = ops::cross_entropy_backward(2.f, ops::cross_entropy(x16_32, targets), targets, -100);
+    EXPECT_EQ(got.to_vector(), ops::cast(want, dt).to_vector()) << dtype_name(dt);
+  }
+}
+
 TEST(Ops, CrossEntropyAllIgnoredIsZero) {
   Tensor logits = randn({3, 4}, 19);
   autograd::set_requires_grad(logits, true);

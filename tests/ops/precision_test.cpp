@@ -233,6 +233,8 @@ TEST(Precision, SumOfSquaresIsIndependentOfThreadCount) {
       EXPECT_NEAR(one, ref, 1e-12 * ref) << dtype_name(dt);
       if (dt == DType::f32) {
         EXPECT_EQ(one, optim::sum_of_squares(v.data(), n)) << "same chunking as optim";
+      } else {  // the same lanes in the same order as the f32 sum of the same values
+        EXPECT_EQ(one, ops::sum_of_squares(ops::cast(x, DType::f32))) << dtype_name(dt);
       }
     }
   set_num_threads(saved);

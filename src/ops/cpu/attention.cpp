@@ -268,7 +268,7 @@ struct Backward {
     if (!key_bias(g, b, j0, nj, sc.bias)) return false;
     const T* k = head(b, h) + g.C + j0 * 3 * g.C;
     load_rows(k, 3 * g.C, nj, g.D, 1.f, sc.k);
-    load_cols(k, 3 * g.C, nj, g.D, sc.row, sc.kt);
+    load_cols(sc.k, g.D, nj, g.D, sc.row, sc.kt);  // from the f32 rows: K is converted once
     load_cols(k + g.C, 3 * g.C, nj, g.D, sc.row, sc.vt);
     return true;
   }

@@ -2,6 +2,7 @@
 // overflow checks). Inputs are contiguous and validated by the contracts in src/ops/precision.cpp.
 // Mixed dtypes convert blockwise to f32 (convert.h), compute, and round once.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -36,12 +37,27 @@ void update_blocks(T* p, int64_t b, int64_t e, F&& f) {
   }
 }
 
+double fold_lanes(double* acc) {
+  for (int w = 16; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
 // 32 double lanes in a fixed order (as optim::sum_of_squares): vectorises, deterministic, and
 // four vectors of independent sums, so the adds' latency does not bound the pass as 8 lanes did.
 template <typename T>
 double chunk_sum_of_squares(const T* p, int64_t n) {
-  alignas(64) float buf[kBlock];
   double acc[32] = {};
+  if constexpr (std::is_same_v<T, bf16>) {  // widening is a shift: no pass through a block buffer
+    const uint16_t* __restrict u = reinterpret_cast<const uint16_t*>(p);
+    const auto wide = [u](int64_t i) { return double(std::bit_cast<float>(uint32_t(u[i]) << 16)); };
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+      for (int j = 0; j < 32; ++j) acc[j] += wide(i + j) * wide(i + j);
+    for (; i < n; ++i) acc[0] += wide(i) * wide(i);  // the same lanes as the blocks below
+    return fold_lanes(acc);
+  }
+  alignas(64) float buf[kBlock];
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t len = std::min(kBlock, n - b);
     const float* __restrict v = as_f32(p + b, buf, len);
@@ -50,9 +66,7 @@ double chunk_sum_of_squares(const T* p, int64_t n) {
       for (int j = 0; j < 32; ++j) acc[j] += double(v[i + j]) * double(v[i + j]);
     for (; i < len; ++i) acc[0] += double(v[i]) * double(v[i]);  // only in a chunk's last block
   }
-  for (int w = 16; w >= 1; w /= 2)
-    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-  return acc[0];
+  return fold_lanes(acc);
 }
 
 // Raw bits with an all-ones exponent are inf or NaN; integer compares vectorise.

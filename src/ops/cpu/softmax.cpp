@@ -161,18 +161,23 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tenso
     using T = decltype(tag);
     const T* px = logits.data<T>();
     T* po = out.data<T>();  // out has the logits' dtype
+    // Blocks of kBlock values through L1 (16-bit logits): a whole f32 row of a 50k vocabulary
+    // (200 KB, twice) went through L2 and made the bf16 backward 1.6x slower than f32's.
     parallel_for(n, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)), [&](int64_t r0, int64_t r1) {
-      Rows buf(c, 2);
+      alignas(64) float bx[kBlock], bo[kBlock];
       for (int64_t r = r0; r < r1; ++r) {
-        float* __restrict o = out_f32(po + r * c, buf[1]);
-        if (pt[r] == ignore_index || k == 0.f) {
-          std::fill(o, o + c, 0.f);
-        } else {
-          const float* __restrict x = as_f32(px + r * c, buf[0], c);
-          scaled_exp_row(x, o, c, pl[r], k);
-          o[pt[r]] -= k;
+        const bool none = pt[r] == ignore_index || k == 0.f;
+        for (int64_t j = 0; j < c; j += kBlock) {
+          const int64_t len = std::min(kBlock, c - j), at = r * c + j;
+          float* __restrict o = out_f32(po + at, bo);
+          if (none) {
+            std::fill(o, o + len, 0.f);
+          } else {
+            scaled_exp_row(as_f32(px + at, bx, len), o, len, pl[r], k);
+            if (pt[r] >= j && pt[r] < j + len) o[pt[r] - j] -= k;
+          }
+          from_f32(o, po + at, len);
         }
-        from_f32(o, po + r * c, c);
       }
     });
   });
