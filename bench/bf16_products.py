@@ -40,10 +40,20 @@ def run_row(cap, dtype, products):
 
 
 def cpu_name():
+    """The model name, family and the vector extensions that decide the bf16 path."""
+    name, family, flags = "unknown", "", set()
     for l in open("/proc/cpuinfo"):
-        if l.startswith("model name"):
-            return l.split(":", 1)[1].strip()
-    return "unknown"
+        key, _, val = l.partition(":")
+        key = key.strip()
+        if key == "model name" and name == "unknown":
+            name = val.strip()
+        elif key == "cpu family" and not family:
+            family = val.strip()
+        elif key == "flags" and not flags:
+            flags = set(val.split())
+    isa = [label for flag, label in (("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX"))
+           if flag in flags] or (["AVX2 only"] if "avx2" in flags else ["no AVX2"])
+    return f"{name} (family {family}) with {', '.join(isa)}" if family else f"{name} with {', '.join(isa)}"
 
 
 def main():
