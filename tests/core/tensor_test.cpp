@@ -136,6 +136,26 @@ TEST(Bf16, RoundToNearestEven) {
   EXPECT_EQ(bf16_to_float(float_to_bf16(-2.5f)), -2.5f);
 }
 
+// The branch-free rounding against the rule spelled out on the bits: truncate, then add one
+// when the dropped half is above a tie or a tie with an odd kept half; NaN keeps its sign and
+// becomes quiet. Every 65,521st pattern of all 2^32 and every kept half's ties and neighbours.
+TEST(Bf16, BranchFreeRoundingMatchesTheRuleOnEveryClass) {
+  auto want = [](uint32_t u) -> uint16_t {
+    const uint16_t hi = uint16_t(u >> 16), lo = uint16_t(u & 0xffffu);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t(hi | 0x40u);
+    return uint16_t(hi + ((lo > 0x8000u || (lo == 0x8000u && (hi & 1u))) ? 1 : 0));
+  };
+  int64_t bad = 0;
+  auto check = [&](uint32_t u) {
+    if (bits(from_bits(u)) != want(u) && ++bad <= 5) ADD_FAILURE() << std::hex << "pattern 0x" << u;
+  };
+  for (uint64_t u = 0; u <= 0xffffffffu; u += 65521) check(uint32_t(u));
+  for (uint32_t hi = 0; hi <= 0xffffu; ++hi)
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) check(hi << 16 | lo);
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(bits(from_bits(0x7f7fffffu)), 0x7f80);  // the largest float rounds to inf
+}
+
 TEST(Bf16, RoundTripThroughTensors) {
   std::vector<float> v{0.f, 1.f, -3.140625f, 1e-3f, 65504.f, 1.00390625f};
   Tensor t = Tensor::from_vector(v, {6}, DType::bf16);

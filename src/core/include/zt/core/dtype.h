@@ -18,21 +18,6 @@ struct bf16 {
   uint16_t bits = 0;
 };
 
-inline float bf16_to_float(bf16 v) {
-  uint32_t u = uint32_t(v.bits) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-inline bf16 float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{uint16_t((u >> 16) | 0x40)};  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return bf16{uint16_t(u >> 16)};
-}
-
 // IEEE binary16 stored as raw bits; conversion rounds to nearest even, overflow gives inf.
 struct f16 {
   uint16_t bits = 0;
@@ -41,6 +26,22 @@ struct f16 {
 // Kernels that convert inside vectorised loops need these inlined (gcc stops inlining in
 // large units, and an out-of-line call keeps a loop scalar).
 #define ZT_ALWAYS_INLINE inline __attribute__((always_inline))
+
+ZT_ALWAYS_INLINE float bf16_to_float(bf16 v) {
+  uint32_t u = uint32_t(v.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Round to nearest even; NaN stays a quiet NaN. Both results computed and one selected (as
+// Note [branch-free f16]): with a branch, a loop storing its results to memory ran scalar.
+ZT_ALWAYS_INLINE bf16 float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return bf16{uint16_t((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded)};
+}
 
 // Note [branch-free f16]: every class (normal, subnormal, inf/NaN) is computed and the result
 // selected, so loops over these conversions vectorise; checked bit for bit against the
