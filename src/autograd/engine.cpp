@@ -19,6 +19,18 @@ AutogradMeta& meta(const Tensor& t) {
 }
 const AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
 
+// Note [first gradient taken]: an activation's first gradient is taken as the slot itself
+// when nothing else holds it or its memory (the backward made it and handed it over whole,
+// contiguous, under the slot's tag); otherwise it is copied, as a later add_ would write into
+// memory another gradient or saved tensor shares.
+bool can_take(const Tensor& g, MemTag tag) {
+  if (!g.defined() || !g.has_storage() || g.impl()->autograd) return false;
+  const auto& st = g.storage();
+  return g.impl_ptr().use_count() == 1 && st.use_count() == 1 && st->tag() == tag && g.is_contiguous() &&
+         g.offset() == 0 && size_t(g.numel()) * dtype_size(g.dtype()) == st->bytes() &&
+         &st->allocator() == &allocator_for(g.device());
+}
+
 // slot += g; `zeroed`: slot holds no gradient yet (zeros or stale), so g is written instead.
 void accumulate(Tensor& slot, const Tensor& g, MemTag tag, bool zeroed = false) {
   if (const AutogradMeta* gm = meta_if(g); gm && gm->add_into) {  // Note [row gradients]
@@ -202,7 +214,10 @@ void backward(const Tensor& root, Tensor grad_root) {
       auto* m = in.defined() ? in.impl()->autograd.get() : nullptr;
       if (!m) continue;
       if (m->grad_fn) {
-        if (grads[i].defined()) accumulate(m->grad_fn->grad, grads[i], current_tag());
+        if (!m->grad_fn->grad.defined() && can_take(grads[i], current_tag()))  // Note [first gradient taken]
+          m->grad_fn->grad = std::move(grads[i]);
+        else if (grads[i].defined())
+          accumulate(m->grad_fn->grad, grads[i], current_tag());
       } else if (m->requires_grad) {
         if (grads[i].defined()) accumulate_leaf(in, *m, grads[i]);
         if (const int left = --leaf_pending[in.impl()]; left == 0) {

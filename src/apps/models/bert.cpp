@@ -16,7 +16,7 @@ extern const ModelKind kBert{
     // The MLM head as GPT's, and its decoder's bias added into one more logits-sized tensor.
     .activations =
         [](const config::Config& c, int64_t micro, int64_t, double b, bool temp) {
-          return transformer_activations(c, micro, b, c.model.head == "mlm" ? 2 * b + 4 + (b == 4 ? 4 : 0) : 0, temp);
+          return transformer_activations(c, micro, b, c.model.head == "mlm" ? 3 * b : 0, temp);
         },
     .task =
         [](const config::Config& c, bool with_train) {

@@ -21,15 +21,17 @@ int64_t clamp_bytes(double v) { return v >= 1e18 ? int64_t(1e18) : int64_t(std::
 //   weight-gradient temporary of the largest layer where gradients are not written in place
 //   (Note [gradients written in place] in zt/ops/ops.h; a convolution's always is a temporary).
 // - CNN: per stage convolution and ReLU outputs, the pooled output and its i32 argmax; then
-//   the fully connected layers as the MLP; backward adds one tensor the size of the largest
-//   output (its gradient), and each stage's gradient takes a block of its own in the caching
-//   allocator (its values of that size are still alive): resident, though not at once.
+//   the fully connected layers as the MLP. 16-bit runs add the cast input and one tensor per
+//   stage's output in blocks of their own in the caching allocator (resident, though not at
+//   once); f32 runs' OS peak is the tape's alone (within 4% at 32 and 64 samples), since an
+//   activation's first gradient is taken, not copied (Note [first gradient taken] in
+//   autograd/engine.cpp).
 // - GPT/BERT: per token and block 14C working values plus 2 attention rows (H x T); a
 //   checkpointed block keeps its input only, and one block is recomputed at a time; the LM
-//   head keeps the logits and an f32 copy in the loss (fp32: logits, probabilities, gradient);
-//   BERT's MLM decoder adds its bias into one more logits-sized tensor. Backward through the head
-//   then holds the logits' gradient beside the blocks' values, and where gradients are not
-//   written in place one block of the head's weight gradient's rows: the peak when C is large
+//   head keeps the logits and, from the loss's backward, their gradient (taken as the logits'
+//   gradient, not copied); BERT's MLM decoder adds its bias into one more logits-sized tensor.
+//   Where gradients are not written in place, backward through the head then holds one block of
+//   the head's weight gradient's rows beside the logits' gradient: the peak when C is large
 //   against T (the larger moment).
 // Evaluating images (batches of up to 1000) can hold more than a training micro-batch.
 int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch, double b, bool grad_temporary) {
@@ -59,7 +61,7 @@ int64_t image_activations(const ImageNet& net, int64_t micro, int64_t eval_batch
   linear = std::max(linear, prev * classes);
   if (grad_temporary) weight = std::max(weight, linear);
   double per = b * kept + 4 * argmax + 4 * classes;
-  per += !net.conv.empty() ? b * (cast * input + widest + grads) : 2 * cast * b * input;
+  per += !net.conv.empty() ? cast * b * (input + grads) : 2 * cast * b * input;
   const double train = n * per + b * weight;
   // Evaluation, without a tape: the f32 batch, its cast, and two layers' outputs at a time.
   const double eval = double(eval_batch) * (4 * input + cast * b * input + 2 * b * widest);
