@@ -445,6 +445,40 @@ TEST(Autograd, OnlyRequestedGradsAndGraphIsFreed) {
   EXPECT_TRUE(weak_out.expired());
 }
 
+// Note [first gradient taken]: a gradient the consumer made and let go of becomes the producer's
+// gradient as it is; one the consumer also keeps, or hands to two inputs, is copied first.
+TEST(Autograd, AnActivationsFirstGradientIsTakenOnlyWhenNothingElseHoldsIt) {
+  Tensor x = randn({4, 4}, 23);
+  autograd::set_requires_grad(x, true);
+  std::vector<const void*> received(3, nullptr);
+  auto producer = [&](int k) {  // an activation that records the memory of the gradient it gets
+    return autograd::record(ops::scale(x, 1.f), {x}, "producer", [&received, k](const Tensor& g) {
+      received[size_t(k)] = g.raw_data();
+      return std::vector<Tensor>{ops::scale(g, 1.f)};
+    });
+  };
+  Tensor kept;
+  const void* made = nullptr;
+  Tensor a = producer(0), b = producer(1), c = producer(2);
+  // Consumer of a: makes a fresh gradient and lets it go. Of b and c: one tensor for both,
+  // which the consumer also keeps.
+  Tensor ya = autograd::record(ops::scale(a, 1.f), {a}, "fresh", [&made](const Tensor& g) {
+    Tensor out = ops::scale(g, 2.f);
+    made = out.raw_data();
+    return std::vector<Tensor>{out};
+  });
+  Tensor ybc = autograd::record(ops::add(b, c), {b, c}, "shared", [&kept](const Tensor& g) {
+    kept = ops::scale(g, 3.f);
+    return std::vector<Tensor>{kept, kept};
+  });
+  autograd::backward(ag::add(ag::sum(ya), ag::sum(ybc)));
+  EXPECT_EQ(received[0], made) << "a fresh gradient nothing else holds is taken";
+  EXPECT_NE(received[1], kept.raw_data());
+  EXPECT_NE(received[2], kept.raw_data());
+  EXPECT_NE(received[1], received[2]) << "one tensor handed to two inputs is copied";
+  for (float v : autograd::grad(x).to_vector()) EXPECT_EQ(v, 2.f + 3.f + 3.f);
+}
+
 TEST(Autograd, BackwardTensorsUseCurrentTag) {
   Tensor a = randn({8, 8}, 22);
   autograd::set_requires_grad(a, true);
