@@ -13,24 +13,50 @@
 #      racecheck over the attention kernels;
 #   7. Nsight Compute's time per kernel over one bf16 step.
 # Writes summary.json, summary.md, bench.jsonl, profile.md (ncu.csv) and checks.log to OUT_DIR. Exit 0
-# when every check passed, 1 when one failed, 77 (one line) where no GPU is present.
+# when every check passed, 1 when one failed, 77 (one line) where no GPU is present; 1 (one line, before
+# any check) for an OUT_DIR that cannot be a writable folder or a bundle that does not unpack.
 # ZT_GPU_CHECK_ONLY="name ..." runs only those checks (a rerun), ZT_GPU_CHECK_BUDGET_S caps the time.
 # Usage: scripts/gpu_check.sh OUT_DIR [BUNDLE]
 set -uo pipefail
 out="${1:?usage: scripts/gpu_check.sh OUT_DIR [BUNDLE]}"
 bundle="${2:-build-gpu/bundle.tar.xz}"
-if ! nvidia-smi -L >/dev/null 2>&1; then
+# Without set -e a failed step would carry on (once with $out empty, writing at /): each refusal is
+# one line, exit 1, before any check runs.
+die() { echo "gpu_check: $*" >&2; exit 1; }
+# kind PATH: what stands at PATH where a folder should.
+kind() {
+  if [[ -L $1 && ! -e $1 ]]; then echo "a dangling link"
+  elif [[ -f $1 ]]; then echo "a file"
+  else echo "a $(stat -Lc %F "$1")"; fi
+}
+[[ $out == /* ]] || out="$PWD/$out"
+# OUT_DIR is, or can become, a writable folder: looked at, not made (without a GPU nothing is written).
+if [[ -e $out || -L $out ]]; then
+  [[ -d $out ]] || die "OUT_DIR $out is $(kind "$out"), not a folder"
+  [[ -w $out && -x $out ]] || die "OUT_DIR $out is not writable"
+else
+  up="$(dirname "$out")"
+  while [[ ! -e $up && ! -L $up ]]; do up="$(dirname "$up")"; done
+  [[ -d $up ]] || die "cannot create OUT_DIR $out: $up is $(kind "$up"), not a folder"
+  [[ -w $up && -x $up ]] || die "cannot create OUT_DIR $out: $up is not writable"
+fi
+# A GPU is one nvidia-smi lists (it may exit 0 listing none).
+if ! gpus="$(nvidia-smi -L 2>/dev/null)" || [[ $gpus != *GPU* ]]; then
   echo "gpu_check: no NVIDIA GPU here (nvidia-smi lists none); nothing was run" >&2
   exit 77
 fi
-[[ -f "$bundle" ]] || { echo "gpu_check: $bundle is missing: make it with scripts/gpu_bundle.sh" >&2; exit 1; }
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-work="$(mktemp -d)"
+[[ -f "$bundle" ]] || die "$bundle is missing: make it with scripts/gpu_bundle.sh"
+work="$(mktemp -d)" || die "cannot make a temporary folder (mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-tar -C "$work" -xJf "$bundle"
+# The bundle unpacks before OUT_DIR is made, so a bad one leaves nothing there; tar's first line
+# (xz's, for a bundle that is not .tar.xz or is cut short) says why.
+err="$(tar -C "$work" -xJf "$bundle" 2>&1)" || die "bundle $bundle does not unpack (${err%%$'\n'*})"
+[[ -d $work/bin ]] || die "bundle $bundle has no bin/ (make it with scripts/gpu_bundle.sh)"
+err="$(mkdir -p -- "$out" 2>&1)" || die "cannot create OUT_DIR $out: $(sed -n '1s/.*: //p' <<<"$err")"
+out="$(cd "$out" && pwd -P)" || die "OUT_DIR $out cannot be entered"
+[[ $out == /* ]] || die "OUT_DIR $1 resolved to '$out', not a path"  # never empty, so nothing lands at /
 log="$out/checks.log"
-: >"$log"
+: 2>/dev/null >"$log" || die "OUT_DIR $out is not writable ($log cannot be written)"
 
 # CUDA's libraries: the toolkit's, then those PyTorch's wheels bring (cuDNN, NCCL, cuBLAS).
 libs="$work/lib"

@@ -13,6 +13,7 @@
 #include "zt/comm/group.h"
 #include "zt/ops/ops.h"
 #include "zt/zero/engine.h"
+#include "zt/zero/param_server.h"
 #include "zt/zero/products.h"
 
 namespace zt::apps {
@@ -21,16 +22,24 @@ namespace {
 
 // Everything estimate knows, as the JSON that --json prints; the table is drawn from it. The
 // numbers come from zero::plan_model, the plan the engine itself makes.
-nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& opt) {
+nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& opt, bool device_not_here) {
   auto model = build_model(cfg, /*deferred=*/true);
   const int world = opt.world;
   const config::BatchSizes bs = check_run_settings(cfg, world);
   zero::EngineOptions eo = engine_options(cfg, bs);
+  // What `train` refuses before step 1 is refused here with the same line (probe 4, case 5).
+  if (cfg.run.strategy == "parameter_server")
+    zero::check_param_server_options(eo);
+  else
+    zero::check_engine_options(eo);
+  check_checkpoint_async(cfg);
   // Note [peak memory]: the peak of each row at the configured micro-batch, activations included
   // (data and the process baseline are a run's own: `train` measures them before step 1).
   RunContext ctx{world, 0, world > 1 && (cfg.run.comm_backend == "auto" || cfg.run.comm_backend == "shm"),
                  eval_batch_of(cfg, bs.micro)};
   ctx.staged = world > 1 && !eo.device.is_cpu();  // the host backends' collectives (Note [staged group])
+  // A GPU not here holds what run.device_memory_mb says (Note [device cap]), or is not capped.
+  if (device_not_here) ctx.device_capacity = cfg.run.device_memory_mb > 0 ? size_t(cfg.run.device_memory_mb) << 20 : 0;
   // 16-bit runs: the product path `train` would take on this processor (Note [16-bit products]).
   std::optional<zero::ProductsChoice> products;
   if (eo.dtype != DType::f32) {
@@ -98,10 +107,9 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
     }
     out["stages"].push_back(row);
   }
-  // What `train` would choose at the configured stage: under a host budget, or on a device whose
-  // auto offload devices make a plan against its cap (Note [device plan]).
-  const bool device_plan = cfg.run.device != "cpu" && (cfg.zero.offload_optimizer.device == "auto" ||
-                                                       cfg.zero.offload_param.device == "auto");
+  // What `train` would choose at the configured stage: under a host budget, or on a device against
+  // its cap (Note [device plan]).
+  const bool device_plan = cfg.run.device != "cpu";  // every placement is checked against the cap
   if (cfg.run.memory_budget_mb > 0 || device_plan) {
     // With the data `train` loads before its plan (issue 31, probe case 5): read as train reads it,
     // its allocator bytes measured; without it (not installed here) the plan says so.
@@ -227,7 +235,7 @@ int run_estimate(const config::Config& cfg, const EstimateOptions& opt) {
       plan.run.device = "sim";
     }
   }
-  nlohmann::json j = estimate_json(plan, opt);
+  nlohmann::json j = estimate_json(plan, opt, plan.run.device != cfg.run.device);
   if (plan.run.device != cfg.run.device) j["device"] = cfg.run.device + " (planned here without it)";
   if (opt.json)
     std::printf("%s\n", j.dump(2).c_str());

@@ -17,7 +17,7 @@ int run_eval(const config::Config& cfg, const std::string& weights_path) {
   auto model = build_model(cfg);
   load_weights(*model, weights_path);
   const DType dt = engine_options(cfg, config::BatchSizes{1, 1, 1}).dtype;
-  const Device dev = run_device(cfg.run.device);  // the batches go up, the scores come down
+  const Device dev = open_run_device(cfg);  // the batches go up, the scores come down
   auto group = comm::make_group("local");
   DType compute = dt;  // as `train` computes: the 16-bit values, in f32 on the f32 product path (Note [f32 compute])
   if (dt != DType::f32) {

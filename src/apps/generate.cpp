@@ -29,7 +29,7 @@ int run_generate(const config::Config& cfg, const GenerateOptions& opt) {
   const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(tokenizer, opt.tokenizer_dir);
   auto model = build_model(cfg);
   load_weights(*model, opt.weights);
-  const Device dev = run_device(cfg.run.device);  // each step's logits row comes down to be sampled
+  const Device dev = open_run_device(cfg);  // each step's logits row comes down to be sampled
   model->to(dev);
   model->train(false);
   autograd::NoGradGuard no_grad;

@@ -44,8 +44,8 @@ int64_t shm_slot_bytes(const RunContext& ctx) {
 // process's pages too.
 int64_t host_resident(const zero::PeakEstimate& p, Device device, const RunContext& ctx) {
   if (device.is_cpu()) return p.total();
-  const int64_t sim = device.type == DeviceType::sim ? p.total() - p.data : 0;
-  return p.data + p.states.host + shm_slot_bytes(ctx) + p.host_staging + sim;
+  const int64_t sim = device.type == DeviceType::sim ? p.total() : 0;
+  return p.host_data + p.states.host + shm_slot_bytes(ctx) + p.host_staging + sim;
 }
 
 // Note [batch prefetch]: on a device the next micro-batch is there beside the one computing, and
@@ -67,13 +67,14 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   static_cast<zero::StepLimits&>(in) = zero::step_limits(opts);
   for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
   in.activations = predict_activations(c, bs.micro, bs.accumulation, ctx.eval_batch, opts.f32_compute);
-  in.data = ctx.data_bytes;
+  in.data = opts.device.is_cpu() ? ctx.data_bytes : 0;  // beside a device the data stays on the host
   in.staged_collectives = ctx.staged;
   if (opts.device.is_cpu()) in.comm_buffers = shm_slot_bytes(ctx);  // host memory, outside a device's peak
   const int64_t batch = opts.device.is_cpu() ? 0 : micro_batch_bytes(c, bs.micro);
   in.activations += 2 * batch;  // the one computing and the next, sent ahead during its forward
   zero::PeakEstimate p = zero::predict_peak(plan, in);
   p.host_staging += 2 * batch;
+  if (!opts.device.is_cpu()) p.host_data = ctx.data_bytes;
   return p;
 }
 
@@ -95,8 +96,11 @@ zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes
     e.zero.stage3_prefetch_bucket_size = 0;
     e.zero.stage3_max_reuse_distance = 0;
   }
+  if (at.reduce_bucket > 0) e.zero.reduce_bucket_size = at.reduce_bucket;
   return e;
 }
+
+constexpr const char* kSwapped = "the states are in swap files (a snapshot would hold them in memory)";
 
 // Note [background save] in ckpt: checkpoint.async resolved to "true" or "false". A snapshot
 // holds the states in host memory, so auto saves in the foreground where they live in swap files
@@ -111,7 +115,7 @@ void plan_checkpoint_snapshot(MemoryPlan& mp, nn::Module& model, const RunContex
   const int64_t bytes = plan.checkpoint_bytes(), budget = mp.cfg.run.memory_budget_mb << 20;
   std::string why_not;
   if (plan.policy.optimizer_residence == zero::Residence::file || plan.policy.param_residence == zero::Residence::file)
-    why_not = "the states are in swap files (a snapshot would hold them in memory)";
+    why_not = kSwapped;
   else if (budget > 0 && mp.peak.in_use() + bytes > budget)
     why_not = "its snapshot of " + format_bytes(size_t(bytes)) + " per rank does not fit run.memory_budget_mb (" +
               format_bytes(size_t(budget)) + ") beside the run's " + format_bytes(size_t(mp.peak.in_use()));
@@ -142,7 +146,14 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   req.param = zero::residence_of(par.device, !device.is_cpu());
   req.stage = c.zero.stage;
   req.device = device.is_cpu() ? "" : detail::concat(device);
-  req.device_cap = device.is_cpu() ? 0 : c.run.device_memory_mb << 20;
+  req.device_cap = device_cap_bytes(c, device, ctx.device_capacity);  // Note [device cap]
+  if (!device.is_cpu() && c.run.device_memory_mb == 0) req.device_cap_name = detail::concat(device, "'s memory");
+  // Stage 3 beside a device: lowered limits send the largest gradient in 16 rounds or more, where the
+  // configured bucket would hold it whole (a tied embedding's, at GPT's vocabulary).
+  int64_t largest = 0;
+  for (auto& [name, p] : model.named_parameters()) largest = std::max(largest, p.numel());
+  if (!device.is_cpu() && c.zero.stage == 3 && largest / 16 < c.zero.reduce_bucket_size)
+    req.lowered_bucket = std::max<int64_t>(1, largest / 16);
   req.host_cap = c.run.memory_budget_mb << 20;
   const zero::PlacementChoice choice = zero::place(req, [&](const zero::Placement& at) {
     return predict_run_peak(model, c, options_of(c, bs, at), bs, ctx);
@@ -158,10 +169,18 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   return mp;
 }
 
+void check_checkpoint_async(const config::Config& c) {
+  const bool swapped = c.zero.offload_optimizer.device == "nvme" || c.zero.offload_param.device == "nvme";
+  ZT_CHECK_AS(ErrorKind::config, c.checkpoint.async != "true" || c.checkpoint.every_steps <= 0 || !swapped,
+              "[config] checkpoint.async=true: ", kSwapped, "; set checkpoint.async to false or auto");
+}
+
 nlohmann::json placement_json(const zero::Placement& at) {
-  return {{"offload_optimizer", zero::offload_device(at.optimizer)},
-          {"offload_param", zero::offload_device(at.param)},
-          {"lowered_limits", at.lowered_limits}};
+  nlohmann::json j = {{"offload_optimizer", zero::offload_device(at.optimizer)},
+                      {"offload_param", zero::offload_device(at.param)},
+                      {"lowered_limits", at.lowered_limits}};
+  if (at.reduce_bucket > 0) j["reduce_bucket_size"] = at.reduce_bucket;
+  return j;
 }
 
 nlohmann::json peak_json(const zero::PeakEstimate& p) {
@@ -179,6 +198,7 @@ nlohmann::json peak_json(const zero::PeakEstimate& p) {
           {"workspace", p.workspace},
           {"comm_buffers", p.comm_buffers},
           {"data", p.data},
+          {"host_data", p.host_data},
           {"checkpoint_snapshot", p.checkpoint_snapshot},
           {"host_staging", p.host_staging},
           {"in_use", p.in_use()},

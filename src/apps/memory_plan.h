@@ -3,6 +3,7 @@
 // (zero::predict_peak with activations from the model kind), and with run.memory_budget_mb the
 // offload that fits it ("auto" devices resolved, limits lowered when needed). `train` applies
 // it; `estimate` prints it.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct RunContext {
   int local_size = 1;      // ranks per node (comm::Group::local_size): where qgZ quantizes
   bool f32_compute = false;  // a 16-bit run computes in f32 (EngineOptions::f32_compute)
   bool staged = false;       // collectives of device tensors copy through host memory (comm::stages_through_host)
+  std::optional<size_t> device_capacity = std::nullopt;  // the device's bytes where it is not here (estimate of a GPU run)
 };
 
 struct MemoryPlan {
@@ -60,6 +62,10 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
 // choices, and predicted_rss: the baseline plus the resident total, or under a budget at most
 // the budget (plus the shm slots, outside the allocator).
 MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const config::BatchSizes& bs, RunContext ctx);
+
+// Note [background save]: checkpoint.async=true where the states live in swap files is a config
+// error (a snapshot would hold them in memory); `estimate` checks it as `train` does.
+void check_checkpoint_async(const config::Config& c);
 
 // {"offload_optimizer": "cpu", "offload_param": "none", "lowered_limits": false}
 nlohmann::json placement_json(const zero::Placement& at);

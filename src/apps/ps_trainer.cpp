@@ -72,6 +72,7 @@ class PsTrainer : public Trainer {
         server_(ctx.group.rank() < servers_) {
     const config::Config& cfg = cfg_;
     const bool lead = group_.rank() == 0;
+    (void)open_run_device(cfg);  // Note [device cap]
     // The workers read the data; the servers hold none (the epoch's length and the description
     // come from the first worker).
     task_ = load_task_agreed(cfg, group_, /*read=*/!server_);

@@ -14,6 +14,7 @@
 #include "zt/ckpt/safetensors.h"
 #include "zt/core/affinity.h"
 #include "zt/core/allocator.h"
+#include "zt/core/device_capacity.h"
 #include "zt/data/cifar.h"
 #include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
@@ -139,6 +140,25 @@ Device run_device(const std::string& d) {
   ZT_CHECK_AS(ErrorKind::config, k < n, "[config] run.device=", d, ": this machine has ", n, n == 1 ? " GPU" : " GPUs",
               " (cuda:0 to cuda:", n - 1, ")");
   return Device::cuda(k);
+}
+
+int64_t device_cap_bytes(const config::Config& c, Device d, std::optional<size_t> capacity) {
+  if (d.is_cpu()) return 0;
+  const int64_t holds = int64_t(capacity.value_or(device_capacity(d)));
+  if (c.run.device_memory_mb == 0) return holds;
+  ZT_CHECK_AS(ErrorKind::config, (c.run.device_memory_mb << 20) <= holds, "[config] run.device_memory_mb=",
+              c.run.device_memory_mb, " is more than ", d, " holds (", format_bytes(size_t(holds)),
+              d.type == DeviceType::sim ? ", ZT_SIM_MEMORY_MB" : "", "): at most ", holds >> 20,
+              ", or 0 for the whole device");
+  return c.run.device_memory_mb << 20;
+}
+
+Device open_run_device(const config::Config& c) {
+  const Device d = run_device(c.run.device);
+  const int64_t cap = device_cap_bytes(c, d);
+  // As PyTorch's per-process memory fraction; without the key the device's own limit holds.
+  if (c.run.device_memory_mb > 0) allocator_for(d).set_budget(size_t(cap));
+  return d;
 }
 
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b) {

@@ -3,6 +3,7 @@
 // options from a validated Config.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "zt/config/config.h"
@@ -29,6 +30,13 @@ data::Dataset load_image_split(const config::Config& c, const std::string& split
 // run.device as a Device (one line naming the problem for a build without CUDA or a missing GPU);
 // "cuda" under mpirun takes GPU (local rank mod the GPUs seen).
 Device run_device(const std::string& device);
+// Note [device cap]: the bytes run.device_memory_mb allows on `d`, 0 meaning the device's whole
+// memory (a GPU's, sim's address space); a cap past what the device holds is a config error
+// naming it. 0 on the cpu. `capacity` stands in for the device's own where it is not here.
+int64_t device_cap_bytes(const config::Config& c, Device d, std::optional<size_t> capacity = std::nullopt);
+// run_device, with run.device_memory_mb applied to its allocator: what every command that takes
+// run.device computes on (train's strategies, eval, generate).
+Device open_run_device(const config::Config& c);
 zero::EngineOptions engine_options(const config::Config& c, const config::BatchSizes& b);
 // What a run needs of its settings at `world` ranks beyond config::parse, before any data is
 // read: DeepSpeed's batch rule and the scheduler's params. `estimate` checks them as `train` does

@@ -83,9 +83,7 @@ class ZeroTrainer : public Trainer {
       : cfg_(ctx.cfg), group_(ctx.group), bs_(ctx.bs), fault_(ctx.fault), lead_(ctx.group.rank() == 0) {
     const config::Config& cfg = cfg_;
     if (cfg.run.memory_budget_mb > 0) Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);
-    // run.device_memory_mb caps the device's allocator, as PyTorch's per-process memory fraction.
-    if (cfg.run.device_memory_mb > 0 && cfg.run.device != "cpu")
-      allocator_for(run_device(cfg.run.device)).set_budget(size_t(cfg.run.device_memory_mb) << 20);
+    (void)open_run_device(cfg);  // Note [device cap]
     task_ = load_task_agreed(cfg, group_);  // every rank reads the data
     model_ = model_to_train(cfg, lead_);
     // 16-bit runs: the product path, chosen once by rank 0 (Note [16-bit products]), before the

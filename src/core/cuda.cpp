@@ -243,4 +243,12 @@ void cuda_memset(void* dst, int index, int value, size_t bytes) {
   check(cudaMemsetAsync(dst, value, bytes, s), "cudaMemsetAsync", index);
 }
 
+size_t cuda_memory_total(int index) {
+  check_device(index);
+  DeviceGuard guard(index);
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo", index);
+  return total;
+}
+
 }  // namespace zt::detail

@@ -1,6 +1,9 @@
 #include "zt/core/device.h"
 
+#include "zt/core/device_capacity.h"
+
 #include "backend.h"
+#include "zt/core/sim_device.h"
 
 namespace zt {
 
@@ -39,6 +42,11 @@ void device_memset(void* dst, Device d, int value, size_t bytes) {
 }  // namespace detail
 
 int cuda_device_count() { return detail::cuda_device_count(); }
+
+size_t device_capacity(Device d) {
+  if (d.type == DeviceType::sim) return sim::capacity();
+  return d.is_cpu() ? 0 : detail::cuda_memory_total(d.index);
+}
 
 void* device_stream(Device d) {
   if (d.type == DeviceType::sim) return detail::sim_stream();

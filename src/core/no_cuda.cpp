@@ -20,6 +20,7 @@ void cuda_copy(void*, Device dst_dev, const void*, Device src_dev, size_t) {
   not_built(dst_dev.is_cpu() ? src_dev.index : dst_dev.index);
 }
 void cuda_memset(void*, int index, int, size_t) { not_built(index); }
+size_t cuda_memory_total(int index) { not_built(index); }
 EventHandle cuda_copy_async(void*, const void*, size_t, int index) { not_built(index); }
 void cuda_compute_waits(int index, const EventHandle&) { not_built(index); }
 void cuda_event_synchronize(int index, const EventHandle&) { not_built(index); }

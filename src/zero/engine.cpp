@@ -18,28 +18,25 @@
 
 namespace zt::zero {
 
-namespace {
-// On a device the engine keeps its buffers there, or what is offloaded in pinned host memory or
-// swap files (Note [host residence]); stage 3's parameters off the device need the host to update
-// them (the optimizer offloaded too), or it is one config line.
-void check_device_features(const EngineOptions& o) {
+void check_engine_options(const EngineOptions& o) {
+  ZT_CHECK_AS(ErrorKind::config, o.gradient_accumulation_steps >= 1, "[zero] gradient_accumulation_steps must be >= 1, got ",
+              o.gradient_accumulation_steps);
   if (o.device.is_cpu()) return;
   const auto& z = o.zero;
   const bool params_off = z.offload_param.device == "cpu" || z.offload_param.device == "nvme";
+  ZT_CHECK_AS(ErrorKind::config, !params_off || z.stage == 3, "[zero] offload_param.device = ", z.offload_param.device,
+              " needs zero_optimization.stage 3 (below it every rank holds all parameters), got stage ", z.stage);
   ZT_CHECK_AS(ErrorKind::config,
               !params_off || z.offload_optimizer.device == "cpu" || z.offload_optimizer.device == "nvme",
               "[zero] zero_optimization.offload_param.device=", z.offload_param.device, " with run.device=", o.device,
               " needs zero_optimization.offload_optimizer.device cpu or nvme (the host updates the parameters it "
               "holds), got '", z.offload_optimizer.device, "'");
 }
-}  // namespace
 
 Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     : model_(model), group_(std::move(group)), opts_(std::move(opts)) {
   ZT_CHECK(group_, "[zero] no process group");
-  check_device_features(opts_);
-  ZT_CHECK_AS(ErrorKind::config, opts_.gradient_accumulation_steps >= 1,
-              "[zero] gradient_accumulation_steps must be >= 1, got ", opts_.gradient_accumulation_steps);
+  check_engine_options(opts_);
   ModelLayout m = layout_model(model_, opts_);
   params_ = std::move(m.params);
   names_ = std::move(m.names);

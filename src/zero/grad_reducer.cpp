@@ -163,16 +163,28 @@ void GradReducer::take_block_gradient(size_t b, size_t slot, const Tensor& g) {
 void GradReducer::send_blocks(size_t b) {
   Buf& buf = bufs_[b];
   for (size_t f : flights_.admit(b)) finish(f);
-  reduce_in_blocks(group_, buf.waiting, plan_.buffers[b], plan_.policy.comm_dtype, buf.shard, buf.stale_rounds,
+  reduce_in_blocks(group_, buf.waiting, plan_.buffers[b], plan_.policy.comm_dtype, block_shard(b), buf.stale_rounds,
                    label_ + ", bucket " + std::to_string(b), comm_overlap_);
   buf.waiting.clear();
+}
+
+// With gradients sent to the host the device's shard of a buffer in blocks exists from the pass's
+// first round until deliver() hands it down; every round of a new one is written, not added.
+Tensor& GradReducer::block_shard(size_t b) {
+  Buf& buf = bufs_[b];
+  if (!buf.shard.defined()) {
+    TagScope tag(MemTag::comm);
+    buf.shard = Tensor::empty({buf.own.size()}, plan_.policy.grad_accum_dtype, plan_.policy.device);
+    buf.stale_rounds.assign(buf.stale_rounds.size(), true);
+  }
+  return buf.shard;
 }
 
 void GradReducer::launch(size_t b, bool early) {
   Buf& buf = bufs_[b];
   if (plan_.buffers[b].block_elems > 0) {  // what still waits; rounds no gradient reached: zeros
     if (!buf.waiting.empty()) send_blocks(b);
-    const int64_t E = plan_.buffers[b].block_elems, S = buf.shard.numel();
+    const int64_t E = plan_.buffers[b].block_elems, S = block_shard(b).numel();
     for (size_t j = 0; j < buf.stale_rounds.size(); ++j)
       if (buf.stale_rounds[j]) buf.shard.slice(0, int64_t(j) * E, std::min(S, int64_t(j + 1) * E)).zero_();
     buf.stale_rounds.assign(buf.stale_rounds.size(), false);

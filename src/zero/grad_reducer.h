@@ -68,6 +68,7 @@ class GradReducer {
   void on_param_partial(size_t b, int uses_left);
   void take_block_gradient(size_t b, size_t slot, const Tensor& g);  // Note [gradient blocks]
   void send_blocks(size_t b);
+  Tensor& block_shard(size_t b);  // Note [host gradient shard]: made for the pass where it goes down after
   void launch(size_t b, bool early = false);
   void finish_tied_rows(size_t b);
   Tensor store_reduced(size_t b, const Tensor& avg);

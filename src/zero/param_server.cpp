@@ -32,6 +32,16 @@ PsMemory ps_memory(const Plan& plan, bool server) {
   return m;
 }
 
+void check_param_server_options(const EngineOptions& o) {
+  ZT_CHECK_AS(ErrorKind::config, o.dtype != DType::f16, "[ps] the parameter server trains in fp32 or bf16, not fp16 ",
+              "(set fp16.enabled to false, or bf16.enabled to true)");
+  for (const auto* d : {&o.zero.offload_optimizer, &o.zero.offload_param})
+    ZT_CHECK_AS(ErrorKind::config, d->device != "nvme" && (d->device != "cpu" || o.device.is_cpu()),
+                "[ps] zero_optimization.", d == &o.zero.offload_optimizer ? "offload_optimizer" : "offload_param",
+                ".device=", d->device, ": the parameter server keeps its states in ",
+                o.device.is_cpu() ? "memory" : "the device's memory", " (set it to none)");
+}
+
 ParamServer::ParamServer(nn::Module& model, comm::GroupPtr group, EngineOptions opts, int servers)
     : model_(model), group_(std::move(group)), opts_(std::move(opts)), servers_(servers) {
   ZT_CHECK(group_, "[ps] no process group");
@@ -39,11 +49,10 @@ ParamServer::ParamServer(nn::Module& model, comm::GroupPtr group, EngineOptions 
               " parameter servers leave no worker in a group of ", group_->size());
   ZT_CHECK_AS(ErrorKind::config, opts_.gradient_accumulation_steps >= 1,
               "[ps] gradient_accumulation_steps must be >= 1, got ", opts_.gradient_accumulation_steps);
+  check_param_server_options(opts_);
   opts_.zero.stage = 1;  // the servers partition as ZeRO-1 partitions among ranks
   opts_.sparse_gradients = false;
   ModelLayout m = layout_model(model_, opts_);
-  ZT_CHECK_AS(ErrorKind::config, !m.policy.loss_scaling && m.policy.optimizer_residence == Residence::memory,
-              "[ps] the parameter server trains in fp32 or bf16 with its states in memory");
   params_ = std::move(m.params);
   names_ = std::move(m.names);
   frozen_ = std::move(m.frozen);

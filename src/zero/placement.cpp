@@ -1,6 +1,7 @@
 #include "zt/zero/placement.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "zt/core/allocator.h"
 #include "zt/core/error.h"
@@ -9,7 +10,8 @@ namespace zt::zero {
 
 std::string describe(const Placement& p) {
   return "offload_optimizer " + offload_device(p.optimizer) + ", offload_param " + offload_device(p.param) +
-         (p.lowered_limits ? ", one gradient bucket in flight and no stage-3 prefetch or reuse" : "");
+         (p.lowered_limits ? ", one gradient bucket in flight and no stage-3 prefetch or reuse" : "") +
+         (p.reduce_bucket > 0 ? ", reduce_bucket_size " + std::to_string(p.reduce_bucket) : "");
 }
 
 std::string offload_device(Residence r) {
@@ -102,18 +104,16 @@ PlacementChoice place_on_host(const PlacementRequest& req, const Predict& predic
               "); raise the budget, or lower the micro-batch, enable activation_checkpointing or a higher stage");
 }
 
-// Note [device plan]: on a device the two budgets plan together: run.device_memory_mb caps the
-// device's predicted peak, run.memory_budget_mb the host's model-state bytes (pinned states,
-// staging and swap tiles, stage 3's host shards) and the data. Offload devices "auto" take the
-// first placement that fits both, in this order: the least leaving the device (nothing, the
-// optimizer's states, then stage 3's parameter shards too), each in host memory before swap
-// files. A budget that no placement meets is one config error before step 1. A placement the
-// config names is not second-guessed: the allocators' caps hold it.
+// Note [device plan]: on a device the two budgets plan together: the device's cap (run.device_memory_mb,
+// else its whole memory: Note [device cap]) holds its predicted peak, run.memory_budget_mb the
+// host's model-state bytes (pinned states, staging and swap tiles, stage 3's host shards) and the
+// data. Offload devices "auto" take the first placement that fits both, in this order: the least
+// leaving the device (nothing, the optimizer's states, then stage 3's parameter shards too), each
+// in host memory before swap files. Every placement, the one the config names too, is tried with
+// its limits, then lowered (one gradient bucket in flight, no stage-3 prefetch or reuse, a large
+// gradient in rounds): a run that passed the plan does not die of memory at a later step. What
+// no placement meets is one config error before step 1.
 PlacementChoice place_beside_device(const PlacementRequest& req, const Predict& predict) {
-  if (req.optimizer && req.param) {
-    const Placement configured{*req.optimizer, *req.param};
-    return {configured, predict(configured), {}};
-  }
   auto candidates = [](std::optional<Residence> r) {
     return r ? std::vector<Residence>{*r} : std::vector<Residence>{Residence::memory, Residence::host, Residence::file};
   };
@@ -125,36 +125,49 @@ PlacementChoice place_beside_device(const PlacementRequest& req, const Predict& 
   std::vector<Option> order;
   for (Residence o : candidates(req.optimizer))
     for (Residence p : candidates(req.param))
-      if (p == Residence::memory || o != Residence::memory) order.push_back({{o, p}, {}, 0});  // the host updates what it holds
+      if (p == Residence::memory || o != Residence::memory)  // the host updates what it holds
+        for (bool lowered : {false, true}) order.push_back({{o, p, lowered, lowered ? req.lowered_bucket : 0}, {}, 0});
   // What leaves the device first, then what leaves the host: the optimizer's tiles stream once a
-  // step, before the parameters, read at every gather (Note [budget choice]).
+  // step, before the parameters, read at every gather (Note [budget choice]); lowered limits, which
+  // cost every step its overlap, only where no placement fits with the configured ones.
   auto rank = [](const Option& x) {
     const bool o = x.at.optimizer != Residence::memory, p = x.at.param != Residence::memory;
-    return std::pair{int(o) + 2 * int(p), int(x.at.optimizer == Residence::file) + 2 * int(x.at.param == Residence::file)};
+    return std::tuple{x.at.lowered_limits, int(o) + 2 * int(p),
+                      int(x.at.optimizer == Residence::file) + 2 * int(x.at.param == Residence::file)};
   };
   std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+  const bool configured = req.optimizer && req.param;
   const Option* least_device = nullptr;
   const Option* least_host = nullptr;
   for (Option& x : order) {
     x.peak = predict(x.at);
-    x.host = x.peak.states.host + x.peak.data;
+    x.host = x.peak.states.host + x.peak.host_data;
     const int64_t device = x.peak.in_use();
     const bool device_fits = req.device_cap == 0 || device <= req.device_cap;
     const bool host_fits = req.host_cap == 0 || x.host <= req.host_cap;
     if (!least_device || device < least_device->peak.in_use()) least_device = &x;
     if (device_fits && (!least_host || x.host < least_host->host)) least_host = &x;
     if (!device_fits || !host_fits) continue;
-    return {x.at, x.peak,
-            {detail::concat("memory plan on ", req.device, ": ", describe(x.at), ": predicted device peak ",
-                            format_bytes(size_t(device)),
-                            req.device_cap > 0 ? " fits run.device_memory_mb " + format_bytes(size_t(req.device_cap)) : "",
-                            ", host states and data ", format_bytes(size_t(x.host)),
-                            req.host_cap > 0 ? " fit run.memory_budget_mb " + format_bytes(size_t(req.host_cap)) : "")}};
+    PlacementChoice c{x.at, x.peak, {}};
+    if (configured && !x.at.lowered_limits) return c;  // as the config names it, and it fits: nothing to say
+    std::string line = detail::concat(
+        "memory plan on ", req.device, ": ", describe(x.at), ": predicted device peak ", format_bytes(size_t(device)),
+        req.device_cap > 0 ? " fits " + req.device_cap_name + " " + format_bytes(size_t(req.device_cap)) : "",
+        ", host states and data ", format_bytes(size_t(x.host)),
+        req.host_cap > 0 ? " fit run.memory_budget_mb " + format_bytes(size_t(req.host_cap)) : "");
+    if (x.at.lowered_limits)
+      line += "; with the configured limits the device would need " +
+              format_bytes(size_t(predict({x.at.optimizer, x.at.param, false}).in_use()));
+    c.lines.push_back(line);
+    return c;
   }
-  ZT_CHECK_AS(ErrorKind::config, least_host != nullptr, "[memory] run.device_memory_mb=", req.device_cap >> 20, " (",
-              req.device, ") fits no plan: the smallest predicted device peak is ",
-              format_bytes(size_t(least_device->peak.in_use())), " per rank (", describe(least_device->at),
-              "); raise run.device_memory_mb, or lower the micro-batch");
+  const std::string cap = req.device_cap_name == "run.device_memory_mb"
+                              ? detail::concat("run.device_memory_mb=", req.device_cap >> 20, " (", req.device, ")")
+                              : detail::concat(req.device_cap_name, " (", format_bytes(size_t(req.device_cap)), ")");
+  ZT_CHECK_AS(ErrorKind::config, least_host != nullptr, "[memory] ", cap,
+              " fits no plan: the smallest predicted device peak is ", format_bytes(size_t(least_device->peak.in_use())),
+              " per rank (", describe(least_device->at), "); raise run.device_memory_mb, or lower the micro-batch",
+              configured ? ", or let zero_optimization's offload devices be auto" : "");
   ZT_THROW_AS(ErrorKind::config, "[memory] run.memory_budget_mb=", req.host_cap >> 20,
               " holds no plan that fits the device: the least the host needs is ", format_bytes(size_t(least_host->host)),
               " per rank (", describe(least_host->at), "); raise run.memory_budget_mb or run.device_memory_mb");

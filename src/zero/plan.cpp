@@ -195,9 +195,9 @@ Plan make_plan(const PlanInput& in, const Policy& policy, int world) {
   // Note [gradient blocks]: where each pass reduces its own gradient (stages 2-3) densely, a
   // buffer whose first parameter is larger than reduce_bucket_size (and the others not: a weight
   // and its bias) never exists whole as a gradient: rounds of about reduce_bucket_size elements,
-  // 1/N of them for each rank's shard. Not with gradients sent to the host: the device's shard is
-  // each pass's reduction there.
-  if (policy.reduce_every_micro_batch() && policy.wire.gradient_bits == 0 && !policy.grads_to_host)
+  // 1/N of them for each rank's shard (with gradients sent to the host, a shard made for the pass
+  // and handed down whole: Note [host gradient shard]).
+  if (policy.reduce_every_micro_batch() && policy.wire.gradient_bits == 0)
     for (auto& b : plan.buffers) {
       bool one_large = b.params.at(0).numel > in.reduce_bucket_size;
       for (size_t i = 1; i < b.params.size(); ++i) one_large = one_large && b.params[i].numel <= in.reduce_bucket_size;

@@ -259,15 +259,26 @@ std::vector<StepEvent> backward_events(const Plan& plan, const StepLimits& limit
       kept += span_bytes(kinds, Span::bucket, plan, f) + span_bytes(kinds, Span::flight, plan, f);
     events.push_back({StepEvent::finish, f, flights.bytes() + kept + early});
   };
+  // Note [host gradient shard]: with gradients sent to the host, a buffer in blocks has its shard
+  // from its first use's rounds until it goes down after its last use.
+  auto host_shard = [&](size_t b) -> int64_t {
+    if (!plan.policy.grads_to_host || plan.buffers[b].block_elems == 0) return 0;
+    return plan.buffers[b].padded / plan.world * int64_t(dtype_size(plan.policy.grad_accum_dtype));
+  };
   // Note [gradient blocks]: a shared buffer in blocks makes its first use's rounds as backward
   // starts (the tied output's), with nothing in flight yet.
   for (size_t b = 0; b < plan.buffers.size(); ++b)
-    if (plan.buffers[b].shared && plan.buffers[b].block_elems > 0)
+    if (plan.buffers[b].shared && plan.buffers[b].block_elems > 0) {
+      early += host_shard(b);
       events.push_back({StepEvent::first_gradient, b, early + gradient_block_bytes(plan, b)});
+    }
   for (size_t k : backward_order(plan)) {
     if (plan.buffers[k].block_elems > 0) {  // a use's rounds, after what its reduction waits for
       for (size_t f : flights.admit(k)) finish(f);
-      events.push_back({StepEvent::first_gradient, k, flights.bytes() + kept + early + gradient_block_bytes(plan, k)});
+      const int64_t shard = plan.buffers[k].shared ? 0 : host_shard(k);
+      events.push_back(
+          {StepEvent::first_gradient, k, flights.bytes() + kept + early + shard + gradient_block_bytes(plan, k)});
+      if (plan.buffers[k].shared) early -= host_shard(k);  // handed down after its last use
       continue;
     }
     const int64_t full = span_bytes(kinds, Span::bucket, plan, k);

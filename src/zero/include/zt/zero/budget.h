@@ -42,6 +42,8 @@ struct PeakEstimate {
   // staged_collectives), and apps adds the batches sent up (Note [batch prefetch]); host memory,
   // in neither sum below.
   int64_t host_staging = 0;
+  // Beside a device: the data the run loaded, in host memory (Note [host plan]); in neither sum.
+  int64_t host_data = 0;
   // Resident: every term, as the caching allocator keeps freed blocks (what the OS shows).
   int64_t total() const {
     return states.on_device() + grad_buckets + gathered + secondary + param_staging + activations +

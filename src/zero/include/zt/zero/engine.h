@@ -29,6 +29,10 @@ class GradReducer;
 class OptimShard;
 struct CommGroups;
 
+// What the engine refuses of its options before anything is made, as one config line: `estimate`
+// runs the same (a device's offload_param needs stage 3 and the optimizer's states offloaded too).
+void check_engine_options(const EngineOptions& o);
+
 class Engine {
  public:
   Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts);

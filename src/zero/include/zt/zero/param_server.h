@@ -51,6 +51,10 @@ PsMemory ps_memory(const Plan& plan, bool server);
 
 class OptimShard;
 
+// What the servers cannot do, one config line naming the key: fp16 (loss scaling), states off
+// the memory they serve from (swap files; pinned host memory beside a device).
+void check_param_server_options(const EngineOptions& o);
+
 class ParamServer {
  public:
   // Every rank of `group` builds one; opts.zero.stage is not used (the plan is ZeRO-1's over S).

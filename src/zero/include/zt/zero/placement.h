@@ -15,6 +15,7 @@ namespace zt::zero {
 struct Placement {
   Residence optimizer = Residence::memory, param = Residence::memory;
   bool lowered_limits = false;  // one gradient bucket in flight, no stage-3 prefetch or reuse
+  int64_t reduce_bucket = 0;    // with lowered limits on a device: reduce_bucket_size, so large gradients go in rounds (0: as configured)
   bool operator==(const Placement&) const = default;
 };
 // "offload_optimizer nvme, offload_param none" (+ the lowered limits where they are).
@@ -30,6 +31,10 @@ struct PlacementRequest {
   int stage = 0;
   std::string device;                    // where the run computes: "" for the CPU, else "sim:0", "cuda:0"
   int64_t device_cap = 0, host_cap = 0;  // bytes per rank (run.device_memory_mb, run.memory_budget_mb); 0: none
+  std::string device_cap_name = "run.device_memory_mb";  // what sets device_cap, for the lines
+  // Note [device plan]: the reduce_bucket_size lowered limits take beside a device (0: as configured),
+  // below the largest parameter so that its gradient goes in rounds (Note [gradient blocks]).
+  int64_t lowered_bucket = 0;
 };
 struct PlacementChoice {
   Placement placement;
