@@ -139,7 +139,9 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
                        const RunContext& ctx) {
   MemoryPlan mp;
   mp.cfg = c;
-  const Device device = engine_options(c, bs).device;
+  const zero::EngineOptions configured = engine_options(c, bs);
+  zero::check_engine_options(configured);  // what the engine refuses, before its plan
+  const Device device = configured.device;
   config::OffloadConfig &opt = mp.cfg.zero.offload_optimizer, &par = mp.cfg.zero.offload_param;
   zero::PlacementRequest req;
   req.optimizer = zero::residence_of(opt.device, !device.is_cpu());

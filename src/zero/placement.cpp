@@ -164,6 +164,7 @@ PlacementChoice place_beside_device(const PlacementRequest& req, const Predict& 
   const std::string cap = req.device_cap_name == "run.device_memory_mb"
                               ? detail::concat("run.device_memory_mb=", req.device_cap >> 20, " (", req.device, ")")
                               : detail::concat(req.device_cap_name, " (", format_bytes(size_t(req.device_cap)), ")");
+  ZT_CHECK(least_device != nullptr, "[memory] no placement to plan beside ", req.device);
   ZT_CHECK_AS(ErrorKind::config, least_host != nullptr, "[memory] ", cap,
               " fits no plan: the smallest predicted device peak is ", format_bytes(size_t(least_device->peak.in_use())),
               " per rank (", describe(least_device->at), "); raise run.device_memory_mb, or lower the micro-batch",
