@@ -138,75 +138,68 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   return out;
 }
 
-// "1.20GiB resident, 1.10GiB at once (states 1.00GiB, grad_buckets 20.00MiB, ...)": both totals
-// (Note [peak memory]), then the nonzero transient terms.
-std::string peak_terms(const nlohmann::json& p) {
-  std::string s = format_bytes(p["total"].get<size_t>()) + " resident, " + format_bytes(p["in_use"].get<size_t>()) +
-                  " at once (states " +
-                  format_bytes(p["param"].get<size_t>() + p["grad"].get<size_t>() + p["master"].get<size_t>() +
-                               p["optim"].get<size_t>() - p["host"].get<size_t>());
-  for (const char* k :
-       {"grad_buckets", "gathered", "param_staging", "activations", "workspace", "comm_buffers"})
-    if (p[k].get<int64_t>() > 0) s += std::string(", ") + k + " " + format_bytes(p[k].get<size_t>());
-  s += ")";
-  if (p["host"].get<int64_t>() > 0) s += " + " + format_bytes(p["host"].get<size_t>()) + " of states on the host";
+std::string mib(const nlohmann::json& v) { return format_bytes(v.get<size_t>()); }
+
+// "1.10GiB at once, 1.20GiB resident": both totals of a peak (Note [peak memory]); its terms are
+// under --json.
+std::string peak_totals(const nlohmann::json& p) {
+  std::string s = mib(p["in_use"]) + " at once, " + mib(p["total"]) + " resident";
+  if (p["host"].get<int64_t>() > 0) s += ", + " + mib(p["host"]) + " of states on the host";
   return s;
 }
 
+// A short line per row, in MiB/GiB; --json has every byte and term.
 void print_table(const nlohmann::json& j) {
   std::printf("model: %lld parameters, optimizer %s (%lld state bytes/param), world size %d, %s\n",
               (long long)j["parameters"].get<int64_t>(), j["optimizer"].get<std::string>().c_str(),
               (long long)j["optimizer_state_bytes_per_param"].get<int64_t>(), j["world_size"].get<int>(),
               j["dtype"].get<std::string>().c_str());
-  std::printf("%-6s %14s %14s %14s %14s %14s\n", "stage", "param", "grad", "master", "optim", "total");
+  std::printf("model states per rank:\n%-8s %10s %10s %10s %10s %10s\n", "stage", "param", "grad", "master", "optim",
+              "total");
+  auto row = [](const std::string& label, const nlohmann::json& r, const std::string& more) {
+    std::printf("%-8s %10s %10s %10s %10s %10s%s\n", label.c_str(), mib(r["param"]).c_str(), mib(r["grad"]).c_str(),
+                mib(r["master"]).c_str(), mib(r["optim"]).c_str(), mib(r["total"]).c_str(), more.c_str());
+  };
   for (const auto& r : j["stages"]) {
-    const int64_t total = r["total"];
-    std::printf("%-6d %14lld %14lld %14lld %14lld %14lld  (%s)\n", r["stage"].get<int>(),
-                (long long)r["param"].get<int64_t>(), (long long)r["grad"].get<int64_t>(),
-                (long long)r["master"].get<int64_t>(), (long long)r["optim"].get<int64_t>(), (long long)total,
-                format_bytes(size_t(total)).c_str());
-    const nlohmann::json& f = r["offload_optimizer_nvme"];
-    std::printf("  nvme %14lld %14lld %14lld %14lld %14lld  (%s; %s on disk)\n", (long long)f["param"].get<int64_t>(),
-                (long long)f["grad"].get<int64_t>(), (long long)f["master"].get<int64_t>(),
-                (long long)f["optim"].get<int64_t>(), (long long)f["total"].get<int64_t>(),
-                format_bytes(size_t(f["total"].get<int64_t>())).c_str(),
-                format_bytes(size_t(f["disk"].get<int64_t>())).c_str());
+    row(std::to_string(r["stage"].get<int>()), r, "");
+    row("  nvme", r["offload_optimizer_nvme"], "  (" + mib(r["offload_optimizer_nvme"]["disk"]) + " on disk)");
     for (const char* key : {"offload_optimizer_cpu", "offload_both_cpu"})
       if (r.contains(key)) {
         const nlohmann::json& h = r[key];
-        std::printf("  cpu  %s on %s, %s in host memory (%s)\n", format_bytes(h["device"].get<size_t>()).c_str(),
-                    j["device"].get<std::string>().c_str(), format_bytes(h["host"].get<size_t>()).c_str(),
+        std::printf("  cpu    %s on %s, %s in host memory (%s)\n", mib(h["device"]).c_str(),
+                    j["device"].get<std::string>().c_str(), mib(h["host"]).c_str(),
                     key == std::string("offload_both_cpu") ? "offload_optimizer and offload_param cpu"
                                                            : "offload_optimizer cpu");
       }
   }
   if (j.contains("products")) std::printf("%s\n", j["products"]["line"].get<std::string>().c_str());
   const nlohmann::json& a = j["activations"];
-  std::printf(
-      "predicted peak per rank at micro-batch %lld (activations %s; with checkpointing %s, without %s; "
-      "data and the process baseline not included):\n",
-      (long long)j["micro_batch"].get<int64_t>(), format_bytes(a["configured"].get<size_t>()).c_str(),
-      format_bytes(a["checkpointing"].get<size_t>()).c_str(),
-      format_bytes(a["no_checkpointing"].get<size_t>()).c_str());
+  const bool on = a["configured"] == a["checkpointing"] && a["checkpointing"] != a["no_checkpointing"];
+  std::printf("activations per rank at micro-batch %lld: %s (%s)", (long long)j["micro_batch"].get<int64_t>(),
+              mib(a["configured"]).c_str(), on ? "checkpointed" : "as configured");
+  if (a["checkpointing"] != a["no_checkpointing"])
+    std::printf("; %s %s", on ? "without checkpointing" : "with activation_checkpointing",
+                mib(on ? a["no_checkpointing"] : a["checkpointing"]).c_str());
+  std::printf("\npredicted peak per rank (data and the process baseline not included):\n");
   for (const auto& r : j["stages"]) {
-    std::printf("  stage %d: in memory %s; offload_optimizer nvme %s", r["stage"].get<int>(),
-                peak_terms(r["peak"]).c_str(), peak_terms(r["offload_optimizer_nvme"]["peak"]).c_str());
+    const int st = r["stage"].get<int>();
+    std::printf("  stage %d, in memory: %s\n", st, peak_totals(r["peak"]).c_str());
+    std::printf("  stage %d, offload_optimizer nvme: %s\n", st, peak_totals(r["offload_optimizer_nvme"]["peak"]).c_str());
     if (r.contains("offload_optimizer_cpu"))
-      std::printf("; offload_optimizer cpu, on the device %s", peak_terms(r["offload_optimizer_cpu"]["peak"]).c_str());
+      std::printf("  stage %d, offload_optimizer cpu: %s\n", st, peak_totals(r["offload_optimizer_cpu"]["peak"]).c_str());
     if (r.contains("offload_both_cpu"))
-      std::printf("; + offload_param cpu %s", peak_terms(r["offload_both_cpu"]["peak"]).c_str());
+      std::printf("  stage %d, + offload_param cpu: %s\n", st, peak_totals(r["offload_both_cpu"]["peak"]).c_str());
     if (r.contains("offload_both_nvme"))
-      std::printf("; + offload_param nvme %s", peak_terms(r["offload_both_nvme"]["peak"]).c_str());
-    std::printf("\n");
+      std::printf("  stage %d, + offload_param nvme: %s\n", st, peak_totals(r["offload_both_nvme"]["peak"]).c_str());
   }
   const bool planned = j.contains("budget_plan") &&
                        (j["budget_plan"].contains("error") || !j["budget_plan"].value("choices", nlohmann::json::array()).empty());
-  if (planned) {  // where train prints nothing (a placement as configured), neither does this
+  if (planned) {  // where train prints nothing (a placement as configured that fits), neither does this
     const nlohmann::json& b = j["budget_plan"];
     if (b.contains("data_missing"))
       std::printf("budget plan without the data, which is not here: %s\n", b["data_missing"].get<std::string>().c_str());
     else
-      std::printf("budget plan with the data train loads: %s\n", format_bytes(b["data"].get<size_t>()).c_str());
+      std::printf("budget plan with the data train loads: %s\n", mib(b["data"]).c_str());
     if (b.contains("error")) std::printf("%s\n", b["error"].get<std::string>().c_str());
     for (const auto& line : b.value("choices", nlohmann::json::array()))
       std::printf("%s\n", line.get<std::string>().c_str());

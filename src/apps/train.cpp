@@ -62,6 +62,14 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   fault.check_reachable(world, total_steps, cfg.checkpoint.every_steps, first_step);
   fault.install_delays(rank);
 
+  // A warm-up the run never finishes is almost always a forgotten key (DeepSpeed's own default is 1,000 steps).
+  const nlohmann::json& sp = cfg.scheduler.params;
+  if (lead && sp.contains("warmup_num_steps") && sp["warmup_num_steps"].is_number() &&
+      sp["warmup_num_steps"].get<double>() > double(total_steps))
+    std::fprintf(stderr,
+                 "zerotrain: warning: scheduler.params.warmup_num_steps (%g) is longer than this run's %lld steps: the "
+                 "learning rate never reaches optimizer.params.lr\n",
+                 sp["warmup_num_steps"].get<double>(), (long long)total_steps);
   const nlohmann::json start_fields = trainer->start_fields();
   const std::vector<std::string> start_lines = trainer->start_lines(total_steps, threads);
   if (lead) {
@@ -93,6 +101,42 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     batches.emplace(*trainer->task(), bs,
                     StepBatches::Run{steps_per_epoch, total_steps, cfg.seed, cfg.data.shuffle, workers, worker},
                     trainer->device());
+  // The progress line and its record, every steps_per_print steps (every rank: the loss is reduced).
+  auto report = [&](int64_t step, double lr, const zero::StepStats& st) {
+    // The computing ranks' mean (a server adds 0).
+    const double loss_avg =
+        group.all_reduce_scalar(loss_sum / double(loss_count), "step " + std::to_string(step + 1) + ", loss report") /
+        workers;
+    nlohmann::json fields = trainer->step_fields();  // every rank: it may gather
+    loss_sum = 0;
+    loss_count = 0;
+    const auto now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - last).count();
+    const double elapsed = std::chrono::duration<double>(now - t0).count();
+    const double sps = double((step + 1 - last_step) * bs.train_batch_size) / std::max(dt, 1e-9);
+    const double eta = elapsed / double(step + 1 - first_step) * double(total_steps - step - 1);
+    last = now;
+    last_step = step + 1;
+    if (!lead) return;
+    char scale[48] = "";  // %g: a scale past int64 (2^63 and up) must not print as a wrapped integer
+    if (const std::optional<double> s = trainer->loss_scale()) std::snprintf(scale, sizeof scale, " | loss-scale %g", *s);
+    char rate[32];  // a billion-parameter step takes minutes: 0.01 samples/s must not print as 0
+    std::snprintf(rate, sizeof rate, sps < 10 ? "%.3g" : "%.0f", sps);
+    std::fprintf(
+        stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %s samples/s | ETA %s | %s\n",
+        (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg, lr,
+        st.grad_norm, scale, rate, fmt_eta(eta).c_str(), trainer->memory_line().c_str());
+    nlohmann::json rec = {{"step", step + 1},
+                          {"epoch", double(step + 1) / double(steps_per_epoch)},
+                          {"loss", loss_avg},
+                          {"lr", lr},
+                          {"grad_norm", st.grad_norm},
+                          {"samples_per_s", sps},
+                          {"elapsed_s", elapsed},
+                          {"skipped_steps", skipped}};
+    rec.update(fields);
+    on_lead([&] { run_dir->append_metrics(rec); });
+  };
   for (int64_t step = first_step; step < total_steps; ++step) {
     fault.maybe_fire(rank, step + 1);
     if (fault.diverges_at("skip", rank, step + 1)) continue;
@@ -121,7 +165,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                             "step " + std::to_string(step + 1) + ", stop vote");
     if (vote.signal || vote.bad_loss_rank >= 0 || vote.lead_failed) trainer->before_stop();
     stop_if_voted(vote, on_lead, "at step " + std::to_string(step + 1) + " of " + std::to_string(total_steps),
-                  cfg.run.dir);
+                  cfg.run.dir, true, trainer->last_checkpoint());
     loss_sum += step_loss;
     ++loss_count;
     skipped_in_a_row = st.skipped ? skipped_in_a_row + 1 : 0;
@@ -146,6 +190,9 @@ int run_train(const config::Config& cfg, comm::Group& group) {
           ErrorKind::config, 1);
     }
     trainer->after_step(step + 1, total_steps, skipped);
+    const bool print = (step + 1) % std::max<int64_t>(1, cfg.steps_per_print) == 0 || step + 1 == total_steps;
+    if (print) report(step, lr, st);
+    // After the step's own progress line: its validation.
     const int64_t eval_every = cfg.data.eval_every;
     if (eval_every > 0 && (step + 1) % eval_every == 0 && step + 1 != total_steps) {
       EvalResult ev = trainer->evaluate(/*whole=*/false);
@@ -153,41 +200,6 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       ev.metrics["step"] = step + 1;
       on_lead([&] { run_dir->append_metrics(ev.metrics); });
     }
-    const bool print = (step + 1) % std::max<int64_t>(1, cfg.steps_per_print) == 0 || step + 1 == total_steps;
-    if (!print) continue;
-    // The computing ranks' mean (a server adds 0).
-    const double loss_avg =
-        group.all_reduce_scalar(loss_sum / double(loss_count), "step " + std::to_string(step + 1) + ", loss report") /
-        workers;
-    nlohmann::json fields = trainer->step_fields();  // every rank: it may gather
-    loss_sum = 0;
-    loss_count = 0;
-    const auto now = Clock::now();
-    const double dt = std::chrono::duration<double>(now - last).count();
-    const double elapsed = std::chrono::duration<double>(now - t0).count();
-    const double sps = double((step + 1 - last_step) * bs.train_batch_size) / std::max(dt, 1e-9);
-    const double eta = elapsed / double(step + 1 - first_step) * double(total_steps - step - 1);
-    last = now;
-    last_step = step + 1;
-    if (!lead) continue;
-    char scale[48] = "";  // %g: a scale past int64 (2^63 and up) must not print as a wrapped integer
-    if (const std::optional<double> s = trainer->loss_scale()) std::snprintf(scale, sizeof scale, " | loss-scale %g", *s);
-    char rate[32];  // a billion-parameter step takes minutes: 0.01 samples/s must not print as 0
-    std::snprintf(rate, sizeof rate, sps < 10 ? "%.3g" : "%.0f", sps);
-    std::fprintf(
-        stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %s samples/s | ETA %s | %s\n",
-        (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg, lr,
-        st.grad_norm, scale, rate, fmt_eta(eta).c_str(), trainer->memory_line().c_str());
-    nlohmann::json rec = {{"step", step + 1},
-                          {"epoch", double(step + 1) / double(steps_per_epoch)},
-                          {"loss", loss_avg},
-                          {"lr", lr},
-                          {"grad_norm", st.grad_norm},
-                          {"samples_per_s", sps},
-                          {"elapsed_s", elapsed},
-                          {"skipped_steps", skipped}};
-    rec.update(fields);
-    on_lead([&] { run_dir->append_metrics(rec); });
   }
   trainer->end_of_steps();  // the run's last checkpoint is committed before the run ends
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -29,8 +29,12 @@ std::string fmt_eta(double s) {
 
 std::string pick_threads(const config::Config& c) {
   const LocalRank local = local_rank_from_env();
-  const ThreadChoice chosen =
-      c.run.threads > 0 ? ThreadChoice{c.run.threads, ""} : choose_threads(cpu_view(), local.bound, local.size);
+  // OMP_NUM_THREADS, where set, is the default a run.threads of 0 takes, as OpenMP's programs do.
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const int omp_threads = omp && *omp ? std::atoi(omp) : 0;
+  const ThreadChoice chosen = c.run.threads > 0 ? ThreadChoice{c.run.threads, ""}
+                              : omp_threads > 0 ? ThreadChoice{omp_threads, "OMP_NUM_THREADS"}
+                                                : choose_threads(cpu_view(), local.bound, local.size);
   set_num_threads(chosen.threads);
   std::string n = std::to_string(num_threads()) + (num_threads() == 1 ? " thread" : " threads");
   if (!chosen.note.empty()) n += " (" + chosen.note + ")";
@@ -39,10 +43,11 @@ std::string pick_threads(const config::Config& c) {
 }
 
 void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when, const std::string& dir,
-                   bool before_commit) {
-  const std::string kept = before_commit ? "; nothing from this run was saved (model.safetensors and summary.json in " +
-                                               dir + " are unchanged)"
-                                         : "";
+                   bool before_commit, const std::string& checkpoint) {
+  const std::string unchanged = "model.safetensors and summary.json in " + dir + " are unchanged";
+  const std::string kept = !before_commit      ? ""
+                           : checkpoint.empty() ? "; nothing from this run was saved (" + unchanged + ")"
+                                                : "; " + unchanged + "; this run's last checkpoint is " + checkpoint;
   if (v.lead_failed) throw AgreedStop(lead.error + kept, lead.kind, 1);
   if (v.bad_loss_rank >= 0)
     throw AgreedStop(detail::concat("[train] the loss is not finite ", when, " on rank ", v.bad_loss_rank,

@@ -61,9 +61,10 @@ struct LeadWork {
 };
 
 // Turns a vote to stop into the same AgreedStop on every rank; `when` is "at step 3 of 10".
-// Until the final commit nothing saved has changed, and the message says so.
+// Until the final commit nothing saved has changed, and the message says so (and names the run's
+// last committed checkpoint, where it saved one).
 void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when, const std::string& dir,
-                   bool before_commit = true);
+                   bool before_commit = true, const std::string& checkpoint = "");
 // Weights that are NaN or infinite are never saved over earlier ones.
 void check_finite(const std::string& name, const Tensor& t, int64_t steps);
 // Global batch layout: micro-batch m of every data-parallel rank, rank-major inside each

@@ -66,6 +66,7 @@ class Trainer {
     (void)steps_done, (void)total_steps, (void)skipped;
   }
   virtual void before_stop() {}  // an agreed stop: what is written in the background is committed
+  virtual std::string last_checkpoint() const { return {}; }  // the folder this run committed last, or ""
   virtual void end_of_steps() {}  // the run's last checkpoint committed
 
   // ---- what the run says ----

@@ -69,6 +69,17 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
                                 " per rank, uploaded for each all-gather)");
   }
   if (!par.empty()) out += (out.empty() ? "" : "; ") + par;
+  // super_offload speculates only where the host would otherwise wait for the gradients' norm.
+  const zero::Policy& pol = e.policy();
+  if (c.zero.offload_optimizer.super_offload && !pol.snapshot_host_update) {
+    const std::string why = pol.device.is_cpu() ? "a CPU run updates where it computes"
+                            : pol.optimizer_residence != zero::Residence::host
+                                ? "the optimizer's states are not in pinned host memory (offload_optimizer.device cpu)"
+                            : pol.param_residence == zero::Residence::file ? "stage 3's parameter shards are in swap files"
+                                                                            : "nothing clips or scales the gradients, so the "
+                                                                              "host already updates behind backward";
+    out += (out.empty() ? "" : "; ") + std::string("offload_optimizer.super_offload has no effect here: ") + why;
+  }
   return out;
 }
 
@@ -121,6 +132,7 @@ class ZeroTrainer : public Trainer {
     save_async_ = group_.all_reduce_scalar(plan_->cfg.checkpoint.async == "true" ? 1.0 : 0.0, "checkpoint.async") ==
                   group_.size();
     saver_ = std::make_unique<ckpt::Saver>(*engine_, [this](const std::string& path) {
+      last_checkpoint_ = path;
       if (lead_) std::fprintf(stderr, "zerotrain: checkpoint %s\n", path.c_str());
     });
   }
@@ -137,7 +149,12 @@ class ZeroTrainer : public Trainer {
   Device device() const override { return engine_->policy().device; }
   Tensor forward(const std::vector<Tensor>& in) override { return engine_->forward(in); }
   void backward(const Tensor& loss) override { engine_->backward(loss); }
-  void begin_step(double lr) override { engine_->begin_step(lr); }
+  void begin_step(double lr) override {
+    // A background checkpoint whose files are complete is committed before this step's forward, so
+    // a crash inside the step does not lose it (Note [background save]).
+    blocking([&] { saver_->poll(); });
+    engine_->begin_step(lr);
+  }
   zero::StepStats step(double lr) override {
     zero::StepStats st;
     try {
@@ -192,6 +209,7 @@ class ZeroTrainer : public Trainer {
   }
   // Before an agreed stop (every rank at the same point): a checkpoint already written in the
   // background is committed, as a foreground save was at its step.
+  std::string last_checkpoint() const override { return last_checkpoint_; }
   void before_stop() override {
     try {
       saver_->wait();
@@ -231,6 +249,18 @@ class ZeroTrainer : public Trainer {
                   (comm::stages_through_host(group_, dev) ? ", collectives staged through the host" : "");
     lines.push_back("zerotrain: rank 0: " + threads + "; " + processor_note() + "; comm backend " + group_.backend() +
                     on_device);
+    // Note [gradient blocks]: a bucket far below a parameter's size makes its gradient many collectives.
+    int64_t rounds = 0, elems = 0;
+    for (const zero::BufferPlan& b : engine_->plan().buffers)
+      if (b.block_elems > 0 && (b.padded / world + b.block_elems - 1) / b.block_elems > rounds) {
+        rounds = (b.padded / world + b.block_elems - 1) / b.block_elems;
+        elems = b.block_elems;
+      }
+    if (rounds > 64)
+      lines.push_back(detail::concat("zerotrain: reduce_bucket_size ", plan_->options.zero.reduce_bucket_size,
+                                     " sends the largest gradient in ", rounds,
+                                     " rounds a step of ", elems,
+                                     " elements per rank, each a collective: raise it for speed"));
     const std::string offload = offload_note(cfg_, *engine_);
     if (!offload.empty()) lines.push_back("zerotrain: " + offload);
     return lines;
@@ -312,6 +342,7 @@ class ZeroTrainer : public Trainer {
   int64_t first_step_ = 0, skipped_ = 0;
   bool save_async_ = false;
   double save_blocked_s_ = 0;
+  std::string last_checkpoint_;  // committed by saver_
   std::unique_ptr<ckpt::Saver> saver_;
   zero::CommOverlap reduce_overlap_, gather_overlap_;  // since the last printed step
   int64_t gathers_ = 0;                                // stage 3: unit all-gathers since the last record

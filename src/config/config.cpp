@@ -218,6 +218,10 @@ void parse_data(const Section& s, DataConfig& d) {
   s.read_bool("shuffle", d.shuffle);
   s.read_int("train_limit", d.train_limit, 0);
   s.read_int("test_limit", d.test_limit, 0);
+  const bool images = d.dataset == "mnist" || d.dataset == "fashion-mnist" || d.dataset == "cifar10";
+  ZT_CHECK_AS(ErrorKind::config, d.test_limit == 0 || images, "[config] ", s.source(), ": '", s.path("test_limit"),
+              "' limits an image dataset's test split; data.dataset ", d.dataset,
+              " evaluates data.eval_batches batches of its validation split (set that instead)");
   const int64_t stored = dataset_image_shape(d.dataset).size;
   s.read_int("pad_to", d.pad_to, 0, int64_t(1) << 20);
   ZT_CHECK_AS(ErrorKind::config, d.pad_to == 0 || d.pad_to >= stored, "[config] ", s.source(), ": 'data.pad_to' ",
@@ -282,11 +286,11 @@ void parse_run(const Section& s, RunConfig& r) {
   if (s.has("device")) {  // cuda:K's K is checked against the GPUs present when the run starts
     const auto& v = s.value("device");
     const std::string d = v.is_string() ? v.get<std::string>() : "";
-    const bool ok = d == "cpu" || d == "sim" || d == "cuda" ||
+    const bool ok = d == "cpu" || d == "sim" || d == "sim:0" || d == "cuda" ||
                     (d.size() > 5 && d.rfind("cuda:", 0) == 0 && d.find_first_not_of("0123456789", 5) == std::string::npos &&
                      d.size() <= 8);
-    if (!ok) detail::bad_value(s.source(), s.path("device"), "one of cpu, sim, cuda, cuda:K", v);
-    r.device = d;
+    if (!ok) detail::bad_value(s.source(), s.path("device"), "one of cpu, sim, sim:0, cuda, cuda:K", v);
+    r.device = d == "sim:0" ? "sim" : d;  // every line calls the one sim device sim:0
   }
   s.read_int("memory_budget_mb", r.memory_budget_mb, 0, kMaxMemoryBudgetMb);
   s.read_int("device_memory_mb", r.device_memory_mb, 0, kMaxMemoryBudgetMb);

@@ -91,7 +91,9 @@ TEST(Cli, EstimateJsonIsOnlyJson) {
     EXPECT_EQ(row["total"].get<int64_t>(),
               row["param"].get<int64_t>() + row["grad"].get<int64_t>() + row["optim"].get<int64_t>());
     // Appending only: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string.
-    const std::string total_cell = std::to_string(row["total"].get<int64_t>()) + "  (";
+    char mib[32];  // the table's unit (format_bytes: these totals are MiB)
+    std::snprintf(mib, sizeof mib, "%.2fMiB\n", double(row["total"].get<int64_t>()) / (1 << 20));
+    const std::string total_cell = mib;
     std::string fit = std::string("stage ").append(std::to_string(stage)).append(": ");
     fit += std::to_string(row["max_params"].get<int64_t>());
     EXPECT_NE(t.out.find(total_cell), std::string::npos) << t.out;

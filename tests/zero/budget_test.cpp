@@ -306,10 +306,43 @@ TEST(DevicePlacement, TheLeastLeavingTheDeviceThatFitsBothCaps) {
   // A configured offload device stays; "auto" beside it moves.
   EXPECT_TRUE((on_device(40, 0, R::file).placement == Placement{R::file, R::host}));
   EXPECT_TRUE((on_device(40, 0, std::nullopt, R::file).placement == Placement{R::host, R::file}));
-  // Both configured: not second-guessed (the allocators' caps hold it), nothing said.
-  const PlacementChoice fixed = on_device(10, 1, R::memory, R::memory);
+  // Both configured and fitting: nothing said.
+  const PlacementChoice fixed = on_device(100, 0, R::memory, R::memory);
   EXPECT_TRUE(fixed.placement == Placement{});
   EXPECT_TRUE(fixed.lines.empty());
+}
+
+// Probe 4, case 13: a placement the config names is held to the cap too, with its limits, then
+// lowered ones (said, with the device peak the configured limits would need), then one error.
+TEST(DevicePlacement, AConfiguredPlacementIsHeldToTheCapWithLoweredLimitsBeforeAnError) {
+  using R = Residence;
+  auto lowered_fits = [](const Placement& p) {
+    PeakEstimate e = made_up(p);
+    if (p.lowered_limits) e.activations = 50 * kMiB;  // the window bounded
+    return e;
+  };
+  PlacementRequest req;
+  req.optimizer = req.param = R::memory;
+  req.stage = 3;
+  req.device = "sim:0";
+  req.device_cap = 60 * kMiB;
+  req.lowered_bucket = 1000;
+  const PlacementChoice c = place(req, lowered_fits);
+  EXPECT_TRUE((c.placement == Placement{R::memory, R::memory, true, 1000}));
+  ASSERT_EQ(c.lines.size(), 1u);
+  EXPECT_NE(c.lines[0].find("offload_optimizer none, offload_param none, one gradient bucket in flight and no stage-3 "
+                            "prefetch or reuse, reduce_bucket_size 1000: predicted device peak 50.00MiB fits "
+                            "run.device_memory_mb 60.00MiB"),
+            std::string::npos)
+      << c.lines[0];
+  EXPECT_NE(c.lines[0].find("with the configured limits the device would need 100.00MiB"), std::string::npos);
+  req.device_cap = 40 * kMiB;
+  const std::string e = zt::testing_util::error_of([&] { place(req, lowered_fits); });
+  EXPECT_NE(e.find("[memory] run.device_memory_mb=40 (sim:0) fits no plan: the smallest predicted device peak is "
+                   "50.00MiB per rank (offload_optimizer none, offload_param none, one gradient bucket"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("let zero_optimization's offload devices be auto"), std::string::npos) << e;
 }
 
 TEST(DevicePlacement, CapsThatNoPlacementMeetsAreOneConfigErrorBeforeStep1) {

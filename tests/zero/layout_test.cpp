@@ -197,7 +197,7 @@ TEST(Plan, GradientBucketsAtStagesTwoAndThreeHoldAtMostTheLargestParameter) {
 // Note [gradient blocks]: at stages 2-3 a buffer whose first parameter exceeds reduce_bucket_size
 // (the others not) is reduced in rounds of reduce_bucket_size / N elements per rank, with
 // temporaries of whole rows for each of its parameters; never at stages 0-1, for sparse or tied
-// rows, with quantized gradients, with gradients sent to the host, or with two large parameters.
+// rows, with quantized gradients, or with two large parameters (with gradients sent to the host too).
 TEST(Plan, ABufferWhoseFirstParameterExceedsTheBucketIsReducedInBlocks) {
   PlanInput in;
   in.numels = {5000, 10, 3000};  // a [100, 50] weight, its bias, a [60, 50] weight
@@ -236,8 +236,8 @@ TEST(Plan, ABufferWhoseFirstParameterExceedsTheBucketIsReducedInBlocks) {
   q.wire.gradient_bits = 4;  // qgZ quantizes whole buckets
   for (const auto& b : make_plan(in, q, 2).buffers) EXPECT_EQ(b.block_elems, 0);
   q.wire.gradient_bits = 0;
-  q.grads_to_host = true;
-  for (const auto& b : make_plan(in, q, 2).buffers) EXPECT_EQ(b.block_elems, 0);
+  q.grads_to_host = true;  // ZeRO-Offload: the rounds fill a shard made for the pass (Note [host gradient shard])
+  EXPECT_GT(make_plan(in, q, 2).buffers[0].block_elems, 0);
 }
 
 // Note [placement]: the offload and aio keys become the policy's residences and swap settings in
