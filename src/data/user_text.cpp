@@ -45,6 +45,18 @@ void check_text(const std::string& name, std::string_view bytes) {
                 " (convert it, e.g. iconv -f latin1 -t utf-8)");
 }
 
+// nlohmann's message without its prefix ("[json.exception.parse_error.101] parse error at line 1,
+// column 17: syntax error while parsing value - ") or its echo of the line ("; last read: '...'").
+std::string json_error_text(const nlohmann::json::exception& e) {
+  std::string s = e.what();
+  if (s.starts_with("[json.exception.")) s.erase(0, std::min(s.size(), s.find("] ") + 2));
+  if (s.starts_with("parse error")) s.erase(0, std::min(s.size(), s.find(": ") + 2));
+  if (s.starts_with("syntax error")) s.erase(0, std::min(s.size(), s.find(" - ") + 3));
+  if (const size_t echo = s.find("; last read: "); echo != std::string::npos)
+    s.erase(echo, std::min(s.size(), s.find("; expected", echo)) - echo);
+  return s;
+}
+
 std::vector<Document> parse_jsonl(const std::string& name, std::string_view bytes, const std::string& key) {
   std::vector<Document> out;
   size_t line_no = 0;
@@ -53,7 +65,16 @@ std::vector<Document> parse_jsonl(const std::string& name, std::string_view byte
     const std::string_view line = bytes.substr(at, end - at);
     ++line_no;
     if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::parse_error& e) {  // its byte counts from the line's start, from 1
+        ZT_THROW_AS(ErrorKind::data, "[prepare] ", name, ": line ", line_no, " (byte offset ", at,
+                    ") is not valid JSON: ", json_error_text(e), " at column ", e.byte);
+      } catch (const nlohmann::json::exception& e) {  // a number past double's range
+        ZT_THROW_AS(ErrorKind::data, "[prepare] ", name, ": line ", line_no, " (byte offset ", at,
+                    ") is not valid JSON: ", json_error_text(e));
+      }
       ZT_CHECK_AS(ErrorKind::data, j.is_object(), "[prepare] ", name, ": line ", line_no, " (byte offset ", at,
                   ") is not a JSON object");
       const auto it = j.find(key);

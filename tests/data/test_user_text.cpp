@@ -80,6 +80,24 @@ TEST_F(UserText, JsonLinesGiveOneDocumentPerLineFromTheChosenField) {
   EXPECT_EQ(r.val_names, std::vector<std::string>{path("posts.jsonl") + ":6"});
 }
 
+// A line that is not JSON says the parser's reason and column; valid JSON that is no object says that.
+TEST_F(UserText, AJsonLineThatIsNotJsonSaysWhyAndWhere) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{\"text\": \"a\"}\n{\"text\": \"\\ud800\"}\n",
+       "s.jsonl: line 2 (byte offset 14) is not valid JSON: invalid string: surrogate U+D800..U+DBFF must be followed "
+       "by U+DC00..U+DFFF at column 17"},
+      {"{\"text\": \"a\"",
+       "s.jsonl: line 1 (byte offset 0) is not valid JSON: unexpected end of input; expected '}' at column 13"},
+      {"{\"text\": 1e999}", "s.jsonl: line 1 (byte offset 0) is not valid JSON: number overflow parsing '1e999'"},
+      {"\n[\"text\", \"a\"]\n", "s.jsonl: line 2 (byte offset 1) is not a JSON object"},
+      {"\"text\"", "s.jsonl: line 1 (byte offset 0) is not a JSON object"},
+  };
+  for (const auto& [bytes, says] : cases) {
+    EXPECT_EQ(error_kind_of([&] { parse_text_input("s.jsonl", bytes, true); }), ErrorKind::data) << bytes;
+    EXPECT_EQ(error_of([&] { parse_text_input("s.jsonl", bytes, true); }), "[prepare] " + says) << bytes;
+  }
+}
+
 TEST_F(UserText, EveryHostileInputIsOneDataErrorNamingTheFileAndOffset) {
   struct Case {
     std::string name, bytes, says;
@@ -89,7 +107,8 @@ TEST_F(UserText, EveryHostileInputIsOneDataErrorNamingTheFileAndOffset) {
       {"gz.txt", std::string("\x1f\x8b\x08\x00rest", 8), "gz.txt is gzip-compressed, not text: decompress it first"},
       {"bin.txt", std::string("abc\0def", 7), "bin.txt is binary, not text: a NUL byte at offset 3"},
       {"latin1.txt", "caf\xe9 au lait", "latin1.txt is not UTF-8 text: byte 0xe9 at offset 3"},
-      {"x.jsonl", "{\"text\": \"a\"}\nnot json\n", "x.jsonl: line 2 (byte offset 14) is not a JSON object"},
+      {"x.jsonl", "{\"text\": \"a\"}\nnot json\n",
+       "x.jsonl: line 2 (byte offset 14) is not valid JSON: invalid literal"},
       {"y.jsonl", "{\"text\": 5}\n", "y.jsonl: line 1 (byte offset 0) has no string field 'text'"},
       {"z.jsonl", "\n  \n", "z.jsonl has no non-empty 'text' field on any line"},
   };

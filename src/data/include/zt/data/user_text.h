@@ -3,8 +3,9 @@
 // them (recursively, in byte order of their paths, hidden names skipped) and JSON lines files
 // (*.jsonl: each non-blank line one JSON object, the document its string field `text_key`). Input
 // must be UTF-8 text: an empty file, a compressed or binary one (a NUL byte), invalid UTF-8, a
-// JSON line that is not an object with that string field, or a folder without files is one data
-// error naming the file and the byte offset (and the line); inside a folder such files are left
+// JSON line that is not valid JSON (the parser's reason and column), or not an object with that
+// string field, or a folder without files is one data error naming the file and the byte offset
+// (and the line); inside a folder such files are left
 // out and counted instead (a folder of documentation holds compressed files). Documents are never split across
 // train and validation except a lone one (Note [held-out documents] in prepare.h).
 #include <functional>
