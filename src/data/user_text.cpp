@@ -1,13 +1,18 @@
 // Note [your own text] in zt/data/user_text.h.
 #include "zt/data/user_text.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "input_file.h"
 #include "utf8.h"
+#include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
 
 namespace zt::data {
@@ -96,22 +101,60 @@ bool hidden(const fs::path& p) {
   return !n.empty() && n[0] == '.';
 }
 
-// The regular files under a folder, hidden names and everything under hidden folders left out.
-std::vector<fs::path> files_under(const fs::path& dir) {
-  std::vector<fs::path> out;
+// Why stat() failed, as the system says it; a dangling link also names what it points to.
+std::string stat_failure(const fs::path& p, int err) {
+  std::string why = std::strerror(err);
   std::error_code ec;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-  ZT_CHECK_AS(ErrorKind::data, !ec, "[prepare] cannot read the folder ", dir.string(), ": ", ec.message());
-  for (; it != end; it.increment(ec)) {
+  if (err == ENOENT && fs::is_symlink(fs::symlink_status(p, ec)))
+    why += " (a symbolic link to '" + fs::read_symlink(p, ec).string() + "', which does not exist)";
+  return why;
+}
+
+// Entries left out of the folders read, said in one line at the end: how many, and the first.
+struct LeftOut {
+  size_t count = 0;
+  std::string first;
+  void add(std::string why) {
+    if (count++ == 0) first = std::move(why);
+  }
+};
+
+// The regular files under a folder in path order, hidden names and everything under hidden folders
+// left out. A folder or entry that cannot be read is an error with the system's reason (a permission,
+// a dangling link); FIFOs, sockets and devices are left out, and links to folders not followed.
+std::vector<fs::path> files_under(const fs::path& root, LeftOut& not_files, LeftOut& folder_links) {
+  std::vector<fs::path> out, folders{root};
+  while (!folders.empty()) {
+    const fs::path dir = std::move(folders.back());
+    folders.pop_back();
+    std::error_code ec;
+    std::vector<fs::path> entries;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
     ZT_CHECK_AS(ErrorKind::data, !ec, "[prepare] cannot read the folder ", dir.string(), ": ", ec.message());
-    if (hidden(it->path())) {
-      if (it->is_directory(ec)) it.disable_recursion_pending();
-      continue;
+    std::sort(entries.begin(), entries.end());
+    const size_t walked = folders.size();
+    for (const fs::path& e : entries) {
+      if (hidden(e)) continue;
+      struct stat st {};
+      if (::stat(e.c_str(), &st) != 0) {
+        const int err = errno;
+        ZT_THROW_AS(ErrorKind::data, "[prepare] cannot read ", e.string(), ": ", stat_failure(e, err));
+      }
+      if (S_ISDIR(st.st_mode)) {
+        if (fs::is_symlink(fs::symlink_status(e, ec)))
+          folder_links.add(e.string());  // a link could lead anywhere, even above the folder
+        else
+          folders.push_back(e);
+      } else if (S_ISREG(st.st_mode)) {
+        out.push_back(e);
+      } else {
+        not_files.add("[prepare] " + e.string() + " is " + file_type_name(st.st_mode) + ", not a regular file");
+      }
     }
-    if (it->is_regular_file(ec)) out.push_back(it->path());
+    std::reverse(folders.begin() + ptrdiff_t(walked), folders.end());  // the first subfolder is walked next
   }
   std::sort(out.begin(), out.end());
-  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[prepare] the folder ", dir.string(), " holds no files");
+  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[prepare] the folder ", root.string(), " holds no files");
   return out;
 }
 
@@ -129,16 +172,24 @@ std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, co
   ZT_CHECK_AS(ErrorKind::config, !paths.empty(), "[prepare] no --input given");
   std::vector<Document> out;
   uint64_t bytes = 0, next_report = kProgressBytes;
-  size_t files = 0, skipped = 0;
-  std::string first_skip;
+  size_t files = 0;
+  LeftOut not_text, folder_links;
   for (const std::string& p : paths) {
-    std::error_code ec;
-    const fs::file_status st = fs::status(p, ec);
-    ZT_CHECK_AS(ErrorKind::data, fs::exists(st), "[prepare] --input ", p, " does not exist");
-    const bool folder = fs::is_directory(st);
-    for (const fs::path& f : folder ? files_under(p) : std::vector<fs::path>{fs::path(p)}) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+      const int err = errno;
+      std::error_code ec;
+      ZT_CHECK_AS(ErrorKind::data, err != ENOENT || fs::is_symlink(fs::symlink_status(p, ec)), "[prepare] --input ", p,
+                  " does not exist");
+      ZT_THROW_AS(ErrorKind::data, "[prepare] --input ", p, ": cannot read it: ", stat_failure(p, err));
+    }
+    const bool folder = S_ISDIR(st.st_mode);
+    for (const fs::path& f : folder ? files_under(p, not_text, folder_links) : std::vector<fs::path>{fs::path(p)}) {
+      // Unreadable is an error wherever it is; not text only where a folder holds it.
+      detail::InputFile in(f.string());
+      std::string text(size_t(in.size()), '\0');
+      in.read_at(text.data(), text.size(), 0);
       try {
-        const std::string text = detail::read_file_bytes(f.string());
         for (Document& d : parse_text_input(f.string(), text, is_jsonl(f), text_key)) out.push_back(std::move(d));
         bytes += text.size();
         ++files;
@@ -146,7 +197,7 @@ std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, co
         // A file named on its own must be text; a folder's other files (compressed, binary,
         // another encoding) are left out and counted, so a folder of documentation just works.
         if (!folder || e.kind() != ErrorKind::data) throw;
-        if (skipped++ == 0) first_skip = e.what();
+        not_text.add(e.what());
       }
       if (progress && bytes >= next_report) {
         progress("read " + std::to_string(files) + " files, " + std::to_string(bytes >> 20) + " MiB, " +
@@ -155,14 +206,18 @@ std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, co
       }
     }
   }
-  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[prepare] no text in --input: ", skipped,
-              " files left out, the first because ", first_skip);
-  if (progress)
-    progress(
-        "input: " + std::to_string(files) + " files, " + std::to_string(out.size()) + " documents, " +
-        std::to_string(bytes) + " bytes" +
-        (skipped ? "; left out " + std::to_string(skipped) + " files of folders that are not text, first: " + first_skip
-                 : std::string()));
+  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[prepare] no text in --input: ", not_text.count,
+              " files left out, the first because ", not_text.first);
+  if (progress) {
+    progress("input: " + std::to_string(files) + " files, " + std::to_string(out.size()) + " documents, " +
+             std::to_string(bytes) + " bytes" +
+             (not_text.count ? "; left out " + std::to_string(not_text.count) +
+                                   " files of folders that are not text, first: " + not_text.first
+                             : std::string()));
+    if (folder_links.count)
+      progress("did not follow " + std::to_string(folder_links.count) +
+               " symbolic links to folders (give one as --input to read it), first: " + folder_links.first);
+  }
   return out;
 }
 

@@ -2,7 +2,12 @@
 // and every hostile input one data error naming the file and the byte offset.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -31,8 +36,25 @@ class UserText : public testing_util::TempDirTest {
     o.val_fraction = val_fraction;
     return prepare_lm(o, tok_);
   }
+  std::vector<std::string> lines_of(const std::vector<std::string>& inputs) {
+    std::vector<std::string> lines;
+    read_text_inputs(inputs, "text", [&](const std::string& l) { lines.push_back(l); });
+    return lines;
+  }
   testing::ByteTokenizer tok_;
 };
+
+// A socket bound at `path`, or false where this system cannot make one there.
+bool make_socket(const std::string& path) {
+  sockaddr_un a{};
+  if (path.size() >= sizeof a.sun_path) return false;
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+  if (fd >= 0) ::close(fd);
+  return ok;
+}
 
 TEST_F(UserText, FoldersAreReadRecursivelyInPathOrderAndSplitByDocument) {
   fs::create_directories(path("in/b"));
@@ -134,6 +156,72 @@ TEST_F(UserText, EveryHostileInputIsOneDataErrorNamingTheFileAndOffset) {
   fs::create_directories(path("none/.only_hidden"));
   EXPECT_THAT(error_of([&] { prepare({path("none")}); }), HasSubstr("holds no files"));
   EXPECT_THAT(error_of([&] { prepare({path("missing")}); }), HasSubstr("missing does not exist"));
+}
+
+// What a folder holds that cannot be read is an error naming it and the system's reason, as root
+// too (a dangling link, a link loop); FIFOs and sockets are left out and said; links to folders are
+// not followed, and said.
+TEST_F(UserText, WhatAFolderHoldsThatCannotBeReadIsAnErrorNamingItAndWhy) {
+  fs::create_directories(path("in/sub"));
+  for (int i = 0; i < 4; ++i) write("in/sub/" + std::to_string(i) + ".txt", "doc " + std::to_string(i));
+  fs::create_symlink("missing.txt", path("in/dangling.txt"));
+  EXPECT_EQ(error_kind_of([&] { prepare({path("in")}); }), ErrorKind::data);
+  EXPECT_EQ(error_of([&] { prepare({path("in")}); }),
+            "[prepare] cannot read " + path("in/dangling.txt") +
+                ": No such file or directory (a symbolic link to 'missing.txt', which does not exist)");
+  fs::remove(path("in/dangling.txt"));
+  fs::create_symlink("loop", path("in/sub/loop"));
+  EXPECT_EQ(error_of([&] { prepare({path("in")}); }),
+            "[prepare] cannot read " + path("in/sub/loop") + ": Too many levels of symbolic links");
+  fs::remove(path("in/sub/loop"));
+  // Named on its own: the link's reason, not "does not exist".
+  fs::create_symlink("gone.txt", path("alone.txt"));
+  EXPECT_EQ(error_of([&] { prepare({path("alone.txt")}); }),
+            "[prepare] --input " + path("alone.txt") +
+                ": cannot read it: No such file or directory (a symbolic link to 'gone.txt', which does not exist)");
+
+  ASSERT_EQ(::mkfifo(path("in/a_fifo").c_str(), 0644), 0);
+  const bool socket = make_socket(path("in/sock"));
+  fs::create_directories(path("elsewhere"));
+  write("elsewhere/x.txt", "not read through the link");
+  fs::create_symlink(path("elsewhere"), path("in/linked"));
+  const std::vector<std::string> lines = lines_of({path("in")});
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_THAT(lines[lines.size() - 2], HasSubstr("input: 4 files, 4 documents"));
+  EXPECT_THAT(lines[lines.size() - 2], HasSubstr("; left out " + std::to_string(socket ? 2 : 1) +
+                                                 " files of folders that are not text, first: [prepare] " +
+                                                 path("in/a_fifo") + " is a FIFO, not a regular file"));
+  EXPECT_EQ(lines.back(),
+            "did not follow 1 symbolic links to folders (give one as --input to read it), first: " + path("in/linked"));
+  if (socket) {  // named on its own: what it is, not the ENXIO of opening it
+    EXPECT_EQ(error_of([&] { prepare({path("in/sock")}); }),
+              "[data] " + path("in/sock") + " is a socket, not a regular file");
+  }
+}
+
+// Permissions: a folder or file under an input that cannot be read is an error with the system's
+// reason (never left out without a word, nor "does not exist"). Root reads through them: skipped there.
+TEST_F(UserText, AFolderOrFileWithoutReadPermissionIsAnErrorSayingSo) {
+  fs::create_directories(path("in/secret"));
+  for (int i = 0; i < 4; ++i) write("in/" + std::to_string(i) + ".txt", "doc " + std::to_string(i));
+  write("in/secret/s.txt", "hidden by permissions");
+  ASSERT_EQ(::chmod(path("in/secret").c_str(), 0), 0);
+  struct Restore {
+    std::string dir;
+    ~Restore() { ::chmod(dir.c_str(), 0755); }  // so the fixture can remove it
+  } restore{path("in/secret")};
+  if (::access(path("in/secret").c_str(), R_OK) == 0) GTEST_SKIP() << "permissions do not stop this user (root)";
+  EXPECT_EQ(error_kind_of([&] { prepare({path("in")}); }), ErrorKind::data);
+  EXPECT_EQ(error_of([&] { prepare({path("in")}); }),
+            "[prepare] cannot read the folder " + path("in/secret") + ": Permission denied");
+  EXPECT_EQ(error_of([&] { prepare({path("in/secret")}); }),
+            "[prepare] cannot read the folder " + path("in/secret") + ": Permission denied");
+  EXPECT_EQ(error_of([&] { prepare({path("in/secret/s.txt")}); }),
+            "[prepare] --input " + path("in/secret/s.txt") + ": cannot read it: Permission denied");
+  ASSERT_EQ(::chmod(path("in/secret").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(path("in/secret/s.txt").c_str(), 0), 0);
+  EXPECT_EQ(error_of([&] { prepare({path("in")}); }),
+            "[data] " + path("in/secret/s.txt") + ": cannot open for reading: Permission denied");
 }
 
 }  // namespace

@@ -78,6 +78,12 @@ TEST(PrepareCli, AMissingTokenizerFolderIsOneLineNamingIt) {
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_NE(r.out.find("tokenizer folder " + d + "/gpt2 not found"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(d + "/o"));
+  // Something there that is no folder is said as it is, not "not found".
+  write_file(d + "/tok", "a file");
+  r = run(kBin + " prepare --tokenizer gpt2 --tokenizer-dir " + d + "/tok --out " + d + "/o", 30);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("tokenizer folder " + d + "/tok is a file, not a folder"), std::string::npos) << r.out;
 }
 
 class PrepareReal : public ::testing::Test {

@@ -5,9 +5,12 @@
 // must be UTF-8 text: an empty file, a compressed or binary one (a NUL byte), invalid UTF-8, a
 // JSON line that is not valid JSON (the parser's reason and column), or not an object with that
 // string field, or a folder without files is one data error naming the file and the byte offset
-// (and the line); inside a folder such files are left
-// out and counted instead (a folder of documentation holds compressed files). Documents are never split across
-// train and validation except a lone one (Note [held-out documents] in prepare.h).
+// (and the line); inside a folder such files are left out and counted instead (a folder of
+// documentation holds compressed files), as are FIFOs, sockets and devices, and links to folders
+// are not followed (said in one line). What cannot be read at all, a folder or a file, named or
+// under a folder (no permission, a dangling link, a link loop), is an error naming it with the
+// system's reason: never left out unsaid. Documents are never split across train and validation
+// except a lone one (Note [held-out documents] in prepare.h).
 #include <functional>
 #include <string>
 #include <string_view>
