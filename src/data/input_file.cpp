@@ -29,6 +29,8 @@ InputFile::InputFile(const std::string& path) : path_(path) {
     ZT_THROW_AS(ErrorKind::data, "[data] ", path, " is ", file_type_name(mode), ", not a regular file");
   }
   size_ = uint64_t(st.st_size);
+  device_ = uint64_t(st.st_dev);
+  inode_ = uint64_t(st.st_ino);
 }
 
 InputFile::~InputFile() {

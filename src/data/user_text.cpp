@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "input_file.h"
@@ -119,11 +120,22 @@ struct LeftOut {
   }
 };
 
+// A file or folder whatever path reaches it (links resolved): (device, inode).
+using FileId = std::pair<uint64_t, uint64_t>;
+
+// One read_text_inputs: what has been read, by identity, so that no file is read twice (the same
+// --input twice, a folder and a file in it, a link beside its target), and what was left out.
+struct Reading {
+  std::map<FileId, std::string> files, folders;  // the path each was first read by
+  LeftOut not_text, folder_links, again;
+};
+
 // The regular files under a folder in path order, hidden names and everything under hidden folders
 // left out. A folder or entry that cannot be read is an error with the system's reason (a permission,
 // a dangling link); FIFOs, sockets and devices are left out, and links to folders not followed.
-std::vector<fs::path> files_under(const fs::path& root, LeftOut& not_files, LeftOut& folder_links) {
+std::vector<fs::path> files_under(const fs::path& root, Reading& r) {
   std::vector<fs::path> out, folders{root};
+  const size_t again = r.again.count;
   while (!folders.empty()) {
     const fs::path dir = std::move(folders.back());
     folders.pop_back();
@@ -141,20 +153,24 @@ std::vector<fs::path> files_under(const fs::path& root, LeftOut& not_files, Left
         ZT_THROW_AS(ErrorKind::data, "[prepare] cannot read ", e.string(), ": ", stat_failure(e, err));
       }
       if (S_ISDIR(st.st_mode)) {
-        if (fs::is_symlink(fs::symlink_status(e, ec)))
-          folder_links.add(e.string());  // a link could lead anywhere, even above the folder
-        else
+        if (fs::is_symlink(fs::symlink_status(e, ec))) {
+          r.folder_links.add(e.string());  // a link could lead anywhere, even above the folder
+        } else if (const auto [at, fresh] = r.folders.emplace(FileId{st.st_dev, st.st_ino}, e.string()); fresh) {
           folders.push_back(e);
+        } else {
+          r.again.add(e.string() + " is the folder " + at->second);
+        }
       } else if (S_ISREG(st.st_mode)) {
         out.push_back(e);
       } else {
-        not_files.add("[prepare] " + e.string() + " is " + file_type_name(st.st_mode) + ", not a regular file");
+        r.not_text.add("[prepare] " + e.string() + " is " + file_type_name(st.st_mode) + ", not a regular file");
       }
     }
     std::reverse(folders.begin() + ptrdiff_t(walked), folders.end());  // the first subfolder is walked next
   }
   std::sort(out.begin(), out.end());
-  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[prepare] the folder ", root.string(), " holds no files");
+  ZT_CHECK_AS(ErrorKind::data, !out.empty() || r.again.count > again, "[prepare] the folder ", root.string(),
+              " holds no files");
   return out;
 }
 
@@ -170,10 +186,13 @@ std::vector<Document> parse_text_input(const std::string& name, std::string_view
 std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, const std::string& text_key,
                                        const std::function<void(const std::string&)>& progress) {
   ZT_CHECK_AS(ErrorKind::config, !paths.empty(), "[prepare] no --input given");
+  const auto note = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
   std::vector<Document> out;
   uint64_t bytes = 0, next_report = kProgressBytes;
   size_t files = 0;
-  LeftOut not_text, folder_links;
+  Reading r;
   for (const std::string& p : paths) {
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) {
@@ -184,9 +203,22 @@ std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, co
       ZT_THROW_AS(ErrorKind::data, "[prepare] --input ", p, ": cannot read it: ", stat_failure(p, err));
     }
     const bool folder = S_ISDIR(st.st_mode);
-    for (const fs::path& f : folder ? files_under(p, not_text, folder_links) : std::vector<fs::path>{fs::path(p)}) {
+    if (folder) {
+      if (const auto [at, fresh] = r.folders.emplace(FileId{st.st_dev, st.st_ino}, p); !fresh) {
+        note("--input " + p + " is the folder " + at->second + " again: read once");
+        continue;
+      }
+    }
+    for (const fs::path& f : folder ? files_under(p, r) : std::vector<fs::path>{fs::path(p)}) {
       // Unreadable is an error wherever it is; not text only where a folder holds it.
       detail::InputFile in(f.string());
+      if (const auto [at, fresh] = r.files.emplace(FileId{in.device(), in.inode()}, f.string()); !fresh) {
+        if (folder)
+          r.again.add(f.string() + " is " + at->second);
+        else
+          note("--input " + p + " is " + at->second + " again: read once");
+        continue;
+      }
       std::string text(size_t(in.size()), '\0');
       in.read_at(text.data(), text.size(), 0);
       try {
@@ -197,7 +229,7 @@ std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, co
         // A file named on its own must be text; a folder's other files (compressed, binary,
         // another encoding) are left out and counted, so a folder of documentation just works.
         if (!folder || e.kind() != ErrorKind::data) throw;
-        not_text.add(e.what());
+        r.not_text.add(e.what());
       }
       if (progress && bytes >= next_report) {
         progress("read " + std::to_string(files) + " files, " + std::to_string(bytes >> 20) + " MiB, " +
@@ -206,18 +238,20 @@ std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, co
       }
     }
   }
-  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[prepare] no text in --input: ", not_text.count,
-              " files left out, the first because ", not_text.first);
-  if (progress) {
-    progress("input: " + std::to_string(files) + " files, " + std::to_string(out.size()) + " documents, " +
-             std::to_string(bytes) + " bytes" +
-             (not_text.count ? "; left out " + std::to_string(not_text.count) +
-                                   " files of folders that are not text, first: " + not_text.first
-                             : std::string()));
-    if (folder_links.count)
-      progress("did not follow " + std::to_string(folder_links.count) +
-               " symbolic links to folders (give one as --input to read it), first: " + folder_links.first);
-  }
+  ZT_CHECK_AS(ErrorKind::data, !out.empty(), "[prepare] no text in --input: ", r.not_text.count,
+              " files left out, the first because ", r.not_text.first);
+  note("input: " + std::to_string(files) + " files, " + std::to_string(out.size()) + " documents, " +
+       std::to_string(bytes) + " bytes" +
+       (r.not_text.count ? "; left out " + std::to_string(r.not_text.count) +
+                               " files of folders that are not text, first: " + r.not_text.first
+                         : std::string()));
+  if (r.again.count)
+    note("left out " + std::to_string(r.again.count) +
+         " files or folders already read by another path (a link beside its target, a folder given again), first: " +
+         r.again.first);
+  if (r.folder_links.count)
+    note("did not follow " + std::to_string(r.folder_links.count) +
+         " symbolic links to folders (give one as --input to read it), first: " + r.folder_links.first);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/error_of.h"
 #include "common/temp_dir.h"
@@ -156,6 +157,38 @@ TEST_F(UserText, EveryHostileInputIsOneDataErrorNamingTheFileAndOffset) {
   fs::create_directories(path("none/.only_hidden"));
   EXPECT_THAT(error_of([&] { prepare({path("none")}); }), HasSubstr("holds no files"));
   EXPECT_THAT(error_of([&] { prepare({path("missing")}); }), HasSubstr("missing does not exist"));
+}
+
+// Issue 53 case 6: a file reached twice (named twice, a folder given again or by a link, a link
+// beside its target) is read once and said, so it can never land in both train and validation.
+TEST_F(UserText, EachFileIsReadOnceWhateverPathsReachIt) {
+  write("a.txt", "the first document");
+  write("b.txt", "the second document");
+  const PrepareLmReport r = prepare({path("a.txt"), path("a.txt"), path("b.txt")}, 0.5);  // k = 2
+  EXPECT_EQ(r.train_documents, 1);
+  EXPECT_EQ(r.val_names, std::vector<std::string>{path("b.txt")});
+
+  fs::create_directories(path("in/sub"));
+  for (int i = 0; i < 5; ++i) write("in/sub/" + std::to_string(i) + ".txt", "doc " + std::to_string(i));
+  fs::create_symlink(path("in/sub/0.txt"), path("in/zlink.txt"));
+  fs::create_symlink(path("in"), path("in_link"));
+  std::vector<std::string> lines;
+  const std::vector<Document> d =
+      read_text_inputs({path("a.txt"), path("in"), path("in/../a.txt"), path("in_link"), path("in/sub")}, "text",
+                       [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_EQ(d.size(), 6u);
+  std::set<std::string> texts;
+  for (const Document& doc : d) texts.insert(doc.text);
+  EXPECT_EQ(texts.size(), 6u);
+  EXPECT_THAT(lines,
+              ::testing::Contains("--input " + path("in/../a.txt") + " is " + path("a.txt") + " again: read once"));
+  EXPECT_THAT(lines,
+              ::testing::Contains("--input " + path("in_link") + " is the folder " + path("in") + " again: read once"));
+  EXPECT_THAT(lines, ::testing::Contains("--input " + path("in/sub") + " is the folder " + path("in/sub") +
+                                         " again: read once"));
+  EXPECT_THAT(lines, ::testing::Contains("left out 1 files or folders already read by another path (a link beside "
+                                         "its target, a folder given again), first: " +
+                                         path("in/zlink.txt") + " is " + path("in/sub/0.txt")));
 }
 
 // What a folder holds that cannot be read is an error naming it and the system's reason, as root

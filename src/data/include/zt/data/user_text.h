@@ -9,8 +9,11 @@
 // documentation holds compressed files), as are FIFOs, sockets and devices, and links to folders
 // are not followed (said in one line). What cannot be read at all, a folder or a file, named or
 // under a folder (no permission, a dangling link, a link loop), is an error naming it with the
-// system's reason: never left out unsaid. Documents are never split across train and validation
-// except a lone one (Note [held-out documents] in prepare.h).
+// system's reason: never left out unsaid. Each file and folder is read once, known by its device
+// and inode (links resolved): the same --input twice, a folder and a file in it, or a link beside
+// its target is one document, not one in train and its copy in validation; each such skip is said.
+// Documents are never split across train and validation except a lone one (Note [held-out
+// documents] in prepare.h).
 #include <functional>
 #include <string>
 #include <string_view>
