@@ -59,7 +59,7 @@ void split_tail(Document book, double val_fraction, std::vector<Held>& out, size
 
 // Your own text (--input), split by document (Note [held-out documents]).
 std::vector<Held> user_documents(const PrepareLmOptions& opt, int64_t k, const Progress& progress) {
-  std::vector<Document> docs = read_text_inputs(opt.inputs, opt.text_key, progress);
+  std::vector<Document> docs = read_text_inputs(opt.inputs, opt.text_key, progress, opt.out);
   std::vector<Held> out;
   if (docs.size() == 1) {
     split_tail(std::move(docs[0]), opt.val_fraction, out);

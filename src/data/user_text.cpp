@@ -123,11 +123,41 @@ struct LeftOut {
 // A file or folder whatever path reaches it (links resolved): (device, inode).
 using FileId = std::pair<uint64_t, uint64_t>;
 
+// Prepare's own output, never read as input (a second run over a folder holding --out would read
+// the first run's manifest): the --out folder and its temporaries beside it ("<out>.tmp.*", Note
+// [output folders]), known by canonical path, so no link or ".." reaches them.
+class OwnOutput {
+ public:
+  explicit OwnOutput(std::string out) {
+    while (out.size() > 1 && out.back() == '/') out.pop_back();
+    std::error_code ec;
+    const fs::path c = out.empty() ? fs::path() : fs::weakly_canonical(fs::absolute(out, ec), ec);
+    if (ec || !c.has_filename()) return;
+    parent_ = c.parent_path();
+    name_ = c.filename().string();
+  }
+  // Whether the existing path p is the output folder, one of its temporaries, or inside one.
+  bool holds(const fs::path& p) const {
+    std::error_code ec;
+    const fs::path c = name_.empty() ? fs::path() : fs::canonical(p, ec);
+    if (ec || c.empty()) return false;
+    const fs::path rel = c.lexically_relative(parent_);
+    const std::string first = rel.empty() ? std::string() : rel.begin()->string();
+    return first == name_ || is_temp_name_of(first, name_);
+  }
+
+ private:
+  fs::path parent_;
+  std::string name_;  // empty: no output to keep out
+};
+
 // One read_text_inputs: what has been read, by identity, so that no file is read twice (the same
 // --input twice, a folder and a file in it, a link beside its target), and what was left out.
 struct Reading {
+  explicit Reading(const std::string& out) : own(out) {}
+  OwnOutput own;
   std::map<FileId, std::string> files, folders;  // the path each was first read by
-  LeftOut not_text, folder_links, again;
+  LeftOut not_text, folder_links, again, own_output;
 };
 
 // The regular files under a folder in path order, hidden names and everything under hidden folders
@@ -135,7 +165,7 @@ struct Reading {
 // a dangling link); FIFOs, sockets and devices are left out, and links to folders not followed.
 std::vector<fs::path> files_under(const fs::path& root, Reading& r) {
   std::vector<fs::path> out, folders{root};
-  const size_t again = r.again.count;
+  const size_t skipped = r.again.count + r.own_output.count;
   while (!folders.empty()) {
     const fs::path dir = std::move(folders.back());
     folders.pop_back();
@@ -148,20 +178,26 @@ std::vector<fs::path> files_under(const fs::path& root, Reading& r) {
     for (const fs::path& e : entries) {
       if (hidden(e)) continue;
       struct stat st {};
-      if (::stat(e.c_str(), &st) != 0) {
+      const bool listed = ::lstat(e.c_str(), &st) == 0, link = listed && S_ISLNK(st.st_mode);
+      if ((!listed || link) && ::stat(e.c_str(), &st) != 0) {
         const int err = errno;
         ZT_THROW_AS(ErrorKind::data, "[prepare] cannot read ", e.string(), ": ", stat_failure(e, err));
       }
       if (S_ISDIR(st.st_mode)) {
-        if (fs::is_symlink(fs::symlink_status(e, ec))) {
+        if (link) {
           r.folder_links.add(e.string());  // a link could lead anywhere, even above the folder
+        } else if (r.own.holds(e)) {
+          r.own_output.add(e.string());
         } else if (const auto [at, fresh] = r.folders.emplace(FileId{st.st_dev, st.st_ino}, e.string()); fresh) {
           folders.push_back(e);
         } else {
           r.again.add(e.string() + " is the folder " + at->second);
         }
       } else if (S_ISREG(st.st_mode)) {
-        out.push_back(e);
+        if (link && r.own.holds(e))
+          r.own_output.add(e.string());
+        else
+          out.push_back(e);
       } else {
         r.not_text.add("[prepare] " + e.string() + " is " + file_type_name(st.st_mode) + ", not a regular file");
       }
@@ -169,8 +205,8 @@ std::vector<fs::path> files_under(const fs::path& root, Reading& r) {
     std::reverse(folders.begin() + ptrdiff_t(walked), folders.end());  // the first subfolder is walked next
   }
   std::sort(out.begin(), out.end());
-  ZT_CHECK_AS(ErrorKind::data, !out.empty() || r.again.count > again, "[prepare] the folder ", root.string(),
-              " holds no files");
+  ZT_CHECK_AS(ErrorKind::data, !out.empty() || r.again.count + r.own_output.count > skipped, "[prepare] the folder ",
+              root.string(), " holds no files");
   return out;
 }
 
@@ -184,7 +220,8 @@ std::vector<Document> parse_text_input(const std::string& name, std::string_view
 }
 
 std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, const std::string& text_key,
-                                       const std::function<void(const std::string&)>& progress) {
+                                       const std::function<void(const std::string&)>& progress,
+                                       const std::string& out_dir) {
   ZT_CHECK_AS(ErrorKind::config, !paths.empty(), "[prepare] no --input given");
   const auto note = [&](const std::string& line) {
     if (progress) progress(line);
@@ -192,7 +229,7 @@ std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, co
   std::vector<Document> out;
   uint64_t bytes = 0, next_report = kProgressBytes;
   size_t files = 0;
-  Reading r;
+  Reading r(out_dir);
   for (const std::string& p : paths) {
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) {
@@ -202,6 +239,8 @@ std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, co
                   " does not exist");
       ZT_THROW_AS(ErrorKind::data, "[prepare] --input ", p, ": cannot read it: ", stat_failure(p, err));
     }
+    ZT_CHECK_AS(ErrorKind::data, !r.own.holds(p), "[prepare] --input ", p, " is prepare's own output (--out ", out_dir,
+                ", or inside it): choose another --input or --out");
     const bool folder = S_ISDIR(st.st_mode);
     if (folder) {
       if (const auto [at, fresh] = r.folders.emplace(FileId{st.st_dev, st.st_ino}, p); !fresh) {
@@ -249,6 +288,9 @@ std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, co
     note("left out " + std::to_string(r.again.count) +
          " files or folders already read by another path (a link beside its target, a folder given again), first: " +
          r.again.first);
+  if (r.own_output.count)
+    note("left out " + std::to_string(r.own_output.count) + " paths of prepare's own output (--out " + out_dir +
+         " and its temporaries are never read), first: " + r.own_output.first);
   if (r.folder_links.count)
     note("did not follow " + std::to_string(r.folder_links.count) +
          " symbolic links to folders (give one as --input to read it), first: " + r.folder_links.first);

@@ -191,6 +191,35 @@ TEST_F(UserText, EachFileIsReadOnceWhateverPathsReachIt) {
                                          path("in/zlink.txt") + " is " + path("in/sub/0.txt")));
 }
 
+// Issue 53 case 7: prepare over a folder that holds its --out, run twice, reads the same documents
+// both times: never its own output (the manifest, the shards) nor a temporary of it.
+TEST_F(UserText, PreparesOwnOutputIsNeverReadAsInput) {
+  fs::create_directories(path("in"));
+  for (int i = 0; i < 8; ++i) write("in/" + std::to_string(i) + ".txt", "doc " + std::to_string(i));
+  PrepareLmOptions o;
+  o.inputs = {path("in")};
+  o.out = path("in/tokens");
+  o.val_fraction = 0.25;
+  const PrepareLmReport first = prepare_lm(o, tok_);
+  fs::create_directories(path("in/tokens.tmp.1.0123456789abcdef"));  // another run's, or one interrupted
+  write("in/tokens.tmp.1.0123456789abcdef/manifest.json", "{\"text\": \"a temporary\"}");
+  fs::create_symlink(path("in/tokens/manifest.json"), path("in/z_manifest.json"));
+  std::vector<std::string> lines;
+  const PrepareLmReport second = prepare_lm(o, tok_, [&](const std::string& l) { lines.push_back(l); });
+  EXPECT_EQ(second.train_documents, first.train_documents);
+  EXPECT_EQ(second.val_names, first.val_names);
+  const nlohmann::json m = nlohmann::json::parse(std::ifstream(path("in/tokens/manifest.json")));
+  EXPECT_EQ(m["inputs"].size(), 8u) << m["inputs"].dump();
+  EXPECT_THAT(lines, ::testing::Contains(HasSubstr("paths of prepare's own output (--out " + path("in/tokens") +
+                                                   " and its temporaries are never read), first: ")));
+  o.inputs = {path("in/tokens")};
+  EXPECT_EQ(error_of([&] { prepare_lm(o, tok_); }), "[prepare] --input " + path("in/tokens") +
+                                                        " is prepare's own output (--out " + path("in/tokens") +
+                                                        ", or inside it): choose another --input or --out");
+  o.inputs = {path("in/z_manifest.json")};
+  EXPECT_THAT(error_of([&] { prepare_lm(o, tok_); }), HasSubstr(" is prepare's own output"));
+}
+
 // What a folder holds that cannot be read is an error naming it and the system's reason, as root
 // too (a dangling link, a link loop); FIFOs and sockets are left out and said; links to folders are
 // not followed, and said.

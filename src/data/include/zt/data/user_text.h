@@ -12,6 +12,8 @@
 // system's reason: never left out unsaid. Each file and folder is read once, known by its device
 // and inode (links resolved): the same --input twice, a folder and a file in it, or a link beside
 // its target is one document, not one in train and its copy in validation; each such skip is said.
+// Prepare's own output (--out and its temporaries "<out>.tmp.*") is never read: left out of a
+// folder that holds it (a second run over the same folder), an error when named.
 // Documents are never split across train and validation except a lone one (Note [held-out
 // documents] in prepare.h).
 #include <functional>
@@ -29,8 +31,10 @@ std::vector<Document> parse_text_input(const std::string& name, std::string_view
                                        const std::string& text_key = "text");
 
 // Every document under `paths` (files, or folders read recursively), in order; a file is JSON
-// lines when its name ends in .jsonl. `progress` hears about long inputs.
+// lines when its name ends in .jsonl. `progress` hears about long inputs and what was left out.
+// Nothing at or under `out_dir` (prepare's output) or its temporaries beside it is read.
 std::vector<Document> read_text_inputs(const std::vector<std::string>& paths, const std::string& text_key = "text",
-                                       const std::function<void(const std::string&)>& progress = {});
+                                       const std::function<void(const std::string&)>& progress = {},
+                                       const std::string& out_dir = {});
 
 }  // namespace zt::data
