@@ -130,7 +130,7 @@ PrepareLmReport prepare_lm(const PrepareLmOptions& opt, const Tokenizer& tok, co
               " has ", tok.vocab_size(), " ids; token shards hold uint16 tokens (at most 65536)");
   std::string sep_name;
   const int32_t sep = separator_of(tok, &sep_name);
-  detail::OutputDir out(opt.out, kWriter);  // checked before the slow part
+  detail::OutputDir out(opt.out, kWriter, progress);  // checked before the slow part
 
   std::vector<Held> docs = gather_documents(opt, progress);
   PrepareLmReport rep;
