@@ -38,6 +38,7 @@ CLI::App* add_ckpt_commands(CLI::App& app, CkptToolOptions& o) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->type_name("f32|bf16|f16");
   ex->add_flag("--json", o.json, "print the statistics (sizes, seconds, peak memory) as one JSON line");
+  ex->add_flag("--force", o.force, "replace an existing --out file");
 
   CLI::App* im = app.add_subcommand(
       "import", "Start training from safetensors weights: saves a step-0 checkpoint of the configured run");
@@ -81,6 +82,10 @@ double max_rss_bytes() {
 }
 
 int run_export(const CkptToolOptions& o) {
+  // As import, nothing is replaced without --force; a FIFO or folder there is refused by the export.
+  std::error_code ec;
+  ZT_CHECK_AS(ErrorKind::config, o.force || !fs::is_regular_file(fs::status(o.out, ec)), "[export] ", o.out,
+              " already exists: pass --force to replace it, or choose another --out");
   const std::string folder = checkpoint_folder(o.path, o.tag);
   Allocator& a = Allocator::global();
   a.reset_peaks();

@@ -65,6 +65,17 @@ TEST(CkptCli, ImportUnderMpirunThenExportGivesTheTrainedWeightsBack) {
   const auto want = tensors_of(weights), got = tensors_of(dir + "/back.safetensors");
   EXPECT_EQ(got.size(), 6u);
   EXPECT_TRUE(got == want) << "exported tensors differ from the trained weights";
+  // An existing --out is replaced only with --force, as import's checkpoints; without, it stays.
+  r = run(kBin + " export " + ck + " --out " + dir + "/back.safetensors --dtype bf16");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("[export] " + dir + "/back.safetensors already exists: pass --force to replace it"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(tensors_of(dir + "/back.safetensors") == want);
+  r = run(kBin + " export " + ck + " --out " + dir + "/back.safetensors --dtype bf16 --force");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(std::get<0>(tensors_of(dir + "/back.safetensors").at("0.weight")), "BF16");
 
   r = run(kBin + " ckpt ls " + ck + " --json");
   ASSERT_EQ(r.code, 0) << r.out;
