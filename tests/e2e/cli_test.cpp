@@ -45,6 +45,29 @@ TEST(Cli, EachCommandHasItsOwnHelp) {
   EXPECT_EQ(run(kBin + " train --help").out.find("--weights"), std::string::npos);  // only eval's
 }
 
+// Only the commands that take KEY=VALUE overrides say so in their help (all end with the exit
+// status); plot's positional is named once.
+TEST(Cli, OnlyCommandsThatTakeOverridesSaySoInTheirHelp) {
+  for (const std::string cmd : {"train", "eval", "estimate", "import", "generate"}) {
+    const Result r = run(kBin + " " + cmd + " --help");
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("KEY=VALUE overrides any configuration key"), std::string::npos) << cmd << ": " << r.out;
+  }
+  for (const std::string cmd :
+       {"prepare", "export", "ckpt", "ckpt ls", "ckpt verify", "ckpt inspect", "tokenize", "plot", "baseline"}) {
+    const Result r = run(kBin + " " + cmd + " --help");
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
+    EXPECT_EQ(r.out.find("KEY=VALUE"), std::string::npos) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("Exit status: 0 success"), std::string::npos) << cmd << ": " << r.out;
+  }
+  const Result top = run(kBin + " --help");
+  EXPECT_NE(top.out.find("train, eval, estimate, import and generate take KEY=VALUE overrides"), std::string::npos)
+      << top.out;
+  const Result plot = run(kBin + " plot --help");
+  EXPECT_EQ(plot.out.find("RUN_DIR RUN_DIR"), std::string::npos) << plot.out;
+  EXPECT_NE(plot.out.find("  RUN_DIR REQUIRED "), std::string::npos) << plot.out;
+}
+
 // Every usage error: exit 2, one line that says what is wrong and which --help to read.
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
