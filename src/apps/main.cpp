@@ -196,6 +196,13 @@ void build_app(CLI::App& app, Args& a) {
   app.footer(std::string(kTopOverridesFooter) + "\n\n" + kExitFooter);  // set last: no command inherits it
 }
 
+// "train, eval, ..., generate", for the messages that say which commands there are.
+std::string command_list() {
+  std::string out;
+  for (const char* c : kCommands) out += std::string(out.empty() ? "" : ", ") + c;
+  return out;
+}
+
 std::string one_line(std::string s) {
   for (char& c : s)
     if (c == '\n' || c == '\r') c = ' ';
@@ -304,7 +311,8 @@ int main(int argc, char** argv) {
   CLI::App app("Data-parallel training with ZeRO stages 0-3 (DeepSpeed-style JSON configuration).", "zerotrain");
   Args a;
   build_app(app, a);
-  if (argc < 2) {  // a bare `zerotrain` asks what there is: the help, but as a usage error
+  if (argc < 2) {  // a bare `zerotrain` asks what there is: the help, but as a usage error that says so
+    std::fprintf(stderr, "zerotrain: a command is required (%s)\n", command_list().c_str());
     std::fputs(app.help().c_str(), stderr);
     return 2;
   }
@@ -314,10 +322,7 @@ int main(int argc, char** argv) {
   if (first[0] == '-' && !top_flag)
     return usage_error("unknown option '" + first + "' before the command (options follow the command)", "");
   if (first[0] != '-' && std::find(std::begin(kCommands), std::end(kCommands), first) == std::end(kCommands))
-    return usage_error("unknown command '" + first +
-                           "'; the commands are train, eval, estimate, prepare, export, import, ckpt, tokenize, plot, "
-                           "baseline, generate",
-                       "");
+    return usage_error("unknown command '" + first + "'; the commands are " + command_list(), "");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

@@ -23,8 +23,12 @@ TEST(Cli, TopLevelHelpAndVersionExitZero) {
   Result v = run(kBin + " --version");
   EXPECT_EQ(v.code, 0);
   EXPECT_EQ(v.out, "zerotrain 0.1.0\n");
-  Result bare = run(kBin);  // asks what there is: the help, but as a usage error
+  Result bare = run("(" + kBin + " >/dev/null)");  // stderr alone: the help, but as a usage error that says so
   EXPECT_EQ(bare.code, 2);
+  EXPECT_EQ(bare.out.substr(0, bare.out.find('\n')),
+            "zerotrain: a command is required (train, eval, estimate, prepare, export, import, ckpt, tokenize, plot, "
+            "baseline, generate)")
+      << bare.out;
   EXPECT_NE(bare.out.find("Usage: zerotrain"), std::string::npos) << bare.out;
 }
 
