@@ -164,17 +164,17 @@ struct Reading {
 // left out. A folder or entry that cannot be read is an error with the system's reason (a permission,
 // a dangling link); FIFOs, sockets and devices are left out, and links to folders not followed.
 std::vector<fs::path> files_under(const fs::path& root, Reading& r) {
-  std::vector<fs::path> out, folders{root};
+  std::vector<fs::path> out, pending{root};
   const size_t skipped = r.again.count + r.own_output.count;
-  while (!folders.empty()) {
-    const fs::path dir = std::move(folders.back());
-    folders.pop_back();
+  while (!pending.empty()) {
+    const fs::path dir = std::move(pending.back());
+    pending.pop_back();
     std::error_code ec;
     std::vector<fs::path> entries;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
     ZT_CHECK_AS(ErrorKind::data, !ec, "[prepare] cannot read the folder ", dir.string(), ": ", ec.message());
     std::sort(entries.begin(), entries.end());
-    const size_t walked = folders.size();
+    const size_t walked = pending.size();
     for (const fs::path& e : entries) {
       if (hidden(e)) continue;
       struct stat st {};
@@ -189,7 +189,7 @@ std::vector<fs::path> files_under(const fs::path& root, Reading& r) {
         } else if (r.own.holds(e)) {
           r.own_output.add(e.string());
         } else if (const auto [at, fresh] = r.folders.emplace(FileId{st.st_dev, st.st_ino}, e.string()); fresh) {
-          folders.push_back(e);
+          pending.push_back(e);
         } else {
           r.again.add(e.string() + " is the folder " + at->second);
         }
@@ -202,7 +202,7 @@ std::vector<fs::path> files_under(const fs::path& root, Reading& r) {
         r.not_text.add("[prepare] " + e.string() + " is " + file_type_name(st.st_mode) + ", not a regular file");
       }
     }
-    std::reverse(folders.begin() + ptrdiff_t(walked), folders.end());  // the first subfolder is walked next
+    std::reverse(pending.begin() + ptrdiff_t(walked), pending.end());  // the first subfolder is walked next
   }
   std::sort(out.begin(), out.end());
   ZT_CHECK_AS(ErrorKind::data, !out.empty() || r.again.count + r.own_output.count > skipped, "[prepare] the folder ",
