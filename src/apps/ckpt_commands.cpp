@@ -38,6 +38,7 @@ CLI::App* add_ckpt_commands(CLI::App& app, CkptToolOptions& o) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->type_name("f32|bf16|f16");
   ex->add_flag("--json", o.json, "print the statistics (sizes, seconds, peak memory) as one JSON line");
+  ex->add_flag("--force", o.force, "replace an existing --out file");
 
   CLI::App* im = app.add_subcommand(
       "import", "Start training from safetensors weights: saves a step-0 checkpoint of the configured run");
@@ -58,6 +59,7 @@ CLI::App* add_ckpt_commands(CLI::App& app, CkptToolOptions& o) {
     sub->callback([&o, sub] { o.action = sub->get_name(); });
   }
   ls->add_flag("--json", o.json, "one JSON array on stdout");
+  verify->add_flag("--json", o.json, "one JSON array on stdout: per checkpoint, whether it is ok, or its error");
   inspect->add_option("--tag", o.tag, "the tag inside DIR (default: latest)")->type_name("TAG");
   inspect->add_flag("--json", o.json, "one JSON object on stdout");
   return im;
@@ -81,6 +83,10 @@ double max_rss_bytes() {
 }
 
 int run_export(const CkptToolOptions& o) {
+  // As import, nothing is replaced without --force; a FIFO or folder there is refused by the export.
+  std::error_code ec;
+  ZT_CHECK_AS(ErrorKind::config, o.force || !fs::is_regular_file(fs::status(o.out, ec)), "[export] ", o.out,
+              " already exists: pass --force to replace it, or choose another --out");
   const std::string folder = checkpoint_folder(o.path, o.tag);
   Allocator& a = Allocator::global();
   a.reset_peaks();
@@ -176,18 +182,23 @@ int run_verify(const CkptToolOptions& o) {
   }
   std::string first_error;
   int bad = 0;
+  json rows = json::array();
   for (const std::string& f : folders) {
     try {
       ckpt::verify_checkpoint(f);
       const json m = ckpt::read_metadata(f);
       uint64_t bytes = 0;
       for (const auto& s : m["shards"]) bytes += s["bytes"].get<uint64_t>();
-      std::printf("ok      %s (%zu shard files, %s)\n", f.c_str(), m["shards"].size(), format_bytes(bytes).c_str());
+      rows.push_back({{"checkpoint", f}, {"ok", true}, {"shard_files", m["shards"].size()}, {"bytes", bytes}});
+      if (!o.json)
+        std::printf("ok      %s (%zu shard files, %s)\n", f.c_str(), m["shards"].size(), format_bytes(bytes).c_str());
     } catch (const Error& e) {
-      std::printf("FAILED  %s: %s\n", f.c_str(), e.what());
+      rows.push_back({{"checkpoint", f}, {"ok", false}, {"error", e.what()}});
+      if (!o.json) std::printf("FAILED  %s: %s\n", f.c_str(), e.what());
       if (bad++ == 0) first_error = e.what();
     }
   }
+  if (o.json) std::printf("%s\n", rows.dump().c_str());  // the failure, if any, still goes to stderr
   std::fflush(stdout);
   ZT_CHECK_AS(ErrorKind::checkpoint, bad == 0, "[ckpt] ", bad, " of ", folders.size(),
               " checkpoints failed verification; ", first_error);

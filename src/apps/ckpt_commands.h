@@ -16,8 +16,8 @@ struct CkptToolOptions {
   std::string out;            // export: the safetensors file; import: the checkpoint.dir to save into
   std::string tag;            // export, inspect: a tag inside DIR (default: latest); import: the tag saved
   std::string dtype = "f32";  // export
-  bool json = false;          // export, ckpt ls, ckpt inspect: JSON on stdout
-  bool force = false;         // import: replace an existing tag and move an existing `latest`
+  bool json = false;          // export, ckpt ls, verify, inspect: JSON on stdout
+  bool force = false;         // import: replace a tag, move `latest`; export: replace an existing --out
 };
 
 // Adds export, import and ckpt to `app`; returns import, to which the caller adds --config and

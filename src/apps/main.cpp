@@ -34,6 +34,9 @@ constexpr const char* kCommands[] = {"train", "eval",     "estimate", "prepare",
 constexpr const char* kOverridesFooter =
     "KEY=VALUE overrides any configuration key by its dotted path, e.g.\n"
     "  zero_optimization.stage=3 optimizer.params.lr=3e-4 run.dir=runs/try2";
+constexpr const char* kTopOverridesFooter =
+    "train, eval, estimate, import and generate take KEY=VALUE overrides of any configuration key by its\n"
+    "dotted path, e.g. zero_optimization.stage=3 optimizer.params.lr=3e-4 run.dir=runs/try2";
 constexpr const char* kExitFooter =
     "Exit status: 0 success, 1 the run failed (the error is printed on one line), 2 bad usage,\n"
     "143 (130) training stopped by SIGTERM (SIGINT); under mpirun, mpirun's own status is 1.";
@@ -114,7 +117,7 @@ void add_lm_commands(CLI::App& app, Args& a) {
       app.add_subcommand("plot", "Draw a run's train and validation loss against step into a PNG (gnuplot)");
   plot->add_option("RUN_DIR", a.plot.run_dir, "the run's folder, holding metrics.jsonl")
       ->required()
-      ->type_name("RUN_DIR");
+      ->type_name("");  // the name says it: "RUN_DIR REQUIRED", not "RUN_DIR RUN_DIR REQUIRED"
   plot->add_option("--out", a.plot.out, "the PNG to write (default: RUN_DIR/loss.png)")->type_name("FILE");
 
   CLI::App* base = app.add_subcommand(
@@ -155,7 +158,7 @@ void add_lm_commands(CLI::App& app, Args& a) {
 void build_app(CLI::App& app, Args& a) {
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
-  app.footer(std::string(kOverridesFooter) + "\n\n" + kExitFooter);
+  app.footer(kExitFooter);  // what each command inherits; add_config_options adds the overrides
   app.get_formatter()->column_width(34);
 
   CLI::App* train = app.add_subcommand("train", "Train; under mpirun -np N, on N ranks");
@@ -189,8 +192,15 @@ void build_app(CLI::App& app, Args& a) {
       ->type_name("gpt2|bert");
   tok->add_option("--dir", a.tokenize.dir, "the tokenizer's files (default: data/gpt2 or data/bert)")->type_name("D");
   tok->add_flag("--lines", a.tokenize.lines, "one array per input line instead of one for all of stdin");
-  tok->footer(kExitFooter);
   add_lm_commands(app, a);
+  app.footer(std::string(kTopOverridesFooter) + "\n\n" + kExitFooter);  // set last: no command inherits it
+}
+
+// "train, eval, ..., generate", for the messages that say which commands there are.
+std::string command_list() {
+  std::string out;
+  for (const char* c : kCommands) out += std::string(out.empty() ? "" : ", ") + c;
+  return out;
 }
 
 std::string one_line(std::string s) {
@@ -301,7 +311,8 @@ int main(int argc, char** argv) {
   CLI::App app("Data-parallel training with ZeRO stages 0-3 (DeepSpeed-style JSON configuration).", "zerotrain");
   Args a;
   build_app(app, a);
-  if (argc < 2) {  // a bare `zerotrain` asks what there is: the help, but as a usage error
+  if (argc < 2) {  // a bare `zerotrain` asks what there is: the help, but as a usage error that says so
+    std::fprintf(stderr, "zerotrain: a command is required (%s)\n", command_list().c_str());
     std::fputs(app.help().c_str(), stderr);
     return 2;
   }
@@ -311,10 +322,7 @@ int main(int argc, char** argv) {
   if (first[0] == '-' && !top_flag)
     return usage_error("unknown option '" + first + "' before the command (options follow the command)", "");
   if (first[0] != '-' && std::find(std::begin(kCommands), std::end(kCommands), first) == std::end(kCommands))
-    return usage_error("unknown command '" + first +
-                           "'; the commands are train, eval, estimate, prepare, export, import, ckpt, tokenize, plot, "
-                           "baseline, generate",
-                       "");
+    return usage_error("unknown command '" + first + "'; the commands are " + command_list(), "");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

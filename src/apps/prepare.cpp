@@ -2,11 +2,16 @@
 // (zt/data/prepare.h says what they write and how documents are held out).
 #include "prepare.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
+#include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
 #include "zt/core/sha256.h"
 #include "zt/data/prepare.h"
@@ -25,7 +30,8 @@ std::vector<data::FileDigest> tokenizer_files(const std::string& kind, const std
       kind == "gpt2" ? std::vector<std::string>{"encoder.json", "vocab.bpe"} : std::vector<std::string>{"vocab.json"};
   for (const std::string& n : names) {
     const std::string p = (fs::path(dir) / n).string();
-    if (fs::exists(p)) out.push_back({p, sha256_file(p)});
+    std::error_code ec;
+    if (fs::exists(p, ec)) out.push_back({p, sha256_file(p)});
   }
   return out;
 }
@@ -146,8 +152,15 @@ void add_prepare_command(CLI::App& app, PrepareCliOptions& o) {
 
 int run_prepare(const PrepareCliOptions& o) {
   const std::string dir = o.tokenizer_dir.empty() ? (fs::path(o.data_dir) / o.tokenizer).string() : o.tokenizer_dir;
-  ZT_CHECK_AS(ErrorKind::data, fs::is_directory(dir), "[prepare] tokenizer folder ", dir,
-              " not found (scripts/setup.sh fetches it into data/; or give --tokenizer-dir)");
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    const int err = errno;  // "not found" only when it is not there
+    ZT_CHECK_AS(ErrorKind::data, err != ENOENT, "[prepare] tokenizer folder ", dir,
+                " not found (scripts/setup.sh fetches it into data/; or give --tokenizer-dir)");
+    ZT_THROW_AS(ErrorKind::data, "[prepare] cannot read the tokenizer folder ", dir, ": ", std::strerror(err));
+  }
+  ZT_CHECK_AS(ErrorKind::data, S_ISDIR(st.st_mode), "[prepare] tokenizer folder ", dir, " is ",
+              S_ISREG(st.st_mode) ? "a file" : file_type_name(st.st_mode), ", not a folder");
   std::vector<data::FileDigest> files = tokenizer_files(o.tokenizer, dir);
   const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(o.tokenizer, dir);
   return o.task == "lm" ? run_lm(o, *tok, std::move(files)) : run_cls(o, *tok, std::move(files));

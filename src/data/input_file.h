@@ -15,6 +15,9 @@ class InputFile {
   InputFile& operator=(const InputFile&) = delete;
 
   uint64_t size() const { return size_; }
+  // Which file it is, whatever path opened it.
+  uint64_t device() const { return device_; }
+  uint64_t inode() const { return inode_; }
   const std::string& path() const { return path_; }
   // Exactly n bytes at `offset`, or a data error naming the file and the offset.
   void read_at(void* dst, size_t n, uint64_t offset) const;
@@ -22,7 +25,7 @@ class InputFile {
  private:
   std::string path_;
   int fd_ = -1;
-  uint64_t size_ = 0;
+  uint64_t size_ = 0, device_ = 0, inode_ = 0;
 };
 
 // A whole regular file as bytes.

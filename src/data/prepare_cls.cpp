@@ -41,7 +41,7 @@ PrepareClsReport prepare_sotu_party(const PrepareClsOptions& opt, const Tokenize
   const int32_t cls = need_special(tok, "[CLS]"), sep = need_special(tok, "[SEP]");
   ZT_CHECK_AS(ErrorKind::config, need_special(tok, "[PAD]") == 0, "[prepare] tokenizer ", tok.name(),
               " has [PAD] = ", tok.special("[PAD]"), "; batches pad with 0");
-  detail::OutputDir out(opt.out, kWriter);
+  detail::OutputDir out(opt.out, kWriter, progress);
 
   const std::vector<Document> docs = read_sotu((fs::path(opt.data_dir) / "sotu").string());
   const int max_words = std::max(kMinWords, (opt.max_len - 2) * 2 / 3);

@@ -59,7 +59,7 @@ void split_tail(Document book, double val_fraction, std::vector<Held>& out, size
 
 // Your own text (--input), split by document (Note [held-out documents]).
 std::vector<Held> user_documents(const PrepareLmOptions& opt, int64_t k, const Progress& progress) {
-  std::vector<Document> docs = read_text_inputs(opt.inputs, opt.text_key, progress);
+  std::vector<Document> docs = read_text_inputs(opt.inputs, opt.text_key, progress, opt.out);
   std::vector<Held> out;
   if (docs.size() == 1) {
     split_tail(std::move(docs[0]), opt.val_fraction, out);
@@ -130,7 +130,7 @@ PrepareLmReport prepare_lm(const PrepareLmOptions& opt, const Tokenizer& tok, co
               " has ", tok.vocab_size(), " ids; token shards hold uint16 tokens (at most 65536)");
   std::string sep_name;
   const int32_t sep = separator_of(tok, &sep_name);
-  detail::OutputDir out(opt.out, kWriter);  // checked before the slow part
+  detail::OutputDir out(opt.out, kWriter, progress);  // checked before the slow part
 
   std::vector<Held> docs = gather_documents(opt, progress);
   PrepareLmReport rep;

