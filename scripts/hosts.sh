@@ -18,7 +18,7 @@
 # The hosts are one per machine, so they have an owner: the process that ran `up` (for CTest's
 # fixture, ctest itself; for `with`, this script), or ZT_HOSTS_OWNER's pid. While it lives, `up`
 # by anyone else waits for it (up to ZT_HOSTS_WAIT_S, default 900 s) and `down` refuses without
-# --force; an owner that died leaves hosts anyone may take.
+# --force; an owner that died leaves hosts anyone may take once nothing runs inside them.
 #
 # On real hosts none of this is needed: see README "Across machines".
 set -euo pipefail
@@ -44,6 +44,17 @@ live_owner() {
   [[ $pid =~ ^[0-9]+$ ]] && [ "$(ident "$pid" || true)" = "$o" ] && echo "$o"
   return 0
 }
+# A job still running inside a host (started with `exec`, or left by a run), as "PID START": its
+# hosts are in use even after the process that made them has ended.
+live_job() {
+  local h pid
+  for h in $(hosts); do
+    for pid in $(ip netns pids "$h" 2>/dev/null); do
+      ident "$pid" && return 0
+    done
+  done
+  return 0
+}
 describe_owner() { local pid=${1%% *}; echo "pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80))"; }
 
 # Claims the hosts for pid $1, waiting while another live owner holds them.
@@ -55,6 +66,7 @@ claim() {
     exec 9>"$LOCK"
     flock 9
     o=$(live_owner)
+    [ -n "$o" ] || o=$(live_job)
     if [ -z "$o" ] || [ "$o" = "$me" ]; then
       echo "$me" >"$STATE/owner"
       flock -u 9

@@ -108,6 +108,8 @@ class TokenTask : public Task {
     data::check_token_range(val_, c.model.vocab_size, c.data.dir + "/val_*.bin");
     n_train_ = windows(train_);
     if (c.data.train_limit > 0) n_train_ = std::min(n_train_, c.data.train_limit);
+    n_val_ = windows(val_);  // data.test_limit: the first N validation windows
+    if (c.data.test_limit > 0) n_val_ = std::min(n_val_, c.data.test_limit);
     ZT_CHECK_AS(ErrorKind::data, (n_train_ > 0 || !with_train) && windows(val_) > 0, "[data] ", c.data.dir,
                 " holds too few tokens for one sequence of ", span, " (train ", train_.size(), ", val ", val_.size(),
                 ")");
@@ -119,11 +121,11 @@ class TokenTask : public Task {
   // Validation batches of b windows: the whole split (the last batch shorter), or eval_batches
   // batches of windows spread evenly over it (a periodic estimate that sees every document).
   int64_t val_batches(int64_t b, bool whole) const {
-    const int64_t total = windows(val_);
+    const int64_t total = n_val_;
     return whole ? (total + b - 1) / b : std::max<int64_t>(1, std::min(c_.data.eval_batches, total / b));
   }
   std::vector<int64_t> val_indices(int64_t k, int64_t b, bool whole) const {
-    const int64_t total = windows(val_);
+    const int64_t total = n_val_;
     std::vector<int64_t> idx;
     if (whole) {
       for (int64_t i = k * b; i < std::min(total, (k + 1) * b); ++i) idx.push_back(i);
@@ -134,7 +136,7 @@ class TokenTask : public Task {
     return idx;
   }
   const config::Config& c_;
-  int64_t span_, n_train_ = 0;
+  int64_t span_, n_train_ = 0, n_val_ = 0;
   std::vector<uint16_t> train_, val_;
 };
 
@@ -159,7 +161,7 @@ class LmTask : public TokenTask {
     return make(train_, idx);
   }
   EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch, bool whole) const override {
-    const int64_t b = std::min<int64_t>(batch, windows(val_));
+    const int64_t b = std::min<int64_t>(batch, n_val_);
     const std::vector<double> t = score_shared(g, val_batches(b, whole), 2, [&](int64_t k) {
       MicroBatch mb = make(val_, val_indices(k, b, whole));
       const double n = double(mb.targets.numel());
@@ -195,7 +197,7 @@ class MlmTask : public TokenTask {
     // Before any step: a validation that scores no token has no loss (every periodic pass is a
     // subset of the whole split, so none of them would either).
     const bool evaluates = c.run.eval_at_end || c.data.eval_every > 0 || !with_train;
-    const int64_t n = windows(val_);
+    const int64_t n = n_val_;
     ZT_CHECK_AS(ErrorKind::config, !evaluates || scored_rows(val_, 0, n, ~c.seed) > 0, "[data] masked LM: none of the ",
                 n, " validation sequences in ", c.data.dir, "/val_*.bin has a masked token at data.mask_prob ",
                 c.data.mask_prob,
@@ -215,7 +217,7 @@ class MlmTask : public TokenTask {
            double(end - begin);
   }
   EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch, bool whole) const override {
-    const int64_t b = std::min<int64_t>(batch, windows(val_));
+    const int64_t b = std::min<int64_t>(batch, n_val_);
     const std::vector<double> t = score_shared(g, val_batches(b, whole), 3, [&](int64_t k) {
       MicroBatch mb = make(val_, val_indices(k, b, whole), ~c_.seed);
       Tensor out = forward(mb.inputs);
@@ -291,7 +293,7 @@ class MlmTask : public TokenTask {
 // dir/train.bin and dir/test.bin (zerotrain prepare --task sotu-party); inputs {ids, mask}.
 class ClassifyTask : public Task {
  public:
-  ClassifyTask(const config::Config& c, bool with_train) {
+  ClassifyTask(const config::Config& c, bool with_train) : test_limit_(c.data.test_limit) {
     if (with_train) train_ = data::read_seq_cls(c.data.dir + "/train.bin");
     test_ = data::read_seq_cls(c.data.dir + "/test.bin");
     for (const data::SeqClsSet* s : {&train_, &test_}) {
@@ -311,7 +313,8 @@ class ClassifyTask : public Task {
     return {{b.ids, b.mask}, b.labels, end - begin};
   }
   EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch, bool /*whole: always*/) const override {
-    const int64_t n = test_.size(), nb = (n + batch - 1) / batch;
+    const int64_t all = test_.size(), n = test_limit_ > 0 ? std::min(all, test_limit_) : all;  // data.test_limit
+    const int64_t nb = (n + batch - 1) / batch;
     const std::vector<double> t = score_shared(g, nb, 2, [&](int64_t k) {
       std::vector<int64_t> idx;
       for (int64_t i = k * batch; i < std::min(n, (k + 1) * batch); ++i) idx.push_back(i);
@@ -328,6 +331,7 @@ class ClassifyTask : public Task {
   }
 
  private:
+  int64_t test_limit_ = 0;
   // Test accuracy of always answering the training split's most frequent class.
   double majority_accuracy() const {
     const data::SeqClsSet& from = train_.size() ? train_ : test_;

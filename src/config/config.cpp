@@ -218,10 +218,6 @@ void parse_data(const Section& s, DataConfig& d) {
   s.read_bool("shuffle", d.shuffle);
   s.read_int("train_limit", d.train_limit, 0);
   s.read_int("test_limit", d.test_limit, 0);
-  const bool images = d.dataset == "mnist" || d.dataset == "fashion-mnist" || d.dataset == "cifar10";
-  ZT_CHECK_AS(ErrorKind::config, d.test_limit == 0 || images, "[config] ", s.source(), ": '", s.path("test_limit"),
-              "' limits an image dataset's test split; data.dataset ", d.dataset,
-              " evaluates data.eval_batches batches of its validation split (set that instead)");
   const int64_t stored = dataset_image_shape(d.dataset).size;
   s.read_int("pad_to", d.pad_to, 0, int64_t(1) << 20);
   ZT_CHECK_AS(ErrorKind::config, d.pad_to == 0 || d.pad_to >= stored, "[config] ", s.source(), ": 'data.pad_to' ",

@@ -38,6 +38,16 @@ expect 1 "held by pid $owner" "$hosts" down
 "$hosts" status >/dev/null || fail "a refused down removed the hosts"
 kill $owner
 wait $owner 2>/dev/null
+# A job started inside a host outlives the owner: a later up waits for it, and leaves it running.
+"$hosts" exec zt-host1 sleep 60 &
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -n "$(ip netns pids zt-host1 2>/dev/null)" ] && break; sleep 0.2; done
+job=$(ip netns pids zt-host1 2>/dev/null | head -1)
+[ -n "$job" ] || fail "the job did not start inside zt-host1"
+out=$(ZT_HOSTS_WAIT_S=2 "$hosts" up 2 none 2>&1)
+[ $? = 1 ] && [[ $out == *"held by pid $job"* ]] || fail "up did not wait for a job inside the hosts: $out"
+kill -0 "$job" 2>/dev/null || fail "up killed the job running inside the hosts"
+kill "$job" 2>/dev/null
+wait 2>/dev/null
 "$hosts" down || fail "down after the owner ended"
 ip netns list 2>/dev/null | grep -q '^zt-host' && fail "down left hosts"
 mkdir -p "$state" && touch "$state/mine"

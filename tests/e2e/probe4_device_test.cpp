@@ -234,6 +234,21 @@ TEST(Probe4Device, AConfiguredPlacementUnderACapIsPlannedAndNeverDiesMidRun) {
   EXPECT_FALSE(trained_a_step(root + "/tight"));
 }
 
+// A new user's friction: data.test_limit was accepted and ignored for token data (eval scored the
+// whole split); it is the first N validation windows, as it is the first N test images.
+TEST(Probe4Cli, TestLimitBoundsTokenDataEvaluation) {
+  const std::string root = tmpdir("probe4_test_limit");
+  write_random_tokens(root + "/tok", 20000, 2000);
+  const std::string gpt = tiny_gpt(root + "/tok") + " train_batch_size=4 run.max_steps=1";
+  ASSERT_EQ(run(kBin + " train" + gpt + " run.dir=" + root + "/run", 120).code, 0);
+  const std::string w = " --weights " + root + "/run/model.safetensors";
+  const Result all = run(kBin + " eval" + gpt + w, 120), ten = run(kBin + " eval" + gpt + w + " data.test_limit=10", 120);
+  ASSERT_EQ(all.code, 0) << all.out;
+  ASSERT_EQ(ten.code, 0) << ten.out;
+  EXPECT_NE(all.out.find(", 1984 tokens)"), std::string::npos) << all.out;  // 62 windows of 32
+  EXPECT_NE(ten.out.find(", 320 tokens)"), std::string::npos) << ten.out;
+}
+
 // The plan's smallest device peak for `args`, from the line of a cap no placement meets.
 double smallest_peak_mib(const std::string& args) {
   const Result r = run(kBin + " estimate" + args + " run.device_memory_mb=1 --world 1 --json", 120);
@@ -245,45 +260,52 @@ double smallest_peak_mib(const std::string& args) {
   return m.empty() ? 0 : std::stod(m[1]);
 }
 
-// For each stage, with caps from the plan's minimum to 2x it: `auto` chooses as estimate says,
-// trains within the cap, and the placement it chose, configured by hand, is never refused.
+// For every model (GPT, the MLP, the CNN) and stage, with caps from the plan's minimum to 2x it:
+// `auto` chooses as estimate says, trains within the cap, and the placement it chose, configured
+// by hand, is never refused.
 TEST(Probe4Device, AutoChoosesAsEstimateDoesAndTrainsWithinEveryCapFromTheMinimumUp) {
   const std::string root = tmpdir("probe4_sweep");
   write_random_tokens(root + "/tok", 20000, 2000);
-  const std::string autos = " run.device=sim zero_optimization.offload_optimizer.device=auto"
-                            " zero_optimization.offload_param.device=auto zero_optimization.offload_optimizer.nvme_path=" +
-                            root + " zero_optimization.offload_param.nvme_path=" + root;
-  for (int stage = 0; stage <= 3; ++stage) {
-    const std::string args = tiny_gpt(root + "/tok") + " train_batch_size=4 run.max_steps=2 zero_optimization.stage=" +
-                             std::to_string(stage) + autos;
-    const double least = smallest_peak_mib(args);
-    ASSERT_GT(least, 0);
-    for (double f : {1.0, 1.4, 2.0}) {
-      const int cap = int(std::ceil(least * f));
-      SCOPED_TRACE("stage " + std::to_string(stage) + ", cap " + std::to_string(cap) + " MiB");
-      const std::string capped = args + " run.device_memory_mb=" + std::to_string(cap);
-      const std::string dir = root + "/s" + std::to_string(stage) + "_" + std::to_string(cap);
-      const Result est = run(kBin + " estimate" + capped + " --world 1 --json", 120);
-      ASSERT_EQ(est.code, 0) << est.out;
-      const nlohmann::json plan = nlohmann::json::parse(est.out.substr(est.out.find('{'))).at("budget_plan");
-      ASSERT_TRUE(plan.contains("placement")) << plan.dump();
-      const Result r = run(kBin + " train" + capped + " run.dir=" + dir, 120);
-      ASSERT_EQ(r.code, 0) << r.out;
-      EXPECT_EQ(read_jsonl(dir + "/metrics.jsonl").at(0).at("memory_plan").at("placement"), plan.at("placement"));
-      EXPECT_LE(last_step(dir).at("device_memory").at("peak").get<int64_t>(), int64_t(cap) << 20);
-      // The same placement, configured: planned again, never refused.
-      const nlohmann::json& p = plan.at("placement");
-      std::string configured = tiny_gpt(root + "/tok") + " train_batch_size=4 run.max_steps=2 zero_optimization.stage=" +
-                               std::to_string(stage) + " run.device=sim run.device_memory_mb=" + std::to_string(cap) +
-                               " zero_optimization.offload_optimizer.device=" + p.at("offload_optimizer").get<std::string>() +
-                               " zero_optimization.offload_optimizer.nvme_path=" + root +
-                               " zero_optimization.offload_param.nvme_path=" + root;
-      if (stage == 3) configured += " zero_optimization.offload_param.device=" + p.at("offload_param").get<std::string>();
-      const Result c = run(kBin + " train" + configured + " run.dir=" + dir + "_configured", 120);
-      ASSERT_EQ(c.code, 0) << c.out;
-      EXPECT_LE(last_step(dir + "_configured").at("device_memory").at("peak").get<int64_t>(), int64_t(cap) << 20);
-    }
+  const std::string nvme = " zero_optimization.offload_optimizer.nvme_path=" + root +
+                           " zero_optimization.offload_param.nvme_path=" + root;
+  std::vector<std::pair<std::string, std::string>> models = {
+      {"gpt", tiny_gpt(root + "/tok") + " train_batch_size=4 run.max_steps=2"}};
+  if (have_mnist()) {
+    models.push_back({"mlp", kMlp + " run.max_steps=2"});
+    models.push_back({"cnn", " --config configs/cnn_fashion.json data.train_limit=256 run.eval_at_end=false"
+                             " steps_per_print=1 run.max_steps=2 train_batch_size=32 model.channels=[8,16]"
+                             " model.fc=[32]"});
   }
+  for (const auto& [name, model] : models)
+    for (int stage = 0; stage <= 3; ++stage) {
+      const std::string base = model + " run.device=sim zero_optimization.stage=" + std::to_string(stage) + nvme;
+      const std::string args =
+          base + " zero_optimization.offload_optimizer.device=auto zero_optimization.offload_param.device=auto";
+      const double least = smallest_peak_mib(args);
+      ASSERT_GT(least, 0) << name;
+      for (double f : {1.0, 1.4, 2.0}) {
+        const int cap = int(std::ceil(least * f));
+        SCOPED_TRACE(name + ", stage " + std::to_string(stage) + ", cap " + std::to_string(cap) + " MiB");
+        const std::string capped = " run.device_memory_mb=" + std::to_string(cap);
+        const std::string dir = root + "/" + name + std::to_string(stage) + "_" + std::to_string(cap);
+        const Result est = run(kBin + " estimate" + args + capped + " --world 1 --json", 120);
+        ASSERT_EQ(est.code, 0) << est.out;
+        const nlohmann::json plan = nlohmann::json::parse(est.out.substr(est.out.find('{'))).at("budget_plan");
+        ASSERT_TRUE(plan.contains("placement")) << plan.dump();
+        const Result r = run(kBin + " train" + args + capped + " run.dir=" + dir, 300);
+        ASSERT_EQ(r.code, 0) << r.out;
+        EXPECT_EQ(read_jsonl(dir + "/metrics.jsonl").at(0).at("memory_plan").at("placement"), plan.at("placement"));
+        EXPECT_LE(last_step(dir).at("device_memory").at("peak").get<int64_t>(), int64_t(cap) << 20);
+        // The same placement, configured: planned again, never refused.
+        const nlohmann::json& p = plan.at("placement");
+        std::string configured = base + capped + " zero_optimization.offload_optimizer.device=" +
+                                 p.at("offload_optimizer").get<std::string>();
+        if (stage == 3) configured += " zero_optimization.offload_param.device=" + p.at("offload_param").get<std::string>();
+        const Result c = run(kBin + " train" + configured + " run.dir=" + dir + "_configured", 300);
+        ASSERT_EQ(c.code, 0) << c.out;
+        EXPECT_LE(last_step(dir + "_configured").at("device_memory").at("peak").get<int64_t>(), int64_t(cap) << 20);
+      }
+    }
 }
 
 }  // namespace
