@@ -3,7 +3,7 @@
 network namespaces with 2 ranks each, links capped by tc's token-bucket filter), each ZeRO stage
 at each link rate; per run the mean step time and the bytes per step each host's link sent (its
 veth counters over a long run minus a short one, so set-up and the final save cancel out)
-against DESIGN.md's volume: (M-1)/M of 2 Psi (stages 0-2) or 3 Psi (stage 3) elements per host
+against docs/design.md's volume: (M-1)/M of 2 Psi (stages 0-2) or 3 Psi (stage 3) elements per host
 (each of its L ranks sends (M-1)/M of a 1/L share), M = 2 hosts. Standard library only; needs root (namespaces).
 
 usage: bench/multihost.py [--rates 1gbit,10gbit] [--stages 0,1,2,3] [--models gpt_5m,gpt_30m]
@@ -97,7 +97,7 @@ def markdown(rows):
            "hosts on this machine (`scripts/hosts.sh`: network namespaces, 2 ranks each, `comm backend shm+mpi`), "
            "links capped with tc's token-bucket filter (no netem on this kernel, so no added latency), N = 4 "
            "sharing the machine's 2 cores, global batch 16, bf16. Sent/step is what each host's link carried per "
-           "step (veth counters of a long run minus a short one); design is DESIGN.md's volume per host: half of "
+           "step (veth counters of a long run minus a short one); design is docs/design.md's volume per host: half of "
            "2Ψ (stages 0-2) or 3Ψ (stage 3) elements, each rank sending half of its 1/2 share across. At stage 3 "
            "the units under stage3_param_persistence_threshold (1e5) stay gathered and the tied wte stays "
            "gathered between its two uses (stage3_max_reuse_distance), so less than 3Ψ crosses.", "",

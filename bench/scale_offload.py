@@ -26,7 +26,7 @@ RSS = "zt_rss_kb"
 
 def model_states_bytes(params, dtype, state_bytes):
     """All ranks' model states in memory: parameters and gradients in the working dtype, the fp32
-    master of 16-bit runs and the optimizer states (DESIGN.md's 2+2+12 bytes/param in bf16)."""
+    master of 16-bit runs and the optimizer states (docs/design.md's 2+2+12 bytes/param in bf16)."""
     pb = 4 if dtype == "fp32" else 2
     return params * (2 * pb + (0 if dtype == "fp32" else 4) + state_bytes)
 

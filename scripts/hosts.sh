@@ -20,7 +20,7 @@
 # by anyone else waits for it (up to ZT_HOSTS_WAIT_S, default 900 s) and `down` refuses without
 # --force; an owner that died leaves hosts anyone may take once nothing runs inside them.
 #
-# On real hosts none of this is needed: see README "Across machines".
+# On real hosts none of this is needed: see docs/multihost.md.
 set -euo pipefail
 
 PREFIX=zt-host

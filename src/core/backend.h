@@ -1,6 +1,6 @@
 #pragma once
 // What a device backend provides to the core. Which file defines these is chosen at build time:
-// cuda.cpp when CUDA is compiled in, no_cuda.cpp otherwise (see DESIGN.md, "Layers").
+// cuda.cpp when CUDA is compiled in, no_cuda.cpp otherwise (see docs/design.md, "Layers").
 #include <cstddef>
 #include <memory>
 

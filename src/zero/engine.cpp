@@ -1,4 +1,4 @@
-// The step order of DESIGN.md ("One training step"); the state lives in the collaborators.
+// The step order of docs/design.md ("One training step"); the state lives in the collaborators.
 #include "zt/zero/engine.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #pragma once
 // A swap file of fixed-size records (tiles) read and written asynchronously, for optimizer
-// offload to disk (Note [optimizer swap] in optim_shard.cpp). swap_file_uring.cpp does it with
+// offload to disk (Note [optimizer swap] in residence_file.cpp). swap_file_uring.cpp does it with
 // io_uring, O_DIRECT where the filesystem allows; swap_file_none.cpp, compiled without
 // liburing, answers "not available in this build".
 //

@@ -67,7 +67,7 @@ TEST(Multihost, EveryStageFollowsOneProcess) {
   }
 }
 
-// DESIGN.md's traffic: per step a rank moves 2Ψ elements at stages 0-2 and 3Ψ at stage 3; with
+// docs/design.md's traffic: per step a rank moves 2Ψ elements at stages 0-2 and 3Ψ at stage 3; with
 // two hosts of two ranks (Note [hierarchical groups]) each host sends half of that per rank of
 // the node over its link: Ψ and 1.5Ψ elements. The veth counters of a 9-step run minus a
 // 3-step run, over 6 steps, measure it (TCP/IP and MPI headers on top).

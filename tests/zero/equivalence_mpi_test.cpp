@@ -1,6 +1,6 @@
 // Run under mpirun -np N: every ZeRO stage, in fp32, bf16 and fp16, at this world size must
 // follow the trajectory of one process with the same global batch (20 AdamW steps, clipping,
-// accumulation 2), hold exactly DESIGN.md's per-rank model-state bytes, and move 2Ψ (stages
+// accumulation 2), hold exactly docs/design.md's per-rank model-state bytes, and move 2Ψ (stages
 // 0-2) or 3Ψ (stage 3) elements per step.
 //
 // Note [16-bit tolerance]: with 16-bit gradients each rank rounds its partial gradient before
@@ -75,7 +75,7 @@ TEST_P(Stage, ModelStateBytesEqualTheFormulas) {
   MemStats m = allocator_for(test_device()).stats();
   const int64_t P = engine.padded_params();
   const int64_t total = int64_t(m.of(MemTag::param) + m.of(MemTag::grad) + m.of(MemTag::master) + m.of(MemTag::optim));
-  // DESIGN.md with Adam: fp32 16P, 8P+8P/N, 4P+12P/N, 16P/N; mixed 16P, 4P+12P/N, 2P+14P/N, 16P/N.
+  // docs/design.md with Adam: fp32 16P, 8P+8P/N, 4P+12P/N, 16P/N; mixed 16P, 4P+12P/N, 2P+14P/N, 16P/N.
   const bool mixed = s.dtype != DType::f32;
   switch (s.stage) {
     case 0:
@@ -171,7 +171,7 @@ TEST(Stage3, PersistentSmallUnitsStayGatheredAndMatch) {
 
 // Note [f32 compute]: 16-bit parameters widened once per gather, the model computing in f32. Every
 // stage follows one process on the same path; the weights the forward reads are f32 copies of the
-// bf16 values (what is saved stays bf16); the states hold DESIGN.md's bytes plus 4 per gathered
+// bf16 values (what is saved stays bf16); the states hold docs/design.md's bytes plus 4 per gathered
 // weight (stages 0-2: 4P; stage 3: the persistent unit); and the wire still carries 2 bytes a value.
 TEST(F32Compute, EveryStageMatchesOneProcessWithTheWidenedCopiesCounted) {
   const int64_t N = g_world->size();

@@ -158,7 +158,7 @@ TEST_P(GptStage, ReportsCommunicationOverlapPerStep) {
   }
 }
 
-// DESIGN.md: once warm, a step takes no new memory from the system (the caching allocator serves
+// docs/design.md: once warm, a step takes no new memory from the system (the caching allocator serves
 // every activation, gradient bucket, gather and wire buffer again), with recompute too.
 TEST_P(GptStage, SteadyStateStepTakesNoNewMemoryFromTheSystem) {
   for (bool ckpt : {false, true}) {

@@ -1,6 +1,6 @@
 #pragma once
 // Tagged caching allocators, one per device: every block carries a MemTag; current and peak
-// bytes are kept per tag (exact requested bytes, so tests can compare with DESIGN.md's
+// bytes are kept per tag (exact requested bytes, so tests can compare with docs/design.md's
 // formulas); freed blocks are cached by size class so a steady-state training step allocates
 // nothing new from the system.
 #include <array>

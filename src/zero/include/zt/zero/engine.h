@@ -3,7 +3,7 @@
 // optimizer states (stage 1), gradients (stage 2) and parameters (stage 3) over a comm::Group,
 // in fp32 or in 16-bit with fp32 master weights. Its collaborators (plan, parameter store,
 // gradient reducer, optimizer shard) hold the state; this class holds the step order of
-// DESIGN.md. With a one-rank group it is plain single-process training.
+// docs/design.md. With a one-rank group it is plain single-process training.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
