@@ -9,8 +9,8 @@
 #include "session.h"
 #include "tasks.h"
 #include "train_common.h"
-#include "zt/core/allocator.h"
 #include "zt/comm/group.h"
+#include "zt/core/allocator.h"
 #include "zt/ops/ops.h"
 #include "zt/zero/engine.h"
 #include "zt/zero/param_server.h"
@@ -184,9 +184,11 @@ void print_table(const nlohmann::json& j) {
   for (const auto& r : j["stages"]) {
     const int st = r["stage"].get<int>();
     std::printf("  stage %d, in memory: %s\n", st, peak_totals(r["peak"]).c_str());
-    std::printf("  stage %d, offload_optimizer nvme: %s\n", st, peak_totals(r["offload_optimizer_nvme"]["peak"]).c_str());
+    std::printf("  stage %d, offload_optimizer nvme: %s\n", st,
+                peak_totals(r["offload_optimizer_nvme"]["peak"]).c_str());
     if (r.contains("offload_optimizer_cpu"))
-      std::printf("  stage %d, offload_optimizer cpu: %s\n", st, peak_totals(r["offload_optimizer_cpu"]["peak"]).c_str());
+      std::printf("  stage %d, offload_optimizer cpu: %s\n", st,
+                  peak_totals(r["offload_optimizer_cpu"]["peak"]).c_str());
     if (r.contains("offload_both_cpu"))
       std::printf("  stage %d, + offload_param cpu: %s\n", st, peak_totals(r["offload_both_cpu"]["peak"]).c_str());
     if (r.contains("offload_both_nvme"))

@@ -36,7 +36,8 @@ struct RunContext {
   int local_size = 1;      // ranks per node (comm::Group::local_size): where qgZ quantizes
   bool f32_compute = false;  // a 16-bit run computes in f32 (EngineOptions::f32_compute)
   bool staged = false;       // collectives of device tensors copy through host memory (comm::stages_through_host)
-  std::optional<size_t> device_capacity = std::nullopt;  // the device's bytes where it is not here (estimate of a GPU run)
+  std::optional<size_t> device_capacity =
+      std::nullopt;  // the device's bytes where it is not here (estimate of a GPU run)
 };
 
 struct MemoryPlan {

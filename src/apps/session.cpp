@@ -146,10 +146,10 @@ int64_t device_cap_bytes(const config::Config& c, Device d, std::optional<size_t
   if (d.is_cpu()) return 0;
   const int64_t holds = int64_t(capacity.value_or(device_capacity(d)));
   if (c.run.device_memory_mb == 0) return holds;
-  ZT_CHECK_AS(ErrorKind::config, (c.run.device_memory_mb << 20) <= holds, "[config] run.device_memory_mb=",
-              c.run.device_memory_mb, " is more than ", d, " holds (", format_bytes(size_t(holds)),
-              d.type == DeviceType::sim ? ", ZT_SIM_MEMORY_MB" : "", "): at most ", holds >> 20,
-              ", or 0 for the whole device");
+  ZT_CHECK_AS(ErrorKind::config, (c.run.device_memory_mb << 20) <= holds,
+              "[config] run.device_memory_mb=", c.run.device_memory_mb, " is more than ", d, " holds (",
+              format_bytes(size_t(holds)), d.type == DeviceType::sim ? ", ZT_SIM_MEMORY_MB" : "", "): at most ",
+              holds >> 20, ", or 0 for the whole device");
   return c.run.device_memory_mb << 20;
 }
 

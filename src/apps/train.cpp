@@ -119,21 +119,18 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     last_step = step + 1;
     if (!lead) return;
     char scale[48] = "";  // %g: a scale past int64 (2^63 and up) must not print as a wrapped integer
-    if (const std::optional<double> s = trainer->loss_scale()) std::snprintf(scale, sizeof scale, " | loss-scale %g", *s);
+    if (const std::optional<double> s = trainer->loss_scale())
+      std::snprintf(scale, sizeof scale, " | loss-scale %g", *s);
     char rate[32];  // a billion-parameter step takes minutes: 0.01 samples/s must not print as 0
     std::snprintf(rate, sizeof rate, sps < 10 ? "%.3g" : "%.0f", sps);
-    std::fprintf(
-        stderr, "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %s samples/s | ETA %s | %s\n",
-        (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg, lr,
-        st.grad_norm, scale, rate, fmt_eta(eta).c_str(), trainer->memory_line().c_str());
-    nlohmann::json rec = {{"step", step + 1},
-                          {"epoch", double(step + 1) / double(steps_per_epoch)},
-                          {"loss", loss_avg},
-                          {"lr", lr},
-                          {"grad_norm", st.grad_norm},
-                          {"samples_per_s", sps},
-                          {"elapsed_s", elapsed},
-                          {"skipped_steps", skipped}};
+    std::fprintf(stderr,
+                 "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %s samples/s | ETA %s | %s\n",
+                 (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg,
+                 lr, st.grad_norm, scale, rate, fmt_eta(eta).c_str(), trainer->memory_line().c_str());
+    nlohmann::json rec = {{"step", step + 1},          {"epoch", double(step + 1) / double(steps_per_epoch)},
+                          {"loss", loss_avg},          {"lr", lr},
+                          {"grad_norm", st.grad_norm}, {"samples_per_s", sps},
+                          {"elapsed_s", elapsed},      {"skipped_steps", skipped}};
     rec.update(fields);
     on_lead([&] { run_dir->append_metrics(rec); });
   };

@@ -45,7 +45,7 @@ std::string pick_threads(const config::Config& c) {
 void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when, const std::string& dir,
                    bool before_commit, const std::string& checkpoint) {
   const std::string unchanged = "model.safetensors and summary.json in " + dir + " are unchanged";
-  const std::string kept = !before_commit      ? ""
+  const std::string kept = !before_commit       ? ""
                            : checkpoint.empty() ? "; nothing from this run was saved (" + unchanged + ")"
                                                 : "; " + unchanged + "; this run's last checkpoint is " + checkpoint;
   if (v.lead_failed) throw AgreedStop(lead.error + kept, lead.kind, 1);

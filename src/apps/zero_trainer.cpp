@@ -75,9 +75,10 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
     const std::string why = pol.device.is_cpu() ? "a CPU run updates where it computes"
                             : pol.optimizer_residence != zero::Residence::host
                                 ? "the optimizer's states are not in pinned host memory (offload_optimizer.device cpu)"
-                            : pol.param_residence == zero::Residence::file ? "stage 3's parameter shards are in swap files"
-                                                                            : "nothing clips or scales the gradients, so the "
-                                                                              "host already updates behind backward";
+                            : pol.param_residence == zero::Residence::file
+                                ? "stage 3's parameter shards are in swap files"
+                                : "nothing clips or scales the gradients, so the "
+                                  "host already updates behind backward";
     out += (out.empty() ? "" : "; ") + std::string("offload_optimizer.super_offload has no effect here: ") + why;
   }
   return out;
@@ -94,7 +95,7 @@ class ZeroTrainer : public Trainer {
       : cfg_(ctx.cfg), group_(ctx.group), bs_(ctx.bs), fault_(ctx.fault), lead_(ctx.group.rank() == 0) {
     const config::Config& cfg = cfg_;
     if (cfg.run.memory_budget_mb > 0) Allocator::global().set_budget(size_t(cfg.run.memory_budget_mb) << 20);
-    (void)open_run_device(cfg);  // Note [device cap]
+    (void)open_run_device(cfg);             // Note [device cap]
     task_ = load_task_agreed(cfg, group_);  // every rank reads the data
     model_ = model_to_train(cfg, lead_);
     // 16-bit runs: the product path, chosen once by rank 0 (Note [16-bit products]), before the
@@ -258,8 +259,7 @@ class ZeroTrainer : public Trainer {
       }
     if (rounds > 64)
       lines.push_back(detail::concat("zerotrain: reduce_bucket_size ", plan_->options.zero.reduce_bucket_size,
-                                     " sends the largest gradient in ", rounds,
-                                     " rounds a step of ", elems,
+                                     " sends the largest gradient in ", rounds, " rounds a step of ", elems,
                                      " elements per rank, each a collective: raise it for speed"));
     const std::string offload = offload_note(cfg_, *engine_);
     if (!offload.empty()) lines.push_back("zerotrain: " + offload);

@@ -283,8 +283,8 @@ void parse_run(const Section& s, RunConfig& r) {
     const auto& v = s.value("device");
     const std::string d = v.is_string() ? v.get<std::string>() : "";
     const bool ok = d == "cpu" || d == "sim" || d == "sim:0" || d == "cuda" ||
-                    (d.size() > 5 && d.rfind("cuda:", 0) == 0 && d.find_first_not_of("0123456789", 5) == std::string::npos &&
-                     d.size() <= 8);
+                    (d.size() > 5 && d.rfind("cuda:", 0) == 0 &&
+                     d.find_first_not_of("0123456789", 5) == std::string::npos && d.size() <= 8);
     if (!ok) detail::bad_value(s.source(), s.path("device"), "one of cpu, sim, sim:0, cuda, cuda:K", v);
     r.device = d == "sim:0" ? "sim" : d;  // every line calls the one sim device sim:0
   }

@@ -19,7 +19,7 @@ void cuda_synchronize(int index);      // waits for everything queued on the com
 // the data (a device destination may still be in flight on its stream).
 void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 void cuda_memset(void* dst, int index, int value, size_t bytes);  // on the compute stream
-size_t cuda_memory_total(int index);  // the GPU's memory in bytes (cudaMemGetInfo's total)
+size_t cuda_memory_total(int index);                              // the GPU's memory in bytes (cudaMemGetInfo's total)
 
 // The simulated device (sim.cpp, always built; Note [sim device]): the same four, for sim:0.
 Allocator& sim_allocator();

@@ -19,8 +19,8 @@
 namespace zt::zero {
 
 void check_engine_options(const EngineOptions& o) {
-  ZT_CHECK_AS(ErrorKind::config, o.gradient_accumulation_steps >= 1, "[zero] gradient_accumulation_steps must be >= 1, got ",
-              o.gradient_accumulation_steps);
+  ZT_CHECK_AS(ErrorKind::config, o.gradient_accumulation_steps >= 1,
+              "[zero] gradient_accumulation_steps must be >= 1, got ", o.gradient_accumulation_steps);
   if (o.device.is_cpu()) return;
   const auto& z = o.zero;
   const bool params_off = z.offload_param.device == "cpu" || z.offload_param.device == "nvme";

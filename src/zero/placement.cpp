@@ -166,8 +166,9 @@ PlacementChoice place_beside_device(const PlacementRequest& req, const Predict& 
                               : detail::concat(req.device_cap_name, " (", format_bytes(size_t(req.device_cap)), ")");
   ZT_CHECK(least_device != nullptr, "[memory] no placement to plan beside ", req.device);
   ZT_CHECK_AS(ErrorKind::config, least_host != nullptr, "[memory] ", cap,
-              " fits no plan: the smallest predicted device peak is ", format_bytes(size_t(least_device->peak.in_use())),
-              " per rank (", describe(least_device->at), "); raise run.device_memory_mb, or lower the micro-batch",
+              " fits no plan: the smallest predicted device peak is ",
+              format_bytes(size_t(least_device->peak.in_use())), " per rank (", describe(least_device->at),
+              "); raise run.device_memory_mb, or lower the micro-batch",
               configured ? ", or let zero_optimization's offload devices be auto" : "");
   ZT_THROW_AS(ErrorKind::config, "[memory] run.memory_budget_mb=", req.host_cap >> 20,
               " holds no plan that fits the device: the least the host needs is ", format_bytes(size_t(least_host->host)),

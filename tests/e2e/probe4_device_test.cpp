@@ -16,8 +16,9 @@ namespace {
 // ZT_PROBE_BIN runs the cases against another build (e66e6a5's, to see each fail there).
 const std::string kBin = zt::testing::shell_word(std::getenv("ZT_PROBE_BIN") ? std::getenv("ZT_PROBE_BIN") : ZT_BIN);
 const std::string kMpi = std::string(ZT_MPIRUN) + " -np ";
-const std::string kMlp = " --config configs/mnist_mlp.json data.train_limit=2048 run.eval_at_end=false"
-                         " steps_per_print=1 run.max_steps=3";
+const std::string kMlp =
+    " --config configs/mnist_mlp.json data.train_limit=2048 run.eval_at_end=false"
+    " steps_per_print=1 run.max_steps=3";
 // A GPT with a tied 50,257-row embedding (3.2M elements, past the bucket below) on random tokens.
 std::string tiny_gpt(const std::string& tok) {
   return " --config configs/gpt_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=2 model.block_size=32"
@@ -62,9 +63,11 @@ bool trained_a_step(const std::string& dir) {
 TEST(Probe4Device, AutoPlacementLeavesTheHostsDataOutOfTheDevicePeak) {
   if (!have_mnist()) GTEST_SKIP() << "MNIST not installed (scripts/setup.sh)";
   const std::string root = tmpdir("probe4_data");
-  const std::string args = " --config configs/mnist_mlp.json run.eval_at_end=false run.max_steps=3"
-                           " run.device=sim run.device_memory_mb=16 zero_optimization.offload_optimizer.device=auto"
-                                  " zero_optimization.offload_optimizer.nvme_path=" + root;
+  const std::string args =
+      " --config configs/mnist_mlp.json run.eval_at_end=false run.max_steps=3"
+      " run.device=sim run.device_memory_mb=16 zero_optimization.offload_optimizer.device=auto"
+      " zero_optimization.offload_optimizer.nvme_path=" +
+      root;
   const Result r = run(kBin + " train" + args + " run.dir=" + root + "/run", 120);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("memory plan on sim:0: offload_optimizer none, offload_param none: predicted device peak"),
@@ -88,14 +91,13 @@ TEST(Probe4Device, TheCapIsCheckedAgainstWhatTheDeviceHolds) {
                               " run.device=sim run.device_memory_mb=64 run.dir=" + root + "/over",
                           60);
   expect_one_error(over, "run.device_memory_mb=64 is more than sim:0 holds (4.00MiB, ZT_SIM_MEMORY_MB): at most 4");
-  const Result whole = run("env ZT_SIM_MEMORY_MB=4 " + kBin + " train" + kMlp + " run.device=sim run.dir=" + root +
-                               "/whole",
-                           60);  // the MLP's plan needs more than 4 MiB: said before step 1, not mid set-up
+  const Result whole =
+      run("env ZT_SIM_MEMORY_MB=4 " + kBin + " train" + kMlp + " run.device=sim run.dir=" + root + "/whole",
+          60);  // the MLP's plan needs more than 4 MiB: said before step 1, not mid set-up
   expect_one_error(whole, "sim:0's memory (4.00MiB) fits no plan: the smallest predicted device peak is");
   EXPECT_FALSE(trained_a_step(root + "/whole"));
-  const Result roomy = run("env ZT_SIM_MEMORY_MB=64 " + kBin + " train" + kMlp + " run.device=sim run.dir=" + root +
-                               "/roomy",
-                           60);
+  const Result roomy =
+      run("env ZT_SIM_MEMORY_MB=64 " + kBin + " train" + kMlp + " run.device=sim run.dir=" + root + "/roomy", 60);
   EXPECT_EQ(roomy.code, 0) << roomy.out;
 }
 
@@ -112,9 +114,10 @@ TEST(Probe4Device, EvalGenerateAndTheParameterServerApplyTheCap) {
   expect_one_error(run(kBin + " generate" + gpt + w + " --tokens 4 --prompt The run.device_memory_mb=1", 120), budget);
   EXPECT_EQ(run(kBin + " eval" + gpt + w + " data.eval_batches=2 run.device_memory_mb=64", 120).code, 0);
   if (!have_mnist()) return;
-  const Result ps = run(kMpi + "2 " + kBin + " train" + kMlp +
-                            " run.strategy=parameter_server run.device=sim run.device_memory_mb=1 run.dir=" + root + "/ps",
-                        120);
+  const Result ps =
+      run(kMpi + "2 " + kBin + " train" + kMlp +
+              " run.strategy=parameter_server run.device=sim run.device_memory_mb=1 run.dir=" + root + "/ps",
+          120);
   EXPECT_NE(ps.code, 0) << ps.out;
   EXPECT_NE(ps.out.find(budget), std::string::npos) << ps.out;
 }
@@ -129,9 +132,9 @@ TEST(Probe4Device, ZeroOffloadKeepsGradientBlocksAndFollowsTheCpuRun) {
   for (int np : {2, 3})
     for (int stage : {2, 3}) {
       SCOPED_TRACE("np " + std::to_string(np) + " stage " + std::to_string(stage));
-      const std::string args = tiny_gpt(root + "/tok") + " train_batch_size=" + std::to_string(4 * np) +
-                               " zero_optimization.reduce_bucket_size=100000 zero_optimization.stage=" +
-                               std::to_string(stage);
+      const std::string args =
+          tiny_gpt(root + "/tok") + " train_batch_size=" + std::to_string(4 * np) +
+          " zero_optimization.reduce_bucket_size=100000 zero_optimization.stage=" + std::to_string(stage);
       std::map<std::string, std::string> weights;
       for (const std::string device : {"cpu", "sim"}) {
         const std::string dir = root + "/" + device + std::to_string(np) + std::to_string(stage);
@@ -164,23 +167,26 @@ TEST(Probe4Device, EstimateRefusesWhatTrainRefuses) {
   const std::string nvme = " zero_optimization.offload_optimizer.nvme_path=" + root;
   const std::vector<Case> cases = {
       {" run.device=sim zero_optimization.stage=3 zero_optimization.offload_param.device=cpu",
-       "offload_param.device=cpu with run.device=sim:0 needs zero_optimization.offload_optimizer.device cpu or nvme", 1},
+       "offload_param.device=cpu with run.device=sim:0 needs zero_optimization.offload_optimizer.device cpu or nvme",
+       1},
       {" run.device=sim zero_optimization.stage=2 zero_optimization.offload_optimizer.device=cpu"
        " zero_optimization.offload_param.device=cpu",
        "offload_param.device = cpu needs zero_optimization.stage 3", 1},
-      {" zero_optimization.offload_optimizer.device=nvme" + nvme + " checkpoint.every_steps=2 checkpoint.async=true"
-       " checkpoint.dir=" + root + "/ck",
+      {" zero_optimization.offload_optimizer.device=nvme" + nvme +
+           " checkpoint.every_steps=2 checkpoint.async=true"
+           " checkpoint.dir=" +
+           root + "/ck",
        "checkpoint.async=true: the states are in swap files", 1},
       {" run.device=sim run.strategy=parameter_server zero_optimization.offload_optimizer.device=cpu",
-       "zero_optimization.offload_optimizer.device=cpu: the parameter server keeps its states in the device's memory", 2},
+       "zero_optimization.offload_optimizer.device=cpu: the parameter server keeps its states in the device's memory",
+       2},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
     const Result est = run(kBin + " estimate" + kMlp + c.args + " --world " + std::to_string(c.np), 60);
     expect_one_error(est, c.says);
-    const Result tr = run(kMpi + std::to_string(c.np) + " " + kBin + " train" + kMlp + c.args + " run.dir=" + root +
-                              "/run",
-                          60);
+    const Result tr =
+        run(kMpi + std::to_string(c.np) + " " + kBin + " train" + kMlp + c.args + " run.dir=" + root + "/run", 60);
     EXPECT_NE(tr.code, 0);
     EXPECT_NE(tr.out.find(c.says), std::string::npos) << tr.out;
   }
@@ -194,14 +200,16 @@ TEST(Probe4Device, AConfiguredPlacementUnderACapIsPlannedAndNeverDiesMidRun) {
   if (kAsan) GTEST_SKIP() << "GPT-2 124M's shape takes minutes under AddressSanitizer";
   const std::string root = tmpdir("probe4_configured");
   write_random_tokens(root + "/tok", 20000, 2000);
-  const std::string gpt = " --config configs/gpt_sotu.json model.n_layer=12 model.n_embd=768 model.n_head=12"
-                          " model.block_size=64 train_batch_size=4 train_micro_batch_size_per_gpu=2"
-                          " data.eval_every=0 run.eval_at_end=false steps_per_print=1 run.max_steps=5"
-                          " run.bf16_products=native data.dir=" +
-                          root + "/tok";
-  const std::string placed = " run.device=sim zero_optimization.offload_optimizer.device=cpu"
-                             " zero_optimization.offload_param.device=nvme zero_optimization.offload_param.nvme_path=" +
-                             root;
+  const std::string gpt =
+      " --config configs/gpt_sotu.json model.n_layer=12 model.n_embd=768 model.n_head=12"
+      " model.block_size=64 train_batch_size=4 train_micro_batch_size_per_gpu=2"
+      " data.eval_every=0 run.eval_at_end=false steps_per_print=1 run.max_steps=5"
+      " run.bf16_products=native data.dir=" +
+      root + "/tok";
+  const std::string placed =
+      " run.device=sim zero_optimization.offload_optimizer.device=cpu"
+      " zero_optimization.offload_param.device=nvme zero_optimization.offload_param.nvme_path=" +
+      root;
   const Result capped =
       run(kMpi + "2 " + kBin + " train" + gpt + placed + " run.device_memory_mb=240 run.dir=" + root + "/capped", 600);
   ASSERT_EQ(capped.code, 0) << capped.out;
@@ -242,7 +250,8 @@ TEST(Probe4Cli, TestLimitBoundsTokenDataEvaluation) {
   const std::string gpt = tiny_gpt(root + "/tok") + " train_batch_size=4 run.max_steps=1";
   ASSERT_EQ(run(kBin + " train" + gpt + " run.dir=" + root + "/run", 120).code, 0);
   const std::string w = " --weights " + root + "/run/model.safetensors";
-  const Result all = run(kBin + " eval" + gpt + w, 120), ten = run(kBin + " eval" + gpt + w + " data.test_limit=10", 120);
+  const Result all = run(kBin + " eval" + gpt + w, 120),
+               ten = run(kBin + " eval" + gpt + w + " data.test_limit=10", 120);
   ASSERT_EQ(all.code, 0) << all.out;
   ASSERT_EQ(ten.code, 0) << ten.out;
   EXPECT_NE(all.out.find(", 1984 tokens)"), std::string::npos) << all.out;  // 62 windows of 32
@@ -266,15 +275,16 @@ double smallest_peak_mib(const std::string& args) {
 TEST(Probe4Device, AutoChoosesAsEstimateDoesAndTrainsWithinEveryCapFromTheMinimumUp) {
   const std::string root = tmpdir("probe4_sweep");
   write_random_tokens(root + "/tok", 20000, 2000);
-  const std::string nvme = " zero_optimization.offload_optimizer.nvme_path=" + root +
-                           " zero_optimization.offload_param.nvme_path=" + root;
+  const std::string nvme =
+      " zero_optimization.offload_optimizer.nvme_path=" + root + " zero_optimization.offload_param.nvme_path=" + root;
   std::vector<std::pair<std::string, std::string>> models = {
       {"gpt", tiny_gpt(root + "/tok") + " train_batch_size=4 run.max_steps=2"}};
   if (have_mnist() && !kAsan) {  // under the sanitizers GPT alone: the same plans, minutes less
     models.push_back({"mlp", kMlp + " run.max_steps=2"});
-    models.push_back({"cnn", " --config configs/cnn_fashion.json data.train_limit=256 run.eval_at_end=false"
-                             " steps_per_print=1 run.max_steps=2 train_batch_size=32 model.channels=[8,16]"
-                             " model.fc=[32]"});
+    models.push_back({"cnn",
+                      " --config configs/cnn_fashion.json data.train_limit=256 run.eval_at_end=false"
+                      " steps_per_print=1 run.max_steps=2 train_batch_size=32 model.channels=[8,16]"
+                      " model.fc=[32]"});
   }
   for (const auto& [name, model] : models)
     for (int stage = 0; stage <= 3; ++stage) {
@@ -300,7 +310,8 @@ TEST(Probe4Device, AutoChoosesAsEstimateDoesAndTrainsWithinEveryCapFromTheMinimu
         const nlohmann::json& p = plan.at("placement");
         std::string configured = base + capped + " zero_optimization.offload_optimizer.device=" +
                                  p.at("offload_optimizer").get<std::string>();
-        if (stage == 3) configured += " zero_optimization.offload_param.device=" + p.at("offload_param").get<std::string>();
+        if (stage == 3)
+          configured += " zero_optimization.offload_param.device=" + p.at("offload_param").get<std::string>();
         const Result c = run(kBin + " train" + configured + " run.dir=" + dir + "_configured", 300);
         ASSERT_EQ(c.code, 0) << c.out;
         EXPECT_LE(last_step(dir + "_configured").at("device_memory").at("peak").get<int64_t>(), int64_t(cap) << 20);

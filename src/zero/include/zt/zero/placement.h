@@ -15,7 +15,8 @@ namespace zt::zero {
 struct Placement {
   Residence optimizer = Residence::memory, param = Residence::memory;
   bool lowered_limits = false;  // one gradient bucket in flight, no stage-3 prefetch or reuse
-  int64_t reduce_bucket = 0;    // with lowered limits on a device: reduce_bucket_size, so large gradients go in rounds (0: as configured)
+  int64_t reduce_bucket =
+      0;  // with lowered limits on a device: reduce_bucket_size, so large gradients go in rounds (0: as configured)
   bool operator==(const Placement&) const = default;
 };
 // "offload_optimizer nvme, offload_param none" (+ the lowered limits where they are).
