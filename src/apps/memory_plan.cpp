@@ -30,6 +30,12 @@ int64_t predict_activations(const config::Config& c, int64_t micro, int64_t accu
 
 namespace {
 
+int64_t largest_param(nn::Module& model) {  // elements
+  int64_t n = 0;
+  for (auto& [name, p] : model.named_parameters()) n = std::max(n, p.numel());
+  return n;
+}
+
 int64_t shm_slot_bytes(const RunContext& ctx) {
   if (!ctx.shm || ctx.world <= 1) return 0;
   // Two staging slots per rank, each reads its peers' (comm/shm.cpp).
@@ -65,7 +71,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   const zero::Plan plan = zero::plan_model(model, opts, ctx.world, ctx.local_size);
   zero::PeakInput in;
   static_cast<zero::StepLimits&>(in) = zero::step_limits(opts);
-  for (auto& [name, p] : model.named_parameters()) in.largest_param = std::max(in.largest_param, p.numel());
+  in.largest_param = largest_param(model);
   in.activations = predict_activations(c, bs.micro, bs.accumulation, ctx.eval_batch, opts.f32_compute);
   in.data = opts.device.is_cpu() ? ctx.data_bytes : 0;  // beside a device the data stays on the host
   in.staged_collectives = ctx.staged;
@@ -101,6 +107,10 @@ zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes
 }
 
 constexpr const char* kSwapped = "the states are in swap files (a snapshot would hold them in memory)";
+// The offload devices as resolved (plan_memory names "auto"'s choice): states in swap files.
+bool states_swapped(const config::Config& c) {
+  return c.zero.offload_optimizer.device == "nvme" || c.zero.offload_param.device == "nvme";
+}
 
 // Note [background save] in ckpt: checkpoint.async resolved to "true" or "false". A snapshot
 // holds the states in host memory, so auto saves in the foreground where they live in swap files
@@ -114,7 +124,7 @@ void plan_checkpoint_snapshot(MemoryPlan& mp, nn::Module& model, const RunContex
   const zero::Plan plan = zero::plan_model(model, mp.options, ctx.world);
   const int64_t bytes = plan.checkpoint_bytes(), budget = mp.cfg.run.memory_budget_mb << 20;
   std::string why_not;
-  if (plan.policy.optimizer_residence == zero::Residence::file || plan.policy.param_residence == zero::Residence::file)
+  if (states_swapped(mp.cfg))
     why_not = kSwapped;
   else if (budget > 0 && mp.peak.in_use() + bytes > budget)
     why_not = "its snapshot of " + format_bytes(size_t(bytes)) + " per rank does not fit run.memory_budget_mb (" +
@@ -152,8 +162,7 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   if (!device.is_cpu() && c.run.device_memory_mb == 0) req.device_cap_name = detail::concat(device, "'s memory");
   // Stage 3 beside a device: lowered limits send the largest gradient in 16 rounds or more, where the
   // configured bucket would hold it whole (a tied embedding's, at GPT's vocabulary).
-  int64_t largest = 0;
-  for (auto& [name, p] : model.named_parameters()) largest = std::max(largest, p.numel());
+  const int64_t largest = largest_param(model);
   if (!device.is_cpu() && c.zero.stage == 3 && largest / 16 < c.zero.reduce_bucket_size)
     req.lowered_bucket = std::max<int64_t>(1, largest / 16);
   req.host_cap = c.run.memory_budget_mb << 20;
@@ -172,8 +181,7 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
 }
 
 void check_checkpoint_async(const config::Config& c) {
-  const bool swapped = c.zero.offload_optimizer.device == "nvme" || c.zero.offload_param.device == "nvme";
-  ZT_CHECK_AS(ErrorKind::config, c.checkpoint.async != "true" || c.checkpoint.every_steps <= 0 || !swapped,
+  ZT_CHECK_AS(ErrorKind::config, c.checkpoint.async != "true" || c.checkpoint.every_steps <= 0 || !states_swapped(c),
               "[config] checkpoint.async=true: ", kSwapped, "; set checkpoint.async to false or auto");
 }
 

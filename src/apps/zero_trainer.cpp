@@ -253,8 +253,8 @@ class ZeroTrainer : public Trainer {
     // Note [gradient blocks]: a bucket far below a parameter's size makes its gradient many collectives.
     int64_t rounds = 0, elems = 0;
     for (const zero::BufferPlan& b : engine_->plan().buffers)
-      if (b.block_elems > 0 && (b.padded / world + b.block_elems - 1) / b.block_elems > rounds) {
-        rounds = (b.padded / world + b.block_elems - 1) / b.block_elems;
+      if (zero::block_rounds(b, world) > rounds) {
+        rounds = zero::block_rounds(b, world);
         elems = b.block_elems;
       }
     if (rounds > 64)

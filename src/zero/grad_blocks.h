@@ -18,8 +18,6 @@
 
 namespace zt::zero {
 
-// Rounds of buffer `layout` at this world size (0: not in blocks).
-int64_t block_rounds(const BufferPlan& layout, int world);
 // Elements of the whole rows a piece of `block` elements of a parameter with rows of `row` needs.
 int64_t block_rows_elems(int64_t numel, int64_t row, int64_t block);
 

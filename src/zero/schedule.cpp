@@ -85,7 +85,7 @@ int64_t hpz_piece_bytes(const Plan& plan, size_t b) {
 int64_t gradient_round_bytes(const Plan& plan, size_t b) {
   const BufferPlan& buf = plan.buffers.at(b);
   if (buf.block_elems == 0) return 0;
-  const int64_t N = plan.world, E = buf.block_elems, rounds = std::min<int64_t>(2, (buf.padded / N + E - 1) / E);
+  const int64_t N = plan.world, E = buf.block_elems, rounds = std::min<int64_t>(2, block_rounds(buf, plan.world));
   return rounds * (N + 1) * E * int64_t(dtype_size(plan.policy.comm_dtype));
 }
 

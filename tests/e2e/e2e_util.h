@@ -38,6 +38,14 @@ inline Result run(const std::string& cmd, int limit_s = 0) {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
 }
 
+// Under AddressSanitizer the process's memory is ASan's (its allocator, redzones and shadow), and
+// the largest runs take minutes: the tests that measure RSS or train full-size models skip.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+
 inline bool have_mnist() { return fs::exists(fs::path(ZT_SOURCE_DIR) / "data/mnist/t10k-labels-idx1-ubyte"); }
 
 // A fresh, empty folder under the temporary directory.

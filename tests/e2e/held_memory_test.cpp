@@ -38,12 +38,6 @@ std::pair<int, int64_t> run_measured(const std::string& cmd, std::string& out) {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), int64_t(ru.ru_maxrss) * 1024};
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;  // ASan's shadow and redzones are no plan's to bound
-#else
-constexpr bool kAsan = false;
-#endif
-
 TEST(HeldMemory, SaveLoadExportAndImportStayWithinTheBudget) {
   if (kAsan) GTEST_SKIP() << "RSS under AddressSanitizer is not the program's to bound";
   const std::string dir = tmpdir("held_memory");

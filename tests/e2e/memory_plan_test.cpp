@@ -71,14 +71,7 @@ Measured train(const std::string& args, const std::string& dir, std::string* out
           double(plan["rss_peak_before"].get<int64_t>()), plan};
 }
 
-// Under AddressSanitizer the binary's memory is ASan's allocator, redzones and shadow, which no
-// plan of this program's allocations describes.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-
+// Under AddressSanitizer (kAsan) the binary's memory is ASan's, which no plan describes.
 void expect_within_10_percent(const Measured& m, const std::string& what) {
   if (kAsan) return;
   // The run's peak is its training's, not reading the data's: else this compares nothing.

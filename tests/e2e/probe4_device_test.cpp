@@ -27,12 +27,6 @@ std::string tiny_gpt(const std::string& tok) {
          tok;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-
 // The lines zerotrain says about a failure.
 std::vector<std::string> errors(const std::string& out) {
   std::vector<std::string> lines;

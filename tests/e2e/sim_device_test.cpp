@@ -379,13 +379,6 @@ std::string deep_gpt(const std::string& root) {
          root + "/tok";
 }
 
-// Under AddressSanitizer the process's memory is ASan's allocator, redzones and shadow.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-
 TEST(SimOffload, StatesEightTimesTheDeviceCapTrainExactly) {
   const std::string root = tmpdir("sim_infinity"), gpt = deep_gpt(root);
   const std::string offload = kOffload + " zero_optimization.offload_param.device=cpu";

@@ -41,6 +41,9 @@ struct BufferPlan {
   int64_t block_elems = 0, block_rows_elems = 0;
 };
 
+// Note [gradient blocks]: rounds of buffer `layout` at this world size (0: not in blocks).
+int64_t block_rounds(const BufferPlan& layout, int world);
+
 // Stages 0-2: buckets of at most `bucket_elems` elements, formed from the last parameter
 // backwards (the order backward finishes them); a larger parameter gets a bucket of its own,
 // and so does every parameter with solo[i] set (the bucket before it is closed).
