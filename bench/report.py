@@ -425,7 +425,8 @@ KEPT_BLOCKS = [(SCALE_BEGIN, SCALE_END), ("<!-- multihost.py: begin -->", "<!-- 
                ("<!-- gpu_check.sh: begin -->", "<!-- gpu_check.sh: end -->"),
                ("<!-- offload_device.py: begin -->", "<!-- offload_device.py: end -->"),
                ("<!-- ckpt_async.py: begin -->", "<!-- ckpt_async.py: end -->"),
-               ("<!-- startup.py: begin -->", "<!-- startup.py: end -->")]
+               ("<!-- startup.py: begin -->", "<!-- startup.py: end -->"),
+               ("<!-- llama.py: begin -->", "<!-- llama.py: end -->")]
 
 
 def kept_sections(path):

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch peer for bench_gpt: the same GPT-2-style model (the class of tests/oracle/gen_gpt_oracle.py,
-imported, at the shape the flags give), AdamW (lr 1e-4, weight decay 0.01), the same deterministic
+imported, at the shape the flags give; --family llama: Hugging Face's LlamaForCausalLM written in plain
+torch, the class of tests/oracle/gen_llama_oracle.py, with --kv-heads, --ffn and --tie), AdamW (lr 1e-4, weight decay 0.01), the same deterministic
 random tokens (Note [bench tokens] in bench/train/bench_gpt.cpp), the same JSON fields.
 
 Run with Debian's python (the one with torch):
@@ -32,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "oracle"))
 sys.path.insert(0, HERE)
 import gen_gpt_oracle as oracle  # noqa: E402  (the model class; its shape lives in module globals)
+import gen_llama_oracle as llama_oracle  # noqa: E402  (the same for the Llama family)
 from torch_train import blas_name  # noqa: E402
 
 TIMING = ("step_s=median per step (rank 0); tokens_per_s=global tokens*steps/total (slowest rank); "
@@ -56,6 +58,22 @@ def batch_of(args, step, rank, world):
         + np.arange(T + 1, dtype=np.uint64)[None, :]
     tok = (splitmix64(idx) % np.uint64(args.vocab)).astype(np.int64)
     return torch.from_numpy(tok[:, :T].copy()), torch.from_numpy(tok[:, 1:].reshape(-1).copy())
+
+
+def make_llama(args):
+    """The Llama oracle's class at this shape, initialised as make_llama: every matrix N(0, 0.02),
+    RMSNorm gains 1."""
+    o = llama_oracle
+    o.VOCAB, o.BLOCK, o.N_LAYER, o.N_HEAD, o.N_EMBD, o.INTERMEDIATE = (args.vocab, args.ctx, args.layers, args.heads,
+                                                                      args.embd, args.ffn)
+    o.RMS_EPS = 1e-5
+    torch.manual_seed(args.seed)
+    model = o.Llama({"n_kv_head": args.kv_heads, "qkv_bias": False, "tie": args.tie})
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.02)
+    return model
 
 
 def make_gpt(args):
@@ -109,7 +127,8 @@ def train(model, opt, args, dtype, rank=0, world=1):
 
 
 def emit(args, model, stage, world, threads, dtype, res, **extra):
-    line = {"bench": "gpt_train", "impl": "pytorch", "model": args.name, "layers": args.layers, "embd": args.embd,
+    line = {"bench": "gpt_train", "impl": "pytorch", "model": args.name, "family": args.family, "layers": args.layers,
+            "embd": args.embd,
             "heads": args.heads, "vocab": args.vocab, "ctx": args.ctx,
             "params": sum(p.numel() for p in model.parameters()), "world": world, "threads": threads,
             "stage": stage, "dtype": dtype, "checkpointing": False, "batch": args.batch,
@@ -123,7 +142,7 @@ def emit(args, model, stage, world, threads, dtype, res, **extra):
 def single(args):
     torch.set_num_threads(args.threads)
     for dtype in args.dtype:
-        model = make_gpt(args).to(args.device)
+        model = args.make(args).to(args.device)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
         emit(args, model, 0, 1, args.threads, dtype, train(model, opt, args, dtype), variant="single",
              device=args.device)
@@ -139,7 +158,7 @@ def worker(rank, world, port, args):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     for dtype in args.dtype:
         for variant in args.variants:
-            model = DDP(make_gpt(args))
+            model = DDP(args.make(args))
             if variant == "ddp":
                 opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
             else:
@@ -161,6 +180,10 @@ def free_port():
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--name", default="gpt")
+    p.add_argument("--family", default="gpt", choices=["gpt", "llama"])
+    p.add_argument("--kv-heads", type=int, default=0, help="llama: key/value heads (0: --heads)")
+    p.add_argument("--ffn", type=int, default=0, help="llama: the SwiGLU width (0: 8/3 --embd rounded up to 64)")
+    p.add_argument("--tie", type=int, default=1, help="llama: the head tied to the embedding (1) or not (0)")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--embd", type=int, default=192)
     p.add_argument("--heads", type=int, default=6)
@@ -183,6 +206,10 @@ def main():
     if args.embd % args.heads:
         p.error(f"--embd {args.embd} is not a multiple of --heads {args.heads}")
     args.threads = args.threads or max(1, (os.cpu_count() or 1) // args.world)
+    args.kv_heads = args.kv_heads or args.heads
+    args.ffn = args.ffn or (8 * args.embd // 3 + 63) // 64 * 64
+    args.tie = bool(args.tie)
+    args.make = make_llama if args.family == "llama" else make_gpt
     if args.world > 1:
         mp.spawn(worker, args=(args.world, free_port(), args), nprocs=args.world, join=True)
     else:

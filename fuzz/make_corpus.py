@@ -71,15 +71,18 @@ put("fuzz_idx_gzip", "images_gz_cut", b"\1" + gzip.compress(images, mtime=0)[:-6
 
 
 # --- fuzz_token_shard: llm.c .bin ------------------------------------------------------------
-def token_shard(tokens, magic=20240520, version=1, count=None):
+def token_shard(tokens, magic=20240520, version=1, count=None, width="H"):
     header = struct.pack("<3i", magic, version, len(tokens) if count is None else count) + bytes(4 * 253)
-    return header + struct.pack("<%dH" % len(tokens), *tokens)
+    return header + struct.pack("<%d%s" % (len(tokens), width), *tokens)
 
 
 put("fuzz_token_shard", "gpt2_tokens", token_shard([50256, 464, 2068, 7586, 21831, 50256, 0, 65535]))
 put("fuzz_token_shard", "empty", token_shard([]))
 put("fuzz_token_shard", "count_too_large", token_shard([1, 2, 3], count=4))
 put("fuzz_token_shard", "version_2", token_shard([1, 2], version=2))
+put("fuzz_token_shard", "version_2_uint32", token_shard([128000, 0, 65536, 4294967295], version=2, width="I"))
+put("fuzz_token_shard", "version_2_truncated", token_shard([70000, 1], version=2, width="I")[:-3])
+put("fuzz_token_shard", "version_3", token_shard([1, 2], version=3, width="I"))
 
 
 # --- fuzz_seq_cls: zerotrain seq-cls records ----------------------------------------------------

@@ -1,5 +1,6 @@
 // GPT-2-style training throughput through zero::Engine + AdamW on deterministic random tokens:
-// the model is nn::make_gpt at the shape the flags give; bench/torch_gpt.py is its PyTorch peer
+// the model is nn::make_gpt at the shape the flags give (--family llama: nn::make_llama with
+// --kv-heads, --ffn and --tie); bench/torch_gpt.py is its PyTorch peer
 // (same shape, same tokens, same JSON fields). Under `mpirun -np N` every requested (stage, dtype)
 // runs in turn in the same processes; rank 0 prints one JSON line each. --batch is the
 // micro-batch per rank, so the global batch is batch x N. step_s is the median of rank 0's step
@@ -20,6 +21,7 @@
 #include "zt/comm/group.h"
 #include "zt/core/error.h"
 #include "zt/core/parallel.h"
+#include "zt/nn/llama.h"
 #include "zt/nn/transformer.h"
 #include "zt/optim/optimizer.h"
 #include "zt/autograd/autograd.h"
@@ -33,7 +35,10 @@ namespace {
 
 struct Args {
   std::string name = "gpt";  // label of the shape in the JSON lines
-  nn::TransformerConfig model;
+  std::string family = "gpt";  // gpt | llama
+  nn::TransformerConfig model;  // the shape (llama: and the keys below)
+  int64_t kv_heads = 0, ffn = 0;  // llama: 0 = --heads, 8/3 --embd rounded up to 64
+  bool tie = true;
   int64_t batch = 8, steps = 10, warmup = 2;
   std::vector<int> stages;  // empty: 0 for one process, 0,1,2,3 for several
   std::vector<DType> dtypes = {DType::f32};
@@ -56,7 +61,26 @@ void usage() {
                "usage: bench_gpt [--name LABEL] [--layers 4] [--embd 192] [--heads 6] [--vocab 16384] [--ctx 256] "
                "[--batch 8 (per rank)] [--dtype f32,bf16] [--stages 0,1,2,3] [--steps 10] [--warmup 2] [--threads T] "
                "[--checkpointing 0|1] [--seed S] [--backend auto|local|mpi|...] [--bucket ELEMS] [--inflight ELEMS] "
-               "[--sparse 0|1] [--products auto,native,f32,f32-per-product] [--device cpu|cuda]\n");
+               "[--sparse 0|1] [--products auto,native,f32,f32-per-product] [--device cpu|cuda] [--family gpt|llama] "
+               "[--kv-heads K] [--ffn I] [--tie 0|1]\n");
+}
+
+// The model of the flags: GPT-2's, or a Llama of the same shape (RMSNorm eps 1e-5, as the peer's).
+std::shared_ptr<nn::Module> make_model(const Args& a) {
+  if (a.family == "gpt") return nn::make_gpt(a.model);
+  nn::LlamaConfig l;
+  l.vocab_size = a.model.vocab_size;
+  l.block_size = a.model.block_size;
+  l.n_layer = a.model.n_layer;
+  l.n_head = a.model.n_head;
+  l.n_kv_head = a.kv_heads > 0 ? a.kv_heads : a.model.n_head;
+  l.n_embd = a.model.n_embd;
+  l.intermediate_size = a.ffn > 0 ? a.ffn : (8 * a.model.n_embd / 3 + 63) / 64 * 64;
+  l.rms_norm_eps = 1e-5f;
+  l.tie_word_embeddings = a.tie;
+  l.activation_checkpointing = a.model.activation_checkpointing;
+  l.seed = a.seed;
+  return nn::make_llama(l);
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -112,6 +136,15 @@ Args parse(int argc, char** argv) {
       a.sparse = v == "1" || v == "true";
     else if (k == "--backend")
       a.backend = v;
+    else if (k == "--family") {
+      ZT_CHECK(v == "gpt" || v == "llama", "[bench_gpt] --family: '", v, "' is not gpt or llama");
+      a.family = v;
+    } else if (k == "--kv-heads")
+      a.kv_heads = positive(k, v);
+    else if (k == "--ffn")
+      a.ffn = positive(k, v);
+    else if (k == "--tie")
+      a.tie = v == "1" || v == "true";
     else if (k == "--device") {
       ZT_CHECK(v == "cpu" || v == "cuda", "[bench_gpt] --device: '", v, "' is not cpu or cuda");
       a.device = v;
@@ -137,7 +170,8 @@ Args parse(int argc, char** argv) {
     } else
       ZT_THROW("[bench_gpt] unknown option ", k,
                "; allowed --name --layers --embd --heads --vocab --ctx --batch --dtype --stages --steps --warmup "
-               "--threads --checkpointing --seed --backend --bucket --inflight --sparse --products --device");
+               "--threads --checkpointing --seed --backend --bucket --inflight --sparse --products --device --family "
+               "--kv-heads --ffn --tie");
   }
   a.model.seed = a.seed;
   a.model.validate("bench_gpt");
@@ -180,7 +214,7 @@ Result run(int stage, DType dt, bool f32_compute, const Args& a, const comm::Gro
   Allocator::global().release_cached();
   Allocator::global().reset_peaks();
   const size_t base = Allocator::global().stats().total_current;
-  auto model = nn::make_gpt(a.model);
+  auto model = make_model(a);
   zero::EngineOptions o;
   o.zero.stage = stage;
   o.dtype = dt;
@@ -228,7 +262,7 @@ void run_on_device(DType dt, const Args& a) {
     batches.emplace_back(x.to(dev), y.to(dev));
   }
   Allocator& alloc = allocator_for(dev);
-  auto model = nn::make_gpt(a.model);
+  auto model = make_model(a);
   model->to(dev);
   const std::vector<Tensor> params = model->parameters();
   std::vector<Tensor> masters(params.size());
@@ -323,7 +357,7 @@ int main(int argc, char** argv) {
         if (g->rank() != 0) continue;
         const auto& m = a.model;
         std::printf(
-            "{\"bench\":\"gpt_train\",\"impl\":\"zerotrain\",\"model\":\"%s\",\"layers\":%lld,\"embd\":%lld,"
+            "{\"bench\":\"gpt_train\",\"impl\":\"zerotrain\",\"model\":\"%s\",\"family\":\"%s\",\"layers\":%lld,\"embd\":%lld,"
             "\"heads\":%lld,\"vocab\":%lld,\"ctx\":%lld,\"params\":%lld,\"backend\":\"%s\",\"world\":%d,"
             "\"threads\":%d,\"stage\":%d,\"dtype\":\"%s\",\"checkpointing\":%s,\"sparse_gradients\":%s,\"batch\":%lld,"
             "\"global_batch\":%lld,"
@@ -332,8 +366,8 @@ int main(int argc, char** argv) {
             "%s%s"
             "\"timing\":\"step_s=median per step (rank 0); tokens_per_s=global tokens*steps/total (slowest rank); "
             "peak_mib=allocator peak, peak_rss_mib=process peak RSS (max over ranks)\"}\n",
-            a.name.c_str(), (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
-            (long long)m.block_size, (long long)r.params, g->backend(), world, threads, stage, dtype_name(dt),
+            a.name.c_str(), a.family.c_str(), (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head,
+            (long long)m.vocab_size, (long long)m.block_size, (long long)r.params, g->backend(), world, threads, stage, dtype_name(dt),
             m.activation_checkpointing ? "true" : "false", a.sparse ? "true" : "false", (long long)a.batch,
             (long long)(a.batch * world), (long long)a.steps, (long long)a.warmup, r.tokens_per_s, r.step_s_median,
             r.step_s_mean, r.final_loss, double(r.peak_bytes) / 1048576.0, double(r.states_bytes) / 1048576.0, rss_mib,

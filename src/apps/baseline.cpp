@@ -9,13 +9,15 @@
 #include "zt/core/error.h"
 #include "zt/data/ngram.h"
 #include "zt/data/token_shard.h"
+#include "zt/data/token_stream.h"
 
 namespace zt::apps {
 
 int run_baseline(const BaselineOptions& opt) {
   const std::vector<std::string> train_files = data::list_token_shards(opt.data_dir, "train"),
                                  val_files = data::list_token_shards(opt.data_dir, "val");
-  const std::vector<uint16_t> train = data::read_token_shards(train_files), val = data::read_token_shards(val_files);
+  const data::TokenStream train = data::TokenStream::map_files(train_files),
+                          val = data::TokenStream::map_files(val_files);  // read in passes, never held
   const data::NgramBaseline r = data::ngram_baseline(train, val, opt.vocab_size);
   std::printf("train: %lld tokens in %zu shard%s; validation: %lld tokens in %zu shard%s\n", (long long)r.train_tokens,
               train_files.size(), train_files.size() == 1 ? "" : "s", (long long)r.val_tokens, val_files.size(),

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "dry_run.h"
 #include "memory_plan.h"
 #include "session.h"
 #include "tasks.h"
@@ -66,10 +67,10 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
   ckpt.activation_checkpointing.enabled = true;
   plain.activation_checkpointing.enabled = false;
   out["micro_batch"] = bs.micro;
-  out["activations"] = {
-      {"configured", predict_activations(cfg, bs.micro, bs.accumulation, ctx.eval_batch, ctx.f32_compute)},
-      {"checkpointing", predict_activations(ckpt, bs.micro, bs.accumulation, ctx.eval_batch, ctx.f32_compute)},
-      {"no_checkpointing", predict_activations(plain, bs.micro, bs.accumulation, ctx.eval_batch, ctx.f32_compute)}};
+  const DryRunShape shape{bs.micro, bs.accumulation, ctx.eval_batch, ctx.f32_compute, cfg.zero.stage};
+  out["activations"] = {{"configured", measure_activations(cfg, shape).peak},
+                        {"checkpointing", measure_activations(ckpt, shape).peak},
+                        {"no_checkpointing", measure_activations(plain, shape).peak}};
   // Every stage in memory, then offloaded (the configuration's own placement is one of the rows).
   eo.zero.offload_optimizer.device = eo.zero.offload_param.device = "none";
   for (int stage = 0; stage <= 3; ++stage) {

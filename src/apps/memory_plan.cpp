@@ -7,6 +7,7 @@
 
 #include <malloc.h>
 
+#include "dry_run.h"
 #include "models/model_kind.h"
 #include "session.h"
 #include "zt/core/allocator.h"
@@ -14,19 +15,6 @@
 #include "zt/zero/placement.h"
 
 namespace zt::apps {
-
-// Note [gradients written in place] (zt/ops/ops.h): a Linear's weight gradient is written into
-// its zeroed bucket, unless the bucket keeps earlier micro-batches' sums (stages 0-1 and a
-// parameter server's workers, accumulating), is in another dtype than the product's
-// (data_types.grad_accum_dtype at stages 0-1, f32 compute), or no bucket holds it.
-int64_t predict_activations(const config::Config& c, int64_t micro, int64_t accumulation, int64_t eval_batch,
-                            bool f32_compute) {
-  const double b = (c.bf16 || c.fp16.enabled) && !f32_compute ? 2 : 4;
-  const bool kept = c.run.strategy != "zero" || c.zero.stage <= 1;
-  const std::string working = c.bf16 ? "bf16" : c.fp16.enabled ? "fp16" : "fp32";
-  const bool other_dtype = f32_compute || (kept && !c.grad_accum_dtype.empty() && c.grad_accum_dtype != working);
-  return model_kind(c).activations(c, micro, eval_batch, b, other_dtype || (kept && accumulation > 1));
-}
 
 namespace {
 
@@ -72,7 +60,10 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   zero::PeakInput in;
   static_cast<zero::StepLimits&>(in) = zero::step_limits(opts);
   in.largest_param = largest_param(model);
-  in.activations = predict_activations(c, bs.micro, bs.accumulation, ctx.eval_batch, opts.f32_compute);
+  const MeasuredActivations act =
+      measure_activations(c, {bs.micro, bs.accumulation, ctx.eval_batch, opts.f32_compute, opts.zero.stage});
+  in.activations = act.peak;
+  in.activation_cache = act.resident - act.peak;
   in.data = opts.device.is_cpu() ? ctx.data_bytes : 0;  // beside a device the data stays on the host
   in.staged_collectives = ctx.staged;
   if (opts.device.is_cpu()) in.comm_buffers = shm_slot_bytes(ctx);  // host memory, outside a device's peak
@@ -205,6 +196,7 @@ nlohmann::json peak_json(const zero::PeakEstimate& p) {
           {"hpz_pieces", p.secondary},
           {"param_staging", p.param_staging},
           {"activations", p.activations},
+          {"activation_cache", p.activation_cache},
           {"workspace", p.workspace},
           {"comm_buffers", p.comm_buffers},
           {"data", p.data},

@@ -17,12 +17,6 @@
 
 namespace zt::apps {
 
-// Note [activation formula]: bytes of activations one rank holds at its peak for a micro-batch
-// of `micro` samples (training, checkpointing as configured), or for an evaluation pass of
-// `eval_batch` samples (0: none).
-// `accumulation`: micro-batches a step sums (config::BatchSizes).
-int64_t predict_activations(const config::Config& c, int64_t micro, int64_t accumulation, int64_t eval_batch,
-                            bool f32_compute = false);
 // The samples of an evaluation forward as the config says (the test split may hold fewer).
 int64_t eval_batch_of(const config::Config& c, int64_t micro);
 

@@ -64,6 +64,7 @@ int run_lm(const PrepareCliOptions& o, const data::Tokenizer& tok, std::vector<d
               (long long)r.train_tokens);
   std::printf("val:   %lld documents, %lld tokens -> val_000000.bin\n", (long long)r.val_documents,
               (long long)r.val_tokens);
+  if (r.shard_version != 1) std::printf("shards: version %d (uint32 tokens)\n", int(r.shard_version));
   std::string held;
   constexpr size_t kNamed = 12;  // thousands of JSON lines must not make a screenful
   for (size_t i = 0; i < std::min(kNamed, r.val_names.size()); ++i) held += (i ? ", " : "") + r.val_names[i];

@@ -16,14 +16,15 @@
 #include "zt/data/ngram.h"
 #include "zt/data/seq_cls.h"
 #include "zt/data/token_shard.h"
+#include "zt/data/token_stream.h"
 #include "zt/ops/ops.h"
 
 namespace zt::apps {
 
-Tensor Task::loss(const Tensor& out, const MicroBatch& b) const {
+Tensor Task::cross_entropy(const Tensor& out, const Tensor& targets) {
   const int64_t classes = out.size(out.dim() - 1);
   const Tensor logits = out.dim() == 2 ? out : ag::reshape(out, {out.numel() / classes, classes});
-  return ag::cross_entropy(logits, b.targets.to(logits.device()));  // targets go up with the batch
+  return ag::cross_entropy(logits, targets.to(logits.device()));  // targets go up with the batch
 }
 
 namespace {
@@ -96,28 +97,43 @@ class ImageTask : public Task {
 
 // ---- token shards ---------------------------------------------------------------------------
 
+// A split's shards: data.<split>_files' glob, else data.dir/<split>_*.bin; mapped, not read
+// (Note [mapped token shards]). `name` gets what stands for them in messages.
+data::TokenStream open_split(const config::Config& c, const std::string& split, std::string& name) {
+  const std::string& pattern = split == "train" ? c.data.train_files : c.data.val_files;
+  name = pattern.empty() ? c.data.dir + "/" + split + "_*.bin" : pattern;
+  return data::TokenStream::map_files(pattern.empty() ? data::list_token_shards(c.data.dir, split)
+                                                      : data::glob_token_shards(pattern, "data." + split + "_files"));
+}
+
 // Windows of `span` tokens at stride `span` (sample i starts at i * span).
 class TokenTask : public Task {
  public:
   TokenTask(const config::Config& c, int64_t span, bool with_train) : c_(c), span_(span) {
+    // Every token is checked before step 1, in one sequential pass that leaves nothing resident.
     if (with_train) {
-      train_ = data::read_token_shards(data::list_token_shards(c.data.dir, "train"));
-      data::check_token_range(train_, c.model.vocab_size, c.data.dir + "/train_*.bin");
+      train_ = open_split(c, "train", train_name_);
+      data::check_token_range(train_, c.model.vocab_size);
     }
-    val_ = data::read_token_shards(data::list_token_shards(c.data.dir, "val"));
-    data::check_token_range(val_, c.model.vocab_size, c.data.dir + "/val_*.bin");
+    val_ = open_split(c, "val", val_name_);
+    data::check_token_range(val_, c.model.vocab_size);
     n_train_ = windows(train_);
     if (c.data.train_limit > 0) n_train_ = std::min(n_train_, c.data.train_limit);
     n_val_ = windows(val_);  // data.test_limit: the first N validation windows
     if (c.data.test_limit > 0) n_val_ = std::min(n_val_, c.data.test_limit);
-    ZT_CHECK_AS(ErrorKind::data, (n_train_ > 0 || !with_train) && windows(val_) > 0, "[data] ", c.data.dir,
+    ZT_CHECK_AS(ErrorKind::data, (n_train_ > 0 || !with_train) && windows(val_) > 0, "[data] ", data_name(),
                 " holds too few tokens for one sequence of ", span, " (train ", train_.size(), ", val ", val_.size(),
                 ")");
   }
   int64_t train_size() const override { return n_train_; }
 
  protected:
-  int64_t windows(const std::vector<uint16_t>& t) const { return data::lm_window_count(int64_t(t.size()), span_); }
+  int64_t windows(const data::TokenStream& t) const { return data::lm_window_count(t.size(), span_); }
+  // data.dir, or the globs when they name the shards.
+  std::string data_name() const {
+    if (c_.data.train_files.empty() && c_.data.val_files.empty()) return c_.data.dir;
+    return train_name_ + " and " + val_name_;
+  }
   // Validation batches of b windows: the whole split (the last batch shorter), or eval_batches
   // batches of windows spread evenly over it (a periodic estimate that sees every document).
   int64_t val_batches(int64_t b, bool whole) const {
@@ -137,7 +153,8 @@ class TokenTask : public Task {
   }
   const config::Config& c_;
   int64_t span_, n_train_ = 0, n_val_ = 0;
-  std::vector<uint16_t> train_, val_;
+  data::TokenStream train_, val_;
+  std::string train_name_, val_name_;
 };
 
 // GPT: x = window[0, T), y = window[1, T], every position scored.
@@ -147,13 +164,21 @@ class LmTask : public TokenTask {
       : TokenTask(c, c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size, with_train) {}
   // The n-gram baselines the validation loss is compared with, computed on the same split.
   std::string describe() const override {
-    if (train_.empty()) return {};
-    const data::NgramBaseline b = data::ngram_baseline(train_, val_, c_.model.vocab_size);
-    char line[200];
+    if (train_.empty() || c_.model.vocab_size > 65536) return {};  // the bigram keys pack two 16-bit ids
+    // Counts of the first 2^23 train tokens at most: their distinct bigrams stay in memory (a
+    // corpus of billions of tokens would not), and the mapped shards beyond are never read here.
+    data::NgramOptions opt;
+    opt.max_train_tokens = int64_t(1) << 23;
+    const data::NgramBaseline b = data::ngram_baseline(train_, val_, c_.model.vocab_size, opt);
+    const std::string counted = b.train_tokens < int64_t(train_.size())
+                                    ? ", counts of the first " + std::to_string(b.train_tokens) + " train tokens"
+                                    : "";
+    char line[260];
     std::snprintf(line, sizeof line,
-                  "baselines on %s (validation, %lld tokens): unigram %.4f, interpolated bigram %.4f nats/token "
+                  "baselines on %s (validation, %lld tokens%s): unigram %.4f, interpolated bigram %.4f nats/token "
                   "(lambda %.2f)",
-                  c_.data.dir.c_str(), (long long)b.val_tokens, b.unigram_loss, b.bigram_loss, b.lambda);
+                  data_name().c_str(), (long long)b.val_tokens, counted.c_str(), b.unigram_loss, b.bigram_loss,
+                  b.lambda);
     return line;
   }
   MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t) const override {
@@ -175,7 +200,7 @@ class LmTask : public TokenTask {
   }
 
  private:
-  MicroBatch make(const std::vector<uint16_t>& t, const std::vector<int64_t>& idx) const {
+  MicroBatch make(const data::TokenStream& t, const std::vector<int64_t>& idx) const {
     data::LmBatch b = data::lm_batch(t, span_, idx);
     const int64_t n = b.y.numel();
     return {{b.x}, b.y.reshape({n}), int64_t(idx.size())};
@@ -199,8 +224,7 @@ class MlmTask : public TokenTask {
     const bool evaluates = c.run.eval_at_end || c.data.eval_every > 0 || !with_train;
     const int64_t n = n_val_;
     ZT_CHECK_AS(ErrorKind::config, !evaluates || scored_rows(val_, 0, n, ~c.seed) > 0, "[data] masked LM: none of the ",
-                n, " validation sequences in ", c.data.dir, "/val_*.bin has a masked token at data.mask_prob ",
-                c.data.mask_prob,
+                n, " validation sequences in ", val_name_, " has a masked token at data.mask_prob ", c.data.mask_prob,
                 ", so the validation loss is undefined (raise data.mask_prob or hold out more tokens)");
   }
   MicroBatch gather(const std::vector<int64_t>& order, int64_t begin, int64_t end, int64_t epoch) const override {
@@ -244,16 +268,16 @@ class MlmTask : public TokenTask {
  private:
   // Row `index` as [CLS] text [SEP] with its masking; y gets the scored targets (-100 elsewhere).
   // Returns how many positions are scored.
-  int64_t mask_row(const std::vector<uint16_t>& t, int64_t index, uint64_t seed, int32_t* row, int32_t* y) const {
+  int64_t mask_row(const data::TokenStream& t, int64_t index, uint64_t seed, int32_t* row, int32_t* y) const {
     const int64_t T = span_ + 2;
     Generator gen(seed ^ (uint64_t(index) * 0xD1B54A32D192ED03ull));
     row[0] = kCls;
     row[T - 1] = kSep;
     std::fill(y, y + T, -100);
+    t.copy(index * span_, span_, row + 1);
     int64_t n = 0;
     for (int64_t j = 0; j < span_; ++j) {
-      const int32_t tok = t[size_t(index * span_ + j)];
-      row[j + 1] = tok;
+      const int32_t tok = row[j + 1];
       if (gen.uniform01() >= c_.data.mask_prob) continue;
       y[j + 1] = tok;
       ++n;
@@ -274,13 +298,13 @@ class MlmTask : public TokenTask {
     return n;
   }
   // Scored positions of rows [begin, end) of t.
-  int64_t scored_rows(const std::vector<uint16_t>& t, int64_t begin, int64_t end, uint64_t seed) const {
+  int64_t scored_rows(const data::TokenStream& t, int64_t begin, int64_t end, uint64_t seed) const {
     std::vector<int32_t> row(size_t(span_ + 2)), y(size_t(span_ + 2));
     int64_t n = 0;
     for (int64_t i = begin; i < end; ++i) n += mask_row(t, i, seed, row.data(), y.data());
     return n;
   }
-  MicroBatch make(const std::vector<uint16_t>& t, const std::vector<int64_t>& idx, uint64_t seed) const {
+  MicroBatch make(const data::TokenStream& t, const std::vector<int64_t>& idx, uint64_t seed) const {
     const int64_t T = span_ + 2, b = int64_t(idx.size());
     std::vector<int32_t> x(size_t(b * T)), y(size_t(b * T)), mask(size_t(b * T), 1);
     for (int64_t r = 0; r < b; ++r) mask_row(t, idx[size_t(r)], seed, &x[size_t(r * T)], &y[size_t(r * T)]);
@@ -379,7 +403,8 @@ std::unique_ptr<Task> make_token_task(const config::Config& c, const std::string
   const int64_t T = c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size;
   ZT_CHECK_AS(ErrorKind::config, T <= c.model.block_size, "[config] data.seq_len ", T, " exceeds model.block_size ",
               c.model.block_size, " (the model has positions for block_size tokens)");
-  check_tokenizer(c.data.dir, tokenizer, c.model.type);
+  // prepare's manifest sits in data.dir; shards named by globs (llm.c's) carry none.
+  if (c.data.train_files.empty() && c.data.val_files.empty()) check_tokenizer(c.data.dir, tokenizer, c.model.type);
   if (tokenizer == "gpt2") return std::make_unique<LmTask>(c, with_train);
   return std::make_unique<MlmTask>(c, with_train);
 }

@@ -44,7 +44,9 @@ class Task {
     return 1.0;
   }
   // Mean cross-entropy of the model's output over the scored targets.
-  virtual Tensor loss(const Tensor& out, const MicroBatch& b) const;
+  virtual Tensor loss(const Tensor& out, const MicroBatch& b) const { return cross_entropy(out, b.targets); }
+  // The same of any output [..., classes] and its i32 targets (-100: not scored), on out's device.
+  static Tensor cross_entropy(const Tensor& out, const Tensor& targets);
   // Runs on every rank (stage 3 gathers collectively): each rank scores a share, then all agree.
   // whole: all of the held-out split (the final evaluation); else data.eval_batches batches of it
   // for token data (the periodic estimate).

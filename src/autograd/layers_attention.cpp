@@ -9,14 +9,14 @@
 
 namespace zt::ag {
 
-Tensor attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask) {
-  auto saved = std::make_shared<ops::AttentionResult>(ops::attention(qkv, n_head, causal, key_mask));
+Tensor attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, int64_t n_kv_head) {
+  auto saved = std::make_shared<ops::AttentionResult>(ops::attention(qkv, n_head, causal, key_mask, n_kv_head));
   Tensor out = saved->out;
   saved->out = autograd::detached(out);
   const Tensor mask = key_mask ? *key_mask : Tensor();
-  return autograd::record(out, {qkv}, "attention", [saved, qkv, n_head, causal, mask](const Tensor& g) {
+  return autograd::record(out, {qkv}, "attention", [saved, qkv, n_head, causal, mask, n_kv_head](const Tensor& g) {
     return std::vector<Tensor>{
-        ops::attention_backward(g, qkv, *saved, n_head, causal, mask.defined() ? &mask : nullptr)};
+        ops::attention_backward(g, qkv, *saved, n_head, causal, mask.defined() ? &mask : nullptr, n_kv_head)};
   });
 }
 

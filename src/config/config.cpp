@@ -180,9 +180,10 @@ void parse_fp16(const Section& s, Fp16Config& f) {
 void parse_model(const Section& s, ModelConfig& m) {
   s.allow({"type", "hidden", "activation", "input_dim", "num_classes", "channels", "fc", "image_size", "in_channels",
            "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "type_vocab_size", "dropout", "head",
-           "init_from"});
+           "init_from", "n_kv_head", "intermediate_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings",
+           "qkv_bias"});
   s.read_choice("type", m.type, model_types());
-  s.read_int("vocab_size", m.vocab_size, 1, 65536);  // token shards store uint16
+  s.read_int("vocab_size", m.vocab_size, 1, kMaxVocabSize);
   s.read_int("block_size", m.block_size, 1, 1 << 20);
   s.read_int("n_layer", m.n_layer, 1, 1 << 10);
   s.read_int("n_head", m.n_head, 1, 1 << 12);
@@ -195,6 +196,12 @@ void parse_model(const Section& s, ModelConfig& m) {
               " is not a multiple of model.n_head ", m.n_head,
               " (nearest valid n_embd: ", std::max<int64_t>(m.n_head, (m.n_embd + m.n_head / 2) / m.n_head * m.n_head),
               ")");
+  s.read_int("n_kv_head", m.n_kv_head, 1, 1 << 12);
+  s.read_int("intermediate_size", m.intermediate_size, 1, 1 << 20);
+  s.read_number("rope_theta", m.rope_theta, 0, true);
+  s.read_number("rms_norm_eps", m.rms_norm_eps, 0, true, 1, false);
+  s.read_bool("tie_word_embeddings", m.tie_word_embeddings);
+  s.read_bool("qkv_bias", m.qkv_bias);
   s.read_int_list("hidden", m.hidden, 1);
   s.read_choice("activation", m.activation, {"relu", "gelu"});
   s.read_int("input_dim", m.input_dim, 1);
@@ -207,7 +214,7 @@ void parse_model(const Section& s, ModelConfig& m) {
 
 void parse_data(const Section& s, DataConfig& d) {
   s.allow({"dataset", "dir", "shuffle", "train_limit", "test_limit", "pad_to", "seq_len", "eval_every", "eval_batches",
-           "mask_prob"});
+           "mask_prob", "train_files", "val_files"});
   s.read_choice("dataset", d.dataset, {"mnist", "fashion-mnist", "cifar10", "tokens", "classify"});
   s.read_int("seq_len", d.seq_len, 0, 1 << 20);
   s.read_int("eval_every", d.eval_every, 0);
@@ -215,6 +222,11 @@ void parse_data(const Section& s, DataConfig& d) {
   s.read_number("mask_prob", d.mask_prob, 0, true, 1, false);
   if (!s.has("dir")) d.dir = "data/" + d.dataset;  // scripts/setup.sh puts each dataset there
   s.read_path("dir", d.dir);
+  for (auto [key, out] : {std::pair{"train_files", &d.train_files}, std::pair{"val_files", &d.val_files}}) {
+    s.read_path(key, *out, /*allow_empty=*/true);  // "" = data.dir; globbed when the task opens the shards
+    ZT_CHECK_AS(ErrorKind::config, out->empty() || d.dataset == "tokens", "[config] ", s.source(), ": 'data.", key,
+                "' names token shards, but data.dataset is '", d.dataset, "' (set data.dataset tokens)");
+  }
   s.read_bool("shuffle", d.shuffle);
   s.read_int("train_limit", d.train_limit, 0);
   s.read_int("test_limit", d.test_limit, 0);

@@ -1,5 +1,7 @@
 #include "zt/core/allocator.h"
 
+#include <tuple>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -73,6 +75,10 @@ Allocator& allocator_for(Device device) {
     ZT_CHECK(device.index == 0, "[core] device ", device, " does not exist (there is one sim device, index 0)");
     return detail::sim_allocator();
   }
+  if (device.type == DeviceType::meta) {
+    ZT_CHECK(device.index == 0, "[core] device ", device, " does not exist (there is one meta device, index 0)");
+    return detail::meta_allocator();
+  }
   ZT_CHECK(device.index == 0, "[core] device ", device, " does not exist (there is one cpu device, index 0)");
   static Allocator* cpu = new CachingAllocator(Device::cpu(), "cpu", host_system_memory());  // never
   return *cpu;  // destroyed: storages may outlive statics
@@ -95,9 +101,11 @@ std::shared_ptr<Storage> CachingAllocator::allocate(size_t bytes, MemTag tag) {
     ++stats_.alloc_calls;
     auto it = free_.find(cls);
     if (it != free_.end() && !it->second.empty()) {
-      p = it->second.back();
+      MemTag last;
+      std::tie(p, last) = it->second.back();
       it->second.pop_back();
       stats_.cached -= cls;
+      stats_.cached_by[size_t(last)] -= cls;
     } else {
       if (budget_ && stats_.total_current + stats_.cached + cls > budget_) release_cached_locked();
       if (budget_ && stats_.total_current + cls > budget_) {
@@ -118,6 +126,7 @@ std::shared_ptr<Storage> CachingAllocator::allocate(size_t bytes, MemTag tag) {
     size_t& cur = stats_.current[size_t(tag)];
     cur += bytes;
     if (cur > stats_.peak[size_t(tag)]) stats_.peak[size_t(tag)] = cur;
+    note_resident(tag);
     stats_.total_current += bytes;
     if (stats_.total_current > stats_.total_peak) stats_.total_peak = stats_.total_current;
   }
@@ -130,8 +139,15 @@ void CachingAllocator::release(void* data, size_t bytes, size_t block_bytes, Mem
   std::lock_guard<std::mutex> lock(mu_);
   stats_.current[size_t(tag)] -= bytes;
   stats_.total_current -= bytes;
-  free_[block_bytes].push_back(data);
+  free_[block_bytes].emplace_back(data, tag);
   stats_.cached += block_bytes;
+  stats_.cached_by[size_t(tag)] += block_bytes;
+  note_resident(tag);
+}
+
+void CachingAllocator::note_resident(MemTag tag) {
+  const size_t t = size_t(tag), r = stats_.current[t] + stats_.cached_by[t];
+  if (r > stats_.resident_peak[t]) stats_.resident_peak[t] = r;
 }
 
 MemStats CachingAllocator::stats() const {
@@ -143,6 +159,7 @@ void CachingAllocator::reset_peaks() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.peak = stats_.current;
   stats_.total_peak = stats_.total_current;
+  for (size_t t = 0; t < kNumMemTags; ++t) stats_.resident_peak[t] = stats_.current[t] + stats_.cached_by[t];
 }
 
 void CachingAllocator::release_cached() {
@@ -152,7 +169,10 @@ void CachingAllocator::release_cached() {
 
 void CachingAllocator::release_cached_locked() {
   for (auto& [cls, blocks] : free_) {
-    for (void* p : blocks) sys_.free(p);
+    for (auto& [p, tag] : blocks) {
+      sys_.free(p);
+      stats_.cached_by[size_t(tag)] -= cls;
+    }
     stats_.cached -= cls * blocks.size();
     blocks.clear();
   }

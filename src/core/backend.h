@@ -28,6 +28,12 @@ void sim_synchronize();
 void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 void sim_memset(void* dst, int value, size_t bytes);
 
+// The meta device (meta.cpp; Note [meta device]): an allocator of addresses that are never memory,
+// and its copy (a host destination reads zeros; anything else moves nothing).
+Allocator& meta_allocator();
+void meta_copy(void* dst, Device dst_dev, size_t bytes);
+inline constexpr size_t kMetaCapacity = size_t(1) << 62;  // the dry run never runs out
+
 // Note [copy stream] (zt/core/copy_stream.h): an event is a shared handle whose last owner
 // releases it. The copy (host to device or back) runs on the device's copy stream after the work
 // queued on its compute stream so far; the event is recorded after it.

@@ -19,6 +19,7 @@ class InputFile {
   uint64_t device() const { return device_; }
   uint64_t inode() const { return inode_; }
   const std::string& path() const { return path_; }
+  int fd() const { return fd_; }  // to map it; open while this object lives
   // Exactly n bytes at `offset`, or a data error naming the file and the offset.
   void read_at(void* dst, size_t n, uint64_t offset) const;
 

@@ -5,12 +5,11 @@
 #include <numeric>
 
 #include "zt/core/error.h"
-#include "zt/data/token_shard.h"
 
 namespace zt::data {
 namespace {
 
-int64_t checked_windows(const std::vector<uint16_t>& tokens, int64_t seq_len, const std::string& name) {
+int64_t checked_windows(const TokenStream& tokens, int64_t seq_len, const std::string& name) {
   ZT_CHECK(seq_len >= 1, "[data] seq_len must be >= 1, got ", seq_len);
   const int64_t n = int64_t(tokens.size());
   ZT_CHECK_AS(ErrorKind::data, n >= seq_len + 1, "[data] ", name, " has ", n, " tokens, fewer than one window of ",
@@ -25,8 +24,8 @@ int64_t lm_window_count(int64_t num_tokens, int64_t seq_len) {
   return num_tokens < 2 ? 0 : (num_tokens - 1) / seq_len;
 }
 
-LmBatch lm_batch(const std::vector<uint16_t>& tokens, int64_t seq_len, const std::vector<int64_t>& windows) {
-  const int64_t b = int64_t(windows.size()), count = lm_window_count(int64_t(tokens.size()), seq_len);
+LmBatch lm_batch(const TokenStream& tokens, int64_t seq_len, const std::vector<int64_t>& windows) {
+  const int64_t b = int64_t(windows.size()), count = lm_window_count(tokens.size(), seq_len);
   LmBatch out{Tensor::empty({b, seq_len}, DType::i32), Tensor::empty({b, seq_len}, DType::i32)};
   int32_t* x = out.x.data<int32_t>();
   int32_t* y = out.y.data<int32_t>();
@@ -34,27 +33,18 @@ LmBatch lm_batch(const std::vector<uint16_t>& tokens, int64_t seq_len, const std
     const int64_t w = windows[size_t(r)];
     ZT_CHECK(0 <= w && w < count, "[data] window ", w, " is outside the ", count, " windows of ", seq_len + 1,
              " tokens");
-    const uint16_t* src = tokens.data() + w * seq_len;
-    for (int64_t t = 0; t < seq_len; ++t) {
-      x[r * seq_len + t] = src[t];
-      y[r * seq_len + t] = src[t + 1];
-    }
+    tokens.copy(w * seq_len, seq_len, x + r * seq_len);
+    tokens.copy(w * seq_len + 1, seq_len, y + r * seq_len);
   }
   return out;
 }
 
 void check_token_range(const std::vector<uint16_t>& tokens, int64_t vocab_size, const std::string& name) {
-  ZT_CHECK(vocab_size >= 1, "[data] vocab_size must be >= 1, got ", vocab_size);
-  const auto bad = std::find_if(tokens.begin(), tokens.end(), [&](uint16_t t) { return t >= vocab_size; });
-  if (bad == tokens.end()) return;
-  const size_t i = size_t(bad - tokens.begin());
-  ZT_THROW_AS(ErrorKind::data, "[data] ", name, ": token ", i, " (byte offset ",
-              kTokenShardHeaderBytes + i * sizeof(uint16_t), " in a token shard) is ", *bad,
-              ", outside the vocabulary of ", vocab_size, " (made by another tokenizer?)");
+  check_token_range(TokenStream(tokens, name), vocab_size);
 }
 
-LmBatches::LmBatches(std::vector<uint16_t> tokens, int64_t seq_len, const BatchLayout& layout, uint64_t seed,
-                     bool shuffle, const std::string& name)
+LmBatches::LmBatches(TokenStream tokens, int64_t seq_len, const BatchLayout& layout, uint64_t seed, bool shuffle,
+                     const std::string& name)
     : tokens_(std::move(tokens)),
       seq_len_(seq_len),
       sampler_(checked_windows(tokens_, seq_len, name), layout, seed, shuffle,
@@ -66,8 +56,7 @@ LmBatch LmBatches::micro_batch(int64_t step, int64_t m) const {
 
 LmBatch LmBatches::global_batch(int64_t step) const { return lm_batch(tokens_, seq_len_, sampler_.global_batch(step)); }
 
-LmEvalWindows::LmEvalWindows(std::vector<uint16_t> tokens, int64_t seq_len, int64_t max_windows,
-                             const std::string& name)
+LmEvalWindows::LmEvalWindows(TokenStream tokens, int64_t seq_len, int64_t max_windows, const std::string& name)
     : tokens_(std::move(tokens)), seq_len_(seq_len) {
   ZT_CHECK(max_windows >= 0, "[data] max_windows must be >= 0, got ", max_windows);
   const int64_t all = checked_windows(tokens_, seq_len, name);

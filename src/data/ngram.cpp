@@ -61,23 +61,30 @@ class Counts {
   Counts(int64_t V, double add_k, size_t expected_pairs)
       : uni_(size_t(V)), ctx_(size_t(V)), pairs_(expected_pairs), V_(V), add_k_(add_k) {}
   // Counts t[begin, end); the token before `begin`, if any, is the first one's context.
-  void add(const uint16_t* t, int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      ++uni_[t[i]];
-      if (i == 0) continue;
-      ++ctx_[t[i - 1]];
-      pairs_.add(key(t[i - 1], t[i]));
-    }
+  void add(const TokenStream& t, int64_t begin, int64_t end) {
+    bool has_prev = begin > 0;
+    uint32_t prev = has_prev ? t.token(begin - 1) : 0;
+    t.scan(begin, end, [&](int64_t, const uint32_t* x, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        ++uni_[x[i]];
+        if (has_prev) {
+          ++ctx_[prev];
+          pairs_.add(key(prev, x[i]));
+        }
+        prev = x[i], has_prev = true;
+      }
+      return true;
+    });
     n_ += end - begin;
   }
-  double p_uni(uint16_t b) const { return (double(uni_[b]) + add_k_) / (double(n_) + add_k_ * double(V_)); }
-  bool has_context(uint16_t a) const { return ctx_[a] > 0; }
-  double p_bigram(uint16_t a, uint16_t b) const {  // maximum likelihood; needs has_context(a)
+  double p_uni(uint32_t b) const { return (double(uni_[b]) + add_k_) / (double(n_) + add_k_ * double(V_)); }
+  bool has_context(uint32_t a) const { return ctx_[a] > 0; }
+  double p_bigram(uint32_t a, uint32_t b) const {  // maximum likelihood; needs has_context(a)
     return double(pairs_.get(key(a, b))) / double(ctx_[a]);
   }
 
  private:
-  static uint32_t key(uint16_t a, uint16_t b) { return uint32_t(a) << 16 | b; }
+  static uint32_t key(uint32_t a, uint32_t b) { return a << 16 | b; }  // both < 65536
   std::vector<int64_t> uni_, ctx_;
   PairCounts pairs_;
   int64_t n_ = 0, V_;
@@ -89,15 +96,21 @@ class Counts {
 struct Scored {
   std::vector<double> bigram, unigram;
 };
-Scored score(const Counts& c, const uint16_t* t, int64_t begin, int64_t end, bool first_has_context) {
+Scored score(const Counts& c, const TokenStream& t, int64_t begin, int64_t end, bool first_has_context) {
   Scored s;
   s.bigram.reserve(size_t(end - begin));
   s.unigram.reserve(size_t(end - begin));
-  for (int64_t i = begin; i < end; ++i) {
-    const bool ctx = (i > begin || first_has_context) && c.has_context(t[i - 1]);
-    s.bigram.push_back(ctx ? c.p_bigram(t[i - 1], t[i]) : -1.0);
-    s.unigram.push_back(c.p_uni(t[i]));
-  }
+  bool has_prev = first_has_context;
+  uint32_t prev = has_prev ? t.token(begin - 1) : 0;
+  t.scan(begin, end, [&](int64_t, const uint32_t* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const bool ctx = has_prev && c.has_context(prev);
+      s.bigram.push_back(ctx ? c.p_bigram(prev, x[i]) : -1.0);
+      s.unigram.push_back(c.p_uni(x[i]));
+      prev = x[i], has_prev = true;
+    }
+    return true;
+  });
   return s;
 }
 
@@ -108,28 +121,36 @@ double bigram_loss(const Scored& s, double lambda) {
   return sum / double(s.unigram.size());
 }
 
-void check_tokens(const std::vector<uint16_t>& t, int64_t V, const char* which) {
-  for (size_t i = 0; i < t.size(); ++i)
-    ZT_CHECK_AS(ErrorKind::data, t[i] < V, "[ngram] ", which, " token ", t[i], " at position ", i,
-                " is not below the vocabulary size ", V);
+void check_tokens(const TokenStream& t, int64_t count, int64_t V, const char* which) {
+  t.scan(0, count, [&](int64_t first, const uint32_t* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      ZT_CHECK_AS(ErrorKind::data, x[i] < V, "[ngram] ", which, " token ", x[i], " at position ", first + i,
+                  " is not below the vocabulary size ", V);
+    return true;
+  });
 }
 
 }  // namespace
 
 NgramBaseline ngram_baseline(const std::vector<uint16_t>& train, const std::vector<uint16_t>& val, int64_t V,
                              const NgramOptions& opt) {
-  ZT_CHECK(V >= 1 && V <= 65536, "[ngram] the vocabulary size must be in [1, 65536] (uint16 tokens), got ", V);
+  return ngram_baseline(TokenStream(train), TokenStream(val), V, opt);
+}
+
+NgramBaseline ngram_baseline(const TokenStream& train, const TokenStream& val, int64_t V, const NgramOptions& opt) {
+  ZT_CHECK(V >= 1 && V <= 65536,
+           "[ngram] the vocabulary size must be in [1, 65536] (a bigram key packs two 16-bit ids), got ", V);
   ZT_CHECK(opt.add_k > 0 && std::isfinite(opt.add_k), "[ngram] add_k must be > 0, got ", opt.add_k);
   ZT_CHECK(opt.heldout_fraction > 0 && opt.heldout_fraction < 1, "[ngram] heldout_fraction must be in (0, 1), got ",
            opt.heldout_fraction);
   ZT_CHECK_AS(ErrorKind::data, train.size() >= 2, "[ngram] ", train.size(),
               " train tokens: at least 2 are needed (one to count, one to choose lambda)");
   ZT_CHECK_AS(ErrorKind::data, !val.empty(), "[ngram] there are no validation tokens to score");
-  check_tokens(train, V, "train");
-  check_tokens(val, V, "validation");
-
   NgramBaseline r;
-  r.train_tokens = int64_t(train.size());
+  r.train_tokens = opt.max_train_tokens > 0 ? std::min(train.size(), opt.max_train_tokens) : train.size();
+  check_tokens(train, r.train_tokens, V, "train");
+  check_tokens(val, val.size(), V, "validation");
+
   r.val_tokens = int64_t(val.size());
   const int64_t n = r.train_tokens;
   r.heldout_tokens = std::min(n - 1, std::max<int64_t>(1, int64_t(double(n) * opt.heldout_fraction)));
@@ -137,21 +158,33 @@ NgramBaseline ngram_baseline(const std::vector<uint16_t>& train, const std::vect
   // Counts of the fit part choose λ; the held-out tail is then added, giving counts of all.
   // Distinct bigrams grow slower than tokens; the counter rehashes when they outgrow this.
   Counts counts(V, opt.add_k, size_t(std::min<int64_t>(n / 4, int64_t(1) << 20)));
-  counts.add(train.data(), 0, fit);
+  counts.add(train, 0, fit);
   {
-    const Scored held = score(counts, train.data(), fit, n, true);
+    const Scored held = score(counts, train, fit, n, true);
     double best = INFINITY;
     for (int k = 0; k < kNgramLambdaSteps; ++k) {
       const double lambda = k * kNgramLambdaStep, loss = bigram_loss(held, lambda);
       if (loss < best) best = loss, r.lambda = lambda;  // strict: ties keep the smaller λ
     }
   }
-  counts.add(train.data(), fit, n);
-  const Scored s = score(counts, val.data(), 0, r.val_tokens, false);
-  double uni = 0;
-  for (double p : s.unigram) uni -= std::log(p);
+  counts.add(train, fit, n);
+  // λ is chosen: the validation tokens are scored in one pass, nothing kept per token.
+  double uni = 0, bi = 0;
+  bool has_prev = false;
+  uint32_t prev = 0;
+  val.scan(0, r.val_tokens, [&](int64_t, const uint32_t* x, int64_t m) {
+    for (int64_t i = 0; i < m; ++i) {
+      const double pu = counts.p_uni(x[i]);
+      uni -= std::log(pu);
+      bi -= std::log(has_prev && counts.has_context(prev)
+                         ? r.lambda * counts.p_bigram(prev, x[i]) + (1 - r.lambda) * pu
+                         : pu);
+      prev = x[i], has_prev = true;
+    }
+    return true;
+  });
   r.unigram_loss = uni / double(r.val_tokens);
-  r.bigram_loss = bigram_loss(s, r.lambda);
+  r.bigram_loss = bi / double(r.val_tokens);
   return r;
 }
 

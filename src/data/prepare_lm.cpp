@@ -102,20 +102,20 @@ std::vector<Held> gather_documents(const PrepareLmOptions& opt, const Progress& 
   return out;
 }
 
-std::vector<uint16_t> encode_doc(const Tokenizer& tok, const Document& doc, int32_t sep) {
+std::vector<uint32_t> encode_doc(const Tokenizer& tok, const Document& doc, int32_t sep) {
   std::vector<int32_t> ids;
   try {
     ids = tok.encode(doc.text);
   } catch (const Error& e) {
     ZT_THROW_AS(e.kind(), "[prepare] ", doc.name, ": ", e.what());
   }
-  std::vector<uint16_t> out;
+  std::vector<uint32_t> out;
   out.reserve(ids.size() + 1);
-  out.push_back(uint16_t(sep));
+  out.push_back(uint32_t(sep));
   for (int32_t id : ids) {
     ZT_CHECK_AS(ErrorKind::internal, 0 <= id && id < tok.vocab_size(), "[prepare] ", doc.name, ": tokenizer ",
                 tok.name(), " gave id ", id, " outside its vocabulary of ", tok.vocab_size());
-    out.push_back(uint16_t(id));
+    out.push_back(uint32_t(id));
   }
   return out;
 }
@@ -126,20 +126,21 @@ PrepareLmReport prepare_lm(const PrepareLmOptions& opt, const Tokenizer& tok, co
   ZT_CHECK_AS(ErrorKind::config, opt.val_fraction > 0 && opt.val_fraction <= 0.5, "[prepare] val_fraction ",
               opt.val_fraction, " is outside (0, 0.5]");
   ZT_CHECK_AS(ErrorKind::config, !opt.sources.empty(), "[prepare] no sources (known: sotu, moby-dick)");
-  ZT_CHECK_AS(ErrorKind::data, tok.vocab_size() >= 1 && tok.vocab_size() <= 65536, "[prepare] tokenizer ", tok.name(),
-              " has ", tok.vocab_size(), " ids; token shards hold uint16 tokens (at most 65536)");
+  ZT_CHECK_AS(ErrorKind::data, tok.vocab_size() >= 1, "[prepare] tokenizer ", tok.name(), " has no ids");
+  // uint16 tokens (version 1) while they fit, as llm.c writes GPT-2's; uint32 (version 2) past that.
+  const int32_t version = token_shard_version_for(tok.vocab_size());
   std::string sep_name;
   const int32_t sep = separator_of(tok, &sep_name);
   detail::OutputDir out(opt.out, kWriter, progress);  // checked before the slow part
 
   std::vector<Held> docs = gather_documents(opt, progress);
   PrepareLmReport rep;
-  std::vector<uint16_t> split[2];  // train, val
+  std::vector<uint32_t> split[2];  // train, val
   json inputs = json::array();
   const size_t every = std::max<size_t>(kProgressEvery, docs.size() / 20);  // about 20 lines at most
   for (size_t i = 0; i < docs.size(); ++i) {
     const Held& h = docs[i];
-    const std::vector<uint16_t> ids = encode_doc(tok, h.doc, sep);
+    const std::vector<uint32_t> ids = encode_doc(tok, h.doc, sep);
     split[h.val].insert(split[h.val].end(), ids.begin(), ids.end());
     ++(h.val ? rep.val_documents : rep.train_documents);
     if (h.val) rep.val_names.push_back(h.doc.name);
@@ -160,14 +161,17 @@ PrepareLmReport prepare_lm(const PrepareLmOptions& opt, const Tokenizer& tok, co
   rep.train_tokens = int64_t(split[0].size());
   rep.val_tokens = int64_t(split[1].size());
 
-  write_token_shard(out.file("train_000000.bin"), split[0]);
-  write_token_shard(out.file("val_000000.bin"), split[1]);
+  rep.shard_version = version;
+  write_token_shard(out.file("train_000000.bin"), split[0], version);
+  write_token_shard(out.file("val_000000.bin"), split[1], version);
   json tok_files = json::array();
   for (const FileDigest& f : opt.tokenizer_files) tok_files.push_back({{"path", f.path}, {"sha256", f.sha256}});
   const json manifest = {
       {"writer", kWriter},
       {"task", "lm"},
-      {"format", "llm.c token shards: 256 x int32 header (magic 20240520, version 1, count), uint16 tokens"},
+      {"format", version == kTokenShardVersion
+                     ? "llm.c token shards: 256 x int32 header (magic 20240520, version 1, count), uint16 tokens"
+                     : "llm.c token shards: 256 x int32 header (magic 20240520, version 2, count), uint32 tokens"},
       {"tokenizer", {{"name", tok.name()}, {"vocab_size", tok.vocab_size()}, {"files", tok_files}}},
       {"separator", {{"token", sep_name}, {"id", sep}, {"where", "before every document"}}},
       {"val_fraction", opt.val_fraction},

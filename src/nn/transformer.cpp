@@ -134,8 +134,6 @@ void TransformerConfig::validate(const char* model) const {
               " must be a multiple of model.n_head ", n_head);
   ZT_CHECK_AS(ErrorKind::config, dropout >= 0.f && dropout < 1.f, "[", model, "] model.dropout must be in [0, 1), got ",
               dropout);
-  ZT_CHECK_AS(ErrorKind::config, vocab_size <= 65536, "[", model, "] model.vocab_size ", vocab_size,
-              " exceeds 65536 (token shards store uint16)");
 }
 
 }  // namespace zt::nn

@@ -14,6 +14,7 @@ const KernelTable& table_for(Device d, const char* op) {
     ZT_CHECK(d.index == 0, "[", op, "] device ", d, " does not exist (there is one sim device, index 0)");
     return sim_table();
   }
+  if (d.type == DeviceType::meta) return meta_table();
   const KernelTable* t = cuda_table();
   if (t == nullptr) ZT_THROW_AS(ErrorKind::invalid_argument, "[", op, "] CUDA is not available in this build");
   ZT_CHECK(is_available(d), "[", op, "] device ", d, " is not available (", cuda_device_count(), " GPUs visible)");
@@ -47,9 +48,10 @@ std::vector<std::string> kernel_names() {
 }
 
 bool supports(const std::string& kernel, Device d) {
-  const detail::KernelTable* t = d.is_cpu()                  ? &detail::cpu_table()
-                                 : d.type == DeviceType::sim ? &detail::sim_table()
-                                                             : detail::cuda_table();
+  const detail::KernelTable* t = d.is_cpu()                   ? &detail::cpu_table()
+                                 : d.type == DeviceType::sim  ? &detail::sim_table()
+                                 : d.type == DeviceType::meta ? &detail::meta_table()
+                                                              : detail::cuda_table();
   if (t == nullptr) return false;
 #define ZT_KERNEL_SUPPORTED(name, sig) \
   if (kernel == #name) return t->name != nullptr;

@@ -45,9 +45,17 @@ namespace zt::ops::detail {
   X(layer_norm_backward, void(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,              \
                               const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta))                          \
   X(dropout, void(const Tensor& x, float p, uint64_t seed, Tensor& out))                                               \
-  X(attention, void(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out, Tensor& lse)) \
+  X(rms_norm, void(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd))                          \
+  X(rms_norm_backward,                                                                                                 \
+    void(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx, Tensor& dgamma))      \
+  X(rope, void(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, const Tensor& cos, const Tensor& sin,            \
+               bool inverse, Tensor& out))                                                                             \
+  X(swiglu, void(const Tensor& gate_up, Tensor& out))                                                                  \
+  X(swiglu_backward, void(const Tensor& dy, const Tensor& gate_up, Tensor& dgate_up))                                  \
+  X(attention, void(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask,        \
+                    Tensor& out, Tensor& lse))                                                                         \
   X(attention_backward, void(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,              \
-                             int64_t n_head, bool causal, const Tensor* key_mask, Tensor& dqkv))                       \
+                             int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& dqkv))    \
   X(cast, void(const Tensor& src, Tensor& dst))                                                                        \
   X(scale_, void(Tensor & x, float s))                                                                                 \
   X(axpy_, void(Tensor & dst, float alpha, const Tensor& src))                                                         \
@@ -81,6 +89,8 @@ const KernelTable& cpu_table();
 const KernelTable* cuda_table();
 // The simulated device's table (sim/table.cpp, always built): the CPU's kernels on its stream.
 const KernelTable& sim_table();
+// The meta device's table (meta/table.cpp, always built): kernels that do nothing (Note [meta device]).
+const KernelTable& meta_table();
 
 // The table of `d`'s backend; throws ErrorKind::invalid_argument "[op] CUDA is not available in
 // this build" (or "device cuda:1 is not available") naming the op that asked.

@@ -140,6 +140,7 @@ PeakEstimate predict_peak(const Plan& plan, const PeakInput& in) {
     for (size_t b = 0; b < plan.buffers.size(); ++b) p.secondary += span_bytes(kinds, Span::step, plan, b);
   }
   p.activations = in.activations;
+  p.activation_cache = in.activation_cache;
   const int64_t publish = pol.shard_optimizer() && !pol.shard_parameters() ? largest_shard * pb : 0;
   p.workspace = std::max(4 * in.largest_param, publish);
   p.comm_buffers = in.comm_buffers;
@@ -160,6 +161,7 @@ std::string describe_peak(const PeakEstimate& p) {
   add("hpZ pieces", p.secondary);
   add("parameter staging", p.param_staging);
   add("activations", p.activations);
+  add("their cached blocks", p.activation_cache);
   add("workspace", p.workspace);
   add("comm buffers", p.comm_buffers);
   add("data", p.data);

@@ -125,6 +125,7 @@ Materialize initial_values(const nn::Module& model, const std::string& component
     if (p.has_storage()) held->insert(p.impl());
   return [inits, held, component](const Tensor& p, int64_t begin, Tensor dst) {
     const int64_t n = dst.numel();
+    if (dst.device().type == DeviceType::meta) return;  // nothing is stored there (Note [meta device])
     ZT_ASSERT(begin >= 0 && begin + n <= p.numel(), "initial values [", begin, ", ", begin + n, ") of a parameter of ",
               p.numel());
     if (held->count(p.impl())) {

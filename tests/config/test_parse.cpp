@@ -368,7 +368,47 @@ TEST(ConfigParse, TransformerKeys) {
   EXPECT_FALSE(parse(json::object()).activation_checkpointing.enabled);
   EXPECT_THAT(error_of({{"model", {{"n_head", 5}, {"n_embd", 64}}}}),
               HasSubstr("model.n_embd 64 is not a multiple of model.n_head 5 (nearest valid n_embd: 65)"));
-  EXPECT_THAT(error_of({{"model", {{"vocab_size", 70000}}}}), HasSubstr("model.vocab_size"));
+  // Past uint16 token ids (Llama 3's 128,256, Qwen's 151,936): uint32 shards hold them; i32 ids cap it.
+  EXPECT_EQ(parse({{"model", {{"vocab_size", 151936}}}}).model.vocab_size, 151936);
+  EXPECT_THAT(error_of({{"model", {{"vocab_size", (1 << 24) + 1}}}}), HasSubstr("model.vocab_size"));
+}
+
+// The Llama family's keys: defaults, ranges and the checks of its entry (apps) before step 1.
+TEST(ConfigParse, LlamaKeys) {
+  const Config d = parse(json::object());
+  EXPECT_EQ(d.model.n_kv_head, 0);  // n_head
+  EXPECT_EQ(d.model.intermediate_size, 0);
+  EXPECT_EQ(d.model.rope_theta, 10000.0);
+  EXPECT_FALSE(d.model.tie_word_embeddings);
+  const Config c = parse({{"model",
+                           {{"n_kv_head", 2},
+                            {"intermediate_size", 1536},
+                            {"rope_theta", 500000.0},
+                            {"rms_norm_eps", 1e-5},
+                            {"tie_word_embeddings", true},
+                            {"qkv_bias", true}}}});
+  EXPECT_EQ(c.model.n_kv_head, 2);
+  EXPECT_EQ(c.model.intermediate_size, 1536);
+  EXPECT_EQ(c.model.rope_theta, 500000.0);
+  EXPECT_TRUE(c.model.qkv_bias);
+  EXPECT_THAT(error_of({{"model", {{"intermediate_size", 0}}}}), HasSubstr("model.intermediate_size"));
+  EXPECT_THAT(error_of({{"model", {{"rope_theta", -1.0}}}}), HasSubstr("model.rope_theta"));
+  EXPECT_THAT(error_of({{"model", {{"rms_norm_eps", 0.0}}}}), HasSubstr("model.rms_norm_eps"));
+  EXPECT_THAT(error_of({{"model", {{"n_kv_head", 0}}}}), HasSubstr("model.n_kv_head"));
+}
+
+// Globs of llm.c shards instead of data.dir's train_*.bin / val_*.bin; matched when the task opens them.
+TEST(ConfigParse, TokenShardGlobs) {
+  EXPECT_EQ(parse(json::object()).data.train_files, "");
+  Config c = parse(json{{"data",
+                         {{"dataset", "tokens"},
+                          {"train_files", "data/fineweb10B/fineweb_train_*.bin"},
+                          {"val_files", "data/fineweb10B/fineweb_val_*.bin"}}}});
+  EXPECT_EQ(c.data.train_files, "data/fineweb10B/fineweb_train_*.bin");
+  EXPECT_EQ(c.data.val_files, "data/fineweb10B/fineweb_val_*.bin");
+  EXPECT_THAT(error_of({{"data", {{"dataset", "mnist"}, {"train_files", "x_*.bin"}}}}),
+              HasSubstr("'data.train_files' names token shards, but data.dataset is 'mnist'"));
+  EXPECT_THAT(error_of({{"data", {{"dataset", "tokens"}, {"val_files", 3}}}}), HasSubstr("data.val_files"));
 }
 
 TEST(ConfigParse, NullBatchKeysMeanDerive) {

@@ -211,6 +211,61 @@ TEST(Baseline, ErrorsAreOneLineNamingTheProblem) {
   }
 }
 
+// The same in version 2 (uint32 tokens, llm.c's format for vocabularies past 65,536 ids).
+void write_shard32(const std::string& path, const std::vector<uint32_t>& tokens) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = 2;
+  header[2] = int32_t(tokens.size());
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(header.data()), 1024);
+  f.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 4));
+}
+
+// Issue 54: data.train_files / data.val_files globs over shards of both versions train exactly
+// as the same tokens in one version 1 shard per split under data.dir (the windows are the same).
+TEST(TokenData, GlobbedShardsOfBothVersionsTrainAsOneFolder) {
+  const std::string dir = tmpdir("token_globs");
+  std::vector<uint16_t> train(3000), val(600);
+  for (size_t i = 0; i < train.size(); ++i) train[i] = uint16_t((i * 37 + i / 7) % 256);
+  for (size_t i = 0; i < val.size(); ++i) val[i] = uint16_t((i * 11 + 5) % 256);
+  fs::create_directories(dir + "/one");
+  write_shard(dir + "/one/train_000000.bin", train);
+  write_shard(dir + "/one/val_000000.bin", val);
+  // The train split as v1, v2, v1 pieces (cut mid-window), the validation split as v2.
+  write_shard(dir + "/fw_train_000000.bin", {train.begin(), train.begin() + 1000});
+  write_shard32(dir + "/fw_train_000001.bin", {train.begin() + 1000, train.begin() + 2001});
+  write_shard(dir + "/fw_train_000002.bin", {train.begin() + 2001, train.end()});
+  write_shard32(dir + "/fw_val_000000.bin", {val.begin(), val.end()});
+  const std::string gpt = kBin +
+                          " train --config configs/gpt_sotu.json model.vocab_size=256 model.n_layer=1 model.n_embd=32"
+                          " model.n_head=2 model.block_size=16 train_batch_size=4 train_micro_batch_size_per_gpu=4"
+                          " bf16.enabled=false run.max_steps=3 run.threads=1 steps_per_print=1";
+  const Result one = run(gpt + " data.dir=" + dir + "/one run.dir=" + dir + "/run_one", 120);
+  ASSERT_EQ(one.code, 0) << one.out;
+  const Result globs = run(gpt + " 'data.train_files=" + dir + "/fw_train_*.bin' 'data.val_files=" + dir +
+                               "/fw_val_*.bin' data.dir=" + dir + "/absent run.dir=" + dir + "/run_globs",
+                           120);
+  ASSERT_EQ(globs.code, 0) << globs.out;
+  EXPECT_EQ(logged_losses(dir + "/run_globs"), logged_losses(dir + "/run_one"));
+  EXPECT_EQ(logged_losses(dir + "/run_one").size(), 3u);
+
+  // A pattern that matches nothing names its key; a token past the vocabulary its file and offset.
+  const Result none = run(gpt + " 'data.train_files=" + dir + "/nope_*.bin' run.dir=" + dir + "/run_none", 60);
+  EXPECT_EQ(none.code, 1);
+  EXPECT_EQ(count_lines(none.out), 1) << none.out;
+  EXPECT_NE(none.out.find("'data.train_files' pattern '" + dir + "/nope_*.bin' matches no file"), std::string::npos)
+      << none.out;
+  write_shard32(dir + "/fw_val_000000.bin", {1, 2, 256, 3});
+  const Result bad = run(gpt + " 'data.train_files=" + dir + "/fw_train_*.bin' 'data.val_files=" + dir +
+                             "/fw_val_*.bin' run.dir=" + dir + "/run_bad",
+                         60);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find(dir + "/fw_val_000000.bin: token 2 (byte offset 1032) is 256, outside the vocabulary of 256"),
+            std::string::npos)
+      << bad.out;
+}
+
 TEST(Generate, UsageAndConfigErrorsNeedNoModel) {
   const std::string cfg = " --config configs/mnist_mlp.json";
   const std::vector<std::pair<std::string, std::string>> usage = {

@@ -24,6 +24,7 @@ constexpr double kMiB = 1 << 20;
 std::string write_data(const std::string& dir) {
   write_random_idx(dir + "/img", 512, 16);
   write_random_tokens(dir + "/tok", 40000, 4000);
+  write_random_tokens(dir + "/bert_tok", 40000, 4000, 7, 30522);
   return dir;
 }
 
@@ -42,12 +43,23 @@ std::vector<Model> models(const std::string& data) {
            " --config configs/gpt_sotu.json run.bf16_products=native model.n_layer=2 model.n_embd=64 model.n_head=2 "
            "model.block_size=64 train_batch_size=8 train_micro_batch_size_per_gpu=4 data.eval_every=0 "
            "data.dir=" +
+               data + "/tok"},
+          {"bert",
+           " --config configs/bert_pretrain.json run.bf16_products=native model.n_layer=2 model.n_embd=64 "
+           "model.n_head=2 model.block_size=64 data.seq_len=64 train_batch_size=8 train_micro_batch_size_per_gpu=4 "
+           "data.eval_every=0 data.dir=" +
+               data + "/bert_tok"},
+          {"llama",
+           " --config configs/llama_sotu.json run.bf16_products=native model.n_layer=2 model.n_embd=64 model.n_head=4 "
+           "model.n_kv_head=2 model.intermediate_size=160 model.block_size=64 train_batch_size=8 "
+           "train_micro_batch_size_per_gpu=4 data.eval_every=0 data.dir=" +
                data + "/tok"}};
 }
 
 struct Measured {
   double predicted, rss, before;  // baseline + plan, VmHWM at the last step, VmHWM before the plan
   nlohmann::json plan;
+  double activation_peak = 0;  // the allocator's activation peak (rank 0), beside plan["activations"]
 };
 
 // Each run in a folder of its own (a run directory's metrics are appended to, never truncated).
@@ -68,7 +80,7 @@ Measured train(const std::string& args, const std::string& dir, std::string* out
               plan["process_baseline"].get<int64_t>() + plan["total"].get<int64_t>());
   }
   return {double(plan["predicted_rss"].get<int64_t>()), double(last["rss_peak"].get<int64_t>()),
-          double(plan["rss_peak_before"].get<int64_t>()), plan};
+          double(plan["rss_peak_before"].get<int64_t>()), plan, double(last["memory_peak"]["activation"].get<int64_t>())};
 }
 
 // Under AddressSanitizer (kAsan) the binary's memory is ASan's, which no plan describes.
@@ -116,6 +128,9 @@ TEST(MemoryPlan, PeakRssIsWithinTenPercentOfThePlanForEveryModelAndStage) {
                                  (bf16 ? " run.bf16_products=" + products : "");
         const Measured r = train(args, dir);
         expect_within_10_percent(r, what);
+        // Note [measured activations]: the dry run's activations against the run's own peak.
+        EXPECT_NEAR(r.activation_peak / r.plan["activations"].get<double>(), 1.0, 0.05)
+            << what << ": activation peak " << r.activation_peak << ", plan " << r.plan.dump();
         expect_estimate_agrees(args, stage, r.plan);
         if (products == "f32" && stage < 2) {  // each weight in bf16 and f32 (6 bytes), its gradient in bf16 (2)
           EXPECT_EQ(r.plan["param"].get<int64_t>(), 3 * r.plan["grad"].get<int64_t>()) << what;

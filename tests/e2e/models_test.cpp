@@ -122,3 +122,66 @@ TEST(ModelsE2e, ARegisteredModelTrainsCheckpointsResumesExportsAndEstimates) {
 }
 
 }  // namespace
+
+// The Llama family through the binary (issue 54): GQA with an untied head and sparse embedding
+// rows at stage 3 on 2 ranks along the one-process trajectory, a checkpoint resumed at 3 ranks and
+// stage 1, activation checkpointing, eval, generate and estimate; its bad settings are one line each,
+// naming the key and the nearest valid value, before step 1.
+TEST(ModelsE2e, LlamaTrainsCheckpointsResumesGeneratesAndRefusesBadSettings) {
+  if (!have("data/gpt2/encoder.json")) GTEST_SKIP() << "no GPT-2 tokenizer in data/ (scripts/setup.sh fetches it)";
+  const std::string dir = tmpdir("models_llama");
+  write_random_tokens(dir + "/tok", 20000, 2000);
+  const std::string cfg =
+      " --config configs/llama_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=4 model.n_kv_head=2"
+      " model.intermediate_size=96 model.block_size=32 model.tie_word_embeddings=false train_batch_size=12"
+      " train_micro_batch_size_per_gpu=2 steps_per_print=1 data.eval_every=0 bf16.enabled=false"
+      " scheduler.params.warmup_num_steps=2 data.dir=" +
+      dir + "/tok checkpoint.dir=" + dir + "/ckpt";
+  Result one = run(kMpi + "1 " + kBin + " train" + cfg + " zero_optimization.stage=0 run.max_steps=4 run.dir=" + dir +
+                       "/one",
+                   300);
+  ASSERT_EQ(one.code, 0) << one.out;
+  Result two = run(kMpi + "2 " + kBin + " train" + cfg +
+                       " zero_optimization.stage=3 sparse_gradients=true activation_checkpointing={} run.max_steps=4"
+                       " checkpoint.every_steps=4 run.dir=" +
+                       dir + "/two",
+                   300);
+  ASSERT_EQ(two.code, 0) << two.out;
+  const auto a = logged_losses(dir + "/one"), b = logged_losses(dir + "/two");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (const auto& [step, loss] : a) EXPECT_NEAR(b.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
+  Result res = run(kMpi + "3 " + kBin + " train" + cfg +
+                       " zero_optimization.stage=1 run.max_steps=6 run.resume=latest run.dir=" + dir + "/three",
+                   300);
+  ASSERT_EQ(res.code, 0) << res.out;
+  EXPECT_NE(res.out.find("at step 4"), std::string::npos) << res.out;
+  Result ev = run(kBin + " eval" + cfg + " --weights " + dir + "/two/model.safetensors", 120);
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  EXPECT_NE(ev.out.find("validation loss:"), std::string::npos) << ev.out;
+  Result g = run(kBin + " generate" + cfg + " --weights " + dir +
+                     "/two/model.safetensors --prompt \"Call me\" --tokens 4 --seed 1",
+                 120);
+  ASSERT_EQ(g.code, 0) << g.out;
+  EXPECT_NE(g.out.find("Call me"), std::string::npos) << g.out;
+  Result est = run(kBin + " estimate" + cfg + " --world 2 --json", 60);
+  ASSERT_EQ(est.code, 0) << est.out;
+  // embed 256x64 + lm_head 64x256 + 2 blocks of (qkv 128x64, o 64x64, gate_up 192x64, down 64x96, 2 norms) + norm
+  const int64_t block = 128 * 64 + 64 * 64 + 192 * 64 + 64 * 96 + 2 * 64;
+  EXPECT_EQ(nlohmann::json::parse(est.out)["parameters"].get<int64_t>(), 2 * 50257 * 64 + 2 * block + 64);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {" model.n_kv_head=3", "model.n_head 4 is not a multiple of model.n_kv_head 3 (nearest valid n_kv_head: 2)"},
+      {" model.n_embd=72 model.n_head=8 model.n_kv_head=2", "must be an even head size for rotary embeddings"},
+      {" model.intermediate_size=0", "model.intermediate_size"},
+      {" model.rope_theta=0", "model.rope_theta"},
+      {" model.rms_norm_eps=-1", "model.rms_norm_eps"},
+      {" model.dropout=0.1", "model.dropout 0.1 is not used by model.type llama"},
+      {" model.vocab_size=1000", "outside the vocabulary of 1000"}};
+  for (const auto& [args, want] : bad) {
+    Result r = run(kBin + " train" + cfg + args + " run.max_steps=1 run.dir=" + dir + "/bad", 60);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.out.find(want), std::string::npos) << args << ": " << r.out;
+    EXPECT_EQ(r.out.find("step 1/"), std::string::npos) << args << ": " << r.out;
+  }
+}

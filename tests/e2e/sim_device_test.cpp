@@ -38,6 +38,12 @@ const std::string kGpt = " --config configs/gpt_sotu.json model.n_layer=2 model.
                          " model.block_size=32 train_batch_size=8 data.eval_every=0 run.eval_at_end=false"
                          " steps_per_print=1 run.max_steps=4 run.bf16_products=native";
 
+// A Llama (GQA, 2 key/value heads for 4 heads) the same way: its ops on the device.
+const std::string kLlama = " --config configs/llama_sotu.json model.n_layer=2 model.n_embd=64 model.n_head=4"
+                           " model.n_kv_head=2 model.intermediate_size=96 model.block_size=32 train_batch_size=8"
+                           " data.eval_every=0 run.eval_at_end=false steps_per_print=1 run.max_steps=4"
+                           " run.bf16_products=native";
+
 const std::string kZeroPP = " zero_optimization.zero_quantized_weights=true"
                             " zero_optimization.zero_quantized_gradients=true zero_optimization.zero_hpz_partition_size=2";
 
@@ -56,7 +62,7 @@ class SimFollowsCpu : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SimFollowsCpu, BitForBit) {
   const Case c = GetParam();
-  const bool gpt = c.args.find("gpt_sotu") != std::string::npos;
+  const bool gpt = c.args.find("gpt_sotu") != std::string::npos || c.args.find("llama_sotu") != std::string::npos;
   if (!gpt && !have_mnist()) GTEST_SKIP() << "MNIST and Fashion-MNIST not installed (scripts/setup.sh)";
   const std::string root = tmpdir("sim_" + c.name + "_" + std::to_string(c.np));
   std::string args = c.args;
@@ -139,6 +145,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt_zeropp", kGpt + " train_micro_batch_size_per_gpu=2" + kZeroPP, 4, {3}, 2},
                       Case{"gpt_int8_gradients", kGpt + " train_micro_batch_size_per_gpu=2" + kInt8Grads, 4, {1, 2}, 2},
                       Case{"gpt_sparse_rows", kGpt + " train_micro_batch_size_per_gpu=2 sparse_gradients=true", 2, {1, 2}},
+                      // The Llama family: every stage in bf16; its untied embedding's sparse rows; offloaded.
+                      Case{"llama_bf16", kLlama + " train_micro_batch_size_per_gpu=2", 2, {0, 1, 2, 3}},
+                      Case{"llama_untied_sparse_rows",
+                           kLlama + " train_micro_batch_size_per_gpu=2 model.tie_word_embeddings=false sparse_gradients=true",
+                           2, {1, 2}},
+                      Case{"llama_offload_fp32", kLlama + " bf16.enabled=false train_micro_batch_size_per_gpu=2", 2, {3}, 0,
+                           kOffload},
                       // ZeRO-Offload on the device (Note [host residence]) against the in-memory cpu run.
                       Case{"mlp_offload_fp32", kMnist, 2, {1, 2, 3}, 0, kOffload},
                       Case{"mlp_offload_bf16", kMnist + " bf16.enabled=true", 1, {1, 3}, 0, kOffload},

@@ -131,12 +131,13 @@ TEST(Attention, MatchesPyTorchGoldensForwardAndBackward) {
   for (const json& c : doc["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>() + " (" + c["dtype"].get<std::string>() + ")");
     const DType dt = dtype_from_name(c["dtype"]);
-    const int64_t B = c["B"], T = c["T"], C = c["C"];
-    Tensor qkv = Tensor::from_vector(c["qkv"].get<std::vector<float>>(), {B, T, 3 * C}, dt);
+    const int64_t B = c["B"], T = c["T"], C = c["C"], H = c["n_head"], K = c.value("n_kv_head", H);
+    const int64_t W = C + 2 * K * (C / H);  // grouped-query cases carry n_kv_head
+    Tensor qkv = Tensor::from_vector(c["qkv"].get<std::vector<float>>(), {B, T, W}, dt);
     Tensor mask =
         c["key_mask"].is_null() ? Tensor() : Tensor::from_ints(c["key_mask"].get<std::vector<int32_t>>(), {B, T});
     autograd::set_requires_grad(qkv, true);
-    Tensor out = ag::attention(qkv, c["n_head"], c["causal"], mask.defined() ? &mask : nullptr);
+    Tensor out = ag::attention(qkv, H, c["causal"], mask.defined() ? &mask : nullptr, K);
     EXPECT_EQ(out.dtype(), dt);
     // bf16 is loose: the saved 16-bit out feeds D_i = dO . O in backward.
     const Tolerance tol{1e-5f, 2e-2f, 2e-3f};
@@ -144,7 +145,7 @@ TEST(Attention, MatchesPyTorchGoldensForwardAndBackward) {
     autograd::backward(out, Tensor::from_vector(c["dout"].get<std::vector<float>>(), {B, T, C}, dt));
     Tensor g = autograd::grad(qkv);
     EXPECT_EQ(g.dtype(), dt);
-    expect_close(g, {{"shape", Shape{B, T, 3 * C}}, {"data", c["dqkv"]}}, tol.of(dt), "dqkv");
+    expect_close(g, {{"shape", Shape{B, T, W}}, {"data", c["dqkv"]}}, tol.of(dt), "dqkv");
   }
 }
 

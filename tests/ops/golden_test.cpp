@@ -63,7 +63,8 @@ TEST_P(GoldenFixture, MatchesPyTorchForwardAndBackward) {
 std::vector<Param> params() {
   std::vector<Param> p;
   for (const auto& b : ops::backends())
-    for (const char* f : {"matmul", "linear", "linear_gelu", "elementwise", "reduce", "softmax", "loss", "transformer"})
+    for (const char* f :
+         {"matmul", "linear", "linear_gelu", "elementwise", "reduce", "softmax", "loss", "transformer", "llama"})
       p.push_back({b, f + std::string(".json")});
   return p;
 }
@@ -75,7 +76,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, GoldenFixture, ::testing::ValuesIn(params()), [](c
 // Every fixture file has cases in every float dtype.
 TEST(Golden, FixturesCoverEveryDtype) {
   for (const char* f : {"matmul.json", "linear.json", "linear_gelu.json", "elementwise.json", "reduce.json",
-                        "softmax.json", "loss.json", "transformer.json"}) {
+                        "softmax.json", "loss.json", "transformer.json", "llama.json"}) {
     const json doc = load(f);
     std::set<std::string> here;
     for (const json& c : doc["cases"]) here.insert(c["dtype"].get<std::string>());

@@ -11,6 +11,7 @@
 #include "zt/autograd/layers.h"
 #include "zt/core/random.h"
 #include "zt/ops/ops.h"
+#include "zt/ops/transformer.h"
 
 namespace zt::test {
 namespace {
@@ -117,6 +118,19 @@ std::vector<OpRow> build() {
   t.push_back(row("layer_norm", [](X x, S s) { return ag::layer_norm(x[0], x[1], x[2], param(s, "eps")); },
                   {in({{3, 7}, {7}, {7}}, {{"params", {{"eps", 1e-5}}}}),
                    in({{2, 2, 11}, {11}, {11}}, {{"params", {{"eps", 1e-3}}}})}));
+  t.push_back(row("rms_norm", [](X x, S s) { return ag::rms_norm(x[0], x[1], param(s, "eps")); },
+                  {in({{3, 7}, {7}}, {{"params", {{"eps", 1e-6}}}}),
+                   in({{2, 2, 11}, {11}}, {{"params", {{"eps", 1e-3}}}})}));
+  // Tables of the case's positions on the input's device (the model makes them once per length).
+  t.push_back(row("rope",
+                  [](X x, S s) {
+                    const int64_t h = params(s)["n_head"], k = params(s)["n_kv_head"];
+                    const int64_t d = x[0].size(2) / (h + 2 * k);
+                    return ag::rope(x[0], h, k, ops::rope_tables(x[0].size(1), d, param(s, "theta"), x[0].device()));
+                  },
+                  {in({{2, 3, 32}}, {{"params", {{"n_head", 2}, {"n_kv_head", 1}, {"theta", 10000.0}}}}),
+                   in({{1, 4, 24}}, {{"params", {{"n_head", 2}, {"n_kv_head", 2}, {"theta", 10.0}}}})}));
+  t.push_back(row("swiglu", [](X x, S) { return ag::swiglu(x[0]); }, {in({{3, 8}}), in({{2, 2, 6}})}));
   // A fixed seed makes dropout linear in x (the same mask every call): no fixtures, gradient only.
   t.push_back(row("dropout",
                   [](X x, S s) { return ag::dropout(x[0], param(s, "p"), params(s)["seed"].get<uint64_t>()); },

@@ -13,17 +13,14 @@ extern const ModelKind kBert{
         [](const config::Config& c, bool) {
           return std::shared_ptr<nn::Module>(nn::make_bert(transformer_config(c), c.model.head, c.model.num_classes));
         },
-    // The MLM head as GPT's, and its decoder's bias added into one more logits-sized tensor.
-    .activations =
-        [](const config::Config& c, int64_t micro, int64_t, double b, bool temp) {
-          return transformer_activations(c, micro, b, c.model.head == "mlm" ? 3 * b : 0, temp);
-        },
     .task =
         [](const config::Config& c, bool with_train) {
           if (c.model.head == "mlm" && c.data.dataset == "tokens") return make_token_task(c, "bert", with_train);
           if (c.model.head == "classify" && c.data.dataset == "classify") return make_classify_task(c, with_train);
           refuse_dataset(c, "tokens with model.head mlm, or classify with model.head classify");
         },
+    .example = [](const config::Config& c,
+                  int64_t n) { return masked_example(c, n, /*per_token=*/c.model.head == "mlm"); },
     .rows_per_sample = sequence_length,
     .eval_batch = eval_batch_is_micro,
 };

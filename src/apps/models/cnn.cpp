@@ -17,12 +17,6 @@ extern const ModelKind kCnn = image_model(
             nn::make_cnn(m.in_channels, m.image_size, m.channels, m.fc, m.num_classes, c.seed));
       });
     },
-    [](const config::Config& c, int64_t micro, int64_t eval_batch, double b, bool temp) {
-      const config::ModelConfig& m = c.model;
-      return image_activations(
-          {m.in_channels * m.image_size * m.image_size, m.in_channels, m.image_size, m.channels, m.fc, m.num_classes},
-          micro, eval_batch, b, temp);
-    },
     [](const config::Config& c) { return c.model.in_channels * c.model.image_size * c.model.image_size; },
     " (model.in_channels x model.image_size^2)");
 

@@ -14,10 +14,6 @@ extern const ModelKind kMlp = image_model(
         return std::shared_ptr<nn::Module>(nn::make_mlp(m.input_dim, m.hidden, m.num_classes, m.activation, c.seed));
       });
     },
-    [](const config::Config& c, int64_t micro, int64_t eval_batch, double b, bool temp) {
-      const config::ModelConfig& m = c.model;
-      return image_activations({m.input_dim, 0, 0, {}, m.hidden, m.num_classes}, micro, eval_batch, b, temp);
-    },
     input_dim_features, " (model.input_dim)");
 
 }  // namespace zt::apps

@@ -1,7 +1,8 @@
 #pragma once
 // Note [model registry]: everything the commands need to know about one model.type, in one
-// entry: how to build it, what its activations cost (Note [activation formula]), which task
-// trains it on which data, and whether `generate` can sample from it. train, eval, estimate and
+// entry: how to build it, an example micro-batch for the dry run that measures its activations
+// (Note [measured activations] in dry_run.h), which task trains it on which data, and whether
+// `generate` can sample from it. train, eval, estimate and
 // generate ask the entry; none of them compares model.type. Adding a model is one file (its
 // entry, and its module if nn has none) plus one line in registry.cpp.
 #include <cstdint>
@@ -9,25 +10,22 @@
 #include <string>
 #include <vector>
 
+#include "../tasks.h"
 #include "zt/config/config.h"
 #include "zt/nn/module.h"
 
 namespace zt::apps {
 
-class Task;
-
 struct ModelKind {
   const char* type;  // the model.type that selects it
   // The module (deferred: parameters get shapes and initialisers only, Note [deferred init]).
   std::shared_ptr<nn::Module> (*build)(const config::Config& c, bool deferred);
-  // Bytes the autograd tape holds at its peak for a micro-batch of `micro` samples, or for an
-  // evaluation pass of `eval_batch` (0: none); b = bytes of the dtype the model computes in;
-  // grad_temporary: a Linear's weight gradient passes through a temporary (else it is written
-  // into its bucket, Note [gradients written in place] in zt/ops/ops.h).
-  int64_t (*activations)(const config::Config& c, int64_t micro, int64_t eval_batch, double b, bool grad_temporary);
   // The task that trains it on data.dataset, its data loaded and checked; a config error, naming
   // the datasets it takes, for any other.
   std::unique_ptr<Task> (*task)(const config::Config& c, bool with_train);
+  // A micro-batch of `samples` as its task makes them (shapes and dtypes; values all zero), on the
+  // host: what the dry run feeds the model (Note [measured activations] in dry_run.h).
+  MicroBatch (*example)(const config::Config& c, int64_t samples);
   // Rows a sample feeds through each weight: tokens of a sequence, 1 for an image.
   int64_t (*rows_per_sample)(const config::Config& c);
   // Samples per evaluation forward, given the training micro-batch, before any data is read.

@@ -5,9 +5,9 @@
 
 namespace zt::apps {
 
-extern const ModelKind kMlp, kCnn, kGpt, kBert, kResMlp;
+extern const ModelKind kMlp, kCnn, kGpt, kBert, kResMlp, kLlama;
 
-std::vector<const ModelKind*> model_kinds() { return {&kMlp, &kCnn, &kGpt, &kBert, &kResMlp}; }
+std::vector<const ModelKind*> model_kinds() { return {&kMlp, &kCnn, &kGpt, &kBert, &kResMlp, &kLlama}; }
 
 void register_model_types() {
   for (const ModelKind* k : model_kinds()) config::add_model_type(k->type, k->check);

@@ -82,14 +82,6 @@ ModelKind resmlp() {
           return std::shared_ptr<nn::Module>(std::make_shared<ResidualMlp>(c.model, c.seed));
         });
       },
-      // As an MLP of the blocks' layers (each Linear and activation output), plus the input
-      // projection's output and each block's sum.
-      [](const config::Config& c, int64_t micro, int64_t eval_batch, double b, bool temp) {
-        const config::ModelConfig& m = c.model;
-        const double sums = double(micro) * b * double(m.hidden.front()) * double(m.hidden.size() + 1);
-        return image_activations({m.input_dim, 0, 0, {}, m.hidden, m.num_classes}, micro, eval_batch, b, temp) +
-               int64_t(sums);
-      },
       input_dim_features, " (model.input_dim)");
   k.check = check;
   return k;

@@ -5,6 +5,8 @@
 // to f32 scratch (per thread, sized by the blocks), K (and V in backward) transposed, so each
 // loop runs over a contiguous row of 64 keys or D features (Note [block products]). Each output
 // row is written by one work item in a fixed summation order: results do not depend on threads.
+// With grouped-query attention the G = H / K query heads of a key/value head read its k and v in
+// place; its dK and dV sum over the group's heads in head order.
 #include <omp.h>
 
 #include <algorithm>
@@ -28,13 +30,17 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int64_t blocks(int64_t t, int64_t b) { return (t + b - 1) / b; }
 
-// One call's shapes and inputs; q, k, v of (b, h) start at qkv + row(b, 0) + h*D (+C, +2C).
+// One call's shapes and inputs: a row of qkv holds H query heads, then K key heads, then K value
+// heads of D features (W = (H + 2K) D); out rows are C = H D wide; query head h reads kv head h / G.
 struct Geometry {
-  int64_t B, T, C, H, D;
+  int64_t B, T, C, H, K, G, D, W;
   float scale;
   bool causal;
   const int32_t* mask;  // [B, T] or null
-  int64_t row(int64_t b, int64_t t) const { return (b * T + t) * 3 * C; }
+  int64_t row(int64_t b, int64_t t) const { return (b * T + t) * W; }
+  int64_t q_col(int64_t h) const { return h * D; }
+  int64_t k_col(int64_t kv) const { return (H + kv) * D; }
+  int64_t v_col(int64_t kv) const { return (H + K + kv) * D; }
   int64_t nqb() const { return blocks(T, kBq); }
   int64_t nkb() const { return blocks(T, kBk); }
   // Key blocks a query block [i0, i0+ni) sees: all, or up to its last query's block.
@@ -208,17 +214,17 @@ void scores(const Geometry& g, const float* q, const float* kt, const float* bia
 
 template <typename T>
 void forward_block(const Geometry& g, const T* qkv, int64_t b, int64_t h, int64_t qb, Scratch& sc, T* out, float* lse) {
-  const int64_t D = g.D, ld = 3 * g.C, i0 = qb * kBq, ni = std::min(kBq, g.T - i0);
-  const T* head = qkv + g.row(b, 0) + h * D;
-  load_rows(head + i0 * ld, ld, ni, D, g.scale, sc.q);
+  const int64_t D = g.D, ld = g.W, i0 = qb * kBq, ni = std::min(kBq, g.T - i0);
+  const T* base = qkv + g.row(b, 0);
+  load_rows(base + g.q_col(h) + i0 * ld, ld, ni, D, g.scale, sc.q);
   std::fill(sc.m, sc.m + ni, kNegInf);
   std::fill(sc.l, sc.l + ni, 0.f);
   std::fill(sc.acc, sc.acc + ni * D, 0.f);
   for (int64_t kb = 0; kb < g.kb_end(i0, ni); ++kb) {
     const int64_t j0 = kb * kBk, nj = std::min(kBk, g.T - j0);
     if (!key_bias(g, b, j0, nj, sc.bias)) continue;
-    load_cols(head + g.C + j0 * ld, ld, nj, D, sc.row, sc.kt);
-    load_rows(head + 2 * g.C + j0 * ld, ld, nj, D, 1.f, sc.v);
+    load_cols(base + g.k_col(h / g.G) + j0 * ld, ld, nj, D, sc.row, sc.kt);
+    load_rows(base + g.v_col(h / g.G) + j0 * ld, ld, nj, D, 1.f, sc.v);
     scores(g, sc.q, sc.kt, sc.bias, i0, ni, j0, sc.s);
     for (int64_t i = 0; i < ni; ++i) {
       float* __restrict si = sc.s + i * kBk;
@@ -253,23 +259,22 @@ struct Backward {
   const float *lse, *dsum;
   T* dqkv;
 
-  const T* head(int64_t b, int64_t h) const { return qkv + g.row(b, 0) + h * g.D; }
+  const T* base(int64_t b) const { return qkv + g.row(b, 0); }
   const float* per_query(const float* p, int64_t b, int64_t h) const { return p + (b * g.H + h) * g.T; }
 
   // Queries [i0, i0+ni) of (b, h) into q (scaled), dout, m (lse) and dvec.
   void load_queries(int64_t b, int64_t h, int64_t i0, int64_t ni, Scratch& sc) const {
-    load_rows(head(b, h) + i0 * 3 * g.C, 3 * g.C, ni, g.D, g.scale, sc.q);
+    load_rows(base(b) + g.q_col(h) + i0 * g.W, g.W, ni, g.D, g.scale, sc.q);
     load_rows(dout + (b * g.T + i0) * g.C + h * g.D, g.C, ni, g.D, 1.f, sc.dout);
     std::copy_n(per_query(lse, b, h) + i0, ni, sc.m);
     std::copy_n(per_query(dsum, b, h) + i0, ni, sc.dvec);
   }
-  // Keys [j0, j0+nj) of (b, h) into k, kt and vt (and bias); false when none is visible.
-  bool load_keys(int64_t b, int64_t h, int64_t j0, int64_t nj, Scratch& sc) const {
+  // Keys [j0, j0+nj) of kv head kv of batch b into k, kt and vt (and bias); false when none is visible.
+  bool load_keys(int64_t b, int64_t kv, int64_t j0, int64_t nj, Scratch& sc) const {
     if (!key_bias(g, b, j0, nj, sc.bias)) return false;
-    const T* k = head(b, h) + g.C + j0 * 3 * g.C;
-    load_rows(k, 3 * g.C, nj, g.D, 1.f, sc.k);
+    load_rows(base(b) + g.k_col(kv) + j0 * g.W, g.W, nj, g.D, 1.f, sc.k);
     load_cols(sc.k, g.D, nj, g.D, sc.row, sc.kt);  // from the f32 rows: K is converted once
-    load_cols(k + g.C, 3 * g.C, nj, g.D, sc.row, sc.vt);
+    load_cols(base(b) + g.v_col(kv) + j0 * g.W, g.W, nj, g.D, sc.row, sc.vt);
     return true;
   }
   // P = exp(S - lse) into s and dS = P * (dP - D_i) into dp for the loaded blocks.
@@ -291,33 +296,36 @@ struct Backward {
       }
     }
   }
-  // Rows of dqkv: n rows of d values from f32 src (times s) at dst, row stride 3C.
+  // Rows of dqkv: n rows of d values from f32 src (times s) at dst, row stride W.
   void store(const float* src, int64_t n, float s, T* dst, float* row) const {
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t c = 0; c < g.D; ++c) row[c] = src[r * g.D + c] * s;
-      from_f32(row, dst + r * 3 * g.C, g.D);
+      from_f32(row, dst + r * g.W, g.D);
     }
   }
 
-  // dK and dV of key block kb over every query block that sees it; adds dS K into dq_head
-  // ([T][D] of this head) when given.
-  void key_block(int64_t b, int64_t h, int64_t kb, Scratch& sc, float* dq_head) const {
+  // dK and dV of key block kb of kv head kv over every query block of its group's heads that sees
+  // it; adds dS K into dq_heads ([G][T][D], the group's heads in order) when given.
+  void key_block(int64_t b, int64_t kv, int64_t kb, Scratch& sc, float* dq_heads) const {
     const int64_t D = g.D, j0 = kb * kBk, nj = std::min(kBk, g.T - j0);
     std::fill(sc.dk, sc.dk + nj * D, 0.f);
     std::fill(sc.dv, sc.dv + nj * D, 0.f);
-    if (load_keys(b, h, j0, nj, sc)) {
-      for (int64_t qb = g.causal ? j0 / kBq : 0; qb < g.nqb(); ++qb) {
-        const int64_t i0 = qb * kBq, ni = std::min(kBq, g.T - i0);
-        load_queries(b, h, i0, ni, sc);
-        pair(i0, ni, j0, sc);
-        acc_wtx(sc.s, sc.dout, ni, nj, D, sc.dv);
-        acc_wtx(sc.dp, sc.q, ni, nj, D, sc.dk);  // q is scaled: dK = scale * dS^T Q
-        if (dq_head) acc_wy(sc.dp, sc.k, ni, nj, D, dq_head + i0 * D);
+    if (load_keys(b, kv, j0, nj, sc)) {
+      for (int64_t gh = 0; gh < g.G; ++gh) {
+        const int64_t h = kv * g.G + gh;
+        for (int64_t qb = g.causal ? j0 / kBq : 0; qb < g.nqb(); ++qb) {
+          const int64_t i0 = qb * kBq, ni = std::min(kBq, g.T - i0);
+          load_queries(b, h, i0, ni, sc);
+          pair(i0, ni, j0, sc);
+          acc_wtx(sc.s, sc.dout, ni, nj, D, sc.dv);
+          acc_wtx(sc.dp, sc.q, ni, nj, D, sc.dk);  // q is scaled: dK = scale * dS^T Q
+          if (dq_heads) acc_wy(sc.dp, sc.k, ni, nj, D, dq_heads + (gh * g.T + i0) * D);
+        }
       }
     }
-    T* dk = dqkv + g.row(b, j0) + g.C + h * D;
-    store(sc.dk, nj, 1.f, dk, sc.row);
-    store(sc.dv, nj, 1.f, dk + g.C, sc.row);
+    T* row = dqkv + g.row(b, j0);
+    store(sc.dk, nj, 1.f, row + g.k_col(kv), sc.row);
+    store(sc.dv, nj, 1.f, row + g.v_col(kv), sc.row);
   }
 
   // dQ of query block qb over every key block it sees, into sc.acc then dqkv.
@@ -327,20 +335,27 @@ struct Backward {
     load_queries(b, h, i0, ni, sc);
     for (int64_t kb = 0; kb < g.kb_end(i0, ni); ++kb) {
       const int64_t j0 = kb * kBk, nj = std::min(kBk, g.T - j0);
-      if (!load_keys(b, h, j0, nj, sc)) continue;
+      if (!load_keys(b, h / g.G, j0, nj, sc)) continue;
       pair(i0, ni, j0, sc);
       acc_wy(sc.dp, sc.k, ni, nj, D, sc.acc);
     }
-    store(sc.acc, ni, g.scale, dqkv + g.row(b, i0) + h * D, sc.row);
+    store(sc.acc, ni, g.scale, dqkv + g.row(b, i0) + g.q_col(h), sc.row);
   }
 };
 
-Geometry geometry(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask) {
-  const int64_t C = qkv.size(2) / 3, D = C / n_head;
-  return Geometry{qkv.size(0), qkv.size(1),
-                  C,           n_head,
-                  D,           1.f / std::sqrt(float(D)),
-                  causal,      key_mask ? key_mask->data<int32_t>() : nullptr};
+Geometry geometry(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask) {
+  const int64_t W = qkv.size(2), D = W / (n_head + 2 * n_kv_head);
+  return Geometry{qkv.size(0),
+                  qkv.size(1),
+                  n_head * D,
+                  n_head,
+                  n_kv_head,
+                  n_head / n_kv_head,
+                  D,
+                  W,
+                  1.f / std::sqrt(float(D)),
+                  causal,
+                  key_mask ? key_mask->data<int32_t>() : nullptr};
 }
 
 // D_i = sum_c dO[i][c] * O[i][c] per (b, h, query), in f32.
@@ -360,8 +375,9 @@ void rowsums(const Geometry& g, const T* dout, const T* out, float* dsum) {
 
 }  // namespace
 
-void attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out, Tensor& lse) {
-  const Geometry g = geometry(qkv, n_head, causal, key_mask);
+void attention(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& out,
+               Tensor& lse) {
+  const Geometry g = geometry(qkv, n_head, n_kv_head, causal, key_mask);
   dispatch_float(qkv.dtype(), "attention", [&](auto tag) {
     using T = decltype(tag);
     const T* px = qkv.data<T>();
@@ -374,30 +390,32 @@ void attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key
   });
 }
 
-// Two schedules, the same sums in the same order (so bitwise the same result): with a head per
-// thread worth starting or more, one item per (b, h) walks key blocks and gathers dQ in a [T][D]
-// buffer (five block products per pair); with fewer heads, items per key block (dK, dV) and then
-// per query block (dQ) keep every thread busy at the cost of recomputing S and dP (seven).
+// Two schedules, the same sums in the same order (so bitwise the same result): with a kv head per
+// thread worth starting or more, one item per (b, kv head) walks key blocks and gathers its group's
+// dQ in a [G][T][D] buffer (five block products per pair); with fewer, items per key block (dK, dV)
+// and then per query block (dQ) keep every thread busy at the cost of recomputing S and dP (seven).
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, int64_t n_head,
-                        bool causal, const Tensor* key_mask, Tensor& dqkv) {
-  const Geometry g = geometry(qkv, n_head, causal, key_mask);
+                        int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& dqkv) {
+  const Geometry g = geometry(qkv, n_head, n_kv_head, causal, key_mask);
   Tensor dsum = Tensor::empty({g.B, g.H, g.T}, DType::f32, MemTag::workspace);
   dispatch_float(qkv.dtype(), "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     rowsums(g, dout.data<T>(), out.data<T>(), dsum.data<float>());
     const Backward<T> bw{g, qkv.data<T>(), dout.data<T>(), lse.data<float>(), dsum.data<float>(), dqkv.data<T>()};
-    const int64_t heads = g.B * g.H, nqb = g.nqb(), nkb = g.nkb();
-    if (heads >= threads_for(heads * nkb, kBk * g.T * g.D)) {
-      for_items(heads, g.T * g.T * g.D, g.D, g.T, [&](int64_t bh, Scratch& sc) {
-        const int64_t b = bh / g.H, h = bh % g.H;
-        std::fill(sc.acc, sc.acc + g.T * g.D, 0.f);
-        for (int64_t kb = 0; kb < nkb; ++kb) bw.key_block(b, h, kb, sc, sc.acc);
-        bw.store(sc.acc, g.T, g.scale, dqkv.data<T>() + g.row(b, 0) + h * g.D, sc.row);
+    const int64_t heads = g.B * g.K, nqb = g.nqb(), nkb = g.nkb();
+    if (heads >= threads_for(heads * nkb, kBk * g.T * g.D * g.G)) {
+      for_items(heads, g.T * g.T * g.D * g.G, g.D, g.G * g.T, [&](int64_t bkv, Scratch& sc) {
+        const int64_t b = bkv / g.K, kv = bkv % g.K;
+        std::fill(sc.acc, sc.acc + g.G * g.T * g.D, 0.f);
+        for (int64_t kb = 0; kb < nkb; ++kb) bw.key_block(b, kv, kb, sc, sc.acc);
+        for (int64_t gh = 0; gh < g.G; ++gh)
+          bw.store(sc.acc + gh * g.T * g.D, g.T, g.scale, dqkv.data<T>() + g.row(b, 0) + g.q_col(kv * g.G + gh),
+                   sc.row);
       });
     } else {
-      for_items(heads * nkb, kBk * g.T * g.D, g.D, 0,
-                [&](int64_t it, Scratch& sc) { bw.key_block(it / nkb / g.H, it / nkb % g.H, it % nkb, sc, nullptr); });
-      for_items(heads * nqb, kBq * g.T * g.D, g.D, kBq,
+      for_items(heads * nkb, kBk * g.T * g.D * g.G, g.D, 0,
+                [&](int64_t it, Scratch& sc) { bw.key_block(it / nkb / g.K, it / nkb % g.K, it % nkb, sc, nullptr); });
+      for_items(g.B * g.H * nqb, kBq * g.T * g.D, g.D, kBq,
                 [&](int64_t it, Scratch& sc) { bw.query_block(it / nqb / g.H, it / nqb % g.H, it % nqb, sc); });
     }
   });

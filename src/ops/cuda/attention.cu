@@ -1,6 +1,8 @@
 // CUDA scaled dot-product attention, flash style: tiles of 32 queries x 32 keys through shared
 // memory with an online softmax (f32), no T x T scores; backward recomputes P from lse. 16-bit
-// tensors with common head sizes take the tensor-core tiles of attention_tc.cu instead.
+// tensors with common head sizes take the tensor-core tiles of attention_tc.cu instead. Grouped-
+// query attention reads each query head's kv head in place; a kv head's dK and dV sum over its
+// group's query heads in head order within one block (no atomics).
 #include "attention_common.cuh"
 
 namespace zt::ops::cuda {
@@ -40,7 +42,7 @@ __device__ void load_tile(const T* src, int64_t ld, int64_t r0, int64_t n, int64
 template <typename T>
 __global__ void attention_forward(const T* qkv, T* out, float* lse, Geo g) {
   extern __shared__ float smem[];
-  const int64_t D = g.D, ld = 3 * g.C, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kTile;
+  const int64_t D = g.D, ld = g.W, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kTile;
   const int64_t ni = min(int64_t(kTile), g.T - i0);
   float* q = smem;                // [kTile][D], scaled
   float* k = q + kTile * D;       // [kTile][D + 1]
@@ -49,16 +51,17 @@ __global__ void attention_forward(const T* qkv, T* out, float* lse, Geo g) {
   float* pw = acc + kTile * D;    // [kWarps][32]: each warp's probabilities
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31;
   pw += warp * 32;
-  const T* head = qkv + b * g.T * ld + h * D;
-  load_tile(head, ld, i0, g.T, D, g.scale, q, D);
+  const T* base = qkv + b * g.T * ld;
+  const T *kh = base + g.k_col(h / g.G), *vh = base + g.v_col(h / g.G);
+  load_tile(base + g.q_col(h), ld, i0, g.T, D, g.scale, q, D);
   for (int64_t e = threadIdx.x; e < kTile * D; e += blockDim.x) acc[e] = 0.f;
   float m[kRowsPerWarp], l[kRowsPerWarp];
   for (int r = 0; r < kRowsPerWarp; ++r) m[r] = -INFINITY, l[r] = 0.f;
   const int64_t end = g.causal ? i0 + ni : g.T;
   for (int64_t j0 = 0; j0 < end; j0 += kTile) {
     __syncthreads();  // the previous tile's readers are done
-    load_tile(head + g.C, ld, j0, g.T, D, 1.f, k, D + 1);
-    load_tile(head + 2 * g.C, ld, j0, g.T, D, 1.f, v, D);
+    load_tile(kh, ld, j0, g.T, D, 1.f, k, D + 1);
+    load_tile(vh, ld, j0, g.T, D, 1.f, v, D);
     __syncthreads();
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int64_t il = warp * kRowsPerWarp + r, i = i0 + il;
@@ -105,12 +108,13 @@ __global__ void attention_rowsums(const T* dout, const T* out, float* dsum, Geo 
   if (lane == 0) dsum[((bt / g.T) * g.H + h) * g.T + bt % g.T] = s;
 }
 
-// dQ: block (query tile, head, batch); dS = P * (dP - D_i), P = exp(S - lse); dQ = scale * dS K.
+// dQ: block (query tile, head, batch); dS = P * (dP - D_i), P = exp(S - lse); dQ = scale * dS K
+// (K and V of the head's kv head).
 template <typename T>
 __global__ void attention_backward_dq(const T* qkv, const T* dout, const float* lse, const float* dsum, T* dqkv,
                                       Geo g) {
   extern __shared__ float smem[];
-  const int64_t D = g.D, ld = 3 * g.C, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kTile;
+  const int64_t D = g.D, ld = g.W, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kTile;
   const int64_t ni = min(int64_t(kTile), g.T - i0);
   float* q = smem;                 // [kTile][D], scaled
   float* dO = q + kTile * D;       // [kTile][D]
@@ -120,8 +124,9 @@ __global__ void attention_backward_dq(const T* qkv, const T* dout, const float* 
   float* pw = dq + kTile * D;      // [kWarps][32]: each warp's dS row
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31;
   pw += warp * 32;
-  const T* head = qkv + b * g.T * ld + h * D;
-  load_tile(head, ld, i0, g.T, D, g.scale, q, D);
+  const T* base = qkv + b * g.T * ld;
+  const T *kh = base + g.k_col(h / g.G), *vh = base + g.v_col(h / g.G);
+  load_tile(base + g.q_col(h), ld, i0, g.T, D, g.scale, q, D);
   load_tile(dout + b * g.T * g.C + h * D, g.C, i0, g.T, D, 1.f, dO, D);
   for (int64_t e = threadIdx.x; e < kTile * D; e += blockDim.x) dq[e] = 0.f;
   float lse_r[kRowsPerWarp], d_r[kRowsPerWarp];
@@ -133,8 +138,8 @@ __global__ void attention_backward_dq(const T* qkv, const T* dout, const float* 
   const int64_t end = g.causal ? i0 + ni : g.T;
   for (int64_t j0 = 0; j0 < end; j0 += kTile) {
     __syncthreads();
-    load_tile(head + g.C, ld, j0, g.T, D, 1.f, k, D + 1);
-    load_tile(head + 2 * g.C, ld, j0, g.T, D, 1.f, v, D + 1);
+    load_tile(kh, ld, j0, g.T, D, 1.f, k, D + 1);
+    load_tile(vh, ld, j0, g.T, D, 1.f, v, D + 1);
     __syncthreads();
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int64_t il = warp * kRowsPerWarp + r, i = i0 + il;
@@ -157,17 +162,18 @@ __global__ void attention_backward_dq(const T* qkv, const T* dout, const float* 
   __syncthreads();
   for (int64_t e = threadIdx.x; e < ni * D; e += blockDim.x) {
     const int64_t il = e / D, c = e % D;
-    dqkv[(b * g.T + i0 + il) * ld + h * D + c] = from_f<T>(dq[e] * g.scale);
+    dqkv[(b * g.T + i0 + il) * ld + g.q_col(h) + c] = from_f<T>(dq[e] * g.scale);
   }
 }
 
-// dK, dV: block (key tile, head, batch) over every query tile that sees it; dV = P^T dO and
-// dK = dS^T Q (q scaled, so this is scale * dS^T Q).
+// dK, dV: block (key tile, kv head, batch) over the group's query heads in order and, for each,
+// every query tile that sees the keys; dV = P^T dO and dK = dS^T Q (q scaled, so this is
+// scale * dS^T Q). With one head per group the sums are multi-head attention's, in its order.
 template <typename T>
 __global__ void attention_backward_dkv(const T* qkv, const T* dout, const float* lse, const float* dsum, T* dqkv,
                                        Geo g) {
   extern __shared__ float smem[];
-  const int64_t D = g.D, ld = 3 * g.C, b = blockIdx.z, h = blockIdx.y, j0 = int64_t(blockIdx.x) * kTile;
+  const int64_t D = g.D, ld = g.W, b = blockIdx.z, kv = blockIdx.y, j0 = int64_t(blockIdx.x) * kTile;
   const int64_t nj = min(int64_t(kTile), g.T - j0);
   float* k = smem;                  // [kTile][D]
   float* v = k + kTile * D;         // [kTile][D]
@@ -181,13 +187,16 @@ __global__ void attention_backward_dkv(const T* qkv, const T* dout, const float*
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31;
   pw += warp * 64;
   float* dsw = pw + 32;
-  const T* head = qkv + b * g.T * ld + h * D;
-  load_tile(head + g.C, ld, j0, g.T, D, 1.f, k, D);
-  load_tile(head + 2 * g.C, ld, j0, g.T, D, 1.f, v, D);
+  const T* base = qkv + b * g.T * ld;
+  load_tile(base + g.k_col(kv), ld, j0, g.T, D, 1.f, k, D);
+  load_tile(base + g.v_col(kv), ld, j0, g.T, D, 1.f, v, D);
   for (int64_t e = threadIdx.x; e < kTile * D; e += blockDim.x) dk[e] = dv[e] = 0.f;
-  for (int64_t i0 = g.causal ? j0 : 0; i0 < g.T; i0 += kTile) {
+  // The group's heads in order, each over its query tiles from the first that sees these keys.
+  const int64_t first = g.causal ? j0 : 0, tiles = (g.T - first + kTile - 1) / kTile;
+  for (int64_t step = 0; step < g.G * tiles; ++step) {
+    const int64_t h = kv * g.G + step / tiles, i0 = first + step % tiles * kTile;
     __syncthreads();
-    load_tile(head, ld, i0, g.T, D, g.scale, q, D + 1);
+    load_tile(base + g.q_col(h), ld, i0, g.T, D, g.scale, q, D + 1);
     load_tile(dout + b * g.T * g.C + h * D, g.C, i0, g.T, D, 1.f, dO, D + 1);
     for (int64_t e = threadIdx.x; e < kTile; e += blockDim.x) {
       const bool in = i0 + e < g.T;
@@ -221,17 +230,18 @@ __global__ void attention_backward_dkv(const T* qkv, const T* dout, const float*
   __syncthreads();
   for (int64_t e = threadIdx.x; e < nj * D; e += blockDim.x) {
     const int64_t jl = e / D, c = e % D;
-    T* row = dqkv + (b * g.T + j0 + jl) * ld + h * D + c;
-    row[g.C] = from_f<T>(dk[e]);
-    row[2 * g.C] = from_f<T>(dv[e]);
+    T* row = dqkv + (b * g.T + j0 + jl) * ld + c;
+    row[g.k_col(kv)] = from_f<T>(dk[e]);
+    row[g.v_col(kv)] = from_f<T>(dv[e]);
   }
 }
 
 }  // namespace
 
-void attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out, Tensor& lse) {
+void attention(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& out,
+               Tensor& lse) {
   Ctx ctx(qkv);
-  const Geo g = geometry(qkv, n_head, causal, key_mask);
+  const Geo g = geometry(qkv, n_head, n_kv_head, causal, key_mask);
   if (attn::forward_tc(qkv, g, out, lse, ctx)) return;
   const dim3 grid(unsigned((g.T + kTile - 1) / kTile), unsigned(g.H), unsigned(g.B));
   const size_t bytes = size_t(kTile * (4 * g.D + 1) + kWarps * 32) * sizeof(float);
@@ -244,15 +254,17 @@ void attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key
   check_launch("attention");
 }
 
-// Two kernels with no atomics: dQ per query tile and dK/dV per key tile, each recomputing S and
-// dP (as the CPU's schedule for few heads), so results do not depend on timing.
+// Two kernels with no atomics: dQ per query tile and dK/dV per key tile of a kv head (over its
+// group's query heads in order), each recomputing S and dP (as the CPU's schedule for few heads),
+// so results do not depend on timing.
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, int64_t n_head,
-                        bool causal, const Tensor* key_mask, Tensor& dqkv) {
+                        int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& dqkv) {
   Ctx ctx(qkv);
-  const Geo g = geometry(qkv, n_head, causal, key_mask);
+  const Geo g = geometry(qkv, n_head, n_kv_head, causal, key_mask);
   // Freed after enqueueing: the stream orders any reuse of this memory after these kernels.
   Tensor dsum = workspace({g.B, g.H, g.T}, DType::f32, qkv.device());
   const dim3 grid(unsigned((g.T + kTile - 1) / kTile), unsigned(g.H), unsigned(g.B));
+  const dim3 kv_grid(unsigned((g.T + kTile - 1) / kTile), unsigned(g.K), unsigned(g.B));
   const size_t dq_bytes = size_t(kTile * (5 * g.D + 2) + kWarps * 32) * sizeof(float);
   const size_t dkv_bytes = size_t(kTile * (6 * g.D + 4) + kWarps * 64) * sizeof(float);
   dispatch_float(qkv.dtype(), "attention_backward", [&](auto tag) {
@@ -270,7 +282,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
         ptr<const T>(qkv), ptr<const T>(dout), ptr<const float>(lse), ptr<const float>(dsum), ptr<T>(dqkv), g);
     check_launch("attention_backward");
     allow_shared(attention_backward_dkv<T>, dkv_bytes, g, ctx);
-    attention_backward_dkv<T><<<grid, kAttnThreads, dkv_bytes, ctx.stream>>>(
+    attention_backward_dkv<T><<<kv_grid, kAttnThreads, dkv_bytes, ctx.stream>>>(
         ptr<const T>(qkv), ptr<const T>(dout), ptr<const float>(lse), ptr<const float>(dsum), ptr<T>(dqkv), g);
   });
   check_launch("attention_backward");

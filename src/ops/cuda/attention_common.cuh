@@ -8,12 +8,18 @@
 
 namespace zt::ops::cuda::attn {
 
-// One call's shapes; q, k, v of (b, t, h) at qkv + (b*T + t)*3C + h*D (+C, +2C).
+// One call's shapes: a row of qkv holds H query heads, then K key heads, then K value heads of D
+// features (W = (H + 2K) D wide); out rows are C = H D wide; query head h reads kv head h / G,
+// G = H / K (grouped-query attention; K == H is multi-head attention, qkv [B, T, 3C]).
 struct Geo {
-  int64_t B, T, C, H, D;
+  int64_t B, T, C, H, K, G, D, W;
   float scale;
   bool causal;
   const int32_t* mask;  // [B, T] or null
+  // Columns of query head h, and of key and value head kv, in a qkv row.
+  __host__ __device__ int64_t q_col(int64_t h) const { return h * D; }
+  __host__ __device__ int64_t k_col(int64_t kv) const { return (H + kv) * D; }
+  __host__ __device__ int64_t v_col(int64_t kv) const { return (H + K + kv) * D; }
 };
 
 // Whether query i of batch b sees key j.
@@ -21,9 +27,18 @@ __device__ __forceinline__ bool visible(const Geo& g, int64_t b, int64_t i, int6
   return j < g.T && (!g.mask || g.mask[b * g.T + j] != 0) && (!g.causal || j <= i);
 }
 
-inline Geo geometry(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask) {
-  const int64_t C = qkv.size(2) / 3, D = C / n_head;
-  return Geo{qkv.size(0), qkv.size(1), C, n_head, D, 1.f / std::sqrt(float(D)), causal,
+inline Geo geometry(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask) {
+  const int64_t W = qkv.size(2), D = W / (n_head + 2 * n_kv_head);
+  return Geo{qkv.size(0),
+             qkv.size(1),
+             n_head * D,
+             n_head,
+             n_kv_head,
+             n_head / n_kv_head,
+             D,
+             W,
+             1.f / std::sqrt(float(D)),
+             causal,
              key_mask ? ptr<const int32_t>(*key_mask) : nullptr};
 }
 

@@ -17,7 +17,9 @@ namespace wmma = nvcuda::wmma;
 // backward's P and dS), which go back to shared as 16-bit for the next product. The forward keeps
 // the unnormalised output in shared f32 (rescaled per row as the running max moves); the backward
 // keeps dQ, dK and dV in fragments (plain sums). dS is rounded to 16 bits before its products, as
-// FlashAttention does.
+// FlashAttention does. Grouped-query attention: a query head reads its kv head's tiles in place; a
+// dK/dV block of a kv head walks its group's query heads in order (the same sums as multi-head
+// attention's when each group is one head).
 constexpr int kRows = 64, kWarps = 4, kThreadsTc = kWarps * 32, kF = 16;
 constexpr int kLs = kRows + 4;  // f32 scores' row stride (WMMA wants a multiple of 4 floats)
 constexpr int kLp = kRows + 8;  // 16-bit probabilities' row stride (a multiple of 8 elements)
@@ -99,7 +101,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kThreadsTc) forward_tc_kernel(const T* qkv, T* out, float* lse, Geo g, bool vec) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LD = ld_tile<D>(), LO = D + 4;
-  const int64_t ld = 3 * g.C, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kRows;
+  const int64_t ld = g.W, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kRows;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31;
   // q, k, v tiles; then per warp: scores [16][kLs] f32, P [16][kLp], output [16][LO] f32, and
   // the rows' rescale factors [16] (every region a multiple of 32 bytes).
@@ -113,8 +115,9 @@ __global__ void __launch_bounds__(kThreadsTc) forward_tc_kernel(const T* qkv, T*
   T* p = probs + warp * kF * kLp;
   float* o = outs + warp * kF * LO;
   float* corr = outs + kWarps * kF * LO + warp * kF;
-  const T* head = qkv + b * g.T * ld + h * g.D;
-  load_rows<T, D>(head, ld, i0, g.T, q, vec);
+  const T* base = qkv + b * g.T * ld;
+  const T *kh = base + g.k_col(h / g.G), *vh = base + g.v_col(h / g.G);
+  load_rows<T, D>(base + g.q_col(h), ld, i0, g.T, q, vec);
   for (int e = lane; e < kF * LO; e += 32) o[e] = 0.f;
   const int r = lane >> 1, half = lane & 1;  // this lane's row of the warp's 16, and its 32 columns
   const int64_t i = i0 + warp * kF + r;
@@ -122,8 +125,8 @@ __global__ void __launch_bounds__(kThreadsTc) forward_tc_kernel(const T* qkv, T*
   const int64_t last = g.causal ? min(g.T, i0 + kRows) : g.T;  // keys past the block's last query
   for (int64_t j0 = 0; j0 < last; j0 += kRows) {
     __syncthreads();  // the previous tile's readers are done
-    load_rows<T, D>(head + g.C, ld, j0, g.T, k, vec);
-    load_rows<T, D>(head + 2 * g.C, ld, j0, g.T, v, vec);
+    load_rows<T, D>(kh, ld, j0, g.T, k, vec);
+    load_rows<T, D>(vh, ld, j0, g.T, v, vec);
     __syncthreads();
     if (g.causal && j0 > i0 + warp * kF + kF - 1) continue;  // every key here is after this warp's queries
     product_abt<T, D>(q + warp * kF * LD, k, s);
@@ -235,18 +238,18 @@ __device__ void store_rows(FragC (&acc)[D / kF], float* scratch, float scale, T*
   const int lane = int(threadIdx.x) & 31;
   for (int e = lane; e < kF * D; e += 32) {
     const int rr = e / D, c = e % D;
-    if (row0 + rr < g.T) dqkv[(b * g.T + row0 + rr) * 3 * g.C + offset + c] = from_f<T>(scratch[rr * LS + c] * scale);
+    if (row0 + rr < g.T) dqkv[(b * g.T + row0 + rr) * g.W + offset + c] = from_f<T>(scratch[rr * LS + c] * scale);
   }
   __syncwarp();
 }
 
-// dQ: block (64 queries, head, batch) over the key tiles it sees; dQ = scale * dS K.
+// dQ: block (64 queries, head, batch) over the key tiles of its kv head it sees; dQ = scale * dS K.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreadsTc)
     backward_dq_tc_kernel(const T* qkv, const T* dout, const float* lse, const float* dsum, T* dqkv, Geo g, bool vec) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LD = ld_tile<D>();
-  const int64_t ld = 3 * g.C, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kRows;
+  const int64_t ld = g.W, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kRows;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31, r = lane >> 1, half = lane & 1;
   T* q = reinterpret_cast<T*>(smem);
   T* dO = q + kRows * LD;
@@ -255,8 +258,9 @@ __global__ void __launch_bounds__(kThreadsTc)
   const Scratch<T> sc(v + kRows * LD, warp);
   float *s = sc.s, *dp = sc.dp, *stats = sc.stats;
   T* ds = sc.b;
-  const T* head = qkv + b * g.T * ld + h * g.D;
-  load_rows<T, D>(head, ld, i0, g.T, q, vec);
+  const T* base = qkv + b * g.T * ld;
+  const T *kh = base + g.k_col(h / g.G), *vh = base + g.v_col(h / g.G);
+  load_rows<T, D>(base + g.q_col(h), ld, i0, g.T, q, vec);
   load_rows<T, D>(dout + b * g.T * g.C + h * g.D, g.C, i0, g.T, dO, vec);
   load_stats(lse, dsum, g, b, h, i0, stats);
   FragC acc[D / kF];
@@ -266,8 +270,8 @@ __global__ void __launch_bounds__(kThreadsTc)
   const int64_t last = g.causal ? min(g.T, i0 + kRows) : g.T;
   for (int64_t j0 = 0; j0 < last; j0 += kRows) {
     __syncthreads();
-    load_rows<T, D>(head + g.C, ld, j0, g.T, k, vec);
-    load_rows<T, D>(head + 2 * g.C, ld, j0, g.T, v, vec);
+    load_rows<T, D>(kh, ld, j0, g.T, k, vec);
+    load_rows<T, D>(vh, ld, j0, g.T, v, vec);
     __syncthreads();
     if (g.causal && j0 > row0 + kF - 1) continue;
     product_abt<T, D>(q + warp * kF * LD, k, s);
@@ -277,17 +281,17 @@ __global__ void __launch_bounds__(kThreadsTc)
     __syncwarp();
     accumulate_pv<T, D>(ds, k, acc);
   }
-  store_rows<T, D>(acc, s, g.scale, dqkv, g, b, row0, h * g.D);
+  store_rows<T, D>(acc, s, g.scale, dqkv, g, b, row0, g.q_col(h));
 }
 
-// dK, dV: block (64 keys, head, batch) over every query tile that sees them; dV = P^T dO and
-// dK = scale * dS^T Q.
+// dK, dV: block (64 keys, kv head, batch) over its group's query heads in order and, for each,
+// every query tile that sees the keys; dV = P^T dO and dK = scale * dS^T Q.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreadsTc)
     backward_dkv_tc_kernel(const T* qkv, const T* dout, const float* lse, const float* dsum, T* dqkv, Geo g, bool vec) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LD = ld_tile<D>();
-  const int64_t ld = 3 * g.C, b = blockIdx.z, h = blockIdx.y, j0 = int64_t(blockIdx.x) * kRows;
+  const int64_t ld = g.W, b = blockIdx.z, kv = blockIdx.y, j0 = int64_t(blockIdx.x) * kRows;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31, r = lane >> 1, half = lane & 1;
   T* k = reinterpret_cast<T*>(smem);
   T* v = k + kRows * LD;
@@ -296,16 +300,19 @@ __global__ void __launch_bounds__(kThreadsTc)
   const Scratch<T> sc(dO + kRows * LD, warp);
   float *s = sc.s, *dp = sc.dp, *stats = sc.stats;
   T *pt = sc.a, *dst = sc.b;
-  const T* head = qkv + b * g.T * ld + h * g.D;
-  load_rows<T, D>(head + g.C, ld, j0, g.T, k, vec);
-  load_rows<T, D>(head + 2 * g.C, ld, j0, g.T, v, vec);
+  const T* base = qkv + b * g.T * ld;
+  load_rows<T, D>(base + g.k_col(kv), ld, j0, g.T, k, vec);
+  load_rows<T, D>(base + g.v_col(kv), ld, j0, g.T, v, vec);
   FragC dk[D / kF], dv[D / kF];
   for (int d = 0; d < D / kF; ++d) wmma::fill_fragment(dk[d], 0.f), wmma::fill_fragment(dv[d], 0.f);
   const Stats st{stats, stats + kRows};  // the tile's query columns
   const int64_t row0 = j0 + warp * kF;  // this warp's first key
-  for (int64_t i0 = g.causal ? j0 : 0; i0 < g.T; i0 += kRows) {
+  // The group's heads in order, each over its query tiles from the first that sees these keys.
+  const int64_t first = g.causal ? j0 : 0, tiles = (g.T - first + kRows - 1) / kRows;
+  for (int64_t step = 0; step < g.G * tiles; ++step) {
+    const int64_t h = kv * g.G + step / tiles, i0 = first + step % tiles * kRows;
     __syncthreads();
-    load_rows<T, D>(head, ld, i0, g.T, q, vec);
+    load_rows<T, D>(base + g.q_col(h), ld, i0, g.T, q, vec);
     load_rows<T, D>(dout + b * g.T * g.C + h * g.D, g.C, i0, g.T, dO, vec);
     load_stats(lse, dsum, g, b, h, i0, stats);
     __syncthreads();
@@ -318,14 +325,14 @@ __global__ void __launch_bounds__(kThreadsTc)
     accumulate_pv<T, D>(pt, dO, dv);
     accumulate_pv<T, D>(dst, q, dk);
   }
-  store_rows<T, D>(dk, s, g.scale, dqkv, g, b, row0, g.C + h * g.D);
-  store_rows<T, D>(dv, s, 1.f, dqkv, g, b, row0, 2 * g.C + h * g.D);
+  store_rows<T, D>(dk, s, g.scale, dqkv, g, b, row0, g.k_col(kv));
+  store_rows<T, D>(dv, s, 1.f, dqkv, g, b, row0, g.v_col(kv));
 }
 
 // Whether q/k/v rows (and dO's) start on 16 bytes: every offset a multiple of 8 elements.
 bool vector_rows(const Geo& g, const void* a, const void* b) {
   const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return g.C % 8 == 0 && g.D % 8 == 0 && al(a) && (b == nullptr || al(b));
+  return g.W % 8 == 0 && g.C % 8 == 0 && g.D % 8 == 0 && al(a) && (b == nullptr || al(b));
 }
 
 template <typename F>
@@ -373,12 +380,13 @@ bool backward_tc(const Tensor& dout, const Tensor& qkv, const Tensor& lse, const
       constexpr int D = decltype(dc)::value;
       const size_t bytes = backward_bytes<D>(sizeof(T));
       const dim3 grid(unsigned((g.T + kRows - 1) / kRows), unsigned(g.H), unsigned(g.B));
+      const dim3 kv_grid(unsigned((g.T + kRows - 1) / kRows), unsigned(g.K), unsigned(g.B));
       allow_shared(backward_dq_tc_kernel<T, D>, bytes, g, ctx);
       backward_dq_tc_kernel<T, D><<<grid, kThreadsTc, bytes, ctx.stream>>>(
           ptr<const T>(qkv), ptr<const T>(dout), ptr<const float>(lse), ptr<const float>(dsum), ptr<T>(dqkv), g, vec);
       check_launch("attention_backward");
       allow_shared(backward_dkv_tc_kernel<T, D>, bytes, g, ctx);
-      backward_dkv_tc_kernel<T, D><<<grid, kThreadsTc, bytes, ctx.stream>>>(
+      backward_dkv_tc_kernel<T, D><<<kv_grid, kThreadsTc, bytes, ctx.stream>>>(
           ptr<const T>(qkv), ptr<const T>(dout), ptr<const float>(lse), ptr<const float>(dsum), ptr<T>(dqkv), g, vec);
       check_launch("attention_backward");
     });

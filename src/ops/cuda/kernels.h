@@ -53,9 +53,19 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
 void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out);  // the CPU's mask (Note [dropout mask])
 
 // ---- attention (attention.cu): blocked, online softmax; shapes as in zt/ops/transformer.h ----
-void attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, Tensor& out, Tensor& lse);
+void attention(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& out,
+               Tensor& lse);
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, int64_t n_head,
-                        bool causal, const Tensor* key_mask, Tensor& dqkv);
+                        int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& dqkv);
+
+// ---- the Llama family's ops (llama_ops.cu); as the CPU's (cpu/kernels.h) ----
+void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd);
+void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
+                       Tensor& dgamma);
+void rope(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, const Tensor& cos, const Tensor& sin, bool inverse,
+          Tensor& out);
+void swiglu(const Tensor& gate_up, Tensor& out);
+void swiglu_backward(const Tensor& dy, const Tensor& gate_up, Tensor& dgate_up);
 
 // ---- precision (precision.cu) ----
 void cast(const Tensor& src, Tensor& dst);

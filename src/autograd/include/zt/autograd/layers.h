@@ -5,6 +5,10 @@
 
 #include "zt/core/tensor.h"
 
+namespace zt::ops {
+struct RopeTables;  // zt/ops/transformer.h
+}
+
 namespace zt::ag {
 
 // weight [V, C], ids [...] i32 -> [..., C]. When the weight was marked with
@@ -13,8 +17,12 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps = 1e-5f);
 // Identity when p == 0; otherwise ops::dropout with this seed (the caller picks a fresh seed per call).
 Tensor dropout(const Tensor& x, float p, uint64_t seed);
-// qkv [B, T, 3C] -> [B, T, C]; see ops::attention.
-Tensor attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask);
+// qkv [B, T, (H + 2K) D] -> [B, T, H D]; see ops::attention (n_kv_head 0: n_head).
+Tensor attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, int64_t n_kv_head = 0);
+// The Llama family's ops (ops::rms_norm, ops::rope, ops::swiglu).
+Tensor rms_norm(const Tensor& x, const Tensor& gamma, float eps);
+Tensor rope(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, const ops::RopeTables& tables);
+Tensor swiglu(const Tensor& gate_up);
 // x[:, index, :] of a [B, T, C] tensor -> [B, C] (BERT's [CLS] row); gradient scattered back.
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
 

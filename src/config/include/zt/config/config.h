@@ -36,6 +36,12 @@ struct ModelConfig {
   double dropout = 0.0;
   std::string head = "mlm";  // bert: mlm (pretraining) | classify ([CLS] classifier, num_classes labels)
   std::string init_from;     // safetensors whose matching names initialise the model (fine-tuning)
+  // llama (nn::LlamaConfig; Hugging Face's LlamaConfig names in parentheses): key/value heads
+  // (num_key_value_heads; 0 = n_head), the SwiGLU width (0 = 8/3 n_embd rounded up to 64), RMSNorm's
+  // eps, the output head tied to the embedding, and Qwen2's q/k/v biases.
+  int64_t n_kv_head = 0, intermediate_size = 0;
+  double rope_theta = 10000.0, rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false, qkv_bias = false;
 };
 
 // DeepSpeed's activation_checkpointing section: present = transformer blocks checkpoint their
@@ -51,6 +57,9 @@ struct DataConfig {
   // (next token) or bert (masked LM); classify: labelled sequences (prepare --task sotu-party).
   std::string dataset = "mnist";
   std::string dir = "data/mnist";  // IDX files, CIFAR-10's binary batches, or the prepared shards
+  // tokens: glob(3) patterns of llm.c shards (e.g. "data/fineweb10B/fineweb_train_*.bin"), used
+  // instead of dir/train_*.bin and dir/val_*.bin when set; the matches go in name order.
+  std::string train_files, val_files;
   bool shuffle = true;
   int64_t train_limit = 0;  // 0 = all training samples; else the first N
   int64_t test_limit = 0;
@@ -130,6 +139,8 @@ struct Config {
 // Deepest nesting of objects and lists accepted in a config file, an override's value, or the
 // json given to parse() (Note [hostile JSON] in json_check.h); real configs need 4.
 inline constexpr int kMaxJsonDepth = 64;
+// Largest model.vocab_size: token ids are i32 and shards store up to uint32 (llm.c's version 2).
+inline constexpr int64_t kMaxVocabSize = int64_t(1) << 24;
 // Largest run.threads (OpenMP fails at tens of thousands of threads).
 inline constexpr int kMaxThreads = 1024;
 // Largest run.memory_budget_mb: its bytes must fit in int64.

@@ -26,6 +26,10 @@ struct MemStats {
   size_t total_current = 0;
   size_t total_peak = 0;
   size_t cached = 0;         // bytes held in the free-block cache
+  // Per tag: cached blocks it freed last, and the peak of its bytes in use plus those: what the tag
+  // keeps resident through the cache (Note [measured activations] in apps).
+  std::array<size_t, kNumMemTags> cached_by{};
+  std::array<size_t, kNumMemTags> resident_peak{};
   size_t system_allocs = 0;  // blocks obtained from the system (cache misses), ever
   size_t alloc_calls = 0;    // allocate() calls, ever
   size_t of(MemTag t) const { return current[size_t(t)]; }
@@ -112,7 +116,8 @@ class CachingAllocator final : public Allocator {
   mutable std::mutex mu_;
   MemStats stats_;
   size_t budget_ = 0;
-  std::unordered_map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
+  void note_resident(MemTag tag);  // resident_peak of tag after a change (mu_ held)
+  std::unordered_map<size_t, std::vector<std::pair<void*, MemTag>>> free_;  // size class -> cached blocks, their last tag
 };
 
 // The allocator of `device`; throws ErrorKind::invalid_argument for a device this build

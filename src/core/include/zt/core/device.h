@@ -2,13 +2,15 @@
 // Where a Storage lives. Pinned host memory is a cpu device (as in PyTorch): pinning is a
 // property of the allocator that made the block, not a device of its own. `sim` is a simulated
 // GPU (Note [sim device] in zt/core/sim_device.h): memory the host cannot read, its own stream.
+// `meta` only counts (Note [meta device]): its allocator hands out address space no one touches,
+// its kernels do nothing, a copy from it reads zeros; a dry run there measures what a run holds.
 #include <cstdint>
 #include <ostream>
 #include <string>
 
 namespace zt {
 
-enum class DeviceType : uint8_t { cpu, cuda, sim };
+enum class DeviceType : uint8_t { cpu, cuda, sim, meta };
 const char* device_type_name(DeviceType t);
 
 struct Device {
@@ -18,6 +20,7 @@ struct Device {
   static Device cpu() { return {DeviceType::cpu, 0}; }
   static Device cuda(int index = 0) { return {DeviceType::cuda, index}; }
   static Device sim() { return {DeviceType::sim, 0}; }
+  static Device meta() { return {DeviceType::meta, 0}; }
   bool is_cpu() const { return type == DeviceType::cpu; }
   std::string str() const;  // "cpu", "cuda:0"
   friend bool operator==(const Device&, const Device&) = default;

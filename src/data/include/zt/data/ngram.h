@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "zt/data/token_stream.h"
+
 namespace zt::data {
 
 // λ = 0.00, 0.01, ..., 0.99 (λ = 1 gives unseen bigrams probability 0).
@@ -21,13 +23,16 @@ inline constexpr double kNgramLambdaStep = 0.01;
 struct NgramOptions {
   double add_k = 1.0;             // > 0: unigram smoothing (1 = add-one / Laplace)
   double heldout_fraction = 0.1;  // in (0, 1): the train tokens' tail that chooses λ (at least 1 token)
+  // > 0: only the train split's first this many tokens count (a corpus of billions would hold its
+  // distinct bigrams and held-out scores in memory); 0: all of them.
+  int64_t max_train_tokens = 0;
 };
 
 struct NgramBaseline {
   double unigram_loss = 0;  // nats/token on the validation tokens
   double bigram_loss = 0;
   double lambda = 0;           // the chosen bigram weight
-  int64_t train_tokens = 0;    // all of them count in the final model
+  int64_t train_tokens = 0;    // all of them (or the first max_train_tokens) count in the final model
   int64_t val_tokens = 0;      // all of them are scored
   int64_t heldout_tokens = 0;  // the train tokens that chose λ
 };
@@ -35,6 +40,9 @@ struct NgramBaseline {
 // vocab_size in [1, 65536]; every token must be below it (else ErrorKind::data naming which
 // token and where). At least 2 train tokens and 1 validation token.
 NgramBaseline ngram_baseline(const std::vector<uint16_t>& train, const std::vector<uint16_t>& val, int64_t vocab_size,
+                             const NgramOptions& opt = {});
+// The same over mapped shards, read in sequential passes (TokenStream::scan).
+NgramBaseline ngram_baseline(const TokenStream& train, const TokenStream& val, int64_t vocab_size,
                              const NgramOptions& opt = {});
 
 }  // namespace zt::data

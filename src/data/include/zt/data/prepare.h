@@ -51,10 +51,12 @@ struct PrepareLmOptions {
 struct PrepareLmReport {
   int64_t train_documents = 0, val_documents = 0;
   int64_t train_tokens = 0, val_tokens = 0;
+  int32_t shard_version = 1;           // 2 (uint32 tokens) for a vocabulary past 65,536 ids
   std::vector<std::string> val_names;  // the held-out documents
 };
 
-// Writes <out>/train_000000.bin, <out>/val_000000.bin (token_shard.h) and <out>/manifest.json.
+// Writes <out>/train_000000.bin, <out>/val_000000.bin (token_shard.h; version 1, or 2 when the
+// tokenizer's ids do not fit uint16) and <out>/manifest.json.
 PrepareLmReport prepare_lm(const PrepareLmOptions& opt, const Tokenizer& tok, const Progress& progress = {});
 
 struct PrepareClsOptions {

@@ -41,18 +41,49 @@ Tensor dropout(const Tensor& x, float p, uint64_t seed);
 Tensor dropout_backward(const Tensor& dy, float p, uint64_t seed);
 
 // ---- scaled dot-product attention, flash style ----
-// qkv [B, T, 3C] as GPT-2's c_attn writes it (q, k, v each [B, T, C], head h at columns
-// [h*D, (h+1)*D), D = C / n_head) -> out [B, T, C] = softmax(q k^T / sqrt(D) + mask) v per head.
-// Computed in blocks of keys with an online softmax: never a whole T x T score matrix per head.
-// causal: query t sees keys <= t. key_mask: optional [B, T] i32, 0 marks padding no query sees;
-// a query that sees no key gets 0.
+// qkv [B, T, (H + 2K) D] as a fused projection writes it: H query heads, then K key heads, then K
+// value heads, head h at columns [h*D, (h+1)*D) of its part (GPT-2's c_attn: K = H, [B, T, 3C]).
+// -> out [B, T, H D] = softmax(q k^T / sqrt(D) + mask) v per head, query head h reading key/value
+// head h / (H / K) in place (grouped-query attention; no repeated copy of k and v). n_kv_head 0
+// means n_head. Computed in blocks of keys with an online softmax: never a whole T x T score
+// matrix per head. causal: query t sees keys <= t. key_mask: optional [B, T] i32, 0 marks padding
+// no query sees; a query that sees no key gets 0.
 struct AttentionResult {
-  Tensor out;  // [B, T, C], dtype of qkv
+  Tensor out;  // [B, T, H D], dtype of qkv
   Tensor lse;  // [B, n_head, T] f32: log-sum-exp of each query's scores, saved for backward
 };
-AttentionResult attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask);
-// -> dqkv [B, T, 3C] in qkv's dtype; recomputes scores block by block from lse.
+AttentionResult attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask,
+                          int64_t n_kv_head = 0);
+// -> dqkv in qkv's shape and dtype; recomputes scores block by block from lse.
 Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const AttentionResult& saved, int64_t n_head,
-                          bool causal, const Tensor* key_mask);
+                          bool causal, const Tensor* key_mask, int64_t n_kv_head = 0);
+
+// ---- the Llama family: RMSNorm, rotary position embeddings, SwiGLU ----
+// RMSNorm over the last dimension (Hugging Face's LlamaRMSNorm): y = x / sqrt(mean(x^2) + eps) * gamma.
+struct RmsNormResult {
+  Tensor y;     // x's shape and dtype
+  Tensor rstd;  // [rows] f32, saved for backward
+};
+RmsNormResult rms_norm(const Tensor& x, const Tensor& gamma, float eps);
+struct RmsNormGrads {
+  Tensor dx, dgamma;  // dgamma in gamma's dtype
+};
+RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const RmsNormResult& saved);
+
+// Rotary position embeddings in Hugging Face's convention (Note [rotary halves] in cpu/llama_ops.cpp)
+// on a packed qkv as attention takes it: the query and key heads of token t rotate by t * theta^(-2i/D),
+// the value heads pass through. D must be even. inverse: the transpose (rope's backward).
+// tables: rope_tables(at least T, D, ...) on qkv's device.
+struct RopeTables {
+  Tensor cos, sin;  // [positions, D/2] f32
+};
+Tensor rope(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, const RopeTables& tables, bool inverse = false);
+// cos and sin of positions [0, T) times theta^(-2i/D) as Hugging Face computes the frequencies (f32),
+// the angles' cos and sin in double rounded once on the host: every backend rotates by the same values.
+RopeTables rope_tables(int64_t T, int64_t D, float theta, Device device);
+
+// gate_up [..., 2I] (gate, then up: Phi-3's gate_up_proj) -> silu(gate) * up [..., I].
+Tensor swiglu(const Tensor& gate_up);
+Tensor swiglu_backward(const Tensor& dy, const Tensor& gate_up);
 
 }  // namespace zt::ops

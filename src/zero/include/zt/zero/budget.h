@@ -16,6 +16,9 @@ namespace zt::zero {
 struct PeakInput : StepLimits {
   int64_t largest_param = 0;  // elements: the deferred initialiser's f32 values (workspace)
   int64_t activations = 0;    // at the micro-batch, checkpointing as configured
+  // Beyond them, what the step's freed blocks keep resident in the caching allocator (blocks of
+  // other sizes than the next step asks for): in the resident total, never in use at once.
+  int64_t activation_cache = 0;
   int64_t data = 0;           // allocator bytes held before the engine exists (the dataset)
   int64_t comm_buffers = 0;   // outside the allocator: shm staging slots this rank touches
   bool staged_collectives = false;  // a device's collectives copy through host memory (Note [staged group])
@@ -32,6 +35,7 @@ struct PeakEstimate {
   int64_t secondary = 0;      // hpZ: every unit's 1/P piece, from its forward gather to the update
   int64_t param_staging = 0;  // stage 3: swapped or host-resident shards brought in for the window's gathers
   int64_t activations = 0;
+  int64_t activation_cache = 0;  // resident only (PeakInput::activation_cache)
   int64_t workspace = 0;  // the larger of the initialiser's values and the step's temporaries
   int64_t comm_buffers = 0;
   int64_t data = 0;
@@ -47,7 +51,7 @@ struct PeakEstimate {
   // Resident: every term, as the caching allocator keeps freed blocks (what the OS shows).
   int64_t total() const {
     return states.on_device() + grad_buckets + gathered + secondary + param_staging + activations +
-           workspace + comm_buffers + data;
+           activation_cache + workspace + comm_buffers + data;
   }
   // The allocator's bytes in use at once (what run.memory_budget_mb holds: over it, cached blocks
   // go back to the system first): the initialiser's workspace and a step's transients never coexist.

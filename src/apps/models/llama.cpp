@@ -1,0 +1,72 @@
+// model.type llama: a Llama-family decoder (nn::make_llama) trained on token shards; `generate`
+// samples from it. GPT-2's tokenizer until a Llama tokenizer is read (tokenizer.json).
+#include <algorithm>
+
+#include "../session.h"
+#include "../tasks.h"
+#include "model_kind.h"
+#include "shared.h"
+#include "zt/nn/llama.h"
+
+namespace zt::apps {
+
+namespace {
+
+// 8/3 of the width, rounded up to a multiple of 64: Llama's SwiGLU width for a given width.
+int64_t default_intermediate(int64_t n_embd) { return (8 * n_embd / 3 + 63) / 64 * 64; }
+
+nn::LlamaConfig llama_config(const config::Config& c) {
+  const config::ModelConfig& m = c.model;
+  nn::LlamaConfig l;
+  l.vocab_size = m.vocab_size;
+  l.block_size = m.block_size;
+  l.n_layer = m.n_layer;
+  l.n_head = m.n_head;
+  l.n_kv_head = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
+  l.n_embd = m.n_embd;
+  l.intermediate_size = m.intermediate_size > 0 ? m.intermediate_size : default_intermediate(m.n_embd);
+  l.rope_theta = float(m.rope_theta);
+  l.rms_norm_eps = float(m.rms_norm_eps);
+  l.tie_word_embeddings = m.tie_word_embeddings;
+  l.qkv_bias = m.qkv_bias;
+  l.activation_checkpointing = c.activation_checkpointing.enabled;
+  l.checkpoint_blocks =
+      c.activation_checkpointing.number_checkpoints > 0 ? c.activation_checkpointing.number_checkpoints : -1;
+  l.seed = c.seed;
+  return l;
+}
+
+// Before step 1: the keys against each other (nn::LlamaConfig::validate names the key), and the
+// settings the family has no use for.
+void check_llama(const config::Config& c, const std::string& source) {
+  ZT_CHECK_AS(ErrorKind::config, c.model.dropout == 0.0, "[config] ", source, ": model.dropout ", c.model.dropout,
+              " is not used by model.type llama (its blocks have no dropout; nearest valid: 0)");
+  const nn::LlamaConfig l = llama_config(c);
+  ZT_CHECK_AS(ErrorKind::config, l.n_kv_head <= l.n_head && l.n_head % l.n_kv_head == 0, "[config] ", source,
+              ": model.n_head ", l.n_head, " is not a multiple of model.n_kv_head ", l.n_kv_head,
+              " (nearest valid n_kv_head: ", [&] {
+                int64_t k = std::min(l.n_kv_head, l.n_head);
+                while (l.n_head % k != 0) --k;
+                return k;
+              }(), ")");
+  ZT_CHECK_AS(ErrorKind::config, l.n_embd % l.n_head == 0 && (l.n_embd / l.n_head) % 2 == 0, "[config] ", source,
+              ": model.n_embd ", l.n_embd, " / model.n_head ", l.n_head,
+              " must be an even head size for rotary embeddings (nearest valid n_embd: ",
+              std::max<int64_t>(2 * l.n_head, (l.n_embd + l.n_head) / (2 * l.n_head) * 2 * l.n_head), ")");
+  l.validate();
+}
+
+}  // namespace
+
+extern const ModelKind kLlama{
+    .type = "llama",
+    .build = [](const config::Config& c, bool) { return nn::make_llama(llama_config(c)); },
+    .task = [](const config::Config& c, bool with_train) { return make_token_task(c, "gpt2", with_train); },
+    .example = lm_example,
+    .rows_per_sample = sequence_length,
+    .eval_batch = eval_batch_is_micro,
+    .generates_with = "gpt2",
+    .check = check_llama,
+};
+
+}  // namespace zt::apps

@@ -1,0 +1,42 @@
+// Note [meta device]: a device that only counts, for a dry run that measures what a step holds
+// (ggml-alloc's measure-then-plan, torchtitan's fake tensors). Its allocator is the caching
+// allocator, with the same size classes, tags and peaks, over addresses that are never memory:
+// blocks are handed out from the non-canonical half of x86-64's address space, so nothing is
+// reserved (a model of petabytes is planned as one of megabytes) and a host access faults at once
+// rather than reading stale bytes. Its kernels (ops/meta/table.cpp) do nothing; a copy from it
+// gives the host zeros, so host logic that reads a value (a loss, token ids, a norm) sees zeros
+// and goes on.
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "backend.h"
+
+namespace zt::detail {
+
+namespace {
+
+// Non-canonical on x86-64 (bits 63..47 differ), and 2^62 bytes of room before any wrap.
+constexpr uintptr_t kMetaBase = uintptr_t(1) << 63, kMetaEnd = kMetaBase + (uintptr_t(1) << 62);
+std::atomic<uintptr_t> g_next{kMetaBase};
+
+void* take(size_t bytes) {
+  const uintptr_t n = (uintptr_t(bytes) + 4095) & ~uintptr_t(4095);
+  const uintptr_t p = g_next.fetch_add(n);
+  return p + n <= kMetaEnd && p >= kMetaBase ? reinterpret_cast<void*>(p) : nullptr;
+}
+
+void give_back(void*) {}  // addresses are never reused: there is room for 2^62 bytes of blocks
+
+}  // namespace
+
+Allocator& meta_allocator() {
+  static Allocator* a = new CachingAllocator(Device::meta(), "meta", SystemMemory{take, give_back});
+  return *a;  // never destroyed: storages may outlive statics
+}
+
+void meta_copy(void* dst, Device dst_dev, size_t bytes) {
+  if (dst_dev.is_cpu()) std::memset(dst, 0, bytes);
+}
+
+}  // namespace zt::detail

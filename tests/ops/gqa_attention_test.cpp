@@ -1,0 +1,130 @@
+// Grouped-query attention (ops::attention with n_kv_head < n_head) against the same attention on
+// k and v repeated for each query head (Hugging Face's repeat_kv), on every backend and dtype:
+// forward equal, and each kv head's gradient the sum of its repeated copies' gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "op_table.h"
+#include "zt/core/random.h"
+#include "zt/core/parallel.h"
+#include "zt/ops/ops.h"
+#include "zt/ops/transformer.h"
+
+namespace zt::test {
+namespace {
+
+struct Gqa {
+  int64_t B, T, H, K, D;
+  bool causal;
+  int64_t width() const { return (H + 2 * K) * D; }
+};
+
+std::vector<float> randn(int64_t n, uint64_t seed) {
+  Generator g(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = g.normal(0.f, 1.f);
+  return v;
+}
+
+// The packed [B, T, (H + 2K) D] with each kv head repeated for its H / K query heads: [B, T, 3 H D].
+std::vector<float> repeat_kv(const Gqa& g, const std::vector<float>& qkv) {
+  const int64_t G = g.H / g.K, W = g.width(), C = g.H * g.D;
+  std::vector<float> out(static_cast<size_t>(g.B * g.T * 3 * C));
+  for (int64_t r = 0; r < g.B * g.T; ++r) {
+    const float* src = qkv.data() + r * W;
+    float* dst = out.data() + r * 3 * C;
+    for (int64_t i = 0; i < C; ++i) dst[i] = src[i];
+    for (int64_t h = 0; h < g.H; ++h)
+      for (int64_t d = 0; d < g.D; ++d) {
+        dst[C + h * g.D + d] = src[C + (h / G) * g.D + d];
+        dst[2 * C + h * g.D + d] = src[C + g.K * g.D + (h / G) * g.D + d];
+      }
+  }
+  return out;
+}
+
+// The repeated layout's gradient folded back: each kv head's the sum over its group, in head order.
+std::vector<double> fold_kv(const Gqa& g, const std::vector<float>& d3) {
+  const int64_t G = g.H / g.K, W = g.width(), C = g.H * g.D;
+  std::vector<double> out(static_cast<size_t>(g.B * g.T * W), 0.0);
+  for (int64_t r = 0; r < g.B * g.T; ++r) {
+    const float* src = d3.data() + r * 3 * C;
+    double* dst = out.data() + r * W;
+    for (int64_t i = 0; i < C; ++i) dst[i] = src[i];
+    for (int64_t h = 0; h < g.H; ++h)
+      for (int64_t d = 0; d < g.D; ++d) {
+        dst[C + (h / G) * g.D + d] += src[C + h * g.D + d];
+        dst[C + g.K * g.D + (h / G) * g.D + d] += src[2 * C + h * g.D + d];
+      }
+  }
+  return out;
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<double>& want, double rtol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::abs(double(got[i]) - want[i]) > rtol * (std::abs(want[i]) + scale) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i];
+}
+
+TEST(GqaAttention, EqualsAttentionOnRepeatedKeysAndValuesOnEveryBackend) {
+  for (const Gqa& g : {Gqa{2, 70, 4, 2, 16, true}, Gqa{1, 33, 6, 1, 8, false}, Gqa{2, 130, 8, 2, 64, true}})
+    for (DType dt : {DType::f32, DType::bf16, DType::f16})
+      for (const std::string& b : ops::backends()) {
+        if (!backend_present(b)) continue;
+        SCOPED_TRACE(b + " " + dtype_name(dt) + " H=" + std::to_string(g.H) + " K=" + std::to_string(g.K) +
+                     " T=" + std::to_string(g.T));
+        // Inputs rounded to dt first, so both sides see the same values.
+        const Tensor packed = Tensor::from_vector(randn(g.B * g.T * g.width(), 11), {g.B, g.T, g.width()}, dt);
+        const Tensor dout = Tensor::from_vector(randn(g.B * g.T * g.H * g.D, 12), {g.B, g.T, g.H * g.D}, dt);
+        const std::vector<float> packed_values = packed.to_vector();
+        const Tensor repeated = Tensor::from_vector(repeat_kv(g, packed_values), {g.B, g.T, 3 * g.H * g.D}, dt);
+        const Tensor mask = Tensor::from_ints(std::vector<int32_t>(size_t(g.B * g.T), 1), {g.B, g.T});
+        const Tensor* pm = g.causal ? nullptr : &mask;
+        const auto want = ops::attention(repeated, g.H, g.causal, pm);
+        const std::vector<float> want_dqkv = ops::attention_backward(dout, repeated, want, g.H, g.causal, pm).to_vector();
+        const Tensor pmask = on_backend(mask, b);
+        const auto got = ops::attention(on_backend(packed, b), g.H, g.causal, g.causal ? nullptr : &pmask, g.K);
+        const Tensor dqkv = ops::attention_backward(on_backend(dout, b), on_backend(packed, b), got, g.H, g.causal,
+                                                    g.causal ? nullptr : &pmask, g.K);
+        const double tol = dt == DType::f32 ? 1e-5 : dt == DType::bf16 ? 2e-2 : 3e-3;
+        const std::vector<float> w = want.out.to_vector();
+        expect_near(got.out.to(Device::cpu()).to_vector(), std::vector<double>(w.begin(), w.end()), tol, "out");
+        expect_near(dqkv.to(Device::cpu()).to_vector(), fold_kv(g, want_dqkv), tol, "dqkv");
+      }
+}
+
+// Both backward schedules (a kv head per work item, or key and query blocks) give the same bits.
+TEST(GqaAttention, BothBackwardSchedulesGiveTheSameBits) {
+  const Gqa g{1, 200, 4, 2, 32, true};  // B * K = 2 kv heads
+  const Tensor qkv = Tensor::from_vector(randn(g.B * g.T * g.width(), 21), {g.B, g.T, g.width()}, DType::bf16);
+  const Tensor dout = Tensor::from_vector(randn(g.B * g.T * g.H * g.D, 22), {g.B, g.T, g.H * g.D}, DType::bf16);
+  const int saved = num_threads();
+  std::vector<std::vector<float>> grads;
+  for (int threads : {1, 2, 4}) {
+    set_num_threads(threads);
+    const auto r = ops::attention(qkv, g.H, g.causal, nullptr, g.K);
+    grads.push_back(ops::attention_backward(dout, qkv, r, g.H, g.causal, nullptr, g.K).to_vector());
+  }
+  set_num_threads(saved);
+  for (size_t i = 1; i < grads.size(); ++i) EXPECT_EQ(grads[i], grads[0]) << "thread setting " << i;
+}
+
+TEST(GqaAttention, AKeyValueHeadCountThatDoesNotDivideTheHeadsIsAnError) {
+  const Tensor qkv = Tensor::zeros({1, 2, 7 * 4});
+  try {
+    ops::attention(qkv, 3, true, nullptr, 2);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[attention] n_kv_head 2 must divide n_head 3"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace zt::test
