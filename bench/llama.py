@@ -8,7 +8,7 @@ AdamW (bench/torch_gpt.py --family llama), and the allocator's peak per rank at 
 reuse, one unit live). Writes bench/llama_results.jsonl and its block of BENCHMARKS.md.
 
 usage: bench/llama.py [--ctx 512] [--steps 3] [--dtypes f32,bf16] [--no-markdown]
-Needs build/zerotrain and build/bench_gpt (ZT_BUILD_TARGET="zerotrain bench_gpt" scripts/build.sh)
+Needs build/zerotrain and build/bench/train/bench_gpt (ZT_BUILD_TARGET="zerotrain bench_gpt" scripts/build.sh)
 and data/tokens/english_gpt2 (scripts/run.sh's set-up, or `zerotrain prepare --tokenizer gpt2`).
 """
 import argparse
@@ -39,7 +39,7 @@ def steps(args):
     rows = []
     common = SHAPE + ["--ctx", str(args.ctx), "--batch", "1", "--steps", str(args.steps), "--warmup", "1",
                       "--dtype", args.dtypes]
-    zt, zcmd = json_lines(["mpirun", "--oversubscribe", "-np", "2", "build/bench_gpt"] + common +
+    zt, zcmd = json_lines(["mpirun", "--oversubscribe", "-np", "2", "build/bench/train/bench_gpt"] + common +
                           ["--stages", "0", "--threads", "1", "--products", "native"])
     pt, pcmd = json_lines(["/usr/bin/python3", "bench/torch_gpt.py"] + common +
                           ["--world", "2", "--threads", "1", "--variants", "ddp"])

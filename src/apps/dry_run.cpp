@@ -28,6 +28,7 @@ zero::EngineOptions dry_options(const config::Config& c, const DryRunShape& s) {
   o.device = Device::meta();
   o.f32_compute = s.f32_compute;
   o.zero.stage = c.run.strategy == "zero" ? s.stage : 0;
+  if (s.reduce_bucket_size > 0) o.zero.reduce_bucket_size = s.reduce_bucket_size;
   o.zero.offload_optimizer = {};
   o.zero.offload_param = {};
   o.zero.zero_quantized_weights = o.zero.zero_quantized_gradients = false;
@@ -81,7 +82,7 @@ MeasuredActivations measure_activations(const config::Config& c, const DryRunSha
                           std::to_string(c.activation_checkpointing.number_checkpoints) + "|" +
                           std::to_string(s.micro) + "|" + std::to_string(s.accumulation) + "|" +
                           std::to_string(s.eval_batch) + "|" + std::to_string(s.f32_compute) + "|" +
-                          std::to_string(s.stage);
+                          std::to_string(s.stage) + "|" + std::to_string(s.reduce_bucket_size);
   static std::mutex mu;
   static std::map<std::string, MeasuredActivations> measured;
   std::lock_guard<std::mutex> lock(mu);

@@ -17,6 +17,7 @@ struct DryRunShape {
   int64_t eval_batch = 0;               // samples per evaluation forward (0: none)
   bool f32_compute = false;             // a 16-bit run computing in f32 (Note [f32 compute])
   int stage = 0;                        // the ZeRO stage planned (where gradients are written)
+  int64_t reduce_bucket_size = 0;       // the placement's (lowered limits may cut it); 0: the config's
 };
 
 struct MeasuredActivations {

@@ -60,8 +60,8 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   zero::PeakInput in;
   static_cast<zero::StepLimits&>(in) = zero::step_limits(opts);
   in.largest_param = largest_param(model);
-  const MeasuredActivations act =
-      measure_activations(c, {bs.micro, bs.accumulation, ctx.eval_batch, opts.f32_compute, opts.zero.stage});
+  const MeasuredActivations act = measure_activations(
+      c, {bs.micro, bs.accumulation, ctx.eval_batch, opts.f32_compute, opts.zero.stage, opts.zero.reduce_bucket_size});
   in.activations = act.peak;
   in.activation_cache = act.resident - act.peak;
   in.data = opts.device.is_cpu() ? ctx.data_bytes : 0;  // beside a device the data stays on the host

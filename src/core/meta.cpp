@@ -20,10 +20,15 @@ namespace {
 constexpr uintptr_t kMetaBase = uintptr_t(1) << 63, kMetaEnd = kMetaBase + (uintptr_t(1) << 62);
 std::atomic<uintptr_t> g_next{kMetaBase};
 
+// A request past what is left is refused and moves nothing (later dry runs still get room).
 void* take(size_t bytes) {
+  if (bytes > kMetaEnd - kMetaBase) return nullptr;
   const uintptr_t n = (uintptr_t(bytes) + 4095) & ~uintptr_t(4095);
-  const uintptr_t p = g_next.fetch_add(n);
-  return p + n <= kMetaEnd && p >= kMetaBase ? reinterpret_cast<void*>(p) : nullptr;
+  uintptr_t p = g_next.load();
+  do {
+    if (n > kMetaEnd - p) return nullptr;
+  } while (!g_next.compare_exchange_weak(p, p + n));
+  return reinterpret_cast<void*>(p);
 }
 
 void give_back(void*) {}  // addresses are never reused: there is room for 2^62 bytes of blocks

@@ -25,8 +25,9 @@ class RmsNorm : public Module {
   float eps_;
 };
 
-// The rotary tables of the sequence length in use, made once per length and device and shared by
-// every block (a checkpointed block's recompute reads the same ones).
+// The rotary tables of the longest sequence seen so far on the device, shared by every block; they
+// only grow, so a checkpointed block's recompute in backward finds rows for its length whatever
+// ran in between (an evaluation of shorter sequences).
 struct RopeCache {
   ops::RopeTables tables;
   int64_t T = 0;
@@ -145,7 +146,7 @@ class LlamaForCausalLM : public Module {
     const int64_t T = in[0].size(1);
     ZT_CHECK(T >= 1 && T <= c_.block_size, "[llama] sequence length ", T, " exceeds model.block_size ",
              c_.block_size);
-    if (rope_->T != T || rope_->device != in[0].device())
+    if (rope_->T < T || rope_->device != in[0].device())
       *rope_ = {ops::rope_tables(T, c_.n_embd / c_.n_head, c_.rope_theta, in[0].device()), T, in[0].device()};
     Tensor x = (*model->embed_tokens)(in[0]);
     const int64_t ckpt = c_.checkpoint_blocks < 0 ? c_.n_layer : c_.checkpoint_blocks;

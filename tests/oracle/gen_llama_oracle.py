@@ -26,13 +26,13 @@ Tensors (float32 unless noted): <name> the initial parameters (Hugging Face's na
 [STEPS*B, T] i32, logits [B, T, V], loss [1], grad.<name>, step_loss [STEPS], step_grad_norm
 [STEPS], final.<name> after STEPS AdamW updates (foreach=False); metadata the sizes and settings.
 """
-import json
 import math
 import os
-import struct
 
 import torch
 import torch.nn.functional as F
+
+from gen_gpt_oracle import max_rel, write_safetensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -200,28 +200,6 @@ def run(v, init, x, y, dtype):
     return {"logits": logits.detach(), "loss": loss.detach().reshape(1), "grads": grads,
             "step_loss": torch.tensor(losses, dtype=torch.float64),
             "step_grad_norm": torch.tensor(norms, dtype=torch.float64), "final": final}
-
-
-def write_safetensors(path, tensors, metadata):
-    """The format by hand: u64 LE header length, JSON header, raw little-endian data."""
-    st_dtype = {torch.float32: "F32", torch.int32: "I32"}
-    header, blobs, off = {"__metadata__": metadata}, [], 0
-    for name, t in tensors:
-        data = t.contiguous().numpy().tobytes()
-        header[name] = {"dtype": st_dtype[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    h = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
-
-def max_rel(a, b):
-    return float((a.double() - b.double()).abs().max() / b.double().abs().max().clamp_min(1e-30))
 
 
 def main():

@@ -9,19 +9,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <thread>
 #include <iostream>
 #include <map>
 #include <string>
 #include <tuple>
 
-#include "../common/rank_failures.h"
+#include "oracle_harness.h"
 #include "zt/autograd/autograd.h"
 #include "zt/autograd/functions.h"
 #include "zt/ckpt/safetensors.h"
 #include "zt/comm/group.h"
-#include "zt/core/parallel.h"
 #include "zt/nn/llama.h"
 #include "zt/zero/engine.h"
 
@@ -29,7 +26,11 @@ using namespace zt;
 
 namespace {
 
-comm::GroupPtr g_world;
+using oracle::compare;
+using oracle::expect_within;
+using oracle::g_world;
+using oracle::global_mean;
+using oracle::Mismatch;
 
 struct Oracle {
   ckpt::LoadedTensors file;
@@ -151,27 +152,6 @@ Tensor loss_of(const Tensor& logits, const Tensor& y) {
   return ag::cross_entropy(ag::reshape(logits, {y.numel(), oracle().config.vocab_size}), y);
 }
 
-// Largest |got - want| over the tensor, absolute and relative to max |want|.
-struct Mismatch {
-  double abs = 0, rel = 0;
-};
-Mismatch compare(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    diff = std::max(diff, std::abs(double(got[i]) - double(want[i])));
-    scale = std::max(scale, std::abs(double(want[i])));
-  }
-  return {diff, diff / std::max(scale, 1e-30)};
-}
-
-// Prints every comparison on rank 0 and keeps the worst, so a run reports its margins.
-void expect_within(const Mismatch& e, double tol, const std::string& what) {
-  EXPECT_LE(e.rel, tol) << what << ": max abs error " << e.abs << ", relative " << e.rel;
-  if (g_world->rank() == 0)
-    std::cout << "[oracle] " << what << ": max abs " << e.abs << ", rel " << e.rel << " (bound " << tol << ")\n";
-}
-
 // Gradients of every parameter against grad.<name>; the worst relative error is printed once.
 void expect_gradients(const nn::Module& model) {
   Mismatch worst;
@@ -188,7 +168,6 @@ void expect_gradients(const nn::Module& model) {
               << " (bound " << kTol << ")\n";
 }
 
-double global_mean(double local) { return g_world->all_reduce_scalar(local) / double(g_world->size()); }
 
 // Note [llama oracle fixtures]: each case runs on both fixtures, Llama (GQA, untied) then Qwen2
 // (MQA, q/k/v biases, tied).
@@ -338,18 +317,4 @@ TEST(LlamaOracleFixture, CoverTheUntiedAndTiedHeadsAndAKeyBiasWithAGradient) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  g_world = comm::make_group("auto");  // mpi under mpirun, else one local rank
-  // Ranks share the cores (as tests/zero/mpi_main.cpp's): more OpenMP threads than cores spin.
-  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
-    set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, std::atoi(local))));
-  g_world->set_timeout(60);
-  zt::testing::report_by_rank(g_world->rank());  // only rank 0 prints gtest's report
-  const int rc = RUN_ALL_TESTS();
-  Tensor flag = Tensor::from_ints({rc}, {1});
-  g_world->all_reduce(flag, comm::ReduceOp::max);  // a failure on any rank fails the job
-  const int any = int(flag.item());
-  g_world.reset();
-  return any;
-}
+int main(int argc, char** argv) { return zt::oracle::run_all_tests(argc, argv); }

@@ -1,6 +1,7 @@
 // model.type llama: a Llama-family decoder (nn::make_llama) trained on token shards; `generate`
 // samples from it. GPT-2's tokenizer until a Llama tokenizer is read (tokenizer.json).
 #include <algorithm>
+#include <cmath>
 
 #include "../session.h"
 #include "../tasks.h"
@@ -41,6 +42,9 @@ nn::LlamaConfig llama_config(const config::Config& c) {
 void check_llama(const config::Config& c, const std::string& source) {
   ZT_CHECK_AS(ErrorKind::config, c.model.dropout == 0.0, "[config] ", source, ": model.dropout ", c.model.dropout,
               " is not used by model.type llama (its blocks have no dropout; nearest valid: 0)");
+  ZT_CHECK_AS(ErrorKind::config, std::isfinite(float(c.model.rope_theta)) && float(c.model.rope_theta) > 0.f,
+              "[config] ", source, ": model.rope_theta ", c.model.rope_theta,
+              " does not fit a float above 0 (Llama 2: 10000, Llama 3: 500000)");
   const nn::LlamaConfig l = llama_config(c);
   ZT_CHECK_AS(ErrorKind::config, l.n_kv_head <= l.n_head && l.n_head % l.n_kv_head == 0, "[config] ", source,
               ": model.n_head ", l.n_head, " is not a multiple of model.n_kv_head ", l.n_kv_head,

@@ -1,7 +1,8 @@
 // CUDA kernels of the Llama family's ops (the CPU's cpu/llama_ops.cpp): RMSNorm forward and
 // backward, rotary position embeddings on a packed q/k/v, and the SwiGLU product. f32 math with the
 // CPU's operations in the CPU's order (zt_ops' CUDA code has no fused multiply-adds), one rounding
-// per 16-bit output; only RMSNorm's row sums are summed in another (fixed) order.
+// per 16-bit output; only RMSNorm's sums (each row's, and dgamma's over blocks of rows) add in
+// another fixed order than the CPU's, as layer norm's do.
 #include <algorithm>
 
 #include "common.cuh"
