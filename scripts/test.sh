@@ -31,7 +31,7 @@ isa="${ZT_TEST_ISA:-AVX2}"
 say "processor-dependent tests capped at ONEDNN_MAX_CPU_ISA=$isa"
 (
   export ONEDNN_MAX_CPU_ISA="$isa"
-  for t in ops/zt_ops_tests zero/zero_products_test oracle/test_mlp_oracle oracle/test_gpt_oracle \
+  for t in ops/zt_ops_tests zero/zero_products_test oracle/test_mlp_oracle oracle/test_gpt_oracle oracle/test_llama_oracle \
     e2e/e2e_memory_plan_test; do
     out="$(build/tests/$t --gtest_brief=1 2>&1)" || { echo "$out"; exit 1; }
     grep -E "^\[  PASSED|^\[  SKIPPED|^\[ isa" <<<"$out" | sed "s|^|  $t: |"
