@@ -50,6 +50,9 @@ MeasuredActivations measure(const config::Config& c, const DryRunShape& s) {
   const ModelKind& kind = model_kind(c);
   Allocator& meta = allocator_for(Device::meta());
   auto model = build_model(c, /*deferred=*/true);
+  // Past 2^36 parameters (no machine here trains one) the dry run's host work, which grows with the
+  // gradient rounds of each weight, would take minutes: such a plan counts no activations.
+  if (model->num_parameters() > (int64_t(1) << 36)) return {};
   const zero::EngineOptions opts = dry_options(c, s);
   zero::Engine engine(*model, comm::make_group("local"), opts);
   meta.release_cached();
