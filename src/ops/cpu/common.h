@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "../approx.h"
 #include "../contract.h"
@@ -41,3 +42,14 @@ using approx::exp_approx;
 using approx::tanh_approx;
 
 }  // namespace zt::ops::detail
+
+namespace zt::ops::cpu {
+
+// A small tensor's values as f32 on the host (a norm's gains), for kernels that read them per row.
+inline std::vector<float> f32_values(const Tensor& t, const char* op) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  detail::dispatch_float(t.dtype(), op, [&](auto tag) { to_f32(t.data<decltype(tag)>(), v.data(), t.numel()); });
+  return v;
+}
+
+}  // namespace zt::ops::cpu

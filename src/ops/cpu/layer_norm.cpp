@@ -77,21 +77,12 @@ void forward_row(const float* __restrict x, const float* __restrict g, const flo
   for (int64_t i = 0; i < c; ++i) y[i] = (x[i] - m) * s * g[i] + b[i];
 }
 
-std::vector<float> f32_values(const Tensor& t) {
-  std::vector<float> v(size_t(t.numel()));
-  dispatch_float(t.dtype(), "layer_norm", [&](auto tag) {
-    using T = decltype(tag);
-    to_f32(t.data<T>(), v.data(), t.numel());
-  });
-  return v;
-}
-
 }  // namespace
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,
                 Tensor& rstd) {
   const int64_t c = x.size(-1), rows = x.numel() / c;
-  const std::vector<float> g = f32_values(gamma), b = f32_values(beta);
+  const std::vector<float> g = f32_values(gamma, "layer_norm"), b = f32_values(beta, "layer_norm");
   float* pm = mean.data<float>();
   float* pr = rstd.data<float>();
   dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
@@ -121,7 +112,7 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float 
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                          Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const int64_t c = x.size(-1), rows = x.numel() / c;
-  const std::vector<float> g = f32_values(gamma);
+  const std::vector<float> g = f32_values(gamma, "layer_norm_backward");
   const float* pm = mean.data<float>();
   const float* pr = rstd.data<float>();
   // Per-chunk partial sums of dgamma (first c) and dbeta (next c); chunks are fixed row ranges.

@@ -29,11 +29,6 @@ inline float lane_dot(const float* __restrict v, const float* __restrict w, int6
   return s;
 }
 
-std::vector<float> f32_values(const Tensor& t, const char* op) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  dispatch_float(t.dtype(), op, [&](auto tag) { to_f32(t.data<decltype(tag)>(), v.data(), t.numel()); });
-  return v;
-}
 
 inline float sigmoid(float g) { return 1.f / (1.f + exp_approx(-g)); }
 
