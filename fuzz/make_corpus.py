@@ -196,3 +196,39 @@ stale["counters"] = {"optimizer_steps": 2}                                   # c
 ckpt_seed("consistent_edit", stale)
 dup = json.dumps(sealed(small))
 put("fuzz_ckpt_metadata", "duplicate_step", dup[:-1] + ', "step": 9}')
+
+# --- fuzz_tokenizer_json: whole tokenizer.json files ------------------------------------------
+def byte_char(b):  # bytes_to_unicode
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    extra = [x for x in range(256) if x not in printable]
+    return chr(b) if b in printable else chr(256 + extra.index(b))
+
+
+bpe_vocab = {byte_char(b): b for b in range(256)}
+bpe_vocab.update({"ab": 256, "aba": 257, "xy": 258})
+tiny_bpe = {"added_tokens": [{"id": 259, "content": "<|x|>", "special": True}], "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+            "decoder": {"type": "ByteLevel"},
+            "model": {"type": "BPE", "vocab": bpe_vocab, "merges": ["ab a", "a b"]}}
+put("fuzz_tokenizer_json", "byte_level_bpe", json.dumps(tiny_bpe))
+split = json.loads(json.dumps(tiny_bpe))
+split["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|\\s+(?!\\S)|\\s+"},
+     "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
+split["normalizer"] = {"type": "NFC"}
+split["model"]["ignore_merges"] = True
+split["model"]["merges"] = [["ab", "a"], ["a", "b"]]
+put("fuzz_tokenizer_json", "llama3_like", json.dumps(split))
+wp = {"added_tokens": [{"id": 3, "content": "[SEP]"}, {"id": 10, "content": "<extra>", "lstrip": True}],
+      "normalizer": {"type": "BertNormalizer", "lowercase": True, "strip_accents": None},
+      "pre_tokenizer": {"type": "BertPreTokenizer"}, "decoder": {"type": "WordPiece"},
+      "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                "max_input_chars_per_word": 100,
+                "vocab": {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able",
+                                                      "a", "##a", ","])}}}
+put("fuzz_tokenizer_json", "wordpiece", json.dumps(wp))
+bad = json.loads(json.dumps(tiny_bpe))
+bad["model"]["merges"] = ["ab a", "a zz"]
+put("fuzz_tokenizer_json", "unknown_merge", json.dumps(bad))
+put("fuzz_tokenizer_json", "cut", json.dumps(wp)[:200])

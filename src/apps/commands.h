@@ -42,15 +42,16 @@ struct GenerateOptions {
 };
 
 struct TokenizeOptions {
-  std::string tokenizer;  // gpt2 | bert
-  std::string dir;        // the tokenizer's files (default: data/<tokenizer>)
+  std::string tokenizer;  // gpt2 | bert | a tokenizer.json, .model or folder (data::resolve_tokenizer_spec)
+  std::string dir;        // gpt2's or bert's files (default: data/<tokenizer>)
   bool lines = false;     // one JSON array per input line instead of one for all of stdin
+  bool decode = false;    // stdin holds ids; print their text
 };
 
 int run_train(const config::Config& cfg, comm::Group& group);
 int run_eval(const config::Config& cfg, const std::string& weights);
 int run_estimate(const config::Config& cfg, const EstimateOptions& opt);
-int run_tokenize(const TokenizeOptions& opt);  // stdin -> JSON ids on stdout
+int run_tokenize(const TokenizeOptions& opt);  // stdin -> JSON ids on stdout (--decode: ids -> text)
 int run_plot(const PlotOptions& opt);
 int run_baseline(const BaselineOptions& opt);
 int run_generate(const config::Config& cfg, const GenerateOptions& opt);

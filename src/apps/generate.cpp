@@ -25,7 +25,7 @@ int run_generate(const config::Config& cfg, const GenerateOptions& opt) {
   const char* tokenizer = model_kind(cfg).generates_with;
   ZT_CHECK_AS(ErrorKind::config, tokenizer, "[generate] model.type '", cfg.model.type,
               "' is not a language model (generate needs a gpt model)");
-  const int64_t block = cfg.model.block_size;
+  const int64_t block = model_kind(cfg).shape(cfg).block_size;
   const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(tokenizer, opt.tokenizer_dir);
   auto model = build_model(cfg);
   load_weights(*model, opt.weights);

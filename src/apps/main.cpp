@@ -21,6 +21,7 @@
 #include "models/model_kind.h"
 #include "prepare.h"
 #include "zt/core/error.h"
+#include "zt/data/tokenizer.h"
 #include "zt/ops/ops.h"
 
 namespace {
@@ -185,13 +186,23 @@ void build_app(CLI::App& app, Args& a) {
   zt::apps::add_prepare_command(app, a.prepare);                      // no configuration
   add_config_options(*zt::apps::add_ckpt_commands(app, a.tools), a);  // import takes a configuration
 
-  CLI::App* tok = app.add_subcommand("tokenize", "Token ids of the text on stdin, as a JSON array");
-  tok->add_option("--tokenizer", a.tokenize.tokenizer, "GPT-2's byte-level BPE or BERT's uncased WordPiece")
+  CLI::App* tok =
+      app.add_subcommand("tokenize", "Token ids of the text on stdin, as a JSON array (--decode: the reverse)");
+  tok->add_option("--tokenizer", a.tokenize.tokenizer,
+                  "gpt2, bert, a tokenizer.json, a SentencePiece .model, or a folder holding one (or named in data/)")
       ->required()
-      ->check(CLI::IsMember({"gpt2", "bert"}))
-      ->type_name("gpt2|bert");
-  tok->add_option("--dir", a.tokenize.dir, "the tokenizer's files (default: data/gpt2 or data/bert)")->type_name("D");
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            return zt::data::is_tokenizer_spec(s, "data")
+                       ? ""
+                       : s + " not in {gpt2,bert} and not a tokenizer.json, .model or tokenizer folder";
+          },
+          ""))
+      ->type_name("gpt2|bert|FILE|DIR");
+  tok->add_option("--dir", a.tokenize.dir, "gpt2's or bert's files (default: data/gpt2 or data/bert)")->type_name("D");
   tok->add_flag("--lines", a.tokenize.lines, "one array per input line instead of one for all of stdin");
+  tok->add_flag("--decode", a.tokenize.decode,
+                "stdin holds ids (separated by white space or commas, or JSON lists): print their text");
   add_lm_commands(app, a);
   app.footer(std::string(kTopOverridesFooter) + "\n\n" + kExitFooter);  // set last: no command inherits it
 }
@@ -277,6 +288,13 @@ int run_command(const std::string& command, const Args& a) {
     if (command == "plot") return zt::apps::run_plot(a.plot);
     if (command == "baseline") return zt::apps::run_baseline(a.baseline);
     zt::config::Config cfg = zt::config::load(a.config, a.overrides);
+    // Note [model registry]: no model section used to train the MNIST MLP silently.
+    if (!cfg.raw.contains("model")) {
+      std::string types;
+      for (const std::string& t : zt::config::model_types()) types += (types.empty() ? "" : ", ") + t;
+      ZT_THROW_AS(ErrorKind::config, "[config] ", a.config, " has no 'model' section: set model.type (one of ", types,
+                  ") and its keys");
+    }
     if (command == "eval")
       return zt::apps::run_eval(cfg, a.weights.empty() ? cfg.run.dir + "/model.safetensors" : a.weights);
     if (command == "estimate") return zt::apps::run_estimate(cfg, a.estimate);

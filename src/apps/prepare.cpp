@@ -23,13 +23,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The files each tokenizer reads (scripts/setup.sh fetches them), recorded with their sha256.
-std::vector<data::FileDigest> tokenizer_files(const std::string& kind, const std::string& dir) {
+// The files the tokenizer reads (scripts/setup.sh fetches them), recorded with their sha256.
+std::vector<data::FileDigest> tokenizer_files(const data::TokenizerSource& source) {
   std::vector<data::FileDigest> out;
-  const std::vector<std::string> names =
-      kind == "gpt2" ? std::vector<std::string>{"encoder.json", "vocab.bpe"} : std::vector<std::string>{"vocab.json"};
-  for (const std::string& n : names) {
-    const std::string p = (fs::path(dir) / n).string();
+  for (const std::string& p : source.files) {
     std::error_code ec;
     if (fs::exists(p, ec)) out.push_back({p, sha256_file(p)});
   }
@@ -108,17 +105,19 @@ void add_prepare_command(CLI::App& app, PrepareCliOptions& o) {
   p->add_option("--task", o.task, "lm: train/val token shards; sotu-party: Democratic vs Republican passages")
       ->check(CLI::IsMember({"lm", "sotu-party"}))
       ->type_name("lm|sotu-party");
-  p->add_option("--tokenizer", o.tokenizer, "the tokenizer")
+  p->add_option(
+       "--tokenizer", o.tokenizer,
+       "gpt2, bert, a tokenizer.json, a SentencePiece .model, or a folder holding one (or named in --data-dir)")
       ->required()
-      ->check(CLI::IsMember({"gpt2", "bert"}))
-      ->type_name("gpt2|bert");
+      ->type_name("gpt2|bert|FILE|DIR");
   p->add_option("--out", o.out, "the output folder (replaced whole when the run succeeds)")
       ->required()
       ->type_name("DIR");
   p->add_option("--data-dir", o.data_dir, "holds sotu/, moby-dick/ and the tokenizer folders (default data)")
       ->type_name("DIR");
-  p->add_option("--tokenizer-dir", o.tokenizer_dir, "the tokenizer's files (default <data-dir>/<tokenizer>)")
-      ->type_name("DIR");
+  CLI::Option* tok_dir =
+      p->add_option("--tokenizer-dir", o.tokenizer_dir, "gpt2's or bert's files (default <data-dir>/<tokenizer>)")
+          ->type_name("DIR");
   CLI::Option* sources =
       p->add_option("--sources", o.sources, "lm: corpora, in order (default sotu,moby-dick)")->type_name("LIST");
   CLI::Option* input =
@@ -144,7 +143,16 @@ void add_prepare_command(CLI::App& app, PrepareCliOptions& o) {
   CLI::Option* max_len = p->add_option("--max-len", o.max_len, "sotu-party: tokens per passage with [CLS] and [SEP]")
                              ->type_name("N")
                              ->check(CLI::Range(8, 512));
-  p->callback([&o, sources, val, max_len, input, key] {
+  p->callback([&o, sources, val, max_len, input, key, tok_dir] {
+    // Here, not as a check on the option: a bare name is looked up in --data-dir.
+    if (!data::is_tokenizer_spec(o.tokenizer, o.data_dir))
+      throw CLI::ValidationError("--tokenizer", o.tokenizer +
+                                                    " not in {gpt2,bert} and not a tokenizer.json, .model "
+                                                    "or tokenizer folder (nor one in " +
+                                                    o.data_dir + ")");
+    const bool named = o.tokenizer == "gpt2" || o.tokenizer == "bert";
+    if (tok_dir->count() && !named)
+      throw CLI::ValidationError("--tokenizer-dir", "is for --tokenizer gpt2 or bert (give the file or folder itself)");
     if (o.task == "lm" && max_len->count()) throw CLI::ValidationError("--max-len", "is for --task sotu-party");
     for (CLI::Option* lm_only : {sources, val, input, key})
       if (o.task != "lm" && lm_only->count()) throw CLI::ValidationError(lm_only->get_name(), "is for --task lm");
@@ -152,6 +160,11 @@ void add_prepare_command(CLI::App& app, PrepareCliOptions& o) {
 }
 
 int run_prepare(const PrepareCliOptions& o) {
+  if (o.tokenizer != "gpt2" && o.tokenizer != "bert") {
+    const data::TokenizerSource source = data::resolve_tokenizer_spec(o.tokenizer, o.data_dir);
+    const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(source);
+    return o.task == "lm" ? run_lm(o, *tok, tokenizer_files(source)) : run_cls(o, *tok, tokenizer_files(source));
+  }
   const std::string dir = o.tokenizer_dir.empty() ? (fs::path(o.data_dir) / o.tokenizer).string() : o.tokenizer_dir;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
@@ -162,8 +175,11 @@ int run_prepare(const PrepareCliOptions& o) {
   }
   ZT_CHECK_AS(ErrorKind::data, S_ISDIR(st.st_mode), "[prepare] tokenizer folder ", dir, " is ",
               S_ISREG(st.st_mode) ? "a file" : file_type_name(st.st_mode), ", not a folder");
-  std::vector<data::FileDigest> files = tokenizer_files(o.tokenizer, dir);
-  const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(o.tokenizer, dir);
+  data::TokenizerSource source = data::resolve_tokenizer_spec(o.tokenizer, o.data_dir);
+  source.path = dir;  // --tokenizer-dir's, or the default
+  for (std::string& f : source.files) f = (fs::path(dir) / fs::path(f).filename()).string();
+  std::vector<data::FileDigest> files = tokenizer_files(source);
+  const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(source);
   return o.task == "lm" ? run_lm(o, *tok, std::move(files)) : run_cls(o, *tok, std::move(files));
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,27 +17,10 @@
 #include "zt/core/allocator.h"
 #include "zt/core/device_capacity.h"
 #include "zt/data/cifar.h"
-#include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
 #include "zt/optim/schedule.h"
 
 namespace zt::apps {
-
-nn::TransformerConfig transformer_config(const config::Config& c) {
-  nn::TransformerConfig t;
-  t.vocab_size = c.model.vocab_size;
-  t.block_size = c.model.block_size;
-  t.n_layer = c.model.n_layer;
-  t.n_head = c.model.n_head;
-  t.n_embd = c.model.n_embd;
-  t.type_vocab_size = c.model.type_vocab_size;
-  t.dropout = float(c.model.dropout);
-  t.activation_checkpointing = c.activation_checkpointing.enabled;
-  t.checkpoint_blocks =
-      c.activation_checkpointing.number_checkpoints > 0 ? c.activation_checkpointing.number_checkpoints : -1;
-  t.seed = c.seed;
-  return t;
-}
 
 std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred) {
   std::optional<nn::DeferredInit> defer;  // Note [deferred init]
@@ -195,6 +179,12 @@ std::string mem_summary(Device device) {
     out += std::string(mem_tag_name(t)) + "=" + format_bytes(s.of(t)) + " ";
   }
   return out + "activation-peak=" + format_bytes(s.peak_of(MemTag::activation)) + " peak=" + format_bytes(s.total_peak);
+}
+
+void print_config_notes(const config::Config& cfg, const config::BatchSizes& bs, int world) {
+  for (const std::string& line : config::batch_notes(cfg, bs, world))
+    std::fprintf(stderr, "zerotrain: config: %s\n", line.c_str());
+  for (const std::string& line : cfg.notes) std::fprintf(stderr, "zerotrain: config: %s\n", line.c_str());
 }
 
 }  // namespace zt::apps

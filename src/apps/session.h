@@ -9,7 +9,6 @@
 #include "zt/config/config.h"
 #include "zt/data/mnist.h"
 #include "zt/nn/module.h"
-#include "zt/nn/transformer.h"
 #include "zt/zero/engine.h"
 
 namespace zt::apps {
@@ -22,7 +21,6 @@ std::shared_ptr<nn::Module> build_model(const config::Config& c, bool deferred =
 // line that says so.
 std::shared_ptr<nn::Module> build_within_memory(int64_t params, bool deferred,
                                                 const std::function<std::shared_ptr<nn::Module>()>& make);
-nn::TransformerConfig transformer_config(const config::Config& c);
 // The train or test split of data.dataset from data.dir (data.*_limit, padded to data.pad_to),
 // normalised with the dataset's statistics; its features must be what the model takes.
 data::Dataset load_image_split(const config::Config& c, const std::string& split);
@@ -42,6 +40,9 @@ zero::EngineOptions engine_options(const config::Config& c, const config::BatchS
 // read: DeepSpeed's batch rule and the scheduler's params. `estimate` checks them as `train` does
 // (the same functions, so the same lines), so it never plans settings that cannot train.
 config::BatchSizes check_run_settings(const config::Config& c, int world);
+// Rank 0's lines before a run starts: each "auto" of the config resolved, the keys with no effect
+// (Note [auto values] in config).
+void print_config_notes(const config::Config& cfg, const config::BatchSizes& bs, int world);
 // Copies parameters' values from a safetensors file by name (each of that shape, floating).
 // Every parameter must be present, unless allow_missing (model.init_from: fine-tuning from
 // pretrained weights). Returns what it did ("12 tensors from F; initialised fresh: ...").

@@ -1,6 +1,7 @@
 #include "tasks.h"
 
 #include "models/model_kind.h"
+#include "models/shared.h"
 #include "session.h"
 
 #include <algorithm>
@@ -109,14 +110,15 @@ data::TokenStream open_split(const config::Config& c, const std::string& split, 
 // Windows of `span` tokens at stride `span` (sample i starts at i * span).
 class TokenTask : public Task {
  public:
-  TokenTask(const config::Config& c, int64_t span, bool with_train) : c_(c), span_(span) {
+  TokenTask(const config::Config& c, int64_t span, bool with_train)
+      : c_(c), vocab_size_(model_kind(c).shape(c).vocab_size), span_(span) {
     // Every token is checked before step 1, in one sequential pass that leaves nothing resident.
     if (with_train) {
       train_ = open_split(c, "train", train_name_);
-      data::check_token_range(train_, c.model.vocab_size);
+      data::check_token_range(train_, vocab_size_);
     }
     val_ = open_split(c, "val", val_name_);
-    data::check_token_range(val_, c.model.vocab_size);
+    data::check_token_range(val_, vocab_size_);
     n_train_ = windows(train_);
     if (c.data.train_limit > 0) n_train_ = std::min(n_train_, c.data.train_limit);
     n_val_ = windows(val_);  // data.test_limit: the first N validation windows
@@ -152,7 +154,7 @@ class TokenTask : public Task {
     return idx;
   }
   const config::Config& c_;
-  int64_t span_, n_train_ = 0, n_val_ = 0;
+  int64_t vocab_size_, span_, n_train_ = 0, n_val_ = 0;
   data::TokenStream train_, val_;
   std::string train_name_, val_name_;
 };
@@ -161,15 +163,15 @@ class TokenTask : public Task {
 class LmTask : public TokenTask {
  public:
   LmTask(const config::Config& c, bool with_train)
-      : TokenTask(c, c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size, with_train) {}
+      : TokenTask(c, sequence_length(c), with_train) {}
   // The n-gram baselines the validation loss is compared with, computed on the same split.
   std::string describe() const override {
-    if (train_.empty() || c_.model.vocab_size > 65536) return {};  // the bigram keys pack two 16-bit ids
+    if (train_.empty() || vocab_size_ > 65536) return {};  // the bigram keys pack two 16-bit ids
     // Counts of the first 2^23 train tokens at most: their distinct bigrams stay in memory (a
     // corpus of billions of tokens would not), and the mapped shards beyond are never read here.
     data::NgramOptions opt;
     opt.max_train_tokens = int64_t(1) << 23;
-    const data::NgramBaseline b = data::ngram_baseline(train_, val_, c_.model.vocab_size, opt);
+    const data::NgramBaseline b = data::ngram_baseline(train_, val_, vocab_size_, opt);
     const std::string counted = b.train_tokens < int64_t(train_.size())
                                     ? ", counts of the first " + std::to_string(b.train_tokens) + " train tokens"
                                     : "";
@@ -214,11 +216,10 @@ class MlmTask : public TokenTask {
  public:
   static constexpr int32_t kCls = 101, kSep = 102, kMask = 103;
   MlmTask(const config::Config& c, bool with_train)
-      : TokenTask(c, (c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size) - 2, with_train) {
+      : TokenTask(c, sequence_length(c) - 2, with_train) {
     ZT_CHECK_AS(ErrorKind::config, span_ >= 1, "[data] masked LM needs data.seq_len >= 3");
-    ZT_CHECK_AS(ErrorKind::config, c.model.vocab_size > kMask,
-                "[config] masked LM needs BERT's vocabulary ([MASK] = ", kMask, "); model.vocab_size is ",
-                c.model.vocab_size);
+    ZT_CHECK_AS(ErrorKind::config, vocab_size_ > kMask, "[config] masked LM needs BERT's vocabulary ([MASK] = ", kMask,
+                "); model.vocab_size is ", vocab_size_);
     // Before any step: a validation that scores no token has no loss (every periodic pass is a
     // subset of the whole split, so none of them would either).
     const bool evaluates = c.run.eval_at_end || c.data.eval_every > 0 || !with_train;
@@ -285,7 +286,7 @@ class MlmTask : public TokenTask {
       if (u < 0.8)
         row[j + 1] = kMask;
       else if (u < 0.9)
-        row[j + 1] = int32_t(gen.below(uint64_t(c_.model.vocab_size)));
+        row[j + 1] = int32_t(gen.below(uint64_t(vocab_size_)));
     }
     return n;
   }
@@ -318,17 +319,17 @@ class MlmTask : public TokenTask {
 class ClassifyTask : public Task {
  public:
   ClassifyTask(const config::Config& c, bool with_train) : test_limit_(c.data.test_limit) {
+    const ModelShape m = model_kind(c).shape(c);
     if (with_train) train_ = data::read_seq_cls(c.data.dir + "/train.bin");
     test_ = data::read_seq_cls(c.data.dir + "/test.bin");
     for (const data::SeqClsSet* s : {&train_, &test_}) {
       if (s->size() == 0) continue;
-      ZT_CHECK_AS(ErrorKind::config, s->num_classes == c.model.num_classes, "[data] ", c.data.dir, " has ",
-                  s->num_classes, " classes but model.num_classes is ", c.model.num_classes);
-      ZT_CHECK_AS(ErrorKind::config, s->max_len <= c.model.block_size, "[data] ", c.data.dir, " holds sequences of ",
-                  s->max_len, " tokens but model.block_size is ", c.model.block_size);
-      ZT_CHECK_AS(ErrorKind::config, s->vocab_size <= c.model.vocab_size, "[data] ", c.data.dir,
-                  " was tokenized with a vocabulary of ", s->vocab_size, " but model.vocab_size is ",
-                  c.model.vocab_size);
+      ZT_CHECK_AS(ErrorKind::config, s->num_classes == m.num_classes, "[data] ", c.data.dir, " has ", s->num_classes,
+                  " classes but model.num_classes is ", m.num_classes);
+      ZT_CHECK_AS(ErrorKind::config, s->max_len <= m.block_size, "[data] ", c.data.dir, " holds sequences of ",
+                  s->max_len, " tokens but model.block_size is ", m.block_size);
+      ZT_CHECK_AS(ErrorKind::config, s->vocab_size <= m.vocab_size, "[data] ", c.data.dir,
+                  " was tokenized with a vocabulary of ", s->vocab_size, " but model.vocab_size is ", m.vocab_size);
     }
   }
   int64_t train_size() const override { return train_.size(); }
@@ -367,7 +368,9 @@ class ClassifyTask : public Task {
 };
 
 // prepare's manifest names the tokenizer: shards of the other one would train without error.
+// `want` "": any tokenizer (the token range is checked against the vocabulary instead).
 void check_tokenizer(const std::string& dir, const std::string& want, const std::string& model) {
+  if (want.empty()) return;
   std::ifstream in(dir + "/manifest.json");
   if (!in) return;  // shards written by other tools carry no manifest
   const nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -400,13 +403,13 @@ std::unique_ptr<Task> make_image_task(const config::Config& c, bool with_train) 
 
 std::unique_ptr<Task> make_token_task(const config::Config& c, const std::string& tokenizer, bool with_train) {
   if (c.data.dataset != "tokens") refuse_dataset(c, "tokens");
-  const int64_t T = c.data.seq_len > 0 ? c.data.seq_len : c.model.block_size;
-  ZT_CHECK_AS(ErrorKind::config, T <= c.model.block_size, "[config] data.seq_len ", T, " exceeds model.block_size ",
-              c.model.block_size, " (the model has positions for block_size tokens)");
+  const int64_t block = model_kind(c).shape(c).block_size, T = c.data.seq_len > 0 ? c.data.seq_len : block;
+  ZT_CHECK_AS(ErrorKind::config, T <= block, "[config] data.seq_len ", T, " exceeds model.block_size ", block,
+              " (the model has positions for block_size tokens)");
   // prepare's manifest sits in data.dir; shards named by globs (llm.c's) carry none.
   if (c.data.train_files.empty() && c.data.val_files.empty()) check_tokenizer(c.data.dir, tokenizer, c.model.type);
-  if (tokenizer == "gpt2") return std::make_unique<LmTask>(c, with_train);
-  return std::make_unique<MlmTask>(c, with_train);
+  if (tokenizer == "bert") return std::make_unique<MlmTask>(c, with_train);
+  return std::make_unique<LmTask>(c, with_train);
 }
 
 std::unique_ptr<Task> make_classify_task(const config::Config& c, bool with_train) {

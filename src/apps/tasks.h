@@ -22,6 +22,12 @@ struct MicroBatch {
   int64_t samples = 0;
 };
 
+// What a task reads of its model (the model's entry says, Note [model registry]): the vocabulary
+// and positions of a token model, the classes of a classifier; 0 where the model has none.
+struct ModelShape {
+  int64_t vocab_size = 0, block_size = 0, num_classes = 0;
+};
+
 using Forward = std::function<Tensor(const std::vector<Tensor>&)>;
 
 struct EvalResult {
@@ -65,7 +71,8 @@ std::unique_ptr<Task> make_task(const config::Config& cfg, bool with_train = tru
 // The tasks the model entries choose from, each refusing data it cannot read with one line.
 bool is_image_dataset(const std::string& dataset);  // mnist, fashion-mnist, cifar10
 std::unique_ptr<Task> make_image_task(const config::Config& c, bool with_train);
-// Token shards: next-token prediction with the gpt2 tokenizer, masked-LM with bert's.
+// Token shards: masked-LM with bert's tokenizer, else next-token prediction; "" takes shards of
+// any tokenizer (gpt2 and bert are checked against prepare's manifest).
 std::unique_ptr<Task> make_token_task(const config::Config& c, const std::string& tokenizer, bool with_train);
 std::unique_ptr<Task> make_classify_task(const config::Config& c, bool with_train);
 // A config error: data.dataset is not one that model.type trains on (`takes` names those).

@@ -13,6 +13,7 @@
 #include "agree.h"
 #include "commands.h"
 #include "fault.h"
+#include "monitors.h"
 #include "run_dir.h"
 #include "session.h"
 #include "trainer.h"
@@ -32,14 +33,17 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   install_stop_signals();
   const std::string threads = pick_threads(cfg);
   const config::BatchSizes bs = check_run_settings(cfg, world);  // before anything runs, as estimate does
+  if (lead) print_config_notes(cfg, bs, world);
   const FaultPlan fault = FaultPlan::from_env();
   // Rank 0 alone writes the run directory; it locks it first, before anything slow.
   // So is checkpoint.dir when the run saves (it is created, so an unusable one fails here, not at the first save).
   std::unique_ptr<RunDir> run_dir;
   std::unique_ptr<DirLock> ckpt_lock;
+  std::unique_ptr<Monitors> monitors;  // rank 0's tensorboard and csv_monitor writers
   LeadWork on_lead(lead);
   on_lead([&] {
     run_dir = std::make_unique<RunDir>(cfg.run.dir);
+    monitors = std::make_unique<Monitors>(cfg);
     std::error_code ec;
     if (cfg.checkpoint.every_steps > 0 && !std::filesystem::equivalent(cfg.checkpoint.dir, cfg.run.dir, ec))
       ckpt_lock = std::make_unique<DirLock>(cfg.checkpoint.dir, "checkpoint.dir", ErrorKind::checkpoint, "[ckpt]");
@@ -132,7 +136,10 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                           {"grad_norm", st.grad_norm}, {"samples_per_s", sps},
                           {"elapsed_s", elapsed},      {"skipped_steps", skipped}};
     rec.update(fields);
-    on_lead([&] { run_dir->append_metrics(rec); });
+    on_lead([&] {
+      run_dir->append_metrics(rec);
+      monitors->write("Train/Samples", rec, (step + 1) * bs.train_batch_size);
+    });
   };
   for (int64_t step = first_step; step < total_steps; ++step) {
     fault.maybe_fire(rank, step + 1);
@@ -195,7 +202,10 @@ int run_train(const config::Config& cfg, comm::Group& group) {
       EvalResult ev = trainer->evaluate(/*whole=*/false);
       if (lead) std::fprintf(stderr, "step %lld: %s\n", (long long)(step + 1), ev.line.c_str());
       ev.metrics["step"] = step + 1;
-      on_lead([&] { run_dir->append_metrics(ev.metrics); });
+      on_lead([&] {
+        run_dir->append_metrics(ev.metrics);
+        monitors->write("Eval/Samples", ev.metrics, (step + 1) * bs.train_batch_size);
+      });
     }
   }
   trainer->end_of_steps();  // the run's last checkpoint is committed before the run ends
@@ -211,6 +221,10 @@ int run_train(const config::Config& cfg, comm::Group& group) {
 
   std::optional<EvalResult> final_eval =
       eval_at_end(cfg, [&](bool whole) { return trainer->evaluate(whole); }, on_lead, run_dir, total_steps);
+  on_lead([&] {
+    if (final_eval) monitors->write("Eval/Samples", final_eval->metrics, total_steps * bs.train_batch_size);
+    monitors->flush();
+  });
   nlohmann::json summary = {{"steps", total_steps},
                             {"train_seconds", train_s},
                             {"world_size", world},

@@ -2,8 +2,10 @@
 #include "zt/config/config.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
+#include "auto_values.h"
 #include "json_check.h"
 #include "zt/core/error.h"
 
@@ -58,7 +60,7 @@ void parse_aio(const Section& s, AioConfig& a) {
 void parse_zero(const Section& s, ZeroConfig& z) {
   s.allow({"stage", "overlap_comm", "contiguous_gradients", "reduce_bucket_size", "allgather_bucket_size",
            "stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_param_persistence_threshold",
-           "offload_optimizer", "offload_param", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
+           "stage3_gather_fp16_weights_on_model_save", "offload_optimizer", "offload_param", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
            "sub_group_size", "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
            "zero_quantized_weights", "zero_quantized_gradients", "zero_quantized_gradients_bits",
            "zero_hpz_partition_size"});
@@ -104,6 +106,15 @@ void parse_zero(const Section& s, ZeroConfig& z) {
   s.read_bool("round_robin_gradients", b);
   s.read_int("sub_group_size", z.sub_group_size, 1);
   s.read_bool("stage3_gather_16bit_weights_on_model_save", b);
+  s.read_bool("stage3_gather_fp16_weights_on_model_save", b);  // its older name
+}
+
+// DeepSpeed's monitor sections; tensorboard and csv_monitor write files, the others are named.
+void parse_monitor(const Section& s, MonitorConfig::Writer& w) {
+  s.allow({"enabled", "output_path", "job_name"});
+  s.read_bool("enabled", w.enabled);
+  s.read_path("output_path", w.output_path, /*allow_empty=*/true);
+  s.read_path("job_name", w.job_name);
 }
 
 // The optimizer runs in fp32: a larger value would become infinite there.
@@ -177,41 +188,6 @@ void parse_fp16(const Section& s, Fp16Config& f) {
   s.read_number("min_loss_scale", f.min_loss_scale, 0, true);
 }
 
-void parse_model(const Section& s, ModelConfig& m) {
-  s.allow({"type", "hidden", "activation", "input_dim", "num_classes", "channels", "fc", "image_size", "in_channels",
-           "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "type_vocab_size", "dropout", "head",
-           "init_from", "n_kv_head", "intermediate_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings",
-           "qkv_bias"});
-  s.read_choice("type", m.type, model_types());
-  s.read_int("vocab_size", m.vocab_size, 1, kMaxVocabSize);
-  s.read_int("block_size", m.block_size, 1, 1 << 20);
-  s.read_int("n_layer", m.n_layer, 1, 1 << 10);
-  s.read_int("n_head", m.n_head, 1, 1 << 12);
-  s.read_int("n_embd", m.n_embd, 1, 1 << 16);
-  s.read_int("type_vocab_size", m.type_vocab_size, 1, 1 << 10);
-  s.read_number("dropout", m.dropout, 0, false, 1, true);
-  s.read_choice("head", m.head, {"mlm", "classify"});
-  s.read_path("init_from", m.init_from, /*allow_empty=*/true);  // "" = none
-  ZT_CHECK_AS(ErrorKind::config, m.n_embd % m.n_head == 0, "[config] ", s.source(), ": model.n_embd ", m.n_embd,
-              " is not a multiple of model.n_head ", m.n_head,
-              " (nearest valid n_embd: ", std::max<int64_t>(m.n_head, (m.n_embd + m.n_head / 2) / m.n_head * m.n_head),
-              ")");
-  s.read_int("n_kv_head", m.n_kv_head, 1, 1 << 12);
-  s.read_int("intermediate_size", m.intermediate_size, 1, 1 << 20);
-  s.read_number("rope_theta", m.rope_theta, 0, true);
-  s.read_number("rms_norm_eps", m.rms_norm_eps, 0, true, 1, false);
-  s.read_bool("tie_word_embeddings", m.tie_word_embeddings);
-  s.read_bool("qkv_bias", m.qkv_bias);
-  s.read_int_list("hidden", m.hidden, 1);
-  s.read_choice("activation", m.activation, {"relu", "gelu"});
-  s.read_int("input_dim", m.input_dim, 1);
-  s.read_int("num_classes", m.num_classes, 2);
-  s.read_int_list("channels", m.channels, 1);
-  s.read_int_list("fc", m.fc, 1);
-  s.read_int("image_size", m.image_size, 1);
-  s.read_int("in_channels", m.in_channels, 1);
-}
-
 void parse_data(const Section& s, DataConfig& d) {
   s.allow({"dataset", "dir", "shuffle", "train_limit", "test_limit", "pad_to", "seq_len", "eval_every", "eval_batches",
            "mask_prob", "train_files", "val_files"});
@@ -237,50 +213,12 @@ void parse_data(const Section& s, DataConfig& d) {
               " images (allowed: 0 = as stored, or >= ", stored, ")");
 }
 
-// Parameters and their fp32 bytes must fit in int64, or every size computed from them overflows.
-void check_count(std::optional<int64_t> params, const std::string& source, const std::string& keys,
-                 const ModelConfig& m) {
-  int64_t bytes = 0;
-  ZT_CHECK_AS(ErrorKind::config, params && !__builtin_mul_overflow(*params, int64_t(4), &bytes), "[config] ", source,
-              ": ", keys, " and model.num_classes ", m.num_classes, " give more parameters than 64-bit sizes can count");
-}
-
-void check_mlp(const Config& c, const std::string& source) {
-  const ModelConfig& m = c.model;
-  check_count(mlp_parameter_count(m), source,
-              "model.input_dim " + std::to_string(m.input_dim) + ", model.hidden " +
-                  detail::clip(nlohmann::json(m.hidden).dump()),
-              m);
-}
-
-// The CNN's stages against its image, its size, and its input against the images the data gives.
-void check_cnn(const Config& c, const std::string& source) {
-  const ModelConfig& m = c.model;
-  ZT_CHECK_AS(ErrorKind::config, !m.channels.empty(), "[config] ", source,
-              ": 'model.channels' must name at least one convolution stage, got []");
-  // Each stage halves the image (2x2 pooling, rounding down); the last must keep a pixel.
-  ZT_CHECK_AS(ErrorKind::config, m.channels.size() < 63 && (m.image_size >> m.channels.size()) >= 1, "[config] ",
-              source, ": 'model.image_size' ", m.image_size, " is too small for ", m.channels.size(),
-              " convolution stages (each halves it; needs >= ", m.channels.size() < 63 ? 1LL << m.channels.size() : 0,
-              ")");
-  check_count(cnn_parameter_count(m), source,
-              "model.in_channels " + std::to_string(m.in_channels) + ", model.image_size " +
-                  std::to_string(m.image_size) + ", model.channels " + detail::clip(nlohmann::json(m.channels).dump()) +
-                  ", model.fc " + detail::clip(nlohmann::json(m.fc).dump()),
-              m);
-  const ImageShape img = dataset_image_shape(c.data.dataset);
-  const int64_t size = c.data.pad_to > 0 ? c.data.pad_to : img.size;
-  ZT_CHECK_AS(ErrorKind::config, m.in_channels == img.channels && m.image_size == size, "[config] ", source,
-              ": model.in_channels ", m.in_channels, " and model.image_size ", m.image_size,
-              " do not match the data: ", c.data.dataset, " gives ", img.channels, " x ", size, " x ", size, " images",
-              c.data.pad_to > 0 ? " (data.pad_to " + std::to_string(c.data.pad_to) + ")" : std::string(),
-              "; set model.in_channels ", img.channels, " and model.image_size ", size);
-}
-
 void parse_run(const Section& s, RunConfig& r) {
   s.allow({"dir", "epochs", "max_steps", "threads", "pin_threads", "comm_backend", "comm_timeout_s",
            "check_collectives", "memory_budget_mb", "eval_at_end", "resume", "max_consecutive_skipped_steps",
-           "save_weights", "bf16_products", "strategy", "parameter_servers", "device", "device_memory_mb"});
+           "save_weights", "bf16_products", "strategy", "parameter_servers", "device", "device_memory_mb",
+           "per_device_train_batch_size"});
+  s.read_int("per_device_train_batch_size", r.per_device_train_batch_size, 1);
   s.read_path("resume", r.resume);
   s.read_path("dir", r.dir);
   s.read_number("epochs", r.epochs, 0, true);
@@ -360,62 +298,66 @@ void parse_checkpoint(const Section& s, CheckpointConfig& c) {
 
 }  // namespace
 
-std::optional<int64_t> mlp_parameter_count(const ModelConfig& m) {
-  int64_t params = 0, prev = m.input_dim, layer = 0;
-  for (size_t i = 0; i <= m.hidden.size(); ++i) {
-    const int64_t out = i < m.hidden.size() ? m.hidden[i] : m.num_classes;
-    if (__builtin_mul_overflow(prev, out, &layer) || __builtin_add_overflow(layer, out, &layer) ||
-        __builtin_add_overflow(params, layer, &params))
-      return std::nullopt;
-    prev = out;
-  }
-  return params;
-}
-
-std::optional<int64_t> cnn_parameter_count(const ModelConfig& m) {
-  // Per stage: a 3x3 convolution with bias; the image halves. Then the MLP over the flat features.
-  int64_t params = 0, c = m.in_channels, size = m.image_size, layer = 0;
-  for (int64_t out : m.channels) {
-    if (__builtin_mul_overflow(c, out, &layer) || __builtin_mul_overflow(layer, int64_t(9), &layer) ||
-        __builtin_add_overflow(layer, out, &layer) || __builtin_add_overflow(params, layer, &params))
-      return std::nullopt;
-    c = out;
-    size /= 2;
-  }
-  ModelConfig head;
-  head.hidden = m.fc;
-  head.num_classes = m.num_classes;
-  if (__builtin_mul_overflow(size, size, &layer) || __builtin_mul_overflow(c, layer, &head.input_dim))
-    return std::nullopt;
-  const std::optional<int64_t> rest = mlp_parameter_count(head);
-  if (!rest || __builtin_add_overflow(params, *rest, &params)) return std::nullopt;
-  return params;
-}
-
 namespace {
-// Note [model registry]: the types config::parse accepts and each one's own checks. The built-in
-// models' checks live here (config's tests parse them alone); apps adds its entries' types.
-struct ModelTypes {
-  std::vector<std::string> names{"mlp", "cnn", "gpt", "bert"};
-  std::vector<ModelCheck> checks{check_mlp, check_cnn, nullptr, nullptr};
+struct Family {
+  std::string type;
+  ModelFamily family;
 };
-ModelTypes& model_registry() {
-  static ModelTypes t;
-  return t;
+std::vector<Family>& families() {
+  static std::vector<Family> f;
+  return f;
+}
+std::vector<std::string>& type_names() {
+  static std::vector<std::string> names;
+  return names;
+}
+const Family* family_of(const std::string& type) {
+  for (const Family& f : families())
+    if (f.type == type) return &f;
+  return nullptr;
+}
+
+// Note [model registry]: type and init_from here, the rest by the type's family.
+void parse_model(const Section& s, ModelConfig& m) {
+  if (s.has("type")) {
+    const std::vector<std::string>& types = model_types();
+    ZT_CHECK_AS(ErrorKind::config, !types.empty(), "[config] ", s.source(),
+                ": 'model.type' names a model family, and none is registered in this program");
+    s.read_choice("type", m.type, types);
+  }
+  s.read_path("init_from", m.init_from, /*allow_empty=*/true);  // "" = none
+  const Family* f = family_of(m.type);
+  std::vector<std::string> known = {"type", "init_from"};
+  if (f) known.insert(known.end(), f->family.keys.begin(), f->family.keys.end());
+  // A key of another family is named as such, not matched to the nearest key of this one.
+  for (const Family& other : families()) {
+    if (&other == f) continue;
+    for (const std::string& key : other.family.keys)
+      ZT_CHECK_AS(ErrorKind::config, !s.has(key) || std::find(known.begin(), known.end(), key) != known.end(),
+                  "[config] ", s.source(), ": 'model.", key, "' is a key of model.type ", other.type,
+                  ", not of model.type ", m.type, " (its keys: ", detail::join(known), ")");
+  }
+  s.allow(known, "model.type " + m.type);
+  if (f) m.keys = f->family.parse(s);
 }
 }  // namespace
 
-const std::vector<std::string>& model_types() { return model_registry().names; }
+const std::vector<std::string>& model_types() { return type_names(); }
 
-void add_model_type(const std::string& type, ModelCheck check) {
-  ModelTypes& t = model_registry();
-  const size_t i = size_t(std::find(t.names.begin(), t.names.end(), type) - t.names.begin());
-  if (i == t.names.size()) {
-    t.names.push_back(type);
-    t.checks.push_back(check);
-  } else if (check) {
-    t.checks[i] = check;
-  }
+void add_model_type(const std::string& type, ModelFamily family) {
+  ZT_CHECK(family.parse, "[config] model family '", type, "' registered without a parse");
+  for (Family& f : families())
+    if (f.type == type) {
+      f.family = std::move(family);
+      return;
+    }
+  families().push_back({type, std::move(family)});
+  type_names().push_back(type);
+}
+
+void ModelConfig::wrong_family(const std::string& type) {
+  ZT_THROW_AS(ErrorKind::config, "[config] the model keys asked for are not those of model.type '", type,
+              "' (Note [model registry])");
 }
 
 ImageShape dataset_image_shape(const std::string& dataset) {
@@ -428,7 +370,10 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   ZT_CHECK_AS(ErrorKind::config, deep.empty(), "[config] ", source, ": '", deep, "' nests deeper than ", kMaxJsonDepth,
               " levels of lists and objects (the limit)");
   Config c;
-  Section top(j, "", source);
+  nlohmann::json resolved = j;  // "auto" values resolved (Note [auto values]); raw keeps them
+  std::vector<std::string> sized;
+  detail::resolve_autos(resolved, c.notes, c.auto_batch_keys, sized);
+  Section top(resolved, "", source);
   top.allow({"train_batch_size",
              "train_micro_batch_size_per_gpu",
              "gradient_accumulation_steps",
@@ -451,12 +396,17 @@ Config parse(const nlohmann::json& j, const std::string& source) {
              "checkpoint",
              "model",
              "data",
-             "run"});
+             "run",
+             "tensorboard",
+             "csv_monitor",
+             "wandb",
+             "comms_logger",
+             "flops_profiler"});
   // Batch keys: absent or null means "derive from the others" (resolve_batch).
   for (auto [key, dst] : {std::pair{"train_batch_size", &c.train_batch_size},
                           std::pair{"train_micro_batch_size_per_gpu", &c.train_micro_batch_size_per_gpu},
                           std::pair{"gradient_accumulation_steps", &c.gradient_accumulation_steps}})
-    if (top.has(key) && !j.at(key).is_null()) top.read_int(key, *dst, 1);
+    if (top.has(key) && !resolved.at(key).is_null()) top.read_int(key, *dst, 1);
   top.read_number("gradient_clipping", c.gradient_clipping, 0, false);
   top.read_int("steps_per_print", c.steps_per_print, 1);
   top.read_u64("seed", c.seed);
@@ -475,6 +425,23 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   });
   top.read_section("optimizer", [&](const Section& s) { parse_optimizer(s, c.optimizer); });
   top.read_section("scheduler", [&](const Section& s) { parse_scheduler(s, c.scheduler); });
+  // The optimizer's "auto"s say the defaults they became (Note [auto values]).
+  for (std::string& line : c.notes) {
+    const auto fill = [&](const std::string& key, const std::string& value) {
+      const std::string mark = "{optimizer." + key + "}";
+      if (const size_t at = line.find(mark); at != std::string::npos)
+        line.replace(at, mark.size(), value + " (zerotrain's " + c.optimizer.type + " default)");
+    };
+    const auto num = [](double v) {
+      char s[32];
+      std::snprintf(s, sizeof s, "%g", v);
+      return std::string(s);
+    };
+    fill("lr", num(c.optimizer.lr));
+    fill("betas", "[" + num(c.optimizer.beta1) + ", " + num(c.optimizer.beta2) + "]");
+    fill("eps", num(c.optimizer.eps));
+    fill("weight_decay", num(c.optimizer.weight_decay));
+  }
   top.read_section("zero_optimization", [&](const Section& s) { parse_zero(s, c.zero); });
   top.read_section("aio", [&](const Section& s) { parse_aio(s, c.aio); });
   bool untested = false;  // accepted: every optimizer we have is native to the engine
@@ -507,9 +474,42 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   top.read_section("run", [&](const Section& s) { parse_run(s, c.run); });
   top.read_section("checkpoint", [&](const Section& s) { parse_checkpoint(s, c.checkpoint); });
   if (c.checkpoint.dir.empty()) c.checkpoint.dir = c.run.dir + "/checkpoints";
-  const std::vector<std::string>& types = model_types();  // the model's own checks (Note [model registry])
-  const size_t type = size_t(std::find(types.begin(), types.end(), c.model.type) - types.begin());
-  if (type < types.size() && model_registry().checks[type]) model_registry().checks[type](c, source);
+  if (!top.has("model")) parse_model(Section(nlohmann::json::object(), "model", source), c.model);  // defaults
+  top.read_section("tensorboard", [&](const Section& s) { parse_monitor(s, c.monitor.tensorboard); });
+  top.read_section("csv_monitor", [&](const Section& s) { parse_monitor(s, c.monitor.csv_monitor); });
+  for (auto [key, on] : {std::pair{"wandb", &c.monitor.wandb}, std::pair{"comms_logger", &c.monitor.comms_logger},
+                         std::pair{"flops_profiler", &c.monitor.flops_profiler}})
+    top.read_section(key, [&](const Section& s) { s.read_bool("enabled", *on); });  // their other keys: ignored
+  if (c.monitor.wandb)
+    c.notes.push_back("wandb is not available here: the same scalars go to " + c.run.dir +
+                      "/metrics.jsonl, and to TensorBoard or CSV files with 'tensorboard' or 'csv_monitor' enabled");
+  for (auto [key, on] : {std::pair{"comms_logger", c.monitor.comms_logger},
+                         std::pair{"flops_profiler", c.monitor.flops_profiler}})
+    if (on) c.notes.push_back(std::string(key) + " is accepted and writes nothing yet");
+  // The bucket sizes DeepSpeed's "auto" scales with the model's width (Note [auto values]).
+  const int64_t hidden = c.model.keys ? c.model.keys->hidden_size() : 0;
+  for (const std::string& key : sized) {
+    ZT_CHECK_AS(ErrorKind::config, hidden > 0, "[config] ", source, ": 'zero_optimization.", key,
+                "' = \"auto\" scales with the model's hidden size, which model.type ", c.model.type,
+                " does not have; give a number");
+    int64_t& v = key == "reduce_bucket_size"            ? c.zero.reduce_bucket_size
+                 : key == "stage3_prefetch_bucket_size" ? c.zero.stage3_prefetch_bucket_size
+                                                        : c.zero.stage3_param_persistence_threshold;
+    v = key == "reduce_bucket_size"            ? hidden * hidden
+        : key == "stage3_prefetch_bucket_size" ? int64_t(0.9 * double(hidden * hidden))
+                                               : 10 * hidden;
+    c.notes.push_back("zero_optimization." + key + ": \"auto\" -> " + std::to_string(v) + " (hidden size " +
+                      std::to_string(hidden) + ")");
+  }
+  // DeepSpeed keys whose only effect DeepSpeed's own engine has, named once.
+  std::vector<std::string> inert;
+  if (resolved.contains("zero_allow_untested_optimizer")) inert.push_back("zero_allow_untested_optimizer");
+  if (resolved.contains("zero_optimization") && resolved["zero_optimization"].is_object())
+    for (const char* key : {"allgather_partitions", "reduce_scatter", "stage3_gather_16bit_weights_on_model_save",
+                            "stage3_gather_fp16_weights_on_model_save"})
+      if (resolved["zero_optimization"].contains(key)) inert.push_back(std::string("zero_optimization.") + key);
+  if (!inert.empty()) c.notes.push_back("accepted, with no effect here: " + detail::join(inert));
+  if (const Family* f = family_of(c.model.type); f && f->family.check) f->family.check(c, source);
   check_strategy(c, source);
   c.raw = j;
   return c;

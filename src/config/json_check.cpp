@@ -127,12 +127,22 @@ bool as_int64(const json& v, int64_t& out) {
   return false;
 }
 
+}  // namespace detail
+
+// ---- Section ----
+using detail::bad_value;
+using detail::as_int64;
+using detail::join;
+using detail::clip;
+using detail::short_dump;
+using nlohmann::json;
+
 Section::Section(const json& j, std::string prefix, const std::string& source)
     : j_(j), prefix_(std::move(prefix)), source_(source) {
   if (!j_.is_object()) bad_value(source_, prefix_.empty() ? "<top level>" : prefix_, "an object", j_);
 }
 
-void Section::allow(const std::vector<std::string>& known) const {
+void Section::allow(const std::vector<std::string>& known, const std::string& whose) const {
   for (const auto& item : j_.items()) {
     if (std::find(known.begin(), known.end(), item.key()) != known.end()) continue;
     const std::string key = clip(item.key());
@@ -141,7 +151,8 @@ void Section::allow(const std::vector<std::string>& known) const {
       ZT_THROW_AS(ErrorKind::config, "[config] ", source_, ": unknown key '", path(key), "' (did you mean '",
                   path(near), "'?)");
     ZT_THROW_AS(ErrorKind::config, "[config] ", source_, ": unknown key '", path(key), "' (allowed",
-                prefix_.empty() ? "" : " in '" + prefix_ + "'", ": ", join(known), ")");
+                prefix_.empty() ? "" : " in '" + prefix_ + "'", whose.empty() ? "" : " for " + whose, ": ", join(known),
+                ")");
   }
 }
 
@@ -255,5 +266,4 @@ void Section::read_section(const std::string& key, const std::function<void(cons
   fn(Section(j_.at(key), path(key), source_));
 }
 
-}  // namespace detail
 }  // namespace zt::config

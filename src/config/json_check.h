@@ -9,7 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "zt/config/section.h"
+
 namespace zt::config::detail {
+
+using config::Section;
 
 using nlohmann::json;
 
@@ -18,10 +22,6 @@ using nlohmann::json;
 // text nested deeper than kMaxJsonDepth before parsing it, parse() rejects such a json before
 // copying it, and messages quote values through short_dump (bounded in depth and length).
 
-// At most `max_chars` of `s`, with "..." and the full length when cut.
-std::string clip(const std::string& s, size_t max_chars = 80);
-// `v` as JSON text, at most about `max_chars` long; recursion stops a few levels down ("...").
-std::string short_dump(const json& v, size_t max_chars = 80);
 // The first top-level key under which `j` nests deeper than `limit` ("<top level>" for j
 // itself), or "" when it does not; walks with an explicit stack.
 std::string deep_key(const json& j, int limit);
@@ -29,45 +29,6 @@ std::string deep_key(const json& j, int limit);
 // "[config] <source>: '<key>' must be <what>, got <value>"
 [[noreturn]] void bad_value(const std::string& source, const std::string& key, const std::string& what,
                             const json& got);
-
-// One JSON object at dotted path `prefix` ("" for the top level).
-class Section {
- public:
-  Section(const json& j, std::string prefix, const std::string& source);
-
-  // Throws on the first key not in `known`, suggesting the nearest known key.
-  void allow(const std::vector<std::string>& known) const;
-  bool has(const std::string& key) const { return j_.contains(key); }
-  std::string path(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
-  const std::string& source() const { return source_; }
-
-  // Each reader leaves `out` unchanged when the key is absent.
-  void read_int(const std::string& key, int64_t& out, int64_t lo,
-                int64_t hi = std::numeric_limits<int64_t>::max()) const;
-  void read_int(const std::string& key, int& out, int lo, int hi = std::numeric_limits<int>::max()) const;
-  void read_u64(const std::string& key, uint64_t& out) const;
-  // Range [lo, hi] with either end open; pass infinity for no upper bound.
-  void read_number(const std::string& key, double& out, double lo, bool lo_open,
-                   double hi = std::numeric_limits<double>::infinity(), bool hi_open = true) const;
-  void read_bool(const std::string& key, bool& out) const;
-  void read_string(const std::string& key, std::string& out, bool allow_empty = false) const;
-  // A file or folder path: a string without control characters (a NUL would cut the path, and
-  // every message naming it, short).
-  void read_path(const std::string& key, std::string& out, bool allow_empty = false) const;
-  // One of `allowed` (compared case-insensitively when asked); `out` gets the canonical spelling.
-  void read_choice(const std::string& key, std::string& out, const std::vector<std::string>& allowed,
-                   bool case_insensitive = false) const;
-  void read_int_list(const std::string& key, std::vector<int64_t>& out, int64_t lo) const;
-  // A nested object (`what` = the key), validated by `fn`.
-  void read_section(const std::string& key, const std::function<void(const Section&)>& fn) const;
-
-  const json& value(const std::string& key) const { return j_.at(key); }
-
- private:
-  const json& j_;
-  std::string prefix_;
-  const std::string& source_;
-};
 
 // Integer value of `v` if it is an integer (or an integral float such as 5e8), else false.
 bool as_int64(const json& v, int64_t& out);

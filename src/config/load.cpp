@@ -1,4 +1,5 @@
 // Reading a config file, `key=value` overrides, and DeepSpeed's batch-size rule.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -133,8 +134,14 @@ Config load_text(const std::string& text, const std::string& path, const std::ve
 
 BatchSizes resolve_batch(const Config& c, int world_size) {
   ZT_CHECK(world_size >= 1, "[config] resolve_batch: world size must be >= 1, got ", world_size);
-  const int64_t w = world_size, t = c.train_batch_size, m = c.train_micro_batch_size_per_gpu,
-                g = c.gradient_accumulation_steps;
+  const auto is_auto = [&](const char* key) {
+    return std::find(c.auto_batch_keys.begin(), c.auto_batch_keys.end(), key) != c.auto_batch_keys.end();
+  };
+  const int64_t w = world_size, t = c.train_batch_size, g = c.gradient_accumulation_steps;
+  // Note [auto values]: an "auto" micro-batch that nothing else gives is the run's per-device one.
+  const int64_t m = c.train_micro_batch_size_per_gpu == 0 && t == 0 && is_auto("train_micro_batch_size_per_gpu")
+                        ? c.run.per_device_train_batch_size
+                        : c.train_micro_batch_size_per_gpu;
   auto show = [](const char* name, int64_t v) {
     return v > 0 ? zt::detail::concat(name, " ", v) : zt::detail::concat(name, " (not set)");
   };
@@ -187,6 +194,24 @@ int data_parallel_ranks(const Config& c, int world_size) {
               " leaves no worker at world size ", world_size, " (it must be less than the world size; the nearest ",
               "valid value is ", world_size - 1, ")");
   return world_size - s;
+}
+
+std::vector<std::string> batch_notes(const Config& c, const BatchSizes& b, int world_size) {
+  std::vector<std::string> lines;
+  for (const std::string& key : c.auto_batch_keys) {
+    const int64_t v = key == "train_batch_size" ? b.train_batch_size
+                      : key == "train_micro_batch_size_per_gpu" ? b.micro
+                                                                : b.accumulation;
+    lines.push_back(key + ": \"auto\" -> " + std::to_string(v) + " (train_batch_size " +
+                    std::to_string(b.train_batch_size) + " = micro-batch " + std::to_string(b.micro) +
+                    " x accumulation " + std::to_string(b.accumulation) + " x " + std::to_string(world_size) +
+                    " ranks" +
+                    (key == "train_micro_batch_size_per_gpu" && c.train_batch_size == 0
+                         ? "; run.per_device_train_batch_size"
+                         : "") +
+                    ")");
+  }
+  return lines;
 }
 
 }  // namespace zt::config

@@ -27,15 +27,17 @@ struct Held {
   bool val = false;
 };
 
-// The separator put before every document: GPT-2's <|endoftext|>, else BERT's [SEP].
+// The separator put before every document: GPT-2's <|endoftext|>, else BERT's [SEP], else the
+// beginning of a text as Llama 3 (<|begin_of_text|>) and SentencePiece models (<s>) mark it.
 int32_t separator_of(const Tokenizer& tok, std::string* name) {
-  for (const char* s : {"<|endoftext|>", "[SEP]"}) {
+  for (const char* s : {"<|endoftext|>", "[SEP]", "<|begin_of_text|>", "<s>"}) {
     if (const int32_t id = tok.special(s); id >= 0) {
       *name = s;
       return id;
     }
   }
-  ZT_THROW_AS(ErrorKind::data, "[prepare] tokenizer ", tok.name(), " has neither <|endoftext|> nor [SEP]");
+  ZT_THROW_AS(ErrorKind::data, "[prepare] tokenizer ", tok.name(),
+              " has none of <|endoftext|>, [SEP], <|begin_of_text|>, <s> to separate documents");
 }
 
 std::string megabytes(double bytes) {

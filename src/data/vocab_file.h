@@ -10,6 +10,9 @@ std::string read_vocab_file(const std::string& path);
 // A flat JSON object or array (nothing nested inside), as encoder.json and vocab.json are;
 // an error names the file and the byte offset.
 nlohmann::json parse_flat_json(const std::string& text, const std::string& path);
+// Any JSON value nested at most `max_depth` levels (a deeper one is refused before parsing, as
+// walking it recurses); an error names the file and the byte offset.
+nlohmann::json parse_json(const std::string& text, const std::string& path, int max_depth);
 // `s` cut to at most 80 bytes (on a UTF-8 boundary) for messages.
 std::string clip_entry(const std::string& s);
 

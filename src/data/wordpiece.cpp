@@ -9,6 +9,7 @@
 
 #include "utf8.h"
 #include "vocab_file.h"
+#include "wordpiece.h"
 #include "zt/core/error.h"
 #include "zt/data/tokenizer.h"
 
@@ -21,12 +22,11 @@
 // ASCII symbol). Each piece is then matched greedily, longest first, against the vocabulary,
 // continuations as "##piece"; a piece of more than 100 code points, or one that cannot be
 // covered, is [UNK]. Words of plain ASCII skip ICU: for them all of this is byte arithmetic.
+// tokenizer.json's BertNormalizer can turn each step off (clean_text, handle_chinese_chars,
+// lowercase, strip_accents) and name another prefix, unk token and word limit.
 
 namespace zt::data {
 namespace {
-
-constexpr const char* kWho = "[tokenizer] bert:";
-constexpr size_t kMaxWordChars = 100;  // Hugging Face's max_input_chars_per_word
 
 bool ascii_punct(char32_t c) {
   return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
@@ -84,14 +84,14 @@ size_t count_chars(std::string_view s) {
 
 class WordPiece final : public Tokenizer {
  public:
-  explicit WordPiece(const std::string& dir) {
-    load_vocab(dir + "/vocab.json");
+  explicit WordPiece(detail::WordPieceOptions opt) : opt_(std::move(opt)) {
+    index_vocab();
     UErrorCode st = U_ZERO_ERROR;
     nfd_ = icu::Normalizer2::getNFDInstance(st);
-    ZT_CHECK_AS(ErrorKind::internal, U_SUCCESS(st) && nfd_, kWho, " ICU has no NFD normalizer: ", u_errorName(st));
+    ZT_CHECK_AS(ErrorKind::internal, U_SUCCESS(st) && nfd_, opt_.who, " ICU has no NFD normalizer: ", u_errorName(st));
   }
 
-  const char* name() const override { return "bert"; }
+  const char* name() const override { return opt_.name; }
   int32_t vocab_size() const override { return int32_t(tokens_.size()); }
 
   int32_t special(std::string_view token) const override {
@@ -100,7 +100,7 @@ class WordPiece final : public Tokenizer {
   }
 
   std::vector<int32_t> encode(std::string_view text) const override {
-    utf8::check(text, kWho);
+    utf8::check(text, opt_.who.c_str());
     std::vector<int32_t> out;
     out.reserve(text.size() / 4);
     std::string word;  // the current whitespace-separated word, cleaned
@@ -113,10 +113,10 @@ class WordPiece final : public Tokenizer {
     char32_t c = 0;
     for (size_t i = 0, n = 1; i < text.size(); i += n) {
       n = utf8::decode(text, i, c);
-      if (c == 0 || c == 0xFFFD || is_control(c)) continue;
+      if (opt_.clean_text && (c == 0 || c == 0xFFFD || is_control(c))) continue;
       if (is_space(c)) {
         flush();
-      } else if (is_cjk(c)) {
+      } else if (opt_.chinese_chars && is_cjk(c)) {
         flush();
         word.assign(text.substr(i, n));
         ascii = false;
@@ -132,12 +132,12 @@ class WordPiece final : public Tokenizer {
 
   // The tokens joined by spaces, a "##" continuation glued to what precedes it.
   std::string decode(const std::vector<int32_t>& ids) const override {
-    check_ids(ids, kWho);
+    check_ids(ids, opt_.who.c_str());
     std::string out;
     for (size_t i = 0; i < ids.size(); ++i) {
       const std::string& t = tokens_[ids[i]];
-      if (i > 0 && t.starts_with("##")) {
-        out.append(t, 2);
+      if (i > 0 && t.starts_with(opt_.prefix)) {
+        out.append(t, opt_.prefix.size());
       } else {
         if (i > 0) out += ' ';
         out += t;
@@ -147,36 +147,24 @@ class WordPiece final : public Tokenizer {
   }
 
  private:
-  // vocab.json: an array of tokens by id, word starts marked by a leading U+2581 and
-  // continuations bare; WordPiece marks continuations with "##" instead. [..] stay as they are.
-  void load_vocab(const std::string& path) {
-    const nlohmann::json j = detail::parse_flat_json(detail::read_vocab_file(path), path);
-    ZT_CHECK_AS(ErrorKind::data, j.is_array() && !j.empty(), "[tokenizer] ", path,
-                ": expected a non-empty JSON array of tokens");
-    const std::string mark = "\u2581";
-    tokens_.reserve(j.size());
-    for (size_t id = 0; id < j.size(); ++id) {
-      ZT_CHECK_AS(ErrorKind::data, j[id].is_string(), "[tokenizer] ", path, ": entry ", id, " is not a string");
-      const std::string& raw = j[id].get_ref<const std::string&>();
-      const bool special = raw.size() > 2 && raw.front() == '[' && raw.back() == ']';
-      std::string t = raw.starts_with(mark) ? raw.substr(mark.size()) : special ? raw : "##" + raw;
-      // bert-base-uncased's [unused0]: vocab.json has the bare mark there, an empty word.
-      if (id == 1 && raw == mark) t = "[unused0]";
-      ZT_CHECK_AS(ErrorKind::data, t != "" && t != "##", "[tokenizer] ", path, ": entry ", id, " (\"", raw,
-                  "\") is an empty word piece");
-      tokens_.push_back(std::move(t));
-    }
-    for (size_t id = 0; id < tokens_.size(); ++id) {  // tokens_ is final: the maps view its strings
+  // tokens_ is final: the maps view its strings.
+  void index_vocab() {
+    tokens_ = std::move(opt_.tokens);
+    opt_.decode_only.resize(tokens_.size());
+    ZT_CHECK_AS(ErrorKind::data, !opt_.prefix.empty(), "[tokenizer] ", opt_.where,
+                ": an empty continuing_subword_prefix is not supported");
+    for (size_t id = 0; id < tokens_.size(); ++id) {
       const std::string_view t = tokens_[id];
-      const auto [at, fresh] = start_.emplace(t, int32_t(id));
-      ZT_CHECK_AS(ErrorKind::data, fresh, "[tokenizer] ", path, ": entries ", at->second, " and ", id, " are both \"",
-                  detail::clip_entry(std::string(t)), "\" in WordPiece form");
-      if (t.starts_with("##")) cont_.emplace(t.substr(2), int32_t(id));
       if (t.size() > 2 && t.front() == '[' && t.back() == ']') special_.emplace(t, int32_t(id));
+      if (opt_.decode_only[id]) continue;
+      const auto [at, fresh] = start_.emplace(t, int32_t(id));
+      ZT_CHECK_AS(ErrorKind::data, fresh, "[tokenizer] ", opt_.where, ": entries ", at->second, " and ", id,
+                  " are both \"", detail::clip_entry(std::string(t)), "\" in WordPiece form");
+      if (t.starts_with(opt_.prefix)) cont_.emplace(t.substr(opt_.prefix.size()), int32_t(id));
     }
-    for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
-      ZT_CHECK_AS(ErrorKind::data, special_.count(s), "[tokenizer] ", path, ": no ", s, " entry");
-    unk_ = special_.at("[UNK]");
+    const auto unk = start_.find(opt_.unk);
+    ZT_CHECK_AS(ErrorKind::data, unk != start_.end(), "[tokenizer] ", opt_.where, ": no ", opt_.unk, " entry");
+    unk_ = unk->second;
   }
 
   // One whitespace-separated word: lower-case, strip accents, split on punctuation, WordPiece.
@@ -198,16 +186,17 @@ class WordPiece final : public Tokenizer {
       }
     };
     if (ascii) {
-      for (char ch : word) add(char32_t(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch));
+      const bool lower = opt_.lowercase;
+      for (char ch : word) add(char32_t(lower && ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch));
     } else {
       icu::UnicodeString u = icu::UnicodeString::fromUTF8(icu::StringPiece(word.data(), int32_t(word.size())));
-      u.toLower(icu::Locale::getRoot());
+      if (opt_.lowercase) u.toLower(icu::Locale::getRoot());
       UErrorCode st = U_ZERO_ERROR;
-      const icu::UnicodeString d = nfd_->normalize(u, st);
-      ZT_CHECK_AS(ErrorKind::internal, U_SUCCESS(st), kWho, " NFD failed: ", u_errorName(st));
+      const icu::UnicodeString d = opt_.strip_accents ? nfd_->normalize(u, st) : u;
+      ZT_CHECK_AS(ErrorKind::internal, U_SUCCESS(st), opt_.who, " NFD failed: ", u_errorName(st));
       for (int32_t i = 0; i < d.length(); i = d.moveIndex32(i, 1)) {
         const UChar32 c = d.char32At(i);
-        if (u_charType(c) != U_NON_SPACING_MARK) add(char32_t(c));
+        if (!opt_.strip_accents || u_charType(c) != U_NON_SPACING_MARK) add(char32_t(c));
       }
     }
     flush();
@@ -215,7 +204,7 @@ class WordPiece final : public Tokenizer {
 
   // Greedy longest-match-first over one piece.
   void wordpiece(std::string_view piece, std::vector<int32_t>& out) const {
-    if (count_chars(piece) > kMaxWordChars) {
+    if (count_chars(piece) > opt_.max_word_chars) {
       out.push_back(unk_);
       return;
     }
@@ -242,6 +231,7 @@ class WordPiece final : public Tokenizer {
     }
   }
 
+  detail::WordPieceOptions opt_;
   std::vector<std::string> tokens_;                        // id -> WordPiece form
   std::unordered_map<std::string_view, int32_t> start_;    // every token, matched at a piece's start
   std::unordered_map<std::string_view, int32_t> cont_;     // "##x" tokens by x, matched after it
@@ -250,8 +240,44 @@ class WordPiece final : public Tokenizer {
   const icu::Normalizer2* nfd_ = nullptr;
 };
 
+// vocab.json: an array of tokens by id, word starts marked by a leading U+2581 and
+// continuations bare; WordPiece marks continuations with "##" instead. [..] stay as they are.
+std::vector<std::string> load_vocab_json(const std::string& path) {
+  const nlohmann::json j = detail::parse_flat_json(detail::read_vocab_file(path), path);
+  ZT_CHECK_AS(ErrorKind::data, j.is_array() && !j.empty(), "[tokenizer] ", path,
+              ": expected a non-empty JSON array of tokens");
+  const std::string mark = "\u2581";
+  std::vector<std::string> tokens;
+  tokens.reserve(j.size());
+  for (size_t id = 0; id < j.size(); ++id) {
+    ZT_CHECK_AS(ErrorKind::data, j[id].is_string(), "[tokenizer] ", path, ": entry ", id, " is not a string");
+    const std::string& raw = j[id].get_ref<const std::string&>();
+    const bool special = raw.size() > 2 && raw.front() == '[' && raw.back() == ']';
+    std::string t = raw.starts_with(mark) ? raw.substr(mark.size()) : special ? raw : "##" + raw;
+    // bert-base-uncased's [unused0]: vocab.json has the bare mark there, an empty word.
+    if (id == 1 && raw == mark) t = "[unused0]";
+    ZT_CHECK_AS(ErrorKind::data, t != "" && t != "##", "[tokenizer] ", path, ": entry ", id, " (\"", raw,
+                "\") is an empty word piece");
+    tokens.push_back(std::move(t));
+  }
+  return tokens;
+}
+
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_bert_tokenizer(const std::string& dir) { return std::make_unique<WordPiece>(dir); }
+std::unique_ptr<Tokenizer> detail::make_wordpiece(WordPieceOptions opt) {
+  return std::make_unique<WordPiece>(std::move(opt));
+}
+
+std::unique_ptr<Tokenizer> load_bert_tokenizer(const std::string& dir) {
+  const std::string path = dir + "/vocab.json";
+  detail::WordPieceOptions opt;
+  opt.where = path;
+  opt.tokens = load_vocab_json(path);
+  auto tok = std::make_unique<WordPiece>(std::move(opt));
+  for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
+    ZT_CHECK_AS(ErrorKind::data, tok->special(s) >= 0, "[tokenizer] ", path, ": no ", s, " entry");
+  return tok;
+}
 
 }  // namespace zt::data

@@ -11,6 +11,7 @@
 
 #include "common/error_of.h"
 #include "common/temp_dir.h"
+#include "models/shared.h"
 #include "zt/config/config.h"
 #include "zt/core/error.h"
 
@@ -160,7 +161,8 @@ TEST(HostileParse, ModelSizesWhoseProductOverflowsAreConfigErrors) {
     EXPECT_THAT(msg, HasSubstr("model.hidden [")) << model.dump();
   }
   // Large but countable: accepted here (allocation is the model's concern).
-  EXPECT_EQ(parse({{"model", {{"hidden", {1'000'000'000'000LL}}}}}).model.hidden[0], 1'000'000'000'000LL);
+  EXPECT_EQ(parse({{"model", {{"hidden", {1'000'000'000'000LL}}}}}).model.as<apps::MlpKeys>().hidden[0],
+            1'000'000'000'000LL);
 }
 
 TEST(HostileParse, ThreadsAreBoundedAndTheRangeIsSaid) {

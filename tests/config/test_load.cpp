@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "models/shared.h"
 #include "zt/config/config.h"
 #include "zt/core/error.h"
 
@@ -55,8 +56,8 @@ TEST_F(ConfigFile, OverridesApplyBeforeValidation) {
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 3e-4);
   EXPECT_EQ(c.zero.stage, 3);             // a new section
   EXPECT_TRUE(c.bf16);                    // a boolean
-  EXPECT_EQ(c.model.activation, "gelu");  // not JSON, so a string
-  EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{32, 16}));
+  EXPECT_EQ(c.model.as<apps::MlpKeys>().activation, "gelu");  // not JSON, so a string
+  EXPECT_EQ(c.model.as<apps::MlpKeys>().hidden, (std::vector<int64_t>{32, 16}));
   EXPECT_EQ(c.run.dir, "runs/b c");
   EXPECT_EQ(c.seed, 7u);
   EXPECT_EQ(c.raw["optimizer"]["params"]["lr"], 3e-4);  // raw holds the overridden JSON

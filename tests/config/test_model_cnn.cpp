@@ -3,14 +3,26 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "models/model_kind.h"
+#include "models/shared.h"
 #include "zt/config/config.h"
 #include "zt/core/error.h"
 
 namespace zt::config {
 namespace {
 
+// Note [model registry]: the model section's keys are the families' (apps' entries); every test of
+// this binary parses with the shipped families registered, as the zerotrain binary does.
+class ShippedFamilies : public ::testing::Environment {
+ public:
+  void SetUp() override { apps::register_model_types(); }
+};
+[[maybe_unused]] ::testing::Environment* const kFamilies = ::testing::AddGlobalTestEnvironment(new ShippedFamilies);
+
 using ::testing::HasSubstr;
 using json = nlohmann::json;
+
+const apps::CnnKeys& keys_of(const Config& c) { return c.model.as<apps::CnnKeys>(); }
 
 std::string error_of(const json& j) {
   try {
@@ -35,17 +47,17 @@ json cnn(json model = json::object(), json data = json::object()) {
 TEST(ConfigCnn, KeysParseWithTheSeedsDefaults) {
   Config c = parse(cnn());
   EXPECT_EQ(c.model.type, "cnn");
-  EXPECT_EQ(c.model.channels, (std::vector<int64_t>{64, 128, 256}));
-  EXPECT_EQ(c.model.fc, (std::vector<int64_t>{1024}));
-  EXPECT_EQ(c.model.image_size, 32);
-  EXPECT_EQ(c.model.in_channels, 1);
+  EXPECT_EQ(keys_of(c).channels, (std::vector<int64_t>{64, 128, 256}));
+  EXPECT_EQ(keys_of(c).fc, (std::vector<int64_t>{1024}));
+  EXPECT_EQ(keys_of(c).image_size, 32);
+  EXPECT_EQ(keys_of(c).in_channels, 1);
   EXPECT_EQ(c.data.pad_to, 32);
-  EXPECT_EQ(c.model.in_channels * c.model.image_size * c.model.image_size, 1024);
+  EXPECT_EQ(keys_of(c).in_channels * keys_of(c).image_size * keys_of(c).image_size, 1024);
   // 640 + 73856 + 295168 (convolutions) + 4195328 + 10250 (4096 -> 1024 -> 10).
-  EXPECT_EQ(cnn_parameter_count(c.model), 4575242);
+  EXPECT_EQ(apps::cnn_parameter_count(keys_of(c)), 4575242);
   c = parse(cnn({{"channels", {8}}, {"fc", json::array()}, {"image_size", 28}}, {{"pad_to", 0}}));
-  EXPECT_EQ(c.model.fc, std::vector<int64_t>{});
-  EXPECT_EQ(cnn_parameter_count(c.model), 8 * 9 + 8 + 8 * 14 * 14 * 10 + 10);
+  EXPECT_EQ(keys_of(c).fc, std::vector<int64_t>{});
+  EXPECT_EQ(apps::cnn_parameter_count(keys_of(c)), 8 * 9 + 8 + 8 * 14 * 14 * 10 + 10);
 }
 
 TEST(ConfigCnn, Cifar10IsADatasetWithItsOwnFolderAndShape) {
@@ -54,7 +66,7 @@ TEST(ConfigCnn, Cifar10IsADatasetWithItsOwnFolderAndShape) {
   EXPECT_EQ(c.data.dir, "data/cifar10");
   EXPECT_EQ(dataset_image_shape("cifar10").channels, 3);
   EXPECT_EQ(dataset_image_shape("cifar10").size, 32);
-  EXPECT_EQ(c.model.in_channels * c.model.image_size * c.model.image_size, 3072);
+  EXPECT_EQ(keys_of(c).in_channels * keys_of(c).image_size * keys_of(c).image_size, 3072);
 }
 
 TEST(ConfigCnn, BadValuesNameTheKey) {

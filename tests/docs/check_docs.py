@@ -208,7 +208,7 @@ class Keys:
 
     def _children(self, key, err):
         m = re.search(r"unknown key '" + re.escape((key + "." if key else "") + PROBE) +
-                      r"' \(allowed(?: in '[^']*')?: ([^)]*)\)", err)
+                      r"' \(allowed(?: in '[^']*')?(?: for model\.type \S+)?: ([^)]*)\)", err)
         return [c.strip() for c in m.group(1).split(",")] if m else None
 
     def _enumerate(self):
@@ -232,6 +232,19 @@ class Keys:
                         self.kind[key] = "leaf"
                     else:
                         self.problems.append(f"cannot tell what the key {key} is: {err[:200]}")
+        # The model section's keys are its families' (Note [model registry]): each type's, asked in turn.
+        _, _, err = self.bin.estimate([f'model.type={{"{PROBE}":1}}'])
+        m = re.search(r"must be one of (.*?), got", err)
+        types = [t.strip() for t in m.group(1).split(",")] if m else []
+        if not types:
+            self.problems.append(f"cannot list the model types: {err[:200]}")
+        for t in types:
+            _, _, err = self.bin.estimate([f'model={json.dumps({"type": t, PROBE: 1})}'])
+            kids = self._children("model", err)
+            if kids is None:
+                self.problems.append(f"cannot list the keys of model.type {t}: {err[:200]}")
+            for c in kids or []:
+                self.kind.setdefault(f"model.{c}", "leaf")
         rc, _, err = self.bin.estimate([f'scheduler.type={{"{PROBE}":1}}'])
         m = re.search(r"must be one of (.*?), got", err)
         self.scheduler_types = [t.strip() for t in m.group(1).split(",")] if m else []

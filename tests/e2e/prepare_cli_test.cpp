@@ -233,4 +233,38 @@ TEST_F(PrepareReal, YourOwnTextTrainsAGpt) {
   EXPECT_FALSE(fs::exists(dir_ + "/out2"));
 }
 
+// Llama 3's tokenizer.json (128,256 ids; scripts/setup.sh writes it): uint32 (version 2) shards,
+// each document after <|begin_of_text|>, and the file's sha256 in the manifest.
+TEST_F(PrepareReal, Llama3TokenizerJsonWritesUint32Shards) {
+  const std::string file = tokenizer_dir("llama3") + "/tokenizer.json";
+  if (!fs::exists(file)) GTEST_SKIP() << file << " not present (scripts/setup.sh)";
+  write_file(dir_ + "/mine.txt", "Hello world!\n\nAgain.\n");
+  Result r = run(kBin + " prepare --tokenizer " + zt::testing::shell_word(file) + " --input " + dir_ +
+                     "/mine.txt --val-fraction 0.5 --out " + out_,
+                 120);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("tokenizer tokenizer.json (128256 ids)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("shards: version 2 (uint32 tokens)"), std::string::npos) << r.out;
+  const std::string bytes = slurp(out_ + "/train_000000.bin");
+  EXPECT_EQ(zt::data::check_token_shard_header(bytes.data(), bytes.size(), "train").version, 2);
+  const auto train = zt::data::read_token_shard32(out_ + "/train_000000.bin");
+  const auto val = zt::data::read_token_shard32(out_ + "/val_000000.bin");
+  ASSERT_GE(train.size(), 4u);  // "!\n\n" is one piece in Llama 3
+  EXPECT_EQ(std::vector<uint32_t>(train.begin(), train.begin() + 3), (std::vector<uint32_t>{128000, 9906, 1917}));
+  ASSERT_FALSE(val.empty());
+  EXPECT_EQ(val[0], 128000u);
+  const auto m = read_json(out_ + "/manifest.json");
+  EXPECT_EQ(m["tokenizer"]["name"], "tokenizer.json");
+  EXPECT_EQ(m["tokenizer"]["vocab_size"], 128256);
+  EXPECT_EQ(m["separator"]["token"], "<|begin_of_text|>");
+  ASSERT_EQ(m["tokenizer"]["files"].size(), 1u);
+  EXPECT_EQ(m["tokenizer"]["files"][0]["path"], file);
+  // --tokenizer-dir is gpt2's and bert's: with a file it is a usage error.
+  r = run(kBin + " prepare --tokenizer " + zt::testing::shell_word(file) + " --tokenizer-dir " + dir_ + " --input " +
+              dir_ + "/mine.txt --out " + out_,
+          30);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--tokenizer-dir: is for --tokenizer gpt2 or bert"), std::string::npos) << r.out;
+}
+
 }  // namespace

@@ -72,6 +72,46 @@ TEST(TokenizeCli, RealVocabulariesFromTheDefaultFolders) {
   EXPECT_EQ(r.out, "[7592,2088]\n");
 }
 
+// --decode reads ids separated by spaces or commas, or tokenize's own JSON, back into text.
+TEST(TokenizeCli, DecodeTurnsIdsBackIntoText) {
+  const std::string dir = tiny_bert();
+  const std::string cmd = kBin + " tokenize --tokenizer bert --dir " + dir + " --decode";
+  Result r = run(cmd + " < " + input("ids", "5 6,7\n[8]\n"), 30);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "unaffable a");
+  r = run(cmd + " --lines < " + input("id_lines", "[5,6,7]\n[]\n8"), 30);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "unaffable\n\na\n");
+  r = run(cmd + " --lines < " + input("bad_ids", "5\n6 x7\n"), 30);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("standard input line 2: 'x7' at byte offset 2 is not a token id"), std::string::npos) << r.out;
+  r = run(cmd + " < " + input("far_id", "5 99"), 30);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("id 99 at position 1 is outside the vocabulary [0, 11)"), std::string::npos) << r.out;
+}
+
+// --tokenizer takes a tokenizer.json (or its folder); a broken one is one line naming the key.
+TEST(TokenizeCli, TokenizerJsonFilesAndFolders) {
+  const std::string dir = tmpdir("tokenize_json");
+  write_file(dir + "/tokenizer.json", "{\"model\": {\"type\": \"Unigram\"}}");
+  Result r = run(kBin + " tokenize --tokenizer " + dir + " < " + input("json_bad", "hi"), 30);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find(dir + "/tokenizer.json: model.type: expected \"BPE\" or \"WordPiece\""), std::string::npos)
+      << r.out;
+  const fs::path llama3 = fs::path(ZT_SOURCE_DIR) / "data/llama3/tokenizer.json";
+  if (!fs::exists(llama3)) GTEST_SKIP() << llama3 << " not present; run scripts/setup.sh";
+  r = run(kBin + " tokenize --tokenizer " + zt::testing::shell_word(llama3.string()) + " < " +
+              input("llama3", "Hello world!"),
+          60);
+  EXPECT_EQ(r.out, "[9906,1917,0]\n");
+  r = run(kBin + " tokenize --decode --tokenizer " + zt::testing::shell_word(llama3.parent_path().string()) + " < " +
+              input("llama3_ids", "[128000,9906,1917,0]"),
+          60);
+  EXPECT_EQ(r.out, "<|begin_of_text|>Hello world!");
+}
+
 // Issue 31, probe case 13: one "word" of 10 MB (no space in it) tokenizes in bounded memory: its
 // merges run in 64 KiB parts (725 MB of peak memory before, about 70 bytes per byte).
 TEST(TokenizeCli, OneTenMegabyteWordTakesBoundedMemory) {

@@ -5,6 +5,7 @@
 
 #include "../session.h"
 #include "../tasks.h"
+#include "llama.h"
 #include "model_kind.h"
 #include "shared.h"
 #include "zt/nn/llama.h"
@@ -13,11 +14,29 @@ namespace zt::apps {
 
 namespace {
 
+std::vector<std::string> keys() {
+  std::vector<std::string> k = transformer_keys();
+  k.insert(k.end(), {"n_kv_head", "intermediate_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings", "qkv_bias"});
+  return k;
+}
+
+std::shared_ptr<const config::ModelKeys> parse(const config::Section& s) {
+  auto k = std::make_shared<LlamaKeys>();
+  read_transformer_keys(s, *k);
+  s.read_int("n_kv_head", k->n_kv_head, 1, 1 << 12);
+  s.read_int("intermediate_size", k->intermediate_size, 1, 1 << 20);
+  s.read_number("rope_theta", k->rope_theta, 0, true);
+  s.read_number("rms_norm_eps", k->rms_norm_eps, 0, true, 1, false);
+  s.read_bool("tie_word_embeddings", k->tie_word_embeddings);
+  s.read_bool("qkv_bias", k->qkv_bias);
+  return k;
+}
+
 // 8/3 of the width, rounded up to a multiple of 64: Llama's SwiGLU width for a given width.
 int64_t default_intermediate(int64_t n_embd) { return (8 * n_embd / 3 + 63) / 64 * 64; }
 
 nn::LlamaConfig llama_config(const config::Config& c) {
-  const config::ModelConfig& m = c.model;
+  const LlamaKeys& m = c.model.as<LlamaKeys>();
   nn::LlamaConfig l;
   l.vocab_size = m.vocab_size;
   l.block_size = m.block_size;
@@ -40,10 +59,11 @@ nn::LlamaConfig llama_config(const config::Config& c) {
 // Before step 1: the keys against each other (nn::LlamaConfig::validate names the key), and the
 // settings the family has no use for.
 void check_llama(const config::Config& c, const std::string& source) {
-  ZT_CHECK_AS(ErrorKind::config, c.model.dropout == 0.0, "[config] ", source, ": model.dropout ", c.model.dropout,
+  const LlamaKeys& m = c.model.as<LlamaKeys>();
+  ZT_CHECK_AS(ErrorKind::config, m.dropout == 0.0, "[config] ", source, ": model.dropout ", m.dropout,
               " is not used by model.type llama (its blocks have no dropout; nearest valid: 0)");
-  ZT_CHECK_AS(ErrorKind::config, std::isfinite(float(c.model.rope_theta)) && float(c.model.rope_theta) > 0.f,
-              "[config] ", source, ": model.rope_theta ", c.model.rope_theta,
+  ZT_CHECK_AS(ErrorKind::config, std::isfinite(float(m.rope_theta)) && float(m.rope_theta) > 0.f,
+              "[config] ", source, ": model.rope_theta ", m.rope_theta,
               " does not fit a float above 0 (Llama 2: 10000, Llama 3: 500000)");
   const nn::LlamaConfig l = llama_config(c);
   ZT_CHECK_AS(ErrorKind::config, l.n_kv_head <= l.n_head && l.n_head % l.n_kv_head == 0, "[config] ", source,
@@ -64,13 +84,15 @@ void check_llama(const config::Config& c, const std::string& source) {
 
 extern const ModelKind kLlama{
     .type = "llama",
+    .family = {.keys = keys(), .parse = parse, .check = check_llama},
+    .shape = transformer_shape,
     .build = [](const config::Config& c, bool) { return nn::make_llama(llama_config(c)); },
-    .task = [](const config::Config& c, bool with_train) { return make_token_task(c, "gpt2", with_train); },
+    // Any tokenizer's shards (GPT-2's, Llama 3's tokenizer.json, a SentencePiece model).
+    .task = [](const config::Config& c, bool with_train) { return make_token_task(c, "", with_train); },
     .example = lm_example,
     .rows_per_sample = sequence_length,
     .eval_batch = eval_batch_is_micro,
     .generates_with = "gpt2",
-    .check = check_llama,
 };
 
 }  // namespace zt::apps

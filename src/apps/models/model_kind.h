@@ -1,6 +1,6 @@
 #pragma once
 // Note [model registry]: everything the commands need to know about one model.type, in one
-// entry: how to build it, an example micro-batch for the dry run that measures its activations
+// entry: its keys of the model section (config holds none of them), how to build it, an example micro-batch for the dry run that measures its activations
 // (Note [measured activations] in dry_run.h), which task trains it on which data, and whether
 // `generate` can sample from it. train, eval, estimate and
 // generate ask the entry; none of them compares model.type. Adding a model is one file (its
@@ -18,6 +18,11 @@ namespace zt::apps {
 
 struct ModelKind {
   const char* type;  // the model.type that selects it
+  // Its keys of the model section: their names, how they are read and checked (config::parse runs
+  // them); its other functions read them back through c.model.as<its keys>().
+  config::ModelFamily family;
+  // What its task reads of it: vocabulary and positions of a token model, classes of a classifier.
+  ModelShape (*shape)(const config::Config& c);
   // The module (deferred: parameters get shapes and initialisers only, Note [deferred init]).
   std::shared_ptr<nn::Module> (*build)(const config::Config& c, bool deferred);
   // The task that trains it on data.dataset, its data loaded and checked; a config error, naming
@@ -36,9 +41,6 @@ struct ModelKind {
   const char* input_keys = "";
   // The tokenizer `generate` samples with; null for a model that is not a language model.
   const char* generates_with = nullptr;
-  // Its own checks of a parsed config (config::ModelCheck), run by config::parse; null: none
-  // beyond the keys' own ranges (or, for a built-in model, config's).
-  config::ModelCheck check = nullptr;
 };
 
 // The entry of model.type, or a config error listing the registered types.

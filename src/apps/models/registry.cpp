@@ -10,7 +10,7 @@ extern const ModelKind kMlp, kCnn, kGpt, kBert, kResMlp, kLlama;
 std::vector<const ModelKind*> model_kinds() { return {&kMlp, &kCnn, &kGpt, &kBert, &kResMlp, &kLlama}; }
 
 void register_model_types() {
-  for (const ModelKind* k : model_kinds()) config::add_model_type(k->type, k->check);
+  for (const ModelKind* k : model_kinds()) config::add_model_type(k->type, k->family);
 }
 
 const ModelKind& model_kind(const std::string& type) {

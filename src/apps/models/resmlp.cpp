@@ -16,7 +16,7 @@ namespace {
 
 class ResidualMlp : public nn::Module {
  public:
-  ResidualMlp(const config::ModelConfig& m, uint64_t seed) : relu_(m.activation == "relu") {
+  ResidualMlp(const MlpKeys& m, uint64_t seed) : relu_(m.activation == "relu") {
     Generator gen(seed);
     TagScope tag(MemTag::param);
     const int64_t width = m.hidden.front();
@@ -47,10 +47,10 @@ class ResidualMlp : public nn::Module {
 };
 
 // in -> width, each block width x width, width -> classes, with biases; nullopt past int64.
-std::optional<int64_t> parameter_count(const config::ModelConfig& m) {
-  config::ModelConfig plain = m;  // the same layers as an MLP of input, width, classes ...
+std::optional<int64_t> parameter_count(const MlpKeys& m) {
+  MlpKeys plain = m;  // the same layers as an MLP of input, width, classes ...
   plain.hidden = {m.hidden.front()};
-  const std::optional<int64_t> ends = config::mlp_parameter_count(plain);
+  const std::optional<int64_t> ends = mlp_parameter_count(plain);
   const int64_t w = m.hidden.front(), blocks = int64_t(m.hidden.size());
   int64_t block = 0, all = 0, sum = 0;
   if (!ends || __builtin_mul_overflow(w, w + 1, &block) || __builtin_mul_overflow(block, blocks, &all) ||
@@ -61,34 +61,28 @@ std::optional<int64_t> parameter_count(const config::ModelConfig& m) {
 
 // Each block is width x width, and the count and its fp32 bytes fit in int64 (config::parse runs this).
 void check(const config::Config& c, const std::string& source) {
-  const config::ModelConfig& m = c.model;
+  const MlpKeys& m = c.model.as<MlpKeys>();
   ZT_CHECK_AS(ErrorKind::config,
               !m.hidden.empty() && std::all_of(m.hidden.begin(), m.hidden.end(),
                                                [&](int64_t h) { return h == m.hidden.front(); }),
               "[config] ", source, ": model.hidden of a resmlp is one width per residual block, all equal; got ",
-              nlohmann::json(m.hidden).dump());
-  const std::optional<int64_t> n = parameter_count(m);
-  int64_t bytes = 0;  // its fp32 bytes must count too
-  ZT_CHECK_AS(ErrorKind::config, n && !__builtin_mul_overflow(*n, int64_t(4), &bytes), "[config] ", source,
-              ": model.input_dim ", m.input_dim, ", model.hidden ", nlohmann::json(m.hidden).dump(),
-              " and model.num_classes ", m.num_classes, " give more parameters than 64-bit sizes can count");
-}
-
-ModelKind resmlp() {
-  ModelKind k = image_model(
-      "resmlp",
-      [](const config::Config& c, bool deferred) {
-        return build_within_memory(*parameter_count(c.model), deferred, [&] {
-          return std::shared_ptr<nn::Module>(std::make_shared<ResidualMlp>(c.model, c.seed));
-        });
-      },
-      input_dim_features, " (model.input_dim)");
-  k.check = check;
-  return k;
+              config::detail::short_dump(m.hidden));
+  check_parameter_count(parameter_count(m), source,
+                        "model.input_dim " + std::to_string(m.input_dim) + ", model.hidden " +
+                            config::detail::short_dump(m.hidden) + " and model.num_classes " +
+                            std::to_string(m.num_classes));
 }
 
 }  // namespace
 
-extern const ModelKind kResMlp = resmlp();
+extern const ModelKind kResMlp = image_model(
+    "resmlp", mlp_family(check),
+    [](const config::Config& c, bool deferred) {
+      return build_within_memory(*parameter_count(c.model.as<MlpKeys>()), deferred, [&] {
+        return std::shared_ptr<nn::Module>(std::make_shared<ResidualMlp>(c.model.as<MlpKeys>(), c.seed));
+      });
+    },
+    mlp_shape,
+    input_dim_features, " (model.input_dim)");
 
 }  // namespace zt::apps

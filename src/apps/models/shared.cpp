@@ -3,16 +3,88 @@
 #include <algorithm>
 
 #include "../tasks.h"
+#include "zt/core/error.h"
 
 namespace zt::apps {
+
+config::ModelFamily mlp_family(config::ModelCheck check) {
+  return {.keys = {"hidden", "activation", "input_dim", "num_classes"},
+          .parse =
+              [](const config::Section& s) {
+                auto m = std::make_shared<MlpKeys>();
+                s.read_int_list("hidden", m->hidden, 1);
+                s.read_choice("activation", m->activation, {"relu", "gelu"});
+                s.read_int("input_dim", m->input_dim, 1);
+                s.read_int("num_classes", m->num_classes, 2);
+                return std::shared_ptr<const config::ModelKeys>(std::move(m));
+              },
+          .check = check};
+}
+
+std::optional<int64_t> mlp_parameter_count(const MlpKeys& m) {
+  int64_t params = 0, prev = m.input_dim, layer = 0;
+  for (size_t i = 0; i <= m.hidden.size(); ++i) {
+    const int64_t out = i < m.hidden.size() ? m.hidden[i] : m.num_classes;
+    if (__builtin_mul_overflow(prev, out, &layer) || __builtin_add_overflow(layer, out, &layer) ||
+        __builtin_add_overflow(params, layer, &params))
+      return std::nullopt;
+    prev = out;
+  }
+  return params;
+}
+
+void check_parameter_count(std::optional<int64_t> params, const std::string& source, const std::string& keys) {
+  int64_t bytes = 0;
+  ZT_CHECK_AS(ErrorKind::config, params && !__builtin_mul_overflow(*params, int64_t(4), &bytes), "[config] ", source,
+              ": ", keys, " give more parameters than 64-bit sizes can count");
+}
+
+std::vector<std::string> transformer_keys() {
+  return {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout"};
+}
+
+void read_transformer_keys(const config::Section& s, TransformerKeys& k) {
+  s.read_int("vocab_size", k.vocab_size, 1, config::kMaxVocabSize);
+  s.read_int("block_size", k.block_size, 1, 1 << 20);
+  s.read_int("n_layer", k.n_layer, 1, 1 << 10);
+  s.read_int("n_head", k.n_head, 1, 1 << 12);
+  s.read_int("n_embd", k.n_embd, 1, 1 << 16);
+  s.read_number("dropout", k.dropout, 0, false, 1, true);
+  ZT_CHECK_AS(ErrorKind::config, k.n_embd % k.n_head == 0, "[config] ", s.source(), ": model.n_embd ", k.n_embd,
+              " is not a multiple of model.n_head ", k.n_head, " (nearest valid n_embd: ",
+              std::max<int64_t>(k.n_head, (k.n_embd + k.n_head / 2) / k.n_head * k.n_head), ")");
+}
+
+nn::TransformerConfig transformer_config(const TransformerKeys& k, const config::Config& c) {
+  nn::TransformerConfig t;
+  t.vocab_size = k.vocab_size;
+  t.block_size = k.block_size;
+  t.n_layer = k.n_layer;
+  t.n_head = k.n_head;
+  t.n_embd = k.n_embd;
+  t.dropout = float(k.dropout);
+  t.activation_checkpointing = c.activation_checkpointing.enabled;
+  t.checkpoint_blocks =
+      c.activation_checkpointing.number_checkpoints > 0 ? c.activation_checkpointing.number_checkpoints : -1;
+  t.seed = c.seed;
+  return t;
+}
+
+ModelShape transformer_shape(const config::Config& c) {
+  const auto& k = c.model.as<TransformerKeys>();
+  return {.vocab_size = k.vocab_size, .block_size = k.block_size};
+}
 
 int64_t image_eval_batch(const config::Config& c, int64_t) {
   return std::min<int64_t>(1000, c.data.test_limit > 0 ? c.data.test_limit : 1000);  // ImageTask::eval_batch
 }
 
-ModelKind image_model(const char* type, decltype(ModelKind::build) build, decltype(ModelKind::input_features) features,
+ModelKind image_model(const char* type, config::ModelFamily family, decltype(ModelKind::build) build,
+                      decltype(ModelKind::shape) shape, decltype(ModelKind::input_features) features,
                       const char* input_keys) {
   return {.type = type,
+          .family = std::move(family),
+          .shape = shape,
           .build = build,
           .task = make_image_task,
           .example = image_example,
@@ -38,7 +110,8 @@ MicroBatch masked_example(const config::Config& c, int64_t n, bool per_token) {
 }
 
 int64_t sequence_length(const config::Config& c) {
-  return c.data.seq_len > 0 ? std::min(c.data.seq_len, c.model.block_size) : c.model.block_size;
+  const int64_t block = model_kind(c).shape(c).block_size;
+  return c.data.seq_len > 0 ? std::min(c.data.seq_len, block) : block;
 }
 
 }  // namespace zt::apps

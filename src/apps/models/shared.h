@@ -1,18 +1,67 @@
 #pragma once
-// What several model entries (Note [model registry]) share: the image classifiers' entry, the
-// example micro-batches of each task (Note [measured activations] in dry_run.h) and the sizes
-// their data gives.
+// What several model entries (Note [model registry]) share: the keys of the MLPs and of the
+// transformers, the image classifiers' entry, the example micro-batches of each task (Note
+// [measured activations] in dry_run.h) and the sizes their data gives.
+#include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "model_kind.h"
 #include "zt/config/config.h"
+#include "zt/nn/transformer.h"
 
 namespace zt::apps {
 
-inline int64_t input_dim_features(const config::Config& c) { return c.model.input_dim; }  // flattened images
+// mlp and resmlp: fully connected layers of `hidden` on flattened images of input_dim features.
+struct MlpKeys : config::ModelKeys {
+  std::vector<int64_t> hidden = {256, 256};
+  std::string activation = "relu";  // relu | gelu
+  int64_t input_dim = 784, num_classes = 10;
+  int64_t hidden_size() const override { return hidden.empty() ? 0 : *std::max_element(hidden.begin(), hidden.end()); }
+};
+config::ModelFamily mlp_family(config::ModelCheck check);
+// Weights and biases of that MLP; nullopt when the count overflows int64.
+std::optional<int64_t> mlp_parameter_count(const MlpKeys& m);
+// A config error unless `params` and its fp32 bytes fit in int64; `keys` names what gave them.
+void check_parameter_count(std::optional<int64_t> params, const std::string& source, const std::string& keys);
+
+// cnn: per entry of channels a 3x3 convolution + ReLU + 2x2 max pooling, then fully connected
+// layers of fc, then num_classes (nn::make_cnn). Images are in_channels x image_size^2.
+struct CnnKeys : config::ModelKeys {
+  std::vector<int64_t> channels = {64, 128, 256};
+  std::vector<int64_t> fc = {1024};
+  int64_t image_size = 32, in_channels = 1, num_classes = 10;
+  int64_t hidden_size() const override {
+    int64_t h = 0;
+    for (const auto* v : {&channels, &fc})
+      for (int64_t x : *v) h = std::max(h, x);
+    return h;
+  }
+};
+std::optional<int64_t> cnn_parameter_count(const CnnKeys& m);  // nullopt past int64
+
+// gpt, bert and llama: Hugging Face's names (vocab_size, n_positions as block_size, ...).
+struct TransformerKeys : config::ModelKeys {
+  int64_t vocab_size = 50257, block_size = 256, n_layer = 6, n_head = 6, n_embd = 384;
+  double dropout = 0.0;
+  int64_t hidden_size() const override { return n_embd; }
+};
+// A function, not a global: the entries copy it during static initialisation.
+std::vector<std::string> transformer_keys();
+// Reads transformer_keys() into `k`; n_embd must be a multiple of n_head.
+void read_transformer_keys(const config::Section& s, TransformerKeys& k);
+// The module's config from those keys and the activation_checkpointing section.
+nn::TransformerConfig transformer_config(const TransformerKeys& k, const config::Config& c);
+ModelShape transformer_shape(const config::Config& c);  // vocab_size, block_size
+
+inline int64_t input_dim_features(const config::Config& c) { return c.model.as<MlpKeys>().input_dim; }
+inline ModelShape mlp_shape(const config::Config& c) { return {.num_classes = c.model.as<MlpKeys>().num_classes}; }
 // An image classifier's entry: its own build and input; the image task, one row a sample and
 // evaluation batches of up to 1000 images.
-ModelKind image_model(const char* type, decltype(ModelKind::build) build, decltype(ModelKind::input_features) features,
+ModelKind image_model(const char* type, config::ModelFamily family, decltype(ModelKind::build) build,
+                      decltype(ModelKind::shape) shape, decltype(ModelKind::input_features) features,
                       const char* input_keys);
 // Samples per evaluation forward of an image task: 1000, or the test split's limit when smaller.
 int64_t image_eval_batch(const config::Config& c, int64_t micro);

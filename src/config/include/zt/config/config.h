@@ -5,12 +5,14 @@
 // the nearest known one; a bad value names the key and what is allowed.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "zt/config/section.h"
 #include "zt/config/sections.h"
 
 namespace zt::config {
@@ -20,28 +22,27 @@ struct SchedulerConfig {
   nlohmann::json params = nlohmann::json::object();  // validated per type by optim::make_schedule
 };
 
+// Note [model registry]: `model.type` and `model.init_from` are config's; every other key of the
+// model section belongs to the type's family, which lists, reads and checks them (apps' model
+// entries register theirs before a config is parsed), so adding a family changes nothing here.
+struct ModelKeys {
+  virtual ~ModelKeys() = default;
+  // The width DeepSpeed's "auto" bucket sizes scale with (Note [auto values]); 0: none.
+  virtual int64_t hidden_size() const { return 0; }
+};
+
 struct ModelConfig {
-  std::string type = "mlp";  // one of model_types(): mlp | cnn | gpt | bert | added
-  // mlp
-  std::vector<int64_t> hidden = {256, 256};
-  std::string activation = "relu";  // relu | gelu
-  int64_t input_dim = 784, num_classes = 10;
-  // cnn (nn::make_cnn): per entry of channels a 3x3 convolution + ReLU + 2x2 max pooling, then
-  // fully connected layers of fc, then num_classes. Images are in_channels x image_size^2.
-  std::vector<int64_t> channels = {64, 128, 256};
-  std::vector<int64_t> fc = {1024};
-  int64_t image_size = 32, in_channels = 1;
-  // Transformers (gpt, bert), named as Hugging Face's configs name them.
-  int64_t vocab_size = 50257, block_size = 256, n_layer = 6, n_head = 6, n_embd = 384, type_vocab_size = 2;
-  double dropout = 0.0;
-  std::string head = "mlm";  // bert: mlm (pretraining) | classify ([CLS] classifier, num_classes labels)
+  std::string type = "mlp";  // one of model_types()
   std::string init_from;     // safetensors whose matching names initialise the model (fine-tuning)
-  // llama (nn::LlamaConfig; Hugging Face's LlamaConfig names in parentheses): key/value heads
-  // (num_key_value_heads; 0 = n_head), the SwiGLU width (0 = 8/3 n_embd rounded up to 64), RMSNorm's
-  // eps, the output head tied to the embedding, and Qwen2's q/k/v biases.
-  int64_t n_kv_head = 0, intermediate_size = 0;
-  double rope_theta = 10000.0, rms_norm_eps = 1e-6;
-  bool tie_word_embeddings = false, qkv_bias = false;
+  // The family's keys as its parse read them; null where the type's family is not registered.
+  std::shared_ptr<const ModelKeys> keys;
+  // The keys as family type T; a config error naming model.type when they are another family's.
+  template <class T>
+  const T& as() const {
+    if (const T* k = dynamic_cast<const T*>(keys.get())) return *k;
+    wrong_family(type);
+  }
+  [[noreturn]] static void wrong_family(const std::string& type);
 };
 
 // DeepSpeed's activation_checkpointing section: present = transformer blocks checkpoint their
@@ -96,6 +97,19 @@ struct RunConfig {
   // zero_optimization.stage is then not used.
   std::string strategy = "zero";
   int parameter_servers = 1;  // parameter_server: server ranks, 1 <= S < world size
+  // The micro-batch where train_micro_batch_size_per_gpu is "auto" and train_batch_size gives
+  // none (Note [auto values]): the Hugging Face Trainer's per_device_train_batch_size.
+  int64_t per_device_train_batch_size = 8;
+};
+
+// DeepSpeed's monitor sections: where rank 0 also writes the scalars of metrics.jsonl.
+struct MonitorConfig {
+  struct Writer {
+    bool enabled = false;
+    std::string output_path, job_name = "DeepSpeedJobName";  // DeepSpeed's defaults
+  };
+  Writer tensorboard, csv_monitor;
+  bool wandb = false, comms_logger = false, flops_profiler = false;
 };
 
 // Sharded checkpoints of a run (zt/ckpt/checkpoint.h).
@@ -132,6 +146,12 @@ struct Config {
   DataConfig data;
   RunConfig run;
   CheckpointConfig checkpoint;
+  MonitorConfig monitor;
+
+  // Lines the commands print before they start: each "auto" resolved, the keys accepted with no
+  // effect here (Note [auto values]); the batch keys given as "auto", which resolve_batch fills.
+  std::vector<std::string> notes;
+  std::vector<std::string> auto_batch_keys;
 
   nlohmann::json raw;  // the validated JSON after overrides (written into the run directory)
 };
@@ -160,23 +180,27 @@ struct BatchSizes {
   int64_t train_batch_size, micro, accumulation;
 };
 BatchSizes resolve_batch(const Config& c, int world_size);
+// One line per batch key given as "auto", with the value `b` gives it (Note [auto values]).
+std::vector<std::string> batch_notes(const Config& c, const BatchSizes& b, int world_size);
 // Ranks that run forward and backward on a share of the global batch: the world size, or under
 // run.strategy parameter_server the workers (world size - run.parameter_servers); throws a
 // config error naming run.parameter_servers and the largest value that leaves a worker.
 int data_parallel_ranks(const Config& c, int world_size);
 
-// model.type's allowed values: the built-in models (mlp, cnn, gpt, bert), and any a build adds
-// (Note [model registry] in apps: each entry's type is added before a config is parsed). A type's
-// check runs once parse has read every section (its keys against each other and against the
-// data) and throws a config error naming `source`; adding a known type again may set its check.
+// model.type's allowed values: the families registered (Note [model registry]). A family lists
+// its keys of the model section (beside type and init_from), reads them with the section's readers
+// (absent keys keep its defaults; parse gives it an empty section when the config has no model
+// section) and checks them once parse has read every section (against each other and the data),
+// throwing config errors naming `source`. Registering a type again replaces its family.
 using ModelCheck = void (*)(const Config& c, const std::string& source);
+struct ModelFamily {
+  std::vector<std::string> keys;
+  std::shared_ptr<const ModelKeys> (*parse)(const Section& s) = nullptr;
+  ModelCheck check = nullptr;
+};
 const std::vector<std::string>& model_types();
-void add_model_type(const std::string& type, ModelCheck check = nullptr);
+void add_model_type(const std::string& type, ModelFamily family);
 
-// Weights and biases of the MLP that `m` describes; nullopt when the count overflows int64.
-std::optional<int64_t> mlp_parameter_count(const ModelConfig& m);
-// The same for the CNN (its layers as nn::make_cnn builds them).
-std::optional<int64_t> cnn_parameter_count(const ModelConfig& m);
 // Channels and side of the images a dataset stores (before data.pad_to): mnist and
 // fashion-mnist 1 x 28 x 28, cifar10 3 x 32 x 32.
 struct ImageShape {

@@ -11,7 +11,7 @@
 // document i is held out when i % k == k - 1; with fewer than k documents the last one is, and a
 // lone document is split as Moby-Dick is (its last val_fraction of bytes, from a paragraph start).
 // Every document is preceded by the separator, as llm.c does: <|endoftext|> for GPT-2, [SEP] for
-// BERT. An empty validation set is an error.
+// BERT, <|begin_of_text|> for Llama 3, <s> for SentencePiece. An empty validation set is an error.
 //
 // Note [sotu-party split]: passages (corpus.h split_passages, at most (max_len - 2) * 2 / 3
 // words, at least 20) of the Democratic (label 0) and Republican (label 1) addresses; other
