@@ -28,6 +28,7 @@
 #include "zt/core/allocator.h"
 #include "zt/zero/engine.h"
 #include "zt/zero/products.h"
+#include "zt/core/splitmix.h"
 
 using namespace zt;
 
@@ -180,12 +181,7 @@ Args parse(int argc, char** argv) {
 
 // Note [bench tokens]: token i of the run is splitmix64(seed + i) mod vocab, i counting rows of
 // ctx + 1 tokens over the global batch of each step in order; bench/torch_gpt.py computes the same.
-uint64_t splitmix64(uint64_t x) {
-  uint64_t z = x + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using zt::splitmix64;
 
 // Rank r's rows [r*batch, (r+1)*batch) of global step s: x = the first ctx tokens, y = the last ctx.
 std::pair<Tensor, Tensor> batch_of(const Args& a, int64_t step, int64_t rank, int64_t world) {

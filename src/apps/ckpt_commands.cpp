@@ -8,13 +8,17 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "agree.h"
+#include "models/hf.h"
 #include "run_dir.h"
 #include "session.h"
 #include "train_common.h"
 #include "zt/ckpt/checkpoint.h"
 #include "zt/ckpt/export.h"
+#include "zt/ckpt/hf_folder.h"
+#include "zt/ckpt/metadata.h"
 #include "zt/core/allocator.h"
 #include "zt/core/error.h"
 #include "zt/core/strings.h"
@@ -32,7 +36,17 @@ CLI::App* add_ckpt_commands(CLI::App& app, CkptToolOptions& o) {
   ex->add_option("checkpoint", o.path, "a checkpoint folder, or a checkpoint.dir (its latest unless --tag)")
       ->required()
       ->type_name("CKPT");
-  ex->add_option("--out", o.out, "the safetensors file to write")->required()->type_name("FILE");
+  ex->add_option("--out", o.out, "the safetensors file to write (--format hf: the folder)")
+      ->required()
+      ->type_name("FILE|DIR");
+  ex->add_option("--format", o.format,
+                 "safetensors (one file, the model's names) or hf (a Hugging Face folder: config.json, "
+                 "model.safetensors, generation_config.json; default safetensors)")
+      ->check(CLI::IsMember({"safetensors", "hf"}))
+      ->type_name("safetensors|hf");
+  ex->add_option("--max-shard-size", o.max_shard_size,
+                 "--format hf: shards of at most this size, e.g. 5GB (default), 200MB, 1000000 bytes")
+      ->type_name("SIZE");
   ex->add_option("--tag", o.tag, "the tag inside a checkpoint.dir (default: latest)")->type_name("TAG");
   ex->add_option("--dtype", o.dtype, "dtype of the written tensors (default f32)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
@@ -42,7 +56,9 @@ CLI::App* add_ckpt_commands(CLI::App& app, CkptToolOptions& o) {
 
   CLI::App* im = app.add_subcommand(
       "import", "Start training from safetensors weights: saves a step-0 checkpoint of the configured run");
-  im->add_option("safetensors", o.path, "weights named as the model's parameters")->required()->type_name("FILE");
+  im->add_option("weights", o.path, "safetensors named as the model's parameters, or a Hugging Face folder")
+      ->required()
+      ->type_name("FILE|DIR");
   im->add_option("--out", o.out, "the checkpoint.dir to save into")->required()->type_name("DIR");
   im->add_option("--tag", o.tag, "the tag of the saved checkpoint (default: step_00000000)")->type_name("TAG");
   im->add_flag("--force", o.force,
@@ -76,6 +92,58 @@ std::string checkpoint_folder(const std::string& path, const std::string& tag) {
 
 namespace {
 
+// "5GB", "200MB", "10KiB", "1000": transformers' max_shard_size (decimal units; KiB.. binary).
+uint64_t shard_bytes(const std::string& text) {
+  size_t end = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  std::string unit = text.substr(end);
+  for (char& ch : unit) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  const std::map<std::string, double> units = {{"", 1},         {"B", 1},         {"KB", 1e3},
+                                               {"MB", 1e6},     {"GB", 1e9},      {"TB", 1e12},
+                                               {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}};
+  const auto it = units.find(unit);
+  ZT_CHECK_AS(ErrorKind::config, end > 0 && it != units.end() && v * it->second >= 1 && v * it->second < 1e18,
+              "[export] --max-shard-size '", text, "' is not a size (e.g. 5GB, 200MB, 1000000)");
+  return uint64_t(v * it->second);
+}
+
+// export --format hf: the checkpoint's saved config gives the model and its mapping (models/hf.h).
+int run_export_hf(const CkptToolOptions& o) {
+  const std::string folder = checkpoint_folder(o.path, o.tag);
+  const json meta = ckpt::read_metadata(folder);
+  ZT_CHECK_AS(ErrorKind::checkpoint, meta.contains("extra") && meta["extra"].contains("config"), "[export] ", folder,
+              " records no config (extra.config of metadata.json), which --format hf needs to name the model");
+  const config::Config cfg = config::parse(meta["extra"]["config"], folder + "/metadata.json (extra.config)");
+  std::error_code ec;
+  for (const char* f : {"config.json", "model.safetensors", "model.safetensors.index.json"})
+    ZT_CHECK_AS(ErrorKind::config, o.force || !fs::exists(fs::path(o.out) / f, ec), "[export] ", o.out, "/", f,
+                " already exists: pass --force to replace the folder's files, or choose another --out");
+  ZT_CHECK_AS(ErrorKind::config, !fs::exists(o.out, ec) || fs::is_directory(o.out, ec), "[export] --out ", o.out,
+              " is not a folder (--format hf writes one)");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto model = build_model(cfg, /*deferred=*/true);  // names and shapes only
+  ckpt::HfExportOptions eo;
+  eo.dtype = dtype_from_name(o.dtype);
+  eo.max_shard_bytes = shard_bytes(o.max_shard_size);
+  const std::vector<std::string> files = ckpt::export_hf_folder(folder, o.out, hf_mapping(cfg, param_shapes(*model)), eo);
+  write_hf_config(cfg, o.out, eo.dtype);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (o.json)
+    std::printf("%s\n", json({{"bench", "export"}, {"format", "hf"}, {"checkpoint", folder}, {"out", o.out},
+                              {"dtype", o.dtype}, {"files", files}, {"seconds", s}})
+                            .dump()
+                            .c_str());
+  std::fprintf(stderr, "zerotrain: exported %s (model.type %s, %s) to the Hugging Face folder %s: %zu weight file%s in %.2f s\n",
+               folder.c_str(), cfg.model.type.c_str(), o.dtype.c_str(), o.out.c_str(),
+               files.size() - (files.size() > 1 ? 1 : 0), files.size() > 1 ? "s and the index" : "", s);
+  return 0;
+}
+
 double max_rss_bytes() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -83,6 +151,7 @@ double max_rss_bytes() {
 }
 
 int run_export(const CkptToolOptions& o) {
+  if (o.format == "hf") return run_export_hf(o);
   // As import, nothing is replaced without --force; a FIFO or folder there is refused by the export.
   std::error_code ec;
   ZT_CHECK_AS(ErrorKind::config, o.force || !fs::is_regular_file(fs::status(o.out, ec)), "[export] ", o.out,
@@ -243,8 +312,23 @@ int run_import(const config::Config& cfg, comm::Group& group, const CkptToolOpti
                 false);
   const config::BatchSizes bs = config::resolve_batch(cfg, group.size());
   auto model = build_model(cfg, /*deferred=*/true);
+  const ParamShapes shapes = param_shapes(*model);
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
-  const ckpt::ImportReport rep = ckpt::import_safetensors(engine, o.path);
+  ckpt::ImportReport rep;
+  if (ckpt::is_hf_folder(o.path)) {  // through the entry's mapping; every rank checks the same folder
+    const ckpt::HfFolder f(o.path);
+    const ckpt::HfMapping m = hf_mapping(cfg, shapes, f.tensor_names());
+    const ckpt::HfMatch match = check_hf_folder(f, m, cfg.model.init_strict, group.rank() == 0);
+    rep.tensors = ckpt::import_hf_folder(engine, f, m, match.usable);
+  } else {
+    rep = ckpt::import_safetensors(engine, o.path);
+    ZT_CHECK_AS(ErrorKind::config, rep.unused.empty() || !cfg.model.init_strict, "[import] ", o.path,
+                " does not fit the model: unused: ", [&] {
+                  std::string names;
+                  for (const std::string& n : rep.unused) names += (names.empty() ? "" : ", ") + n;
+                  return names;
+                }(), " (model.init_strict=false imports what fits and names the rest)");
+  }
   const json extra = {{"step", 0}, {"imported_from", fs::absolute(o.path).string()}, {"config", cfg.raw}};
   ckpt::SaveOptions save{o.out, tag, 0, extra};
   save.keep_existing = !o.force;  // again at the commit: something may have appeared meanwhile

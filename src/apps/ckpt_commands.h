@@ -12,10 +12,12 @@ namespace zt::apps {
 
 struct CkptToolOptions {
   std::string action;         // ckpt: ls | verify | inspect
-  std::string path;           // export, ckpt: a checkpoint folder or a checkpoint.dir; import: the safetensors file
+  std::string path;           // export, ckpt: a checkpoint folder or a checkpoint.dir; import: safetensors or an HF folder
   std::string out;            // export: the safetensors file; import: the checkpoint.dir to save into
   std::string tag;            // export, inspect: a tag inside DIR (default: latest); import: the tag saved
   std::string dtype = "f32";  // export
+  std::string format = "safetensors";  // export: safetensors (one file) | hf (a Hugging Face folder at --out)
+  std::string max_shard_size = "5GB";  // export --format hf: shards past this size (transformers' default)
   bool json = false;          // export, ckpt ls, verify, inspect: JSON on stdout
   bool force = false;         // import: replace a tag, move `latest`; export: replace an existing --out
 };

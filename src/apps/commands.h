@@ -32,7 +32,7 @@ struct BaselineOptions {
 constexpr int64_t kMaxGenerateTokens = 1000000;  // about 3 hours at 100 tokens/s; more is a typo
 
 struct GenerateOptions {
-  std::string weights;  // safetensors
+  std::string weights;  // safetensors, or a Hugging Face folder
   std::string prompt;
   std::string tokenizer_dir = "data/gpt2";
   int64_t tokens = 100;          // at most this many new tokens (fewer if <|endoftext|> is drawn)
@@ -49,7 +49,8 @@ struct TokenizeOptions {
 };
 
 int run_train(const config::Config& cfg, comm::Group& group);
-int run_eval(const config::Config& cfg, const std::string& weights);
+// json: the task's scores as one JSON object on stdout (full precision) instead of its line.
+int run_eval(const config::Config& cfg, const std::string& weights, bool json = false);
 int run_estimate(const config::Config& cfg, const EstimateOptions& opt);
 int run_tokenize(const TokenizeOptions& opt);  // stdin -> JSON ids on stdout (--decode: ids -> text)
 int run_plot(const PlotOptions& opt);

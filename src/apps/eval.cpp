@@ -13,9 +13,9 @@
 
 namespace zt::apps {
 
-int run_eval(const config::Config& cfg, const std::string& weights_path) {
+int run_eval(const config::Config& cfg, const std::string& weights_path, bool json) {
   auto model = build_model(cfg);
-  load_weights(*model, weights_path);
+  load_weights(cfg, *model, weights_path);
   const DType dt = engine_options(cfg, config::BatchSizes{1, 1, 1}).dtype;
   const Device dev = open_run_device(cfg);  // the batches go up, the scores come down
   auto group = comm::make_group("local");
@@ -45,7 +45,7 @@ int run_eval(const config::Config& cfg, const std::string& weights_path) {
         return (*model)(cast);
       },
       *group, task->eval_batch(config::resolve_batch(cfg, 1).micro), /*whole=*/true);
-  std::printf("%s\n", ev.line.c_str());
+  std::printf("%s\n", json ? ev.metrics.dump().c_str() : ev.line.c_str());
   return 0;
 }
 

@@ -28,7 +28,7 @@ int run_generate(const config::Config& cfg, const GenerateOptions& opt) {
   const int64_t block = model_kind(cfg).shape(cfg).block_size;
   const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(tokenizer, opt.tokenizer_dir);
   auto model = build_model(cfg);
-  load_weights(*model, opt.weights);
+  load_weights(cfg, *model, opt.weights);
   const Device dev = open_run_device(cfg);  // each step's logits row comes down to be sampled
   model->to(dev);
   model->train(false);

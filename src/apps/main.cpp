@@ -21,6 +21,7 @@
 #include "models/model_kind.h"
 #include "prepare.h"
 #include "zt/core/error.h"
+#include "zt/data/ngram.h"
 #include "zt/data/tokenizer.h"
 #include "zt/ops/ops.h"
 
@@ -44,6 +45,7 @@ constexpr const char* kExitFooter =
 
 struct Args {
   std::string config, weights;
+  bool eval_json = false;  // eval --json
   std::vector<std::string> overrides;
   zt::apps::EstimateOptions estimate;
   zt::apps::CkptToolOptions tools;  // export, import, ckpt
@@ -131,13 +133,17 @@ void add_lm_commands(CLI::App& app, Args& a) {
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
             int64_t v = 0;
-            return CLI::detail::lexical_cast(s, v) && v >= 1 && v <= 65536 ? "" : "'" + s + "' is not in [1, 65536]";
+            return CLI::detail::lexical_cast(s, v) && v >= 1 && v <= zt::data::kMaxNgramVocab
+                       ? ""
+                       : "'" + s + "' is not in [1, " + std::to_string(zt::data::kMaxNgramVocab) + "]";
           },
           ""));
 
   CLI::App* gen = app.add_subcommand("generate", "Sample text from trained GPT weights, printed as it comes");
   add_config_options(*gen, a);
-  gen->add_option("--weights", a.generate.weights, "safetensors weights")->required()->type_name("FILE");
+  gen->add_option("--weights", a.generate.weights, "safetensors weights or a Hugging Face folder")
+      ->required()
+      ->type_name("FILE|DIR");
   gen->add_option("--prompt", a.generate.prompt, "text to continue (default: none, start after <|endoftext|>)")
       ->type_name("TEXT");
   gen->add_option("--tokens", a.generate.tokens, "new tokens to generate, at most 1000000 (default 100)")
@@ -168,8 +174,10 @@ void build_app(CLI::App& app, Args& a) {
   CLI::App* eval =
       app.add_subcommand("eval", "Evaluate saved weights: test accuracy, or validation loss of a language model");
   add_config_options(*eval, a);
-  eval->add_option("--weights", a.weights, "safetensors weights (default: <run.dir>/model.safetensors)")
-      ->type_name("FILE");
+  eval->add_option("--weights", a.weights,
+                   "safetensors weights or a Hugging Face folder (default: <run.dir>/model.safetensors)")
+      ->type_name("FILE|DIR");
+  eval->add_flag("--json", a.eval_json, "print the scores as one JSON object (full precision) on stdout");
 
   CLI::App* est =
       app.add_subcommand("estimate", "Per-rank bytes of model states per stage, and the largest model that fits G GiB");
@@ -287,16 +295,22 @@ int run_command(const std::string& command, const Args& a) {
     if (command == "tokenize") return zt::apps::run_tokenize(a.tokenize);
     if (command == "plot") return zt::apps::run_plot(a.plot);
     if (command == "baseline") return zt::apps::run_baseline(a.baseline);
-    zt::config::Config cfg = zt::config::load(a.config, a.overrides);
+    // Note [HF config]: a Hugging Face folder as the weights can give the model section.
+    const std::string& weights = command == "eval"       ? a.weights
+                                 : command == "generate" ? a.generate.weights
+                                 : command == "import"   ? a.tools.path
+                                                         : a.config.substr(0, 0);
+    zt::config::Config cfg = zt::config::load(a.config, a.overrides, weights);
     // Note [model registry]: no model section used to train the MNIST MLP silently.
     if (!cfg.raw.contains("model")) {
       std::string types;
       for (const std::string& t : zt::config::model_types()) types += (types.empty() ? "" : ", ") + t;
       ZT_THROW_AS(ErrorKind::config, "[config] ", a.config, " has no 'model' section: set model.type (one of ", types,
-                  ") and its keys");
+                  ") and its keys, or give a Hugging Face model folder as the weights (model.init_from, import's "
+                  "folder, or eval's and generate's --weights)");
     }
     if (command == "eval")
-      return zt::apps::run_eval(cfg, a.weights.empty() ? cfg.run.dir + "/model.safetensors" : a.weights);
+      return zt::apps::run_eval(cfg, a.weights.empty() ? cfg.run.dir + "/model.safetensors" : a.weights, a.eval_json);
     if (command == "estimate") return zt::apps::run_estimate(cfg, a.estimate);
     if (command == "generate") return zt::apps::run_generate(cfg, a.generate);
     // Under mpirun, "local" would make each rank train alone, all into one run.dir.

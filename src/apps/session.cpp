@@ -10,8 +10,11 @@
 #include <functional>
 #include <new>
 #include <optional>
+#include <set>
 
+#include "models/hf.h"
 #include "models/model_kind.h"
+#include "zt/ckpt/hf_folder.h"
 #include "zt/ckpt/safetensors.h"
 #include "zt/core/affinity.h"
 #include "zt/core/allocator.h"
@@ -51,21 +54,48 @@ std::shared_ptr<nn::Module> build_within_memory(int64_t params, bool deferred,
   }
 }
 
-std::string load_weights(nn::Module& model, const std::string& path, bool allow_missing) {
+namespace {
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+}  // namespace
+
+std::string load_weights(const config::Config& c, nn::Module& model, const std::string& path, bool say) {
+  if (ckpt::is_hf_folder(path)) return load_hf_weights(c, model, path, say);
   ckpt::LoadedTensors w = ckpt::load_safetensors(path);
+  std::vector<std::string> missing, misshapen, unused;
+  std::set<std::string> names;
   int64_t loaded = 0;
-  std::string fresh;
   for (auto& [name, p] : model.named_parameters()) {
-    if (allow_missing && !w.find(name)) {
-      fresh += (fresh.empty() ? "" : ", ") + name;
-      continue;
+    names.insert(name);
+    const Tensor* t = w.find(name);
+    if (!t) {
+      missing.push_back(name);
+    } else if (!is_floating(t->dtype())) {
+      w.weight(name, p.shape());  // throws: integer weights are a broken file, not a misfit
+    } else if (t->shape() != p.shape()) {
+      misshapen.push_back(name + " " + dtype_name(t->dtype()) + " " + shape_str(t->shape()) + " in the file, " +
+                          shape_str(p.shape()) + " expected");
+    } else {
+      Tensor dst = p;
+      dst.copy_(*t);
+      ++loaded;
     }
-    Tensor dst = p;
-    dst.copy_(w.weight(name, p.shape()));  // present, that shape and a floating dtype, or a clear error
-    ++loaded;
   }
+  for (const auto& [name, t] : w.tensors)
+    if (!names.count(name)) unused.push_back(name);
+  std::string problems;
+  for (auto [what, v] : {std::pair{"missing", &missing}, std::pair{"unused", &unused}, std::pair{"misshapen", &misshapen}})
+    if (!v->empty()) problems += (problems.empty() ? "" : "; ") + std::string(what) + ": " + join(*v, ", ");
+  ZT_CHECK_AS(ErrorKind::config, problems.empty() || !c.model.init_strict, "[model] ", path,
+              " does not fit the model: ", problems, " (model.init_strict=false loads what fits and names the rest)");
   ZT_CHECK_AS(ErrorKind::checkpoint, loaded > 0, "[model] ", path, " holds none of the model's parameter names");
-  return std::to_string(loaded) + " tensors from " + path + (fresh.empty() ? "" : "; initialised fresh: " + fresh);
+  if (say && !problems.empty())
+    std::fprintf(stderr, "zerotrain: model.init_strict=false: from %s, left out %s\n", path.c_str(), problems.c_str());
+  return std::to_string(loaded) + " tensors from " + path +
+         (missing.empty() ? "" : "; initialised fresh: " + join(missing, ", "));
 }
 
 data::Dataset load_image_split(const config::Config& c, const std::string& split) {

@@ -43,10 +43,12 @@ config::BatchSizes check_run_settings(const config::Config& c, int world);
 // Rank 0's lines before a run starts: each "auto" of the config resolved, the keys with no effect
 // (Note [auto values] in config).
 void print_config_notes(const config::Config& cfg, const config::BatchSizes& bs, int world);
-// Copies parameters' values from a safetensors file by name (each of that shape, floating).
-// Every parameter must be present, unless allow_missing (model.init_from: fine-tuning from
-// pretrained weights). Returns what it did ("12 tensors from F; initialised fresh: ...").
-std::string load_weights(nn::Module& model, const std::string& safetensors_path, bool allow_missing = false);
+// Copies parameters' values from a safetensors file by name (each of that shape, floating), or
+// from a Hugging Face folder through the model entry's mapping (models/hf.h). Every parameter
+// is found and every tensor used, else one error naming all that is missing, unused or
+// misshapen, unless model.init_strict is false: then what matches is loaded, the rest named on
+// stderr when `say`. Returns what it did ("12 tensors from F").
+std::string load_weights(const config::Config& c, nn::Module& model, const std::string& path, bool say = true);
 
 // "param=1.0MiB grad=... peak=..." of the device's allocator ("sim:0: param=..." off the cpu).
 std::string mem_summary(Device device = Device::cpu());

@@ -166,7 +166,7 @@ class LmTask : public TokenTask {
       : TokenTask(c, sequence_length(c), with_train) {}
   // The n-gram baselines the validation loss is compared with, computed on the same split.
   std::string describe() const override {
-    if (train_.empty() || vocab_size_ > 65536) return {};  // the bigram keys pack two 16-bit ids
+    if (train_.empty()) return {};
     // Counts of the first 2^23 train tokens at most: their distinct bigrams stay in memory (a
     // corpus of billions of tokens would not), and the mapped shards beyond are never read here.
     data::NgramOptions opt;

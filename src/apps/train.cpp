@@ -14,8 +14,10 @@
 #include "commands.h"
 #include "fault.h"
 #include "monitors.h"
+#include "profilers.h"
 #include "run_dir.h"
 #include "session.h"
+#include "step_cost.h"
 #include "trainer.h"
 #include "zt/optim/schedule.h"
 
@@ -51,6 +53,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "run directory"), on_lead, "before step 1",
                 cfg.run.dir, false);
 
+  // Note [step cost]: this rank's product rate, measured before the model takes any memory.
+  const double rate = measure_rate(cfg);
   const std::unique_ptr<Trainer> trainer = make_trainer({cfg, group, bs, fault});
   const auto [steps_per_epoch, total_steps] = run_length(cfg, bs, trainer->train_size());
   auto schedule = optim::make_schedule(cfg.scheduler.type, cfg.scheduler.params, cfg.optimizer.lr, total_steps);
@@ -94,6 +98,12 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     if (!about.empty()) std::fprintf(stderr, "%s\n", about.c_str());
   }
 
+  const StepCost cost = step_cost(cfg, *trainer, bs, group, rate);
+  WallClock clock;                 // wall_clock_breakdown
+  comm::CommStats comms_printed;   // comms_logger: the collectives counted at the last print
+  const comm::CommStats comms_at_start = group.stats();
+  comms_printed = comms_at_start;
+  const double startup_s = seconds_since_process_start();
   const auto t0 = Clock::now();
   auto last = t0;
   int64_t last_step = first_step;
@@ -118,23 +128,36 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     const double dt = std::chrono::duration<double>(now - last).count();
     const double elapsed = std::chrono::duration<double>(now - t0).count();
     const double sps = double((step + 1 - last_step) * bs.train_batch_size) / std::max(dt, 1e-9);
+    const double step_ms = 1000 * dt / double(step + 1 - last_step);
     const double eta = elapsed / double(step + 1 - first_step) * double(total_steps - step - 1);
     last = now;
+    const int64_t printed_from = last_step;
     last_step = step + 1;
+    const WallClock times = clock;
+    clock.reset();
     if (!lead) return;
     char scale[48] = "";  // %g: a scale past int64 (2^63 and up) must not print as a wrapped integer
     if (const std::optional<double> s = trainer->loss_scale())
       std::snprintf(scale, sizeof scale, " | loss-scale %g", *s);
-    char rate[32];  // a billion-parameter step takes minutes: 0.01 samples/s must not print as 0
-    std::snprintf(rate, sizeof rate, sps < 10 ? "%.3g" : "%.0f", sps);
     std::fprintf(stderr,
-                 "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %s samples/s | ETA %s | %s\n",
+                 "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %s | ETA %s | %s\n",
                  (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg,
-                 lr, st.grad_norm, scale, rate, fmt_eta(eta).c_str(), trainer->memory_line().c_str());
+                 lr, st.grad_norm, scale, cost.line(sps, step_ms).c_str(), fmt_eta(eta).c_str(),
+                 trainer->memory_line().c_str());
     nlohmann::json rec = {{"step", step + 1},          {"epoch", double(step + 1) / double(steps_per_epoch)},
                           {"loss", loss_avg},          {"lr", lr},
                           {"grad_norm", st.grad_norm}, {"samples_per_s", sps},
                           {"elapsed_s", elapsed},      {"skipped_steps", skipped}};
+    rec.update(cost.fields(sps, step_ms));
+    if (cfg.wall_clock_breakdown) {
+      std::fprintf(stderr, "step %lld: wall_clock_breakdown: %s\n", (long long)(step + 1), times.line().c_str());
+      rec.update(times.fields());
+    }
+    if (cfg.monitor.comms_logger) rec["comms"] = comm_counts(group.stats(), comms_printed);
+    // flops_profiler: the print whose steps hold profile_step.
+    if (cfg.monitor.flops_profiler && printed_from < cfg.monitor.flops_profile_step &&
+        cfg.monitor.flops_profile_step <= step + 1)
+      std::fprintf(stderr, "step %lld: flops_profiler: %s\n", (long long)(step + 1), cost.profile(step_ms).c_str());
     rec.update(fields);
     on_lead([&] {
       run_dir->append_metrics(rec);
@@ -155,14 +178,23 @@ int run_train(const config::Config& cfg, comm::Group& group) {
           *trainer->task(), batches->order(at.epoch), bs, cfg.seed, at, workers, worker,
           [&](int64_t m) { return batches->take(at, m); },
           [&](const std::vector<Tensor>& in) {
+            const auto f0 = Clock::now();
             Tensor out = trainer->forward(in);
             fault.maybe_delay(rank, FaultPlan::forward);
+            clock.forward_s += std::chrono::duration<double>(Clock::now() - f0).count();
             return out;
           },
-          [&](const Tensor& l) { trainer->backward(l); });
+          [&](const Tensor& l) {
+            const auto b0 = Clock::now();
+            trainer->backward(l);
+            clock.backward_s += std::chrono::duration<double>(Clock::now() - b0).count();
+          });
     }
     fault.maybe_delay(rank, FaultPlan::optimizer_step);
+    const auto s0 = Clock::now();
     const zero::StepStats st = trainer->step(lr);
+    clock.step_s += std::chrono::duration<double>(Clock::now() - s0).count();
+    ++clock.steps;
     // A non-finite loss stops the run, except where fp16 loss scaling skipped the step for it.
     const bool bad_loss = !std::isfinite(step_loss) && !st.skipped;
     const Vote vote = agree(group, {stop_signal(), bad_loss ? rank : -1, on_lead.failed()},
@@ -219,8 +251,10 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                                     "; nothing from this run was saved as trained"),
                      ErrorKind::config, 1);
 
+  const auto eval_t0 = Clock::now();
   std::optional<EvalResult> final_eval =
       eval_at_end(cfg, [&](bool whole) { return trainer->evaluate(whole); }, on_lead, run_dir, total_steps);
+  const double eval_s = std::chrono::duration<double>(Clock::now() - eval_t0).count();
   on_lead([&] {
     if (final_eval) monitors->write("Eval/Samples", final_eval->metrics, total_steps * bs.train_batch_size);
     monitors->flush();
@@ -230,8 +264,21 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                             {"world_size", world},
                             {"skipped_steps", skipped},
                             {"weights_saved", cfg.run.save_weights},
-                            {"samples_per_s", double((total_steps - first_step) * bs.train_batch_size) / train_s}};
+                            {"samples_per_s", double((total_steps - first_step) * bs.train_batch_size) / train_s},
+                            {"startup_seconds", startup_s},
+                            {"final_eval_seconds", eval_s}};
+  summary.update(cost.summary(double((total_steps - first_step) * bs.train_batch_size) / train_s,
+                              1000 * train_s / double(std::max<int64_t>(1, total_steps - first_step))));
   summary.update(trainer->summary_fields());
+  if (lead && cfg.monitor.comms_logger) {
+    const comm::CommStats& all = group.stats();
+    comm::CommStats run = all;  // this run's, from step 1 on
+    for (size_t k = 0; k < comm::kNumColl; ++k) {
+      run.calls[k] -= comms_at_start.calls[k];
+      run.bytes[k] -= comms_at_start.bytes[k];
+    }
+    std::fprintf(stderr, "zerotrain: comms_logger: rank 0's collectives of the run: %s\n", comm_summary(run).c_str());
+  }
   // Consolidated weights in fp32, streamed: every rank takes part in the gathers (one unit at a
   // time at stage 3); ZT_FAULT step K+1 of a K-step run fires in the final save.
   finish_run(cfg, group, on_lead, run_dir,
@@ -241,6 +288,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
               std::move(final_eval),
               total_steps,
               train_s,
+              startup_s,
+              eval_s,
               [&] { fault.maybe_fire(rank, total_steps + 1); }});
   return 0;
 }

@@ -6,14 +6,20 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <filesystem>
 
 #include "memory_plan.h"
 #include "models/model_kind.h"
 #include "session.h"
+#include "step_cost.h"
 #include "zt/autograd/functions.h"
 #include "zt/core/affinity.h"
 #include "zt/core/allocator.h"
 #include "zt/core/parallel.h"
+#include "zt/core/sha256.h"
+#include "zt/core/atomic_file.h"
+#include "zt/core/splitmix.h"
 #include "zt/data/mnist.h"
 #include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
@@ -67,13 +73,7 @@ void check_finite(const std::string& name, const Tensor& t, int64_t steps) {
 }
 
 uint64_t dropout_stream_seed(uint64_t seed, int64_t step, int64_t micro) {
-  auto mix = [](uint64_t x) {  // splitmix64's finaliser
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-  };
-  return mix(seed ^ mix(uint64_t(step) ^ mix(uint64_t(micro))));
+  return splitmix64(seed ^ splitmix64(uint64_t(step) ^ splitmix64(uint64_t(micro))));
 }
 
 int64_t steps_for_epochs(double epochs, int64_t steps_per_epoch) {
@@ -182,7 +182,7 @@ RunLength run_length(const config::Config& cfg, const config::BatchSizes& bs, in
 std::shared_ptr<nn::Module> model_to_train(const config::Config& cfg, bool say) {
   auto model = build_model(cfg, /*deferred=*/cfg.model.init_from.empty());
   if (!cfg.model.init_from.empty()) {
-    const std::string what = load_weights(*model, cfg.model.init_from, /*allow_missing=*/true);
+    const std::string what = load_weights(cfg, *model, cfg.model.init_from, say);
     if (say) std::fprintf(stderr, "zerotrain: model.init_from: %s\n", what.c_str());
   }
   return model;
@@ -262,6 +262,33 @@ std::optional<EvalResult> eval_at_end(const config::Config& cfg, const std::func
   return r;
 }
 
+// The tokenizer prepare's manifest names (its files, sha256-checked) beside the weights, as a
+// Hugging Face folder keeps it, so generate and eval on the run folder find it there. A tokenizer
+// that moved or changed since prepare leaves the run folder without one, said in one line.
+void keep_tokenizer(const config::Config& cfg, RunDir& dir) {
+  if (cfg.data.dataset != "tokens") return;
+  std::ifstream in(cfg.data.dir + "/manifest.json");
+  const nlohmann::json m = in ? nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
+  if (!m.is_object() || !m.contains("tokenizer") || !m["tokenizer"].is_object()) return;
+  const nlohmann::json& files = m["tokenizer"].value("files", nlohmann::json());
+  if (!files.is_array()) return;
+  for (const nlohmann::json& f : files) {
+    const std::string path = f.is_object() ? f.value("path", "") : "", want = f.is_object() ? f.value("sha256", "") : "";
+    if (path.empty() || !std::filesystem::is_regular_file(path) || sha256_file(path) != want) {
+      std::fprintf(stderr, "zerotrain: the tokenizer file '%s' of %s/manifest.json is missing or changed since "
+                   "prepare; %s keeps no tokenizer\n", path.c_str(), cfg.data.dir.c_str(), dir.dir().c_str());
+      return;
+    }
+  }
+  for (const nlohmann::json& f : files) {
+    const std::string path = f["path"].get<std::string>();
+    std::ifstream src(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(src)), {});
+    write_file_atomic(dir.path(std::filesystem::path(path).filename().string()), bytes, ErrorKind::checkpoint,
+                      "[run]");
+  }
+}
+
 void finish_run(const config::Config& cfg, comm::Group& group, LeadWork& on_lead, std::unique_ptr<RunDir>& run_dir,
                 FinalOutputs out) {
   if (out.final_eval) out.summary.update(out.final_eval->metrics);
@@ -284,12 +311,18 @@ void finish_run(const config::Config& cfg, comm::Group& group, LeadWork& on_lead
   on_lead([&] { run_dir->finish_stage(*staged, out.summary); });
   stop_if_voted(agree(group, {stop_signal(), -1, on_lead.failed()}, "final save, outputs written"), on_lead,
                 "before saving", cfg.run.dir);
-  on_lead([&] { run_dir->commit(*staged, {{"event", "final"}, {"summary", out.summary}}); });
+  on_lead([&] {
+    keep_tokenizer(cfg, *run_dir);
+    run_dir->commit(*staged, {{"event", "final"}, {"summary", out.summary}});
+  });
   stop_if_voted(agree(group, {0, -1, on_lead.failed()}, "final save, outputs committed"), on_lead, "", cfg.run.dir,
                 false);
   if (on_lead.lead) {
     if (out.final_eval) std::printf("%s\n", out.final_eval->line.c_str());
-    std::fprintf(stderr, "zerotrain: trained %lld steps in %.1f s; %s in %s\n", (long long)out.steps, out.train_s,
+    std::fprintf(stderr,
+                 "zerotrain: trained %lld steps in %.1f s (start-up %.1f s, final evaluation %.1f s; the whole run "
+                 "%.1f s); %s in %s\n",
+                 (long long)out.steps, out.train_s, out.startup_s, out.eval_s, seconds_since_process_start(),
                  cfg.run.save_weights ? "weights and metrics" : "metrics (run.save_weights false)",
                  cfg.run.dir.c_str());
   }

@@ -158,6 +158,7 @@ struct FinalOutputs {
   std::optional<EvalResult> final_eval;
   int64_t steps = 0;
   double train_s = 0;
+  double startup_s = 0, eval_s = 0;  // the end line counts them apart (Note [step cost])
   std::function<void()> before_stage;
 };
 void finish_run(const config::Config& cfg, comm::Group& group, LeadWork& on_lead, std::unique_ptr<RunDir>& run_dir,

@@ -235,6 +235,21 @@ double Group::all_reduce_scalar(double v, const CollOptions& opts) {
   return double(*on_device.to(Device::cpu()).data<float>());
 }
 
+double Group::all_reduce_double(double v, const CollOptions& opts) {
+  Tensor mine = Tensor::empty({1}, DType::i64, MemTag::comm);
+  std::memcpy(mine.raw_data(), &v, sizeof v);
+  Tensor on_device = mine.to(device()), all = Tensor::empty({size()}, DType::i64, MemTag::comm, device());
+  all_gather(on_device, all, opts);
+  const Tensor host = all.to(Device::cpu());
+  double sum = 0;
+  for (int r = 0; r < size(); ++r) {
+    double x = 0;
+    std::memcpy(&x, static_cast<const char*>(host.raw_data()) + sizeof x * size_t(r), sizeof x);
+    sum += x;
+  }
+  return sum;
+}
+
 void agree_on_error(Group& g, const std::string& error, const std::string& label, ErrorKind kind) {
   const int n = g.size();
   CollOptions o(ReduceOp::max, label);

@@ -326,8 +326,9 @@ void parse_model(const Section& s, ModelConfig& m) {
     s.read_choice("type", m.type, types);
   }
   s.read_path("init_from", m.init_from, /*allow_empty=*/true);  // "" = none
+  s.read_bool("init_strict", m.init_strict);
   const Family* f = family_of(m.type);
-  std::vector<std::string> known = {"type", "init_from"};
+  std::vector<std::string> known = {"type", "init_from", "init_strict"};
   if (f) known.insert(known.end(), f->family.keys.begin(), f->family.keys.end());
   // A key of another family is named as such, not matched to the nearest key of this one.
   for (const Family& other : families()) {
@@ -340,6 +341,45 @@ void parse_model(const Section& s, ModelConfig& m) {
   s.allow(known, "model.type " + m.type);
   if (f) m.keys = f->family.parse(s);
 }
+
+// Note [HF config]: a model section without `type` whose weights are a Hugging Face folder (the
+// command's --weights, else model.init_from) takes the family that reads the folder's
+// `architectures` and that family's keys from its config.json; the section's own keys override
+// them. The resolved section replaces the given one in `raw` too, so a run's saved config stands
+// alone (export --format hf reads it back from a checkpoint).
+std::string resolve_hf_model(nlohmann::json& resolved, nlohmann::json& raw, const std::string& weights,
+                             const std::string& source) {
+  nlohmann::json given = resolved.contains("model") ? resolved["model"] : nlohmann::json::object();
+  if (!given.is_object() || given.contains("type")) return "";
+  std::string folder = weights;
+  nlohmann::json hf = detail::read_hf_config(folder);
+  if (hf.is_null() && given.contains("init_from") && given["init_from"].is_string()) {
+    folder = given["init_from"].get<std::string>();
+    hf = detail::read_hf_config(folder);
+  }
+  if (hf.is_null()) return "";
+  const std::string file = folder + "/config.json";
+  std::vector<std::string> archs, known;
+  if (hf.contains("architectures") && hf["architectures"].is_array())
+    for (const auto& a : hf["architectures"])
+      if (a.is_string()) archs.push_back(a.get<std::string>());
+  for (const Family& f : families())
+    for (const std::string& a : f.family.hf_architectures) {
+      known.push_back(a);
+      if (f.family.from_hf && std::find(archs.begin(), archs.end(), a) != archs.end()) {
+        nlohmann::json keys = f.family.from_hf(hf, file);
+        for (const auto& [k, v] : given.items()) keys[k] = v;  // the config's keys win
+        keys["type"] = f.type;
+        resolved["model"] = keys;
+        raw["model"] = keys;
+        return "model.type " + f.type + " and its keys from " + file + " (" + a + ")";
+      }
+    }
+  ZT_THROW_AS(ErrorKind::config, "[config] ", source, ": model.type is not set and ", file, " has architectures ",
+              detail::short_dump(hf.value("architectures", nlohmann::json())), ", none of which this build reads (",
+              detail::join(known), "); set model.type and its keys");
+}
+
 }  // namespace
 
 const std::vector<std::string>& model_types() { return type_names(); }
@@ -364,13 +404,16 @@ ImageShape dataset_image_shape(const std::string& dataset) {
   return dataset == "cifar10" ? ImageShape{3, 32} : ImageShape{1, 28};
 }
 
-Config parse(const nlohmann::json& j, const std::string& source) {
+Config parse(const nlohmann::json& j, const std::string& source, const std::string& weights) {
   // Before anything copies or prints j (Note [hostile JSON]).
   const std::string deep = detail::deep_key(j, kMaxJsonDepth);
   ZT_CHECK_AS(ErrorKind::config, deep.empty(), "[config] ", source, ": '", deep, "' nests deeper than ", kMaxJsonDepth,
               " levels of lists and objects (the limit)");
   Config c;
   nlohmann::json resolved = j;  // "auto" values resolved (Note [auto values]); raw keeps them
+  nlohmann::json raw = j;
+  if (j.is_object())
+    if (std::string note = resolve_hf_model(resolved, raw, weights, source); !note.empty()) c.notes.push_back(note);
   std::vector<std::string> sized;
   detail::resolve_autos(resolved, c.notes, c.auto_batch_keys, sized);
   Section top(resolved, "", source);
@@ -479,13 +522,18 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   top.read_section("csv_monitor", [&](const Section& s) { parse_monitor(s, c.monitor.csv_monitor); });
   for (auto [key, on] : {std::pair{"wandb", &c.monitor.wandb}, std::pair{"comms_logger", &c.monitor.comms_logger},
                          std::pair{"flops_profiler", &c.monitor.flops_profiler}})
-    top.read_section(key, [&](const Section& s) { s.read_bool("enabled", *on); });  // their other keys: ignored
+    top.read_section(key, [&](const Section& s) {  // their other keys (wandb's project, ...) change nothing here
+      const std::string k = key;
+      s.allow(k == "wandb"          ? std::vector<std::string>{"enabled", "group", "team", "project"}
+              : k == "comms_logger" ? std::vector<std::string>{"enabled", "verbose", "prof_all", "debug", "prof_ops"}
+                                    : std::vector<std::string>{"enabled", "recompute_fwd_factor", "profile_step",
+                                                               "module_depth", "top_modules", "detailed", "output_file"});
+      s.read_bool("enabled", *on);
+      if (std::string(key) == "flops_profiler") s.read_int("profile_step", c.monitor.flops_profile_step, 1);
+    });
   if (c.monitor.wandb)
     c.notes.push_back("wandb is not available here: the same scalars go to " + c.run.dir +
                       "/metrics.jsonl, and to TensorBoard or CSV files with 'tensorboard' or 'csv_monitor' enabled");
-  for (auto [key, on] : {std::pair{"comms_logger", c.monitor.comms_logger},
-                         std::pair{"flops_profiler", c.monitor.flops_profiler}})
-    if (on) c.notes.push_back(std::string(key) + " is accepted and writes nothing yet");
   // The bucket sizes DeepSpeed's "auto" scales with the model's width (Note [auto values]).
   const int64_t hidden = c.model.keys ? c.model.keys->hidden_size() : 0;
   for (const std::string& key : sized) {
@@ -511,7 +559,7 @@ Config parse(const nlohmann::json& j, const std::string& source) {
   if (!inert.empty()) c.notes.push_back("accepted, with no effect here: " + detail::join(inert));
   if (const Family* f = family_of(c.model.type); f && f->family.check) f->family.check(c, source);
   check_strategy(c, source);
-  c.raw = j;
+  c.raw = raw;
   return c;
 }
 

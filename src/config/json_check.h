@@ -34,4 +34,8 @@ std::string deep_key(const json& j, int limit);
 bool as_int64(const json& v, int64_t& out);
 std::string join(const std::vector<std::string>& items, const char* sep = ", ");
 
+// `dir`/config.json when `dir` is a folder holding one (a Hugging Face model folder), parsed as
+// config files are (depth, duplicate keys; a JSON object); null otherwise. load.cpp.
+json read_hf_config(const std::string& dir);
+
 }  // namespace zt::config::detail

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -57,6 +58,26 @@ nlohmann::json parse_json(const std::string& text, const std::string& what, cons
 
 }  // namespace
 
+nlohmann::json detail::read_hf_config(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path file = std::filesystem::path(dir) / "config.json";
+  if (dir.empty() || !std::filesystem::is_directory(dir, ec) || !std::filesystem::is_regular_file(file, ec))
+    return nullptr;
+  const uintmax_t bytes = std::filesystem::file_size(file, ec);
+  ZT_CHECK_AS(ErrorKind::config, !ec && bytes <= (16u << 20), "[config] ", file.string(),
+              ": not a Hugging Face config.json (more than 16 MiB, or unreadable)");
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  ZT_CHECK_AS(ErrorKind::config, text.find('\0') == std::string::npos &&
+                                     json_depth_exceeded_at(text, kMaxJsonDepth) == std::string::npos,
+              "[config] ", file.string(), ": not JSON text (a NUL byte, or nesting past ", kMaxJsonDepth, " levels)");
+  nlohmann::json j = parse_json(text, file.string(), "", false);
+  ZT_CHECK_AS(ErrorKind::config, j.is_object(), "[config] ", file.string(), ": not a JSON object");
+  return j;
+}
+
 void apply_overrides(nlohmann::json& j, const std::vector<std::string>& overrides) {
   ZT_CHECK_AS(ErrorKind::config, j.is_object(), "[config] overrides need a JSON object at the top level, got ",
               detail::short_dump(j));
@@ -94,16 +115,17 @@ void apply_overrides(nlohmann::json& j, const std::vector<std::string>& override
   }
 }
 
-Config load(const std::string& path, const std::vector<std::string>& overrides) {
+Config load(const std::string& path, const std::vector<std::string>& overrides, const std::string& weights) {
   std::ifstream in(path, std::ios::binary);
   ZT_CHECK_AS(ErrorKind::config, in.good(), "[config] ", path, ": cannot open config file (", std::strerror(errno),
               ")");
   std::stringstream buf;
   buf << in.rdbuf();
-  return load_text(buf.str(), path, overrides);
+  return load_text(buf.str(), path, overrides, weights);
 }
 
-Config load_text(const std::string& text, const std::string& path, const std::vector<std::string>& overrides) {
+Config load_text(const std::string& text, const std::string& path, const std::vector<std::string>& overrides,
+                 const std::string& weights) {
   // nlohmann stops reading at a NUL byte, so whatever follows one would go unread.
   const size_t nul = text.find('\0');
   ZT_CHECK_AS(ErrorKind::config, nul == std::string::npos, "[config] ", path, ": a NUL byte at byte offset ", nul, " (",
@@ -129,7 +151,7 @@ Config load_text(const std::string& text, const std::string& path, const std::ve
   ZT_CHECK_AS(ErrorKind::config, j.is_object(), "[config] ", path, ": the top level must be a JSON object, got ",
               detail::short_dump(j));
   apply_overrides(j, overrides);
-  return parse(j, overrides.empty() ? path : path + " (with overrides)");
+  return parse(j, overrides.empty() ? path : path + " (with overrides)", weights);
 }
 
 BatchSizes resolve_batch(const Config& c, int world_size) {

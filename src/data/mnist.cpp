@@ -12,18 +12,12 @@
 #include "zt/core/allocator.h"
 #include "zt/core/parallel.h"
 #include "zt/core/random.h"
+#include "zt/core/splitmix.h"
 
 namespace zt::data {
 namespace {
 
 constexpr int64_t kNumClasses = 10;  // MNIST and Fashion-MNIST both have 10 classes
-
-// splitmix64 finaliser: nearby (seed, epoch) pairs give unrelated generator seeds.
-uint64_t mix64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -83,7 +77,7 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool s
     std::iota(order.begin(), order.end(), int64_t(0));
     return order;
   }
-  Generator gen(mix64(seed ^ (uint64_t(epoch) * 0x9E3779B97F4A7C15ull)));
+  Generator gen(mix64(seed ^ (uint64_t(epoch) * kSplitmixGolden)));  // unrelated seeds for nearby epochs
   return gen.permutation(n);
 }
 

@@ -11,12 +11,12 @@ namespace zt::data {
 
 namespace {
 
-// Bigram counts by key a << 16 | b: open addressing with linear probing (a count of 0 marks an
+// Bigram counts by key a << 32 | b: open addressing with linear probing (a count of 0 marks an
 // empty slot), several times faster than std::unordered_map at millions of distinct pairs.
 class PairCounts {
  public:
   explicit PairCounts(size_t expected) { rehash(std::bit_ceil(std::max<size_t>(64, 2 * expected))); }
-  void add(uint32_t key) {
+  void add(uint64_t key) {
     size_t i = slot(key);
     if (counts_[i] == 0) {
       keys_[i] = key;
@@ -28,16 +28,16 @@ class PairCounts {
     }
     ++counts_[i];
   }
-  int64_t get(uint32_t key) const { return counts_[slot(key)]; }
+  int64_t get(uint64_t key) const { return counts_[slot(key)]; }
 
  private:
-  size_t slot(uint32_t key) const {  // key's slot, or the empty one where it would go
-    size_t i = size_t((uint64_t(key) * 0x9E3779B97F4A7C15ull) >> shift_);
+  size_t slot(uint64_t key) const {  // key's slot, or the empty one where it would go
+    size_t i = size_t((key * 0x9E3779B97F4A7C15ull) >> shift_);
     while (counts_[i] != 0 && keys_[i] != key) i = (i + 1) & (keys_.size() - 1);
     return i;
   }
   void rehash(size_t capacity) {
-    std::vector<uint32_t> keys(capacity);
+    std::vector<uint64_t> keys(capacity);
     std::vector<int64_t> counts(capacity);
     keys.swap(keys_);
     counts.swap(counts_);
@@ -49,7 +49,7 @@ class PairCounts {
       counts_[i] = counts[j];
     }
   }
-  std::vector<uint32_t> keys_;
+  std::vector<uint64_t> keys_;
   std::vector<int64_t> counts_;
   size_t size_ = 0;
   int shift_ = 0;
@@ -84,7 +84,7 @@ class Counts {
   }
 
  private:
-  static uint32_t key(uint32_t a, uint32_t b) { return a << 16 | b; }  // both < 65536
+  static uint64_t key(uint32_t a, uint32_t b) { return uint64_t(a) << 32 | b; }
   std::vector<int64_t> uni_, ctx_;
   PairCounts pairs_;
   int64_t n_ = 0, V_;
@@ -138,8 +138,7 @@ NgramBaseline ngram_baseline(const std::vector<uint16_t>& train, const std::vect
 }
 
 NgramBaseline ngram_baseline(const TokenStream& train, const TokenStream& val, int64_t V, const NgramOptions& opt) {
-  ZT_CHECK(V >= 1 && V <= 65536,
-           "[ngram] the vocabulary size must be in [1, 65536] (a bigram key packs two 16-bit ids), got ", V);
+  ZT_CHECK(V >= 1 && V <= kMaxNgramVocab, "[ngram] the vocabulary size must be in [1, ", kMaxNgramVocab, "], got ", V);
   ZT_CHECK(opt.add_k > 0 && std::isfinite(opt.add_k), "[ngram] add_k must be > 0, got ", opt.add_k);
   ZT_CHECK(opt.heldout_fraction > 0 && opt.heldout_fraction < 1, "[ngram] heldout_fraction must be in (0, 1), got ",
            opt.heldout_fraction);

@@ -4,6 +4,7 @@
 #include "zt/autograd/functions.h"
 #include "zt/autograd/layers.h"
 #include "zt/nn/transformer.h"
+#include "zt/core/splitmix.h"
 
 namespace zt::nn {
 
@@ -21,19 +22,13 @@ namespace {
 thread_local uint64_t t_dropout_base = 0, t_dropout_pos = 0;
 thread_local bool t_recomputing = false;
 
-uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 }  // namespace
 
 void set_dropout_stream(uint64_t base) {
   t_dropout_base = base;
   t_dropout_pos = 0;
 }
-uint64_t next_dropout_seed() { return mix64(t_dropout_base ^ mix64(t_dropout_pos++)); }
+uint64_t next_dropout_seed() { return splitmix64(t_dropout_base ^ splitmix64(t_dropout_pos++)); }
 uint64_t dropout_stream_position() { return t_dropout_pos; }
 void set_dropout_stream_position(uint64_t pos) { t_dropout_pos = pos; }
 

@@ -18,6 +18,11 @@
 
 namespace zt::zero {
 
+void StepStats::set_norm(double sumsq, double max_norm) {
+  grad_norm = std::sqrt(sumsq) / loss_scale;
+  if (max_norm > 0) clip_coef = optim::clip_coefficient(grad_norm, max_norm);
+}
+
 void check_engine_options(const EngineOptions& o) {
   ZT_CHECK_AS(ErrorKind::config, o.gradient_accumulation_steps >= 1,
               "[zero] gradient_accumulation_steps must be >= 1, got ", o.gradient_accumulation_steps);
@@ -229,10 +234,9 @@ StepStats Engine::step(double lr) {
   if (pol.shard_optimizer()) {  // each rank holds one shard of the gradient
     comm::CollOptions o;
     o.label = label("gradient norm");
-    sumsq = group_->all_reduce_scalar(sumsq, o);
+    sumsq = group_->all_reduce_double(sumsq, o);
   }
-  st.grad_norm = std::sqrt(sumsq) / st.loss_scale;
-  if (opts_.gradient_clipping > 0) st.clip_coef = optim::clip_coefficient(st.grad_norm, opts_.gradient_clipping);
+  st.set_norm(sumsq, opts_.gradient_clipping);
   last_scaled_ = st.clip_coef != 1.0;
   // Unscaling and clipping folded into the update (one pass over the gradients).
   const float grad_scale = st.loss_scale == 1.0 ? float(st.clip_coef) : float(st.clip_coef / st.loss_scale);

@@ -190,9 +190,7 @@ StepStats ParamServer::worker_step() {
     }
   }
   StepStats st;
-  const double sumsq = group_->all_reduce_scalar(0.0, label("gradient norm"));
-  st.grad_norm = std::sqrt(sumsq);
-  if (opts_.gradient_clipping > 0) st.clip_coef = optim::clip_coefficient(st.grad_norm, opts_.gradient_clipping);
+  st.set_norm(group_->all_reduce_double(0.0, label("gradient norm")), opts_.gradient_clipping);
   for (size_t b = 0; b < plan_.buffers.size(); ++b)
     for (int s = 0; s < servers_; ++s) {
       const Range r = plan_.optim_range(b, s);
@@ -240,8 +238,7 @@ StepStats ParamServer::server_step(double lr) {
     if (W > 1) ops::scale_(sum, float(1.0 / double(W)));
     sumsq += ops::sum_of_squares(sum);
   }
-  st.grad_norm = std::sqrt(group_->all_reduce_scalar(sumsq, label("gradient norm")));
-  if (opts_.gradient_clipping > 0) st.clip_coef = optim::clip_coefficient(st.grad_norm, opts_.gradient_clipping);
+  st.set_norm(group_->all_reduce_double(sumsq, label("gradient norm")), opts_.gradient_clipping);
   std::vector<comm::WorkPtr> out;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     optim_->update(b, param_bufs_[b], grad_bufs_[b], float(lr), float(st.clip_coef));

@@ -208,3 +208,25 @@ TEST(CommMpiOps, SequenceNumbersIncreaseInLaunchOrderAndAgreeAcrossRanks) {
 
 }  // namespace
 }  // namespace zt::comm
+
+namespace zt::comm {
+namespace {
+
+// A gradient norm's squares summed in double, the same bits on every rank: values f32 cannot
+// hold (1 + 2^-40) or add without rounding, past f32's range (1e300), and their sum in rank order.
+TEST(CommMpiOps, AllReduceDoubleIsTheRankOrderSumInDoubleOnEveryRank) {
+  GroupPtr g = world();
+  const int r = g->rank(), n = g->size();
+  const auto value = [](int k) { return (1.0 + std::ldexp(1.0, -40)) * double(k + 1) + 1e300 * (k == 1); };
+  double want = 0;
+  for (int k = 0; k < n; ++k) want += value(k);
+  const double got = g->all_reduce_double(value(r), {ReduceOp::sum, "sum of squares"});
+  EXPECT_EQ(got, want);
+  // Every rank holds the same bits.
+  Tensor t = Tensor::from_vector({float(got == want)}, {1});
+  g->all_reduce(t, ReduceOp::sum);
+  EXPECT_EQ(t.to_vector()[0], float(n));
+}
+
+}  // namespace
+}  // namespace zt::comm

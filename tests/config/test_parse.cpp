@@ -407,11 +407,11 @@ TEST(ConfigParse, LlamaKeys) {
 TEST(ConfigParse, AFamilyTakesItsOwnKeysOnly) {
   EXPECT_THAT(error_of({{"model", {{"type", "gpt"}, {"n_kv_head", 2}}}}),
               HasSubstr("'model.n_kv_head' is a key of model.type llama, not of model.type gpt (its keys: type, "
-                        "init_from, vocab_size, block_size, n_layer, n_head, n_embd, dropout)"));
+                        "init_from, init_strict, vocab_size, block_size, n_layer, n_head, n_embd, dropout)"));
   EXPECT_THAT(error_of({{"model", {{"hidden", {8}}, {"n_layer", 2}}}}),
               HasSubstr("'model.n_layer' is a key of model.type gpt, not of model.type mlp"));
   EXPECT_THAT(error_of({{"model", {{"type", "cnn"}, {"zzz", 1}}}}),
-              HasSubstr("unknown key 'model.zzz' (allowed in 'model' for model.type cnn: type, init_from, channels"));
+              HasSubstr("unknown key 'model.zzz' (allowed in 'model' for model.type cnn: type, init_from, init_strict, channels"));
   // The keys of a type come with it: defaults where the section is absent.
   EXPECT_EQ(parse(json::object()).model.as<apps::MlpKeys>().input_dim, 784);
   EXPECT_THROW(parse(json::object()).model.as<apps::CnnKeys>(), Error);

@@ -172,7 +172,7 @@ TEST(Ngram, BadInputIsAnErrorSayingWhatAndWhere) {
   EXPECT_NE(error_of({0}, {0}, 3).find("1 train tokens: at least 2"), std::string::npos);
   EXPECT_NE(error_of({0, 1}, {}, 3).find("no validation tokens"), std::string::npos);
   EXPECT_NE(error_of({0, 1}, {0}, 0).find("vocabulary size"), std::string::npos);
-  EXPECT_NE(error_of({0, 1}, {0}, 65537).find("vocabulary size"), std::string::npos);
+  EXPECT_NE(error_of({0, 1}, {0}, kMaxNgramVocab + 1).find("vocabulary size"), std::string::npos);
   NgramOptions o;
   o.add_k = 0;
   EXPECT_NE(error_of({0, 1}, {0}, 3, o).find("add_k"), std::string::npos);

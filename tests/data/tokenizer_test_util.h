@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../common/shell_word.h"
+#include "zt/core/splitmix.h"
 
 namespace zt::data::tok_test {
 
@@ -61,12 +62,7 @@ inline std::vector<std::vector<int32_t>> reference_ids(const std::string& progra
 class Rng {
  public:
   explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return mix64(s_ += kSplitmixGolden); }
   size_t below(size_t n) { return size_t(next() % n); }
   template <typename T>
   const T& pick(const std::vector<T>& v) {

@@ -89,6 +89,42 @@ TEST_P(DeepSpeedConfigs, TrainFiveStepsUnchangedWithEveryAutoSaidAndEveryScalarI
 INSTANTIATE_TEST_SUITE_P(HfAndAccelerate, DeepSpeedConfigs,
                          ::testing::Values("hf_ds_config_zero2", "hf_ds_config_zero3", "accelerate_zero_stage3_config"));
 
+// wall_clock_breakdown, comms_logger and flops_profiler: each says what DeepSpeed's does, on its
+// line and in the metrics records; the step cost (tokens/s, ms per step, MFU) is on every print.
+TEST(DeepSpeedConfigsAlone, WallClockCommsLoggerAndFlopsProfilerSayWhatAStepCosts) {
+  const std::string dir = tmpdir("ds_profilers");
+  write_random_tokens(dir + "/tok", 20000, 4000);
+  const Result r = run(kMpi + "2 " + kBin +
+                           " train --config configs/gpt_sotu.json model.n_layer=1 model.n_embd=32 model.n_head=2"
+                           " model.block_size=32 train_batch_size=8 train_micro_batch_size_per_gpu=4 run.max_steps=4"
+                           " steps_per_print=2 data.eval_batches=2 zero_optimization.stage=2 wall_clock_breakdown=true"
+                           " comms_logger.enabled=true flops_profiler.enabled=true flops_profiler.profile_step=3"
+                           " data.dir=" + dir + "/tok run.dir=" + dir + "/run",
+                       300);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(count_of(r.out, "wall_clock_breakdown: forward "), 2) << r.out;
+  EXPECT_EQ(count_of(r.out, "step 4: flops_profiler: "), 1) << r.out;  // the print holding step 3
+  EXPECT_NE(r.out.find("zerotrain: comms_logger: rank 0's collectives of the run: "), std::string::npos) << r.out;
+  EXPECT_EQ(count_of(r.out, " tokens/s | "), 2) << r.out;
+  EXPECT_NE(r.out.find("start-up "), std::string::npos) << r.out;
+  int steps = 0;
+  for (const nlohmann::json& rec : read_jsonl(dir + "/run/metrics.jsonl")) {
+    if (!rec.contains("loss")) continue;
+    ++steps;
+    EXPECT_GT(rec["forward_ms"].get<double>(), 0) << rec.dump();
+    EXPECT_GT(rec["mfu"].get<double>(), 0) << rec.dump();
+    EXPECT_GT(rec["tokens_per_s"].get<double>(), 0) << rec.dump();
+    EXPECT_GT(rec["comms"]["reduce_scatter"]["calls"].get<int64_t>(), 0) << rec.dump();  // stage 2 reduce-scatters
+  }
+  EXPECT_EQ(steps, 2);
+  const nlohmann::json s = read_json(dir + "/run/summary.json");
+  // 6 N + 12 n_layer n_embd T per token (T = 32), 8 sequences of 32 tokens a step.
+  const double n = s["parameters"].get<double>();
+  EXPECT_EQ(s["flops_per_step"].get<double>(), 8.0 * 32 * (6 * n + 12.0 * 1 * 32 * 32));
+  EXPECT_GT(s["final_eval_seconds"].get<double>(), 0);
+  fs::remove_all(dir);
+}
+
 // Note [model registry]: a config without a model section no longer trains the MNIST MLP.
 TEST(DeepSpeedConfigsAlone, WithoutAModelSectionAreOneLineNamingTheModelTypes) {
   const std::string file = std::string(ZT_SOURCE_DIR) + "/tests/e2e/deepspeed/hf_ds_config_zero2.json";

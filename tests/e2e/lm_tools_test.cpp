@@ -204,7 +204,7 @@ TEST(Baseline, ErrorsAreOneLineNamingTheProblem) {
   EXPECT_NE(r.out.find("validation token 7 at position 1 is not below the vocabulary size 5"), std::string::npos)
       << r.out;
   EXPECT_FALSE(fs::exists(dir + "/baseline.json"));
-  for (const char* bad : {" --vocab 0", " --vocab 65537", " --vocab x", ""}) {
+  for (const char* bad : {" --vocab 0", " --vocab 16777217", " --vocab x", ""}) {
     r = run(kBin + " baseline" + (std::string(bad).empty() ? "" : " --data " + dir + bad));
     EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
     EXPECT_EQ(count_lines(r.out), 1) << r.out;

@@ -185,3 +185,31 @@ TEST(ModelsE2e, LlamaTrainsCheckpointsResumesGeneratesAndRefusesBadSettings) {
     EXPECT_EQ(r.out.find("step 1/"), std::string::npos) << args << ": " << r.out;
   }
 }
+
+// Llama 3's 128,256-token vocabulary end to end: prepare writes uint32 (version 2) shards with its
+// tokenizer.json, a Llama trains on them at N = 2, stage 3, eval gives the run's final loss, and
+// the n-gram baselines take the vocabulary too.
+TEST(ModelsE2e, LlamaThreesVocabularyTrainsOnUint32Shards) {
+  if (!have("data/llama3/tokenizer.json") || !have("data/moby-dick/data.txt"))
+    GTEST_SKIP() << "no Llama 3 tokenizer or Moby-Dick in data/ (scripts/setup.sh fetches them)";
+  const std::string dir = tmpdir("models_llama3_vocab");
+  Result p = run(kBin + " prepare --tokenizer llama3 --sources moby-dick --out " + dir + "/tok", 120);
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_NE(p.out.find("version 2 (uint32 tokens)"), std::string::npos) << p.out;
+  const std::string cfg =
+      " --config configs/llama_sotu.json model.vocab_size=128256 model.n_layer=1 model.n_embd=32 model.n_head=2"
+      " model.n_kv_head=1 model.intermediate_size=64 model.block_size=64 train_batch_size=8"
+      " train_micro_batch_size_per_gpu=4 data.eval_batches=4 data.dir=" +
+      dir + "/tok run.dir=" + dir + "/run";
+  Result t = run(kMpi + "2 " + kBin + " train" + cfg + " zero_optimization.stage=3 run.max_steps=6", 300);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("interpolated bigram"), std::string::npos) << t.out;  // the baselines past 65,536 ids
+  const auto line = [](const std::string& out) { return out.substr(out.find("validation loss:"), 40); };
+  Result ev = run(kBin + " eval" + cfg, 120);
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  EXPECT_EQ(line(ev.out), line(t.out));
+  Result b = run(kBin + " baseline --vocab 128256 --data " + dir + "/tok", 120);
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_EQ(read_json(dir + "/tok/baseline.json")["vocab_size"].get<int64_t>(), 128256);
+  fs::remove_all(dir);
+}

@@ -122,8 +122,9 @@ TEST_P(Stage, CommunicationPerStepIsTwoOrThreePsi) {
       train_step(engine, s, d, step);
       engine.step(1e-2);
       const uint64_t elems = uint64_t(engine.padded_params()) * (s.stage == 3 ? 3 : 2);
-      // Scalars are f32 all-reduces of 2·4 bytes: the squared norm (sharded stages), fp16's overflow flag.
-      const uint64_t scalars = 8 * ((s.stage >= 1 ? 1 : 0) + (s.dtype == DType::f16 ? 1 : 0));
+      // Scalars: the squared norm's doubles all-gathered (8N bytes, sharded stages), fp16's overflow
+      // flag an f32 all-reduce of 2·4 bytes.
+      const uint64_t scalars = (s.stage >= 1 ? 8 * uint64_t(N) : 0) + (s.dtype == DType::f16 ? 8 : 0);
       const uint64_t want = elems * dtype_size(s.dtype) + scalars;
       if (s.stage == 3 && reuse > 0 && step > 0) {
         EXPECT_LT(g_world->stats().total_bytes(), want) << "step " << step;
@@ -217,8 +218,8 @@ TEST(F32Compute, EveryStageMatchesOneProcessWithTheWidenedCopiesCounted) {
           int64_t(m.of(MemTag::param) + m.of(MemTag::grad) + m.of(MemTag::master) + m.of(MemTag::optim));
       EXPECT_EQ(total, formula + 4 * (stage == 3 ? kept : P));
       EXPECT_EQ(int64_t(m.of(MemTag::param)), engine.expected_memory().param);
-      if (stage < 3) {  // 2Ψ values a step, each in 2 bytes, and the norm's (and fp16's overflow) scalars
-        const uint64_t scalars = 8 * ((stage >= 1 ? 1 : 0) + (dt == DType::f16 ? 1 : 0)) * 2;
+      if (stage < 3) {  // 2Ψ values a step, each in 2 bytes, the norm's doubles (all-gathered: 8N bytes) and fp16's overflow scalar
+        const uint64_t scalars = 2 * ((stage >= 1 ? 8 * uint64_t(N) : 0) + (dt == DType::f16 ? 8 : 0));
         EXPECT_EQ(g_world->stats().total_bytes(), 2 * (uint64_t(P) * 2 * 2) + scalars);
       }
       engine.for_each_full_param([&](const std::string& name, const Tensor& p) { EXPECT_EQ(p.dtype(), dt) << name; });

@@ -30,11 +30,89 @@ std::shared_ptr<const config::ModelKeys> parse(const config::Section& s) {
   return k;
 }
 
+// BertForMaskedLM's and BertForSequenceClassification's config.json as our keys.
+nlohmann::json from_hf(const nlohmann::json& hf, const std::string& file) {
+  const HfFields f{hf, file};
+  bool classify = false;
+  for (const auto& a : hf.value("architectures", nlohmann::json::array()))
+    classify = classify || a == "BertForSequenceClassification";
+  const int64_t n_embd = f.integer("hidden_size");
+  if (f.integer("intermediate_size", 4 * n_embd) != 4 * n_embd)
+    f.refuse("intermediate_size", "is not 4 * hidden_size; model.type bert's MLP is 4 * hidden_size wide");
+  // zerotrain's GELU is the tanh form: exact for gelu_new, within about 1e-3 of gelu's erf.
+  const std::string act = f.text("hidden_act", "gelu");
+  if (act != "gelu" && act != "gelu_new" && act != "gelu_pytorch_tanh")
+    f.refuse("hidden_act", "is '" + act + "'; model.type bert computes GELU");
+  if (f.number("layer_norm_eps", 1e-12) != 1e-12)
+    f.refuse("layer_norm_eps", "is not 1e-12; model.type bert's layer norms use 1e-12");
+  if (f.text("position_embedding_type", "absolute") != "absolute")
+    f.refuse("position_embedding_type", "is not absolute; model.type bert learns absolute positions");
+  nlohmann::json k = {{"n_embd", n_embd},
+                      {"n_layer", f.integer("num_hidden_layers")},
+                      {"n_head", f.integer("num_attention_heads")},
+                      {"block_size", f.integer("max_position_embeddings", 512)},
+                      {"type_vocab_size", f.integer("type_vocab_size", 2)},
+                      {"vocab_size", f.integer("vocab_size")},
+                      {"head", classify ? "classify" : "mlm"}};
+  if (classify)
+    k["num_classes"] = f.integer("num_labels", hf.contains("id2label") && hf["id2label"].is_object()
+                                                   ? int64_t(hf["id2label"].size())
+                                                   : 2);
+  return k;
+}
+
+// query/key/value are rows of attention.self.qkv; the MLM decoder is tied to the word embedding.
+ckpt::HfMapping hf_mapping(const config::Config&, const ParamShapes& params, const std::vector<std::string>&) {
+  ckpt::HfMapping m;
+  const std::string qkv = ".attention.self.qkv.";
+  for (const auto& [name, shape] : params) {
+    const size_t at = name.find(qkv);
+    if (at == std::string::npos) {
+      m.params.push_back(ckpt::hf_same(name, shape));
+      continue;
+    }
+    const std::string base = name.substr(0, at) + ".attention.self.", leaf = name.substr(at + qkv.size());
+    const int64_t c = shape[0] / 3;
+    m.params.push_back(
+        ckpt::hf_rows(name, shape, {{base + "query." + leaf, c}, {base + "key." + leaf, c}, {base + "value." + leaf, c}}));
+  }
+  m.tied = {{"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
+            {"cls.predictions.decoder.bias", "cls.predictions.bias"}};
+  m.buffers = {"bert.embeddings.position_ids"};
+  return m;
+}
+
+nlohmann::json hf_config(const config::Config& c) {
+  const BertKeys& k = c.model.as<BertKeys>();
+  const bool classify = k.head == "classify";
+  nlohmann::json j = {{"architectures", {classify ? "BertForSequenceClassification" : "BertForMaskedLM"}},
+                      {"model_type", "bert"},
+                      {"vocab_size", k.vocab_size},
+                      {"hidden_size", k.n_embd},
+                      {"num_hidden_layers", k.n_layer},
+                      {"num_attention_heads", k.n_head},
+                      {"intermediate_size", 4 * k.n_embd},
+                      {"hidden_act", "gelu_new"},  // what zerotrain computes (tanh form)
+                      {"hidden_dropout_prob", k.dropout},
+                      {"attention_probs_dropout_prob", k.dropout},
+                      {"max_position_embeddings", k.block_size},
+                      {"type_vocab_size", k.type_vocab_size},
+                      {"initializer_range", 0.02},
+                      {"layer_norm_eps", 1e-12},
+                      {"position_embedding_type", "absolute"},
+                      {"pad_token_id", 0}};
+  if (classify) j["num_labels"] = k.num_classes;
+  return j;
+}
+
 }  // namespace
 
 extern const ModelKind kBert{
     .type = "bert",
-    .family = {.keys = keys(), .parse = parse},
+    .family = {.keys = keys(),
+               .parse = parse,
+               .hf_architectures = {"BertForMaskedLM", "BertForSequenceClassification"},
+               .from_hf = from_hf},
     .shape =
         [](const config::Config& c) {
           ModelShape s = transformer_shape(c);
@@ -58,7 +136,10 @@ extern const ModelKind kBert{
     .example = [](const config::Config& c,
                   int64_t n) { return masked_example(c, n, /*per_token=*/c.model.as<BertKeys>().head == "mlm"); },
     .rows_per_sample = sequence_length,
+    .attention_flops_per_row = transformer_attention_flops,
     .eval_batch = eval_batch_is_micro,
+    .hf_mapping = hf_mapping,
+    .hf_config = hf_config,
 };
 
 }  // namespace zt::apps

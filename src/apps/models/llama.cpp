@@ -80,19 +80,120 @@ void check_llama(const config::Config& c, const std::string& source) {
   l.validate();
 }
 
+// LlamaForCausalLM, Qwen2ForCausalLM and MistralForCausalLM's config.json as our keys; what
+// nn::make_llama does not compute (rope scaling, a sliding window shorter than the sequence,
+// other activations, o_proj or MLP biases) is refused.
+nlohmann::json from_hf(const nlohmann::json& hf, const std::string& file) {
+  const HfFields f{hf, file};
+  bool qwen2 = false, mistral = false;
+  for (const auto& a : hf.value("architectures", nlohmann::json::array()))
+    qwen2 = qwen2 || a == "Qwen2ForCausalLM", mistral = mistral || a == "MistralForCausalLM";
+  if (f.has("rope_scaling"))
+    f.refuse("rope_scaling", "is " + hf["rope_scaling"].dump() + "; model.type llama has plain rotary positions only (null)");
+  if (f.text("hidden_act", "silu") != "silu") f.refuse("hidden_act", "is not silu; model.type llama's MLP is SwiGLU");
+  if (f.flag("mlp_bias", false)) f.refuse("mlp_bias", "is true; model.type llama's MLP has no biases");
+  const bool attention_bias = f.flag("attention_bias", false);
+  if (attention_bias && !qwen2)
+    f.refuse("attention_bias", "is true; model.type llama has q/k/v biases (Qwen2) but no o_proj bias");
+  const int64_t block = f.integer("max_position_embeddings", 2048);
+  const bool windowed = mistral || f.flag("use_sliding_window", false);
+  if (windowed && f.has("sliding_window") && f.integer("sliding_window") < block)
+    f.refuse("sliding_window", "is " + hf["sliding_window"].dump() + ", below max_position_embeddings " +
+                                   std::to_string(block) +
+                                   "; model.type llama attends to the whole sequence (allowed: null, or >= the "
+                                   "sequence length)");
+  const int64_t n_embd = f.integer("hidden_size"), n_head = f.integer("num_attention_heads");
+  if (f.has("head_dim") && f.integer("head_dim") * n_head != n_embd)
+    f.refuse("head_dim", "is not hidden_size / num_attention_heads; model.type llama's heads split the width");
+  return {{"n_embd", n_embd},
+          {"n_layer", f.integer("num_hidden_layers")},
+          {"n_head", n_head},
+          {"n_kv_head", f.integer("num_key_value_heads", n_head)},
+          {"intermediate_size", f.integer("intermediate_size")},
+          {"rope_theta", f.number("rope_theta", 10000.0)},
+          {"rms_norm_eps", f.number("rms_norm_eps", 1e-6)},
+          {"tie_word_embeddings", f.flag("tie_word_embeddings", false)},
+          {"block_size", block},
+          {"vocab_size", f.integer("vocab_size")},
+          {"qkv_bias", qwen2 || attention_bias}};
+}
+
+// q_proj/k_proj/v_proj are rows of self_attn.qkv_proj, gate_proj/up_proj of mlp.gate_up_proj.
+ckpt::HfMapping hf_mapping(const config::Config& c, const ParamShapes& params, const std::vector<std::string>&) {
+  const nn::LlamaConfig l = llama_config(c);
+  const int64_t d = l.n_embd / l.n_head, q = l.n_head * d, kv = l.n_kv_head * d;
+  ckpt::HfMapping m;
+  for (const auto& [name, shape] : params) {
+    const size_t at = name.rfind('.');
+    const std::string owner = name.substr(0, at), leaf = name.substr(at);  // ".weight" / ".bias"
+    const std::string base = owner.substr(0, owner.rfind('.') + 1);
+    if (owner.size() > 9 && owner.compare(owner.size() - 9, 9, ".qkv_proj") == 0)
+      m.params.push_back(ckpt::hf_rows(
+          name, shape, {{base + "q_proj" + leaf, q}, {base + "k_proj" + leaf, kv}, {base + "v_proj" + leaf, kv}}));
+    else if (owner.size() > 13 && owner.compare(owner.size() - 13, 13, ".gate_up_proj") == 0)
+      m.params.push_back(ckpt::hf_rows(
+          name, shape, {{base + "gate_proj" + leaf, l.intermediate_size}, {base + "up_proj" + leaf, l.intermediate_size}}));
+    else
+      m.params.push_back(ckpt::hf_same(name, shape));
+  }
+  if (l.tie_word_embeddings) m.tied.push_back({"lm_head.weight", "model.embed_tokens.weight"});
+  for (int64_t i = 0; i < l.n_layer; ++i)  // older folders saved the rotary frequencies
+    m.buffers.push_back("model.layers." + std::to_string(i) + ".self_attn.rotary_emb.inv_freq");
+  return m;
+}
+
+nlohmann::json hf_config(const config::Config& c) {
+  const nn::LlamaConfig l = llama_config(c);
+  const LlamaKeys& k = c.model.as<LlamaKeys>();
+  nlohmann::json j = {{"architectures", {l.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+                      {"model_type", l.qkv_bias ? "qwen2" : "llama"},
+                      {"vocab_size", l.vocab_size},
+                      {"hidden_size", l.n_embd},
+                      {"intermediate_size", l.intermediate_size},
+                      {"num_hidden_layers", l.n_layer},
+                      {"num_attention_heads", l.n_head},
+                      {"num_key_value_heads", l.n_kv_head},
+                      {"hidden_act", "silu"},
+                      {"max_position_embeddings", l.block_size},
+                      {"rms_norm_eps", k.rms_norm_eps},
+                      {"rope_theta", k.rope_theta},
+                      {"rope_scaling", nullptr},
+                      {"tie_word_embeddings", l.tie_word_embeddings},
+                      {"initializer_range", double(l.init_std) == double(0.02f) ? 0.02 : double(l.init_std)},
+                      {"attention_dropout", 0.0},
+                      {"use_cache", true}};
+  if (l.qkv_bias) {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = l.n_layer;
+  } else {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+    j["pretraining_tp"] = 1;
+  }
+  return j;
+}
+
 }  // namespace
 
 extern const ModelKind kLlama{
     .type = "llama",
-    .family = {.keys = keys(), .parse = parse, .check = check_llama},
+    .family = {.keys = keys(),
+               .parse = parse,
+               .check = check_llama,
+               .hf_architectures = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"},
+               .from_hf = from_hf},
     .shape = transformer_shape,
     .build = [](const config::Config& c, bool) { return nn::make_llama(llama_config(c)); },
     // Any tokenizer's shards (GPT-2's, Llama 3's tokenizer.json, a SentencePiece model).
     .task = [](const config::Config& c, bool with_train) { return make_token_task(c, "", with_train); },
     .example = lm_example,
     .rows_per_sample = sequence_length,
+    .attention_flops_per_row = transformer_attention_flops,
     .eval_batch = eval_batch_is_micro,
     .generates_with = "gpt2",
+    .hf_mapping = hf_mapping,
+    .hf_config = hf_config,
 };
 
 }  // namespace zt::apps

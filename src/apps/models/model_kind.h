@@ -8,13 +8,19 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "../tasks.h"
+#include "zt/ckpt/hf_folder.h"
 #include "zt/config/config.h"
 #include "zt/nn/module.h"
 
 namespace zt::apps {
+
+using ParamShapes = std::vector<std::pair<std::string, Shape>>;  // a model's parameters, model order
 
 struct ModelKind {
   const char* type;  // the model.type that selects it
@@ -33,6 +39,8 @@ struct ModelKind {
   MicroBatch (*example)(const config::Config& c, int64_t samples);
   // Rows a sample feeds through each weight: tokens of a sequence, 1 for an image.
   int64_t (*rows_per_sample)(const config::Config& c);
+  // FLOPs a row costs beyond 6 per parameter (Note [step cost]): a transformer token's attention.
+  int64_t (*attention_flops_per_row)(const config::Config& c) = nullptr;
   // Samples per evaluation forward, given the training micro-batch, before any data is read.
   int64_t (*eval_batch)(const config::Config& c, int64_t micro);
   // An image model: the features a sample has, and the keys that set them for the data's error
@@ -41,6 +49,14 @@ struct ModelKind {
   const char* input_keys = "";
   // The tokenizer `generate` samples with; null for a model that is not a language model.
   const char* generates_with = nullptr;
+  // Note [HF mapping] (zt/ckpt/hf_folder.h): the family's Hugging Face names and layouts of its
+  // parameters (`params`, model order); `folder` holds the folder's tensor names when reading (an
+  // optional prefix is decided from them), nothing when writing. Null: no Hugging Face counterpart.
+  ckpt::HfMapping (*hf_mapping)(const config::Config& c, const ParamShapes& params,
+                                const std::vector<std::string>& folder) = nullptr;
+  // Its config.json (architectures, model_type and the fields transformers' config class reads;
+  // torch_dtype is added by the caller), the inverse of its family's from_hf.
+  nlohmann::json (*hf_config)(const config::Config& c) = nullptr;
 };
 
 // The entry of model.type, or a config error listing the registered types.

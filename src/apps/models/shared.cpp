@@ -70,6 +70,11 @@ nn::TransformerConfig transformer_config(const TransformerKeys& k, const config:
   return t;
 }
 
+int64_t transformer_attention_flops(const config::Config& c) {
+  const auto& k = c.model.as<TransformerKeys>();
+  return 12 * k.n_layer * k.n_embd * sequence_length(c);
+}
+
 ModelShape transformer_shape(const config::Config& c) {
   const auto& k = c.model.as<TransformerKeys>();
   return {.vocab_size = k.vocab_size, .block_size = k.block_size};
@@ -112,6 +117,40 @@ MicroBatch masked_example(const config::Config& c, int64_t n, bool per_token) {
 int64_t sequence_length(const config::Config& c) {
   const int64_t block = model_kind(c).shape(c).block_size;
   return c.data.seq_len > 0 ? std::min(c.data.seq_len, block) : block;
+}
+
+int64_t HfFields::integer(const char* key) const {
+  if (!has(key)) refuse(key, "is missing");
+  return integer(key, 0);
+}
+
+int64_t HfFields::integer(const char* key, int64_t fallback) const {
+  if (!has(key)) return fallback;
+  const nlohmann::json& v = hf[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < 1) refuse(key, "must be an integer >= 1, got " + v.dump());
+  return v.get<int64_t>();
+}
+
+double HfFields::number(const char* key, double fallback) const {
+  if (!has(key)) return fallback;
+  if (!hf[key].is_number()) refuse(key, "must be a number, got " + hf[key].dump());
+  return hf[key].get<double>();
+}
+
+bool HfFields::flag(const char* key, bool fallback) const {
+  if (!has(key)) return fallback;
+  if (!hf[key].is_boolean()) refuse(key, "must be true or false, got " + hf[key].dump());
+  return hf[key].get<bool>();
+}
+
+std::string HfFields::text(const char* key, const std::string& fallback) const {
+  if (!has(key)) return fallback;
+  if (!hf[key].is_string()) refuse(key, "must be a string, got " + hf[key].dump());
+  return hf[key].get<std::string>();
+}
+
+void HfFields::refuse(const char* key, const std::string& why) const {
+  ZT_THROW_AS(ErrorKind::config, "[config] ", file, ": '", key, "' ", why);
 }
 
 }  // namespace zt::apps

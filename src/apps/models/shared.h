@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "model_kind.h"
 #include "zt/config/config.h"
 #include "zt/nn/transformer.h"
@@ -55,6 +57,8 @@ void read_transformer_keys(const config::Section& s, TransformerKeys& k);
 // The module's config from those keys and the activation_checkpointing section.
 nn::TransformerConfig transformer_config(const TransformerKeys& k, const config::Config& c);
 ModelShape transformer_shape(const config::Config& c);  // vocab_size, block_size
+// QK^T and AV of a token, forward and backward: 12 x n_layer x n_embd x the sequence length.
+int64_t transformer_attention_flops(const config::Config& c);
 
 inline int64_t input_dim_features(const config::Config& c) { return c.model.as<MlpKeys>().input_dim; }
 inline ModelShape mlp_shape(const config::Config& c) { return {.num_classes = c.model.as<MlpKeys>().num_classes}; }
@@ -74,5 +78,19 @@ MicroBatch masked_example(const config::Config& c, int64_t n, bool per_token);
 // Tokens of a training sequence: data.seq_len, else the model's block.
 int64_t sequence_length(const config::Config& c);
 inline int64_t eval_batch_is_micro(const config::Config&, int64_t micro) { return micro; }
+
+// A Hugging Face config.json read into a family's keys (Note [HF config]): each field read by
+// its name, a config error naming the file and the field for a value the family cannot take.
+struct HfFields {
+  const nlohmann::json& hf;
+  const std::string& file;
+  int64_t integer(const char* key) const;  // required, >= 1
+  int64_t integer(const char* key, int64_t fallback) const;
+  double number(const char* key, double fallback) const;
+  bool flag(const char* key, bool fallback) const;
+  std::string text(const char* key, const std::string& fallback) const;
+  bool has(const char* key) const { return hf.contains(key) && !hf[key].is_null(); }
+  [[noreturn]] void refuse(const char* key, const std::string& why) const;
+};
 
 }  // namespace zt::apps

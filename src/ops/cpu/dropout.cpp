@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "kernels.h"
+#include "zt/core/splitmix.h"
 
 namespace zt::ops::cpu {
 
@@ -14,15 +15,9 @@ using detail::dispatch_float;
 
 namespace {
 
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+constexpr uint64_t kGolden = kSplitmixGolden;
 static_assert(kGrain % 2 == 0 && kBlock % 2 == 0, "chunks and blocks must start on a pair");
 
-// splitmix64's finaliser: a bijection whose outputs pass BigCrush for counter inputs.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // The multipliers of elements [b, b + n) (b even): 0 where dropped, scale where kept.
 inline void mask_block(uint64_t key, uint64_t thr, float scale, int64_t b, int64_t n, float* __restrict m) {

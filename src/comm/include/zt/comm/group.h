@@ -156,6 +156,9 @@ class Group {
   void send(const Tensor& buf, int peer, const CollOptions& opts = {}) { send_async(buf, peer, opts)->wait(); }
   void recv(Tensor& buf, int peer, const CollOptions& opts = {}) { recv_async(buf, peer, opts)->wait(); }
   double all_reduce_scalar(double v, const CollOptions& opts = {});  // convenience, f32 on the wire
+  // The sum of every rank's `v` in double, bit-identical on every rank: the values are all-gathered
+  // (as i64 bits) and added in rank order (a gradient norm's squares, which f32 would round).
+  double all_reduce_double(double v, const CollOptions& opts = {});
 
   // Ranks per node, when every node holds the same number of this group's ranks and each
   // node's ranks are consecutive (rank = node * local_size() + local rank); else 1. Hierarchical

@@ -33,7 +33,10 @@ struct ModelKeys {
 
 struct ModelConfig {
   std::string type = "mlp";  // one of model_types()
-  std::string init_from;     // safetensors whose matching names initialise the model (fine-tuning)
+  std::string init_from;     // safetensors, or a Hugging Face folder, that initialises the model (fine-tuning)
+  // Every tensor of the weights loaded is used and every parameter found, else one error naming
+  // all; false loads what matches and names the rest (model.init_from, import, eval, generate).
+  bool init_strict = true;
   // The family's keys as its parse read them; null where the type's family is not registered.
   std::shared_ptr<const ModelKeys> keys;
   // The keys as family type T; a config error naming model.type when they are another family's.
@@ -109,7 +112,10 @@ struct MonitorConfig {
     std::string output_path, job_name = "DeepSpeedJobName";  // DeepSpeed's defaults
   };
   Writer tensorboard, csv_monitor;
+  // comms_logger: per-collective calls and bytes in each metrics record and a summary at the end;
+  // flops_profiler: the FLOPs and MFU of step profile_step in one line.
   bool wandb = false, comms_logger = false, flops_profiler = false;
+  int64_t flops_profile_step = 1;
 };
 
 // Sharded checkpoints of a run (zt/ckpt/checkpoint.h).
@@ -166,11 +172,14 @@ inline constexpr int kMaxThreads = 1024;
 // Largest run.memory_budget_mb: its bytes must fit in int64.
 inline constexpr int64_t kMaxMemoryBudgetMb = INT64_MAX >> 20;
 
-// Parse and validate. `source` names the file in error messages.
-Config parse(const nlohmann::json& j, const std::string& source = "<config>");
-Config load(const std::string& path, const std::vector<std::string>& overrides = {});
+// Parse and validate. `source` names the file in error messages. `weights`: what the command
+// loads (eval's and generate's --weights); a Hugging Face folder there, or in model.init_from,
+// gives model.type and its keys when the model section names no type (Note [HF config]).
+Config parse(const nlohmann::json& j, const std::string& source = "<config>", const std::string& weights = "");
+Config load(const std::string& path, const std::vector<std::string>& overrides = {}, const std::string& weights = "");
 // load() of text already read; `path` names it in messages.
-Config load_text(const std::string& text, const std::string& path, const std::vector<std::string>& overrides = {});
+Config load_text(const std::string& text, const std::string& path, const std::vector<std::string>& overrides = {},
+                 const std::string& weights = "");
 // Apply "a.b.c=value" overrides to raw JSON (value parsed as JSON, else taken as a string).
 void apply_overrides(nlohmann::json& j, const std::vector<std::string>& overrides);
 
@@ -197,6 +206,10 @@ struct ModelFamily {
   std::vector<std::string> keys;
   std::shared_ptr<const ModelKeys> (*parse)(const Section& s) = nullptr;
   ModelCheck check = nullptr;
+  // Note [HF config]: the Hugging Face `architectures` it reads, and a config.json of one as its
+  // keys of the model section (a config error naming `source` and the field it cannot take).
+  std::vector<std::string> hf_architectures = {};
+  nlohmann::json (*from_hf)(const nlohmann::json& hf, const std::string& source) = nullptr;
 };
 const std::vector<std::string>& model_types();
 void add_model_type(const std::string& type, ModelFamily family);

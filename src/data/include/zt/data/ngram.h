@@ -16,6 +16,10 @@
 
 namespace zt::data {
 
+// Largest vocabulary of the baselines: model.vocab_size's cap (uint32 shards, i32 ids; the bigram
+// keys pack two ids into 64 bits, the counts per context are a vector of that size).
+inline constexpr int64_t kMaxNgramVocab = int64_t(1) << 24;
+
 // λ = 0.00, 0.01, ..., 0.99 (λ = 1 gives unseen bigrams probability 0).
 inline constexpr int kNgramLambdaSteps = 100;
 inline constexpr double kNgramLambdaStep = 0.01;
@@ -37,7 +41,7 @@ struct NgramBaseline {
   int64_t heldout_tokens = 0;  // the train tokens that chose λ
 };
 
-// vocab_size in [1, 65536]; every token must be below it (else ErrorKind::data naming which
+// vocab_size in [1, kMaxNgramVocab]; every token must be below it (else ErrorKind::data naming which
 // token and where). At least 2 train tokens and 1 validation token.
 NgramBaseline ngram_baseline(const std::vector<uint16_t>& train, const std::vector<uint16_t>& val, int64_t vocab_size,
                              const NgramOptions& opt = {});

@@ -84,6 +84,9 @@ struct StepStats {
   double clip_coef = 1;
   bool skipped = false;   // fp16 overflow: no update on any rank
   double loss_scale = 1;  // the scale this step's gradients carried
+  // grad_norm and clip_coef from the global sum of squared (scaled) gradients, once for every
+  // strategy: the norm unscaled, torch's clip factor where max_norm > 0.
+  void set_norm(double sumsq, double max_norm);
 };
 
 // sparse_gradients: bytes the sparse buffers' exchanges moved on this rank since the engine was
