@@ -316,10 +316,22 @@ int run_import(const config::Config& cfg, comm::Group& group, const CkptToolOpti
   zero::Engine engine(*model, std::shared_ptr<comm::Group>(&group, [](comm::Group*) {}), engine_options(cfg, bs));
   ckpt::ImportReport rep;
   if (ckpt::is_hf_folder(o.path)) {  // through the entry's mapping; every rank checks the same folder
-    const ckpt::HfFolder f(o.path);
-    const ckpt::HfMapping m = hf_mapping(cfg, shapes, f.tensor_names());
-    const ckpt::HfMatch match = check_hf_folder(f, m, cfg.model.init_strict, group.rank() == 0);
-    rep.tensors = ckpt::import_hf_folder(engine, f, m, match.usable);
+    // A failure one rank alone meets (an I/O error) is every rank's, or the others would wait.
+    std::unique_ptr<ckpt::HfFolder> f;
+    ckpt::HfMapping m;
+    ckpt::HfMatch match;
+    std::string error;
+    ErrorKind kind = ErrorKind::checkpoint;
+    try {
+      f = std::make_unique<ckpt::HfFolder>(o.path);
+      m = hf_mapping(cfg, shapes, f->tensor_names());
+      match = check_hf_folder(*f, m, cfg.model.init_strict, group.rank() == 0);
+    } catch (const Error& e) {
+      error = e.what();
+      kind = e.kind();
+    }
+    comm::agree_on_error(group, error, "import: the Hugging Face folder checked", kind);
+    rep.tensors = ckpt::import_hf_folder(engine, *f, m, match.usable);
   } else {
     rep = ckpt::import_safetensors(engine, o.path);
     ZT_CHECK_AS(ErrorKind::config, rep.unused.empty() || !cfg.model.init_strict, "[import] ", o.path,

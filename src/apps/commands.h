@@ -34,7 +34,8 @@ constexpr int64_t kMaxGenerateTokens = 1000000;  // about 3 hours at 100 tokens/
 struct GenerateOptions {
   std::string weights;  // safetensors, or a Hugging Face folder
   std::string prompt;
-  std::string tokenizer_dir = "data/gpt2";
+  std::string tokenizer;      // a spec (gpt2, a tokenizer.json, ...); "": the weights' folder's, else the model's
+  std::string tokenizer_dir;  // the model's default tokenizer files ("" = data/<its name>)
   int64_t tokens = 100;          // at most this many new tokens (fewer if <|endoftext|> is drawn)
   float temperature = 0.8f;      // 0 = greedy
   int64_t top_k = 200;           // 0 = all tokens

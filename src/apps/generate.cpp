@@ -1,6 +1,7 @@
 // `zerotrain generate`: text from a trained language model, one sampled token at a time
 // (sampling.h), printed as it comes; no autograd, dropout off, fp32.
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 
 #include "commands.h"
@@ -21,12 +22,31 @@ void put(const std::string& s) {
 
 }  // namespace
 
+// --tokenizer; else the one kept beside the weights (a run folder, a Hugging Face folder); else
+// the model's default from --tokenizer-dir. Said in one line when it is not the default.
+std::unique_ptr<data::Tokenizer> generate_tokenizer(const GenerateOptions& opt, const char* fallback) {
+  std::string spec = opt.tokenizer;
+  if (spec.empty() && opt.tokenizer_dir.empty()) {
+    const std::filesystem::path w(opt.weights);
+    const std::string folder = std::filesystem::is_directory(w) ? w.string() : w.parent_path().string();
+    for (const char* file : {"tokenizer.json", "tokenizer.model", "encoder.json"})
+      if (!folder.empty() && std::filesystem::exists(folder + "/" + file)) {
+        spec = folder;
+        break;
+      }
+  }
+  if (spec.empty())
+    return data::load_tokenizer(fallback, opt.tokenizer_dir.empty() ? "data/" + std::string(fallback) : opt.tokenizer_dir);
+  std::fprintf(stderr, "zerotrain: tokenizer: %s\n", spec.c_str());
+  return data::load_tokenizer_spec(spec, "data");
+}
+
 int run_generate(const config::Config& cfg, const GenerateOptions& opt) {
   const char* tokenizer = model_kind(cfg).generates_with;
   ZT_CHECK_AS(ErrorKind::config, tokenizer, "[generate] model.type '", cfg.model.type,
               "' is not a language model (generate needs a gpt model)");
   const int64_t block = model_kind(cfg).shape(cfg).block_size;
-  const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(tokenizer, opt.tokenizer_dir);
+  const std::unique_ptr<data::Tokenizer> tok = generate_tokenizer(opt, tokenizer);
   auto model = build_model(cfg);
   load_weights(cfg, *model, opt.weights);
   const Device dev = open_run_device(cfg);  // each step's logits row comes down to be sampled
@@ -34,9 +54,17 @@ int run_generate(const config::Config& cfg, const GenerateOptions& opt) {
   model->train(false);
   autograd::NoGradGuard no_grad;
 
-  const int32_t eot = tok->special("<|endoftext|>");
+  // The token a text ends with (GPT-2's <|endoftext|>, Llama 3's <|end_of_text|>, SentencePiece's </s>),
+  // and what an empty prompt starts from (that token for GPT-2, else a begin-of-text token).
+  int32_t eot = -1, bos = -1;
+  for (const char* t : {"<|endoftext|>", "<|end_of_text|>", "</s>"})
+    if (eot < 0) eot = tok->special(t);
+  for (const char* t : {"<|endoftext|>", "<|begin_of_text|>", "<s>"})
+    if (bos < 0) bos = tok->special(t);
   std::vector<int32_t> ids = tok->encode(opt.prompt);
-  if (ids.empty()) ids.push_back(eot);  // GPT-2 starts a text after <|endoftext|>
+  ZT_CHECK_AS(ErrorKind::config, !ids.empty() || bos >= 0, "[generate] an empty --prompt needs a start token, and the ",
+              tok->name(), " tokenizer has none (give a prompt)");
+  if (ids.empty()) ids.push_back(bos);
   Generator gen(opt.seed.value_or(cfg.seed));
   put(opt.prompt);
 

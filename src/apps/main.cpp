@@ -158,6 +158,10 @@ void add_lm_commands(CLI::App& app, Args& a) {
   gen->add_option("--seed", a.seed, "random seed, 0 to 2^64-1 (default: the configuration's seed)")
       ->type_name("S")
       ->check(integer_in<uint64_t>(0, std::numeric_limits<uint64_t>::max()));
+  gen->add_option("--tokenizer", a.generate.tokenizer,
+                  "gpt2, a tokenizer.json, a SentencePiece .model or a folder (default: the one beside the weights, "
+                  "as a run folder and a Hugging Face folder keep it, else GPT-2's)")
+      ->type_name("SPEC");
   gen->add_option("--tokenizer-dir", a.generate.tokenizer_dir, "GPT-2 encoder.json and vocab.bpe (default data/gpt2)")
       ->type_name("DIR");
 }

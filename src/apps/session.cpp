@@ -19,6 +19,7 @@
 #include "zt/core/affinity.h"
 #include "zt/core/allocator.h"
 #include "zt/core/device_capacity.h"
+#include "zt/core/sha256.h"
 #include "zt/data/cifar.h"
 #include "zt/ops/ops.h"
 #include "zt/optim/schedule.h"
@@ -215,6 +216,34 @@ void print_config_notes(const config::Config& cfg, const config::BatchSizes& bs,
   for (const std::string& line : config::batch_notes(cfg, bs, world))
     std::fprintf(stderr, "zerotrain: config: %s\n", line.c_str());
   for (const std::string& line : cfg.notes) std::fprintf(stderr, "zerotrain: config: %s\n", line.c_str());
+}
+
+std::string kept_tokenizer_name(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  if (name == "encoder.json" || name == "vocab.bpe" || name == "vocab.json") return name;  // GPT-2's, BERT's
+  return std::filesystem::path(path).extension() == ".model" ? "tokenizer.model" : "tokenizer.json";
+}
+
+std::vector<std::string> manifest_tokenizer_files(const config::Config& c, std::string* problem) {
+  if (c.data.dataset != "tokens") return {};
+  std::ifstream in(c.data.dir + "/manifest.json");
+  const nlohmann::json m = in ? nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
+  if (!m.is_object() || !m.contains("tokenizer") || !m["tokenizer"].is_object()) return {};
+  const nlohmann::json& files = m["tokenizer"].value("files", nlohmann::json());
+  if (!files.is_array()) return {};
+  std::vector<std::string> out;
+  for (const nlohmann::json& f : files) {
+    const auto text = [&](const char* key) {
+      return f.is_object() && f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : std::string();
+    };
+    const std::string path = text("path"), want = text("sha256");
+    if (path.empty() || !std::filesystem::is_regular_file(path) || sha256_file(path) != want) {
+      if (problem) *problem = "the tokenizer file '" + path + "' of " + c.data.dir + "/manifest.json is missing or changed since prepare";
+      return {};
+    }
+    out.push_back(path);
+  }
+  return out;
 }
 
 }  // namespace zt::apps

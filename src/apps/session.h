@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "zt/config/config.h"
 #include "zt/data/mnist.h"
@@ -40,6 +41,13 @@ zero::EngineOptions engine_options(const config::Config& c, const config::BatchS
 // read: DeepSpeed's batch rule and the scheduler's params. `estimate` checks them as `train` does
 // (the same functions, so the same lines), so it never plans settings that cannot train.
 config::BatchSizes check_run_settings(const config::Config& c, int world);
+// The tokenizer files prepare's manifest in data.dir names (token data), each still what prepare
+// read (sha256); empty where there is no manifest, none is named, or one moved or changed since
+// (`problem` then says which).
+std::vector<std::string> manifest_tokenizer_files(const config::Config& c, std::string* problem = nullptr);
+// The name such a file is kept under beside the weights: tokenizer.json, tokenizer.model, or
+// GPT-2's and BERT's own names (whatever it was called when prepare read it).
+std::string kept_tokenizer_name(const std::string& path);
 // Rank 0's lines before a run starts: each "auto" of the config resolved, the keys with no effect
 // (Note [auto values] in config).
 void print_config_notes(const config::Config& cfg, const config::BatchSizes& bs, int world);

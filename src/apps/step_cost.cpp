@@ -42,7 +42,9 @@ nlohmann::json StepCost::summary(double samples_per_s, double step_ms) const {
   nlohmann::json f = fields(samples_per_s, step_ms);
   f["flops_per_step"] = flops_per_step;
   f["product_rate_flops"] = rate;
-  f["flops_formula"] = tokens ? "6 N + 12 n_layer n_embd T per token" : "6 N per sample";
+  f["flops_formula"] = tokens ? "6 N + 12 n_layer n_embd T per token"
+                     : extra  ? "6 N + 6 x each convolution's multiply-adds at its other positions per image"
+                              : "6 N per sample";
   return f;
 }
 
@@ -52,7 +54,10 @@ std::string StepCost::profile(double step_ms) const {
                 "%.4g parameters; %.4g FLOPs per %s (%s), %.4g per step; %.4g TFLOP/s achieved of %.4g measured: MFU "
                 "%.1f%%",
                 params, flops_per_row, tokens ? "token" : "sample",
-                tokens ? "6 N + 12 n_layer n_embd T" : "6 N", flops_per_step, flops_per_step / (step_ms / 1e3) / 1e12,
+                tokens  ? "6 N + 12 n_layer n_embd T"
+                : extra ? "6 N + convolutions' positions"
+                        : "6 N",
+                flops_per_step, flops_per_step / (step_ms / 1e3) / 1e12,
                 rate / 1e12, 100 * mfu(step_ms));
   return s;
 }
@@ -64,7 +69,8 @@ StepCost step_cost(const config::Config& c, Trainer& t, const config::BatchSizes
   s.rows_per_sample = kind.rows_per_sample(c);
   s.tokens = kind.shape(c).vocab_size > 0;
   for (const auto& [name, shape] : t.full_param_shapes()) s.params += double(shape_numel(shape));
-  s.flops_per_row = 6 * s.params + (kind.attention_flops_per_row ? double(kind.attention_flops_per_row(c)) : 0);
+  s.extra = kind.extra_flops_per_row != nullptr;
+  s.flops_per_row = 6 * s.params + (s.extra ? double(kind.extra_flops_per_row(c)) : 0);
   s.flops_per_step = double(bs.train_batch_size) * double(s.rows_per_sample) * s.flops_per_row;
   return s;
 }

@@ -1,12 +1,13 @@
 #pragma once
 // Note [step cost]: what a step costs, said plainly in the progress line, the metrics and
-// summary.json. FLOPs of a step = rows trained x (6 N + attention), N the parameters: 6 per
-// parameter per row for the forward and backward products (Kaplan et al.; what llm.c and nanoGPT
-// count), plus for a transformer's token 12 x layers x width x sequence length for QK^T and AV
-// (the entry's attention_flops_per_row). MFU = those FLOPs per second / the product rate the
-// ranks that compute measured before the model is built: each times a 512^3 product (4096^3 on a
-// GPU) in the run's dtype on its own device and threads (a CPU's rated peak does not hold under
-// its clocks and pinning), then hands the blocks back and resets the peaks, so no plan sees them.
+// summary.json. FLOPs of a step = rows trained x (6 N + the entry's extra_flops_per_row), N the
+// parameters: 6 per parameter per row for the forward and backward products (Kaplan et al.; what
+// llm.c and nanoGPT count), plus for a transformer's token 12 x layers x width x sequence length
+// for QK^T and AV, for a CNN's image each convolution's multiply-adds at its other positions.
+// MFU = those FLOPs per second / the product rate the ranks that compute measured before the
+// model is built: each times a 512^3 product (4096^3 on a GPU) in the run's dtype on its own
+// device and threads (a CPU's rated peak does not hold under its clocks and pinning), then hands
+// the blocks back and resets the peaks, so no plan sees them.
 #include <cstdint>
 #include <string>
 
@@ -33,6 +34,7 @@ struct StepCost {
   // flops_profiler's line: FLOPs per step and per row, the formula, the achieved rate and the MFU.
   std::string profile(double step_ms) const;
   double params = 0, flops_per_row = 0;
+  bool extra = false;  // the entry counts FLOPs beyond 6 N (attention, convolutions)
 };
 // Every rank (one all-reduce): `rate` is this rank's measure_rate.
 StepCost step_cost(const config::Config& c, Trainer& t, const config::BatchSizes& bs, comm::Group& g, double rate);

@@ -35,7 +35,7 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   install_stop_signals();
   const std::string threads = pick_threads(cfg);
   const config::BatchSizes bs = check_run_settings(cfg, world);  // before anything runs, as estimate does
-  if (lead) print_config_notes(cfg, bs, world);
+  if (lead) print_config_notes(cfg, bs, config::data_parallel_ranks(cfg, world));
   const FaultPlan fault = FaultPlan::from_env();
   // Rank 0 alone writes the run directory; it locks it first, before anything slow.
   // So is checkpoint.dir when the run saves (it is created, so an unusable one fails here, not at the first save).

@@ -266,26 +266,13 @@ std::optional<EvalResult> eval_at_end(const config::Config& cfg, const std::func
 // Hugging Face folder keeps it, so generate and eval on the run folder find it there. A tokenizer
 // that moved or changed since prepare leaves the run folder without one, said in one line.
 void keep_tokenizer(const config::Config& cfg, RunDir& dir) {
-  if (cfg.data.dataset != "tokens") return;
-  std::ifstream in(cfg.data.dir + "/manifest.json");
-  const nlohmann::json m = in ? nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
-  if (!m.is_object() || !m.contains("tokenizer") || !m["tokenizer"].is_object()) return;
-  const nlohmann::json& files = m["tokenizer"].value("files", nlohmann::json());
-  if (!files.is_array()) return;
-  for (const nlohmann::json& f : files) {
-    const std::string path = f.is_object() ? f.value("path", "") : "", want = f.is_object() ? f.value("sha256", "") : "";
-    if (path.empty() || !std::filesystem::is_regular_file(path) || sha256_file(path) != want) {
-      std::fprintf(stderr, "zerotrain: the tokenizer file '%s' of %s/manifest.json is missing or changed since "
-                   "prepare; %s keeps no tokenizer\n", path.c_str(), cfg.data.dir.c_str(), dir.dir().c_str());
-      return;
-    }
-  }
-  for (const nlohmann::json& f : files) {
-    const std::string path = f["path"].get<std::string>();
+  std::string problem;
+  const std::vector<std::string> files = manifest_tokenizer_files(cfg, &problem);
+  if (!problem.empty()) std::fprintf(stderr, "zerotrain: %s; %s keeps no tokenizer\n", problem.c_str(), dir.dir().c_str());
+  for (const std::string& path : files) {
     std::ifstream src(path, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(src)), {});
-    write_file_atomic(dir.path(std::filesystem::path(path).filename().string()), bytes, ErrorKind::checkpoint,
-                      "[run]");
+    write_file_atomic(dir.path(kept_tokenizer_name(path)), bytes, ErrorKind::checkpoint, "[run]");
   }
 }
 

@@ -117,6 +117,15 @@ std::vector<std::string> export_hf_folder(const std::string& checkpoint, const s
   } else {
     fs::remove(index_path, ec);  // a stale index would shadow model.safetensors
   }
+  // An earlier export's weights that this one did not write: transformers reads model.safetensors
+  // before an index, and a stale shard would sit beside the new ones.
+  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+    const std::string n = entry.path().filename().string();
+    const bool weights = n == "model.safetensors" || (n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos &&
+                                                      n.size() > 12 && n.substr(n.size() - 12) == ".safetensors");
+    if (weights && std::find(files.begin(), files.end(), entry.path().string()) == files.end())
+      fs::remove(entry.path(), ec);
+  }
   sync_dir(out_dir, ErrorKind::checkpoint, "[export]");
   return files;
 }

@@ -14,6 +14,7 @@
 #include "file_io.h"
 #include "zt/ckpt/safetensors.h"
 #include "zt/core/error.h"
+#include "zt/core/strings.h"
 
 namespace zt::ckpt {
 
@@ -113,8 +114,15 @@ HfFolder::HfFolder(const std::string& dir) : dir_(dir), impl_(std::make_unique<I
   std::map<std::string, std::string> weight_map;
   std::error_code ec;
   if (fs::exists(index, ec)) {
+    // Note [hostile JSON]: bounded in size and nesting before it is parsed (a real index is kilobytes).
+    ZT_CHECK_AS(ErrorKind::checkpoint, fs::file_size(index, ec) <= (size_t(64) << 20) && !ec, "[hf] ", index.string(),
+                " is larger than 64 MiB: not a safetensors index");
     std::ifstream in(index);
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    const size_t deep = json_depth_exceeded_at(text, 16);
+    ZT_CHECK_AS(ErrorKind::checkpoint, deep == std::string::npos, "[hf] ", index.string(),
+                ": nesting deeper than 16 levels at byte ", deep);
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     ZT_CHECK_AS(ErrorKind::checkpoint, j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
                 "[hf] ", index.string(), " is not a safetensors index (a JSON object with a weight_map object)");
     for (const auto& [name, file] : j["weight_map"].items()) {
@@ -188,6 +196,8 @@ HfMatch HfFolder::match(const HfMapping& m) const {
     used.insert(t.tensor);
     auto a = impl_->tensors.find(t.tensor), b = impl_->tensors.find(t.same_as);
     if (b == impl_->tensors.end()) continue;  // named as missing already
+    ZT_CHECK_AS(ErrorKind::checkpoint, is_floating(a->second.entry.dtype), "[hf] tensor '", t.tensor, "' has dtype ",
+                dtype_name(a->second.entry.dtype), "; weights must be F32, BF16 or F16");
     const int64_t n = shape_numel(b->second.entry.shape);
     bool same = a->second.entry.shape == b->second.entry.shape;
     if (same) {  // tied: the same values, compared in chunks

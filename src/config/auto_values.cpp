@@ -1,6 +1,8 @@
 // Note [auto values] in auto_values.h.
 #include "auto_values.h"
 
+#include "json_check.h"
+#include "zt/config/config.h"
 #include "zt/core/error.h"
 
 namespace zt::config::detail {
@@ -61,6 +63,36 @@ void resolve_autos(nlohmann::json& j, std::vector<std::string>& notes, std::vect
         z->erase(key);
         sized.push_back(key);
       }
+}
+
+void finish_autos(Config& c, const std::vector<std::string>& sized, const nlohmann::json& resolved,
+                  const std::string& source) {
+  // The bucket sizes DeepSpeed's "auto" scales with the model's width (Note [auto values]).
+  const int64_t hidden = c.model.keys ? c.model.keys->hidden_size() : 0;
+  for (const std::string& key : sized) {
+    ZT_CHECK_AS(ErrorKind::config, hidden > 0, "[config] ", source, ": 'zero_optimization.", key,
+                "' = \"auto\" scales with the model's hidden size, which model.type ", c.model.type,
+                " does not have; give a number");
+    // hidden^2 must fit int64 (a hostile mlp's hidden can be any positive integer).
+    ZT_CHECK_AS(ErrorKind::config, hidden <= 3'037'000'499, "[config] ", source, ": 'zero_optimization.", key,
+                "' = \"auto\" scales with the model's hidden size ", hidden, ", past what 64-bit sizes hold; give a number");
+    int64_t& v = key == "reduce_bucket_size"            ? c.zero.reduce_bucket_size
+                 : key == "stage3_prefetch_bucket_size" ? c.zero.stage3_prefetch_bucket_size
+                                                        : c.zero.stage3_param_persistence_threshold;
+    v = key == "reduce_bucket_size"            ? hidden * hidden
+        : key == "stage3_prefetch_bucket_size" ? int64_t(0.9 * double(hidden * hidden))
+                                               : 10 * hidden;
+    c.notes.push_back("zero_optimization." + key + ": \"auto\" -> " + std::to_string(v) + " (hidden size " +
+                      std::to_string(hidden) + ")");
+  }
+  // DeepSpeed keys whose only effect DeepSpeed's own engine has, named once.
+  std::vector<std::string> inert;
+  if (resolved.contains("zero_allow_untested_optimizer")) inert.push_back("zero_allow_untested_optimizer");
+  if (resolved.contains("zero_optimization") && resolved["zero_optimization"].is_object())
+    for (const char* key : {"allgather_partitions", "reduce_scatter", "stage3_gather_16bit_weights_on_model_save",
+                            "stage3_gather_fp16_weights_on_model_save"})
+      if (resolved["zero_optimization"].contains(key)) inert.push_back(std::string("zero_optimization.") + key);
+  if (!inert.empty()) c.notes.push_back("accepted, with no effect here: " + detail::join(inert));
 }
 
 }  // namespace zt::config::detail

@@ -18,6 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace zt::config {
+struct Config;
+}
+
 namespace zt::config::detail {
 
 // The "auto"s of `j` (the whole config) whose value needs no model: replaced in `j` by their value
@@ -25,5 +29,10 @@ namespace zt::config::detail {
 // `batch`, the model-sized bucket keys' to `sized`, both removed from `j`.
 void resolve_autos(nlohmann::json& j, std::vector<std::string>& notes, std::vector<std::string>& batch,
                    std::vector<std::string>& sized);
+
+// Once the model's keys are read: the bucket sizes from its hidden size, each said in a line of
+// c.notes, and one line naming the DeepSpeed keys `resolved` has that change nothing here.
+void finish_autos(Config& c, const std::vector<std::string>& sized, const nlohmann::json& resolved,
+                  const std::string& source);
 
 }  // namespace zt::config::detail

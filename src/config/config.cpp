@@ -534,29 +534,7 @@ Config parse(const nlohmann::json& j, const std::string& source, const std::stri
   if (c.monitor.wandb)
     c.notes.push_back("wandb is not available here: the same scalars go to " + c.run.dir +
                       "/metrics.jsonl, and to TensorBoard or CSV files with 'tensorboard' or 'csv_monitor' enabled");
-  // The bucket sizes DeepSpeed's "auto" scales with the model's width (Note [auto values]).
-  const int64_t hidden = c.model.keys ? c.model.keys->hidden_size() : 0;
-  for (const std::string& key : sized) {
-    ZT_CHECK_AS(ErrorKind::config, hidden > 0, "[config] ", source, ": 'zero_optimization.", key,
-                "' = \"auto\" scales with the model's hidden size, which model.type ", c.model.type,
-                " does not have; give a number");
-    int64_t& v = key == "reduce_bucket_size"            ? c.zero.reduce_bucket_size
-                 : key == "stage3_prefetch_bucket_size" ? c.zero.stage3_prefetch_bucket_size
-                                                        : c.zero.stage3_param_persistence_threshold;
-    v = key == "reduce_bucket_size"            ? hidden * hidden
-        : key == "stage3_prefetch_bucket_size" ? int64_t(0.9 * double(hidden * hidden))
-                                               : 10 * hidden;
-    c.notes.push_back("zero_optimization." + key + ": \"auto\" -> " + std::to_string(v) + " (hidden size " +
-                      std::to_string(hidden) + ")");
-  }
-  // DeepSpeed keys whose only effect DeepSpeed's own engine has, named once.
-  std::vector<std::string> inert;
-  if (resolved.contains("zero_allow_untested_optimizer")) inert.push_back("zero_allow_untested_optimizer");
-  if (resolved.contains("zero_optimization") && resolved["zero_optimization"].is_object())
-    for (const char* key : {"allgather_partitions", "reduce_scatter", "stage3_gather_16bit_weights_on_model_save",
-                            "stage3_gather_fp16_weights_on_model_save"})
-      if (resolved["zero_optimization"].contains(key)) inert.push_back(std::string("zero_optimization.") + key);
-  if (!inert.empty()) c.notes.push_back("accepted, with no effect here: " + detail::join(inert));
+  detail::finish_autos(c, sized, resolved, source);  // Note [auto values]
   if (const Family* f = family_of(c.model.type); f && f->family.check) f->family.check(c, source);
   check_strategy(c, source);
   c.raw = raw;

@@ -212,14 +212,21 @@ TEST(CommMpiOps, SequenceNumbersIncreaseInLaunchOrderAndAgreeAcrossRanks) {
 namespace zt::comm {
 namespace {
 
-// A gradient norm's squares summed in double, the same bits on every rank: values f32 cannot
-// hold (1 + 2^-40) or add without rounding, past f32's range (1e300), and their sum in rank order.
+// A gradient norm's squares summed in double, the same bits on every rank, in rank order: rank
+// 0's 1 + 2^-40 (no float holds it) then 2^-53 from each other rank, each lost against the sum
+// in double (any order adding the small ones first keeps some: 3 x 2^-53 is an ulp and a half).
 TEST(CommMpiOps, AllReduceDoubleIsTheRankOrderSumInDoubleOnEveryRank) {
   GroupPtr g = world();
   const int r = g->rank(), n = g->size();
-  const auto value = [](int k) { return (1.0 + std::ldexp(1.0, -40)) * double(k + 1) + 1e300 * (k == 1); };
+  const auto value = [](int k) { return k == 0 ? 1.0 + std::ldexp(1.0, -40) : std::ldexp(1.0, -53); };
   double want = 0;
   for (int k = 0; k < n; ++k) want += value(k);
+  EXPECT_EQ(want, 1.0 + std::ldexp(1.0, -40));  // the rank-order sum
+  double small_first = 0;
+  for (int k = n - 1; k >= 0; --k) small_first += value(k);
+  if (n >= 3) {
+    EXPECT_NE(small_first, want);  // so the order is what the test sees
+  }
   const double got = g->all_reduce_double(value(r), {ReduceOp::sum, "sum of squares"});
   EXPECT_EQ(got, want);
   // Every rank holds the same bits.

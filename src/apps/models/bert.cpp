@@ -136,7 +136,7 @@ extern const ModelKind kBert{
     .example = [](const config::Config& c,
                   int64_t n) { return masked_example(c, n, /*per_token=*/c.model.as<BertKeys>().head == "mlm"); },
     .rows_per_sample = sequence_length,
-    .attention_flops_per_row = transformer_attention_flops,
+    .extra_flops_per_row = transformer_attention_flops,
     .eval_batch = eval_batch_is_micro,
     .hf_mapping = hf_mapping,
     .hf_config = hf_config,

@@ -1,5 +1,7 @@
 // model.type cnn: 3x3 convolution stages (model.channels), each with ReLU and 2x2 max pooling,
 // then fully connected layers (model.fc) (nn::make_cnn).
+#include <algorithm>
+
 #include "../session.h"
 #include "model_kind.h"
 #include "shared.h"
@@ -64,23 +66,43 @@ void check(const config::Config& c, const std::string& source) {
               "; set model.in_channels ", img.channels, " and model.image_size ", size);
 }
 
+// Each 3x3 convolution's weights act at every position of its stage's image: 6 FLOPs per
+// multiply-add beyond the one use 6 N counts (Note [step cost]).
+int64_t conv_extra_flops(const config::Config& c) {
+  const CnnKeys& m = c.model.as<CnnKeys>();
+  double extra = 0;
+  int64_t in = m.in_channels, size = m.image_size;
+  for (int64_t out : m.channels) {
+    extra += 6.0 * 9.0 * double(in) * double(out) * (double(size) * double(size) - 1);
+    in = out;
+    size /= 2;
+  }
+  return int64_t(std::min(extra, 9.2e18));
+}
+
+ModelKind cnn() {
+  ModelKind k = image_model(
+      "cnn", {.keys = {"channels", "fc", "image_size", "in_channels", "num_classes"}, .parse = parse, .check = check},
+      [](const config::Config& c, bool deferred) {
+        const CnnKeys& m = c.model.as<CnnKeys>();
+        // parse() checked that the count and its fp32 bytes fit in int64.
+        return build_within_memory(cnn_parameter_count(m).value_or(0), deferred, [&] {
+          return std::shared_ptr<nn::Module>(
+              nn::make_cnn(m.in_channels, m.image_size, m.channels, m.fc, m.num_classes, c.seed));
+        });
+      },
+      [](const config::Config& c) { return ModelShape{.num_classes = c.model.as<CnnKeys>().num_classes}; },
+      [](const config::Config& c) {
+        const CnnKeys& m = c.model.as<CnnKeys>();
+        return m.in_channels * m.image_size * m.image_size;
+      },
+      " (model.in_channels x model.image_size^2)");
+  k.extra_flops_per_row = conv_extra_flops;
+  return k;
+}
+
 }  // namespace
 
-extern const ModelKind kCnn = image_model(
-    "cnn", {.keys = {"channels", "fc", "image_size", "in_channels", "num_classes"}, .parse = parse, .check = check},
-    [](const config::Config& c, bool deferred) {
-      const CnnKeys& m = c.model.as<CnnKeys>();
-      // parse() checked that the count and its fp32 bytes fit in int64.
-      return build_within_memory(cnn_parameter_count(m).value_or(0), deferred, [&] {
-        return std::shared_ptr<nn::Module>(
-            nn::make_cnn(m.in_channels, m.image_size, m.channels, m.fc, m.num_classes, c.seed));
-      });
-    },
-    [](const config::Config& c) { return ModelShape{.num_classes = c.model.as<CnnKeys>().num_classes}; },
-    [](const config::Config& c) {
-      const CnnKeys& m = c.model.as<CnnKeys>();
-      return m.in_channels * m.image_size * m.image_size;
-    },
-    " (model.in_channels x model.image_size^2)");
+extern const ModelKind kCnn = cnn();
 
 }  // namespace zt::apps

@@ -2,7 +2,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
+#include "../session.h"
 #include "model_kind.h"
 #include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
@@ -77,6 +79,21 @@ void write_hf_config(const config::Config& c, const std::string& dir, DType dtyp
   write_hf_tokenizer(c, dir);
 }
 
-void write_hf_tokenizer(const config::Config&, const std::string&) {}
+void write_hf_tokenizer(const config::Config& c, const std::string& dir) {
+  // Kept beside the run's weights, else named by the data's manifest; GPT-2's files under the
+  // names transformers' GPT2Tokenizer reads (vocab.json, merges.txt: the same contents).
+  std::vector<std::string> files;
+  for (const char* name : {"tokenizer.json", "tokenizer.model", "encoder.json", "vocab.bpe"})
+    if (fs::exists(fs::path(c.run.dir) / name)) files.push_back((fs::path(c.run.dir) / name).string());
+  if (files.empty()) files = manifest_tokenizer_files(c);
+  for (const std::string& path : files) {
+    const std::string name = kept_tokenizer_name(path);
+    if (name == "vocab.json") continue;  // BERT's npm vocabulary: not a form transformers reads
+    std::ifstream src(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(src)), {});
+    const std::string as = name == "encoder.json" ? "vocab.json" : name == "vocab.bpe" ? "merges.txt" : name;
+    write_file_atomic((fs::path(dir) / as).string(), bytes, ErrorKind::checkpoint, "[export]");
+  }
+}
 
 }  // namespace zt::apps

@@ -189,7 +189,7 @@ extern const ModelKind kLlama{
     .task = [](const config::Config& c, bool with_train) { return make_token_task(c, "", with_train); },
     .example = lm_example,
     .rows_per_sample = sequence_length,
-    .attention_flops_per_row = transformer_attention_flops,
+    .extra_flops_per_row = transformer_attention_flops,
     .eval_batch = eval_batch_is_micro,
     .generates_with = "gpt2",
     .hf_mapping = hf_mapping,

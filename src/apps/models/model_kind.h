@@ -39,8 +39,9 @@ struct ModelKind {
   MicroBatch (*example)(const config::Config& c, int64_t samples);
   // Rows a sample feeds through each weight: tokens of a sequence, 1 for an image.
   int64_t (*rows_per_sample)(const config::Config& c);
-  // FLOPs a row costs beyond 6 per parameter (Note [step cost]): a transformer token's attention.
-  int64_t (*attention_flops_per_row)(const config::Config& c) = nullptr;
+  // FLOPs a row costs beyond 6 per parameter (Note [step cost]): a transformer token's attention, a
+  // convolution's weights applied at every position of its image.
+  int64_t (*extra_flops_per_row)(const config::Config& c) = nullptr;
   // Samples per evaluation forward, given the training micro-batch, before any data is read.
   int64_t (*eval_batch)(const config::Config& c, int64_t micro);
   // An image model: the features a sample has, and the keys that set them for the data's error

@@ -127,19 +127,21 @@ int64_t HfFields::integer(const char* key) const {
 int64_t HfFields::integer(const char* key, int64_t fallback) const {
   if (!has(key)) return fallback;
   const nlohmann::json& v = hf[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < 1) refuse(key, "must be an integer >= 1, got " + v.dump());
+  // At most 2^31: every size a config.json gives fits there, and products of two stay in int64.
+  if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (int64_t(1) << 31))
+    refuse(key, "must be an integer in 1..2^31, got " + config::detail::short_dump(v));
   return v.get<int64_t>();
 }
 
 double HfFields::number(const char* key, double fallback) const {
   if (!has(key)) return fallback;
-  if (!hf[key].is_number()) refuse(key, "must be a number, got " + hf[key].dump());
+  if (!hf[key].is_number()) refuse(key, "must be a number, got " + config::detail::short_dump(hf[key]));
   return hf[key].get<double>();
 }
 
 bool HfFields::flag(const char* key, bool fallback) const {
   if (!has(key)) return fallback;
-  if (!hf[key].is_boolean()) refuse(key, "must be true or false, got " + hf[key].dump());
+  if (!hf[key].is_boolean()) refuse(key, "must be true or false, got " + config::detail::short_dump(hf[key]));
   return hf[key].get<bool>();
 }
 
