@@ -520,17 +520,19 @@ Config parse(const nlohmann::json& j, const std::string& source, const std::stri
   if (!top.has("model")) parse_model(Section(nlohmann::json::object(), "model", source), c.model);  // defaults
   top.read_section("tensorboard", [&](const Section& s) { parse_monitor(s, c.monitor.tensorboard); });
   top.read_section("csv_monitor", [&](const Section& s) { parse_monitor(s, c.monitor.csv_monitor); });
-  for (auto [key, on] : {std::pair{"wandb", &c.monitor.wandb}, std::pair{"comms_logger", &c.monitor.comms_logger},
-                         std::pair{"flops_profiler", &c.monitor.flops_profiler}})
-    top.read_section(key, [&](const Section& s) {  // their other keys (wandb's project, ...) change nothing here
-      const std::string k = key;
+  for (const auto& section : {std::pair{"wandb", &c.monitor.wandb}, std::pair{"comms_logger", &c.monitor.comms_logger},
+                               std::pair{"flops_profiler", &c.monitor.flops_profiler}}) {
+    const std::string k = section.first;  // not a structured binding: clang 14's lambdas cannot capture those
+    bool* on = section.second;
+    top.read_section(k, [&](const Section& s) {  // their other keys (wandb's project, ...) change nothing here
       s.allow(k == "wandb"          ? std::vector<std::string>{"enabled", "group", "team", "project"}
               : k == "comms_logger" ? std::vector<std::string>{"enabled", "verbose", "prof_all", "debug", "prof_ops"}
                                     : std::vector<std::string>{"enabled", "recompute_fwd_factor", "profile_step",
                                                                "module_depth", "top_modules", "detailed", "output_file"});
       s.read_bool("enabled", *on);
-      if (std::string(key) == "flops_profiler") s.read_int("profile_step", c.monitor.flops_profile_step, 1);
+      if (k == "flops_profiler") s.read_int("profile_step", c.monitor.flops_profile_step, 1);
     });
+  }
   if (c.monitor.wandb)
     c.notes.push_back("wandb is not available here: the same scalars go to " + c.run.dir +
                       "/metrics.jsonl, and to TensorBoard or CSV files with 'tensorboard' or 'csv_monitor' enabled");
