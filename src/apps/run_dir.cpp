@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "zt/ckpt/safetensors.h"
+#include "zt/core/append_file.h"
 
 namespace zt::apps {
 
@@ -89,19 +90,13 @@ void RunDir::append_metrics(const nlohmann::json& record) {
     check_output_path(file, kIo, "[run]");
     ZT_THROW_AS(kIo, "[run] ", file, " is not a regular file");
   }
-  int err = 0;  // a partial line is cut off again, so every line of the file stays JSON
-  for (size_t done = 0; done < line.size() && !err;) {
-    const ssize_t w = ::write(fd, line.data() + done, line.size() - done);
-    if (w > 0)
-      done += size_t(w);
-    else if (w == 0)
-      err = ENOSPC;
-    else if (errno != EINTR)
-      err = errno;
+  try {  // a partial line is cut off again, so every line of the file stays JSON
+    append_whole(fd, file, line, st.st_size, kIo, "[run]");
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
-  if (err && ::ftruncate(fd, st.st_size) != 0)
-    std::fprintf(stderr, "zerotrain: warning: %s may end in a partial line\n", file.c_str());
-  if (::close(fd) != 0 && !err && errno != EINTR) err = errno;
+  const int err = ::close(fd) != 0 && errno != EINTR ? errno : 0;
   ZT_CHECK_AS(kIo, !err, "[run] appending to ", file, " failed: ", std::strerror(err));
 }
 

@@ -1,5 +1,7 @@
 #include "zt/core/atomic_file.h"
 
+#include "zt/core/append_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -125,6 +127,23 @@ void write_file_atomic(const std::string& path, std::string_view text, ErrorKind
   f.write(text);
   f.commit();
   sync_dir(folder_of(path), kind, who);
+}
+
+void append_whole(int fd, const std::string& path, std::string_view bytes, long long size_before, ErrorKind kind,
+                  const std::string& who) {
+  int err = 0;
+  for (size_t done = 0; done < bytes.size() && !err;) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w > 0)
+      done += size_t(w);
+    else if (w == 0)
+      err = ENOSPC;
+    else if (errno != EINTR)
+      err = errno;
+  }
+  if (err && ::ftruncate(fd, off_t(size_before)) != 0)
+    std::fprintf(stderr, "zerotrain: warning: %s may end in a partial record\n", path.c_str());
+  ZT_CHECK_AS(kind, !err, who, " appending to ", path, " failed: ", std::strerror(err));
 }
 
 }  // namespace zt

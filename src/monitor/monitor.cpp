@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "append_file.h"
+#include "zt/core/append_file.h"
 #include "zt/core/atomic_file.h"
 #include "zt/core/error.h"
 
@@ -59,20 +60,7 @@ long long file_size(int fd, const std::string& path, const char* who) {
 }
 
 void append_all(int fd, const std::string& path, std::string_view bytes, const char* who) {
-  const long long before = file_size(fd, path, who);
-  int err = 0;
-  for (size_t done = 0; done < bytes.size() && !err;) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w > 0)
-      done += size_t(w);
-    else if (w == 0)
-      err = ENOSPC;
-    else if (errno != EINTR)
-      err = errno;
-  }
-  if (err && ::ftruncate(fd, off_t(before)) != 0)
-    std::fprintf(stderr, "zerotrain: warning: %s may end in a partial record\n", path.c_str());
-  ZT_CHECK_AS(kIo, !err, who, " appending to ", path, " failed: ", std::strerror(err));
+  append_whole(fd, path, bytes, file_size(fd, path, who), kIo, who);
 }
 
 void sync_file(int fd, const std::string& path, const char* who) {
