@@ -82,10 +82,10 @@ std::string scalar_event(double wall_time, const std::string& tag, double value,
   return ev;
 }
 
-TensorBoardMonitor::TensorBoardMonitor(const std::string& output_path, const std::string& job_name)
-    : dir_(log_dir_of(output_path, job_name)) {
+TensorBoardMonitor::TensorBoardMonitor(const std::string& output_path, const std::string& job_name, Clock clock)
+    : dir_(log_dir_of(output_path, job_name)), clock_(clock ? clock : now_seconds) {
   detail::create_folder(dir_, kWho);
-  const double now = now_seconds();
+  const double now = clock_();
   file_ = detail::in_folder(dir_, event_file_name(now));
   fd_ = detail::open_append(file_, /*fresh=*/true, kWho);
   std::string version = event_head(now, 0);
@@ -102,7 +102,7 @@ TensorBoardMonitor::~TensorBoardMonitor() { ::close(fd_); }
 
 void TensorBoardMonitor::write_events(const std::vector<Event>& events) {
   if (events.empty()) return;
-  const double now = now_seconds();
+  const double now = clock_();
   std::string records;
   for (const Event& e : events) records += tfrecord(scalar_event(now, e.tag, e.value, e.step));
   detail::append_all(fd_, file_, records, kWho);

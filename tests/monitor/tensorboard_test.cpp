@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -30,8 +29,6 @@ using test_util::read_records;
 using ::testing::HasSubstr;
 using testing_util::error_kind_of;
 using testing_util::error_of;
-
-double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string bytes_of(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -94,9 +91,13 @@ TEST(TensorBoardEncodingTest, ARecordIsLengthCrcDataCrc) {
 
 using TensorBoardMonitorTest = testing_util::TempDirTest;
 
+// A clock that ticks one second a reading from a fixed epoch: each write's wall_time is known.
+double g_tick = 0;
+double ticking_clock() { return 1.7e9 + g_tick++; }
+
 TEST_F(TensorBoardMonitorTest, TheFileIsNamedAsTorchsSummaryWriterNamesIt) {
-  const double before = now();
-  TensorBoardMonitor m(path("out"), "job");
+  g_tick = 0;
+  TensorBoardMonitor m(path("out"), "job", ticking_clock);
   EXPECT_EQ(m.dir(), path("out") + "/job");
   const std::vector<std::string> files = files_in(path("out/job"));
   ASSERT_EQ(files.size(), 1u);
@@ -109,20 +110,20 @@ TEST_F(TensorBoardMonitorTest, TheFileIsNamedAsTorchsSummaryWriterNamesIt) {
   EXPECT_EQ(name.substr(0, head.size()), head);
   const std::string secs = name.substr(head.size(), 10), rest = name.substr(head.size() + 10);
   EXPECT_EQ(secs.find_first_not_of("0123456789"), std::string::npos) << name;
-  EXPECT_GE(std::stoll(secs), (long long)before);
-  EXPECT_LE(std::stoll(secs), (long long)now());
+  EXPECT_EQ(secs, "1700000000") << name;  // the clock's reading when the file was made
   const std::string mid = "." + std::string(host) + "." + std::to_string(::getpid()) + ".";
   EXPECT_EQ(rest.substr(0, mid.size()), mid) << name;
   EXPECT_EQ(rest.substr(mid.size()).find_first_not_of("0123456789"), std::string::npos) << name;
   // A second writer in the same second and folder gets its own file.
-  TensorBoardMonitor again(path("out"), "job");
+  g_tick = 0;  // the same second
+  TensorBoardMonitor again(path("out"), "job", ticking_clock);
   EXPECT_NE(again.file(), m.file());
   EXPECT_EQ(files_in(path("out/job")).size(), 2u);
 }
 
 TEST_F(TensorBoardMonitorTest, EveryScalarReadsBackWithItsTagValueStepAndWallTime) {
-  const double before = now();
-  TensorBoardMonitor m(path("out") + "/", "job");  // a trailing '/' as os.path.join takes it
+  g_tick = 0;
+  TensorBoardMonitor m(path("out") + "/", "job", ticking_clock);  // a trailing '/' as os.path.join takes it
   const std::vector<Event> events = {{"Train/Samples/train_loss", 2.3125, 32},
                                      {"Train/Samples/lr", 1e-4, 32},
                                      {"Train/Samples/loss_scale", 65536, 0},
@@ -133,16 +134,17 @@ TEST_F(TensorBoardMonitorTest, EveryScalarReadsBackWithItsTagValueStepAndWallTim
   m.write_scalar("Train/Samples/train_loss", 2.25, 64);
   m.write_events({});
   m.flush();
-  const double after = now();
 
   const std::vector<test_util::DecodedEvent> got = read_events(m.file());
   ASSERT_EQ(got.size(), 1 + events.size() + 1);
   EXPECT_EQ(got[0].file_version, "brain.Event:2");
   EXPECT_TRUE(got[0].values.empty());
   EXPECT_EQ(got[0].step, 0);
+  // The file_version record at the first reading, the first batch's events at the second, the
+  // single scalar at the third (an empty batch writes nothing and reads no clock).
   for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_GE(got[i].wall_time, before - 1e-3) << i;
-    EXPECT_LE(got[i].wall_time, after + 1e-3) << i;
+    const double want = 1.7e9 + (i == 0 ? 0 : i <= events.size() ? 1 : 2);
+    EXPECT_EQ(got[i].wall_time, want) << i;
     if (i > 0) {
       EXPECT_GE(got[i].wall_time, got[i - 1].wall_time) << i;
     }

@@ -28,9 +28,11 @@ namespace zt::monitor {
 
 class TensorBoardMonitor : public Monitor {
  public:
+  // Seconds since the epoch, the records' wall_time: the system clock unless a test gives one.
+  using Clock = double (*)();
   // Creates log_dir_of(output_path, job_name) as needed and a new event file in it holding the
   // file_version record; throws naming the folder or the file.
-  TensorBoardMonitor(const std::string& output_path, const std::string& job_name);
+  TensorBoardMonitor(const std::string& output_path, const std::string& job_name, Clock clock = nullptr);
   ~TensorBoardMonitor() override;
   TensorBoardMonitor(const TensorBoardMonitor&) = delete;
   TensorBoardMonitor& operator=(const TensorBoardMonitor&) = delete;
@@ -43,6 +45,7 @@ class TensorBoardMonitor : public Monitor {
 
  private:
   std::string dir_, file_;
+  Clock clock_;
   int fd_ = -1;
 };
 
