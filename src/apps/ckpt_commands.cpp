@@ -335,11 +335,7 @@ int run_import(const config::Config& cfg, comm::Group& group, const CkptToolOpti
   } else {
     rep = ckpt::import_safetensors(engine, o.path);
     ZT_CHECK_AS(ErrorKind::config, rep.unused.empty() || !cfg.model.init_strict, "[import] ", o.path,
-                " does not fit the model: unused: ", [&] {
-                  std::string names;
-                  for (const std::string& n : rep.unused) names += (names.empty() ? "" : ", ") + n;
-                  return names;
-                }(), " (model.init_strict=false imports what fits and names the rest)");
+                " does not fit the model: unused: ", join(rep.unused), " (model.init_strict=false imports what fits and names the rest)");
   }
   const json extra = {{"step", 0}, {"imported_from", fs::absolute(o.path).string()}, {"config", cfg.raw}};
   ckpt::SaveOptions save{o.out, tag, 0, extra};

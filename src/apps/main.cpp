@@ -21,6 +21,7 @@
 #include "models/model_kind.h"
 #include "prepare.h"
 #include "zt/core/error.h"
+#include "zt/core/strings.h"
 #include "zt/data/ngram.h"
 #include "zt/data/tokenizer.h"
 #include "zt/ops/ops.h"
@@ -307,8 +308,7 @@ int run_command(const std::string& command, const Args& a) {
     zt::config::Config cfg = zt::config::load(a.config, a.overrides, weights);
     // Note [model registry]: no model section used to train the MNIST MLP silently.
     if (!cfg.raw.contains("model")) {
-      std::string types;
-      for (const std::string& t : zt::config::model_types()) types += (types.empty() ? "" : ", ") + t;
+      const std::string types = zt::join(zt::config::model_types());
       ZT_THROW_AS(ErrorKind::config, "[config] ", a.config, " has no 'model' section: set model.type (one of ", types,
                   ") and its keys, or give a Hugging Face model folder as the weights (model.init_from, import's "
                   "folder, or eval's and generate's --weights)");

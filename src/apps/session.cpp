@@ -20,6 +20,7 @@
 #include "zt/core/allocator.h"
 #include "zt/core/device_capacity.h"
 #include "zt/core/sha256.h"
+#include "zt/core/strings.h"
 #include "zt/data/cifar.h"
 #include "zt/ops/ops.h"
 #include "zt/optim/schedule.h"
@@ -55,13 +56,6 @@ std::shared_ptr<nn::Module> build_within_memory(int64_t params, bool deferred,
   }
 }
 
-namespace {
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
-}  // namespace
 
 std::string load_weights(const config::Config& c, nn::Module& model, const std::string& path, bool say) {
   if (ckpt::is_hf_folder(path)) return load_hf_weights(c, model, path, say);

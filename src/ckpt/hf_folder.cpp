@@ -42,12 +42,6 @@ bool is_hf_folder(const std::string& path) {
 
 namespace {
 
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 // A piece's shape in the folder: its rows of the parameter, or those transposed.
 Shape piece_shape(const HfParam& p, const HfPiece& k) {
   Shape s = p.shape;

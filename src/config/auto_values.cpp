@@ -4,6 +4,7 @@
 #include "json_check.h"
 #include "zt/config/config.h"
 #include "zt/core/error.h"
+#include "zt/core/strings.h"
 
 namespace zt::config::detail {
 namespace {
@@ -92,7 +93,7 @@ void finish_autos(Config& c, const std::vector<std::string>& sized, const nlohma
     for (const char* key : {"allgather_partitions", "reduce_scatter", "stage3_gather_16bit_weights_on_model_save",
                             "stage3_gather_fp16_weights_on_model_save"})
       if (resolved["zero_optimization"].contains(key)) inert.push_back(std::string("zero_optimization.") + key);
-  if (!inert.empty()) c.notes.push_back("accepted, with no effect here: " + detail::join(inert));
+  if (!inert.empty()) c.notes.push_back("accepted, with no effect here: " + join(inert));
 }
 
 }  // namespace zt::config::detail

@@ -8,6 +8,7 @@
 #include "auto_values.h"
 #include "json_check.h"
 #include "zt/core/error.h"
+#include "zt/core/strings.h"
 
 namespace zt::config {
 namespace {
@@ -336,7 +337,7 @@ void parse_model(const Section& s, ModelConfig& m) {
     for (const std::string& key : other.family.keys)
       ZT_CHECK_AS(ErrorKind::config, !s.has(key) || std::find(known.begin(), known.end(), key) != known.end(),
                   "[config] ", s.source(), ": 'model.", key, "' is a key of model.type ", other.type,
-                  ", not of model.type ", m.type, " (its keys: ", detail::join(known), ")");
+                  ", not of model.type ", m.type, " (its keys: ", join(known), ")");
   }
   s.allow(known, "model.type " + m.type);
   if (f) m.keys = f->family.parse(s);
@@ -377,7 +378,7 @@ std::string resolve_hf_model(nlohmann::json& resolved, nlohmann::json& raw, cons
     }
   ZT_THROW_AS(ErrorKind::config, "[config] ", source, ": model.type is not set and ", file, " has architectures ",
               detail::short_dump(hf.value("architectures", nlohmann::json())), ", none of which this build reads (",
-              detail::join(known), "); set model.type and its keys");
+              join(known), "); set model.type and its keys");
 }
 
 }  // namespace

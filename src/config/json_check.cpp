@@ -105,11 +105,6 @@ void bad_value(const std::string& source, const std::string& key, const std::str
   ZT_THROW_AS(ErrorKind::config, "[config] ", source, ": '", key, "' must be ", what, ", got ", short_dump(got));
 }
 
-std::string join(const std::vector<std::string>& items, const char* sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
-  return out;
-}
 
 bool as_int64(const json& v, int64_t& out) {
   if (v.is_number_integer()) {
@@ -132,7 +127,6 @@ bool as_int64(const json& v, int64_t& out) {
 // ---- Section ----
 using detail::bad_value;
 using detail::as_int64;
-using detail::join;
 using detail::clip;
 using detail::short_dump;
 using nlohmann::json;

@@ -32,7 +32,6 @@ std::string deep_key(const json& j, int limit);
 
 // Integer value of `v` if it is an integer (or an integral float such as 5e8), else false.
 bool as_int64(const json& v, int64_t& out);
-std::string join(const std::vector<std::string>& items, const char* sep = ", ");
 
 // `dir`/config.json when `dir` is a folder holding one (a Hugging Face model folder), parsed as
 // config files are (depth, duplicate keys; a JSON object); null otherwise. load.cpp.

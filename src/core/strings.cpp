@@ -55,4 +55,10 @@ std::string printable(const std::string& s, size_t max) {
   return out;
 }
 
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
 }  // namespace zt

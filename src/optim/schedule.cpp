@@ -48,12 +48,6 @@ std::string nearest(const std::string& s, const std::vector<std::string>& option
   return best;
 }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 // Reads one schedule's params object: rejects unknown keys up front, then typed getters
 // check each value's type and range and name the key in the error.
 class Params {

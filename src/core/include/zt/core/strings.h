@@ -2,10 +2,14 @@
 // Small string helpers shared by the validators ("did you mean ...?").
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace zt {
 
 size_t edit_distance(const std::string& a, const std::string& b);  // Levenshtein
+
+// items joined by `sep` ("a, b, c"): the lists that messages name.
+std::string join(const std::vector<std::string>& items, const char* sep = ", ");
 
 // Byte offset in JSON text where nesting first exceeds `limit` ([ and { outside strings), or
 // npos: checked before parsing outside input, since walking a deep value recurses.
