@@ -340,19 +340,23 @@ class ClassifyTask : public Task {
   EvalResult evaluate(const Forward& forward, comm::Group& g, int64_t batch, bool /*whole: always*/) const override {
     const int64_t all = test_.size(), n = test_limit_ > 0 ? std::min(all, test_limit_) : all;  // data.test_limit
     const int64_t nb = (n + batch - 1) / batch;
-    const std::vector<double> t = score_shared(g, nb, 2, [&](int64_t k) {
+    const std::vector<double> t = score_shared(g, nb, 3, [&](int64_t k) {
       std::vector<int64_t> idx;
       for (int64_t i = k * batch; i < std::min(n, (k + 1) * batch); ++i) idx.push_back(i);
       data::SeqClsBatch b = data::gather_seq_cls(test_, idx);
       const Tensor out = forward({b.ids, b.mask});
-      return std::vector<double>{double(ops::count_correct(out, b.labels.to(out.device()))), double(idx.size())};
+      const double rows = double(idx.size());
+      const MicroBatch mb{{b.ids, b.mask}, b.labels, int64_t(idx.size())};
+      return std::vector<double>{double(ops::count_correct(out, b.labels.to(out.device()))), rows,
+                                 loss(out, mb).item() * rows};
     });
     const double correct = t[0], count = t[1];
     const double acc = count > 0 ? correct / count : 0, major = majority_accuracy();
-    char line[160];
-    std::snprintf(line, sizeof line, "test accuracy: %.4f (%lld/%lld); majority class: %.4f", acc,
-                  (long long)std::llround(correct), (long long)std::llround(count), major);
-    return {{{"test_accuracy", acc}, {"majority_accuracy", major}}, line};
+    const double mean_loss = count > 0 ? t[2] / count : 0;  // cross-entropy per example, as HF's eval_loss
+    char line[200];
+    std::snprintf(line, sizeof line, "test accuracy: %.4f (%lld/%lld); majority class: %.4f; test loss %.4f", acc,
+                  (long long)std::llround(correct), (long long)std::llround(count), major, mean_loss);
+    return {{{"test_accuracy", acc}, {"majority_accuracy", major}, {"test_loss", mean_loss}}, line};
   }
 
  private:

@@ -63,15 +63,15 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* b) {
   });
 }
 
-Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor* b) {
+Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor* b, ops::Gelu form) {
   Tensor h = ops::linear(x, w, b);
-  Tensor out = ops::gelu(h);
+  Tensor out = ops::gelu(h, form);
   const bool gx = requires_grad(x), gw = requires_grad(w), gb = b && requires_grad(*b);
   const size_t n = b ? 3 : 2;
-  return record(out, linear_inputs(x, w, b), "linear_gelu", [x, w, h, gx, gw, gb, n](const Tensor& g) {
+  return record(out, linear_inputs(x, w, b), "linear_gelu", [x, w, h, gx, gw, gb, n, form](const Tensor& g) {
     if (!gx && !gw && !gb) return Grads(n);
     Tensor dh;
-    Grads r = linear_grads(ops::linear_gelu_backward(g, x, w, h, gx, gb, /*need_dw=*/false, &dh), n, gb);
+    Grads r = linear_grads(ops::linear_gelu_backward(g, x, w, h, gx, gb, /*need_dw=*/false, &dh, form), n, gb);
     if (gw) r[1] = weight_grad(w, dh, x);
     return r;
   });
@@ -108,8 +108,13 @@ Tensor relu(const Tensor& x) {
   return record(ops::relu(x), {x}, "relu", [x](const Tensor& g) { return Grads{ops::relu_backward(g, x)}; });
 }
 
-Tensor gelu(const Tensor& x) {
-  return record(ops::gelu(x), {x}, "gelu", [x](const Tensor& g) { return Grads{ops::gelu_backward(g, x)}; });
+Tensor gelu(const Tensor& x, ops::Gelu form) {
+  return record(ops::gelu(x, form), {x}, "gelu",
+                [x, form](const Tensor& g) { return Grads{ops::gelu_backward(g, x, form)}; });
+}
+
+Tensor tanh(const Tensor& x) {
+  return record(ops::tanh(x), {x}, "tanh", [x](const Tensor& g) { return Grads{ops::tanh_backward(g, x)}; });
 }
 
 Tensor sum(const Tensor& x) {

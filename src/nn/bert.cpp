@@ -51,7 +51,7 @@ class AddNorm : public Module {
 // One ZeRO-3 unit: inputs {x [B, T, C], key mask [B, T] i32 or undefined}.
 class BertLayer : public Module {
  public:
-  BertLayer(const TransformerConfig& c, Generator& gen) : heads_(c.n_head) {
+  BertLayer(const TransformerConfig& c, Generator& gen) : heads_(c.n_head), gelu_(c.gelu) {
     auto attention = std::make_shared<Holder>(), self = std::make_shared<Holder>(),
          intermediate = std::make_shared<Holder>();
     qkv_ = dense(c.n_embd, 3 * c.n_embd, gen);
@@ -74,11 +74,12 @@ class BertLayer : public Module {
   Tensor forward_inputs(const std::vector<Tensor>& in) override {
     const Tensor* mask = in.size() > 1 && in[1].defined() ? &in[1] : nullptr;
     Tensor h = attn_out_->run(ag::attention((*qkv_)(in[0]), heads_, /*causal=*/false, mask), in[0]);
-    return out_->run(ag::linear_gelu(h, inter_->weight, &inter_->bias), h);  // dense + GELU, fused backward
+    return out_->run(ag::linear_gelu(h, inter_->weight, &inter_->bias, gelu_), h);  // dense + GELU, fused backward
   }
 
  private:
   int64_t heads_;
+  ops::Gelu gelu_;
   std::shared_ptr<Linear> qkv_, inter_;
   std::shared_ptr<AddNorm> attn_out_, out_;
 };
@@ -122,9 +123,25 @@ class BertEmbeddings : public Module {
   Tensor positions_;
 };
 
+// tanh(dense(x[:, 0])): the [CLS] state as BertForSequenceClassification sees it. One stage-3 unit.
+class BertPooler : public Module {
+ public:
+  BertPooler(const TransformerConfig& c, Generator& gen) : dense_(dense(c.n_embd, c.n_embd, gen)) {
+    register_module("dense", dense_);
+    set_zero_unit(true);
+  }
+  const char* type_name() const override { return "BertPooler"; }
+
+ protected:
+  Tensor forward(const Tensor& x) override { return ag::tanh((*dense_)(ag::select(x, 1, 0))); }
+
+ private:
+  std::shared_ptr<Linear> dense_;
+};
+
 class BertEncoder : public Module {
  public:
-  BertEncoder(const TransformerConfig& c, Generator& gen) : c_(c) {
+  BertEncoder(const TransformerConfig& c, Generator& gen, bool with_pooler = false) : c_(c) {
     embeddings = std::make_shared<BertEmbeddings>(c, gen);
     auto encoder = std::make_shared<Holder>();
     layers_ = std::make_shared<ModuleList>();
@@ -132,9 +149,14 @@ class BertEncoder : public Module {
     encoder->register_module("layer", layers_);
     register_module("embeddings", embeddings);
     register_module("encoder", encoder);
+    if (with_pooler) {
+      pooler = std::make_shared<BertPooler>(c, gen);
+      register_module("pooler", pooler);
+    }
   }
   const char* type_name() const override { return "BertEncoder"; }
   std::shared_ptr<BertEmbeddings> embeddings;
+  std::shared_ptr<BertPooler> pooler;  // null unless built for a classifier with one
 
  protected:
   Tensor forward(const Tensor& ids) override { return forward_inputs({ids}); }
@@ -162,7 +184,7 @@ class BertEncoder : public Module {
 // Masked-LM head: transform (dense, GELU, LayerNorm), then the tied decoder plus a bias.
 class BertMlmHead : public Module {
  public:
-  BertMlmHead(const TransformerConfig& c, Generator& gen, const Tensor& word_embeddings) {
+  BertMlmHead(const TransformerConfig& c, Generator& gen, const Tensor& word_embeddings) : gelu_(c.gelu) {
     auto predictions = std::make_shared<Holder>(), transform = std::make_shared<Holder>();
     dense_ = dense(c.n_embd, c.n_embd, gen);
     norm_ = std::make_shared<LayerNorm>(c.n_embd, 1e-12f);
@@ -180,10 +202,11 @@ class BertMlmHead : public Module {
 
  protected:
   Tensor forward(const Tensor& x) override {
-    return ag::add((*decoder_)((*norm_)(ag::linear_gelu(x, dense_->weight, &dense_->bias))), bias);
+    return ag::add((*decoder_)((*norm_)(ag::linear_gelu(x, dense_->weight, &dense_->bias, gelu_))), bias);
   }
 
  private:
+  ops::Gelu gelu_;
   std::shared_ptr<Linear> dense_, decoder_;
   std::shared_ptr<LayerNorm> norm_;
 };
@@ -208,13 +231,13 @@ class BertForMaskedLM : public Module {
   std::shared_ptr<BertMlmHead> cls_;
 };
 
-// Classifier on the [CLS] position (no pooler: the [CLS] state goes through dropout to one Linear).
+// Classifier on the [CLS] position: its state (through the pooler when there is one), dropout, one Linear.
 class BertForSequenceClassification : public Module {
  public:
-  BertForSequenceClassification(const TransformerConfig& c, int64_t num_labels) {
+  BertForSequenceClassification(const TransformerConfig& c, int64_t num_labels, bool pooler) {
     ZT_CHECK_AS(ErrorKind::config, num_labels >= 2, "[bert] model.num_classes must be >= 2, got ", num_labels);
     Generator gen(c.seed);
-    bert_ = std::make_shared<BertEncoder>(c, gen);
+    bert_ = std::make_shared<BertEncoder>(c, gen, pooler);
     drop_ = std::make_shared<Dropout>(c.dropout);
     classifier_ = dense(c.n_embd, num_labels, gen);
     register_module("bert", bert_);
@@ -226,7 +249,8 @@ class BertForSequenceClassification : public Module {
  protected:
   Tensor forward(const Tensor& ids) override { return forward_inputs({ids}); }
   Tensor forward_inputs(const std::vector<Tensor>& in) override {
-    return (*classifier_)((*drop_)(ag::select((*bert_)(in), 1, 0)));
+    const Tensor x = (*bert_)(in);
+    return (*classifier_)((*drop_)(bert_->pooler ? (*bert_->pooler)(x) : ag::select(x, 1, 0)));
   }
 
  private:
@@ -237,12 +261,12 @@ class BertForSequenceClassification : public Module {
 
 }  // namespace
 
-std::shared_ptr<Module> make_bert(const TransformerConfig& c, const std::string& head, int64_t num_labels) {
+std::shared_ptr<Module> make_bert(const TransformerConfig& c, const std::string& head, int64_t num_labels, bool pooler) {
   c.validate("bert");
   TagScope tag(MemTag::param);
   if (head == "mlm") return std::make_shared<BertForMaskedLM>(c);
   ZT_CHECK_AS(ErrorKind::config, head == "classify", "[bert] unknown head '", head, "' (allowed: mlm, classify)");
-  return std::make_shared<BertForSequenceClassification>(c, num_labels);
+  return std::make_shared<BertForSequenceClassification>(c, num_labels, pooler);
 }
 
 }  // namespace zt::nn

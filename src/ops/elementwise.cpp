@@ -36,6 +36,8 @@ Tensor binary(kern::Binary op, const Tensor& a_in, const Tensor& b_in, const cha
   return out;
 }
 
+kern::Unary gelu_kind(Gelu form) { return form == Gelu::erf ? kern::Unary::gelu_erf : kern::Unary::gelu; }
+
 Tensor unary(kern::Unary op, float s, const Tensor& x_in, const char* name) {
   check_float(x_in, name);
   Tensor x = x_in.contiguous();
@@ -103,12 +105,16 @@ Tensor relu(const Tensor& x) { return unary(kern::Unary::relu, 0.f, x, "relu"); 
 Tensor relu_backward(const Tensor& dy, const Tensor& x) {
   return unary_backward(kern::Unary::relu, dy, x, "relu_backward");
 }
-Tensor gelu(const Tensor& x) { return unary(kern::Unary::gelu, 0.f, x, "gelu"); }
-Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
-  return unary_backward(kern::Unary::gelu, dy, x, "gelu_backward");
+Tensor gelu(const Tensor& x, Gelu form) { return unary(gelu_kind(form), 0.f, x, "gelu"); }
+Tensor gelu_backward(const Tensor& dy, const Tensor& x, Gelu form) {
+  return unary_backward(gelu_kind(form), dy, x, "gelu_backward");
+}
+Tensor tanh(const Tensor& x) { return unary(kern::Unary::tanh, 0.f, x, "tanh"); }
+Tensor tanh_backward(const Tensor& dy, const Tensor& x) {
+  return unary_backward(kern::Unary::tanh, dy, x, "tanh_backward");
 }
 
-GeluBiasGrads gelu_bias_backward(const Tensor& dy_in, const Tensor& h_in) {
+GeluBiasGrads gelu_bias_backward(const Tensor& dy_in, const Tensor& h_in, Gelu form) {
   const char* op = "gelu_bias_backward";
   check_float(dy_in, op);
   check_float(h_in, op);
@@ -121,7 +127,7 @@ GeluBiasGrads gelu_bias_backward(const Tensor& dy_in, const Tensor& h_in) {
     g.db.zero_();
     return g;
   }
-  ZT_RUN(gelu_bias_backward, __func__, h.device(), dy, h, g.dh, g.db);
+  ZT_RUN(gelu_bias_backward, __func__, h.device(), dy, h, form == Gelu::erf, g.dh, g.db);
   return g;
 }
 

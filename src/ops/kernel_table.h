@@ -25,7 +25,7 @@ namespace zt::ops::detail {
   X(unary, void(kern::Unary op, float s, const Tensor& x, Tensor& out))                                                \
   X(unary_backward, void(kern::Unary op, const Tensor& dy, const Tensor& x, Tensor& out))                              \
   X(sum_to, void(const Tensor& g, Tensor& out))                                                                        \
-  X(gelu_bias_backward, void(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& db))                               \
+  X(gelu_bias_backward, void(const Tensor& dy, const Tensor& h, bool erf, Tensor& dh, Tensor& db))                     \
   X(sum_all, double(const Tensor& x))                                                                                  \
   X(sum_dim, void(const Tensor& x, int64_t outer, int64_t r, int64_t inner, float factor, Tensor& out))                \
   X(expand_reduced, void(const Tensor& dy, int64_t outer, int64_t r, int64_t inner, float factor, Tensor& out))        \

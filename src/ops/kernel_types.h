@@ -6,7 +6,7 @@
 namespace zt::ops::kern {
 
 enum class Binary { add, sub, mul };
-enum class Unary { scale, add_scalar, relu, gelu };
+enum class Unary { scale, add_scalar, relu, gelu, gelu_erf, tanh };  // gelu: the tanh form
 
 // Sizes of one convolution: x [n, cin, h, w], w [cout, cin, kh, kw] -> y [n, cout, ho, wo].
 struct ConvGeometry {

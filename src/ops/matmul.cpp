@@ -156,14 +156,14 @@ void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, boo
 }
 
 LinearGrads linear_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& h, bool need_dx,
-                                 bool has_bias, bool need_dw, Tensor* dh_out) {
+                                 bool has_bias, bool need_dw, Tensor* dh_out, Gelu form) {
   Tensor db, dh;
   if (has_bias) {
-    GeluBiasGrads gb = gelu_bias_backward(dy, h);  // db in the same pass (Note [fused bias-gelu])
+    GeluBiasGrads gb = gelu_bias_backward(dy, h, form);  // db in the same pass (Note [fused bias-gelu])
     dh = std::move(gb.dh);
     db = std::move(gb.db);
   } else {
-    dh = gelu_backward(dy, h);
+    dh = gelu_backward(dy, h, form);
   }
   LinearGrads g = linear_backward(dh, x, w, need_dx, /*has_bias=*/false, need_dw);
   g.db = std::move(db);

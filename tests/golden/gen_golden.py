@@ -171,6 +171,15 @@ def main():
     b.case("linear_gelu_nobias", "linear_gelu", "f32", [((4, 6), False), ((3, 6), False)], lg)
     for dt in ("f32", "bf16"):
         b.case("linear_gelu_66_rows", "linear_gelu", dt, [((66, 4), False), ((11, 4), False), ((11,), False)], lg)
+    # GELU's erf form (BERT's "gelu") and tanh (BERT's pooler), after the cases above so they regenerate as they were.
+    le = lambda x, w, bias=None: F.gelu(F.linear(x, w, bias))
+    for dt in ("f32", "bf16", "f16"):
+        b.case("gelu_erf_37", "gelu_erf", dt, [((37,), False)], F.gelu, scale=3.0)
+        b.case("tanh_37", "tanh", dt, [((37,), False)], torch.tanh, scale=2.0)
+        b.case("linear_gelu_erf_bias", "linear_gelu_erf", dt, [((5, 6), False), ((7, 6), False), ((7,), False)], le)
+    b.case("gelu_erf_tails", "gelu_erf", "f32", [((64,), False)], F.gelu, scale=6.0)
+    b.case("linear_gelu_erf_66_rows", "linear_gelu_erf", "f32", [((66, 4), False), ((11, 4), False), ((11,), False)],
+           le)
     b.write("linear_gelu.json")
 
 

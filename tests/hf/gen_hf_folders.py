@@ -218,25 +218,188 @@ def llama_folder(vocab, layers, heads, kv, embd, inter, gen, tie=False, qwen2=Fa
     return cfg, [(n, v.to(dtype)) for n, v in t]
 
 
+# ---- BERT (modeling_bert.py): BertForMaskedLM, BertForSequenceClassification ----
+
+def bert_hidden(cfg, w, ids, mask):
+    g = lambda n: w[n].double()
+    C, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    D, eps = C // H, cfg.get("layer_norm_eps", 1e-12)
+    B, T = ids.shape
+    act = (lambda x: F.gelu(x)) if cfg.get("hidden_act", "gelu") == "gelu" else gelu_new
+    ln = lambda x, n: F.layer_norm(x, (C,), g(n + ".weight"), g(n + ".bias"), eps)
+    lin = lambda x, n: x @ g(n + ".weight").t() + g(n + ".bias")
+    E = "bert.embeddings."
+    x = g(E + "word_embeddings.weight")[ids] + g(E + "position_embeddings.weight")[torch.arange(T)]
+    x = ln(x + g(E + "token_type_embeddings.weight")[0], E + "LayerNorm")
+    keep = mask.bool()[:, None, None, :]  # keys that are not padding
+    for i in range(cfg["num_hidden_layers"]):
+        L = "bert.encoder.layer.%d." % i
+        q, k, v = [lin(x, L + "attention.self." + n).view(B, T, H, D).transpose(1, 2) for n in ("query", "key", "value")]
+        att = F.softmax(((q @ k.transpose(-2, -1)) / math.sqrt(D)).masked_fill(~keep, float("-inf")), dim=-1)
+        a = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = ln(lin(a, L + "attention.output.dense") + x, L + "attention.output.LayerNorm")
+        x = ln(lin(act(lin(x, L + "intermediate.dense")), L + "output.dense") + x, L + "output.LayerNorm")
+    return x, act, ln, lin
+
+
+def bert_logits(cfg, w, ids, mask):
+    x, act, ln, lin = bert_hidden(cfg, w, ids, mask)
+    if cfg["architectures"][0] == "BertForSequenceClassification":
+        return lin(torch.tanh(lin(x[:, 0], "bert.pooler.dense")), "classifier")
+    P = "cls.predictions."
+    h = ln(act(lin(x, P + "transform.dense")), P + "transform.LayerNorm")
+    return h @ w["bert.embeddings.word_embeddings.weight"].double().t() + w[P + "bias"].double()  # decoder tied
+
+
+def bert_folder(vocab, layers, heads, embd, gen, classify=0, hidden_act="gelu"):
+    arch = "BertForSequenceClassification" if classify else "BertForMaskedLM"
+    cfg = {"architectures": [arch], "model_type": "bert", "vocab_size": vocab, "hidden_size": embd,
+           "num_hidden_layers": layers, "num_attention_heads": heads, "intermediate_size": 4 * embd,
+           "hidden_act": hidden_act, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+           "max_position_embeddings": 32, "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+           "pad_token_id": 0, "position_embedding_type": "absolute", "torch_dtype": "float32"}
+    if classify:
+        cfg.update({"num_labels": classify, "problem_type": "single_label_classification"})
+    r = lambda *s, std=0.3: (torch.randn(*s, generator=gen) * std)
+    E = "bert.embeddings."
+    t = [(E + "word_embeddings.weight", r(vocab, embd, std=0.5)), (E + "position_embeddings.weight", r(32, embd)),
+         (E + "token_type_embeddings.weight", r(2, embd)), (E + "LayerNorm.weight", 1 + r(embd, std=0.2)),
+         (E + "LayerNorm.bias", r(embd, std=0.2))]
+    for i in range(layers):
+        L = "bert.encoder.layer.%d." % i
+        for n in ("query", "key", "value"):
+            t += [(L + "attention.self.%s.weight" % n, r(embd, embd)), (L + "attention.self.%s.bias" % n, r(embd))]
+        t += [(L + "attention.output.dense.weight", r(embd, embd)), (L + "attention.output.dense.bias", r(embd)),
+              (L + "attention.output.LayerNorm.weight", 1 + r(embd, std=0.2)),
+              (L + "attention.output.LayerNorm.bias", r(embd, std=0.2)),
+              (L + "intermediate.dense.weight", r(4 * embd, embd)), (L + "intermediate.dense.bias", r(4 * embd)),
+              (L + "output.dense.weight", r(embd, 4 * embd, std=0.15)), (L + "output.dense.bias", r(embd)),
+              (L + "output.LayerNorm.weight", 1 + r(embd, std=0.2)), (L + "output.LayerNorm.bias", r(embd, std=0.2))]
+    if classify:
+        t += [("bert.pooler.dense.weight", r(embd, embd)), ("bert.pooler.dense.bias", r(embd)),
+              ("classifier.weight", r(classify, embd, std=0.5)), ("classifier.bias", r(classify))]
+    else:  # as save_pretrained writes it: the decoder, tied to the word embeddings, is not stored
+        P = "cls.predictions."
+        t += [(P + "bias", r(vocab)), (P + "transform.dense.weight", r(embd, embd)),
+              (P + "transform.dense.bias", r(embd)), (P + "transform.LayerNorm.weight", 1 + r(embd, std=0.2)),
+              (P + "transform.LayerNorm.bias", r(embd, std=0.2))]
+    return cfg, t
+
+
+class Mt64:
+    """std::mt19937_64, the generator behind zerotrain's masked-LM masks (zt::Generator)."""
+    M = (1 << 64) - 1
+
+    def __init__(self, seed):
+        self.s = [seed & self.M]
+        for i in range(1, 312):
+            p = self.s[-1]
+            self.s.append((6364136223846793005 * (p ^ (p >> 62)) + i) & self.M)
+        self.i = 312
+
+    def next(self):
+        if self.i == 312:
+            for k in range(312):
+                x = (self.s[k] & 0xFFFFFFFF80000000) | (self.s[(k + 1) % 312] & 0x7FFFFFFF)
+                self.s[k] = self.s[(k + 156) % 312] ^ (x >> 1) ^ (0xB5026F5AA96619E9 if x & 1 else 0)
+            self.i = 0
+        y = self.s[self.i]
+        self.i += 1
+        y ^= (y >> 29) & 0x5555555555555555
+        y ^= (y << 17) & 0x71D67FFFEDA60000
+        y ^= (y << 37) & 0xFFF7EEE000000000
+        return (y ^ (y >> 43)) & self.M
+
+    def uniform01(self):
+        return (self.next() >> 11) * (1.0 / 9007199254740992.0)
+
+
+def mlm_rows(toks, seq, vocab, seed=42, mask_prob=0.15):
+    """zerotrain's masked-LM validation rows (MlmTask: [CLS] text [SEP], seed ~seed): ids and targets (-100 unscored)."""
+    span, M = seq - 2, Mt64.M
+    n = (toks.numel() - 1) // span
+    ids, ys = [], []
+    for i in range(n):
+        gen = Mt64((~seed & M) ^ ((i * 0xD1B54A32D192ED03) & M))
+        row, y = [101] + toks[i * span:(i + 1) * span].tolist() + [102], [-100] * seq
+        for j in range(span):
+            if gen.uniform01() >= mask_prob:
+                continue
+            y[j + 1] = row[j + 1]
+            u = gen.uniform01()
+            if u < 0.8:
+                row[j + 1] = 103
+            elif u < 0.9:
+                row[j + 1] = gen.next() % vocab
+        ids.append(row)
+        ys.append(y)
+    return torch.tensor(ids), torch.tensor(ys)
+
+
+def write_seq_cls(path, records, num_classes, max_len, vocab):
+    """zerotrain's sequence-classification file (Note [seq-cls format]): (label, tokens) records."""
+    with open(path, "wb") as f:
+        f.write(b"ZTSEQCLS" + struct.pack("<4IQ", 1, num_classes, max_len, vocab, len(records)))
+        for label, toks in records:
+            f.write(struct.pack("<2H", label, len(toks)) + struct.pack("<%dH" % len(toks), *toks))
+
+
+def read_seq_cls(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    _, _, max_len, _, n = struct.unpack_from("<4IQ", data, 8)
+    at, ids, masks, labels = 32, [], [], []
+    for _ in range(n):
+        label, k = struct.unpack_from("<2H", data, at)
+        toks = list(struct.unpack_from("<%dH" % k, data, at + 4))
+        at += 4 + 2 * k
+        ids.append(toks + [0] * (max_len - k))
+        masks.append([1] * k + [0] * (max_len - k))
+        labels.append(label)
+    return torch.tensor(ids), torch.tensor(masks), torch.tensor(labels)
+
+
+def write_cls_data(d, vocab, classes, n_test, n_train, max_len, gen):
+    os.makedirs(d, exist_ok=True)
+    for split, n in (("test", n_test), ("train", n_train)):
+        recs = []
+        for _ in range(n):
+            k = int(torch.randint(3, max_len + 1, (1,), generator=gen))
+            body = torch.randint(104, vocab, (k - 2,), generator=gen).tolist()
+            recs.append((int(torch.randint(0, classes, (1,), generator=gen)), [101] + body + [102]))
+        write_seq_cls(os.path.join(d, split + ".bin"), recs, classes, max_len, vocab)
+
+
 def logits_of(cfg, w, idx):
     arch = cfg["architectures"][0]
     return gpt2_logits(cfg, w, idx) if arch == "GPT2LMHeadModel" else llama_logits(cfg, w, idx)
 
 
-def val_windows(tokens_dir, seq):
+def val_tokens(tokens_dir):
     with open(os.path.join(tokens_dir, "val_000000.bin"), "rb") as f:
         head = struct.unpack("<256i", f.read(1024))
         data = f.read()
     dt = torch.int16 if head[1] == 1 else torch.int32
     toks = torch.frombuffer(bytearray(data), dtype=dt).long()
-    if head[1] == 1:
-        toks = toks & 0xFFFF
+    return toks & 0xFFFF if head[1] == 1 else toks
+
+
+def val_windows(tokens_dir, seq):
+    toks = val_tokens(tokens_dir)
     n = (toks.numel() - 1) // seq
     return torch.stack([toks[i * seq:i * seq + seq + 1] for i in range(n)])
 
 
 def loss_of(folder, tokens_dir, seq):
     cfg, w = read_folder(folder)
+    arch = cfg["architectures"][0]
+    if arch == "BertForSequenceClassification":  # mean cross-entropy over test.bin, padded as zerotrain pads
+        ids, mask, labels = read_seq_cls(os.path.join(tokens_dir, "test.bin"))
+        return F.cross_entropy(bert_logits(cfg, w, ids, mask), labels).item()
+    if arch == "BertForMaskedLM":  # over the scored positions of every validation row
+        ids, y = mlm_rows(val_tokens(tokens_dir), seq, cfg["vocab_size"])
+        logits = bert_logits(cfg, w, ids, torch.ones_like(ids))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100).item()
     win = val_windows(tokens_dir, seq)
     logits = logits_of(cfg, w, win[:, :-1])
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), win[:, 1:].reshape(-1)).item()
@@ -265,13 +428,18 @@ def main(out):
         "llama_bf16": llama_folder(80, 2, 4, 2, 32, 48, gen, dtype=torch.bfloat16),
         "qwen2_bias": llama_folder(80, 2, 4, 2, 32, 48, gen, tie=True, qwen2=True),
         "llama_vocab70k": llama_folder(70000, 1, 2, 1, 16, 32, gen),
+        "bert_mlm": bert_folder(120, 2, 4, 32, gen),
+        "bert_cls": bert_folder(120, 2, 4, 32, gen, classify=3),
     }
     refs = {}
     for name, (cfg, tensors) in cases.items():
         folder = os.path.join(out, name)
         write_folder(folder, cfg, tensors, shards=3 if name == "llama_sharded" else 1)
         toks = os.path.join(out, "tokens_" + name)
-        write_tokens(toks, cfg["vocab_size"], 8 * SEQ + 1, 64 * SEQ + 1, gen)
+        if name == "bert_cls":
+            write_cls_data(toks, cfg["vocab_size"], 3, 24, 64, 12, gen)
+        else:
+            write_tokens(toks, cfg["vocab_size"], 24 * SEQ + 1, 64 * SEQ + 1, gen)
         refs[name] = loss_of(folder, toks, SEQ)
     # One tensor missing and one extra: a folder that does not fit.
     cfg, tensors = cases["llama_gqa"]

@@ -1,9 +1,10 @@
 // Hugging Face folders in and out (issue 55), through the binary: folders that
 // gen_hf_folders.py writes as transformers lays them out (GPT-2 with and without `transformer.`,
 // Llama with GQA, MQA, tied and untied heads, sharded, bf16, Qwen2's q/k/v biases, a 70,000-token
-// vocabulary) evaluate to the loss of the PyTorch model written there after Hugging Face's
-// modeling code; imports at N = 2, stage 3 export back bit for bit; a fine-tuned GPT exports a
-// folder PyTorch evaluates to the loss zerotrain printed.
+// vocabulary, BERT for masked LM and for classification with its pooler and erf GELU) evaluate to
+// the loss of the PyTorch model written there after Hugging Face's modeling code; imports at
+// N = 2, stage 3 export back bit for bit; models fine-tuned from them export folders PyTorch
+// evaluates to the loss zerotrain logged.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -37,15 +38,18 @@ class HfFolders : public ::testing::Test {
 
   // The config without a model section: the folder's config.json gives it.
   static std::string args(const std::string& name, const std::string& run = "run") {
+    const std::string classify = name.rfind("bert_cls", 0) == 0 ? " data.dataset=classify" : "";
     return " --config " + dir_ + "/cfg.json data.dir=" + dir_ + "/tokens_" + tokens(name) + " run.dir=" + dir_ + "/" +
-           run;
+           run + classify;
   }
+  // The loss an evaluation reports: val_loss, or test_loss for a classifier.
+  static double loss_in(const nlohmann::json& j) { return j.contains("test_loss") ? j["test_loss"] : j["val_loss"]; }
   static std::string tokens(const std::string& name) { return name.substr(0, name.find('@')); }
   static double eval_loss(const std::string& folder, const std::string& name) {
     const Result r = run(kBin + " eval" + args(name) + " --json --weights " + folder, 120);
     EXPECT_EQ(r.code, 0) << r.out;
     const std::string last = r.out.substr(r.out.rfind('{'));
-    return nlohmann::json::parse(last)["val_loss"].get<double>();
+    return loss_in(nlohmann::json::parse(last));
   }
   static double pytorch_loss(const std::string& folder, const std::string& name) {
     const Result r = run(kGen + " --eval " + folder + " " + dir_ + "/tokens_" + tokens(name) + " 16", 120);
@@ -70,7 +74,7 @@ TEST_F(HfFolders, EachFolderEvaluatesToThePyTorchModelsLoss) {
 // bit (bf16 exported as bf16; the sharded folder sharded again), and PyTorch and eval read it back.
 TEST_F(HfFolders, ImportAtTwoRanksStageThreeExportsTheSameFolderBitForBit) {
   for (const std::string name : {"llama_gqa", "llama_mqa_tied", "qwen2_bias", "gpt2", "gpt2_noprefix",
-                                 "llama_sharded", "llama_bf16"}) {
+                                 "llama_sharded", "llama_bf16", "bert_mlm", "bert_cls"}) {
     SCOPED_TRACE(name);
     const std::string ck = dir_ + "/ck_" + name, out = dir_ + "/out_" + name;
     Result im = run(kMpi + "2 " + kBin + " import " + dir_ + "/" + name + " --out " + ck + args(name) +
@@ -116,22 +120,25 @@ TEST_F(HfFolders, AFolderThatDoesNotFitIsOneErrorNamingEveryTensorUnlessNotStric
   EXPECT_NE(loose.out.find("tensor model.layers.0.self_attn.extra.weight of"), std::string::npos) << loose.out;
 }
 
-// model.init_from an HF GPT-2 folder (no model.type: its config.json gives it), a few steps at
-// N = 2, stage 3, export --format hf: PyTorch's GPT-2 gives that folder the loss zerotrain logged.
-TEST_F(HfFolders, GptFineTunedFromAFolderExportsWhatPyTorchEvaluatesToTheLoggedLoss) {
-  const std::string run_dir = dir_ + "/ft", out = dir_ + "/out_ft";
-  Result t = run(kMpi + "2 " + kBin + " train" + args("gpt2", "ft") + " model.init_from=" + dir_ +
-                     "/gpt2 zero_optimization.stage=3 run.max_steps=3 checkpoint.every_steps=3 data.eval_every=3",
-                 120);
-  ASSERT_EQ(t.code, 0) << t.out;
-  double logged = NAN;
-  for (const auto& j : read_jsonl(run_dir + "/metrics.jsonl"))
-    if (j.contains("val_loss")) logged = j["val_loss"].get<double>();
-  ASSERT_FALSE(std::isnan(logged)) << t.out;
-  EXPECT_GT(std::abs(logged - refs_["gpt2"].get<double>()), 1e-4);  // it trained
-  Result ex = run(kBin + " export " + run_dir + "/checkpoints --format hf --out " + out, 60);
-  ASSERT_EQ(ex.code, 0) << ex.out;
-  expect_close(pytorch_loss(out, "gpt2"), logged, "fine-tuned GPT-2 in PyTorch");
+// model.init_from an HF folder (no model.type: its config.json gives it), a few steps at N = 2,
+// stage 3, export --format hf: the PyTorch model gives that folder the loss zerotrain logged.
+TEST_F(HfFolders, ModelsFineTunedFromFoldersExportWhatPyTorchEvaluatesToTheLoggedLoss) {
+  for (const std::string name : {"gpt2", "llama_gqa", "bert_mlm", "bert_cls"}) {
+    SCOPED_TRACE(name);
+    const std::string run_dir = dir_ + "/ft_" + name, out = dir_ + "/out_ft_" + name;
+    Result t = run(kMpi + "2 " + kBin + " train" + args(name, "ft_" + name) + " model.init_from=" + dir_ + "/" + name +
+                       " zero_optimization.stage=3 run.max_steps=3 checkpoint.every_steps=3 data.eval_every=3",
+                   120);
+    ASSERT_EQ(t.code, 0) << t.out;
+    double logged = NAN;
+    for (const auto& j : read_jsonl(run_dir + "/metrics.jsonl"))
+      if (j.contains("val_loss") || j.contains("test_loss")) logged = loss_in(j);
+    ASSERT_FALSE(std::isnan(logged)) << t.out;
+    EXPECT_GT(std::abs(logged - refs_[name].get<double>()), 1e-4);  // it trained
+    Result ex = run(kBin + " export " + run_dir + "/checkpoints --format hf --out " + out, 60);
+    ASSERT_EQ(ex.code, 0) << ex.out;
+    expect_close(pytorch_loss(out, name), logged, name + " fine-tuned, in PyTorch");
+  }
 }
 
 TEST_F(HfFolders, AConfigWithoutAModelSectionNamesTheTypesAndTheFolderWay) {

@@ -98,6 +98,11 @@ std::vector<OpRow> build() {
   t.push_back(row(
       "relu", [](X x, S) { return ag::relu(x[0]); }, {in({{3, 7}})}, relu_off_kink, {}, kOneRounding));
   t.push_back(row("gelu", [](X x, S) { return ag::gelu(x[0]); }, {in({{3, 7}})}));
+  t.push_back(row("gelu_erf", [](X x, S) { return ag::gelu(x[0], ops::Gelu::erf); }, {in({{3, 7}})}));
+  t.push_back(row("tanh", [](X x, S) { return ag::tanh(x[0]); }, {in({{3, 7}})}));
+  t.push_back(row("linear_gelu_erf",
+                  [](X x, S) { return ag::linear_gelu(x[0], x[1], x.size() > 2 ? &x[2] : nullptr, ops::Gelu::erf); },
+                  {in({{4, 5}, {3, 5}, {3}}), in({{70, 2}, {3, 2}, {3}})}));
   t.push_back(row("sum", [](X x, S) { return ag::sum(x[0]); }, {in({{3, 5}})}));
   t.push_back(row("mean", [](X x, S) { return ag::mean(x[0]); }, {in({{3, 5}})}));
   t.push_back(row("sum_dim", [](X x, S s) { return ag::sum(x[0], dim_of(s), keep_of(s)); },

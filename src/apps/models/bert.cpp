@@ -13,11 +13,13 @@ struct BertKeys : TransformerKeys {
   int64_t type_vocab_size = 2;
   std::string head = "mlm";  // mlm (pretraining) | classify ([CLS] classifier, num_classes labels)
   int64_t num_classes = 10;
+  std::string hidden_act = "gelu_new";  // GELU's tanh form (gelu_new) or its erf form (gelu, HF BERT's)
+  bool pooler = false;                  // classify: bert.pooler (dense + tanh) on [CLS], as HF's classifier
 };
 
 std::vector<std::string> keys() {
   std::vector<std::string> k = transformer_keys();
-  k.insert(k.end(), {"type_vocab_size", "head", "num_classes"});
+  k.insert(k.end(), {"type_vocab_size", "head", "num_classes", "hidden_act", "pooler"});
   return k;
 }
 
@@ -27,7 +29,15 @@ std::shared_ptr<const config::ModelKeys> parse(const config::Section& s) {
   s.read_int("type_vocab_size", k->type_vocab_size, 1, 1 << 10);
   s.read_choice("head", k->head, {"mlm", "classify"});
   s.read_int("num_classes", k->num_classes, 2);
+  s.read_choice("hidden_act", k->hidden_act, {"gelu_new", "gelu"});
+  s.read_bool("pooler", k->pooler);
   return k;
+}
+
+void check_bert(const config::Config& c, const std::string& source) {
+  const BertKeys& k = c.model.as<BertKeys>();
+  ZT_CHECK_AS(ErrorKind::config, !k.pooler || k.head == "classify", "[config] ", source,
+              ": model.pooler is for model.head classify (the masked-LM head reads every position; nearest valid: false)");
 }
 
 // BertForMaskedLM's and BertForSequenceClassification's config.json as our keys.
@@ -39,10 +49,9 @@ nlohmann::json from_hf(const nlohmann::json& hf, const std::string& file) {
   const int64_t n_embd = f.integer("hidden_size");
   if (f.integer("intermediate_size", 4 * n_embd) != 4 * n_embd)
     f.refuse("intermediate_size", "is not 4 * hidden_size; model.type bert's MLP is 4 * hidden_size wide");
-  // zerotrain's GELU is the tanh form: exact for gelu_new, within about 1e-3 of gelu's erf.
   const std::string act = f.text("hidden_act", "gelu");
   if (act != "gelu" && act != "gelu_new" && act != "gelu_pytorch_tanh")
-    f.refuse("hidden_act", "is '" + act + "'; model.type bert computes GELU");
+    f.refuse("hidden_act", "is '" + act + "'; model.type bert computes GELU (gelu, gelu_new or gelu_pytorch_tanh)");
   if (f.number("layer_norm_eps", 1e-12) != 1e-12)
     f.refuse("layer_norm_eps", "is not 1e-12; model.type bert's layer norms use 1e-12");
   if (f.text("position_embedding_type", "absolute") != "absolute")
@@ -53,7 +62,9 @@ nlohmann::json from_hf(const nlohmann::json& hf, const std::string& file) {
                       {"block_size", f.integer("max_position_embeddings", 512)},
                       {"type_vocab_size", f.integer("type_vocab_size", 2)},
                       {"vocab_size", f.integer("vocab_size")},
-                      {"head", classify ? "classify" : "mlm"}};
+                      {"head", classify ? "classify" : "mlm"},
+                      {"hidden_act", act == "gelu" ? "gelu" : "gelu_new"},
+                      {"pooler", classify}};
   if (classify)
     k["num_classes"] = f.integer("num_labels", hf.contains("id2label") && hf["id2label"].is_object()
                                                    ? int64_t(hf["id2label"].size())
@@ -62,7 +73,7 @@ nlohmann::json from_hf(const nlohmann::json& hf, const std::string& file) {
 }
 
 // query/key/value are rows of attention.self.qkv; the MLM decoder is tied to the word embedding.
-ckpt::HfMapping hf_mapping(const config::Config&, const ParamShapes& params, const std::vector<std::string>&) {
+ckpt::HfMapping hf_mapping(const config::Config& c, const ParamShapes& params, const std::vector<std::string>&) {
   ckpt::HfMapping m;
   const std::string qkv = ".attention.self.qkv.";
   for (const auto& [name, shape] : params) {
@@ -79,12 +90,20 @@ ckpt::HfMapping hf_mapping(const config::Config&, const ParamShapes& params, con
   m.tied = {{"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
             {"cls.predictions.decoder.bias", "cls.predictions.bias"}};
   m.buffers = {"bert.embeddings.position_ids"};
+  // A pretraining folder (BertForPreTraining, as bert-base-uncased) also holds the pooler and the
+  // next-sentence head; the masked-LM model has neither, and transformers skips them too.
+  if (c.model.as<BertKeys>().head == "mlm")
+    m.buffers.insert(m.buffers.end(), {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
+                                       "cls.seq_relationship.weight", "cls.seq_relationship.bias"});
   return m;
 }
 
 nlohmann::json hf_config(const config::Config& c) {
   const BertKeys& k = c.model.as<BertKeys>();
   const bool classify = k.head == "classify";
+  ZT_CHECK_AS(ErrorKind::config, !classify || k.pooler,
+              "[export] model.pooler is false: transformers' BertForSequenceClassification always has a pooler, so "
+              "its folder would not give this model's scores (train the classifier with model.pooler=true)");
   nlohmann::json j = {{"architectures", {classify ? "BertForSequenceClassification" : "BertForMaskedLM"}},
                       {"model_type", "bert"},
                       {"vocab_size", k.vocab_size},
@@ -92,7 +111,7 @@ nlohmann::json hf_config(const config::Config& c) {
                       {"num_hidden_layers", k.n_layer},
                       {"num_attention_heads", k.n_head},
                       {"intermediate_size", 4 * k.n_embd},
-                      {"hidden_act", "gelu_new"},  // what zerotrain computes (tanh form)
+                      {"hidden_act", k.hidden_act},
                       {"hidden_dropout_prob", k.dropout},
                       {"attention_probs_dropout_prob", k.dropout},
                       {"max_position_embeddings", k.block_size},
@@ -111,6 +130,7 @@ extern const ModelKind kBert{
     .type = "bert",
     .family = {.keys = keys(),
                .parse = parse,
+               .check = check_bert,
                .hf_architectures = {"BertForMaskedLM", "BertForSequenceClassification"},
                .from_hf = from_hf},
     .shape =
@@ -124,7 +144,8 @@ extern const ModelKind kBert{
           const BertKeys& k = c.model.as<BertKeys>();
           nn::TransformerConfig t = transformer_config(k, c);
           t.type_vocab_size = k.type_vocab_size;
-          return std::shared_ptr<nn::Module>(nn::make_bert(t, k.head, k.num_classes));
+          t.gelu = k.hidden_act == "gelu" ? ops::Gelu::erf : ops::Gelu::tanh;
+          return std::shared_ptr<nn::Module>(nn::make_bert(t, k.head, k.num_classes, k.pooler));
         },
     .task =
         [](const config::Config& c, bool with_train) {

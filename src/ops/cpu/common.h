@@ -40,6 +40,10 @@ decltype(auto) dispatch_float(DType dt, const char* op, Fn&& fn) {
 
 using approx::exp_approx;
 using approx::tanh_approx;
+using approx::gelu_erf;
+using approx::gelu_erf_grad;
+using approx::gelu_tanh;
+using approx::gelu_tanh_grad;
 
 }  // namespace zt::ops::detail
 

@@ -123,21 +123,13 @@ void map2(const Tensor& dy, const Tensor& x, Tensor& out, F f) {
   });
 }
 
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float kGeluA = 0.044715f;
-
-// d gelu(v) / dv of the tanh approximation; one definition, so the fused backward's dh equals gelu_backward's.
-inline float gelu_grad(float v) {
-  const float t = detail::tanh_approx(kGeluC * (v + kGeluA * v * v * v));
-  const float du = kGeluC * (1.f + 3.f * kGeluA * v * v);
-  return 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du;
-}
-
 // n columns of one row: o = d * gelu'(v), acc += o (the row's share of the bias gradient, f32).
+// Grad is one of approx.h's GELU derivatives, the one gelu_backward uses, so dh equals its.
+template <float (*Grad)(float)>
 inline void gelu_bias_cols(const float* __restrict d, const float* __restrict v, float* __restrict o,
                            float* __restrict acc, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = d[i] * gelu_grad(v[i]);
+    const float g = d[i] * Grad(v[i]);
     o[i] = g;
     acc[i] += g;
   }
@@ -172,10 +164,15 @@ void unary(Unary op, float s, const Tensor& x, Tensor& out) {
       });
     case Unary::gelu:
       return map1(x, out, [](const float* __restrict v, float* __restrict o, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) {
-          const float t = detail::tanh_approx(kGeluC * (v[i] + kGeluA * v[i] * v[i] * v[i]));
-          o[i] = 0.5f * v[i] * (1.f + t);
-        }
+        for (int64_t i = 0; i < n; ++i) o[i] = detail::gelu_tanh(v[i]);
+      });
+    case Unary::gelu_erf:
+      return map1(x, out, [](const float* __restrict v, float* __restrict o, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) o[i] = detail::gelu_erf(v[i]);
+      });
+    case Unary::tanh:
+      return map1(x, out, [](const float* __restrict v, float* __restrict o, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) o[i] = detail::tanh_approx(v[i]);
       });
   }
 }
@@ -188,7 +185,18 @@ void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out) {
       });
     case Unary::gelu:
       return map2(dy, x, out, [](const float* __restrict d, const float* __restrict v, float* __restrict o, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) o[i] = d[i] * gelu_grad(v[i]);
+        for (int64_t i = 0; i < n; ++i) o[i] = d[i] * detail::gelu_tanh_grad(v[i]);
+      });
+    case Unary::gelu_erf:
+      return map2(dy, x, out, [](const float* __restrict d, const float* __restrict v, float* __restrict o, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) o[i] = d[i] * detail::gelu_erf_grad(v[i]);
+      });
+    case Unary::tanh:  // from the input: d * (1 - tanh(v)^2)
+      return map2(dy, x, out, [](const float* __restrict d, const float* __restrict v, float* __restrict o, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          const float t = detail::tanh_approx(v[i]);
+          o[i] = d[i] * (1.f - t * t);
+        }
       });
     default:
       ZT_THROW("[unary_backward] no backward kernel for this op");
@@ -198,7 +206,7 @@ void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out) {
 // Note [fused bias-gelu]: Linear then GELU's backward needs dh = dy * gelu'(h) and db = sum_rows dh;
 // done apart, that is two passes over [rows, C] (llm.c fuses them too). Here each fixed block of
 // kBiasGradBlockRows rows keeps its f32 column sums while it writes dh; blocks then add in block order.
-void gelu_bias_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& db) {
+void gelu_bias_backward(const Tensor& dy, const Tensor& h, bool erf, Tensor& dh, Tensor& db) {
   const int64_t c = h.size(-1), rows = h.numel() / c;
   const int64_t blocks = (rows + kBiasGradBlockRows - 1) / kBiasGradBlockRows;
   std::vector<float> part(size_t(blocks) * size_t(c), 0.f);  // block b's sums at [b * c, (b + 1) * c)
@@ -216,7 +224,11 @@ void gelu_bias_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& d
           for (int64_t j = 0; j < c; j += kBlock) {  // columns in conversion blocks (16-bit inputs)
             const int64_t len = std::min(kBlock, c - j), at = r * c + j;
             float* o = out_f32(po + at, bo);
-            gelu_bias_cols(as_f32(pd + at, bd, len), as_f32(ph + at, bh, len), o, acc + j, len);
+            const float *pdf = as_f32(pd + at, bd, len), *phf = as_f32(ph + at, bh, len);
+            if (erf)
+              gelu_bias_cols<detail::gelu_erf_grad>(pdf, phf, o, acc + j, len);
+            else
+              gelu_bias_cols<detail::gelu_tanh_grad>(pdf, phf, o, acc + j, len);
             from_f32(o, po + at, len);
           }
       }

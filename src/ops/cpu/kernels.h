@@ -36,10 +36,10 @@ using kern::Binary;
 using kern::Unary;
 void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out);  // out has the broadcast shape
 void unary(Unary op, float s, const Tensor& x, Tensor& out);
-void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out);  // relu, gelu
+void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out);  // relu, gelu, gelu_erf, tanh
 void sum_to(const Tensor& g, Tensor& out);  // sums g's broadcast dimensions into out
 // dh = dy * gelu'(h) and db = sum over rows of dh (h [rows, C] viewed flat; db [C]), one pass.
-void gelu_bias_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& db);
+void gelu_bias_backward(const Tensor& dy, const Tensor& h, bool erf, Tensor& dh, Tensor& db);
 
 // ---- reductions (reduce.cpp); x viewed as [outer, r, inner] around the reduced dimension ----
 double sum_all(const Tensor& x);

@@ -214,6 +214,10 @@ double device_sum(const Ctx& ctx, F f, int64_t n) {
 
 using approx::exp_approx;  // the CPU's operations (approx.h), so results agree closely
 using approx::tanh_approx;
+using approx::gelu_erf;
+using approx::gelu_erf_grad;
+using approx::gelu_tanh;
+using approx::gelu_tanh_grad;
 
 // t's values as an f32 tensor: t itself when f32, else a converted workspace copy (stream-ordered).
 inline Tensor f32_copy(const Tensor& t) {

@@ -1,5 +1,5 @@
 // CUDA elementwise kernels: numpy-broadcasting binary ops, scalar ops and activations (the CPU's
-// tanh-approximated gelu), sum_to, and the fused gelu + bias backward. f32 math, one rounding.
+// formulas, approx.h), sum_to, and the fused gelu + bias backward. f32 math, one rounding.
 #include <vector>
 
 #include "common.cuh"
@@ -99,21 +99,6 @@ void binary_impl(const Tensor& a, const Tensor& b, Tensor& out) {
   check_launch("binary");
 }
 
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float kGeluA = 0.044715f;
-
-__device__ __forceinline__ float gelu(float v) {
-  const float t = tanh_approx(kGeluC * (v + kGeluA * v * v * v));
-  return 0.5f * v * (1.f + t);
-}
-
-// d gelu(v) / dv of the tanh approximation, written as the CPU's gelu_grad.
-__device__ __forceinline__ float gelu_grad(float v) {
-  const float t = tanh_approx(kGeluC * (v + kGeluA * v * v * v));
-  const float du = kGeluC * (1.f + 3.f * kGeluA * v * v);
-  return 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du;
-}
-
 template <typename T>
 __global__ void unary_kernel(Unary op, float s, const T* x, T* o, int64_t n) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
@@ -129,8 +114,14 @@ __global__ void unary_kernel(Unary op, float s, const T* x, T* o, int64_t n) {
       case Unary::relu:
         r = v > 0.f ? v : 0.f;
         break;
+      case Unary::gelu:
+        r = gelu_tanh(v);
+        break;
+      case Unary::gelu_erf:
+        r = gelu_erf(v);
+        break;
       default:
-        r = gelu(v);
+        r = tanh_approx(v);
         break;
     }
     o[i] = from_f<T>(r);
@@ -138,10 +129,27 @@ __global__ void unary_kernel(Unary op, float s, const T* x, T* o, int64_t n) {
 }
 
 template <typename T>
-__global__ void unary_backward_kernel(bool is_gelu, const T* dy, const T* x, T* o, int64_t n) {
+__global__ void unary_backward_kernel(Unary op, const T* dy, const T* x, T* o, int64_t n) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const float d = to_f(dy[i]), v = to_f(x[i]);
-    o[i] = from_f<T>(is_gelu ? d * gelu_grad(v) : (v > 0.f ? d : 0.f));
+    float r;
+    switch (op) {
+      case Unary::gelu:
+        r = d * gelu_tanh_grad(v);
+        break;
+      case Unary::gelu_erf:
+        r = d * gelu_erf_grad(v);
+        break;
+      case Unary::tanh: {
+        const float t = tanh_approx(v);
+        r = d * (1.f - t * t);
+        break;
+      }
+      default:
+        r = v > 0.f ? d : 0.f;
+        break;
+    }
+    o[i] = from_f<T>(r);
   }
 }
 
@@ -195,14 +203,15 @@ __global__ void column_total(const float* part, int64_t nb, int64_t c, T* out) {
 
 // dh = dy * gelu'(h); block (x: columns, y: row block) keeps f32 column sums of its rows.
 template <typename T>
-__global__ void gelu_bias_rows(const T* dy, const T* h, T* dh, float* part, int64_t rows, int64_t c,
+__global__ void gelu_bias_rows(const T* dy, const T* h, bool erf, T* dh, float* part, int64_t rows, int64_t c,
                                int64_t rows_per) {
   const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= c) return;
   const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
   float acc = 0.f;
   for (int64_t r = r0; r < r1; ++r) {
-    const float g = to_f(dy[r * c + j]) * gelu_grad(to_f(h[r * c + j]));
+    const float v = to_f(h[r * c + j]);
+    const float g = to_f(dy[r * c + j]) * (erf ? gelu_erf_grad(v) : gelu_tanh_grad(v));
     dh[r * c + j] = from_f<T>(g);
     acc += g;
   }
@@ -233,13 +242,14 @@ void unary(Unary op, float s, const Tensor& x, Tensor& out) {
 }
 
 void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out) {
-  ZT_CHECK(op == Unary::relu || op == Unary::gelu, "[unary_backward] no backward kernel for this op");
+  ZT_CHECK(op == Unary::relu || op == Unary::gelu || op == Unary::gelu_erf || op == Unary::tanh,
+           "[unary_backward] no backward kernel for this op");
   Ctx ctx(x);
   const int64_t n = x.numel();
   dispatch_float(x.dtype(), "unary_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    unary_backward_kernel<T><<<blocks_for(n), kThreads, 0, ctx.stream>>>(op == Unary::gelu, ptr<const T>(dy),
-                                                                          ptr<const T>(x), ptr<T>(out), n);
+    unary_backward_kernel<T><<<blocks_for(n), kThreads, 0, ctx.stream>>>(op, ptr<const T>(dy), ptr<const T>(x),
+                                                                          ptr<T>(out), n);
   });
   check_launch("unary_backward");
 }
@@ -276,7 +286,7 @@ void sum_to(const Tensor& g, Tensor& out) {
 
 // Note [fused bias-gelu] (CPU elementwise.cpp): dh and db in one pass over [rows, C]; each row
 // block's f32 column sums go to a workspace, then add up in row-block order (no atomics).
-void gelu_bias_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& db) {
+void gelu_bias_backward(const Tensor& dy, const Tensor& h, bool erf, Tensor& dh, Tensor& db) {
   Ctx ctx(h);
   const int64_t c = h.size(-1), rows = h.numel() / c;
   const int64_t nb = std::clamp<int64_t>((rows + 31) / 32, 1, 1024), rows_per = (rows + nb - 1) / nb;
@@ -285,8 +295,8 @@ void gelu_bias_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& d
   dispatch_float(h.dtype(), "gelu_bias_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const dim3 grid(unsigned((c + kThreads - 1) / kThreads), unsigned(nb));
-    gelu_bias_rows<T><<<grid, kThreads, 0, ctx.stream>>>(ptr<const T>(dy), ptr<const T>(h), ptr<T>(dh),
-                                                         ptr<float>(part), rows, c, rows_per);
+    gelu_bias_rows<T><<<grid, kThreads, 0, ctx.stream>>>(ptr<const T>(dy), ptr<const T>(h), erf,
+                                                         ptr<T>(dh), ptr<float>(part), rows, c, rows_per);
   });
   check_launch("gelu_bias_backward");
   dispatch_float(db.dtype(), "gelu_bias_backward", [&](auto tag) {

@@ -24,9 +24,9 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const 
 // ---- elementwise (elementwise.cu) ----
 void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out);  // numpy broadcasting
 void unary(Unary op, float s, const Tensor& x, Tensor& out);
-void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out);  // relu, gelu
+void unary_backward(Unary op, const Tensor& dy, const Tensor& x, Tensor& out);  // relu, gelu, gelu_erf, tanh
 void sum_to(const Tensor& g, Tensor& out);
-void gelu_bias_backward(const Tensor& dy, const Tensor& h, Tensor& dh, Tensor& db);
+void gelu_bias_backward(const Tensor& dy, const Tensor& h, bool erf, Tensor& dh, Tensor& db);
 
 // ---- reductions (reduce.cu) ----
 double sum_all(const Tensor& x);

@@ -9,6 +9,7 @@
 
 #include "zt/core/random.h"
 #include "zt/nn/module.h"
+#include "zt/ops/gelu.h"
 
 namespace zt::nn {
 
@@ -89,6 +90,7 @@ struct TransformerConfig {
   int64_t block_size = 1024;  // longest sequence (positions)
   int64_t n_layer = 12, n_head = 12, n_embd = 768;
   int64_t type_vocab_size = 2;  // BERT token types
+  ops::Gelu gelu = ops::Gelu::tanh;  // BERT's activation (GPT-2's is the tanh form)
   float dropout = 0.0f;
   float ln_eps = 1e-5f;
   bool activation_checkpointing = false;
@@ -106,7 +108,9 @@ std::shared_ptr<Module> make_gpt(const TransformerConfig& c);
 // BERT encoder (post-LN, Hugging Face names under bert.*, with q, k and v fused into
 // attention.self.qkv). head "mlm": inputs {ids, attention mask [B, T] i32 (0 = padding),
 // token types (optional)} -> logits [B, T, vocab] (decoder tied to the word embeddings).
-// head "classify": the same inputs -> [B, num_labels] from the [CLS] position.
-std::shared_ptr<Module> make_bert(const TransformerConfig& c, const std::string& head, int64_t num_labels = 2);
+// head "classify": the same inputs -> [B, num_labels] from the [CLS] position, through
+// bert.pooler (dense + tanh, as BertForSequenceClassification) when `pooler`.
+std::shared_ptr<Module> make_bert(const TransformerConfig& c, const std::string& head, int64_t num_labels = 2,
+                                  bool pooler = false);
 
 }  // namespace zt::nn

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "zt/core/tensor.h"
+#include "zt/ops/gelu.h"
 
 namespace zt::ops {
 
@@ -68,7 +69,7 @@ void add_linear_weight_grad(Tensor& slot, const Tensor& dy, const Tensor& x, boo
 // gelu_bias_backward's dh and db, then linear_backward's two products on dh (db undefined unless has_bias);
 // dh_out, if given, receives dh (for a weight gradient made later from it).
 LinearGrads linear_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& h, bool need_dx,
-                                 bool has_bias, bool need_dw = true, Tensor* dh_out = nullptr);
+                                 bool has_bias, bool need_dw = true, Tensor* dh_out = nullptr, Gelu form = Gelu::tanh);
 // Number of cached oneDNN matmul primitives (steady state adds none; tests check this).
 size_t matmul_cache_size();
 // Whether this CPU has a oneDNN kernel for products in dt. Where a 16-bit dtype has none, its
@@ -133,8 +134,10 @@ void axpy_(Tensor& dst, float alpha, const Tensor& src);
 
 Tensor relu(const Tensor& x);
 Tensor relu_backward(const Tensor& dy, const Tensor& x);
-Tensor gelu(const Tensor& x);  // tanh approximation, as torch's gelu(approximate='tanh')
-Tensor gelu_backward(const Tensor& dy, const Tensor& x);
+Tensor gelu(const Tensor& x, Gelu form = Gelu::tanh);
+Tensor gelu_backward(const Tensor& dy, const Tensor& x, Gelu form = Gelu::tanh);
+Tensor tanh(const Tensor& x);
+Tensor tanh_backward(const Tensor& dy, const Tensor& x);  // from the input x
 // Rows per block of gelu_bias_backward's bias sums: a fixed partition, so db does not depend on
 // the thread count (blocks are summed in block order).
 inline constexpr int64_t kBiasGradBlockRows = 64;
@@ -143,7 +146,7 @@ struct GeluBiasGrads {
 };
 // One pass over h [..., C] (the input of a gelu that follows a bias): dh = dy * gelu'(h), the same
 // values as gelu_backward, and db = sum of dh over the rows, accumulated in f32 before rounding.
-GeluBiasGrads gelu_bias_backward(const Tensor& dy, const Tensor& h);
+GeluBiasGrads gelu_bias_backward(const Tensor& dy, const Tensor& h, Gelu form = Gelu::tanh);
 
 // ---- reductions ----
 Tensor sum(const Tensor& x);  // all elements -> shape []
