@@ -20,6 +20,8 @@
 #include "commands.h"
 #include "models/model_kind.h"
 #include "prepare.h"
+#include "zt/core/affinity.h"
+#include "zt/core/device.h"
 #include "zt/core/error.h"
 #include "zt/core/strings.h"
 #include "zt/data/ngram.h"
@@ -323,10 +325,17 @@ int run_command(const std::string& command, const Args& a) {
                 "[config] run.comm_backend = local under mpirun with ", launched,
                 " ranks would run that many separate trainings into one run.dir; use auto or mpi under mpirun, or "
                 "local without it");
-    // ZT_FAULT's at=save against the checkpoint settings (the rest is checked by train).
-    // The parameter server's pushes and pulls are point-to-point messages, which mpi carries.
-    const bool p2p = cfg.run.strategy == "parameter_server" && zt::comm::launched_by_mpirun();
-    group = zt::comm::make_group(p2p && cfg.run.comm_backend == "auto" ? "mpi" : cfg.run.comm_backend);
+    // Note [backend choice]: nccl on GPUs with one a rank, shm or mpi on CPUs, mpi for the servers.
+    zt::comm::BackendSetting setting{.requested = cfg.run.comm_backend, .under_mpirun = zt::comm::launched_by_mpirun()};
+    setting.on_gpu = cfg.run.device.rfind("cuda", 0) == 0;
+    setting.local_ranks = zt::local_rank_from_env().size;
+    setting.gpus = zt::cuda_device_count();
+    setting.nccl_built = zt::comm::nccl_available();
+    setting.point_to_point = cfg.run.strategy == "parameter_server";
+    const zt::comm::BackendChoice comm = zt::comm::choose_backend(setting);
+    if (!comm.note.empty() && launcher_rank_and_size().first == 0)
+      std::fprintf(stderr, "zerotrain: %s\n", comm.note.c_str());
+    group = zt::comm::make_group(comm.backend);
     if (command == "import") return zt::apps::run_import(cfg, *group, a.tools);
     return zt::apps::run_train(cfg, *group);
   } catch (const zt::AgreedError& e) {

@@ -226,7 +226,7 @@ void parse_run(const Section& s, RunConfig& r) {
   s.read_int("max_steps", r.max_steps, 0);
   s.read_int("threads", r.threads, 0, kMaxThreads);
   s.read_bool("pin_threads", r.pin_threads);
-  s.read_choice("comm_backend", r.comm_backend, {"auto", "local", "mpi", "shm"});
+  s.read_choice("comm_backend", r.comm_backend, {"auto", "local", "mpi", "shm", "nccl"});
   // Below 0.1 s a healthy peer would be blamed for a stall (probe case 13 of issue 31).
   s.read_number("comm_timeout_s", r.comm_timeout_s, 0.1, false);
   s.read_bool("check_collectives", r.check_collectives);
@@ -283,7 +283,8 @@ void check_strategy(const Config& c, const std::string& source) {
   refuse(c.checkpoint.every_steps > 0, "checkpoint.every_steps", std::to_string(c.checkpoint.every_steps), "0");
   refuse(!c.run.resume.empty(), "run.resume", "'" + c.run.resume + "'", "\"\"");
   refuse(c.run.memory_budget_mb > 0, "run.memory_budget_mb", std::to_string(c.run.memory_budget_mb), "0");
-  refuse(c.run.comm_backend == "shm", "run.comm_backend", "shm", "auto, mpi; the servers need point-to-point messages");
+  refuse(c.run.comm_backend == "shm" || c.run.comm_backend == "nccl", "run.comm_backend", c.run.comm_backend,
+         "auto, mpi; the servers need point-to-point messages");
 }
 
 void parse_checkpoint(const Section& s, CheckpointConfig& c) {

@@ -257,6 +257,7 @@ TEST(HostileParse, KeysTheParameterServerCannotHonourAreRefusedInOneLine) {
       {{{"run", {{"resume", "latest"}}}}, "'run.resume' = 'latest' is not available"},
       {{{"run", {{"memory_budget_mb", 100}}}}, "'run.memory_budget_mb' = 100 is not available"},
       {{{"run", {{"comm_backend", "shm"}}}}, "'run.comm_backend' = shm is not available"},
+      {{{"run", {{"comm_backend", "nccl"}}}}, "'run.comm_backend' = nccl is not available"},
       {{{"sparse_gradients", true}}, "'sparse_gradients' = true is not available"},
   };
   for (const auto& [extra, want] : cases) {

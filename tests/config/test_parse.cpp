@@ -208,8 +208,8 @@ TEST(ConfigParse, OutOfRange) {
   // A timeout no healthy peer can meet is refused, not blamed on a peer later (issue 31, case 13).
   EXPECT_THAT(error_of({{"run", {{"comm_timeout_s", 1e-3}}}}),
               HasSubstr("'run.comm_timeout_s' must be a number >= 0.1, got 0.001"));
-  EXPECT_THAT(error_of({{"run", {{"comm_backend", "nccl"}}}}),
-              HasSubstr("'run.comm_backend' must be one of auto, local, mpi, shm, got \"nccl\""));
+  EXPECT_THAT(error_of({{"run", {{"comm_backend", "gloo"}}}}),
+              HasSubstr("'run.comm_backend' must be one of auto, local, mpi, shm, nccl, got \"gloo\""));
   EXPECT_THAT(error_of({{"run", {{"bf16_products", "fast"}}}}),
               HasSubstr("'run.bf16_products' must be one of auto, native, f32, got \"fast\""));
   EXPECT_THAT(error_of({{"model", {{"activation", "relu6"}}}}),

@@ -310,4 +310,17 @@ TEST(HostileCli, BackgroundCheckpointsOfSwappedStatesAreOneLineOrTheForeground) 
   EXPECT_TRUE(has(auto_, "2 steps, checkpoints every 1 in the foreground")) << auto_.out;
 }
 
+// Note [backend choice]: nccl where it cannot run (here: no CUDA; on a GPU build, run.device cpu
+// or ranks sharing a GPU) is one config error before any group forms, said once.
+TEST(HostileCli, NcclItCannotServeIsAConfigErrorSaidOnce) {
+  const std::string d = tmpdir("nccl");
+  Result r = run(std::string(ZT_MPIRUN) + " -np 2 " + kBin + " train" + kConfig + kSmall +
+                 " run.comm_backend=nccl run.max_steps=2 run.dir=" + d + "/run");
+  EXPECT_EQ(r.code, 1) << r.out;
+  const std::string want = "zerotrain: error: [config] run.comm_backend=nccl: this build has no CUDA";
+  EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(want), r.out.rfind(want)) << r.out;  // rank 0 says it for both
+  EXPECT_FALSE(fs::exists(d + "/run"));
+}
+
 }  // namespace

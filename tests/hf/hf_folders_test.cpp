@@ -123,7 +123,8 @@ TEST_F(HfFolders, AFolderThatDoesNotFitIsOneErrorNamingEveryTensorUnlessNotStric
 // model.init_from an HF folder (no model.type: its config.json gives it), a few steps at N = 2,
 // stage 3, export --format hf: the PyTorch model gives that folder the loss zerotrain logged.
 TEST_F(HfFolders, ModelsFineTunedFromFoldersExportWhatPyTorchEvaluatesToTheLoggedLoss) {
-  for (const std::string name : {"gpt2", "llama_gqa", "bert_mlm", "bert_cls"}) {
+  for (const std::string name : {"gpt2", "gpt2_noprefix", "llama_gqa", "llama_mqa_tied", "qwen2_bias", "llama_vocab70k",
+                                 "bert_mlm", "bert_cls"}) {
     SCOPED_TRACE(name);
     const std::string run_dir = dir_ + "/ft_" + name, out = dir_ + "/out_ft_" + name;
     Result t = run(kMpi + "2 " + kBin + " train" + args(name, "ft_" + name) + " model.init_from=" + dir_ + "/" + name +

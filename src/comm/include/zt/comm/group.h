@@ -234,6 +234,24 @@ void agree_on_error(Group& g, const std::string& error, const std::string& label
 // throws ErrorKind::comm "[comm] backend 'mpi' is not available in this build".
 GroupPtr make_group(const std::string& backend);
 bool launched_by_mpirun();
+
+// Note [backend choice] (backend_choice.cpp): what run.comm_backend becomes for this process.
+struct BackendSetting {
+  std::string requested = "auto";  // run.comm_backend: auto, local, mpi, shm or nccl
+  bool under_mpirun = false;
+  bool on_gpu = false;          // run.device is cuda
+  int local_ranks = 1;          // ranks on this node
+  int gpus = 0;                 // GPUs this process sees
+  bool nccl_built = false;      // nccl_available()
+  bool point_to_point = false;  // the parameter server's pushes and pulls: mpi carries them
+};
+struct BackendChoice {
+  std::string backend;  // what make_group takes
+  std::string note;     // why auto did not take nccl on a GPU ("" when there is nothing to say)
+};
+// Throws ErrorKind::config for a request this process cannot serve (nccl off the GPU, without
+// CUDA, or with two ranks on one GPU), naming the nearest setting that works.
+BackendChoice choose_backend(const BackendSetting& s);
 bool mpi_available();   // whether this build has the mpi backend
 bool shm_available();   // whether this build has the shm backend
 bool nccl_available();  // whether this build has the nccl backend (built with CUDA)
