@@ -28,7 +28,8 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
   cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZT_FUZZ=ON \
     -DZT_BUILD_TESTS=OFF -DZT_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
 fi
-cmake --build "$build" -j"$(nproc)" --target fuzzers >/dev/null
+cmake --build "$build" -j"$(nproc)" --target fuzzers |
+  { grep -Ev '^(\[ *[0-9]+(%|/[0-9]+)\] |Consolidate compiler generated dependencies)' || true; }
 
 # The targets write each input to a scratch file: on tmpfs when there is one, removed at the end.
 scratch_root=/dev/shm

@@ -12,7 +12,8 @@ nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
 programs=(tests/ops/zt_ops_tests tests/comm/test_comm tests/nn/nn_on_device_test bench/train/bench_gpt zerotrain)
 cmake -S "$repo_root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DZT_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_path" \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DZT_BUILD_BENCH=ON >/dev/null
-cmake --build "$build" -j"$(nproc)" --target $(for p in "${programs[@]}"; do basename "$p"; done) >/dev/null
+cmake --build "$build" -j"$(nproc)" --target $(for p in "${programs[@]}"; do basename "$p"; done) |
+  { grep -Ev '^(\[ *[0-9]+(%|/[0-9]+)\] |Consolidate compiler generated dependencies)' || true; }
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT

@@ -18,8 +18,9 @@ die() { echo "[setup] error: $*" >&2; exit 1; }
 # libsentencepiece-dev reads SentencePiece .model files, and sentencepiece's spm_train/spm_encode test it;
 # libhwloc-dev pins each rank's threads to its cores;
 # node runs the tokenizer packages' own JS as the tests' reference; gnuplot-nox draws plots;
-# iproute2 (ip, tc) makes the test hosts of scripts/hosts.sh; ccache lets the CUDA build reuse the Release build's objects.
-packages=(g++ cmake make libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
+# iproute2 (ip, tc) makes the test hosts of scripts/hosts.sh; ccache lets the CUDA build reuse the Release build's objects;
+# ninja-build runs the builds (scripts/build.sh), keeping both cores busy across targets.
+packages=(g++ cmake make ninja-build libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libcli11-dev libxxhash-dev googletest libgtest-dev libbenchmark-dev zlib1g-dev
           python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev libpcre2-dev libicu-dev pkgconf gnuplot-nox
           libhwloc-dev liburing-dev iproute2 ccache libsentencepiece-dev sentencepiece)

@@ -43,11 +43,12 @@ import tempfile
 import urllib.parse
 
 PROBE = "__zt_docs_probe__"
-PATH_ROOTS = ("scripts", "configs", "src", "tests", "bench", "fuzz", "docs", ".ci")
+PATH_ROOTS = ("scripts", "configs", "src", "tests", "bench", "fuzz", "docs", ".ci", "cmake", "examples")
 FILE_EXTS = {"json", "jsonl", "md", "safetensors", "bin", "cpp", "h", "hpp", "cu", "cuh", "py", "sh", "png", "txt",
              "gz", "xz", "tar", "swap", "lock", "js", "csv", "log", "cmake", "so", "rst"}
 PLACEHOLDER_KEYS = {"key", "KEY"}
-NOTE_DIRS = ("src", "tests", "bench", "scripts", "fuzz")
+NOTE_DIRS = ("src", "tests", "bench", "scripts", "fuzz", "cmake", "examples")
+NOTE_FILES = ("CMakeLists.txt",)  # the top folder's own files that hold Notes
 
 
 class Problems:
@@ -510,8 +511,9 @@ def check_links(doc, repo, probs):
 
 def note_index(repo):
     notes = {}
-    for d in NOTE_DIRS:
-        for root, _, files in os.walk(os.path.join(repo, d)):
+    walks = [[(repo, [], list(NOTE_FILES))]] + [os.walk(os.path.join(repo, d)) for d in NOTE_DIRS]
+    for walk in walks:
+        for root, _, files in walk:
             for name in files:
                 p = os.path.join(root, name)
                 if os.path.abspath(p) == os.path.abspath(__file__):  # this file's own examples

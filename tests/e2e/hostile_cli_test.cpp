@@ -276,15 +276,28 @@ TEST(HostileCli, AMaskedLmValidationThatScoresNoTokenIsNeverANanLoss) {
   EXPECT_TRUE(has(p, "validation masked-LM loss: ")) << p.out;  // the final pass, over all 300
 }
 
-TEST(HostileCli, LocalBackendUnderMpirunIsAConfigErrorSaidOnce) {
-  const std::string d = tmpdir("local");
+// A backend `train` cannot use under `mpirun -np 2` is one config error before any group forms,
+// said once (rank 0 says it for both), and no run folder is made.
+void expect_backend_refused_once(const std::string& backend, const std::string& want) {
+  SCOPED_TRACE(backend);
+  const std::string d = tmpdir("backend_" + backend);
   Result r = run(std::string(ZT_MPIRUN) + " -np 2 " + kBin + " train" + kConfig + kSmall +
-                 " run.comm_backend=local run.max_steps=2 run.dir=" + d + "/run");
-  EXPECT_NE(r.code, 0) << r.out;
-  const std::string want = "zerotrain: error: [config] run.comm_backend = local under mpirun with 2 ranks would run";
+                 " run.comm_backend=" + backend + " run.max_steps=2 run.dir=" + d + "/run");
+  EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find(want), r.out.rfind(want)) << r.out;  // rank 0 says it for both
+  EXPECT_EQ(r.out.find(want), r.out.rfind(want)) << r.out;
   EXPECT_FALSE(fs::exists(d + "/run"));
+}
+
+TEST(HostileCli, LocalBackendUnderMpirunIsAConfigErrorSaidOnce) {
+  expect_backend_refused_once("local",
+                              "zerotrain: error: [config] run.comm_backend = local under mpirun with 2 ranks would run");
+}
+
+// Note [backend choice]: nccl where it cannot run (here: no CUDA; on a GPU build, run.device cpu
+// or ranks sharing a GPU).
+TEST(HostileCli, NcclItCannotServeIsAConfigErrorSaidOnce) {
+  expect_backend_refused_once("nccl", "zerotrain: error: [config] run.comm_backend=nccl: this build has no CUDA");
 }
 
 }  // namespace
@@ -308,19 +321,6 @@ TEST(HostileCli, BackgroundCheckpointsOfSwappedStatesAreOneLineOrTheForeground) 
   EXPECT_EQ(auto_.code, 0) << auto_.out;
   EXPECT_TRUE(has(auto_, "zerotrain: checkpoints in the foreground: the states are in swap files")) << auto_.out;
   EXPECT_TRUE(has(auto_, "2 steps, checkpoints every 1 in the foreground")) << auto_.out;
-}
-
-// Note [backend choice]: nccl where it cannot run (here: no CUDA; on a GPU build, run.device cpu
-// or ranks sharing a GPU) is one config error before any group forms, said once.
-TEST(HostileCli, NcclItCannotServeIsAConfigErrorSaidOnce) {
-  const std::string d = tmpdir("nccl");
-  Result r = run(std::string(ZT_MPIRUN) + " -np 2 " + kBin + " train" + kConfig + kSmall +
-                 " run.comm_backend=nccl run.max_steps=2 run.dir=" + d + "/run");
-  EXPECT_EQ(r.code, 1) << r.out;
-  const std::string want = "zerotrain: error: [config] run.comm_backend=nccl: this build has no CUDA";
-  EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find(want), r.out.rfind(want)) << r.out;  // rank 0 says it for both
-  EXPECT_FALSE(fs::exists(d + "/run"));
 }
 
 }  // namespace

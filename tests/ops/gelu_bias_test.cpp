@@ -36,31 +36,34 @@ TEST(GeluBias, BlockRowsAreWhatTheShapesBelowAssume) { EXPECT_EQ(kB, 64); }
 // dh bitwise equal to gelu_backward; db within one rounding of the exact (double) row sums of the
 // f32 dh, for rows below one block, exactly one, a remainder block, and columns past the 512-value
 // conversion block that are not a multiple of the 16-lane vectors.
+// Both GELU forms (tanh and erf) take the same fused path.
 TEST(GeluBias, GradientsEqualGeluBackwardAndItsRowSums) {
   const std::vector<Shape> shapes = {{5, 37}, {kB, 16}, {3 * kB + 7, 37}, {kB + 1, 600}, {2, 3, 48}};
-  for (DType dt : {DType::f32, DType::bf16, DType::f16})
-    for (const Shape& s : shapes) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(s));
-      Tensor h = randn(s, 1, dt, 2.f), dy = randn(s, 2, dt);
-      ops::GeluBiasGrads g = ops::gelu_bias_backward(dy, h);
-      ASSERT_EQ(g.dh.dtype(), dt);
-      ASSERT_EQ(g.db.dtype(), dt);
-      ASSERT_EQ(g.db.shape(), Shape{s.back()});
-      EXPECT_EQ(g.dh.to_vector(), ops::gelu_backward(dy, h).to_vector());
-      // Reference: the f32 dh of the same values (16-bit: before rounding), summed in double.
-      const auto d32 = ops::gelu_backward(ops::cast(dy, DType::f32), ops::cast(h, DType::f32)).to_vector();
-      const int64_t c = s.back(), rows = h.numel() / c;
-      const float rtol = dt == DType::bf16 ? 1.f / 256 : dt == DType::f16 ? 1.f / 2048 : 0.f;
-      const auto db = g.db.to_vector();
-      for (int64_t j = 0; j < c; ++j) {
-        double ref = 0, mag = 0;
-        for (int64_t r = 0; r < rows; ++r) {
-          ref += d32[size_t(r * c + j)];
-          mag += std::fabs(d32[size_t(r * c + j)]);
+  for (ops::Gelu form : {ops::Gelu::tanh, ops::Gelu::erf}) {
+    for (DType dt : {DType::f32, DType::bf16, DType::f16})
+      for (const Shape& s : shapes) {
+        SCOPED_TRACE(std::string(form == ops::Gelu::erf ? "erf " : "tanh ") + dtype_name(dt) + " " + shape_str(s));
+        Tensor h = randn(s, 1, dt, 2.f), dy = randn(s, 2, dt);
+        ops::GeluBiasGrads g = ops::gelu_bias_backward(dy, h, form);
+        ASSERT_EQ(g.dh.dtype(), dt);
+        ASSERT_EQ(g.db.dtype(), dt);
+        ASSERT_EQ(g.db.shape(), Shape{s.back()});
+        EXPECT_EQ(g.dh.to_vector(), ops::gelu_backward(dy, h, form).to_vector());
+        // Reference: the f32 dh of the same values (16-bit: before rounding), summed in double.
+        const auto d32 = ops::gelu_backward(ops::cast(dy, DType::f32), ops::cast(h, DType::f32), form).to_vector();
+        const int64_t c = s.back(), rows = h.numel() / c;
+        const float rtol = dt == DType::bf16 ? 1.f / 256 : dt == DType::f16 ? 1.f / 2048 : 0.f;
+        const auto db = g.db.to_vector();
+        for (int64_t j = 0; j < c; ++j) {
+          double ref = 0, mag = 0;
+          for (int64_t r = 0; r < rows; ++r) {
+            ref += d32[size_t(r * c + j)];
+            mag += std::fabs(d32[size_t(r * c + j)]);
+          }
+          EXPECT_NEAR(db[size_t(j)], ref, rtol * std::fabs(ref) + 1e-6 * mag + 1e-7) << "column " << j;
         }
-        EXPECT_NEAR(db[size_t(j)], ref, rtol * std::fabs(ref) + 1e-6 * mag + 1e-7) << "column " << j;
       }
-    }
+  }
 }
 
 // The same bits for 1, 2 and 3 threads, with enough blocks and columns that both the row blocks and
