@@ -9,10 +9,13 @@
                                validation windows of TOKENS, as JSON {"loss": ...}
 
 No transformers or safetensors package: the models are plain torch following transformers'
-modeling_gpt2.py (Conv1D weights [in, out], gelu_new, tied lm_head) and modeling_llama.py /
-modeling_qwen2.py (rotate_half rotary, repeat_kv, SwiGLU, RMSNorm), and safetensors is written and
+modeling_gpt2.py (Conv1D weights [in, out], gelu_new, tied lm_head), modeling_llama.py /
+modeling_qwen2.py (rotate_half rotary, repeat_kv, SwiGLU, RMSNorm) and modeling_bert.py (post-LN,
+erf GELU, the tied masked-LM decoder, the classifier's tanh pooler), and safetensors is written and
 read by hand. Losses are computed in float64 from the stored weights (bf16 widened exactly), over
-every validation window of SEQ tokens at stride SEQ, as zerotrain's eval scores them.
+every validation window of SEQ tokens at stride SEQ, as zerotrain's eval scores them; BERT's masked
+LM over the validation rows zerotrain masks (its mt19937_64 draws, reproduced here), its classifier
+over tokens_bert_cls/test.bin (zerotrain's sequence-classification file, padded as zerotrain pads).
 """
 import json
 import math

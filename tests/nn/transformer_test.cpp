@@ -9,21 +9,13 @@
 #include "zt/autograd/functions.h"
 #include "zt/core/allocator.h"
 #include "zt/nn/transformer.h"
+#include "../common/tiny_gpt.h"
 
 using namespace zt;
 
 namespace {
 
-nn::TransformerConfig tiny(int64_t vocab = 37) {
-  nn::TransformerConfig c;
-  c.vocab_size = vocab;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seed = 7;
-  return c;
-}
+nn::TransformerConfig tiny(int64_t vocab = 37) { return testing_util::tiny_gpt(vocab, 16, /*seed=*/7); }
 
 Tensor random_ids(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
   Generator g(seed);

@@ -5,6 +5,7 @@
 #include "zt/autograd/autograd.h"
 #include "zt/core/parallel.h"
 #include "zt/nn/transformer.h"
+#include "../common/tiny_gpt.h"
 
 using namespace zt;
 using namespace zt::testing;
@@ -13,15 +14,9 @@ namespace {
 
 constexpr int64_t kVocab = 37, kT = 12;  // positions 12..15 of wpe are never touched
 
-nn::TransformerConfig tiny_gpt(bool ckpt) {
-  nn::TransformerConfig c;
-  c.vocab_size = kVocab;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
+nn::TransformerConfig gpt_config(bool ckpt) {
+  nn::TransformerConfig c = testing_util::tiny_gpt(kVocab);
   c.activation_checkpointing = ckpt;
-  c.seed = 3;
   return c;
 }
 
@@ -51,7 +46,7 @@ struct GptResult {
 };
 
 GptResult train_gpt(const GptSpec& s, const comm::GroupPtr& group, const Tensor& tokens) {
-  auto model = nn::make_gpt(tiny_gpt(s.ckpt));
+  auto model = nn::make_gpt(gpt_config(s.ckpt));
   RunSpec rs;
   rs.stage = s.stage;
   rs.gas = s.gas;
@@ -115,7 +110,7 @@ void check(const GptSpec& s) {
   // Note: the key part of c_attn.bias has an exactly zero gradient (softmax ignores a shift
   // shared by all keys), so its float32 gradient is rounding noise that Adam turns into steps of
   // up to lr: those entries only have to stay within lr per step of each other.
-  const int64_t C = tiny_gpt(false).n_embd;
+  const int64_t C = gpt_config(false).n_embd;
   const double lr = 1e-2;
   for (size_t p = 0; p < got.names.size(); ++p) {
     if (got.names[p].find("attn.c_attn.bias") == std::string::npos) continue;
@@ -228,7 +223,7 @@ INSTANTIATE_TEST_SUITE_P(Zero, GptStage, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "stage" + std::to_string(info.param); });
 
 TEST(GptLayout, TiedWeightIsOneEntryInTheFlatLayout) {
-  auto model = nn::make_gpt(tiny_gpt(false));
+  auto model = nn::make_gpt(gpt_config(false));
   RunSpec rs;
   rs.stage = 3;
   zero::Engine e(*model, g_world, options(rs));
@@ -241,7 +236,7 @@ TEST(GptLayout, TiedWeightIsOneEntryInTheFlatLayout) {
 // Note [counter init]: each rank fills only the shard it holds, with all its threads, and the
 // weights are one process's eager ones at any world size, stage and thread count.
 TEST(CounterInit, InitialWeightsAreTheSameAtEveryWorldSizeStageAndThreadCount) {
-  nn::TransformerConfig c = tiny_gpt(false);
+  nn::TransformerConfig c = gpt_config(false);
   c.vocab_size = 1001;  // wte: 3 chunks of run_init, so two threads split it
   c.n_embd = 96;
   c.n_head = 3;

@@ -6,6 +6,7 @@
 #include "zero_harness.h"
 #include "zt/core/allocator.h"
 #include "zt/nn/transformer.h"
+#include "../common/tiny_gpt.h"
 #include "zt/ops/ops.h"
 
 using namespace zt;
@@ -110,13 +111,7 @@ TEST(ParamServer, AParameterNoGradientReachesIsPushedAsZeros) {
 TEST(ParamServer, TinyGptFollowsTheOneProcessTrajectory) {
   if (g_world->size() < 2) GTEST_SKIP();
   constexpr int64_t kVocab = 37, kT = 12, micro = 2, gas = 2, steps = 6;
-  nn::TransformerConfig c;
-  c.vocab_size = kVocab;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seed = 3;
+  const nn::TransformerConfig c = testing_util::tiny_gpt(kVocab);
   Generator gen(17);
   std::vector<int32_t> v(static_cast<size_t>(steps * micro * gas * 4 * (kT + 1)));
   for (auto& t : v) t = int32_t(gen.below(kVocab));

@@ -5,6 +5,7 @@
 #include "zero_harness.h"
 #include "zt/autograd/autograd.h"
 #include "zt/nn/transformer.h"
+#include "../common/tiny_gpt.h"
 
 using namespace zt;
 using namespace zt::testing;
@@ -24,13 +25,7 @@ struct ProductsTest : ::testing::Test {
 
 // A tiny GPT's bf16 losses over a few steps on one batch, with the path `setting` chooses.
 std::vector<double> gpt_losses(const std::string& setting, int64_t* fallbacks) {
-  nn::TransformerConfig c;
-  c.vocab_size = kVocab;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.seed = 3;
+  const nn::TransformerConfig c = testing_util::tiny_gpt(kVocab, 32);
   auto group = comm::make_group("local");
   const zero::ProductsChoice choice = zero::choose_products(*group, DType::bf16, setting, {kMicro * kT, 32, 128});
   if (ops::matmul_native(DType::bf16)) {  // else native is the f32 path too

@@ -4,6 +4,7 @@
 #include "zero_harness.h"
 #include "zt/zero/budget.h"
 #include "zt/nn/transformer.h"
+#include "../common/tiny_gpt.h"
 #include "zt/zero/schedule.h"
 
 using namespace zt;
@@ -169,13 +170,7 @@ TEST(StepSchedule, AGradientInBlocksIsNeverWholeAndTheRoundsArePredicted) {
 // Densely at stages 2-3 both ways: reduce_bucket_size 4,096 under wte's 16,384 elements sends each
 // use's gradient in rounds (Note [gradient blocks]), 1M reduces it whole.
 TEST(StepSchedule, ATiedEmbeddingsBucketIsPredicted) {
-  nn::TransformerConfig c;
-  c.vocab_size = 512;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.seed = 3;
+  const nn::TransformerConfig c = testing_util::tiny_gpt(512, 32);
   Generator g(17);
   std::vector<int32_t> v(2 * 13);
   for (auto& t : v) t = int32_t(g.below(512));

@@ -6,6 +6,7 @@
 #include "zero_harness.h"
 #include "zt/autograd/autograd.h"
 #include "zt/nn/transformer.h"
+#include "../common/tiny_gpt.h"
 
 using namespace zt;
 using namespace zt::testing;
@@ -59,17 +60,7 @@ double largest_param_change(const RunResult& a, const RunResult& b) {
   return d;
 }
 
-// A GPT of two 16-wide blocks over 37 tokens.
-nn::TransformerConfig tiny_gpt() {
-  nn::TransformerConfig c;
-  c.vocab_size = 37;
-  c.block_size = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seed = 3;
-  return c;
-}
+using testing_util::tiny_gpt;  // a GPT of two 16-wide blocks over 37 tokens
 
 RunSpec stage3() {
   RunSpec s;
