@@ -40,9 +40,7 @@ class GegluBlock : public nn::Module {
   const char* type_name() const override { return "GegluBlock"; }
 
  protected:
-  Tensor forward(const Tensor& x) override {
-    return ag::add(x, (*down_)(ag::mul(ag::gelu((*gate_)(x)), (*up_)(x))));
-  }
+  Tensor forward(const Tensor& x) override { return ag::add(x, (*down_)(ag::mul(ag::gelu((*gate_)(x)), (*up_)(x)))); }
 
  private:
   std::shared_ptr<nn::Linear> gate_, up_, down_;
@@ -53,7 +51,8 @@ class GegluClassifier : public nn::Module {
   GegluClassifier(int64_t in, int64_t width, int64_t classes, uint64_t seed) {
     zt::Generator gen(seed);
     embed_ = std::make_shared<nn::Linear>(in, width, true, gen);
-    blocks_ = {std::make_shared<GegluBlock>(width, 2 * width, gen), std::make_shared<GegluBlock>(width, 2 * width, gen)};
+    blocks_ = {std::make_shared<GegluBlock>(width, 2 * width, gen),
+               std::make_shared<GegluBlock>(width, 2 * width, gen)};
     head_ = std::make_shared<nn::Linear>(width, classes, true, gen);
     register_module("embed", embed_);
     for (size_t i = 0; i < blocks_.size(); ++i) register_module("block" + std::to_string(i), blocks_[i]);

@@ -261,7 +261,8 @@ class BertForSequenceClassification : public Module {
 
 }  // namespace
 
-std::shared_ptr<Module> make_bert(const TransformerConfig& c, const std::string& head, int64_t num_labels, bool pooler) {
+std::shared_ptr<Module> make_bert(const TransformerConfig& c, const std::string& head, int64_t num_labels,
+                                  bool pooler) {
   c.validate("bert");
   TagScope tag(MemTag::param);
   if (head == "mlm") return std::make_shared<BertForMaskedLM>(c);

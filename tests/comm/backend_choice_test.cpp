@@ -38,8 +38,9 @@ TEST(BackendChoice, RanksSharingAGpuStageThroughTheHostGroupAndSayWhy) {
   s.local_ranks = 4;
   const BackendChoice c = choose_backend(s);
   EXPECT_EQ(c.backend, "auto");  // make_group("auto"): shm on one node, mpi or shm+mpi across nodes
-  EXPECT_EQ(c.note, "run.comm_backend=auto: 4 ranks on this node share 2 GPUs and NCCL needs one a rank, so "
-                    "collectives are staged through host memory");
+  EXPECT_EQ(c.note,
+            "run.comm_backend=auto: 4 ranks on this node share 2 GPUs and NCCL needs one a rank, so "
+            "collectives are staged through host memory");
   s.gpus = 1;
   EXPECT_NE(choose_backend(s).note.find("share 1 GPU and"), std::string::npos);
   s = gpu_node();

@@ -290,8 +290,8 @@ void expect_backend_refused_once(const std::string& backend, const std::string& 
 }
 
 TEST(HostileCli, LocalBackendUnderMpirunIsAConfigErrorSaidOnce) {
-  expect_backend_refused_once("local",
-                              "zerotrain: error: [config] run.comm_backend = local under mpirun with 2 ranks would run");
+  expect_backend_refused_once(
+      "local", "zerotrain: error: [config] run.comm_backend = local under mpirun with 2 ranks would run");
 }
 
 // Note [backend choice]: nccl where it cannot run (here: no CUDA; on a GPU build, run.device cpu

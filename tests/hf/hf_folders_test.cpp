@@ -25,7 +25,8 @@ const std::string kGen = "/usr/bin/python3 tests/hf/gen_hf_folders.py";
 class HfFolders : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = tmpdir("hf_folders_" + std::to_string(getpid()));  // ctest runs each case in a process of its own, in parallel
+    dir_ =
+        tmpdir("hf_folders_" + std::to_string(getpid()));  // ctest runs each case in a process of its own, in parallel
     const Result r = run(kGen + " " + dir_, 120);
     ASSERT_EQ(r.code, 0) << r.out;
     refs_ = read_json(dir_ + "/refs.json");
@@ -73,8 +74,8 @@ TEST_F(HfFolders, EachFolderEvaluatesToThePyTorchModelsLoss) {
 // import at N = 2, stage 3; export --format hf of that checkpoint holds the same tensors bit for
 // bit (bf16 exported as bf16; the sharded folder sharded again), and PyTorch and eval read it back.
 TEST_F(HfFolders, ImportAtTwoRanksStageThreeExportsTheSameFolderBitForBit) {
-  for (const std::string name : {"llama_gqa", "llama_mqa_tied", "qwen2_bias", "gpt2", "gpt2_noprefix",
-                                 "llama_sharded", "llama_bf16", "bert_mlm", "bert_cls"}) {
+  for (const std::string name : {"llama_gqa", "llama_mqa_tied", "qwen2_bias", "gpt2", "gpt2_noprefix", "llama_sharded",
+                                 "llama_bf16", "bert_mlm", "bert_cls"}) {
     SCOPED_TRACE(name);
     const std::string ck = dir_ + "/ck_" + name, out = dir_ + "/out_" + name;
     Result im = run(kMpi + "2 " + kBin + " import " + dir_ + "/" + name + " --out " + ck + args(name) +
@@ -112,8 +113,8 @@ TEST_F(HfFolders, AFolderThatDoesNotFitIsOneErrorNamingEveryTensorUnlessNotStric
                   60);
   EXPECT_EQ(im.code, 1) << im.out;
   EXPECT_NE(im.out.find("missing: model.layers.1.mlp.up_proj.weight"), std::string::npos) << im.out;
-  Result loose = run(kBin + " eval" + args("llama_gqa") + " model.init_strict=false --weights " + dir_ + "/llama_broken",
-                     60);
+  Result loose =
+      run(kBin + " eval" + args("llama_gqa") + " model.init_strict=false --weights " + dir_ + "/llama_broken", 60);
   EXPECT_EQ(loose.code, 0) << loose.out;
   EXPECT_NE(loose.out.find("parameter model.layers.1.mlp.gate_up_proj.weight left as initialised"), std::string::npos)
       << loose.out;

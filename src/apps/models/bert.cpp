@@ -37,7 +37,8 @@ std::shared_ptr<const config::ModelKeys> parse(const config::Section& s) {
 void check_bert(const config::Config& c, const std::string& source) {
   const BertKeys& k = c.model.as<BertKeys>();
   ZT_CHECK_AS(ErrorKind::config, !k.pooler || k.head == "classify", "[config] ", source,
-              ": model.pooler is for model.head classify (the masked-LM head reads every position; nearest valid: false)");
+              ": model.pooler is for model.head classify (the masked-LM head reads every position; nearest valid: "
+              "false)");
 }
 
 // BertForMaskedLM's and BertForSequenceClassification's config.json as our keys.
@@ -66,9 +67,8 @@ nlohmann::json from_hf(const nlohmann::json& hf, const std::string& file) {
                       {"hidden_act", act == "gelu" ? "gelu" : "gelu_new"},
                       {"pooler", classify}};
   if (classify)
-    k["num_classes"] = f.integer("num_labels", hf.contains("id2label") && hf["id2label"].is_object()
-                                                   ? int64_t(hf["id2label"].size())
-                                                   : 2);
+    k["num_classes"] = f.integer(
+        "num_labels", hf.contains("id2label") && hf["id2label"].is_object() ? int64_t(hf["id2label"].size()) : 2);
   return k;
 }
 
@@ -84,8 +84,8 @@ ckpt::HfMapping hf_mapping(const config::Config& c, const ParamShapes& params, c
     }
     const std::string base = name.substr(0, at) + ".attention.self.", leaf = name.substr(at + qkv.size());
     const int64_t c = shape[0] / 3;
-    m.params.push_back(
-        ckpt::hf_rows(name, shape, {{base + "query." + leaf, c}, {base + "key." + leaf, c}, {base + "value." + leaf, c}}));
+    m.params.push_back(ckpt::hf_rows(
+        name, shape, {{base + "query." + leaf, c}, {base + "key." + leaf, c}, {base + "value." + leaf, c}}));
   }
   m.tied = {{"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
             {"cls.predictions.decoder.bias", "cls.predictions.bias"}};
