@@ -10,7 +10,6 @@ if [[ -z "${CMAKE_GENERATOR:-}" ]] && command -v ninja >/dev/null; then export C
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   cmake -S "$repo_root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 fi
-# Without the progress lines (make's "[ 45%] ...", ninja's "[12/180] ..."): what is left is the compiler's.
 # shellcheck disable=SC2086 # several targets split on spaces
 cmake --build "$build_dir" -j"$(nproc)" ${ZT_BUILD_TARGET:+--target $ZT_BUILD_TARGET} |
-  { grep -Ev '^(\[ *[0-9]+(%|/[0-9]+)\] |Consolidate compiler generated dependencies)' || true; }
+  "$repo_root/scripts/without_progress.sh"

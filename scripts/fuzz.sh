@@ -29,7 +29,7 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
     -DZT_BUILD_TESTS=OFF -DZT_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
 fi
 cmake --build "$build" -j"$(nproc)" --target fuzzers |
-  { grep -Ev '^(\[ *[0-9]+(%|/[0-9]+)\] |Consolidate compiler generated dependencies)' || true; }
+  scripts/without_progress.sh
 
 # The targets write each input to a scratch file: on tmpfs when there is one, removed at the end.
 scratch_root=/dev/shm

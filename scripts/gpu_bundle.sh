@@ -13,7 +13,7 @@ programs=(tests/ops/zt_ops_tests tests/comm/test_comm tests/nn/nn_on_device_test
 cmake -S "$repo_root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DZT_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_path" \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DZT_BUILD_BENCH=ON >/dev/null
 cmake --build "$build" -j"$(nproc)" --target $(for p in "${programs[@]}"; do basename "$p"; done) |
-  { grep -Ev '^(\[ *[0-9]+(%|/[0-9]+)\] |Consolidate compiler generated dependencies)' || true; }
+  "$repo_root/scripts/without_progress.sh"
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT

@@ -34,7 +34,7 @@ cmake --install build --prefix "$prefix" >/dev/null
 rm -rf build-examples
 cmake -S examples -B build-examples -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build build-examples -j"$jobs" |
-  { grep -Ev '^(\[ *[0-9]+(%|/[0-9]+)\] |Consolidate compiler generated dependencies)' || true; }
+  scripts/without_progress.sh
 examples/check.py build-examples/train_own_module "mpirun --oversubscribe"
 rm -rf "$prefix"
 
