@@ -1,13 +1,13 @@
 # Note [installed package]: the engine as a library for a user's own program. One target,
 # zerotrain::zerotrain, brings every layer a training program uses (core, ops, autograd, nn, optim,
-# comm, zero, config, ckpt, data, monitor) with their headers; `cmake --install build --prefix P`
+# comm, zero, config, ckpt, data, monitor, and train: Note [train layer]) with their headers; `cmake --install build --prefix P`
 # writes the static libraries, the headers under P/include/zt/ and a package config under
 # P/lib/cmake/zerotrain/, so `find_package(zerotrain)` with CMAKE_PREFIX_PATH=P works.
 # examples/ is such a program, built against an installed prefix by scripts/test.sh.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(ZT_LIBRARY_LAYERS zt_core zt_monitor zt_ops zt_autograd zt_nn zt_optim zt_comm zt_zero zt_ckpt zt_data zt_config)
+set(ZT_LIBRARY_LAYERS zt_core zt_monitor zt_ops zt_autograd zt_nn zt_optim zt_comm zt_zero zt_ckpt zt_data zt_config zt_train)
 add_library(zerotrain_library INTERFACE)
 set_target_properties(zerotrain_library PROPERTIES EXPORT_NAME zerotrain)
 target_link_libraries(zerotrain_library INTERFACE ${ZT_LIBRARY_LAYERS})

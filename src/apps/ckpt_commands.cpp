@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <map>
 
-#include "agree.h"
 #include "models/hf.h"
 #include "run_dir.h"
 #include "session.h"

@@ -72,7 +72,7 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
                         {"checkpointing", measure_activations(ckpt, shape).peak},
                         {"no_checkpointing", measure_activations(plain, shape).peak}};
   // Every stage in memory, then offloaded (the configuration's own placement is one of the rows).
-  eo.zero.offload_optimizer.device = eo.zero.offload_param.device = "none";
+  eo.placement = zero::Placement{};
   for (int stage = 0; stage <= 3; ++stage) {
     eo.zero.stage = stage;
     const zero::Plan plan = zero::plan_model(*model, eo, world);
@@ -86,22 +86,22 @@ nlohmann::json estimate_json(const config::Config& cfg, const EstimateOptions& o
     // The same stage with offload_optimizer.device = nvme (Note [optimizer swap]): the master and
     // states move to disk, and memory keeps the tile buffers.
     zero::EngineOptions off = eo;
-    off.zero.offload_optimizer.device = "nvme";
+    off.placement->optimizer = zero::Residence::file;
     const zero::MemoryEstimate f = zero::plan_model(*model, off, world).memory();
     row["offload_optimizer_nvme"] = {{"param", f.param}, {"grad", f.grad},     {"master", f.master},
                                      {"optim", f.optim}, {"total", f.total()}, {"disk", e.master + e.optim}};
     row["offload_optimizer_nvme"]["peak"] = peak_of(off);
     if (stage == 3) {  // ZeRO-Infinity: the parameter shards in files too
-      off.zero.offload_param.device = "nvme";
+      off.placement->param = zero::Residence::file;
       row["offload_both_nvme"] = {{"peak", peak_of(off)}};
     }
     if (!eo.device.is_cpu() && stage >= 1) {  // ZeRO-Offload on the device (Note [host residence])
       zero::EngineOptions host = eo;
-      host.zero.offload_optimizer.device = "cpu";
+      host.placement->optimizer = zero::Residence::host;
       const zero::MemoryEstimate h = zero::plan_model(*model, host, world).memory();
       row["offload_optimizer_cpu"] = {{"device", h.on_device()}, {"host", h.host}, {"peak", peak_of(host)}};
       if (stage == 3) {  // and the parameter shards beside them
-        host.zero.offload_param.device = "cpu";
+        host.placement->param = zero::Residence::host;
         const zero::MemoryEstimate b = zero::plan_model(*model, host, world).memory();
         row["offload_both_cpu"] = {{"device", b.on_device()}, {"host", b.host}, {"peak", peak_of(host)}};
       }
@@ -195,12 +195,14 @@ void print_table(const nlohmann::json& j) {
     if (r.contains("offload_both_nvme"))
       std::printf("  stage %d, + offload_param nvme: %s\n", st, peak_totals(r["offload_both_nvme"]["peak"]).c_str());
   }
-  const bool planned = j.contains("budget_plan") &&
-                       (j["budget_plan"].contains("error") || !j["budget_plan"].value("choices", nlohmann::json::array()).empty());
+  const bool planned =
+      j.contains("budget_plan") &&
+      (j["budget_plan"].contains("error") || !j["budget_plan"].value("choices", nlohmann::json::array()).empty());
   if (planned) {  // where train prints nothing (a placement as configured that fits), neither does this
     const nlohmann::json& b = j["budget_plan"];
     if (b.contains("data_missing"))
-      std::printf("budget plan without the data, which is not here: %s\n", b["data_missing"].get<std::string>().c_str());
+      std::printf("budget plan without the data, which is not here: %s\n",
+                  b["data_missing"].get<std::string>().c_str());
     else
       std::printf("budget plan with the data train loads: %s\n", mib(b["data"]).c_str());
     if (b.contains("error")) std::printf("%s\n", b["error"].get<std::string>().c_str());

@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "agree.h"
 #include "ckpt_commands.h"
 #include "commands.h"
 #include "models/model_kind.h"

@@ -12,6 +12,7 @@
 #include "session.h"
 #include "zt/core/allocator.h"
 #include "zt/ops/ops.h"
+#include "zt/train/memory_fit.h"
 #include "zt/zero/placement.h"
 
 namespace zt::apps {
@@ -47,7 +48,7 @@ int64_t host_resident(const zero::PeakEstimate& p, Device device, const RunConte
 int64_t micro_batch_bytes(const config::Config& c, int64_t micro) {
   const ModelKind& k = model_kind(c);
   if (k.input_features) return micro * (k.input_features(c) * 4 + 4);  // f32 features, an i32 label
-  return micro * k.rows_per_sample(c) * 12;  // per token at most i32 ids, mask and target
+  return micro * k.rows_per_sample(c) * 12;                            // per token at most i32 ids, mask and target
 }
 
 }  // namespace
@@ -76,26 +77,6 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
 }
 
 namespace {
-
-// The engine options of one placement: the config's, with its offload devices and limits, through
-// the devices' strings, from which the engine derives the policy and the swap settings (Note
-// [placement]), as for a run configured so.
-zero::EngineOptions options_of(const config::Config& c, const config::BatchSizes& bs, const zero::Placement& at) {
-  zero::EngineOptions e = engine_options(c, bs);
-  const bool beside = !e.device.is_cpu();
-  auto set = [&](config::OffloadConfig& d, zero::Residence r) {  // "cpu" on a CPU run stays as written
-    if (zero::residence_of(d.device, beside) != r) d.device = zero::offload_device(r);
-  };
-  set(e.zero.offload_optimizer, at.optimizer);
-  set(e.zero.offload_param, at.param);
-  if (at.lowered_limits) {
-    e.max_inflight_reduce_elems = 1;  // launching a bucket first finishes the one before
-    e.zero.stage3_prefetch_bucket_size = 0;
-    e.zero.stage3_max_reuse_distance = 0;
-  }
-  if (at.reduce_bucket > 0) e.zero.reduce_bucket_size = at.reduce_bucket;
-  return e;
-}
 
 constexpr const char* kSwapped = "the states are in swap files (a snapshot would hold them in memory)";
 // The offload devices as resolved (plan_memory names "auto"'s choice): states in swap files.
@@ -144,11 +125,7 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   zero::check_engine_options(configured);  // what the engine refuses, before its plan
   const Device device = configured.device;
   config::OffloadConfig &opt = mp.cfg.zero.offload_optimizer, &par = mp.cfg.zero.offload_param;
-  zero::PlacementRequest req;
-  req.optimizer = zero::residence_of(opt.device, !device.is_cpu());
-  req.param = zero::residence_of(par.device, !device.is_cpu());
-  req.stage = c.zero.stage;
-  req.device = device.is_cpu() ? "" : detail::concat(device);
+  zero::PlacementRequest req = train::placement_request(configured);  // Note [memory fit]
   req.device_cap = device_cap_bytes(c, device, ctx.device_capacity);  // Note [device cap]
   if (!device.is_cpu() && c.run.device_memory_mb == 0) req.device_cap_name = detail::concat(device, "'s memory");
   // Stage 3 beside a device: lowered limits send the largest gradient in 16 rounds or more, where the
@@ -158,13 +135,13 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
     req.lowered_bucket = std::max<int64_t>(1, largest / 16);
   req.host_cap = c.run.memory_budget_mb << 20;
   const zero::PlacementChoice choice = zero::place(req, [&](const zero::Placement& at) {
-    return predict_run_peak(model, c, options_of(c, bs, at), bs, ctx);
+    return predict_run_peak(model, c, zero::with_placement(configured, at), bs, ctx);
   });
   if (opt.device == "auto") opt.device = zero::offload_device(choice.placement.optimizer);
   if (par.device == "auto") par.device = zero::offload_device(choice.placement.param);
   mp.placement = choice.placement;
   mp.lines = choice.lines;
-  mp.options = options_of(mp.cfg, bs, choice.placement);
+  mp.options = zero::with_placement(engine_options(mp.cfg, bs), choice.placement);
   mp.options.f32_compute = ctx.f32_compute;
   mp.peak = choice.peak;
   plan_checkpoint_snapshot(mp, model, ctx);
@@ -225,15 +202,14 @@ MemoryPlan plan_before_step1(const config::Config& c, nn::Module& model, const c
                                (budget > 0 && mp.options.device.is_cpu() ? std::min(held, budget) : held);
   // What the budget covers, said before step 1: the OS also counts the process itself.
   if (budget > 0)
-    mp.lines.push_back("memory budget " + format_bytes(size_t(budget)) +
-                       " holds zerotrain's allocations (model states, buffers, activations, the data); the process "
-                       "adds its baseline of " +
-                       format_bytes(size_t(std::max<int64_t>(0, before.now - ctx.data_bytes))) +
-                       " (libraries, threads)" +
-                       (mp.peak.comm_buffers > 0 ? " and " + format_bytes(size_t(mp.peak.comm_buffers)) + " of shm slots"
-                                                 : std::string()) +
-                       ": the OS should see up to " + format_bytes(size_t(mp.record["predicted_rss"].get<int64_t>())) +
-                       " per rank");
+    mp.lines.push_back(
+        "memory budget " + format_bytes(size_t(budget)) +
+        " holds zerotrain's allocations (model states, buffers, activations, the data); the process "
+        "adds its baseline of " +
+        format_bytes(size_t(std::max<int64_t>(0, before.now - ctx.data_bytes))) + " (libraries, threads)" +
+        (mp.peak.comm_buffers > 0 ? " and " + format_bytes(size_t(mp.peak.comm_buffers)) + " of shm slots"
+                                  : std::string()) +
+        ": the OS should see up to " + format_bytes(size_t(mp.record["predicted_rss"].get<int64_t>())) + " per rank");
   mp.record["choices"] = mp.lines;  // the budget's own line included
   return mp;
 }

@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "zt/ckpt/safetensors.h"
-#include "zt/core/append_file.h"
+#include "zt/train/progress.h"
 
 namespace zt::apps {
 
@@ -79,25 +79,7 @@ void RunDir::remove_stale_temporaries() {
 }
 
 void RunDir::append_metrics(const nlohmann::json& record) {
-  const std::string file = path("metrics.jsonl"), line = record.dump() + "\n";
-  // O_NONBLOCK: a FIFO put there meanwhile fails (ENXIO) or is caught by fstat, never blocks.
-  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
-  if (fd < 0 && errno == ENXIO) check_output_path(file, kIo, "[run]");
-  ZT_CHECK_AS(kIo, fd >= 0, "[run] cannot append to ", file, ": ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    check_output_path(file, kIo, "[run]");
-    ZT_THROW_AS(kIo, "[run] ", file, " is not a regular file");
-  }
-  try {  // a partial line is cut off again, so every line of the file stays JSON
-    append_whole(fd, file, line, st.st_size, kIo, "[run]");
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  const int err = ::close(fd) != 0 && errno != EINTR ? errno : 0;
-  ZT_CHECK_AS(kIo, !err, "[run] appending to ", file, " failed: ", std::strerror(err));
+  train::append_json_line(path("metrics.jsonl"), record, kIo, "[run]");
 }
 
 std::unique_ptr<RunDir::Staged> RunDir::begin_stage(std::vector<ckpt::TensorEntry> entries, bool with_weights) {

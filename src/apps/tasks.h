@@ -13,14 +13,11 @@
 #include "zt/comm/group.h"
 #include "zt/config/config.h"
 #include "zt/core/tensor.h"
+#include "zt/train/batches.h"
 
 namespace zt::apps {
 
-struct MicroBatch {
-  std::vector<Tensor> inputs;  // what the model takes (images; or ids, attention mask, ...)
-  Tensor targets;              // i32: class labels [b], or token targets [b*T] with -100 = not scored
-  int64_t samples = 0;
-};
+using train::MicroBatch;  // Note [train layer]
 
 // What a task reads of its model (the model's entry says, Note [model registry]): the vocabulary
 // and positions of a token model, the classes of a classifier; 0 where the model has none.

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <optional>
 
-#include "agree.h"
 #include "commands.h"
 #include "fault.h"
 #include "monitors.h"
@@ -20,6 +19,7 @@
 #include "step_cost.h"
 #include "trainer.h"
 #include "zt/optim/schedule.h"
+#include "zt/train/progress.h"
 
 namespace zt::apps {
 
@@ -99,14 +99,13 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   }
 
   const StepCost cost = step_cost(cfg, *trainer, bs, group, rate);
-  WallClock clock;                 // wall_clock_breakdown
-  comm::CommStats comms_printed;   // comms_logger: the collectives counted at the last print
+  WallClock clock;                // wall_clock_breakdown
+  comm::CommStats comms_printed;  // comms_logger: the collectives counted at the last print
   const comm::CommStats comms_at_start = group.stats();
   comms_printed = comms_at_start;
   const double startup_s = seconds_since_process_start();
   const auto t0 = Clock::now();
-  auto last = t0;
-  int64_t last_step = first_step;
+  train::Pace pace(first_step, total_steps, bs.train_batch_size);  // Note [progress line]
   double loss_sum = 0;
   int64_t loss_count = 0;
   const int workers = trainer->workers(), worker = trainer->worker();
@@ -124,26 +123,17 @@ int run_train(const config::Config& cfg, comm::Group& group) {
     nlohmann::json fields = trainer->step_fields();  // every rank: it may gather
     loss_sum = 0;
     loss_count = 0;
-    const auto now = Clock::now();
-    const double dt = std::chrono::duration<double>(now - last).count();
-    const double elapsed = std::chrono::duration<double>(now - t0).count();
-    const double sps = double((step + 1 - last_step) * bs.train_batch_size) / std::max(dt, 1e-9);
-    const double step_ms = 1000 * dt / double(step + 1 - last_step);
-    const double eta = elapsed / double(step + 1 - first_step) * double(total_steps - step - 1);
-    last = now;
-    const int64_t printed_from = last_step;
-    last_step = step + 1;
+    const train::Pace::Report r = pace.report(step + 1);
+    const double sps = r.samples_per_s, step_ms = r.step_ms, elapsed = r.elapsed_s;
+    const int64_t printed_from = r.from_step;
     const WallClock times = clock;
     clock.reset();
     if (!lead) return;
-    char scale[48] = "";  // %g: a scale past int64 (2^63 and up) must not print as a wrapped integer
-    if (const std::optional<double> s = trainer->loss_scale())
-      std::snprintf(scale, sizeof scale, " | loss-scale %g", *s);
-    std::fprintf(stderr,
-                 "step %lld/%lld | epoch %.2f | loss %.4f | lr %.2e | grad-norm %.3f%s | %s | ETA %s | %s\n",
-                 (long long)(step + 1), (long long)total_steps, double(step + 1) / double(steps_per_epoch), loss_avg,
-                 lr, st.grad_norm, scale, cost.line(sps, step_ms).c_str(), fmt_eta(eta).c_str(),
-                 trainer->memory_line().c_str());
+    const double epoch = double(step + 1) / double(steps_per_epoch);
+    std::fprintf(stderr, "%s\n",
+                 train::format({step + 1, total_steps, epoch, loss_avg, lr, st.grad_norm, trainer->loss_scale(),
+                                cost.line(sps, step_ms), r.eta_s, trainer->memory_line()})
+                     .c_str());
     nlohmann::json rec = {{"step", step + 1},          {"epoch", double(step + 1) / double(steps_per_epoch)},
                           {"loss", loss_avg},          {"lr", lr},
                           {"grad_norm", st.grad_norm}, {"samples_per_s", sps},
@@ -252,8 +242,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
                      ErrorKind::config, 1);
 
   const auto eval_t0 = Clock::now();
-  std::optional<EvalResult> final_eval =
-      eval_at_end(cfg, [&](bool whole) { return trainer->evaluate(whole); }, on_lead, run_dir, total_steps);
+  std::optional<EvalResult> final_eval = eval_at_end(
+      cfg, [&](bool whole) { return trainer->evaluate(whole); }, on_lead, run_dir, total_steps);
   const double eval_s = std::chrono::duration<double>(Clock::now() - eval_t0).count();
   on_lead([&] {
     if (final_eval) monitors->write("Eval/Samples", final_eval->metrics, total_steps * bs.train_batch_size);
@@ -282,14 +272,8 @@ int run_train(const config::Config& cfg, comm::Group& group) {
   // Consolidated weights in fp32, streamed: every rank takes part in the gathers (one unit at a
   // time at stage 3); ZT_FAULT step K+1 of a K-step run fires in the final save.
   finish_run(cfg, group, on_lead, run_dir,
-             {trainer->full_param_shapes(),
-              [&](const auto& fn) { trainer->for_each_full_param(fn); },
-              std::move(summary),
-              std::move(final_eval),
-              total_steps,
-              train_s,
-              startup_s,
-              eval_s,
+             {trainer->full_param_shapes(), [&](const auto& fn) { trainer->for_each_full_param(fn); },
+              std::move(summary), std::move(final_eval), total_steps, train_s, startup_s, eval_s,
               [&] { fault.maybe_fire(rank, total_steps + 1); }});
   return 0;
 }

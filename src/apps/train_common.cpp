@@ -6,8 +6,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 
 #include "memory_plan.h"
 #include "models/model_kind.h"
@@ -16,22 +16,15 @@
 #include "zt/autograd/functions.h"
 #include "zt/core/affinity.h"
 #include "zt/core/allocator.h"
+#include "zt/core/atomic_file.h"
 #include "zt/core/parallel.h"
 #include "zt/core/sha256.h"
-#include "zt/core/atomic_file.h"
 #include "zt/core/splitmix.h"
 #include "zt/data/mnist.h"
 #include "zt/nn/transformer.h"
 #include "zt/ops/ops.h"
 
 namespace zt::apps {
-
-std::string fmt_eta(double s) {
-  char buf[32];
-  const long t = long(s + 0.5);
-  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  return buf;
-}
 
 std::string pick_threads(const config::Config& c) {
   const LocalRank local = local_rank_from_env();
@@ -54,15 +47,7 @@ void stop_if_voted(const Vote& v, const LeadWork& lead, const std::string& when,
   const std::string kept = !before_commit       ? ""
                            : checkpoint.empty() ? "; nothing from this run was saved (" + unchanged + ")"
                                                 : "; " + unchanged + "; this run's last checkpoint is " + checkpoint;
-  if (v.lead_failed) throw AgreedStop(lead.error + kept, lead.kind, 1);
-  if (v.bad_loss_rank >= 0)
-    throw AgreedStop(detail::concat("[train] the loss is not finite ", when, " on rank ", v.bad_loss_rank,
-                                    ": training diverged (lower optimizer.params.lr or set gradient_clipping)", kept),
-                     ErrorKind::config, 1);
-  if (v.signal)
-    throw AgreedStop(detail::concat("interrupted by ", v.signal == SIGINT ? "SIGINT" : "SIGTERM", " ", when,
-                                    ", every rank stopped", kept),
-                     ErrorKind::internal, 128 + v.signal);
+  train::stop_if_voted(v, when, kept, lead.error, lead.kind);
 }
 
 void check_finite(const std::string& name, const Tensor& t, int64_t steps) {
@@ -118,14 +103,18 @@ std::string overflow_advice(const config::Fp16Config& f) {
 
 nlohmann::json processor_record() {
   const ops::CpuIsa& isa = ops::cpu_isa();
-  return {{"isa", isa.name}, {"cap", isa.cap.empty() ? nlohmann::json() : nlohmann::json(isa.cap)}, {"avx512", isa.avx512}};
+  return {
+      {"isa", isa.name}, {"cap", isa.cap.empty() ? nlohmann::json() : nlohmann::json(isa.cap)}, {"avx512", isa.avx512}};
 }
 
 nlohmann::json products_record(const std::optional<zero::ProductsChoice>& p, DType dt, bool f32_compute) {
   if (!p) return nullptr;
-  nlohmann::json r = {{"dtype", dtype_name(dt)}, {"path", ops::products_name(p->products)},
-                      {"setting", p->setting},   {"reason", p->reason},
-                      {"amx", p->amx},           {"shape", {p->shape.rows, p->shape.in, p->shape.out}},
+  nlohmann::json r = {{"dtype", dtype_name(dt)},
+                      {"path", ops::products_name(p->products)},
+                      {"setting", p->setting},
+                      {"reason", p->reason},
+                      {"amx", p->amx},
+                      {"shape", {p->shape.rows, p->shape.in, p->shape.out}},
                       {"f32_compute", f32_compute}};
   if (p->native_ms > 0) r["measured_ms"] = {{"native", p->native_ms}, {"f32", p->f32_ms}};
   return r;
@@ -268,7 +257,8 @@ std::optional<EvalResult> eval_at_end(const config::Config& cfg, const std::func
 void keep_tokenizer(const config::Config& cfg, RunDir& dir) {
   std::string problem;
   const std::vector<std::string> files = manifest_tokenizer_files(cfg, &problem);
-  if (!problem.empty()) std::fprintf(stderr, "zerotrain: %s; %s keeps no tokenizer\n", problem.c_str(), dir.dir().c_str());
+  if (!problem.empty())
+    std::fprintf(stderr, "zerotrain: %s; %s keeps no tokenizer\n", problem.c_str(), dir.dir().c_str());
   for (const std::string& path : files) {
     std::ifstream src(path, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(src)), {});

@@ -13,19 +13,26 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agree.h"
-#include "batch_prefetch.h"
 #include "run_dir.h"
 #include "tasks.h"
 #include "zt/comm/group.h"
 #include "zt/config/config.h"
 #include "zt/core/tensor.h"
 #include "zt/nn/module.h"
+#include "zt/train/batches.h"
+#include "zt/train/stops.h"
 #include "zt/zero/products.h"
 
 namespace zt::apps {
 
-std::string fmt_eta(double seconds);  // "h:mm:ss"
+// The train layer's pieces the command's files name unqualified (Note [train layer]).
+using train::agree;
+using train::AgreedStop;
+using train::BatchKey;
+using train::BatchPrefetcher;
+using train::install_stop_signals;
+using train::stop_signal;
+using train::Vote;
 // Threads per rank: the configured number, else Note [default threads]'s (the rank's share of the
 // cores it may use); then each thread is pinned to a core of that share (run.pin_threads).
 std::string pick_threads(const config::Config& c);

@@ -10,14 +10,13 @@
 #include "session.h"
 #include "trainer.h"
 #include "zt/autograd/autograd.h"
-#include "zt/ckpt/checkpoint.h"
+#include "zt/train/checkpoints.h"
 #include "zt/zero/engine.h"
 #include "zt/zero/products.h"
 
 namespace zt::apps {
 
 namespace {
-using Clock = std::chrono::steady_clock;
 
 // What the offload sections mean for this run, for the start line ("" when nothing is offloaded).
 std::string offload_note(const config::Config& c, const zero::Engine& e) {
@@ -40,8 +39,7 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
                                "step after a step that did)"
                              : "after backward, once the gradients' norm is known (gradient_clipping or fp16; "
                                "offload_optimizer.super_offload speculates behind backward)",
-                         "; ",
-                         format_bytes(size_t(m.on_device())), " of model states per rank on ", p.policy.device);
+                         "; ", format_bytes(size_t(m.on_device())), " of model states per rank on ", p.policy.device);
   }
   if (e.policy().optimizer_residence == zero::Residence::file) {
     const zero::Plan& p = e.plan();
@@ -64,7 +62,8 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
       }
     const std::string shards = detail::concat("the parameter shards of ", units, " of ", p.buffers.size(), " units ");
     par = file ? detail::concat("offload_param: nvme, ", shards, "in swap files under ", p.policy.swap.param_dir,
-                                "/rank*/ (", format_bytes(size_t(bytes)), " per rank on disk, read ahead of each all-gather)")
+                                "/rank*/ (", format_bytes(size_t(bytes)),
+                                " per rank on disk, read ahead of each all-gather)")
                : detail::concat("offload_param: cpu, ", shards, "in pinned host memory (", format_bytes(size_t(bytes)),
                                 " per rank, uploaded for each all-gather)");
   }
@@ -109,33 +108,35 @@ class ZeroTrainer : public Trainer {
     }
     // Note [peak memory]: the plan before step 1 (with run.memory_budget_mb, the offload that fits).
     const bool evaluates = cfg.run.eval_at_end || cfg.data.eval_every > 0;
-    plan_.emplace(plan_before_step1(cfg, *model_, bs_,
-                                    {group_.size(), 0, std::string(group_.backend()) == "shm",
-                                     evaluates ? task_->eval_batch(bs_.micro) : 0, group_.local_size(), f32_compute_,
-                                     comm::stages_through_host(group_, configured.device)}));
+    plan_.emplace(plan_before_step1(
+        cfg, *model_, bs_,
+        {group_.size(), 0, std::string(group_.backend()) == "shm", evaluates ? task_->eval_batch(bs_.micro) : 0,
+         group_.local_size(), f32_compute_, comm::stages_through_host(group_, configured.device)}));
     if (lead_)
       for (const std::string& line : plan_->lines) std::fprintf(stderr, "zerotrain: %s\n", line.c_str());
     engine_ = std::make_unique<zero::Engine>(*model_, std::shared_ptr<comm::Group>(&group_, [](comm::Group*) {}),
                                              plan_->options);
-    // Resume: parameters, master, optimizer states and counters from a checkpoint saved at any
-    // world size and stage; the data position is the step (same global batch, same seed).
-    if (!cfg.run.resume.empty()) {
-      const nlohmann::json extra = ckpt::load_checkpoint(*engine_, cfg.checkpoint.dir, cfg.run.resume, &resumed_);
-      first_step_ = extra.value("step", int64_t(0));
-      skipped_ = extra.value("skipped_steps", int64_t(0));
-      const int64_t saved_batch = extra.value("train_batch_size", bs_.train_batch_size);
-      ZT_CHECK_AS(ErrorKind::config, saved_batch == bs_.train_batch_size, "[train] ", resumed_,
-                  " was saved with train_batch_size ", saved_batch, "; this run has ", bs_.train_batch_size,
-                  " (the data position is counted in steps of it)");
-    }
     // Note [background save]: committed by a later poll (after each step) or the wait at the end.
     // Every rank saves the same way (each planned with its own data bytes), or the collectives differ.
     save_async_ = group_.all_reduce_scalar(plan_->cfg.checkpoint.async == "true" ? 1.0 : 0.0, "checkpoint.async") ==
                   group_.size();
-    saver_ = std::make_unique<ckpt::Saver>(*engine_, [this](const std::string& path) {
-      last_checkpoint_ = path;
-      if (lead_) std::fprintf(stderr, "zerotrain: checkpoint %s\n", path.c_str());
-    });
+    const config::CheckpointConfig& ck = cfg.checkpoint;  // Note [checkpoint cadence]
+    checkpoints_ = std::make_unique<train::Checkpoints>(
+        *engine_, train::CheckpointPlan{ck.dir, ck.every_steps, int(ck.keep_last), save_async_},
+        [this](const std::string& path) {
+          if (lead_) std::fprintf(stderr, "zerotrain: checkpoint %s\n", path.c_str());
+        });
+    // Resume: parameters, master, optimizer states and counters from a checkpoint saved at any
+    // world size and stage; the data position is the step (same global batch, same seed).
+    if (!cfg.run.resume.empty()) {
+      const nlohmann::json extra = checkpoints_->resume(cfg.run.resume);
+      first_step_ = extra.value("step", int64_t(0));
+      skipped_ = extra.value("skipped_steps", int64_t(0));
+      const int64_t saved_batch = extra.value("train_batch_size", bs_.train_batch_size);
+      ZT_CHECK_AS(ErrorKind::config, saved_batch == bs_.train_batch_size, "[train] ", checkpoints_->resumed_from(),
+                  " was saved with train_batch_size ", saved_batch, "; this run has ", bs_.train_batch_size,
+                  " (the data position is counted in steps of it)");
+    }
   }
 
   const Task* task() const override { return task_.get(); }
@@ -143,7 +144,7 @@ class ZeroTrainer : public Trainer {
   std::string describe() const override { return task_->describe(); }
   int workers() const override { return group_.size(); }
   int worker() const override { return group_.rank(); }
-  std::string resumed_from() const override { return resumed_; }
+  std::string resumed_from() const override { return checkpoints_->resumed_from(); }
   int64_t first_step() const override { return first_step_; }
   int64_t skipped_before() const override { return skipped_; }
 
@@ -153,7 +154,7 @@ class ZeroTrainer : public Trainer {
   void begin_step(double lr) override {
     // A background checkpoint whose files are complete is committed before this step's forward, so
     // a crash inside the step does not lose it (Note [background save]).
-    blocking([&] { saver_->poll(); });
+    checkpoints_->poll();
     engine_->begin_step(lr);
   }
   zero::StepStats step(double lr) override {
@@ -190,34 +191,21 @@ class ZeroTrainer : public Trainer {
   }
 
   void after_step(int64_t steps_done, int64_t total_steps, int64_t skipped) override {
-    blocking([&] { saver_->poll(); });
-    const int64_t every = cfg_.checkpoint.every_steps;
-    if (every <= 0 || (steps_done % every != 0 && steps_done != total_steps)) return;
-    char tag[32];
-    std::snprintf(tag, sizeof tag, "step_%08lld", (long long)steps_done);
     const int rank = group_.rank();
     const FaultPlan& fault = fault_;
-    ckpt::SaveOptions o{cfg_.checkpoint.dir,
-                        tag,
-                        cfg_.checkpoint.keep_last,
-                        {{"step", steps_done},
-                         {"train_batch_size", bs_.train_batch_size},
-                         {"skipped_steps", skipped},
-                         {"seed", cfg_.seed},
-                         {"config", cfg_.raw}},
-                        [&fault, rank, steps_done] { fault.maybe_fire_in_save(rank, steps_done); }};  // may run on the writer
-    blocking([&] { saver_->save(o, save_async_); });
+    checkpoints_->after_step(
+        steps_done, total_steps,
+        {{"train_batch_size", bs_.train_batch_size},
+         {"skipped_steps", skipped},
+         {"seed", cfg_.seed},
+         {"config", cfg_.raw}},
+        [&fault, rank, steps_done] { fault.maybe_fire_in_save(rank, steps_done); });  // may run on the writer
   }
   // Before an agreed stop (every rank at the same point): a checkpoint already written in the
   // background is committed, as a foreground save was at its step.
-  std::string last_checkpoint() const override { return last_checkpoint_; }
-  void before_stop() override {
-    try {
-      saver_->wait();
-    } catch (const Error&) {  // every rank failed it alike; the stop's own line is the one to say
-    }
-  }
-  void end_of_steps() override { blocking([&] { saver_->wait(); }); }
+  std::string last_checkpoint() const override { return checkpoints_->last(); }
+  void before_stop() override { checkpoints_->before_stop(); }
+  void end_of_steps() override { checkpoints_->finish(); }
 
   nlohmann::json start_fields() override {
     return {{"memory_plan", plan_->record},
@@ -236,18 +224,18 @@ class ZeroTrainer : public Trainer {
         cfg_.checkpoint.every_steps <= 0
             ? std::string()
             : ", checkpoints every " + std::to_string(cfg_.checkpoint.every_steps) +
-                  (save_async_ ? " in the background (a " + format_bytes(size_t(plan_->peak.checkpoint_snapshot)) +
-                                     " snapshot)"
-                               : " in the foreground")));
+                  (save_async_
+                       ? " in the background (a " + format_bytes(size_t(plan_->peak.checkpoint_snapshot)) + " snapshot)"
+                       : " in the foreground")));
     const Device dev = engine_->policy().device;
     std::string on_device;
     if (!dev.is_cpu())
-      on_device = "; " +
-                  std::string(engine_->policy().optimizer_residence != zero::Residence::memory
-                                  ? "parameters, gradients"
-                                  : "model states, parameters") +
-                  " and activations on " + dev.str() + (dev.type == DeviceType::cuda ? "" : " (the simulated GPU)") +
-                  (comm::stages_through_host(group_, dev) ? ", collectives staged through the host" : "");
+      on_device =
+          "; " +
+          std::string(engine_->policy().optimizer_residence != zero::Residence::memory ? "parameters, gradients"
+                                                                                       : "model states, parameters") +
+          " and activations on " + dev.str() + (dev.type == DeviceType::cuda ? "" : " (the simulated GPU)") +
+          (comm::stages_through_host(group_, dev) ? ", collectives staged through the host" : "");
     lines.push_back("zerotrain: rank 0: " + threads + "; " + processor_note() + "; comm backend " + group_.backend() +
                     on_device);
     // Note [gradient blocks]: a bucket far below a parameter's size makes its gradient many collectives.
@@ -288,10 +276,10 @@ class ZeroTrainer : public Trainer {
     }
     if (!pol.device.is_cpu() && pol.optimizer_residence != zero::Residence::memory) {
       const zero::SwapStats sw = engine_->swap_stats();  // rank 0's host updates and their copies, cumulative
-      rec["offload"] = {{"update_s", sw.compute_s},        {"down_s", sw.down_s},
-                        {"up_s", sw.up_s},                 {"bytes_down", sw.bytes_down},
-                        {"bytes_up", sw.bytes_up},         {"early_updates", sw.early_updates}, {"early_redone", sw.early_redone},
-                        {"early_update_s", sw.early_s},    {"early_wait_s", sw.early_wait_s}};
+      rec["offload"] = {
+          {"update_s", sw.compute_s},        {"down_s", sw.down_s},          {"up_s", sw.up_s},
+          {"bytes_down", sw.bytes_down},     {"bytes_up", sw.bytes_up},      {"early_updates", sw.early_updates},
+          {"early_redone", sw.early_redone}, {"early_update_s", sw.early_s}, {"early_wait_s", sw.early_wait_s}};
     }
     if (engine_->options().sparse_gradients) {  // rank 0's sparse exchanges and their dense cost, cumulative
       rec["sparse_comm_bytes"] = engine_->sparse_comm_bytes().moved;
@@ -306,25 +294,18 @@ class ZeroTrainer : public Trainer {
                         {"comm_bytes_rank0", engine_->comm_bytes()}};
     if (cfg_.checkpoint.every_steps > 0) {
       s["checkpoint_async"] = save_async_;
-      s["checkpoint_blocked_s"] = save_blocked_s_;
+      s["checkpoint_blocked_s"] = checkpoints_->blocked_s();
     }
     return s;
   }
 
-  std::vector<std::pair<std::string, Shape>> full_param_shapes() const override {
-    return engine_->full_param_shapes();
-  }
+  std::vector<std::pair<std::string, Shape>> full_param_shapes() const override { return engine_->full_param_shapes(); }
   void for_each_full_param(const std::function<void(const std::string&, const Tensor&)>& fn) override {
     engine_->for_each_full_param(fn);
   }
 
  private:
   // Time the steps waited for checkpoints (snapshots, or whole saves).
-  void blocking(const std::function<void()>& fn) {
-    const auto t = Clock::now();
-    fn();
-    save_blocked_s_ += std::chrono::duration<double>(Clock::now() - t).count();
-  }
 
   const config::Config& cfg_;
   comm::Group& group_;
@@ -338,12 +319,9 @@ class ZeroTrainer : public Trainer {
   bool f32_compute_ = false;  // Note [f32 compute]
   std::optional<MemoryPlan> plan_;
   std::unique_ptr<zero::Engine> engine_;
-  std::string resumed_;
   int64_t first_step_ = 0, skipped_ = 0;
   bool save_async_ = false;
-  double save_blocked_s_ = 0;
-  std::string last_checkpoint_;  // committed by saver_
-  std::unique_ptr<ckpt::Saver> saver_;
+  std::unique_ptr<train::Checkpoints> checkpoints_;    // Note [checkpoint cadence]
   zero::CommOverlap reduce_overlap_, gather_overlap_;  // since the last printed step
   int64_t gathers_ = 0;                                // stage 3: unit all-gathers since the last record
 };

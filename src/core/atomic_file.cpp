@@ -129,6 +129,20 @@ void write_file_atomic(const std::string& path, std::string_view text, ErrorKind
   sync_dir(folder_of(path), kind, who);
 }
 
+int open_append(const std::string& path, bool fresh, ErrorKind kind, const std::string& who) {
+  const int flags = O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC | (fresh ? O_EXCL : 0);
+  const int fd = ::open(path.c_str(), flags, 0666), err = errno;
+  if (fd < 0 && err == ENXIO) check_output_path(path, kind, who);  // a FIFO with no reader
+  ZT_CHECK_AS(kind, fd >= 0, who, " cannot open ", path, " for appending: ", std::strerror(err));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    check_output_path(path, kind, who);
+    ZT_THROW_AS(kind, who, " ", path, " is not a regular file");
+  }
+  return fd;
+}
+
 void append_whole(int fd, const std::string& path, std::string_view bytes, long long size_before, ErrorKind kind,
                   const std::string& who) {
   int err = 0;

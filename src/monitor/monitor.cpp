@@ -39,19 +39,7 @@ std::string in_folder(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-int open_append(const std::string& path, bool fresh, const char* who) {
-  const int flags = O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC | (fresh ? O_EXCL : 0);
-  const int fd = ::open(path.c_str(), flags, 0666), err = errno;
-  if (fd < 0 && err == ENXIO) check_output_path(path, kIo, who);  // a FIFO with no reader
-  ZT_CHECK_AS(kIo, fd >= 0, who, " cannot open ", path, " for appending: ", std::strerror(err));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    check_output_path(path, kIo, who);
-    ZT_THROW_AS(kIo, who, " ", path, " is not a regular file");
-  }
-  return fd;
-}
+int open_append(const std::string& path, bool fresh, const char* who) { return zt::open_append(path, fresh, kIo, who); }
 
 long long file_size(int fd, const std::string& path, const char* who) {
   struct stat st {};

@@ -28,14 +28,18 @@ void check_engine_options(const EngineOptions& o) {
               "[zero] gradient_accumulation_steps must be >= 1, got ", o.gradient_accumulation_steps);
   if (o.device.is_cpu()) return;
   const auto& z = o.zero;
-  const bool params_off = z.offload_param.device == "cpu" || z.offload_param.device == "nvme";
-  ZT_CHECK_AS(ErrorKind::config, !params_off || z.stage == 3, "[zero] offload_param.device = ", z.offload_param.device,
+  // Named as the user wrote them, or as zero::place chose them.
+  const Placement at = placement_of(o);
+  const std::string par = o.placement ? offload_device(at.param) : z.offload_param.device;
+  const std::string opt = o.placement ? offload_device(at.optimizer) : z.offload_optimizer.device;
+  const bool params_off = at.param != Residence::memory;
+  ZT_CHECK_AS(ErrorKind::config, !params_off || z.stage == 3, "[zero] offload_param.device = ", par,
               " needs zero_optimization.stage 3 (below it every rank holds all parameters), got stage ", z.stage);
-  ZT_CHECK_AS(ErrorKind::config,
-              !params_off || z.offload_optimizer.device == "cpu" || z.offload_optimizer.device == "nvme",
-              "[zero] zero_optimization.offload_param.device=", z.offload_param.device, " with run.device=", o.device,
+  ZT_CHECK_AS(ErrorKind::config, !params_off || at.optimizer != Residence::memory,
+              "[zero] zero_optimization.offload_param.device=", par, " with run.device=", o.device,
               " needs zero_optimization.offload_optimizer.device cpu or nvme (the host updates the parameters it "
-              "holds), got '", z.offload_optimizer.device, "'");
+              "holds), got '",
+              opt, "'");
 }
 
 Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
@@ -115,9 +119,9 @@ std::string Engine::zeropp_summary() const {
   auto add = [&s](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
   if (w.int8_weights) add("int8 weights");
   if (opts_.zero.zero_quantized_gradients)
-    add(w.gradient_bits > 0 ? "int" + std::to_string(w.gradient_bits) + " gradients across " +
-                                  std::to_string(w.nodes) + " nodes"
-                            : "gradients dense (one node: nothing crosses)");
+    add(w.gradient_bits > 0
+            ? "int" + std::to_string(w.gradient_bits) + " gradients across " + std::to_string(w.nodes) + " nodes"
+            : "gradients dense (one node: nothing crosses)");
   if (groups_->secondary) add("backward gathers over " + std::to_string(groups_->secondary->size()) + " ranks");
   return s;
 }

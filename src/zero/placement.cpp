@@ -5,6 +5,7 @@
 
 #include "zt/core/allocator.h"
 #include "zt/core/error.h"
+#include "zt/zero/engine_options.h"
 
 namespace zt::zero {
 
@@ -14,11 +15,29 @@ std::string describe(const Placement& p) {
          (p.reduce_bucket > 0 ? ", reduce_bucket_size " + std::to_string(p.reduce_bucket) : "");
 }
 
+Placement placement_of(const EngineOptions& o) {
+  return o.placement.value_or(configured_placement(o.zero, !o.device.is_cpu()));
+}
+
+EngineOptions with_placement(EngineOptions e, const Placement& at) {
+  e.placement = at;
+  if (at.lowered_limits) {
+    e.max_inflight_reduce_elems = 1;  // launching a bucket first finishes the one before
+    e.zero.stage3_prefetch_bucket_size = 0;
+    e.zero.stage3_max_reuse_distance = 0;
+  }
+  if (at.reduce_bucket > 0) e.zero.reduce_bucket_size = at.reduce_bucket;
+  return e;
+}
+
 std::string offload_device(Residence r) {
   switch (r) {
-    case Residence::memory: return "none";
-    case Residence::host: return "cpu";
-    case Residence::file: return "nvme";
+    case Residence::memory:
+      return "none";
+    case Residence::host:
+      return "cpu";
+    case Residence::file:
+      return "nvme";
   }
   return "none";
 }
@@ -98,7 +117,9 @@ PlacementChoice place_on_host(const PlacementRequest& req, const Predict& predic
         }
       }
     }
-  ZT_THROW_AS(ErrorKind::config, "[budget] run.memory_budget_mb = ", req.host_cap >> 20, " (", cap,
+  const std::string named =
+      req.host_cap_name.empty() ? "run.memory_budget_mb = " + std::to_string(req.host_cap >> 20) : req.host_cap_name;
+  ZT_THROW_AS(ErrorKind::config, "[budget] ", named, " (", cap,
               " per rank) cannot hold this run: the smallest predicted peak is ", format_bytes(size_t(smallest)),
               " per rank, with ", describe(best), " (", describe_peak(bp),
               "); raise the budget, or lower the micro-batch, enable activation_checkpointing or a higher stage");
@@ -171,8 +192,9 @@ PlacementChoice place_beside_device(const PlacementRequest& req, const Predict& 
               "); raise run.device_memory_mb, or lower the micro-batch",
               configured ? ", or let zero_optimization's offload devices be auto" : "");
   ZT_THROW_AS(ErrorKind::config, "[memory] run.memory_budget_mb=", req.host_cap >> 20,
-              " holds no plan that fits the device: the least the host needs is ", format_bytes(size_t(least_host->host)),
-              " per rank (", describe(least_host->at), "); raise run.memory_budget_mb or run.device_memory_mb");
+              " holds no plan that fits the device: the least the host needs is ",
+              format_bytes(size_t(least_host->host)), " per rank (", describe(least_host->at),
+              "); raise run.memory_budget_mb or run.device_memory_mb");
 }
 
 }  // namespace

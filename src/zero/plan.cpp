@@ -27,22 +27,20 @@ Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum
   return p;
 }
 
-void place(Policy& p, const config::ZeroConfig& zero, const config::AioConfig& aio, const std::string& run_name) {
+Placement configured_placement(const config::ZeroConfig& zero, bool beside_device) {
+  return {residence_of(zero.offload_optimizer.device, beside_device).value_or(Residence::memory),
+          residence_of(zero.offload_param.device, beside_device).value_or(Residence::memory)};
+}
+
+void set_placement(Policy& p, const Placement& at, const config::ZeroConfig& zero, const config::AioConfig& aio,
+                   const std::string& run_name) {
   auto folder = [&](const std::string& nvme_path) {
     return run_name.empty() ? nvme_path : (std::filesystem::path(nvme_path) / run_name).string();
   };
-  if (zero.offload_optimizer.device == "nvme") {
-    p.optimizer_residence = Residence::file;
-    p.swap.dir = folder(zero.offload_optimizer.nvme_path);
-  } else if (zero.offload_optimizer.device == "cpu" && !p.device.is_cpu()) {
-    p.optimizer_residence = Residence::host;
-  }
-  if (zero.offload_param.device == "nvme") {
-    p.param_residence = Residence::file;
-    p.swap.param_dir = folder(zero.offload_param.nvme_path);
-  } else if (zero.offload_param.device == "cpu" && !p.device.is_cpu()) {
-    p.param_residence = Residence::host;
-  }
+  p.optimizer_residence = at.optimizer;
+  p.param_residence = at.param;
+  if (at.optimizer == Residence::file) p.swap.dir = folder(zero.offload_optimizer.nvme_path);
+  if (at.param == Residence::file) p.swap.param_dir = folder(zero.offload_param.nvme_path);
   if (zero.sub_group_size > 0) p.swap.tile_elems = zero.sub_group_size;
   p.swap.buffers = int(zero.offload_optimizer.buffer_count);
   p.swap.block_bytes = aio.block_size;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "zt/core/error.h"
+#include "zt/zero/engine_options.h"
 #include "zt/zero/layout.h"
 #include "zt/zero/plan.h"
 
@@ -240,13 +241,13 @@ TEST(Plan, ABufferWhoseFirstParameterExceedsTheBucketIsReducedInBlocks) {
   EXPECT_GT(make_plan(in, q, 2).buffers[0].block_elems, 0);
 }
 
-// Note [placement]: the offload and aio keys become the policy's residences and swap settings in
-// one place; "nvme" alone means files, and the defaults are the config's.
+// Note [placement]: the offload devices are read once into a placement, which becomes the policy's
+// residences with the swap settings; "nvme" alone means files, and the defaults are the config's.
 TEST(Placement, OffloadDevicesAndAioKeysBecomeResidencesAndSwapSettings) {
   zt::config::ZeroConfig z;
   zt::config::AioConfig aio;
   Policy p = make_policy(3, DType::f32, {}, {});
-  place(p, z, aio, "run");
+  set_placement(p, configured_placement(z, !p.device.is_cpu()), z, aio, "run");
   EXPECT_EQ(p.optimizer_residence, Residence::memory);
   EXPECT_EQ(p.param_residence, Residence::memory);
   const SwapOptions defaults;
@@ -257,7 +258,7 @@ TEST(Placement, OffloadDevicesAndAioKeysBecomeResidencesAndSwapSettings) {
   for (const char* device : {"none", "cpu", "auto"}) {
     z.offload_optimizer.device = z.offload_param.device = device;
     Policy q = make_policy(3, DType::f32, {}, {});
-    place(q, z, aio, "run");
+    set_placement(q, configured_placement(z, !q.device.is_cpu()), z, aio, "run");
     EXPECT_EQ(q.optimizer_residence, Residence::memory) << device;
     EXPECT_EQ(q.param_residence, Residence::memory) << device;
   }
@@ -270,7 +271,7 @@ TEST(Placement, OffloadDevicesAndAioKeysBecomeResidencesAndSwapSettings) {
   aio.queue_depth = 3;
   aio.single_submit = true;
   aio.overlap_events = false;
-  place(p, z, aio, "gpt");
+  set_placement(p, configured_placement(z, !p.device.is_cpu()), z, aio, "gpt");
   EXPECT_EQ(p.optimizer_residence, Residence::file);
   EXPECT_EQ(p.param_residence, Residence::file);
   EXPECT_EQ(p.swap.dir, "/disk/a/gpt");
@@ -282,7 +283,30 @@ TEST(Placement, OffloadDevicesAndAioKeysBecomeResidencesAndSwapSettings) {
   EXPECT_TRUE(p.swap.single_submit);
   EXPECT_FALSE(p.swap.overlap_events);
   Policy bare = make_policy(3, DType::f32, {}, {});
-  place(bare, z, aio, "");  // no run name: the folders are the nvme paths themselves
+  set_placement(bare, configured_placement(z, !bare.device.is_cpu()), z, aio,
+                "");  // no run name: the folders are the nvme paths themselves
   EXPECT_EQ(bare.swap.dir, "/disk/a");
   EXPECT_EQ(bare.swap.param_dir, "/disk/b");
+}
+
+// Beside a device "cpu" is pinned host memory; a placement the options carry is what the engine
+// applies, whatever the offload strings say, and its lowered limits bound the options.
+TEST(Placement, TheOptionsCarryThePlacementAsAValue) {
+  zt::config::ZeroConfig z;
+  z.offload_optimizer.device = "cpu";
+  z.offload_param.device = "auto";
+  EXPECT_EQ(configured_placement(z, true), (Placement{Residence::host, Residence::memory}));
+  EXPECT_EQ(configured_placement(z, false), (Placement{Residence::memory, Residence::memory}));
+  EngineOptions o;
+  o.zero = z;
+  o.zero.reduce_bucket_size = 1000;
+  EXPECT_EQ(placement_of(o), (Placement{}));
+  const Placement chosen{Residence::file, Residence::file, true, 64};
+  const EngineOptions e = with_placement(o, chosen);
+  EXPECT_EQ(placement_of(e), chosen);
+  EXPECT_EQ(e.max_inflight_reduce_elems, 1);
+  EXPECT_EQ(e.zero.stage3_prefetch_bucket_size, 0);
+  EXPECT_EQ(e.zero.stage3_max_reuse_distance, 0);
+  EXPECT_EQ(e.zero.reduce_bucket_size, 64);
+  EXPECT_EQ(e.zero.offload_optimizer.device, "cpu");  // the strings stay the config's; nothing reads them
 }

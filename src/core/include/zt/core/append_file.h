@@ -12,5 +12,8 @@ namespace zt {
 // file cut back to that size and an error of `kind`: "<who> appending to <path> failed: <why>".
 void append_whole(int fd, const std::string& path, std::string_view bytes, long long size_before, ErrorKind kind,
                   const std::string& who);
+// `path` opened for appending, created if absent (with `fresh`, only a file that was not there);
+// anything but a regular file is refused, never written into (a FIFO would block). Errors of `kind`.
+int open_append(const std::string& path, bool fresh, ErrorKind kind, const std::string& who);
 
 }  // namespace zt

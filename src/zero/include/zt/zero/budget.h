@@ -19,8 +19,8 @@ struct PeakInput : StepLimits {
   // Beyond them, what the step's freed blocks keep resident in the caching allocator (blocks of
   // other sizes than the next step asks for): in the resident total, never in use at once.
   int64_t activation_cache = 0;
-  int64_t data = 0;           // allocator bytes held before the engine exists (the dataset)
-  int64_t comm_buffers = 0;   // outside the allocator: shm staging slots this rank touches
+  int64_t data = 0;                 // allocator bytes held before the engine exists (the dataset)
+  int64_t comm_buffers = 0;         // outside the allocator: shm staging slots this rank touches
   bool staged_collectives = false;  // a device's collectives copy through host memory (Note [staged group])
   // ZeRO++ (hpZ's pieces, qwZ's packets, qgZ's buffers: kinds of Note [step schedule]) follows
   // the plan's plan.policy.wire (Note [wire plan]).
@@ -28,7 +28,7 @@ struct PeakInput : StepLimits {
 
 // One rank's predicted peak, term by term (bytes).
 struct PeakEstimate {
-  MemoryEstimate states;      // model states at rest by placement (Plan::memory; the terms count its on_device())
+  MemoryEstimate states;  // model states at rest by placement (Plan::memory; the terms count its on_device())
   // Sums of Note [step schedule]'s buffer kinds over what its rules hold at once:
   int64_t grad_buckets = 0;   // buckets' and flights' kinds (full gradients, wire copies, receive buffers)
   int64_t gathered = 0;       // stage 3: units' kinds of the units gathered at once, and their gathers' packets
@@ -36,7 +36,7 @@ struct PeakEstimate {
   int64_t param_staging = 0;  // stage 3: swapped or host-resident shards brought in for the window's gathers
   int64_t activations = 0;
   int64_t activation_cache = 0;  // resident only (PeakInput::activation_cache)
-  int64_t workspace = 0;  // the larger of the initialiser's values and the step's temporaries
+  int64_t workspace = 0;         // the larger of the initialiser's values and the step's temporaries
   int64_t comm_buffers = 0;
   int64_t data = 0;
   // Async checkpoints: this rank's snapshot (Plan::checkpoint_bytes) in host memory outside the
@@ -50,8 +50,8 @@ struct PeakEstimate {
   int64_t host_data = 0;
   // Resident: every term, as the caching allocator keeps freed blocks (what the OS shows).
   int64_t total() const {
-    return states.on_device() + grad_buckets + gathered + secondary + param_staging + activations +
-           activation_cache + workspace + comm_buffers + data;
+    return states.on_device() + grad_buckets + gathered + secondary + param_staging + activations + activation_cache +
+           workspace + comm_buffers + data;
   }
   // The allocator's bytes in use at once (what run.memory_budget_mb holds: over it, cached blocks
   // go back to the system first): the initialiser's workspace and a step's transients never coexist.

@@ -46,7 +46,7 @@ class Engine {
   // optimizer states beside a device and the gradients need no scale, each buffer's update then
   // runs behind backward (Note [host update overlap]); step() must get the same lr.
   void begin_step(double lr);
-  void backward(const Tensor& loss);                  // one micro-batch; scales by loss_scale / accumulation steps
+  void backward(const Tensor& loss);  // one micro-batch; scales by loss_scale / accumulation steps
   bool at_boundary() const { return micro_ == opts_.gradient_accumulation_steps; }
   StepStats step(double lr);  // exactly at the accumulation boundary
 

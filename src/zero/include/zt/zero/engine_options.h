@@ -13,6 +13,7 @@
 #include "zt/core/device.h"
 #include "zt/core/dtype.h"
 #include "zt/nn/module.h"
+#include "zt/zero/placement.h"
 #include "zt/zero/plan.h"
 
 namespace zt::zero {
@@ -31,8 +32,8 @@ struct EngineOptions {
   // A 16-bit run whose products take the f32 path (Note [16-bit products]): the model computes in
   // f32 over weights widened once per gather (Note [f32 compute]); bf16 stays on the wire and in store.
   bool f32_compute = false;
-  int64_t gradient_accumulation_steps = 1;       // resolved by the batch rule (config::resolve_batch)
-  double gradient_clipping = 0.0;                // max global norm; 0 = off
+  int64_t gradient_accumulation_steps = 1;  // resolved by the batch rule (config::resolve_batch)
+  double gradient_clipping = 0.0;           // max global norm; 0 = off
   // DeepSpeed's sparse_gradients: an embedding weight that is not tied to another use gets a
   // buffer of its own, and ranks exchange only the rows their micro-batches touched; a tied one
   // (stages 0-2) reduces its other uses' part early and its own rows at the end (Note [tied rows]).
@@ -43,7 +44,14 @@ struct EngineOptions {
   // the oldest (0: one bucket, Note [gradient buckets]). Bounds the full gradients alive at stages
   // 2-3; the memory budget lowers it (Note [budget choice]).
   int64_t max_inflight_reduce_elems = 0;
+  // Note [placement]: where the states live, as zero::place chose it (train's memory plan) or a
+  // program says; unset, the offload sections' devices say it (configured_placement).
+  std::optional<Placement> placement;
 };
+
+Placement placement_of(const EngineOptions& o);  // the placement the engine applies
+// The options with `at` applied: its residences, and its lowered limits on the options they bound.
+EngineOptions with_placement(EngineOptions e, const Placement& at);
 
 inline StepLimits step_limits(const EngineOptions& o) {
   StepLimits l;

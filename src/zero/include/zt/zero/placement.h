@@ -12,20 +12,8 @@
 
 namespace zt::zero {
 
-struct Placement {
-  Residence optimizer = Residence::memory, param = Residence::memory;
-  bool lowered_limits = false;  // one gradient bucket in flight, no stage-3 prefetch or reuse
-  int64_t reduce_bucket =
-      0;  // with lowered limits on a device: reduce_bucket_size, so large gradients go in rounds (0: as configured)
-  bool operator==(const Placement&) const = default;
-};
 // "offload_optimizer nvme, offload_param none" (+ the lowered limits where they are).
 std::string describe(const Placement& p);
-// DeepSpeed's offload device of a residence: "none", "cpu" (pinned host memory beside a device), "nvme".
-std::string offload_device(Residence r);
-// The residence an offload device names beside a device or not; nullopt for "auto". On a CPU run
-// "cpu" is where the states already are: memory.
-std::optional<Residence> residence_of(const std::string& offload_device, bool beside_device);
 
 struct PlacementRequest {
   std::optional<Residence> optimizer, param;  // as configured; nullopt: "auto"
@@ -33,6 +21,7 @@ struct PlacementRequest {
   std::string device;                    // where the run computes: "" for the CPU, else "sim:0", "cuda:0"
   int64_t device_cap = 0, host_cap = 0;  // bytes per rank (run.device_memory_mb, run.memory_budget_mb); 0: none
   std::string device_cap_name = "run.device_memory_mb";  // what sets device_cap, for the lines
+  std::string host_cap_name;  // what sets host_cap, for the error ("": run.memory_budget_mb = its MiB)
   // Note [device plan]: the reduce_bucket_size lowered limits take beside a device (0: as configured),
   // below the largest parameter so that its gradient goes in rounds (Note [gradient blocks]).
   int64_t lowered_bucket = 0;

@@ -45,7 +45,7 @@ struct SwapStats {
   // compute_s) and how long the step waited for them: 1 - wait / time is the share hidden.
   uint64_t early_updates = 0, early_redone = 0;  // redone: speculated, then clipped or skipped
   double early_s = 0, early_wait_s = 0;
-  bool direct = false;                       // O_DIRECT in use
+  bool direct = false;  // O_DIRECT in use
 };
 SwapStats& operator+=(SwapStats& a, const SwapStats& b);
 
@@ -66,7 +66,7 @@ struct Policy {
   // run.device: where the flat buffers, the model's parameters and its activations live; the host
   // reads back only what it prints (Note [sim device] for the simulated one).
   Device device = Device::cpu();
-  DType param_dtype = DType::f32;       // parameters as gathered, published and saved
+  DType param_dtype = DType::f32;  // parameters as gathered, published and saved
   // What the model computes in: param_dtype, or f32 for a 16-bit run on the f32 product path, whose
   // gathered weights are widened once into f32 copies (Note [f32 compute] in param_store.cpp).
   DType compute_dtype = DType::f32;
@@ -108,13 +108,31 @@ struct Policy {
 Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum_dtype,
                    std::optional<DType> comm_dtype);
 
-// Note [placement]: the one place the offload and aio keys become a placement. Device "nvme" puts
-// the fp32 master and optimizer states (offload_optimizer) or stage 3's parameter shards
-// (offload_param) in swap files under <nvme_path>/<run_name>/rank<r>/ (run_name "": nvme_path
-// itself; swap_run_name below); device "cpu" with p.device a GPU (or sim) keeps them in pinned
-// host memory (Residence::host); otherwise they stay in the device's memory. sub_group_size is the tile (when given),
-// offload_optimizer.buffer_count the optimizer's tile buffers, aio the reads and writes.
-void place(Policy& p, const config::ZeroConfig& zero, const config::AioConfig& aio, const std::string& run_name);
+// Note [placement]: where a run's states live, as one value. The offload devices are strings of the
+// config only until configured_placement reads them, once ("nvme": Residence::file; "cpu" beside a
+// device, a GPU or sim: Residence::host; otherwise, "auto" included, memory); zero::place
+// (placement.h) resolves "auto" against the budgets; the engine takes the Placement
+// (EngineOptions::placement) and set_placement writes it into the policy with the swap settings:
+// files under <nvme_path>/<run_name>/rank<r>/ (run_name "": nvme_path itself; swap_run_name
+// below), sub_group_size the tile (when given), offload_optimizer.buffer_count the optimizer's tile
+// buffers, aio the reads and writes. A new residence is its enum value, its tier's file
+// (Note [residence]) and its candidate in zero::place.
+struct Placement {
+  Residence optimizer = Residence::memory, param = Residence::memory;
+  bool lowered_limits = false;  // one gradient bucket in flight, no stage-3 prefetch or reuse
+  // with lowered limits on a device: reduce_bucket_size, so large gradients go in rounds (0: as configured)
+  int64_t reduce_bucket = 0;
+  bool operator==(const Placement&) const = default;
+};
+// DeepSpeed's offload device of a residence: "none", "cpu" (pinned host memory beside a device), "nvme".
+std::string offload_device(Residence r);
+// The residence an offload device names beside a device or not; nullopt for "auto". On a CPU run
+// "cpu" is where the states already are: memory.
+std::optional<Residence> residence_of(const std::string& offload_device, bool beside_device);
+// The offload sections' devices as a placement ("auto": memory; zero::place resolves it first).
+Placement configured_placement(const config::ZeroConfig& zero, bool beside_device);
+void set_placement(Policy& p, const Placement& at, const config::ZeroConfig& zero, const config::AioConfig& aio,
+                   const std::string& run_name);
 // Note [swap path]: the run's swap folder name, from its run.dir's whole path ("mnist_mlp-3fa2b1c0"),
 // so two runs whose run.dir share a last name never share swap files, and ".." stays below nvme_path.
 std::string swap_run_name(const std::string& run_dir);

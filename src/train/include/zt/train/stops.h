@@ -12,9 +12,9 @@
 #include "zt/comm/group.h"
 #include "zt/core/error.h"
 
-namespace zt::apps {
+namespace zt::train {
 
-// Raised on every rank alike after a vote; main prints it on rank 0 only and returns exit_code.
+// Raised on every rank alike after a vote; a program prints it on rank 0 only and exits with exit_code.
 using AgreedStop = AgreedError;
 
 // SIGTERM and SIGINT set a flag (async-signal-safe) instead of ending the process at once;
@@ -26,8 +26,13 @@ struct Vote {
   int signal = 0;            // a stop signal some rank received
   int bad_loss_rank = -1;    // a rank whose loss is not finite (the highest, if several)
   bool lead_failed = false;  // rank 0 could not write an output
+  bool stops() const { return signal != 0 || bad_loss_rank >= 0 || lead_failed; }
 };
 // Every rank's vote combined in one all_reduce (max) named `label`, with the group's timeout.
 Vote agree(comm::Group& group, const Vote& mine, const std::string& label);
+// A vote that stops, as the same AgreedStop on every rank: `when` is "at step 3 of 10", `kept` what
+// is saved ("; this run's last checkpoint is ..."), `lead_error` rank 0's failure (of `lead_kind`).
+void stop_if_voted(const Vote& v, const std::string& when, const std::string& kept = "",
+                   const std::string& lead_error = "", ErrorKind lead_kind = ErrorKind::internal);
 
-}  // namespace zt::apps
+}  // namespace zt::train

@@ -1,8 +1,8 @@
-#include "batch_prefetch.h"
+#include "zt/train/batches.h"
 
 #include <utility>
 
-namespace zt::apps {
+namespace zt::train {
 
 BatchPrefetcher::Upload::~Upload() {
   if (pinned.empty()) return;
@@ -29,6 +29,7 @@ BatchPrefetcher::Upload BatchPrefetcher::send_up(BatchKey key) const {
 }
 
 MicroBatch BatchPrefetcher::take(BatchKey key, std::optional<BatchKey> next) {
+  if (device_.is_cpu()) return gather_(key);
   std::optional<Upload> now;
   if (ahead_ && ahead_->key == key) {
     now.emplace(std::move(*ahead_));
@@ -37,7 +38,7 @@ MicroBatch BatchPrefetcher::take(BatchKey key, std::optional<BatchKey> next) {
   ahead_.reset();  // a batch not taken lands and goes back before another is made
   if (!now) now.emplace(send_up(key));
   now->landed.make_compute_wait();
-  taken_.reset();  // landed long ago: its pinned sources go back
+  taken_.reset();                            // landed long ago: its pinned sources go back
   if (next) ahead_.emplace(send_up(*next));  // before this micro-batch's forward is queued, so it overlaps it
   MicroBatch out = std::move(now->batch);
   now->batch = MicroBatch{};
@@ -45,4 +46,4 @@ MicroBatch BatchPrefetcher::take(BatchKey key, std::optional<BatchKey> next) {
   return out;
 }
 
-}  // namespace zt::apps
+}  // namespace zt::train

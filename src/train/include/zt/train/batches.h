@@ -7,12 +7,20 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
-#include "tasks.h"
 #include "zt/core/copy_stream.h"
+#include "zt/core/tensor.h"
 
-namespace zt::apps {
+namespace zt::train {
+
+// One micro-batch of a rank: what the model takes and what the loss scores.
+struct MicroBatch {
+  std::vector<Tensor> inputs;  // what the model takes (images; or ids, attention mask, ...)
+  Tensor targets;              // i32: class labels [b], or token targets [b*T] with -100 = not scored
+  int64_t samples = 0;
+};
 
 struct BatchKey {
   int64_t step = 0, micro = 0;
@@ -27,7 +35,8 @@ class BatchPrefetcher {
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
 
   // The micro-batch at `key` on the device (inputs and targets), the compute stream ordered after
-  // its upload; `next`, when given, is gathered and sent up before this returns.
+  // its upload; `next`, when given, is gathered and sent up before this returns. On the cpu: the
+  // gathered batch itself (nothing to send ahead).
   MicroBatch take(BatchKey key, std::optional<BatchKey> next);
   int64_t prefetched() const { return hits_; }  // takes served by a prefetch (tests)
 
@@ -53,4 +62,4 @@ class BatchPrefetcher {
   int64_t hits_ = 0;
 };
 
-}  // namespace zt::apps
+}  // namespace zt::train

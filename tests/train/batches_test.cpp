@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "batch_prefetch.h"
+#include "zt/train/batches.h"
 
-namespace zt::apps {
+namespace zt::train {
 namespace {
 
 // Step s, micro-batch m: inputs {s*10+m, ...} (f32) and targets of the same values (i32).
@@ -26,9 +26,11 @@ TEST(BatchPrefetch, EveryTakenBatchIsTheGatheredOneOnTheDevice) {
     return host_batch(k);
   });
   // Steps 0-1 with two micro-batches each, then step 3 (step 2 skipped), the last one.
-  const std::vector<std::pair<BatchKey, std::optional<BatchKey>>> plan = {
-      {{0, 0}, BatchKey{0, 1}}, {{0, 1}, BatchKey{1, 0}}, {{1, 0}, BatchKey{1, 1}},
-      {{1, 1}, BatchKey{2, 0}}, {{3, 0}, std::nullopt}};
+  const std::vector<std::pair<BatchKey, std::optional<BatchKey>>> plan = {{{0, 0}, BatchKey{0, 1}},
+                                                                          {{0, 1}, BatchKey{1, 0}},
+                                                                          {{1, 0}, BatchKey{1, 1}},
+                                                                          {{1, 1}, BatchKey{2, 0}},
+                                                                          {{3, 0}, std::nullopt}};
   for (const auto& [key, next] : plan) {
     SCOPED_TRACE("step " + std::to_string(key.step) + " micro " + std::to_string(key.micro));
     const MicroBatch b = p.take(key, next);
@@ -46,5 +48,19 @@ TEST(BatchPrefetch, EveryTakenBatchIsTheGatheredOneOnTheDevice) {
   EXPECT_EQ(gathered, order);
 }
 
+// On the cpu nothing is sent ahead: each take is the gathered batch, the next key left alone.
+TEST(BatchPrefetch, OnTheCpuATakeIsTheGatheredBatch) {
+  std::vector<BatchKey> gathered;
+  BatchPrefetcher p(Device::cpu(), [&](BatchKey k) {
+    gathered.push_back(k);
+    return host_batch(k);
+  });
+  const MicroBatch b = p.take({2, 1}, BatchKey{3, 0});
+  EXPECT_EQ(b.inputs[0].device(), Device::cpu());
+  EXPECT_EQ(b.inputs[0].to_vector(), host_batch({2, 1}).inputs[0].to_vector());
+  EXPECT_EQ(gathered, (std::vector<BatchKey>{{2, 1}}));
+  EXPECT_EQ(p.prefetched(), 0);
+}
+
 }  // namespace
-}  // namespace zt::apps
+}  // namespace zt::train
