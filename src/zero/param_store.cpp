@@ -60,12 +60,12 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
     if (plan_.param_swapped(b)) {
       const int64_t tile = plan_.param_tile_elems();
       // Note [residence]: the file tier, one tensor read and written whole (no tile buffers).
-      buf.file = file_residence(swap_dir_ + "/p" + std::to_string(b) + ".swap", buf.own.size(), 1,
-                                {nullptr, tile, pol.swap, pol.param_dtype}, nullptr);
+      buf.swap.file = file_residence(swap_dir_ + "/p" + std::to_string(b) + ".swap", buf.own.size(), 1,
+                                     {nullptr, tile, pol.swap, pol.param_dtype}, nullptr);
       const auto& ps = plan_.buffers[b].params;
       auto held = [&](const auto& s) { return params_[s.index].has_storage(); };
       if (!buf.full.defined() && std::none_of(ps.begin(), ps.end(), held)) {
-        buf.fresh = true;  // Note [fresh swap files]: the initialisers' values, computed when read
+        buf.swap.fresh = true;  // Note [fresh swap files]: the initialisers' values, computed when read
         unbind(b);
         continue;
       }
@@ -82,7 +82,7 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
       buf.shard.copy_(buf.full.slice(0, buf.own.begin, buf.own.end));
     else
       write_initial(b, buf.shard, buf.own, materialize);
-    if (buf.file) stage_out(b);
+    if (buf.swap.file) stage_out(b);
     if (buf.full.defined())
       bind(b);
     else
@@ -99,7 +99,7 @@ Tensor ParamStore::staging(size_t b) const {
 
 void ParamStore::stage_in(size_t b, bool wait) {
   Buf& buf = bufs_[b];
-  if (!buf.shard.defined() && buf.fresh) {  // Note [fresh swap files]: computed, not read
+  if (!buf.shard.defined() && buf.swap.fresh) {  // Note [fresh swap files]: computed, not read
     const Tensor staged = staging(b);
     buf.shard = staged.slice(0, 0, buf.own.size());
     staged.slice(0, buf.own.size(), staged.numel()).zero_();  // the last record's tail
@@ -107,21 +107,21 @@ void ParamStore::stage_in(size_t b, bool wait) {
   }
   if (!buf.shard.defined()) {
     const Tensor staged = staging(b);
-    buf.file->start_read(staged.raw_data());
-    buf.reading = true;
+    buf.swap.file->start_read(staged.raw_data());
+    buf.swap.reading = true;
     buf.shard = staged.slice(0, 0, buf.own.size());
   }
-  if (wait && buf.reading) {
-    buf.file->finish_read();
-    buf.reading = false;
+  if (wait && buf.swap.reading) {
+    buf.swap.file->finish_read();
+    buf.swap.reading = false;
   }
 }
 
 void ParamStore::stage_out(size_t b) {
   Buf& buf = bufs_[b];
-  ZT_ASSERT(buf.shard.defined() && !buf.reading, "parameter swap of unit ", b, " written back while not read in");
-  buf.file->write_whole(buf.shard.raw_data());
-  buf.fresh = false;
+  ZT_ASSERT(buf.shard.defined() && !buf.swap.reading, "parameter swap of unit ", b, " written back while not read in");
+  buf.swap.file->write_whole(buf.shard.raw_data());
+  buf.swap.fresh = false;
   buf.shard = Tensor();
 }
 
@@ -145,33 +145,33 @@ void ParamStore::bind(size_t b) {
   Buf& buf = bufs_[b];
   const Policy& pol = plan_.policy;
   if (pol.widens()) {
-    if (!buf.work.defined()) {
+    if (!buf.compute.work.defined()) {
       TagScope tag(MemTag::param);
-      buf.work = Tensor::empty({plan_.buffers[b].padded}, pol.compute_dtype, pol.device);
+      buf.compute.work = Tensor::empty({plan_.buffers[b].padded}, pol.compute_dtype, pol.device);
     }
-    ops::cast_into(buf.work, buf.full);
+    ops::cast_into(buf.compute.work, buf.full);
   }
-  const Tensor& t = pol.widens() ? buf.work : buf.full;
+  const Tensor& t = pol.widens() ? buf.compute.work : buf.full;
   for (auto& s : plan_.buffers[b].params) params_[s.index].rebind(t.storage(), t.offset() + s.offset, t.dtype());
 }
 
 void ParamStore::unbind(size_t b) {
   for (auto& s : plan_.buffers[b].params) params_[s.index].release_storage();
-  bufs_[b].work = Tensor();
+  bufs_[b].compute.work = Tensor();
 }
 
 void ParamStore::refresh_compute(bool after_update) {
   for (size_t b = 0; b < bufs_.size(); ++b) {
     Buf& buf = bufs_[b];
-    if (!buf.work.defined()) continue;
-    if (!std::exchange(buf.own_widened, false) || !after_update) {
-      ops::cast_into(buf.work, buf.full);
+    if (!buf.compute.work.defined()) continue;
+    if (!std::exchange(buf.compute.by_update, false) || !after_update) {
+      ops::cast_into(buf.compute.work, buf.full);
       continue;
     }
     const Range r = plan_.optim_range(b, group_.rank());  // the rest came in with the publish
     for (const Range& part : {Range{0, r.begin}, Range{r.end, plan_.buffers[b].padded}}) {
       if (part.empty()) continue;
-      Tensor dst = buf.work.slice(0, part.begin, part.end);
+      Tensor dst = buf.compute.work.slice(0, part.begin, part.end);
       ops::cast_into(dst, buf.full.slice(0, part.begin, part.end));
     }
   }
@@ -185,9 +185,9 @@ Tensor ParamStore::full_param(size_t b, size_t index) const {
 
 Tensor ParamStore::owned(size_t b) {
   Buf& buf = bufs_[b];
-  if (buf.file) {
+  if (buf.swap.file) {
     stage_in(b, true);
-    buf.updating = true;
+    buf.swap.updating = true;
   }
   if (plan_.policy.shard_parameters()) return buf.shard;
   const Range r = plan_.optim_range(b, group_.rank());
@@ -196,14 +196,14 @@ Tensor ParamStore::owned(size_t b) {
 
 Tensor ParamStore::owned_compute(size_t b) {
   const Buf& buf = bufs_[b];
-  if (!buf.work.defined() || buf.file || plan_.policy.shard_parameters()) return Tensor();
+  if (!buf.compute.work.defined() || buf.swap.file || plan_.policy.shard_parameters()) return Tensor();
   const Range r = plan_.optim_range(b, group_.rank());
-  return buf.work.slice(0, r.begin, r.end);
+  return buf.compute.work.slice(0, r.begin, r.end);
 }
 
 Tensor ParamStore::owned_copy(size_t b) {
   Buf& buf = bufs_[b];
-  if (!buf.file) return owned(b);
+  if (!buf.swap.file) return owned(b);
   if (buf.shard.defined()) {
     stage_in(b, true);
     TagScope tag(MemTag::workspace);
@@ -215,9 +215,9 @@ Tensor ParamStore::owned_copy(size_t b) {
 
 ShardTensor ParamStore::owned_state(size_t b) {
   Buf& buf = bufs_[b];
-  if (!buf.file) return ShardTensor::in_memory("param", owned(b));
-  ZT_ASSERT(!buf.updating && !buf.gather_work, "checkpoint of unit ", b, " while its swapped shard is in use");
-  if (buf.fresh) {  // a save reads the file and a load writes it: its records written first
+  if (!buf.swap.file) return ShardTensor::in_memory("param", owned(b));
+  ZT_ASSERT(!buf.swap.updating && !buf.gather.work, "checkpoint of unit ", b, " while its swapped shard is in use");
+  if (buf.swap.fresh) {  // a save reads the file and a load writes it: its records written first
     stage_in(b, true);
     stage_out(b);
   }
@@ -225,20 +225,20 @@ ShardTensor ParamStore::owned_state(size_t b) {
     stage_in(b, true);
     buf.shard = Tensor();
   }
-  return buf.file->tensor(0, "param");
+  return buf.swap.file->tensor(0, "param");
 }
 
 void ParamStore::publish(size_t b, const std::string& label) {
   Buf& buf = bufs_[b];
   const Policy& pol = plan_.policy;
-  buf.secondary = Tensor();  // the parameters change
+  buf.gather.secondary = Tensor();  // the parameters change
   if (pol.shard_optimizer() && (!pol.shard_parameters() || buf.full.defined())) {
     comm::CollOptions o;
     o.label = label;
-    if (pol.shard_parameters()) {  // a gathered unit: kept (quantized as a training gather) or persistent
-      if (buf.gather_work) finish_gather(b);  // a prefetch still in flight (a load's refresh)
-      if (buf.file) stage_in(b, true);
-      buf.training_gather = true;  // the next step uses these values: hpZ keeps its piece of them
+    if (pol.shard_parameters()) {             // a gathered unit: kept (quantized as a training gather) or persistent
+      if (buf.gather.work) finish_gather(b);  // a prefetch still in flight (a load's refresh)
+      if (buf.swap.file) stage_in(b, true);
+      buf.gather.training = true;  // the next step uses these values: hpZ keeps its piece of them
       launch_gather(b, quantized_weights() && !plan_.persistent[b] ? Source::quantized : Source::exact, label);
       finish_gather(b);
     } else {
@@ -246,15 +246,15 @@ void ParamStore::publish(size_t b, const std::string& label) {
       // ran behind this buffer's update; its input copy is freed before this one is made.
       finish_publish();
       TagScope tag(MemTag::comm);  // the collective's input must not alias its output
-      buf.publish_in = buf.full.slice(0, buf.own.begin, buf.own.end).clone();
-      buf.publish_work = group_.all_gather_async(buf.publish_in, buf.full, o);
+      buf.publish.in = buf.full.slice(0, buf.own.begin, buf.own.end).clone();
+      buf.publish.work = group_.all_gather_async(buf.publish.in, buf.full, o);
       publishing_ = b;
     }
   }
-  if (buf.file && buf.updating) {
-    buf.updating = false;
+  if (buf.swap.file && buf.swap.updating) {
+    buf.swap.updating = false;
     stage_out(b);
-  } else if (buf.file && buf.shard.defined() && !buf.gather_work) {  // a read-ahead may predate a load
+  } else if (buf.swap.file && buf.shard.defined() && !buf.gather.work) {  // a read-ahead may predate a load
     stage_in(b, true);
     buf.shard = Tensor();
   }
@@ -263,34 +263,35 @@ void ParamStore::publish(size_t b, const std::string& label) {
 void ParamStore::finish_publish() {
   if (publishing_ == kNone) return;
   Buf& buf = bufs_[std::exchange(publishing_, kNone)];
-  buf.publish_work->wait();
-  buf.publish_work = nullptr;
-  buf.publish_in = Tensor();
+  buf.publish.work->wait();
+  buf.publish.work = nullptr;
+  buf.publish.in = Tensor();
 }
 
 void ParamStore::gather(size_t b, bool wait, const std::string& label) {
   Buf& buf = bufs_[b];
-  if (buf.full.defined() && !training_pass_ && !buf.exact) {  // kept with qwZ's values: consolidation reads exact ones
-    if (buf.gather_work) finish_gather(b);
-    if (buf.file) stage_in(b, true);
+  if (buf.full.defined() && !training_pass_ &&
+      !buf.gather.exact) {  // kept with qwZ's values: consolidation reads exact ones
+    if (buf.gather.work) finish_gather(b);
+    if (buf.swap.file) stage_in(b, true);
     launch_gather(b, Source::exact, label);
     finish_gather(b);
     bind(b);  // Note [f32 compute]: the widened copy follows the exact values
   }
   if (!buf.full.defined()) {
-    const Source src = !training_pass_           ? Source::exact
-                       : buf.secondary.defined() ? Source::secondary
-                       : quantized_weights()     ? Source::quantized
-                                                 : Source::exact;
-    if (buf.file && src != Source::secondary) stage_in(b, true);  // the read a prefetch started, or one now
+    const Source src = !training_pass_                  ? Source::exact
+                       : buf.gather.secondary.defined() ? Source::secondary
+                       : quantized_weights()            ? Source::quantized
+                                                        : Source::exact;
+    if (buf.swap.file && src != Source::secondary) stage_in(b, true);  // the read a prefetch started, or one now
     units_.open(b);  // Note [step schedule]: the gathered unit, and whatever else a unit's span makes
     buf.full = units_.made(b, "gathered unit");
     ZT_ASSERT(buf.full.defined(), "unit ", b, " gathered without a buffer");
-    buf.training_gather = training_pass_;
+    buf.gather.training = training_pass_;
     launch_gather(b, src, label);
     ++gathers_;
   }
-  if (wait && buf.gather_work) {
+  if (wait && buf.gather.work) {
     finish_gather(b);
     bind(b);
   }
@@ -299,50 +300,51 @@ void ParamStore::gather(size_t b, bool wait, const std::string& label) {
 
 void ParamStore::launch_gather(size_t b, Source src, const std::string& label) {
   Buf& buf = bufs_[b];
-  ZT_ASSERT(!buf.gather_work, "unit ", b, " gathered again while its gather is in flight");
+  ZT_ASSERT(!buf.gather.work, "unit ", b, " gathered again while its gather is in flight");
   comm::CollOptions o;
   o.label = label;
-  buf.exact = src == Source::exact || !quantized_weights();  // pieces hold what a quantized gather brought
+  buf.gather.exact = src == Source::exact || !quantized_weights();  // pieces hold what a quantized gather brought
   if (src == Source::secondary) {
-    buf.gather_work = groups_.secondary->all_gather_async(buf.secondary, buf.full, o);
+    buf.gather.work = groups_.secondary->all_gather_async(buf.gather.secondary, buf.full, o);
     return;
   }
   Tensor shard = buf.shard;
   if (shard.device() != buf.full.device()) {  // Note [host residence]: up first, freed once gathered
-    buf.uploaded = Tensor::empty(shard.shape(), shard.dtype(), MemTag::comm, buf.full.device());
-    buf.uploaded.copy_(shard);
-    shard = buf.uploaded;
+    buf.gather.uploaded = Tensor::empty(shard.shape(), shard.dtype(), MemTag::comm, buf.full.device());
+    buf.gather.uploaded.copy_(shard);
+    shard = buf.gather.uploaded;
   }
   if (src == Source::quantized) {
     TagScope tag(MemTag::comm);
     const int64_t words = ops::packet_words(buf.own.size(), 8);
-    buf.packet = Tensor::empty({words}, DType::i32, shard.device());
-    buf.packets = Tensor::empty({plan_.world * words}, DType::i32, shard.device());
-    ops::quantize_into(shard, 8, buf.packet);
-    buf.gather_work = group_.all_gather_async(buf.packet, buf.packets, o);
+    buf.gather.packet = Tensor::empty({words}, DType::i32, shard.device());
+    buf.gather.packets = Tensor::empty({plan_.world * words}, DType::i32, shard.device());
+    ops::quantize_into(shard, 8, buf.gather.packet);
+    buf.gather.work = group_.all_gather_async(buf.gather.packet, buf.gather.packets, o);
   } else {
-    buf.gather_work = group_.all_gather_async(shard, buf.full, o);
+    buf.gather.work = group_.all_gather_async(shard, buf.full, o);
   }
 }
 
 void ParamStore::finish_gather(size_t b) {
   Buf& buf = bufs_[b];
-  buf.gather_work->wait();
-  overlap_.add(*buf.gather_work);
-  buf.gather_work = nullptr;
-  buf.uploaded = Tensor();
-  if (buf.file && !buf.updating) buf.shard = Tensor();  // the file still holds it
-  if (buf.packets.defined()) {  // qwZ: every rank decodes every slice alike, its own too
-    const int64_t n = buf.own.size(), words = buf.packet.numel();
+  buf.gather.work->wait();
+  overlap_.add(*buf.gather.work);
+  buf.gather.work = nullptr;
+  buf.gather.uploaded = Tensor();
+  if (buf.swap.file && !buf.swap.updating) buf.shard = Tensor();  // the file still holds it
+  if (buf.gather.packets.defined()) {  // qwZ: every rank decodes every slice alike, its own too
+    const int64_t n = buf.own.size(), words = buf.gather.packet.numel();
     for (int r = 0; r < plan_.world; ++r)
-      ops::dequantize_into(buf.packets.slice(0, r * words, (r + 1) * words), 8, buf.full.slice(0, r * n, (r + 1) * n));
-    buf.packet = buf.packets = Tensor();
+      ops::dequantize_into(buf.gather.packets.slice(0, r * words, (r + 1) * words), 8,
+                           buf.full.slice(0, r * n, (r + 1) * n));
+    buf.gather.packet = buf.gather.packets = Tensor();
   }
-  if (groups_.secondary && buf.training_gather && !plan_.persistent[b] && !buf.secondary.defined()) {  // hpZ
+  if (groups_.secondary && buf.gather.training && !plan_.persistent[b] && !buf.gather.secondary.defined()) {  // hpZ
     const int P = groups_.secondary->size(), i = groups_.secondary->rank();
     const int64_t piece = plan_.buffers[b].padded / P;
     TagScope tag(MemTag::param);
-    buf.secondary = buf.full.slice(0, i * piece, (i + 1) * piece).clone();
+    buf.gather.secondary = buf.full.slice(0, i * piece, (i + 1) * piece).clone();
   }
 }
 
@@ -350,13 +352,13 @@ void ParamStore::release(size_t b, bool may_keep) {
   Buf& buf = bufs_[b];
   if (!plan_.policy.shard_parameters() || plan_.persistent[b] || !buf.full.defined()) return;
   if (may_keep && may_stay(b)) {
-    if (buf.gather_work) {  // a prefetched unit this pass never used: the step must not race its gather
+    if (buf.gather.work) {  // a prefetched unit this pass never used: the step must not race its gather
       finish_gather(b);
       bind(b);
     }
     return;
   }
-  if (buf.gather_work) finish_gather(b);
+  if (buf.gather.work) finish_gather(b);
   unbind(b);
   buf.full = Tensor();
   units_.close(b);
@@ -380,19 +382,20 @@ void ParamStore::note_use(size_t b) {
 }
 
 bool ParamStore::may_stay(size_t b) const {
-  if (!training_pass_ || !following_ || !reused_within(plan_, trace_, cursor_, b, limits_.max_reuse_elems)) return false;
+  if (!training_pass_ || !following_ || !reused_within(plan_, trace_, cursor_, b, limits_.max_reuse_elems))
+    return false;
   int64_t next = 0;  // the unit the trace needs next, when it is not gathered yet
   if (cursor_ < trace_.size() && !bufs_[trace_[cursor_]].full.defined()) next = plan_.buffers[trace_[cursor_]].padded;
   return live_elems() + next <= limits_.max_live_elems;
 }
 
 void ParamStore::end_step() {
-  training_pass_ = false;  // until the next forward: consolidation gathers exactly
+  training_pass_ = false;                     // until the next forward: consolidation gathers exactly
   recording_ = recording_ && trace_.empty();  // a step that gathered nothing does not make the trace
   following_ = !recording_;
   cursor_ = 0;
   for (size_t b = 0; b < bufs_.size(); ++b)  // the update must not race a gather nobody waited for
-    if (bufs_[b].gather_work) {
+    if (bufs_[b].gather.work) {
       finish_gather(b);
       bind(b);
     }
@@ -409,8 +412,8 @@ int64_t ParamStore::live_elems() const {
 void ParamStore::prefetch(size_t b, int dir, const std::string& label) {
   auto gathered = [&](size_t u) { return bufs_[u].full.defined(); };
   for (size_t u : prefetch_window(plan_, limits_, b, dir, live_elems(), gathered)) {  // Note [step schedule]
-    const bool from_pieces = training_pass_ && bufs_[u].secondary.defined();  // hpZ: no shard needed
-    if (bufs_[u].file && !bufs_[u].shard.defined() && !from_pieces)
+    const bool from_pieces = training_pass_ && bufs_[u].gather.secondary.defined();   // hpZ: no shard needed
+    if (bufs_[u].swap.file && !bufs_[u].shard.defined() && !from_pieces)
       stage_in(u, false);
     else
       gather(u, false, label);
@@ -420,7 +423,7 @@ void ParamStore::prefetch(size_t b, int dir, const std::string& label) {
 SwapStats ParamStore::swap_stats() const {
   SwapStats st;
   for (const Buf& b : bufs_)
-    if (b.file) st += b.file->stats();
+    if (b.swap.file) st += b.swap.file->stats();
   return st;
 }
 

@@ -8,14 +8,14 @@
 #include <utility>
 #include <vector>
 
+#include "model_layout.h"
+#include "wire.h"
 #include "zt/comm/group.h"
 #include "zt/core/tensor.h"
 #include "zt/zero/engine_options.h"
 #include "zt/zero/plan.h"
 #include "zt/zero/schedule.h"
 #include "zt/zero/shard_state.h"
-#include "model_layout.h"
-#include "wire.h"
 
 namespace zt::zero {
 
@@ -41,7 +41,7 @@ class ParamStore {
   // beside the parameters (undefined where there is none: the param dtype computes, stage 3, swapped);
   // once it has, widened_by_update(b) and refresh_compute widens only the rest of the buffer.
   Tensor owned_compute(size_t b);
-  void widened_by_update(size_t b) { bufs_[b].own_widened = true; }
+  void widened_by_update(size_t b) { bufs_[b].compute.by_update = true; }
   // This rank's parameters of buffer b as a checkpoint sees them (streamed when swapped).
   ShardTensor owned_state(size_t b);
   // After the optimizer wrote owned(b): stages 1-2 all-gather it into the full buffer (in flight
@@ -73,24 +73,39 @@ class ParamStore {
 
  private:
   CommOverlap overlap_;
+  // A stage-3 all-gather in flight and what ZeRO++ keeps of it (Note [ZeRO++]).
+  struct GatherState {
+    comm::WorkPtr work;
+    Tensor uploaded;         // a host-resident shard's copy on the device, while its all-gather runs
+    Tensor packet, packets;  // qwZ: this rank's int8 packet and every rank's, while gathering
+    Tensor secondary;        // hpZ: this rank's piece of the full unit, until the update
+    bool training = false;   // launched by a training pass
+    bool exact = true;       // full holds the shards' values, not qwZ's
+  };
+  // Note [parameter swap]: the shard's records (the file tier) and where its copy in memory stands.
+  struct SwapState {
+    std::unique_ptr<ShardResidence> file;  // null: not swapped
+    bool reading = false;                  // a read into `shard` is in flight
+    bool updating = false;                 // owned(b) handed the shard out: publish writes it back
+    bool fresh = false;                    // no record written yet: the initialisers' values (Note [fresh swap files])
+  };
+  // Note [f32 compute]: full widened, what the model's parameters view (while bound).
+  struct Widened {
+    Tensor work;
+    bool by_update = false;  // the update wrote work's optim range this step (Note [widened by the update])
+  };
+  struct PublishState {  // stages 1-2: this buffer's all-gather, while in flight
+    comm::WorkPtr work;
+    Tensor in;  // its input, this rank's updated range
+  };
   struct Buf {
     Range own;
     Tensor full;   // padded, param dtype (stages 0-2 always; stage 3 while gathered)
-    Tensor work;   // Note [f32 compute]: full widened, what the model's parameters view (while bound)
-    bool own_widened = false;  // the update wrote work's optim range this step (Note [widened by the update])
-    Tensor shard;  // stage 3: this rank's slice (a swapped unit: while read in; pinned host memory: Plan::param_on_host)
-    Tensor uploaded;  // a host-resident shard's copy on the device, while its all-gather runs
-    comm::WorkPtr gather_work;
-    Tensor packet, packets;  // qwZ: this rank's int8 packet and every rank's, while gathering
-    bool training_gather = false;  // launched by a training pass (Note [ZeRO++])
-    bool exact = true;             // full holds the shards' values, not qwZ's
-    Tensor secondary;              // hpZ: this rank's piece of the full unit, until the update
-    std::unique_ptr<ShardResidence> file;  // Note [parameter swap]: the shard's records (the file tier)
-    bool reading = false;            // a read into `shard` is in flight
-    bool updating = false;           // owned(b) handed the shard out: publish writes it back
-    bool fresh = false;              // no record written yet: the initialisers' values (Note [fresh swap files])
-    comm::WorkPtr publish_work;      // stages 1-2: this buffer's all-gather, while in flight
-    Tensor publish_in;               // its input, this rank's updated range
+    Tensor shard;  // stage 3: this rank's slice (swapped: while read in; host: Plan::param_on_host)
+    Widened compute;
+    GatherState gather;
+    SwapState swap;
+    PublishState publish;
   };
   static constexpr size_t kNone = ~size_t(0);
   size_t publishing_ = kNone;  // the buffer whose publish is in flight

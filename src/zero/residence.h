@@ -1,13 +1,13 @@
 #pragma once
 // Note [residence]: where the tensors of one shard live (an optimizer shard's fp32 master and
 // states, or a stage-3 unit's parameter shard), as ggml's buffer types: one interface, a tier per
-// file. Memory
-// (residence_memory.cpp): the tensors whole in the compute device's memory (or the host's, for a
-// cpu run), or in pinned host memory beside a device (Note [host residence]). Files (residence_file.cpp): a swap file streamed through
-// shared tile buffers (Note [optimizer swap]). The optimizer shard updates any of them with one
-// loop over visit(); the parameter store reads a shard in whole ahead of its gather and writes it
-// back after its update (start_read, write_whole: Note [parameter swap]); a checkpoint reads and
-// writes their tensors through tensor(j).
+// file. Memory (residence_memory.cpp): the tensors whole in the compute device's memory (or the
+// host's, for a cpu run), or in pinned host memory beside a device, where the HostTier
+// (host_tier.h) moves gradients down and parameters up around them (Note [host residence]). Files
+// (residence_file.cpp): a swap file streamed through shared tile buffers (Note [optimizer swap]).
+// The optimizer shard updates any of them with one loop over visit(); the parameter store reads a
+// shard in whole ahead of its gather and writes it back after its update (start_read,
+// write_whole: Note [parameter swap]); a checkpoint reads and writes their tensors through tensor(j).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,7 +33,7 @@ class ShardResidence {
   // tensor 0 takes the initial values the tier was made with.
   virtual void visit(const TileFn& fn, const TileFn& fresh = nullptr) = 0;
   virtual ShardTensor tensor(size_t j, const std::string& name) = 0;  // in memory, or streamed
-  virtual SwapStats stats() const { return {}; }  // a file's I/O
+  virtual SwapStats stats() const { return {}; }                      // a file's I/O
   // Tensor 0 whole, in the tier's records one after another (`dst` page aligned, its records'
   // bytes): start_read starts reading it in, finish_read waits and verifies; write_whole writes
   // it back and waits.
