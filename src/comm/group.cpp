@@ -14,6 +14,8 @@
 #include <xxhash.h>
 
 #include "comm_detail.h"
+#include "zt/comm/backends.h"
+#include "zt/core/strings.h"
 
 namespace zt::comm {
 
@@ -284,7 +286,7 @@ GroupPtr make_group(const std::string& backend) {
   if (backend == "shm") return detail::make_shm_group();
   if (backend == "nccl") return detail::make_launched_nccl_group();
   if (backend == "auto") return launched_by_mpirun() ? detail::make_launched_group() : detail::make_local_group();
-  ZT_THROW("[comm] unknown backend '", backend, "'; allowed: local, mpi, shm, nccl, auto");
+  ZT_THROW("[comm] unknown backend '", backend, "'; allowed: ", join(named_backends()), ", auto");
 }
 
 namespace detail {

@@ -7,6 +7,7 @@
 
 #include "auto_values.h"
 #include "json_check.h"
+#include "zt/comm/backends.h"
 #include "zt/core/error.h"
 #include "zt/core/strings.h"
 
@@ -226,7 +227,7 @@ void parse_run(const Section& s, RunConfig& r) {
   s.read_int("max_steps", r.max_steps, 0);
   s.read_int("threads", r.threads, 0, kMaxThreads);
   s.read_bool("pin_threads", r.pin_threads);
-  s.read_choice("comm_backend", r.comm_backend, {"auto", "local", "mpi", "shm", "nccl"});
+  s.read_choice("comm_backend", r.comm_backend, comm::backend_choices());
   // Below 0.1 s a healthy peer would be blamed for a stall (probe case 13 of issue 31).
   s.read_number("comm_timeout_s", r.comm_timeout_s, 0.1, false);
   s.read_bool("check_collectives", r.check_collectives);

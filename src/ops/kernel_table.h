@@ -18,6 +18,24 @@
 
 namespace zt::ops::detail {
 
+// Note [kernel contracts]: what every backend's kernel of a name computes (16-bit floats in f32,
+// rounded once on the way out). binary: out has the broadcast shape; unary_backward: relu, gelu,
+// gelu_erf, tanh; sum_to sums g's broadcast dimensions into out; gelu_bias_backward: dh = dy *
+// gelu'(h) and db = dh summed over rows (h [rows, C] viewed flat), one pass. Reductions view x as
+// [outer, r, inner] around the reduced dimension; argmax is over the last one, into i32. The
+// softmax family is over the last dimension (out may be f32 for a 16-bit x); cross_entropy_rows:
+// per row lse = log(sum(exp(x))) and nll = lse - x[target], 0 where target == ignore_index;
+// cross_entropy_backward: k * (exp(x - lse) - onehot(target)), zero rows at ignore_index.
+// embedding: out [..., C] in weight's dtype, ids checked in range; embedding_backward: out [V, C]
+// dense. layer_norm: gamma, beta any float dtype, mean, rstd [rows] f32; its backward's dgamma and
+// dbeta have gamma's dtype. attention (shapes as in zt/ops/transformer.h): dout, qkv and out share
+// qkv's dtype, dqkv is written whole. rms_norm: rstd [rows] f32; rope: cos, sin [T, D/2] f32, out
+// has qkv's shape and dtype. cast and axpy_: same numel, any float dtypes; sum_of_squares_to
+// leaves the sum on the device: out (i64 [k], x's device) holds its double's bits at `slot`.
+// max_pool2d: k x k windows, stride s, no padding; its backward zeroes dx, then adds dy at each
+// window's argmax in f32. conv2d_backward_weights: dw, and db when given. Updates: Note [device
+// updates] in zt/ops/update.h; wire formats: Note [block quantization] in zt/ops/compress.h.
+
 // X(name, signature): one entry per kernel; the names are what ops::supports() takes.
 #define ZT_KERNELS(X)                                                                                                  \
   X(matmul, void(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor* bias, Tensor& out))       \
@@ -73,9 +91,13 @@ namespace zt::ops::detail {
   X(quantize_blocks, void(const Tensor& x, int bits, Tensor& packet))                                                  \
   X(dequantize_blocks, void(const Tensor& packet, int bits, bool accumulate, Tensor& out))                             \
   X(average_rows, void(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C, int64_t dst_begin, \
-                       float divisor, Tensor& out))                                                                   \
-  X(add_average_rows, void(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C,               \
+                       float divisor, Tensor& out))                                                                    \
+  X(add_average_rows, void(const Tensor& ids, const Tensor& rows, int64_t offset, int64_t V, int64_t C,                \
                            int64_t dst_begin, float divisor, DType wire, Tensor& dst))
+
+// Declares a kernel with the table's signature: ZT_KERNELS(ZT_DECLARE_KERNEL) in a backend's
+// kernels.h declares every kernel of the table in its namespace.
+#define ZT_DECLARE_KERNEL(name, sig) std::type_identity_t<sig> name;
 
 struct KernelTable {
   const char* backend;  // "cpu", "cuda", "sim"
@@ -83,6 +105,16 @@ struct KernelTable {
   ZT_KERNELS(ZT_KERNEL_FIELD)
 #undef ZT_KERNEL_FIELD
 };
+
+// The table of every kernel that namespace `ns` defines by ZT_KERNELS' names: cpu/ and cuda/'s.
+#define ZT_TABLE_OF(backend, ns)    \
+  [] {                              \
+    namespace backend_kernels = ns; \
+    KernelTable k{backend};         \
+    ZT_KERNELS(ZT_TABLE_ENTRY)      \
+    return k;                       \
+  }()
+#define ZT_TABLE_ENTRY(name, sig) k.name = &backend_kernels::name;
 
 const KernelTable& cpu_table();
 // The CUDA table, or nullptr in a build without CUDA (no_cuda_table.cpp).

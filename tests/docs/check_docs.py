@@ -16,6 +16,8 @@ Checks, in README.md and docs/*.md (or the files named), one line `file:line: pr
   runnable   every ```sh runnable block runs from the repository root within 60 s and exits 0,
              with build/zerotrain standing for the binary under test;
   quick start  README's quick-start block runs scripts that exist, and .ci/run runs its test command.
+  choices    docs/configuration.md's row of a key that takes one of a list of values (the binary's
+             error lists them, as run.comm_backend's from comm's one list) names every value.
 
 Where the keys come from (Note [docs keys]): the binary itself. Config sections check their keys
 first (Section::allow in src/config/json_check.cpp), and an unknown key's error lists the keys a
@@ -606,6 +608,33 @@ def check_completeness(doc, keys, repo, probs):
                                f"(as scheduler.params.{name})")
 
 
+def choices_of(keys, key):
+    """The values a choice key takes, as the binary's error lists them (None where `key` is no choice)."""
+    _, _, err = keys.bin.estimate([f"{key}={PROBE}"])
+    m = re.search(r"'" + re.escape(key) + r"' must be one of (.*?)(?: \(any case\))?, got", err)
+    return [c.strip() for c in m.group(1).split(",")] if m else None
+
+
+def check_choices(doc, keys, probs):
+    """A row of docs/configuration.md's tables names, as `code`, every value its choice keys take
+    (run.comm_backend's are comm's list of backends, zt/comm/backends.h)."""
+    rows = []
+    for n, line in enumerate(doc.lines, 1):
+        cells = line.split("|")
+        if line.startswith("|") and len(cells) > 3:
+            named = [k for k in re.findall(r"`([^`]+)`", cells[1]) if k in keys.kind and keys.kind[k] == "leaf"]
+            if named:
+                rows.append((n, line, named))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(4, 2 * (os.cpu_count() or 2))) as pool:
+        asked = {k: c for k, c in pool.map(lambda k: (k, choices_of(keys, k)), {k for _, _, ks in rows for k in ks})}
+    for n, line, named in rows:
+        spans = set(re.findall(r"`([^`]+)`", line))
+        for key in named:
+            missing = [c for c in asked[key] or [] if c not in spans]
+            if missing:
+                probs.add(f"{doc.rel}:{n}", f"{key} also takes {', '.join(missing)}, which this row does not name")
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -640,6 +669,7 @@ def main():
             check_quick_start(d, repo, probs)
         if d.rel == os.path.join("docs", "configuration.md"):
             check_completeness(d, keys, repo, probs)
+            check_choices(d, keys, probs)
     def order(item):
         m = re.match(r"^(.*?):(\d+): ", item)
         return (m.group(1), int(m.group(2))) if m else (item.split(":")[0], 0)

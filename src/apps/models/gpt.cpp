@@ -83,30 +83,21 @@ nlohmann::json hf_config(const config::Config& c) {
 
 }  // namespace
 
-extern const ModelKind kGpt{
-    .type = "gpt",
-    .family = {.keys = transformer_keys(),
-               .parse =
-                   [](const config::Section& s) {
-                     auto k = std::make_shared<TransformerKeys>();
-                     read_transformer_keys(s, *k);
-                     return std::shared_ptr<const config::ModelKeys>(std::move(k));
-                   },
-               .hf_architectures = {"GPT2LMHeadModel"},
-               .from_hf = from_hf},
-    .shape = transformer_shape,
-    .build =
-        [](const config::Config& c, bool) {
-          return std::shared_ptr<nn::Module>(nn::make_gpt(transformer_config(c.model.as<TransformerKeys>(), c)));
-        },
-    .task = [](const config::Config& c, bool with_train) { return make_token_task(c, "gpt2", with_train); },
-    .example = lm_example,
-    .rows_per_sample = sequence_length,
-    .extra_flops_per_row = transformer_attention_flops,
-    .eval_batch = eval_batch_is_micro,
-    .generates_with = "gpt2",
-    .hf_mapping = hf_mapping,
-    .hf_config = hf_config,
-};
+extern const ModelKind kGpt = language_model(
+    "gpt",
+    {.keys = transformer_keys(),
+     .parse =
+         [](const config::Section& s) {
+           auto k = std::make_shared<TransformerKeys>();
+           read_transformer_keys(s, *k);
+           return std::shared_ptr<const config::ModelKeys>(std::move(k));
+         },
+     .hf_architectures = {"GPT2LMHeadModel"},
+     .from_hf = from_hf},
+    [](const config::Config& c, bool) {
+      return std::shared_ptr<nn::Module>(nn::make_gpt(transformer_config(c.model.as<TransformerKeys>(), c)));
+    },
+    [](const config::Config& c, bool with_train) { return make_token_task(c, "gpt2", with_train); }, hf_mapping,
+    hf_config);
 
 }  // namespace zt::apps

@@ -176,24 +176,15 @@ nlohmann::json hf_config(const config::Config& c) {
 
 }  // namespace
 
-extern const ModelKind kLlama{
-    .type = "llama",
-    .family = {.keys = keys(),
-               .parse = parse,
-               .check = check_llama,
-               .hf_architectures = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"},
-               .from_hf = from_hf},
-    .shape = transformer_shape,
-    .build = [](const config::Config& c, bool) { return nn::make_llama(llama_config(c)); },
+extern const ModelKind kLlama = language_model(
+    "llama",
+    {.keys = keys(),
+     .parse = parse,
+     .check = check_llama,
+     .hf_architectures = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"},
+     .from_hf = from_hf},
+    [](const config::Config& c, bool) { return nn::make_llama(llama_config(c)); },
     // Any tokenizer's shards (GPT-2's, Llama 3's tokenizer.json, a SentencePiece model).
-    .task = [](const config::Config& c, bool with_train) { return make_token_task(c, "", with_train); },
-    .example = lm_example,
-    .rows_per_sample = sequence_length,
-    .extra_flops_per_row = transformer_attention_flops,
-    .eval_batch = eval_batch_is_micro,
-    .generates_with = "gpt2",
-    .hf_mapping = hf_mapping,
-    .hf_config = hf_config,
-};
+    [](const config::Config& c, bool with_train) { return make_token_task(c, "", with_train); }, hf_mapping, hf_config);
 
 }  // namespace zt::apps

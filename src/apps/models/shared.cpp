@@ -99,6 +99,23 @@ ModelKind image_model(const char* type, config::ModelFamily family, decltype(Mod
           .input_keys = input_keys};
 }
 
+ModelKind language_model(const char* type, config::ModelFamily family, decltype(ModelKind::build) build,
+                         decltype(ModelKind::task) task, decltype(ModelKind::hf_mapping) hf_mapping,
+                         decltype(ModelKind::hf_config) hf_config) {
+  return {.type = type,
+          .family = std::move(family),
+          .shape = transformer_shape,
+          .build = build,
+          .task = task,
+          .example = lm_example,
+          .rows_per_sample = sequence_length,
+          .extra_flops_per_row = transformer_attention_flops,
+          .eval_batch = eval_batch_is_micro,
+          .generates_with = "gpt2",
+          .hf_mapping = hf_mapping,
+          .hf_config = hf_config};
+}
+
 MicroBatch image_example(const config::Config& c, int64_t n) {
   return {{Tensor::zeros({n, model_kind(c).input_features(c)})}, Tensor::zeros({n}, DType::i32), n};
 }

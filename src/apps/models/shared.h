@@ -67,6 +67,11 @@ inline ModelShape mlp_shape(const config::Config& c) { return {.num_classes = c.
 ModelKind image_model(const char* type, config::ModelFamily family, decltype(ModelKind::build) build,
                       decltype(ModelKind::shape) shape, decltype(ModelKind::input_features) features,
                       const char* input_keys);
+// A decoder-only language model's entry (gpt, llama): its own keys, build, task (which tokenizer's
+// shards) and Hugging Face names; token rows, attention's FLOPs, and `generate` with GPT-2's tokenizer.
+ModelKind language_model(const char* type, config::ModelFamily family, decltype(ModelKind::build) build,
+                         decltype(ModelKind::task) task, decltype(ModelKind::hf_mapping) hf_mapping,
+                         decltype(ModelKind::hf_config) hf_config);
 // Samples per evaluation forward of an image task: 1000, or the test split's limit when smaller.
 int64_t image_eval_batch(const config::Config& c, int64_t micro);
 

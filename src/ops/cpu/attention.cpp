@@ -15,6 +15,7 @@
 #include <limits>
 #include <utility>
 
+#include "../attention_geometry.h"
 #include "common.h"
 #include "kernels.h"
 
@@ -30,17 +31,9 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int64_t blocks(int64_t t, int64_t b) { return (t + b - 1) / b; }
 
-// One call's shapes and inputs: a row of qkv holds H query heads, then K key heads, then K value
-// heads of D features (W = (H + 2K) D); out rows are C = H D wide; query head h reads kv head h / G.
-struct Geometry {
-  int64_t B, T, C, H, K, G, D, W;
-  float scale;
-  bool causal;
-  const int32_t* mask;  // [B, T] or null
+// One call's shapes and inputs (kern::AttentionGeometry), with the CPU's row and block arithmetic.
+struct Geometry : kern::AttentionGeometry {
   int64_t row(int64_t b, int64_t t) const { return (b * T + t) * W; }
-  int64_t q_col(int64_t h) const { return h * D; }
-  int64_t k_col(int64_t kv) const { return (H + kv) * D; }
-  int64_t v_col(int64_t kv) const { return (H + K + kv) * D; }
   int64_t nqb() const { return blocks(T, kBq); }
   int64_t nkb() const { return blocks(T, kBk); }
   // Key blocks a query block [i0, i0+ni) sees: all, or up to its last query's block.
@@ -344,18 +337,7 @@ struct Backward {
 };
 
 Geometry geometry(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask) {
-  const int64_t W = qkv.size(2), D = W / (n_head + 2 * n_kv_head);
-  return Geometry{qkv.size(0),
-                  qkv.size(1),
-                  n_head * D,
-                  n_head,
-                  n_kv_head,
-                  n_head / n_kv_head,
-                  D,
-                  W,
-                  1.f / std::sqrt(float(D)),
-                  causal,
-                  key_mask ? key_mask->data<int32_t>() : nullptr};
+  return {kern::attention_geometry(qkv, n_head, n_kv_head, causal, key_mask ? key_mask->data<int32_t>() : nullptr)};
 }
 
 // D_i = sum_c dO[i][c] * O[i][c] per (b, h, query), in f32.

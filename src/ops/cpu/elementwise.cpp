@@ -138,14 +138,7 @@ inline void gelu_bias_cols(const float* __restrict d, const float* __restrict v,
 }  // namespace
 
 void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out) {
-  switch (op) {
-    case Binary::add:
-      return binary_impl<Binary::add>(a, b, out);
-    case Binary::sub:
-      return binary_impl<Binary::sub>(a, b, out);
-    case Binary::mul:
-      return binary_impl<Binary::mul>(a, b, out);
-  }
+  kern::with_binary(op, [&](auto o) { binary_impl<decltype(o)::value>(a, b, out); });
 }
 
 void unary(Unary op, float s, const Tensor& x, Tensor& out) {

@@ -7,15 +7,13 @@
 
 #include "common.h"
 #include "kernels.h"
+#include "norm_rows.h"
 
 namespace zt::ops::cpu {
 
 using detail::dispatch_float;
 
 namespace {
-
-// Rows per work item: about kGrain values, so small inputs stay on one thread.
-int64_t row_grain(int64_t c) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)); }
 
 // Sum of n values in 8 f32 lanes (the compiler vectorises the lanes, not a serial sum).
 inline float lane_sum(const float* __restrict v, int64_t n) {
@@ -81,29 +79,16 @@ void forward_row(const float* __restrict x, const float* __restrict g, const flo
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,
                 Tensor& rstd) {
-  const int64_t c = x.size(-1), rows = x.numel() / c;
+  const int64_t c = x.size(-1);
   const std::vector<float> g = f32_values(gamma, "layer_norm"), b = f32_values(beta, "layer_norm");
   float* pm = mean.data<float>();
   float* pr = rstd.data<float>();
-  dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
-    parallel_for(rows, row_grain(c), [&](int64_t r0, int64_t r1) {
-      std::vector<float> xb(static_cast<size_t>(c)), yb(static_cast<size_t>(c));
-      const float* __restrict gg = g.data();
-      const float* __restrict bb = b.data();
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* __restrict xr = as_f32(px + r * c, xb.data(), c);
-        float* __restrict yr = out_f32(py + r * c, yb.data());
-        const float m = lane_sum(xr, c) / float(c);
-        const float s = 1.f / std::sqrt(lane_sq_dev(xr, m, c) / float(c) + eps);
-        forward_row(xr, gg, bb, m, s, c, yr);
-        from_f32(yr, py + r * c, c);
-        pm[r] = m;
-        pr[r] = s;
-      }
-    });
+  norm_rows(x, y, "layer_norm", [&](int64_t r, const float* __restrict xr, float* __restrict yr) {
+    const float m = lane_sum(xr, c) / float(c);
+    const float s = 1.f / std::sqrt(lane_sq_dev(xr, m, c) / float(c) + eps);
+    forward_row(xr, g.data(), b.data(), m, s, c, yr);
+    pm[r] = m;
+    pr[r] = s;
   });
 }
 
@@ -118,27 +103,12 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
   // Per-chunk partial sums of dgamma (first c) and dbeta (next c); chunks are fixed row ranges.
   const int64_t grain = row_grain(c), chunks = (rows + grain - 1) / grain;
   std::vector<float> part(size_t(chunks) * size_t(2 * c), 0.f);
-  dispatch_float(x.dtype(), "layer_norm_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    const T* pd = dy.data<T>();
-    T* po = dx.data<T>();
-    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-      std::vector<float> xb(static_cast<size_t>(c)), db(static_cast<size_t>(c)), ob(static_cast<size_t>(c));
-      const float* __restrict gg = g.data();
-      for (int64_t ch = c0; ch < c1; ++ch) {
+  norm_chunks(
+      dy, x, dx, grain, "layer_norm_backward",
+      [&](int64_t ch, int64_t r, const float* __restrict xr, const float* __restrict d, float* __restrict o, float*) {
         float* __restrict dg = part.data() + size_t(ch) * size_t(2 * c);
-        float* __restrict dbe = dg + c;
-        for (int64_t r = ch * grain; r < std::min(rows, (ch + 1) * grain); ++r) {
-          const float* __restrict xr = as_f32(px + r * c, xb.data(), c);
-          const float* __restrict d = as_f32(pd + r * c, db.data(), c);
-          float* __restrict o = out_f32(po + r * c, ob.data());
-          backward_row(xr, d, gg, pm[r], pr[r], c, o, dg, dbe);
-          from_f32(o, po + r * c, c);
-        }
-      }
-    });
-  });
+        backward_row(xr, d, g.data(), pm[r], pr[r], c, o, dg, dg + c);
+      });
   // Chunks summed in chunk order, columns in parallel.
   std::vector<float> tot(size_t(2 * c), 0.f);
   parallel_for(2 * c, std::max<int64_t>(1, kGrain / chunks), [&](int64_t j0, int64_t j1) {

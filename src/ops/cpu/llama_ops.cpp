@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "kernels.h"
+#include "norm_rows.h"
 
 namespace zt::ops::cpu {
 
@@ -14,8 +15,6 @@ using detail::dispatch_float;
 using detail::exp_approx;
 
 namespace {
-
-int64_t row_grain(int64_t c) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)); }
 
 // Sum of v*w in 8 f32 lanes, so the loop vectorises without fast-math.
 inline float lane_dot(const float* __restrict v, const float* __restrict w, int64_t n) {
@@ -36,25 +35,14 @@ inline float sigmoid(float g) { return 1.f / (1.f + exp_approx(-g)); }
 
 // y = x * rstd * gamma, rstd = 1 / sqrt(mean(x^2) + eps) (Hugging Face's LlamaRMSNorm, in f32).
 void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd) {
-  const int64_t c = x.size(-1), rows = x.numel() / c;
+  const int64_t c = x.size(-1);
   const std::vector<float> g = f32_values(gamma, "rms_norm");
   float* pr = rstd.data<float>();
-  dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
-    parallel_for(rows, row_grain(c), [&](int64_t r0, int64_t r1) {
-      std::vector<float> xb(static_cast<size_t>(c)), yb(static_cast<size_t>(c));
-      const float* __restrict gg = g.data();
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* __restrict xr = as_f32(px + r * c, xb.data(), c);
-        float* __restrict yr = out_f32(py + r * c, yb.data());
-        const float s = 1.f / std::sqrt(lane_dot(xr, xr, c) / float(c) + eps);
-        for (int64_t i = 0; i < c; ++i) yr[i] = xr[i] * s * gg[i];
-        from_f32(yr, py + r * c, c);
-        pr[r] = s;
-      }
-    });
+  norm_rows(x, y, "rms_norm", [&](int64_t r, const float* __restrict xr, float* __restrict yr) {
+    const float* __restrict gg = g.data();
+    const float s = 1.f / std::sqrt(lane_dot(xr, xr, c) / float(c) + eps);
+    for (int64_t i = 0; i < c; ++i) yr[i] = xr[i] * s * gg[i];
+    pr[r] = s;
   });
 }
 
@@ -66,33 +54,19 @@ void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, c
   const float* pr = rstd.data<float>();
   const int64_t grain = row_grain(c), chunks = (rows + grain - 1) / grain;
   std::vector<float> part(size_t(chunks) * size_t(c), 0.f);
-  dispatch_float(x.dtype(), "rms_norm_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    const T* pd = dy.data<T>();
-    T* po = dx.data<T>();
-    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-      std::vector<float> xb(static_cast<size_t>(c)), db(static_cast<size_t>(c)), ob(static_cast<size_t>(c)), wb(static_cast<size_t>(c));
-      const float* __restrict gg = g.data();
-      float* __restrict w = wb.data();
-      for (int64_t ch = c0; ch < c1; ++ch) {
-        float* __restrict dg = part.data() + size_t(ch) * size_t(c);
-        for (int64_t r = ch * grain; r < std::min(rows, (ch + 1) * grain); ++r) {
-          const float* __restrict xr = as_f32(px + r * c, xb.data(), c);
-          const float* __restrict d = as_f32(pd + r * c, db.data(), c);
-          float* __restrict o = out_f32(po + r * c, ob.data());
-          const float s = pr[r];
-          for (int64_t i = 0; i < c; ++i) w[i] = d[i] * gg[i];
-          const float k = lane_dot(w, xr, c) / float(c) * s * s * s;
-          for (int64_t i = 0; i < c; ++i) {
-            o[i] = s * w[i] - xr[i] * k;
-            dg[i] += d[i] * (xr[i] * s);
-          }
-          from_f32(o, po + r * c, c);
-        }
-      }
-    });
-  });
+  norm_chunks(dy, x, dx, grain, "rms_norm_backward",
+              [&](int64_t ch, int64_t r, const float* __restrict xr, const float* __restrict d, float* __restrict o,
+                  float* __restrict w) {
+                const float* __restrict gg = g.data();
+                float* __restrict dg = part.data() + size_t(ch) * size_t(c);
+                const float s = pr[r];
+                for (int64_t i = 0; i < c; ++i) w[i] = d[i] * gg[i];
+                const float k = lane_dot(w, xr, c) / float(c) * s * s * s;
+                for (int64_t i = 0; i < c; ++i) {
+                  o[i] = s * w[i] - xr[i] * k;
+                  dg[i] += d[i] * (xr[i] * s);
+                }
+              });
   std::vector<float> tot(size_t(c), 0.f);
   for (int64_t ch = 0; ch < chunks; ++ch)
     for (int64_t j = 0; j < c; ++j) tot[size_t(j)] += part[size_t(ch) * size_t(c) + size_t(j)];

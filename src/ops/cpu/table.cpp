@@ -7,13 +7,7 @@
 namespace zt::ops::detail {
 
 const KernelTable& cpu_table() {
-  static const KernelTable t = [] {
-    KernelTable k{"cpu"};
-#define ZT_CPU_KERNEL(name, sig) k.name = &cpu::name;
-    ZT_KERNELS(ZT_CPU_KERNEL)
-#undef ZT_CPU_KERNEL
-    return k;
-  }();
+  static const KernelTable t = ZT_TABLE_OF("cpu", cpu);
   return t;
 }
 

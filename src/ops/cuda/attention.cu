@@ -26,6 +26,19 @@ __device__ __forceinline__ float dot(const float* a, const float* b, int64_t d) 
   return s;
 }
 
+// A backward block's first four shared tiles: its own rows' two [kTile][D], then the two it walks
+// [kTile][D + 1] (Note [cuda attention tiles]); its other buffers start at `rest`.
+struct PairTiles {
+  float *own[2], *other[2], *rest;
+  __device__ PairTiles(float* smem, int64_t D) {
+    own[0] = smem;
+    own[1] = own[0] + kTile * D;
+    other[0] = own[1] + kTile * D;
+    other[1] = other[0] + kTile * (D + 1);
+    rest = other[1] + kTile * (D + 1);
+  }
+};
+
 // Rows [r0, r0 + kTile) of one head's q, k or v (src points at row 0, row stride ld) into dst
 // [kTile][stride] as f32 times s, zero past row n.
 template <typename T>
@@ -116,12 +129,10 @@ __global__ void attention_backward_dq(const T* qkv, const T* dout, const float* 
   extern __shared__ float smem[];
   const int64_t D = g.D, ld = g.W, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kTile;
   const int64_t ni = min(int64_t(kTile), g.T - i0);
-  float* q = smem;                 // [kTile][D], scaled
-  float* dO = q + kTile * D;       // [kTile][D]
-  float* k = dO + kTile * D;       // [kTile][D + 1]
-  float* v = k + kTile * (D + 1);  // [kTile][D + 1]
-  float* dq = v + kTile * (D + 1);  // [kTile][D]
-  float* pw = dq + kTile * D;      // [kWarps][32]: each warp's dS row
+  const PairTiles t(smem, D);
+  float *q = t.own[0], *dO = t.own[1], *k = t.other[0], *v = t.other[1];  // q scaled
+  float* dq = t.rest;                                                     // [kTile][D]
+  float* pw = dq + kTile * D;                                             // [kWarps][32]: each warp's dS row
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31;
   pw += warp * 32;
   const T* base = qkv + b * g.T * ld;
@@ -175,15 +186,13 @@ __global__ void attention_backward_dkv(const T* qkv, const T* dout, const float*
   extern __shared__ float smem[];
   const int64_t D = g.D, ld = g.W, b = blockIdx.z, kv = blockIdx.y, j0 = int64_t(blockIdx.x) * kTile;
   const int64_t nj = min(int64_t(kTile), g.T - j0);
-  float* k = smem;                  // [kTile][D]
-  float* v = k + kTile * D;         // [kTile][D]
-  float* q = v + kTile * D;         // [kTile][D + 1], scaled
-  float* dO = q + kTile * (D + 1);  // [kTile][D + 1]
-  float* dk = dO + kTile * (D + 1);  // [kTile][D]
-  float* dv = dk + kTile * D;       // [kTile][D]
-  float* lse_t = dv + kTile * D;    // [kTile]
-  float* d_t = lse_t + kTile;       // [kTile]
-  float* pw = d_t + kTile;          // [kWarps][2][32]: each warp's P and dS columns
+  const PairTiles t(smem, D);
+  float *k = t.own[0], *v = t.own[1], *q = t.other[0], *dO = t.other[1];  // q scaled
+  float* dk = t.rest;                                                     // [kTile][D]
+  float* dv = dk + kTile * D;                                             // [kTile][D]
+  float* lse_t = dv + kTile * D;                                          // [kTile]
+  float* d_t = lse_t + kTile;                                             // [kTile]
+  float* pw = d_t + kTile;  // [kWarps][2][32]: each warp's P and dS columns
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31;
   pw += warp * 64;
   float* dsw = pw + 32;

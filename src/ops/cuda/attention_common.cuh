@@ -2,25 +2,13 @@
 // What the CUDA attention kernels share: one call's geometry, which keys a query sees, and the
 // opt-in for large shared memory (the SIMT tiles in attention.cu, the tensor-core ones in
 // attention_tc.cu).
-#include <cmath>
-
+#include "../attention_geometry.h"
 #include "common.cuh"
 
 namespace zt::ops::cuda::attn {
 
-// One call's shapes: a row of qkv holds H query heads, then K key heads, then K value heads of D
-// features (W = (H + 2K) D wide); out rows are C = H D wide; query head h reads kv head h / G,
-// G = H / K (grouped-query attention; K == H is multi-head attention, qkv [B, T, 3C]).
-struct Geo {
-  int64_t B, T, C, H, K, G, D, W;
-  float scale;
-  bool causal;
-  const int32_t* mask;  // [B, T] or null
-  // Columns of query head h, and of key and value head kv, in a qkv row.
-  __host__ __device__ int64_t q_col(int64_t h) const { return h * D; }
-  __host__ __device__ int64_t k_col(int64_t kv) const { return (H + kv) * D; }
-  __host__ __device__ int64_t v_col(int64_t kv) const { return (H + K + kv) * D; }
-};
+// One call's shapes (the CPU's too).
+using Geo = kern::AttentionGeometry;
 
 // Whether query i of batch b sees key j.
 __device__ __forceinline__ bool visible(const Geo& g, int64_t b, int64_t i, int64_t j) {
@@ -28,18 +16,7 @@ __device__ __forceinline__ bool visible(const Geo& g, int64_t b, int64_t i, int6
 }
 
 inline Geo geometry(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask) {
-  const int64_t W = qkv.size(2), D = W / (n_head + 2 * n_kv_head);
-  return Geo{qkv.size(0),
-             qkv.size(1),
-             n_head * D,
-             n_head,
-             n_kv_head,
-             n_head / n_kv_head,
-             D,
-             W,
-             1.f / std::sqrt(float(D)),
-             causal,
-             key_mask ? ptr<const int32_t>(*key_mask) : nullptr};
+  return kern::attention_geometry(qkv, n_head, n_kv_head, causal, key_mask ? ptr<const int32_t>(*key_mask) : nullptr);
 }
 
 // Lets `kernel` use `bytes` of dynamic shared memory (over 48 KiB needs opting in); throws when

@@ -173,14 +173,17 @@ constexpr size_t backward_bytes(size_t elem) {
   return 4 * kRows * ld_tile<D>() * elem + kWarps * kF * (2 * kLs * 4 + 2 * kLp * elem) + 2 * kRows * 4;
 }
 
-// The backward's shared memory after its four 16-bit tiles: per warp, S and dP [16][kLs] f32
-// each, then per warp two 16-bit blocks [16][kLp] (P and dS), then the tile's lse and D [64] each.
+// The backward's shared memory: four 16-bit tiles [64][LD] (the block's own two, then the two it
+// walks: q, dO, k, v for dQ; k, v, q, dO for dK/dV), then per warp S and dP [16][kLs] f32 each,
+// then per warp two 16-bit blocks [16][kLp] (P and dS), then the tile's lse and D [64] each.
 template <typename T>
 struct Scratch {
+  T* tile[4];
   float *s, *dp, *stats;
   T *a, *b;
-  __device__ Scratch(void* after_tiles, int warp) {
-    float* f = static_cast<float*>(after_tiles);
+  __device__ Scratch(unsigned char* smem, int ld, int warp) {
+    for (int i = 0; i < 4; ++i) tile[i] = reinterpret_cast<T*>(smem) + i * kRows * ld;
+    float* f = reinterpret_cast<float*>(tile[3] + kRows * ld);
     s = f + warp * 2 * kF * kLs;
     dp = s + kF * kLs;
     T* h = reinterpret_cast<T*>(f + kWarps * 2 * kF * kLs);
@@ -251,11 +254,8 @@ __global__ void __launch_bounds__(kThreadsTc)
   constexpr int LD = ld_tile<D>();
   const int64_t ld = g.W, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kRows;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31, r = lane >> 1, half = lane & 1;
-  T* q = reinterpret_cast<T*>(smem);
-  T* dO = q + kRows * LD;
-  T* k = dO + kRows * LD;
-  T* v = k + kRows * LD;
-  const Scratch<T> sc(v + kRows * LD, warp);
+  const Scratch<T> sc(smem, LD, warp);
+  T *q = sc.tile[0], *dO = sc.tile[1], *k = sc.tile[2], *v = sc.tile[3];
   float *s = sc.s, *dp = sc.dp, *stats = sc.stats;
   T* ds = sc.b;
   const T* base = qkv + b * g.T * ld;
@@ -293,11 +293,8 @@ __global__ void __launch_bounds__(kThreadsTc)
   constexpr int LD = ld_tile<D>();
   const int64_t ld = g.W, b = blockIdx.z, kv = blockIdx.y, j0 = int64_t(blockIdx.x) * kRows;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31, r = lane >> 1, half = lane & 1;
-  T* k = reinterpret_cast<T*>(smem);
-  T* v = k + kRows * LD;
-  T* q = v + kRows * LD;
-  T* dO = q + kRows * LD;
-  const Scratch<T> sc(dO + kRows * LD, warp);
+  const Scratch<T> sc(smem, LD, warp);
+  T *k = sc.tile[0], *v = sc.tile[1], *q = sc.tile[2], *dO = sc.tile[3];
   float *s = sc.s, *dp = sc.dp, *stats = sc.stats;
   T *pt = sc.a, *dst = sc.b;
   const T* base = qkv + b * g.T * ld;

@@ -178,6 +178,17 @@ __global__ void partial_sums(F f, int64_t n, double* part) {
   if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
+// Column sums of [rows, c] partials in row-block order, rounded once: part [nb, c] f32 -> out [c]
+// (the second stage of gelu_bias_backward's and rms_norm_backward's atomic-free sums).
+template <typename T>
+__global__ void column_total(const float* part, int64_t nb, int64_t c, T* out) {
+  for (int64_t j = global_index(); j < c; j += grid_stride()) {
+    float s = 0.f;
+    for (int64_t b = 0; b < nb; ++b) s += part[b * c + j];
+    out[j] = from_f<T>(s);
+  }
+}
+
 // One block: part[0..nb) summed into part[nb] (a template, so each file gets its own copy).
 template <typename T>
 __global__ void final_sum(T* part, int nb) {

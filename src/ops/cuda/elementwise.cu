@@ -191,16 +191,6 @@ __global__ void sum_to_block(const T* g, T* o, SumPlan p) {
   if (threadIdx.x == 0) o[blockIdx.x] = from_f<T>(s);
 }
 
-// Column sums of [rows, c] partials in row-block order: part [nb, c] f32 -> out [c].
-template <typename T>
-__global__ void column_total(const float* part, int64_t nb, int64_t c, T* out) {
-  for (int64_t j = global_index(); j < c; j += grid_stride()) {
-    float s = 0.f;
-    for (int64_t b = 0; b < nb; ++b) s += part[b * c + j];
-    out[j] = from_f<T>(s);
-  }
-}
-
 // dh = dy * gelu'(h); block (x: columns, y: row block) keeps f32 column sums of its rows.
 template <typename T>
 __global__ void gelu_bias_rows(const T* dy, const T* h, bool erf, T* dh, float* part, int64_t rows, int64_t c,
@@ -221,14 +211,7 @@ __global__ void gelu_bias_rows(const T* dy, const T* h, bool erf, T* dh, float* 
 }  // namespace
 
 void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out) {
-  switch (op) {
-    case Binary::add:
-      return binary_impl<Binary::add>(a, b, out);
-    case Binary::sub:
-      return binary_impl<Binary::sub>(a, b, out);
-    case Binary::mul:
-      return binary_impl<Binary::mul>(a, b, out);
-  }
+  kern::with_binary(op, [&](auto o) { binary_impl<decltype(o)::value>(a, b, out); });
 }
 
 void unary(Unary op, float s, const Tensor& x, Tensor& out) {

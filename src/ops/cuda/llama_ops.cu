@@ -48,7 +48,7 @@ __global__ void rms_norm_dx_rows(const T* pd, const T* px, const float* g, const
 }
 
 // Column sums of dy * (x * rstd) over the rows of row block blockIdx.y into part[block][c]: the
-// first stage of a two-stage, atomic-free reduction (layer norm's, transformer.cu).
+// first stage of a two-stage, atomic-free reduction (layer norm's, transformer.cu); column_total the second.
 template <typename T>
 __global__ void rms_norm_dg_part(const T* pd, const T* px, const float* rstd, int64_t rows, int64_t c, int64_t rows_per,
                                  float* part) {
@@ -58,16 +58,6 @@ __global__ void rms_norm_dg_part(const T* pd, const T* px, const float* rstd, in
   float dg = 0.f;
   for (int64_t r = r0; r < r1; ++r) dg += to_f(pd[r * c + j]) * (to_f(px[r * c + j]) * rstd[r]);
   part[int64_t(blockIdx.y) * c + j] = dg;
-}
-
-// Second stage: the row blocks' partials summed in block order, rounded once.
-template <typename T>
-__global__ void rms_norm_dg_total(const float* part, int64_t nb, int64_t c, T* dgamma) {
-  for (int64_t j = global_index(); j < c; j += grid_stride()) {
-    float s = 0.f;
-    for (int64_t b = 0; b < nb; ++b) s += part[b * c + j];
-    dgamma[j] = from_f<T>(s);
-  }
 }
 
 // ---- rotary position embeddings (Note [rotary halves], cpu/llama_ops.cpp) ----
@@ -150,7 +140,7 @@ void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, c
   check_launch("rms_norm_backward");
   dispatch_float(gamma.dtype(), "rms_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    rms_norm_dg_total<T><<<blocks_for(c), kThreads, 0, ctx.stream>>>(ptr<const float>(part), nb, c, ptr<T>(dgamma));
+    column_total<T><<<blocks_for(c), kThreads, 0, ctx.stream>>>(ptr<const float>(part), nb, c, ptr<T>(dgamma));
   });
   check_launch("rms_norm_backward");
 }

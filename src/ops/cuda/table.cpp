@@ -6,13 +6,7 @@
 namespace zt::ops::detail {
 
 const KernelTable* cuda_table() {
-  static const KernelTable t = [] {
-    KernelTable k{"cuda"};
-#define ZT_CUDA_KERNEL(name, sig) k.name = &cuda::name;
-    ZT_KERNELS(ZT_CUDA_KERNEL)
-#undef ZT_CUDA_KERNEL
-    return k;
-  }();
+  static const KernelTable t = ZT_TABLE_OF("cuda", cuda);
   return &t;
 }
 

@@ -237,7 +237,7 @@ bool launched_by_mpirun();
 
 // Note [backend choice] (backend_choice.cpp): what run.comm_backend becomes for this process.
 struct BackendSetting {
-  std::string requested = "auto";  // run.comm_backend: auto, local, mpi, shm or nccl
+  std::string requested = "auto";  // run.comm_backend: one of backend_choices() (backends.h)
   bool under_mpirun = false;
   bool on_gpu = false;          // run.device is cuda
   int local_ranks = 1;          // ranks on this node

@@ -80,7 +80,7 @@ struct RunConfig {
   int64_t max_steps = 0;
   int threads = 0;                    // 0 = OpenMP default
   bool pin_threads = true;            // bind each thread to one core of this rank's share (hwloc)
-  std::string comm_backend = "auto";  // auto | local | mpi | shm | nccl (Note [backend choice] in comm)
+  std::string comm_backend = "auto";  // comm::backend_choices() (zt/comm/backends.h), Note [backend choice]
   double comm_timeout_s = 300.0;
   std::string device = "cpu";     // cpu | sim | cuda | cuda:K (Policy::device, Note [sim device])
   int64_t device_memory_mb = 0;   // caps run.device's allocator (0 = its whole memory)

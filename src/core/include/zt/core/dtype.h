@@ -80,30 +80,22 @@ ZT_ALWAYS_INLINE f16 float_to_f16(float f) {
   return f16{uint16_t(sign | o)};
 }
 
+namespace detail {
+// T's place among Ts, or -1.
+template <typename T, typename... Ts>
+consteval int index_among() {
+  int i = 0;
+  const bool found = ((std::is_same_v<T, Ts> || (++i, false)) || ...);
+  return found ? i : -1;
+}
+// The type each DType stores, in DType's order.
+template <typename T>
+inline constexpr int stored_index = index_among<T, float, bf16, f16, int32_t, int64_t>();
+}  // namespace detail
+
 // The DType whose elements are stored as T (what Tensor::data<T>() checks against).
 template <typename T>
-struct DTypeOf;
-template <>
-struct DTypeOf<float> {
-  static constexpr DType value = DType::f32;
-};
-template <>
-struct DTypeOf<bf16> {
-  static constexpr DType value = DType::bf16;
-};
-template <>
-struct DTypeOf<f16> {
-  static constexpr DType value = DType::f16;
-};
-template <>
-struct DTypeOf<int32_t> {
-  static constexpr DType value = DType::i32;
-};
-template <>
-struct DTypeOf<int64_t> {
-  static constexpr DType value = DType::i64;
-};
-template <typename T>
-constexpr DType dtype_of = DTypeOf<std::remove_const_t<T>>::value;
+requires(detail::stored_index<std::remove_const_t<T>> >=
+         0) constexpr DType dtype_of = DType(detail::stored_index<std::remove_const_t<T>>);
 
 }  // namespace zt
