@@ -1,6 +1,6 @@
 // The simulated device's core (Note [sim device] in zt/core/sim_device.h): memory in a memfd
 // mapped twice (no access for the host's pointers, read-write for kernels), a first-fit range
-// allocator under the tagged caching allocator, and one stream on a worker thread.
+// allocator under the tagged caching allocator, and its two streams, each a worker queue.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mman.h>
@@ -10,8 +10,6 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +21,7 @@
 #include "zt/core/error.h"
 #include "zt/core/parallel.h"
 #include "zt/core/sim_device.h"
+#include "zt/core/worker_queue.h"
 
 namespace zt {
 namespace {
@@ -135,62 +134,26 @@ SimMemory& memory() {
   return *m;
 }
 
-// A stream: work runs on one worker thread in the order it was queued. The device has two, its
-// compute stream and its copy stream (Note [copy stream]).
+// A stream: work runs on one worker thread in the order it was queued (Note [worker queue]). The
+// device has two, its compute stream and its copy stream (Note [copy stream]).
+thread_local bool t_on_stream = false;  // this thread runs one of the two streams
+
 class SimStream {
  public:
-  SimStream() : worker_([this] { loop(); }) { worker_.detach(); }
-
-  void enqueue(std::function<void()> work) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(work));
-    }
-    ready_.notify_one();
-  }
+  void enqueue(std::function<void()> work) { queue_.submit(std::move(work)); }
 
   void synchronize() {
-    if (t_on_worker) return;  // a stream's work never waits for a stream (blocks it frees are its own)
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    if (t_on_stream) return;  // a stream's work never waits for a stream (blocks it frees are its own)
+    queue_.wait_idle();
   }
 
  private:
-  void loop() {
-    t_on_worker = true;
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      ready_.wait(lock, [&] { return !queue_.empty(); });
-      std::function<void()> work = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      if (late_stream()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the host runs ahead
-      adopt_num_threads();
-      std::exception_ptr e;
-      try {
-        work();
-      } catch (...) {
-        e = std::current_exception();
-      }
-      lock.lock();
-      busy_ = false;
-      if (e && !error_) error_ = e;
-      if (queue_.empty()) idle_.notify_all();
-    }
+  static void before_each() {
+    if (late_stream()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the host runs ahead
+    adopt_num_threads();  // set_num_threads may have changed since the last task
   }
-
-  std::mutex mu_;
-  std::condition_variable ready_, idle_;
-  std::deque<std::function<void()>> queue_;
-  bool busy_ = false;
-  std::exception_ptr error_;
-  static thread_local bool t_on_worker;
-  std::thread worker_;
+  WorkerQueue queue_{[] { t_on_stream = true; }, &before_each};
 };
-
-thread_local bool SimStream::t_on_worker = false;
 
 SimStream& stream() {
   static SimStream* s = new SimStream();  // never destroyed: work may be queued at exit
