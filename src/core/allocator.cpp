@@ -69,20 +69,7 @@ SystemMemory host_system_memory() {
 
 Allocator& Allocator::global() { return allocator_for(Device::cpu()); }
 
-Allocator& allocator_for(Device device) {
-  if (device.type == DeviceType::cuda) return detail::cuda_allocator(device.index);
-  if (device.type == DeviceType::sim) {
-    ZT_CHECK(device.index == 0, "[core] device ", device, " does not exist (there is one sim device, index 0)");
-    return detail::sim_allocator();
-  }
-  if (device.type == DeviceType::meta) {
-    ZT_CHECK(device.index == 0, "[core] device ", device, " does not exist (there is one meta device, index 0)");
-    return detail::meta_allocator();
-  }
-  ZT_CHECK(device.index == 0, "[core] device ", device, " does not exist (there is one cpu device, index 0)");
-  static Allocator* cpu = new CachingAllocator(Device::cpu(), "cpu", host_system_memory());  // never
-  return *cpu;  // destroyed: storages may outlive statics
-}
+Allocator& allocator_for(Device device) { return detail::backend_of(device.type).allocator(device.index); }
 
 Allocator& pinned_host_allocator() { return detail::pinned_host_allocator(); }
 

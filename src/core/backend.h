@@ -1,6 +1,6 @@
 #pragma once
-// What a device backend provides to the core. Which file defines these is chosen at build time:
-// cuda.cpp when CUDA is compiled in, no_cuda.cpp otherwise (see docs/design.md, "Layers").
+// What a device backend provides to the core: one table per device type (Note [device backend
+// table]), filled by the backend's file, as ops' kernel tables are (Note [kernel table]).
 #include <cstddef>
 #include <memory>
 
@@ -8,45 +8,54 @@
 
 namespace zt::detail {
 
-int cuda_device_count();  // 0 without CUDA or without a GPU
-bool cuda_available(int index);
-Allocator& cuda_allocator(int index);  // throws when the device is not available
-Allocator& pinned_host_allocator();    // cudaHostAlloc with CUDA, ordinary host memory without
-void* cuda_stream(int index);          // the device's compute stream (a cudaStream_t)
-void cuda_synchronize(int index);      // waits for everything queued on the compute stream
-// Copies `bytes` between host and device memory or within/between devices, ordered after the
-// work queued on the involved devices' compute streams; returns once a host destination holds
-// the data (a device destination may still be in flight on its stream).
-void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
-void cuda_memset(void* dst, int index, int value, size_t bytes);  // on the compute stream
-size_t cuda_memory_total(int index);                              // the GPU's memory in bytes (cudaMemGetInfo's total)
+// Note [device backend table]: as ggml's buffer types, each DeviceType has one DeviceBackend, a
+// struct of plain functions filled by its own file: cpu.cpp, sim.cpp (Note [sim device]), meta.cpp
+// (Note [meta device]), and cuda.cpp when CUDA is compiled in, else the stub no_cuda.cpp, whose
+// entries say "not available in this build" (chosen by which file compiles, never by #ifdef).
+// The core asks backend_of(d.type) and calls the entry; backend_of is the one switch over device
+// types, so a new device is its enum value, its case there and one file filling the struct.
+// A copy between the host and a device is the device's; between two device types it is the later
+// type's in the enum (a newer backend knows the older ones): meta's, which stores nothing, moves
+// nothing for any pair (a host destination reads zeros); sim's refuses cuda (stage through the
+// host). Devices without a copy stream (cpu, meta) leave copy_async and the two event entries
+// null: copy_on_copy_stream then copies at once and makes no event.
+using EventHandle = std::shared_ptr<void>;  // an event (Note [copy stream]); its last owner releases it
 
-// The simulated device (sim.cpp, always built; Note [sim device]): the same four, for sim:0.
-Allocator& sim_allocator();
-void* sim_stream();
-void sim_synchronize();
-void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
-void sim_memset(void* dst, int value, size_t bytes);
+struct DeviceBackend {
+  const char* name;                    // "cpu", "cuda", ...: Device::str's prefix
+  bool (*available)(int index);        // whether this build and machine can allocate there
+  Allocator& (*allocator)(int index);  // throws when the device does not exist or is not available
+  void* (*stream)(int index);          // the compute stream's handle (a cudaStream_t); nullptr: none
+  void (*synchronize)(int index);      // waits for everything queued on the compute stream
+  // Copies `bytes`, ordered after the work queued on the involved devices' compute streams;
+  // returns once a host destination holds the data (a device destination may still be in flight).
+  void (*copy)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+  void (*memset)(void* dst, int index, int value, size_t bytes);  // on the compute stream
+  size_t (*capacity)(int index);                                  // bytes it can hold at most; 0: the host
+  void (*set_current)(int index);  // this thread's current device (a no-op where there is none)
+  // The copy (one side on the host) runs on the device's copy stream after the work queued on its
+  // compute stream so far; the event is recorded after it (Note [copy stream]).
+  EventHandle (*copy_async)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+  void (*compute_waits)(int index, const EventHandle& e);  // the compute stream's later work waits
+  void (*event_synchronize)(int index, const EventHandle& e);
+};
 
-// The meta device (meta.cpp; Note [meta device]): an allocator of addresses that are never memory,
-// and its copy (a host destination reads zeros; anything else moves nothing).
-Allocator& meta_allocator();
-void meta_copy(void* dst, Device dst_dev, size_t bytes);
-inline constexpr size_t kMetaCapacity = size_t(1) << 62;  // the dry run never runs out
+const DeviceBackend& backend_of(DeviceType t);  // device.cpp
+const DeviceBackend& cpu_backend();             // cpu.cpp
+const DeviceBackend& cuda_backend();            // cuda.cpp or no_cuda.cpp
+const DeviceBackend& sim_backend();             // sim.cpp
+const DeviceBackend& meta_backend();            // meta.cpp
 
-// Note [copy stream] (zt/core/copy_stream.h): an event is a shared handle whose last owner
-// releases it. The copy (host to device or back) runs on the device's copy stream after the work
-// queued on its compute stream so far; the event is recorded after it.
-using EventHandle = std::shared_ptr<void>;
-EventHandle cuda_copy_async(void* dst, const void* src, size_t bytes, int index);
-void cuda_compute_waits(int index, const EventHandle& e);  // the compute stream's later work waits
-void cuda_event_synchronize(int index, const EventHandle& e);
-void cuda_set_current(int index);  // this thread's current device
-EventHandle sim_copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
-void sim_compute_waits(const EventHandle& e);
-void sim_event_synchronize(const EventHandle& e);
+// Shared entries: the types with one device, index 0 (cpu, sim, meta), check it in their allocator
+// ("there is one sim device, index 0") and answer `available` with only_index_0.
+void check_only_index_0(DeviceType t, int index);
+bool only_index_0(int index);
+void no_current_device(int index);  // `set_current` where threads have no current device
 
-// The copy and memset of whichever device is involved (cuda or sim; one side may be the host).
+int cuda_device_count();             // 0 without CUDA or without a GPU
+Allocator& pinned_host_allocator();  // cudaHostAlloc with CUDA, ordinary host memory without
+
+// The copy and memset of whichever device is involved (one side may be the host).
 void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 void device_memset(void* dst, Device d, int value, size_t bytes);
 

@@ -6,24 +6,14 @@
 namespace zt {
 
 void CopyEvent::synchronize() const {
-  if (!handle_) return;
-  if (device_.type == DeviceType::sim)
-    detail::sim_event_synchronize(handle_);
-  else
-    detail::cuda_event_synchronize(device_.index, handle_);
+  if (handle_) detail::backend_of(device_.type).event_synchronize(device_.index, handle_);
 }
 
 void CopyEvent::make_compute_wait() const {
-  if (!handle_) return;
-  if (device_.type == DeviceType::sim)
-    detail::sim_compute_waits(handle_);
-  else
-    detail::cuda_compute_waits(device_.index, handle_);
+  if (handle_) detail::backend_of(device_.type).compute_waits(device_.index, handle_);
 }
 
-void use_device_on_this_thread(Device d) {
-  if (d.type == DeviceType::cuda) detail::cuda_set_current(d.index);
-}
+void use_device_on_this_thread(Device d) { detail::backend_of(d.type).set_current(d.index); }
 
 CopyEvent copy_on_copy_stream(Tensor& dst, const Tensor& src) {
   const Device dd = dst.device(), sd = src.device();
@@ -34,13 +24,12 @@ CopyEvent copy_on_copy_stream(Tensor& dst, const Tensor& src) {
            sd, " ", dtype_name(src.dtype()), " [", src.numel(), "] to ", dd, " ", dtype_name(dst.dtype()), " [",
            dst.numel(), "]");
   const Device d = dd.is_cpu() ? sd : dd;
-  if (d.is_cpu() || d.type == DeviceType::meta) {
+  const detail::DeviceBackend& b = detail::backend_of(d.type);
+  if (b.copy_async == nullptr) {  // no copy stream there (the host, meta)
     dst.copy_(src);
     return {};
   }
-  if (d.type == DeviceType::sim)
-    return {d, detail::sim_copy_async(dst.raw_data(), dd, src.raw_data(), sd, src.nbytes())};
-  return {d, detail::cuda_copy_async(dst.raw_data(), src.raw_data(), src.nbytes(), d.index)};
+  return {d, b.copy_async(dst.raw_data(), dd, src.raw_data(), sd, src.nbytes())};
 }
 
 }  // namespace zt

@@ -1,5 +1,6 @@
-// The CUDA backend of the core (backend.h): a caching allocator per GPU over cudaMalloc, pinned
-// host memory over cudaHostAlloc, one compute stream per GPU (Note [device streams]), copies.
+// The CUDA backend of the core, its entry of the device backend table (Note [device backend
+// table]): a caching allocator per GPU over cudaMalloc, pinned host memory over cudaHostAlloc,
+// one compute stream per GPU (Note [device streams]) and a copy stream (Note [copy stream]), copies.
 #include <cuda_runtime.h>
 
 #include <array>
@@ -145,6 +146,8 @@ int cuda_device_count() {
   return n;
 }
 
+namespace {
+
 bool cuda_available(int index) { return index >= 0 && index < cuda_device_count() && index < kMaxDevices; }
 
 Allocator& cuda_allocator(int index) {
@@ -158,15 +161,6 @@ Allocator& cuda_allocator(int index) {
     g_allocators[index].store(a, std::memory_order_release);
   }
   return *a;
-}
-
-// Without a visible GPU (a CUDA build on a CPU-only machine) cudaHostAlloc cannot work, so pinned
-// memory is ordinary host memory, as in no_cuda.cpp: offload still runs and is measured the same.
-Allocator& pinned_host_allocator() {
-  static Allocator* a =
-      new CachingAllocator(Device::cpu(), "pinned host",
-                           cuda_device_count() > 0 ? SystemMemory{&pinned_alloc, &pinned_free} : host_system_memory());
-  return *a;  // never destroyed: storages may outlive statics
 }
 
 void* cuda_stream(int index) { return stream_of(index); }
@@ -183,7 +177,7 @@ void cuda_synchronize(int index) {
 // source's stream and is waited for (the source block could otherwise be reused too early).
 // Page-locked (cudaHostAlloc'd or registered) host memory, which the copy engine reads after the
 // call returns; ordinary memory is unregistered.
-static bool pinned(const void* p) {
+bool pinned(const void* p) {
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
     (void)cudaGetLastError();  // clear it: an unknown pointer is ordinary memory
@@ -214,7 +208,8 @@ void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize", index);
 }
 
-EventHandle cuda_copy_async(void* dst, const void* src, size_t bytes, int index) {
+EventHandle cuda_copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  const int index = dst_dev.is_cpu() ? src_dev.index : dst_dev.index;
   cudaStream_t copy = copy_stream_of(index);
   const EventHandle queued = record_on(stream_of(index), index);
   DeviceGuard guard(index);
@@ -249,6 +244,33 @@ size_t cuda_memory_total(int index) {
   size_t free = 0, total = 0;
   check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo", index);
   return total;
+}
+
+}  // namespace
+
+const DeviceBackend& cuda_backend() {
+  static const DeviceBackend b{.name = "cuda",
+                               .available = &cuda_available,
+                               .allocator = &cuda_allocator,
+                               .stream = &cuda_stream,
+                               .synchronize = &cuda_synchronize,
+                               .copy = &cuda_copy,
+                               .memset = &cuda_memset,
+                               .capacity = &cuda_memory_total,
+                               .set_current = &cuda_set_current,
+                               .copy_async = &cuda_copy_async,
+                               .compute_waits = &cuda_compute_waits,
+                               .event_synchronize = &cuda_event_synchronize};
+  return b;
+}
+
+// Without a visible GPU (a CUDA build on a CPU-only machine) cudaHostAlloc cannot work, so pinned
+// memory is ordinary host memory, as in no_cuda.cpp: offload still runs and is measured the same.
+Allocator& pinned_host_allocator() {
+  static Allocator* a =
+      new CachingAllocator(Device::cpu(), "pinned host",
+                           cuda_device_count() > 0 ? SystemMemory{&pinned_alloc, &pinned_free} : host_system_memory());
+  return *a;  // never destroyed: storages may outlive statics
 }
 
 }  // namespace zt::detail

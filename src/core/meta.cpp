@@ -33,15 +33,38 @@ void* take(size_t bytes) {
 
 void give_back(void*) {}  // addresses are never reused: there is room for 2^62 bytes of blocks
 
-}  // namespace
-
-Allocator& meta_allocator() {
+Allocator& meta_allocator(int index) {
+  check_only_index_0(DeviceType::meta, index);
   static Allocator* a = new CachingAllocator(Device::meta(), "meta", SystemMemory{take, give_back});
   return *a;  // never destroyed: storages may outlive statics
 }
 
-void meta_copy(void* dst, Device dst_dev, size_t bytes) {
+void* meta_stream(int) { return nullptr; }
+void meta_synchronize(int) {}                          // nothing is ever queued
+size_t meta_capacity(int) { return size_t(1) << 62; }  // the dry run never runs out
+
+// A host destination reads zeros; anything else moves nothing (Note [device backend table]).
+void meta_copy(void* dst, Device dst_dev, const void*, Device, size_t bytes) {
   if (dst_dev.is_cpu()) std::memset(dst, 0, bytes);
+}
+void meta_memset(void*, int, int, size_t) {}  // nothing is stored there
+
+}  // namespace
+
+const DeviceBackend& meta_backend() {
+  static const DeviceBackend b{.name = "meta",
+                               .available = &only_index_0,
+                               .allocator = &meta_allocator,
+                               .stream = &meta_stream,
+                               .synchronize = &meta_synchronize,
+                               .copy = &meta_copy,
+                               .memset = &meta_memset,
+                               .capacity = &meta_capacity,
+                               .set_current = &no_current_device,
+                               .copy_async = nullptr,
+                               .compute_waits = nullptr,
+                               .event_synchronize = nullptr};
+  return b;
 }
 
 }  // namespace zt::detail

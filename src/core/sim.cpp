@@ -1,6 +1,6 @@
 // The simulated device's core (Note [sim device] in zt/core/sim_device.h): memory in a memfd
 // mapped twice (no access for the host's pointers, read-write for kernels), a first-fit range
-// allocator under the tagged caching allocator, and one stream on a worker thread.
+// allocator under the tagged caching allocator, and its two streams, each a worker queue.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mman.h>
@@ -10,8 +10,6 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +21,7 @@
 #include "zt/core/error.h"
 #include "zt/core/parallel.h"
 #include "zt/core/sim_device.h"
+#include "zt/core/worker_queue.h"
 
 namespace zt {
 namespace {
@@ -77,8 +76,7 @@ class SimMemory {
 
   void* rw(const void* p) const {
     const char* c = static_cast<const char*>(p);
-    ZT_CHECK_AS(ErrorKind::internal, c >= dev_ && c <= dev_ + cap_, "[core] pointer ", p,
-                " is not sim device memory");
+    ZT_CHECK_AS(ErrorKind::internal, c >= dev_ && c <= dev_ + cap_, "[core] pointer ", p, " is not sim device memory");
     return rw_ + (c - dev_);
   }
 
@@ -136,62 +134,26 @@ SimMemory& memory() {
   return *m;
 }
 
-// A stream: work runs on one worker thread in the order it was queued. The device has two, its
-// compute stream and its copy stream (Note [copy stream]).
+// A stream: work runs on one worker thread in the order it was queued (Note [worker queue]). The
+// device has two, its compute stream and its copy stream (Note [copy stream]).
+thread_local bool t_on_stream = false;  // this thread runs one of the two streams
+
 class SimStream {
  public:
-  SimStream() : worker_([this] { loop(); }) { worker_.detach(); }
-
-  void enqueue(std::function<void()> work) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(work));
-    }
-    ready_.notify_one();
-  }
+  void enqueue(std::function<void()> work) { queue_.submit(std::move(work)); }
 
   void synchronize() {
-    if (t_on_worker) return;  // a stream's work never waits for a stream (blocks it frees are its own)
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    if (t_on_stream) return;  // a stream's work never waits for a stream (blocks it frees are its own)
+    queue_.wait_idle();
   }
 
  private:
-  void loop() {
-    t_on_worker = true;
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      ready_.wait(lock, [&] { return !queue_.empty(); });
-      std::function<void()> work = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      if (late_stream()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the host runs ahead
-      adopt_num_threads();
-      std::exception_ptr e;
-      try {
-        work();
-      } catch (...) {
-        e = std::current_exception();
-      }
-      lock.lock();
-      busy_ = false;
-      if (e && !error_) error_ = e;
-      if (queue_.empty()) idle_.notify_all();
-    }
+  static void before_each() {
+    if (late_stream()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the host runs ahead
+    adopt_num_threads();  // set_num_threads may have changed since the last task
   }
-
-  std::mutex mu_;
-  std::condition_variable ready_, idle_;
-  std::deque<std::function<void()>> queue_;
-  bool busy_ = false;
-  std::exception_ptr error_;
-  static thread_local bool t_on_worker;
-  std::thread worker_;
+  WorkerQueue queue_{[] { t_on_stream = true; }, &before_each};
 };
-
-thread_local bool SimStream::t_on_worker = false;
 
 SimStream& stream() {
   static SimStream* s = new SimStream();  // never destroyed: work may be queued at exit
@@ -273,24 +235,29 @@ size_t capacity() { return memory().capacity(); }
 }  // namespace sim
 
 namespace detail {
+namespace {
 
-Allocator& sim_allocator() {
+Allocator& sim_allocator(int index) {
+  check_only_index_0(DeviceType::sim, index);
   static Allocator* a = new CachingAllocator(Device::sim(), "sim:0", {&sim_system_alloc, &sim_system_free});
   return *a;
 }
 
-void* sim_stream() { return &stream(); }
-void sim_synchronize() { stream().synchronize(); }
+void* sim_stream(int) { return &stream(); }
+void sim_synchronize(int) { stream().synchronize(); }
+size_t sim_capacity(int) { return memory().capacity(); }
 
+// A device other than sim on either side is refused: its memory is not the memfd's.
 void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
   if (bytes == 0) return;
-  ZT_CHECK(dst_dev.type != DeviceType::cuda && src_dev.type != DeviceType::cuda, "[core] no copy between ", src_dev,
-           " and ", dst_dev, ": stage through the host");
-  void* d = dst_dev.type == DeviceType::sim ? memory().rw(dst) : dst;
-  const void* s = src_dev.type == DeviceType::sim ? memory().rw(src) : src;
-  if (dst_dev.is_cpu() && src_dev.type == DeviceType::sim && drop_sync())
+  ZT_CHECK(
+      (dst_dev.is_cpu() || dst_dev.type == DeviceType::sim) && (src_dev.is_cpu() || src_dev.type == DeviceType::sim),
+      "[core] no copy between ", src_dev, " and ", dst_dev, ": stage through the host");
+  void* d = dst_dev.is_cpu() ? dst : memory().rw(dst);
+  const void* s = src_dev.is_cpu() ? src : memory().rw(src);
+  if (dst_dev.is_cpu() && !src_dev.is_cpu() && drop_sync())
     return void(std::memmove(d, s, bytes));  // the mutation: what the device has not written yet
-  if (src_dev.is_cpu()) {  // staged at the call, as CUDA stages pageable memory: no wait
+  if (src_dev.is_cpu()) {                    // staged at the call, as CUDA stages pageable memory: no wait
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(s), static_cast<const char*>(s) + bytes);
     return stream().enqueue([d, staged] { std::memcpy(d, staged->data(), staged->size()); });
   }
@@ -299,8 +266,8 @@ void sim_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t
 }
 
 EventHandle sim_copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
-  void* d = dst_dev.type == DeviceType::sim ? memory().rw(dst) : dst;
-  const void* s = src_dev.type == DeviceType::sim ? memory().rw(src) : src;
+  void* d = dst_dev.is_cpu() ? dst : memory().rw(dst);
+  const void* s = src_dev.is_cpu() ? src : memory().rw(src);
   auto queued = std::make_shared<SimEvent>(), landed = std::make_shared<SimEvent>();
   stream().enqueue([queued] { queued->set(); });
   copy_stream().enqueue([queued, landed, d, s, bytes] {
@@ -312,18 +279,36 @@ EventHandle sim_copy_async(void* dst, Device dst_dev, const void* src, Device sr
   return landed;
 }
 
-void sim_compute_waits(const EventHandle& e) {
+void sim_compute_waits(int, const EventHandle& e) {
   if (drop_copy_wait()) return;  // the mutation
   auto ev = std::static_pointer_cast<SimEvent>(e);
   stream().enqueue([ev] { ev->wait(); });
 }
 
-void sim_event_synchronize(const EventHandle& e) { std::static_pointer_cast<SimEvent>(e)->wait(); }
+void sim_event_synchronize(int, const EventHandle& e) { std::static_pointer_cast<SimEvent>(e)->wait(); }
 
-void sim_memset(void* dst, int value, size_t bytes) {
+void sim_memset(void* dst, int, int value, size_t bytes) {
   if (bytes == 0) return;
   void* d = memory().rw(dst);
   stream().enqueue([d, value, bytes] { std::memset(d, value, bytes); });
+}
+
+}  // namespace
+
+const DeviceBackend& sim_backend() {
+  static const DeviceBackend b{.name = "sim",
+                               .available = &only_index_0,
+                               .allocator = &sim_allocator,
+                               .stream = &sim_stream,
+                               .synchronize = &sim_synchronize,
+                               .copy = &sim_copy,
+                               .memset = &sim_memset,
+                               .capacity = &sim_capacity,
+                               .set_current = &no_current_device,
+                               .copy_async = &sim_copy_async,
+                               .compute_waits = &sim_compute_waits,
+                               .event_synchronize = &sim_event_synchronize};
+  return b;
 }
 
 }  // namespace detail
