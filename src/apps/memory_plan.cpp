@@ -19,12 +19,6 @@ namespace zt::apps {
 
 namespace {
 
-int64_t largest_param(nn::Module& model) {  // elements
-  int64_t n = 0;
-  for (auto& [name, p] : model.named_parameters()) n = std::max(n, p.numel());
-  return n;
-}
-
 int64_t shm_slot_bytes(const RunContext& ctx) {
   if (!ctx.shm || ctx.world <= 1) return 0;
   // Two staging slots per rank, each reads its peers' (comm/shm.cpp).
@@ -60,7 +54,7 @@ zero::PeakEstimate predict_run_peak(nn::Module& model, const config::Config& c, 
   const zero::Plan plan = zero::plan_model(model, opts, ctx.world, ctx.local_size);
   zero::PeakInput in;
   static_cast<zero::StepLimits&>(in) = zero::step_limits(opts);
-  in.largest_param = largest_param(model);
+  in.largest_param = train::largest_param(model);
   const MeasuredActivations act = measure_activations(
       c, {bs.micro, bs.accumulation, ctx.eval_batch, opts.f32_compute, opts.zero.stage, opts.zero.reduce_bucket_size});
   in.activations = act.peak;
@@ -130,7 +124,7 @@ MemoryPlan plan_memory(const config::Config& c, nn::Module& model, const config:
   if (!device.is_cpu() && c.run.device_memory_mb == 0) req.device_cap_name = detail::concat(device, "'s memory");
   // Stage 3 beside a device: lowered limits send the largest gradient in 16 rounds or more, where the
   // configured bucket would hold it whole (a tied embedding's, at GPT's vocabulary).
-  const int64_t largest = largest_param(model);
+  const int64_t largest = train::largest_param(model);
   if (!device.is_cpu() && c.zero.stage == 3 && largest / 16 < c.zero.reduce_bucket_size)
     req.lowered_bucket = std::max<int64_t>(1, largest / 16);
   req.host_cap = c.run.memory_budget_mb << 20;

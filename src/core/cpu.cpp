@@ -28,17 +28,12 @@ void cpu_memset(void* dst, int, int value, size_t bytes) {
 
 const DeviceBackend& cpu_backend() {
   static const DeviceBackend b{.name = "cpu",
-                               .available = &only_index_0,
                                .allocator = &cpu_allocator,
                                .stream = &cpu_stream,
                                .synchronize = &cpu_synchronize,
                                .copy = &cpu_copy,
                                .memset = &cpu_memset,
-                               .capacity = &cpu_capacity,
-                               .set_current = &no_current_device,
-                               .copy_async = nullptr,
-                               .compute_waits = nullptr,
-                               .event_synchronize = nullptr};
+                               .capacity = &cpu_capacity};
   return b;
 }
 

@@ -249,18 +249,7 @@ size_t cuda_memory_total(int index) {
 }  // namespace
 
 const DeviceBackend& cuda_backend() {
-  static const DeviceBackend b{.name = "cuda",
-                               .available = &cuda_available,
-                               .allocator = &cuda_allocator,
-                               .stream = &cuda_stream,
-                               .synchronize = &cuda_synchronize,
-                               .copy = &cuda_copy,
-                               .memset = &cuda_memset,
-                               .capacity = &cuda_memory_total,
-                               .set_current = &cuda_set_current,
-                               .copy_async = &cuda_copy_async,
-                               .compute_waits = &cuda_compute_waits,
-                               .event_synchronize = &cuda_event_synchronize};
+  static const DeviceBackend b = ZT_DEVICE_BACKEND("cuda", cuda);
   return b;
 }
 

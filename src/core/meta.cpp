@@ -53,17 +53,12 @@ void meta_memset(void*, int, int, size_t) {}  // nothing is stored there
 
 const DeviceBackend& meta_backend() {
   static const DeviceBackend b{.name = "meta",
-                               .available = &only_index_0,
                                .allocator = &meta_allocator,
                                .stream = &meta_stream,
                                .synchronize = &meta_synchronize,
                                .copy = &meta_copy,
                                .memset = &meta_memset,
-                               .capacity = &meta_capacity,
-                               .set_current = &no_current_device,
-                               .copy_async = nullptr,
-                               .compute_waits = nullptr,
-                               .event_synchronize = nullptr};
+                               .capacity = &meta_capacity};
   return b;
 }
 

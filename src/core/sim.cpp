@@ -297,14 +297,12 @@ void sim_memset(void* dst, int, int value, size_t bytes) {
 
 const DeviceBackend& sim_backend() {
   static const DeviceBackend b{.name = "sim",
-                               .available = &only_index_0,
                                .allocator = &sim_allocator,
                                .stream = &sim_stream,
                                .synchronize = &sim_synchronize,
                                .copy = &sim_copy,
                                .memset = &sim_memset,
                                .capacity = &sim_capacity,
-                               .set_current = &no_current_device,
                                .copy_async = &sim_copy_async,
                                .compute_waits = &sim_compute_waits,
                                .event_synchronize = &sim_event_synchronize};

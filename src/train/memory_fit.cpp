@@ -4,6 +4,12 @@
 
 namespace zt::train {
 
+int64_t largest_param(nn::Module& model) {
+  int64_t n = 0;
+  for (auto& [name, p] : model.named_parameters()) n = std::max(n, p.numel());
+  return n;
+}
+
 zero::PlacementRequest placement_request(const zero::EngineOptions& opts) {
   const bool beside = !opts.device.is_cpu();
   zero::PlacementRequest req;
@@ -16,8 +22,7 @@ zero::PlacementRequest placement_request(const zero::EngineOptions& opts) {
 
 MemoryFit fit_memory(nn::Module& model, const zero::EngineOptions& opts, int world, int64_t host_budget,
                      int64_t activations) {
-  int64_t largest = 0;  // elements: the deferred initialiser's values
-  for (auto& [name, p] : model.named_parameters()) largest = std::max(largest, p.numel());
+  const int64_t largest = largest_param(model);
   zero::PlacementRequest req = placement_request(opts);
   req.host_cap = host_budget;
   req.host_cap_name = "the memory budget";

@@ -15,6 +15,8 @@
 
 namespace zt::train {
 
+int64_t largest_param(nn::Module& model);  // elements: what the deferred initialiser holds at once
+
 // The request of `opts`: its offload devices as configured ("auto": to choose), stage and device.
 zero::PlacementRequest placement_request(const zero::EngineOptions& opts);
 
