@@ -23,13 +23,14 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
   std::string out;
   if (c.zero.offload_optimizer.device == "cpu" && e.policy().device.is_cpu())
     out = "offload_optimizer: cpu, where a CPU run's fp32 master and optimizer states already are (host memory)";
-  if (e.policy().optimizer_residence == zero::Residence::host) {
+  if (e.policy().optimizer_medium() == zero::Medium::host) {
     const zero::Plan& p = e.plan();
     const zero::MemoryEstimate m = p.memory();
-    out = detail::concat("offload_optimizer: cpu (ZeRO-Offload), ", p.policy.fp32_master ? "fp32 master and " : "",
-                         "optimizer states in pinned host memory (", format_bytes(size_t(m.master + m.optim)),
+    out = detail::concat("offload_optimizer: ", zero::offload_device(p.policy.optimizer_residence), " (ZeRO-Offload), ",
+                         p.policy.fp32_master ? "fp32 master and " : "", "optimizer states in ",
+                         zero::residence_name(p.policy.optimizer_residence), " (", format_bytes(size_t(m.master + m.optim)),
                          " per rank), updated by the host ",
-                         p.policy.param_residence == zero::Residence::file
+                         p.policy.param_medium() == zero::Medium::files
                              ? "after backward (stage 3's parameter shards are in swap files)"
                          : c.gradient_clipping <= 0 && !c.fp16.enabled
                              ? "behind backward, each buffer as its gradient comes down"
@@ -41,9 +42,11 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
                                "offload_optimizer.super_offload speculates behind backward)",
                          "; ", format_bytes(size_t(m.on_device())), " of model states per rank on ", p.policy.device);
   }
-  if (e.policy().optimizer_residence == zero::Residence::file) {
+  if (e.policy().optimizer_medium() == zero::Medium::files) {
     const zero::Plan& p = e.plan();
-    out = detail::concat("offload_optimizer: nvme, fp32 master and optimizer states in swap files under ",
+    out = detail::concat("offload_optimizer: ", zero::offload_device(p.policy.optimizer_residence),
+                         ", fp32 master and optimizer states in ", zero::residence_name(p.policy.optimizer_residence),
+                         " under ",
                          p.policy.swap.dir, "/rank*/ (", e.swap_stats().direct ? "O_DIRECT" : "page cache", "), ",
                          p.swap_tile_elems(), "-element tiles through ", p.policy.swap.buffers, " buffers (",
                          format_bytes(size_t(p.memory().optim)), " in memory)");
@@ -51,30 +54,30 @@ std::string offload_note(const config::Config& c, const zero::Engine& e) {
   std::string par;
   if (c.zero.offload_param.device == "cpu" && e.policy().device.is_cpu())
     par = "offload_param: cpu, where a CPU run's parameters already are";
-  if (e.policy().param_residence != zero::Residence::memory) {  // in swap files, or pinned beside a device
+  if (e.policy().param_medium() != zero::Medium::compute) {  // in swap files, or pinned beside a device
     const zero::Plan& p = e.plan();
-    const bool file = p.policy.param_residence == zero::Residence::file;
+    const bool file = p.policy.param_medium() == zero::Medium::files;
     int64_t bytes = 0, units = 0;
     for (size_t b = 0; b < p.buffers.size(); ++b)
       if (file ? p.param_swapped(b) : p.param_on_host(b)) {
         ++units;
         bytes += p.buffers[b].padded / p.world * int64_t(dtype_size(p.policy.param_dtype));
       }
-    const std::string shards = detail::concat("the parameter shards of ", units, " of ", p.buffers.size(), " units ");
-    par = file ? detail::concat("offload_param: nvme, ", shards, "in swap files under ", p.policy.swap.param_dir,
-                                "/rank*/ (", format_bytes(size_t(bytes)),
+    const zero::Residence r = p.policy.param_residence;
+    const std::string shards = detail::concat("offload_param: ", zero::offload_device(r), ", the parameter shards of ",
+                                              units, " of ", p.buffers.size(), " units in ", zero::residence_name(r));
+    par = file ? detail::concat(shards, " under ", p.policy.swap.param_dir, "/rank*/ (", format_bytes(size_t(bytes)),
                                 " per rank on disk, read ahead of each all-gather)")
-               : detail::concat("offload_param: cpu, ", shards, "in pinned host memory (", format_bytes(size_t(bytes)),
-                                " per rank, uploaded for each all-gather)");
+               : detail::concat(shards, " (", format_bytes(size_t(bytes)), " per rank, uploaded for each all-gather)");
   }
   if (!par.empty()) out += (out.empty() ? "" : "; ") + par;
   // super_offload speculates only where the host would otherwise wait for the gradients' norm.
   const zero::Policy& pol = e.policy();
   if (c.zero.offload_optimizer.super_offload && !pol.snapshot_host_update) {
     const std::string why = pol.device.is_cpu() ? "a CPU run updates where it computes"
-                            : pol.optimizer_residence != zero::Residence::host
+                            : pol.optimizer_medium() != zero::Medium::host
                                 ? "the optimizer's states are not in pinned host memory (offload_optimizer.device cpu)"
-                            : pol.param_residence == zero::Residence::file
+                            : pol.param_medium() == zero::Medium::files
                                 ? "stage 3's parameter shards are in swap files"
                                 : "nothing clips or scales the gradients, so the "
                                   "host already updates behind backward";
@@ -232,7 +235,7 @@ class ZeroTrainer : public Trainer {
     if (!dev.is_cpu())
       on_device =
           "; " +
-          std::string(engine_->policy().optimizer_residence != zero::Residence::memory ? "parameters, gradients"
+          std::string(engine_->policy().optimizer_medium() != zero::Medium::compute ? "parameters, gradients"
                                                                                        : "model states, parameters") +
           " and activations on " + dev.str() + (dev.type == DeviceType::cuda ? "" : " (the simulated GPU)") +
           (comm::stages_through_host(group_, dev) ? ", collectives staged through the host" : "");
@@ -268,13 +271,12 @@ class ZeroTrainer : public Trainer {
     rec["comm_hidden_fraction"] = all.hidden() ? nlohmann::json(*all.hidden()) : nullptr;
     reduce_overlap_ = gather_overlap_ = {};
     if (pol.shard_parameters()) rec["gathers"] = std::exchange(gathers_, 0);
-    if (pol.optimizer_residence == zero::Residence::file ||
-        pol.param_residence == zero::Residence::file) {  // rank 0's swap I/O, cumulative
+    if (pol.swaps()) {  // rank 0's swap I/O, cumulative
       const zero::SwapStats sw = engine_->swap_stats();
       rec["swap"] = {{"bytes_read", sw.bytes_read},   {"bytes_written", sw.bytes_written}, {"io_wait_s", sw.io_wait_s},
                      {"read_wait_s", sw.read_wait_s}, {"write_wait_s", sw.write_wait_s},   {"update_s", sw.compute_s}};
     }
-    if (!pol.device.is_cpu() && pol.optimizer_residence != zero::Residence::memory) {
+    if (!pol.device.is_cpu() && pol.optimizer_medium() != zero::Medium::compute) {
       const zero::SwapStats sw = engine_->swap_stats();  // rank 0's host updates and their copies, cumulative
       rec["offload"] = {
           {"update_s", sw.compute_s},        {"down_s", sw.down_s},          {"up_s", sw.up_s},

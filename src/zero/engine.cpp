@@ -32,10 +32,10 @@ void check_engine_options(const EngineOptions& o) {
   const Placement at = placement_of(o);
   const std::string par = o.placement ? offload_device(at.param) : z.offload_param.device;
   const std::string opt = o.placement ? offload_device(at.optimizer) : z.offload_optimizer.device;
-  const bool params_off = at.param != Residence::memory;
+  const bool params_off = medium_of(at.param) != Medium::compute;
   ZT_CHECK_AS(ErrorKind::config, !params_off || z.stage == 3, "[zero] offload_param.device = ", par,
               " needs zero_optimization.stage 3 (below it every rank holds all parameters), got stage ", z.stage);
-  ZT_CHECK_AS(ErrorKind::config, !params_off || at.optimizer != Residence::memory,
+  ZT_CHECK_AS(ErrorKind::config, !params_off || medium_of(at.optimizer) != Medium::compute,
               "[zero] zero_optimization.offload_param.device=", par, " with run.device=", o.device,
               " needs zero_optimization.offload_optimizer.device cpu or nvme (the host updates the parameters it "
               "holds), got '",
@@ -76,12 +76,10 @@ Engine::Engine(nn::Module& model, comm::GroupPtr group, EngineOptions opts)
     optim_ = std::make_unique<OptimShard>(plan_, opts_.optimizer, group_->rank(),
                                           [this](size_t b) { return store_->owned_copy(b); });
   } catch (const Error& e) {  // only the swap files' own failures (disk, folder) are per rank
-    if (e.kind() != ErrorKind::checkpoint ||
-        (policy.optimizer_residence != Residence::file && policy.param_residence != Residence::file))
-      throw;
+    if (e.kind() != ErrorKind::checkpoint || !policy.swaps()) throw;
     swap_error = e.what();
   }
-  if (policy.optimizer_residence == Residence::file || policy.param_residence == Residence::file)
+  if (policy.swaps())
     comm::agree_on_error(*group_, swap_error, label("swap files"), ErrorKind::checkpoint);
   reducer_ = std::make_unique<GradReducer>(
       plan_, params_, *groups_, step_limits(opts_), [this](size_t b) { store_->release(b); },
@@ -181,8 +179,8 @@ Tensor Engine::forward(const std::vector<Tensor>& inputs) {
 void Engine::begin_step(double lr) {
   const Policy& pol = plan_.policy;
   const bool scaled = scaler_ || opts_.gradient_clipping > 0;
-  const bool early = !pol.device.is_cpu() && pol.optimizer_residence == Residence::host &&
-                     pol.param_residence != Residence::file && (!scaled || (pol.snapshot_host_update && !last_scaled_));
+  const bool early = !pol.device.is_cpu() && pol.optimizer_medium() == Medium::host &&
+                     pol.param_medium() != Medium::files && (!scaled || (pol.snapshot_host_update && !last_scaled_));
   if (!early) return optim_->begin_step(std::nullopt);
   const double ls = loss_scale();  // the step's grad_scale below where the clip coefficient is 1
   optim_->begin_step(OptimShard::EarlyStep{float(lr), ls == 1.0 ? 1.0f : float(1.0 / ls), scaled});

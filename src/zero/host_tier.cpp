@@ -53,7 +53,7 @@ HostTier::HostTier(const Plan& plan, int rank, size_t tensors, Shard shard)
   early_.resize(nb);
   if (!plan.policy.snapshot_host_update) return;
   snapshot_.resize(nb);
-  if (plan.policy.optimizer_residence == Residence::file) return;  // a file's tiles: no snapshot
+  if (plan.policy.optimizer_medium() == Medium::files) return;  // a file's tiles: no snapshot
   for (size_t b = 0; b < nb; ++b) {  // the tensors and the parameters, as Plan::memory counts them
     const int64_t n = plan.optim_range(b, rank).size();
     for (size_t j = 0; j <= tensors; ++j)

@@ -44,14 +44,14 @@ ModelLayout layout_model(nn::Module& model, const EngineOptions& opts) {
   m.policy.device = opts.device;
   if (opts.f32_compute) m.policy.compute_dtype = DType::f32;
   set_placement(m.policy, placement_of(opts), opts.zero, opts.aio, opts.run_name);
-  m.policy.snapshot_host_update = !opts.device.is_cpu() && m.policy.optimizer_residence == Residence::host &&
-                                  m.policy.param_residence != Residence::file &&
+  m.policy.snapshot_host_update = !opts.device.is_cpu() && m.policy.optimizer_medium() == Medium::host &&
+                                  m.policy.param_medium() != Medium::files &&
                                   opts.zero.offload_optimizer.super_offload &&
                                   (opts.gradient_clipping > 0 || m.policy.loss_scaling);
-  m.policy.grads_to_host = !opts.device.is_cpu() && m.policy.optimizer_residence != Residence::memory &&
+  m.policy.grads_to_host = !opts.device.is_cpu() && m.policy.optimizer_medium() != Medium::compute &&
                            m.policy.shard_gradients() && opts.gradient_accumulation_steps == 1 &&
                            m.policy.comm_dtype == m.policy.grad_accum_dtype;
-  ZT_CHECK_AS(ErrorKind::config, m.policy.param_residence == Residence::memory || opts.zero.stage == 3,
+  ZT_CHECK_AS(ErrorKind::config, m.policy.param_medium() == Medium::compute || opts.zero.stage == 3,
               "[zero] offload_param.device = ", offload_device(m.policy.param_residence),
               " needs zero_optimization.stage 3 (below it every rank holds all ", "parameters), got stage ",
               opts.zero.stage);

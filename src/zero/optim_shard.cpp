@@ -6,8 +6,6 @@
 #include <chrono>
 
 #include "residence.h"
-#include "swap_file.h"
-#include "zt/ops/ops.h"
 
 namespace zt::zero {
 
@@ -15,7 +13,6 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
                        const std::function<Tensor(size_t)>& initial)
     : spec_(spec), initial_(initial), names_(optim::state_names(spec)), master_(plan.policy.fp32_master) {
   optim::validate(spec_);
-  const Residence where = plan.policy.optimizer_residence;
   const size_t k = (master_ ? 1 : 0) + names_.size();
   if (plan.host_staging_bytes() > 0) {  // Note [host residence]
     HostTier::Shard shard;
@@ -24,36 +21,13 @@ OptimShard::OptimShard(const Plan& plan, const config::OptimizerConfig& spec, in
     shard.residence = [this](size_t b) -> ShardResidence& { return *bufs_[b]; };
     host_ = std::make_unique<HostTier>(plan, rank, k, std::move(shard));
   }
-  std::string dir;   // Residence::file: this rank's swap folder
-  int64_t tile = 0;  // Residence::file: elements of each tensor per tile
-  if (where == Residence::file) {
-    dir = make_swap_folder(plan.policy.swap.dir, rank);
-    tile = plan.swap_tile_elems();
-    TagScope tag(MemTag::optim);
-    for (int s = 0; s < plan.policy.swap.buffers; ++s)
-      slots_.push_back(page_aligned(plan.swap_slot_bytes() - 4096, DType::f32));
-  }
-  for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    const int64_t n = plan.optim_range(b, rank).size();
-    if (where == Residence::file) {
-      auto init = master_ ? std::function<Tensor()>([this, b] { return initial_(b); }) : nullptr;
-      bufs_.push_back(file_residence(dir + "/b" + std::to_string(b) + ".swap", n, k, {&slots_, tile, plan.policy.swap},
-                                     std::move(init)));
-      continue;
-    }
-    const bool host = where == Residence::host;
-    const Device d = host ? Device::cpu() : plan.policy.device;
-    std::vector<Tensor> t;
-    if (master_) {
-      TagScope tag(MemTag::master);
-      t.push_back(host ? pinned_zeros(n, DType::f32, MemTag::master) : ops::cast(initial(b), DType::f32));
-      if (host) t.back().copy_(initial(b));  // set-up: the converting copy stages through the host
-    }
-    TagScope tag(MemTag::optim);
-    for (size_t i = 0; i < names_.size(); ++i)
-      t.push_back(host ? pinned_zeros(n, DType::f32, MemTag::optim) : Tensor::zeros({n}, DType::f32, d));
-    bufs_.push_back(memory_residence(n, d, std::move(t)));
-  }
+  // Note [residence tiers]: each buffer's master and states, made by their tier.
+  const ResidenceTier& tier = tier_of(plan.policy.optimizer_residence);
+  shared_ = std::make_unique<TierShared>();
+  if (tier.share) tier.share(plan, rank, *shared_);
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    bufs_.push_back(tier.optimizer_buffer(
+        {plan, b, plan.optim_range(b, rank).size(), k, master_, [this, b] { return initial_(b); }, *shared_}));
 }
 
 OptimShard::~OptimShard() = default;  // host_ first (declared last): its worker runs what is queued

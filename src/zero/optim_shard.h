@@ -19,6 +19,7 @@
 namespace zt::zero {
 
 class ShardResidence;
+struct TierShared;
 
 class OptimShard {
  public:
@@ -70,7 +71,7 @@ class OptimShard {
   config::OptimizerConfig spec_;
   std::function<Tensor(size_t)> initial_;
   std::vector<std::string> names_;
-  std::vector<Tensor> slots_;  // Residence::file: the tile buffers its files share (master first, each a tile)
+  std::unique_ptr<TierShared> shared_;  // what the buffers' tier shares on this rank (swap tile buffers)
   std::vector<std::unique_ptr<ShardResidence>> bufs_;  // Note [residence]: master (16-bit runs), then states
   int64_t steps_ = 0;
   bool master_ = false;             // 16-bit run: a master leads the tensors

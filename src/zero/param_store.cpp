@@ -1,4 +1,4 @@
-// Note [parameter swap]: with offload_param.device = nvme (Residence::file, stage 3) each unit
+// Note [parameter swap]: with offload_param.device = nvme (swap files, stage 3) each unit
 // that is not persistent keeps its parameter shard in a swap file <dir>/p<unit>.swap instead of
 // memory, in records of Plan::param_tile_elems() elements: the file tier of Note [residence],
 // read in and written back whole. The prefetcher starts reading a unit's
@@ -48,7 +48,7 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
     }
     return;
   }
-  const bool swap = pol.param_residence == Residence::file;
+  const bool swap = pol.param_medium() == Medium::files;
   if (swap) swap_dir_ = make_swap_folder(pol.swap.param_dir.empty() ? pol.swap.dir : pol.swap.param_dir, group_.rank());
   for (size_t b = 0; b < nb; ++b) {  // stage 3: each rank fills only its shard (a persistent unit whole)
     Buf& buf = bufs_[b];
@@ -72,11 +72,9 @@ ParamStore::ParamStore(const Plan& plan, std::vector<Tensor> params, const CommG
       Tensor staged = staging(b);
       staged.zero_();  // the padding and the last record's tail
       buf.shard = staged.slice(0, 0, buf.own.size());
-    } else if (plan_.param_on_host(b)) {
-      buf.shard = pinned_zeros(buf.own.size(), pol.param_dtype, MemTag::param);
-    } else {
-      TagScope tag(MemTag::param);
-      buf.shard = Tensor::zeros({buf.own.size()}, pol.param_dtype, pol.device);
+    } else {  // Note [residence tiers]: in the memory of its tier (a persistent unit's: the device's)
+      const ResidenceTier& tier = plan_.param_on_host(b) ? tier_of(pol.param_residence) : memory_tier();
+      buf.shard = tier.zeros(buf.own.size(), pol.param_dtype, pol.device, MemTag::param);
     }
     if (buf.full.defined())
       buf.shard.copy_(buf.full.slice(0, buf.own.begin, buf.own.end));

@@ -30,28 +30,17 @@ EngineOptions with_placement(EngineOptions e, const Placement& at) {
   return e;
 }
 
-std::string offload_device(Residence r) {
-  switch (r) {
-    case Residence::memory:
-      return "none";
-    case Residence::host:
-      return "cpu";
-    case Residence::file:
-      return "nvme";
-  }
-  return "none";
-}
-
-std::optional<Residence> residence_of(const std::string& device, bool beside_device) {
-  if (device == "auto") return std::nullopt;
-  if (device == "nvme") return Residence::file;
-  if (device == "cpu" && beside_device) return Residence::host;
-  return Residence::memory;
-}
-
 namespace {
 
 using Predict = std::function<PeakEstimate(const Placement&)>;
+
+// Note [residence tiers]: the residences zero::place weighs, on the host (a CPU run: swap files are
+// the offload) and beside a device (pinned host memory too), with their offload level: what leaves
+// the compute device's memory, then what leaves memory.
+constexpr Residence kOnHost[] = {Residence::memory, Residence::file};
+constexpr Residence kBesideDevice[] = {Residence::memory, Residence::host, Residence::file};
+int offloaded(Residence r) { return int(medium_of(r) != Medium::compute); }
+int in_files(Residence r) { return int(medium_of(r) == Medium::files); }
 
 // Note [budget choice]: on the host, run.memory_budget_mb holds the allocator's bytes in use. Disk
 // is slower than memory and lowered limits cost overlap, so the configured run is tried first,
@@ -85,14 +74,14 @@ PlacementChoice place_on_host(const PlacementRequest& req, const Predict& predic
                         format_bytes(size_t(predict(without).in_use())));
     };
     if (opt_auto) {
-      if (o.optimizer == Residence::file)
-        line("offload_optimizer auto -> nvme", {Residence::memory, o.param, o.lowered_limits});
+      if (o.optimizer != Residence::memory)
+        line("offload_optimizer auto -> " + offload_device(o.optimizer), {Residence::memory, o.param, o.lowered_limits});
       else
         c.lines.push_back(head + "offload_optimizer auto -> none: " + fits);
     }
     if (par_auto) {
-      if (o.param == Residence::file)
-        line("offload_param auto -> nvme", {o.optimizer, Residence::memory, o.lowered_limits});
+      if (o.param != Residence::memory)
+        line("offload_param auto -> " + offload_device(o.param), {o.optimizer, Residence::memory, o.lowered_limits});
       else
         c.lines.push_back(head + "offload_param auto -> none: " + fits);
     }
@@ -105,9 +94,9 @@ PlacementChoice place_on_host(const PlacementRequest& req, const Predict& predic
   Placement best;
   PeakEstimate bp;
   int64_t smallest = -1;
-  for (Residence o : {Residence::memory, Residence::file})
-    for (Residence par : {Residence::memory, Residence::file}) {
-      if (par == Residence::file && req.stage != 3) continue;
+  for (Residence o : kOnHost)
+    for (Residence par : kOnHost) {
+      if (par != Residence::memory && req.stage != 3) continue;
       for (bool lowered : {false, true}) {
         const PeakEstimate p = predict({o, par, lowered});
         if (smallest < 0 || p.in_use() < smallest) {
@@ -136,7 +125,7 @@ PlacementChoice place_on_host(const PlacementRequest& req, const Predict& predic
 // no placement meets is one config error before step 1.
 PlacementChoice place_beside_device(const PlacementRequest& req, const Predict& predict) {
   auto candidates = [](std::optional<Residence> r) {
-    return r ? std::vector<Residence>{*r} : std::vector<Residence>{Residence::memory, Residence::host, Residence::file};
+    return r ? std::vector<Residence>{*r} : std::vector<Residence>(std::begin(kBesideDevice), std::end(kBesideDevice));
   };
   struct Option {
     Placement at;
@@ -146,15 +135,15 @@ PlacementChoice place_beside_device(const PlacementRequest& req, const Predict& 
   std::vector<Option> order;
   for (Residence o : candidates(req.optimizer))
     for (Residence p : candidates(req.param))
-      if (p == Residence::memory || o != Residence::memory)  // the host updates what it holds
+      if (!offloaded(p) || offloaded(o))  // the host updates what it holds
         for (bool lowered : {false, true}) order.push_back({{o, p, lowered, lowered ? req.lowered_bucket : 0}, {}, 0});
   // What leaves the device first, then what leaves the host: the optimizer's tiles stream once a
   // step, before the parameters, read at every gather (Note [budget choice]); lowered limits, which
   // cost every step its overlap, only where no placement fits with the configured ones.
   auto rank = [](const Option& x) {
-    const bool o = x.at.optimizer != Residence::memory, p = x.at.param != Residence::memory;
-    return std::tuple{x.at.lowered_limits, int(o) + 2 * int(p),
-                      int(x.at.optimizer == Residence::file) + 2 * int(x.at.param == Residence::file)};
+    const Placement& a = x.at;
+    return std::tuple{a.lowered_limits, offloaded(a.optimizer) + 2 * offloaded(a.param),
+                      in_files(a.optimizer) + 2 * in_files(a.param)};
   };
   std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
   const bool configured = req.optimizer && req.param;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "grad_blocks.h"
+#include "residence.h"
 #include "zt/core/error.h"
 
 namespace zt::zero {
@@ -39,8 +40,8 @@ void set_placement(Policy& p, const Placement& at, const config::ZeroConfig& zer
   };
   p.optimizer_residence = at.optimizer;
   p.param_residence = at.param;
-  if (at.optimizer == Residence::file) p.swap.dir = folder(zero.offload_optimizer.nvme_path);
-  if (at.param == Residence::file) p.swap.param_dir = folder(zero.offload_param.nvme_path);
+  if (medium_of(at.optimizer) == Medium::files) p.swap.dir = folder(zero.offload_optimizer.nvme_path);
+  if (medium_of(at.param) == Medium::files) p.swap.param_dir = folder(zero.offload_param.nvme_path);
   if (zero.sub_group_size > 0) p.swap.tile_elems = zero.sub_group_size;
   p.swap.buffers = int(zero.offload_optimizer.buffer_count);
   p.swap.block_bytes = aio.block_size;
@@ -80,11 +81,9 @@ MemoryEstimate Plan::memory() const {
     e.master += policy.fp32_master ? 4 * o : 0;
     e.optim += optim_state_bytes_per_elem * o;
   }
-  if (policy.optimizer_residence == Residence::file) {  // Note [optimizer swap]: only the tile buffers stay
-    e.master = 0;
-    e.optim = policy.swap.buffers * swap_slot_bytes();
-  }
-  if (!policy.device.is_cpu() && policy.optimizer_residence != Residence::memory) {  // Note [host residence]
+  const ResidenceTier& tier = tier_of(policy.optimizer_residence);
+  if (tier.account) tier.account(*this, e);  // Note [residence tiers]: as the tier keeps them
+  if (!policy.device.is_cpu() && tier.medium != Medium::compute) {  // Note [host residence]
     if (policy.snapshot_host_update) {  // Note [host update overlap]: the snapshot of the states and parameters
       e.optim += e.master + e.optim;
       for (size_t i = 0; i < buffers.size(); ++i)
@@ -118,7 +117,7 @@ int64_t Plan::checkpoint_bytes() const {
 }
 
 int64_t Plan::host_staging_bytes() const {
-  if (policy.device.is_cpu() || policy.optimizer_residence == Residence::memory) return 0;
+  if (policy.device.is_cpu() || medium_of(policy.optimizer_residence) == Medium::compute) return 0;
   int64_t bytes = 0;  // each buffer's gradient shard, and its parameter shard where that is on the device
   for (size_t b = 0; b < buffers.size(); ++b) {
     const int64_t n = policy.shard_optimizer() ? buffers[b].padded / world : buffers[b].padded;
@@ -129,11 +128,11 @@ int64_t Plan::host_staging_bytes() const {
 }
 
 bool Plan::param_swapped(size_t b) const {
-  return policy.shard_parameters() && policy.param_residence == Residence::file && !persistent.at(b);
+  return policy.shard_parameters() && medium_of(policy.param_residence) == Medium::files && !persistent.at(b);
 }
 
 bool Plan::param_on_host(size_t b) const {
-  return policy.shard_parameters() && policy.param_residence == Residence::host && !persistent.at(b);
+  return policy.shard_parameters() && medium_of(policy.param_residence) == Medium::host && !persistent.at(b);
 }
 
 int64_t Plan::param_tile_elems() const {

@@ -1,10 +1,11 @@
 #pragma once
 // Note [residence]: where the tensors of one shard live (an optimizer shard's fp32 master and
 // states, or a stage-3 unit's parameter shard), as ggml's buffer types: one interface, a tier per
-// file. Memory (residence_memory.cpp): the tensors whole in the compute device's memory (or the
-// host's, for a cpu run), or in pinned host memory beside a device, where the HostTier
-// (host_tier.h) moves gradients down and parameters up around them (Note [host residence]). Files
-// (residence_file.cpp): a swap file streamed through shared tile buffers (Note [optimizer swap]).
+// file (Note [residence tiers] below). In memory (residence_memory.cpp): the tensors whole, in the
+// compute device's memory (or the host's, for a cpu run), or in pinned host memory beside a device
+// (residence_host.cpp), where the HostTier (host_tier.h) moves gradients down and parameters up
+// around them (Note [host residence]). In files (residence_file.cpp): a swap file streamed through
+// shared tile buffers (Note [optimizer swap]).
 // The optimizer shard updates any of them with one loop over visit(); the parameter store reads a
 // shard in whole ahead of its gather and writes it back after its update (start_read,
 // write_whole: Note [parameter swap]); a checkpoint reads and writes their tensors through tensor(j).
@@ -14,8 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "zt/core/allocator.h"
 #include "zt/core/tensor.h"
-#include "zt/zero/policy.h"
+#include "zt/zero/plan.h"
 #include "zt/zero/shard_state.h"
 
 namespace zt::zero {
@@ -58,5 +60,54 @@ struct FileTiles {
 };
 std::unique_ptr<ShardResidence> file_residence(const std::string& path, int64_t numel, size_t count,
                                                const FileTiles& tiles, std::function<Tensor()> initial);
+
+// Note [residence tiers]: as ggml's buffer types, each Residence has one ResidenceTier, a struct of
+// plain functions filled by its own file: residence_memory.cpp (the compute device's memory),
+// residence_host.cpp (pinned host memory beside a device), residence_file.cpp (swap files).
+// tier_of is the one switch over residences; the engine's shared paths ask medium_of (what the
+// tier is made of: the host tier's copies and worker serve every host-medium tier beside a device,
+// the swap paths every files-medium one), never which residence it is. So a new residence is its
+// enum value, its case in tier_of, its file and its candidate in zero::place (placement.cpp).
+
+// What one rank's optimizer buffers in a tier share: its swap folder and tile buffers (files).
+struct TierShared {
+  std::string dir;
+  int64_t tile = 0;           // elements of each tensor per tile
+  std::vector<Tensor> slots;  // the tile buffers (master first, each a tile)
+};
+
+// Buffer b of the optimizer shard: `count` tensors of n elements (a master first where `master`,
+// which starts from initial(), then the optimizer's states, zeros).
+struct OptimBuffer {
+  const Plan& plan;
+  size_t b;
+  int64_t n;
+  size_t count;
+  bool master;
+  std::function<Tensor()> initial;
+  TierShared& shared;
+};
+
+struct ResidenceTier {
+  const char* name;            // where it is, for the start line: "pinned host memory", "swap files"
+  const char* offload_device;  // DeepSpeed's offload device naming it ("none", "cpu", "nvme")
+  Medium medium;
+  // A shard's tensor of n zeros, tagged, in this tier's memory (null for files, which hold none).
+  Tensor (*zeros)(int64_t n, DType dtype, Device compute, MemTag tag) = nullptr;
+  // The optimizer shard's set-up on this rank, once before its buffers (null: nothing shared).
+  void (*share)(const Plan& plan, int rank, TierShared& shared) = nullptr;
+  std::unique_ptr<ShardResidence> (*optimizer_buffer)(const OptimBuffer& buffer);
+  // Plan::memory's master and optimizer bytes as this tier keeps them in memory (null: as counted whole).
+  void (*account)(const Plan& plan, MemoryEstimate& e) = nullptr;
+};
+
+const ResidenceTier& tier_of(Residence r);  // residence.cpp
+const ResidenceTier& memory_tier();         // residence_memory.cpp
+const ResidenceTier& host_memory_tier();    // residence_host.cpp
+const ResidenceTier& file_tier();           // residence_file.cpp
+
+// The optimizer buffer of a tier held in memory on `device`: its tensors from tier.zeros, visited whole.
+std::unique_ptr<ShardResidence> optimizer_buffer_in_memory(const ResidenceTier& tier, const OptimBuffer& buffer,
+                                                           Device device);
 
 }  // namespace zt::zero

@@ -1,4 +1,4 @@
-// Note [residence]: the file tier. Note [optimizer swap]: a shard's tensors live in one swap file,
+// Note [residence tiers]: the file tier. Note [optimizer swap]: a shard's tensors live in one swap file,
 // tile by tile: record t holds elements [tT, (t+1)T) of tensor 0, then of tensor 1, ..., T a
 // multiple of 1024 so a record is whole 4 KiB pages. A visit streams the records through the
 // shard's tile buffers: the next tiles are read (buffers - 2 of them, at least one) while tile i
@@ -166,6 +166,39 @@ class FileResidence final : public ShardResidence {
 std::unique_ptr<ShardResidence> file_residence(const std::string& path, int64_t numel, size_t count,
                                                const FileTiles& tiles, std::function<Tensor()> initial) {
   return std::make_unique<FileResidence>(path, numel, count, tiles, std::move(initial));
+}
+
+namespace {
+
+// This rank's swap folder and the tile buffers its files share.
+void share_tiles(const Plan& plan, int rank, TierShared& s) {
+  s.dir = make_swap_folder(plan.policy.swap.dir, rank);
+  s.tile = plan.swap_tile_elems();
+  TagScope tag(MemTag::optim);
+  for (int i = 0; i < plan.policy.swap.buffers; ++i) s.slots.push_back(page_aligned(plan.swap_slot_bytes() - 4096, DType::f32));
+}
+
+std::unique_ptr<ShardResidence> file_optimizer_buffer(const OptimBuffer& a) {
+  return file_residence(a.shared.dir + "/b" + std::to_string(a.b) + ".swap", a.n, a.count,
+                        {&a.shared.slots, a.shared.tile, a.plan.policy.swap}, a.master ? a.initial : nullptr);
+}
+
+// Note [optimizer swap]: only the tile buffers stay in memory.
+void account_tiles(const Plan& plan, MemoryEstimate& e) {
+  e.master = 0;
+  e.optim = plan.policy.swap.buffers * plan.swap_slot_bytes();
+}
+
+}  // namespace
+
+const ResidenceTier& file_tier() {
+  static const ResidenceTier t{.name = "swap files",
+                               .offload_device = "nvme",
+                               .medium = Medium::files,
+                               .share = &share_tiles,
+                               .optimizer_buffer = &file_optimizer_buffer,
+                               .account = &account_tiles};
+  return t;
 }
 
 }  // namespace zt::zero

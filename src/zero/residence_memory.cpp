@@ -1,4 +1,5 @@
-// Note [residence]: the memory tier, whole tensors on the compute device or in pinned host memory.
+// Note [residence]: the memory tier, whole tensors on the compute device (or, through
+// optimizer_buffer_in_memory, in any tier's memory: Note [residence tiers]).
 #include <cstring>
 
 #include "residence.h"
@@ -42,6 +43,37 @@ class MemoryResidence final : public ShardResidence {
 
 std::unique_ptr<ShardResidence> memory_residence(int64_t numel, Device device, std::vector<Tensor> tensors) {
   return std::make_unique<MemoryResidence>(numel, device, std::move(tensors));
+}
+
+std::unique_ptr<ShardResidence> optimizer_buffer_in_memory(const ResidenceTier& tier, const OptimBuffer& a,
+                                                           Device device) {
+  const Device compute = a.plan.policy.device;
+  std::vector<Tensor> t;
+  for (size_t j = 0; j < a.count; ++j) {
+    const bool master = a.master && j == 0;
+    t.push_back(tier.zeros(a.n, DType::f32, compute, master ? MemTag::master : MemTag::optim));
+    if (master) t.back().copy_(a.initial());  // converts; from a device to the host, through a host copy
+  }
+  return memory_residence(a.n, device, std::move(t));
+}
+
+namespace {
+Tensor zeros_on_compute(int64_t n, DType dtype, Device compute, MemTag tag) {
+  TagScope scope(tag);
+  return Tensor::zeros({n}, dtype, compute);
+}
+std::unique_ptr<ShardResidence> memory_optimizer_buffer(const OptimBuffer& a) {
+  return optimizer_buffer_in_memory(memory_tier(), a, a.plan.policy.device);
+}
+}  // namespace
+
+const ResidenceTier& memory_tier() {
+  static const ResidenceTier t{.name = "the compute device's memory",
+                               .offload_device = "none",
+                               .medium = Medium::compute,
+                               .zeros = &zeros_on_compute,
+                               .optimizer_buffer = &memory_optimizer_buffer};
+  return t;
 }
 
 }  // namespace zt::zero

@@ -11,11 +11,18 @@
 
 namespace zt::zero {
 
-// Where this rank's fp32 master and optimizer states live: in the compute device's memory; in
-// pinned host memory beside a device, updated by the host's kernel (ZeRO-Offload, Note [host
-// residence] in optim_shard.cpp); or in a swap file streamed through a few tile buffers
-// (offload_optimizer.device = nvme, Note [optimizer swap]).
+// Where this rank's fp32 master and optimizer states (or stage 3's parameter shards) live: in the
+// compute device's memory; in pinned host memory beside a device, updated by the host's kernel
+// (ZeRO-Offload, Note [host residence] in optim_shard.cpp); or in a swap file streamed through a
+// few tile buffers (offload_optimizer.device = nvme, Note [optimizer swap]). Each is a tier of
+// its own file (Note [residence tiers] in src/zero/residence.h).
 enum class Residence { memory, host, file };
+
+// What a residence is made of, which is all the engine's shared paths ask of it: the compute
+// device's memory; host memory beside a device (the host updates what it holds, its gradients
+// come down and its parameters go up); or files, streamed through tile buffers in memory.
+enum class Medium { compute, host, files };
+Medium medium_of(Residence r);
 
 // The file residence's knobs: DeepSpeed's offload_optimizer and aio keys, as place() derives
 // them; the defaults are the config's.
@@ -91,6 +98,10 @@ struct Policy {
   SwapOptions swap;  // used with Residence::file
   WirePlan wire;     // Note [wire plan]
 
+  Medium optimizer_medium() const { return medium_of(optimizer_residence); }
+  Medium param_medium() const { return medium_of(param_residence); }
+  bool swaps() const { return optimizer_medium() == Medium::files || param_medium() == Medium::files; }
+
   bool shard_optimizer() const { return stage >= 1; }
   bool shard_gradients() const { return stage >= 2; }
   bool shard_parameters() const { return stage >= 3; }
@@ -116,7 +127,7 @@ Policy make_policy(int stage, DType param_dtype, std::optional<DType> grad_accum
 // files under <nvme_path>/<run_name>/rank<r>/ (run_name "": nvme_path itself; swap_run_name
 // below), sub_group_size the tile (when given), offload_optimizer.buffer_count the optimizer's tile
 // buffers, aio the reads and writes. A new residence is its enum value, its tier's file
-// (Note [residence]) and its candidate in zero::place.
+// (Note [residence tiers]) and its candidate in zero::place.
 struct Placement {
   Residence optimizer = Residence::memory, param = Residence::memory;
   bool lowered_limits = false;  // one gradient bucket in flight, no stage-3 prefetch or reuse
@@ -126,6 +137,7 @@ struct Placement {
 };
 // DeepSpeed's offload device of a residence: "none", "cpu" (pinned host memory beside a device), "nvme".
 std::string offload_device(Residence r);
+std::string residence_name(Residence r);  // as the start line says where it is: "pinned host memory", ...
 // The residence an offload device names beside a device or not; nullopt for "auto". On a CPU run
 // "cpu" is where the states already are: memory.
 std::optional<Residence> residence_of(const std::string& offload_device, bool beside_device);
