@@ -294,6 +294,24 @@ class NcclGroup : public Group {
   // Collective over this group (ncclCommSplit), like MPI_Comm_split.
   std::shared_ptr<Group> split(int color, int key) override {
     ZT_CHECK(color >= 0, "[comm] split: color ", color, " must be >= 0");  // NCCL_SPLIT_NOCOLOR is negative
+    auto sub = split_comm(color, key);
+    int rank = 0, size = 0;
+    ncclCommUserRank(sub->c, &rank);
+    ncclCommCount(sub->c, &size);
+    // Which of our ranks the new group holds, in its order: its hosts, for local_size().
+    auto g = std::make_shared<NcclGroup>(sub, rank, size, std::vector<std::string>(size_t(size)), bootstrap_);
+    g->set_timeout(timeout());
+    g->set_check_collectives(check_collectives());
+    const std::vector<int32_t> old_ranks = g->gather_int(rank_);
+    std::vector<std::string> hosts;
+    for (int32_t r : old_ranks) hosts.push_back(hosts_.at(size_t(r)));
+    g->hosts_ = std::move(hosts);
+    g->local_size_ = ranks_per_host(g->hosts_);
+    return g;
+  }
+
+  // A communicator of this group's ranks of `color` (collective over the group), on a stream of its own.
+  std::shared_ptr<Comm> split_comm(int color, int key) {
     comm_->state("split");
     // NCCL writes the new communicator into *slot when the split completes in the background (on
     // the parent's progress): heap memory, left behind if we give up before then.
@@ -317,18 +335,7 @@ class NcclGroup : public Group {
     ZT_CHECK_AS(ErrorKind::comm, child != nullptr, "[comm] split: ncclCommSplit returned no communicator");
     auto sub = std::make_shared<Comm>(child, comm_->device);
     sub->settle(timeout(), "split", split_timeout);
-    int rank = 0, size = 0;
-    ncclCommUserRank(child, &rank);
-    ncclCommCount(child, &size);
-    // Which of our ranks the new group holds, in its order: its hosts, for local_size().
-    auto g = std::make_shared<NcclGroup>(sub, rank, size, std::vector<std::string>(size_t(size)), bootstrap_);
-    g->set_timeout(timeout());
-    const std::vector<int32_t> old_ranks = g->gather_int(rank_);
-    std::vector<std::string> hosts;
-    for (int32_t r : old_ranks) hosts.push_back(hosts_.at(size_t(r)));
-    g->hosts_ = std::move(hosts);
-    g->local_size_ = ranks_per_host(g->hosts_);
-    return g;
+    return sub;
   }
 
   // Under mpirun (an MPI bootstrap) MPI_Abort ends every rank; else the peers see the abort as
@@ -429,6 +436,7 @@ class NcclGroup : public Group {
     const std::string where = detail::call_name(c.coll, c.seq, c.label);
     comm_->state(where);
     DeviceGuard guard(comm_->device);
+    check_signatures(c, where);
     cudaEvent_t ready = nullptr, done = nullptr;
     check_cuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreateWithFlags", comm_->device,
                where);
@@ -455,6 +463,76 @@ class NcclGroup : public Group {
     return std::make_shared<NcclWork>(comm_, done, c.coll, c.seq, rank_, size_, c.timeout_s, c.label, std::move(keep));
   }
 
+  // Note [collective signatures] on nccl: before a collective's data moves, every rank's signature
+  // is all-gathered on a second communicator of the group (split at the first checked collective)
+  // on its own stream, which waits for nothing on the compute stream: the host waits only for its
+  // peers to launch a call (at most the call's timeout) and compares; a mismatch aborts the group's
+  // communicator and every rank throws the same line. Its cost, a 128-byte all-gather and a host
+  // round trip per collective, is what run.check_collectives=false saves.
+  struct Signatures {
+    std::shared_ptr<Comm> comm;
+    Tensor all;                     // on the device: every rank's signature, in rank order
+    CallSignature* host = nullptr;  // pinned: the same, read back
+    cudaEvent_t read = nullptr;
+    ~Signatures() {
+      if (read) cudaEventDestroy(read);
+      if (host) cudaFreeHost(host);
+    }
+  };
+
+  void check_signatures(const Call& c, const std::string& where) {
+    if (!check_collectives() || size_ == 1 || c.seq == 0 || c.coll == Coll::send || c.coll == Coll::recv) return;
+    if (!sigs_) {
+      auto s = std::make_unique<Signatures>();
+      s->comm = split_comm(0, rank_);
+      s->all = Tensor::empty({int64_t(size_) * 16}, DType::i64, MemTag::comm, device());
+      check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s->host), sizeof(CallSignature) * size_t(size_)),
+                 "cudaMallocHost", comm_->device, where);
+      check_cuda(cudaEventCreateWithFlags(&s->read, cudaEventDisableTiming), "cudaEventCreateWithFlags",
+                 comm_->device, where);
+      sigs_ = std::move(s);
+    }
+    Signatures& s = *sigs_;
+    static_assert(sizeof(CallSignature) == 16 * sizeof(int64_t));
+    char* all = static_cast<char*>(s.all.raw_data());
+    char* mine = all + size_t(rank_) * sizeof(CallSignature);
+    s.host[rank_] = c.sig;
+    const std::string sig_where = where + ", its signature";
+    check_cuda(cudaMemcpyAsync(mine, &s.host[rank_], sizeof(CallSignature), cudaMemcpyHostToDevice, s.comm->stream),
+               "cudaMemcpyAsync", comm_->device, sig_where);
+    const ncclResult_t r = ncclAllGather(mine, all, 16, ncclInt64, s.comm->c, s.comm->stream);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      const std::string msg = "[comm] " + sig_where + ": nccl failed: " + nccl_error(s.comm->c, r);
+      s.comm->abort_comm(msg);
+      comm_->abort_comm(msg);
+      ZT_THROW_AS(ErrorKind::comm, msg, "; the communicator was aborted");
+    }
+    auto timed_out = [&] {
+      const std::string msg = detail::timeout_message(c.coll, c.seq, c.timeout_s, rank_, size_, c.label, aborted_why());
+      s.comm->abort_comm(msg);
+      comm_->abort_comm(msg);
+      return msg;
+    };
+    s.comm->settle(c.timeout_s, sig_where, timed_out);
+    check_cuda(cudaMemcpyAsync(s.host, all, sizeof(CallSignature) * size_t(size_), cudaMemcpyDeviceToHost,
+                               s.comm->stream),
+               "cudaMemcpyAsync", comm_->device, sig_where);
+    check_cuda(cudaEventRecord(s.read, s.comm->stream), "cudaEventRecord", comm_->device, sig_where);
+    const auto start = Clock::now();
+    for (int polls = 0;; backoff(polls)) {
+      s.comm->state(sig_where);
+      const cudaError_t e = cudaEventQuery(s.read);
+      if (e == cudaSuccess) break;
+      if (e != cudaErrorNotReady) check_cuda(e, "cudaEventQuery", comm_->device, sig_where);
+      if (seconds_since(start) > c.timeout_s) ZT_THROW_AS(ErrorKind::comm, timed_out());
+    }
+    if (std::string why = signature_mismatch(s.host, size_); !why.empty()) {
+      s.comm->abort_comm(why);
+      comm_->abort_comm(why);  // its peers may have posted theirs: nothing of this group runs again
+      ZT_THROW_AS(ErrorKind::comm, why);
+    }
+  }
+
   // Every rank's `v`, in rank order: an all_gather outside the numbered collectives and stats.
   std::vector<int32_t> gather_int(int32_t v) {
     Tensor mine = Tensor::full({1}, float(v), DType::i32, device());
@@ -470,6 +548,7 @@ class NcclGroup : public Group {
   int local_size_;
   GroupPtr bootstrap_;  // the MPI group that launched us, if any (abort_job)
   Tensor barrier_buf_;
+  std::unique_ptr<Signatures> sigs_;  // Note [collective signatures] on nccl; made at the first check
 };
 
 std::string host_name() {

@@ -56,7 +56,8 @@ struct CollOptions {
 // equal-size units in a different order, an extra micro-batch) fail at once with one line naming
 // both sides, instead of hanging until the timeout or silently pairing the wrong buffers. shm
 // compares them in its segment at the collective's first sync point, mpi exchanges them with a
-// small all_gather on a second communicator before posting the collective (its cost: BENCHMARKS.md).
+// small all_gather on a second communicator before posting the collective (its cost: BENCHMARKS.md),
+// nccl the same on a second communicator and stream, waiting on the host for them (nccl.cpp).
 // Fixed size and plain bytes: it travels as is. The label is compared by hash, shown truncated.
 struct CallSignature {
   uint64_t seq = 0;
@@ -174,7 +175,7 @@ class Group {
   void set_timeout(double seconds);  // the default for calls whose options leave it 0
   double timeout() const { return timeout_s_; }
   // Note [collective signatures]: on by default (run.check_collectives); split() passes it on.
-  // Backends that cannot compare (local, fake, nccl) ignore it.
+  // Backends with nothing to compare (local, fake) ignore it.
   virtual void set_check_collectives(bool on) { check_ = on; }
   bool check_collectives() const { return check_; }
   uint64_t last_seq() const { return seq_; }  // 0 before the first collective
