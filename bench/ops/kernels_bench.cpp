@@ -1,6 +1,8 @@
 // Layer norm forward + backward (ms, GB/s) at the GPT benchmarks' shapes, the MLP's bias + GELU
-// backward at rows x 4C (fused against gelu_backward + sum over rows), and memcpy GB/s (the
-// memory-bandwidth ceiling that AdamW's update and the shared-memory collectives are read against).
+// backward at rows x 4C (fused against gelu_backward + sum over rows), the classifier's loss and
+// gradient at rows x GPT-2's vocabulary (one pass against two, Note [one-pass classifier]), and
+// memcpy GB/s (the memory-bandwidth ceiling that AdamW's update and the shared-memory collectives
+// are read against).
 // usage: zt_bench_kernels [ROWSxC ...]   (default 2048x192 1024x768); prints JSON lines.
 #include <algorithm>
 #include <chrono>
@@ -50,6 +52,26 @@ void bias_gelu_line(int64_t rows, int64_t C, DType dt) {
   std::fflush(stdout);
 }
 
+// Cross-entropy's loss and logits gradient: the forward writing it (one pass) against the forward
+// then the backward (two), the gradient's dloss 1 either way.
+void classifier_line(int64_t rows, int64_t vocab, DType dt) {
+  Tensor logits = bench::uniform({rows, vocab}, dt, 7);
+  std::vector<int32_t> t(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) t[size_t(i)] = int32_t((i * 7919) % vocab);
+  const Tensor targets = Tensor::from_ints(t, {rows});
+  const double one = bench::ms_per_call([&] { (void)ops::cross_entropy(logits, targets, -100, true); });
+  const double two = bench::ms_per_call([&] {
+    const ops::CrossEntropyResult r = ops::cross_entropy(logits, targets);
+    (void)ops::cross_entropy_backward(1.f, r, targets, -100);
+  });
+  const double bytes = 2 * double(rows * vocab) * double(dtype_size(dt));  // at least: read logits, write dlogits
+  std::printf(
+      "{\"op\":\"classifier\",\"rows\":%ld,\"vocab\":%ld,\"dtype\":\"%s\",\"threads\":%d,\"one_pass_ms\":%.3f,"
+      "\"two_pass_ms\":%.3f,\"speedup\":%.2f,\"one_pass_gbps\":%.2f}\n",
+      long(rows), long(vocab), dtype_name(dt), num_threads(), one, two, two / one, bytes / one / 1e6);
+  std::fflush(stdout);
+}
+
 // GB/s = bytes read + bytes written, split over the threads as the kernels split their loops.
 void memcpy_line(int64_t mib, int threads) {
   const size_t n = size_t(mib) << 20;
@@ -84,6 +106,7 @@ int main(int argc, char** argv) {
     for (DType dt : {DType::f32, DType::bf16}) layer_norm_line(rows, C, dt);
   for (auto [rows, C] : shapes)  // the MLP's hidden width
     for (DType dt : {DType::f32, DType::bf16}) bias_gelu_line(rows, 4 * C, dt);
+  for (DType dt : {DType::f32, DType::bf16}) classifier_line(512, 50257, dt);
   for (int64_t mib : {1, 16, 128}) {
     memcpy_line(mib, 1);
     if (num_threads() > 1) memcpy_line(mib, num_threads());

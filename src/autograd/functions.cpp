@@ -163,11 +163,19 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
                 [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
 }
 
+// Note [one-pass classifier] (src/ops/softmax.cpp): where the logits' gradient will be asked for,
+// the forward writes it; f16 logits keep the two passes (their gradient waits for the loss scale).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
-  auto saved = std::make_shared<ops::CrossEntropyResult>(ops::cross_entropy(logits, targets, ignore_index));
+  const bool one_pass = autograd::grad_enabled() && requires_grad(logits) && logits.dtype() != DType::f16;
+  auto saved = std::make_shared<ops::CrossEntropyResult>(ops::cross_entropy(logits, targets, ignore_index, one_pass));
   Tensor loss = saved->loss;
   saved->loss = Tensor();  // the node must not own its own output (reference cycle)
   return record(loss, {logits, targets}, "cross_entropy", [saved, targets, ignore_index](const Tensor& g) {
+    if (saved->grad.defined()) {  // handed over whole, so the engine takes it without a copy
+      Tensor grad = std::exchange(saved->grad, Tensor());
+      if (const float d = g.item(); d != 1.f) ops::scale_(grad, d);
+      return Grads{grad, Tensor()};
+    }
     return Grads{ops::cross_entropy_backward(g.item(), *saved, targets, ignore_index), Tensor()};
   });
 }

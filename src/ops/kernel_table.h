@@ -24,7 +24,8 @@ namespace zt::ops::detail {
 // gelu'(h) and db = dh summed over rows (h [rows, C] viewed flat), one pass. Reductions view x as
 // [outer, r, inner] around the reduced dimension; argmax is over the last one, into i32. The
 // softmax family is over the last dimension (out may be f32 for a 16-bit x); cross_entropy_rows:
-// per row lse = log(sum(exp(x))) and nll = lse - x[target], 0 where target == ignore_index;
+// per row lse = log(sum(exp(x))) and nll = lse - x[target], 0 where target == ignore_index, and
+// where grad is given (not overlapping logits, their dtype) cross_entropy_backward's values too;
 // cross_entropy_backward: k * (exp(x - lse) - onehot(target)), zero rows at ignore_index.
 // embedding: out [..., C] in weight's dtype, ids checked in range; embedding_backward: out [V, C]
 // dense. layer_norm: gamma, beta any float dtype, mean, rstd [rows] f32; its backward's dgamma and
@@ -50,8 +51,8 @@ namespace zt::ops::detail {
   X(argmax, void(const Tensor& x, Tensor& out))                                                                        \
   X(softmax, void(const Tensor& x, bool log, Tensor& out))                                                             \
   X(softmax_backward, void(const Tensor& dy, const Tensor& y, bool log, Tensor& out))                                  \
-  X(cross_entropy_rows,                                                                                                \
-    void(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& lse, Tensor& nll))                 \
+  X(cross_entropy_rows, void(const Tensor& logits, const Tensor& targets, int64_t ignore_index, float k, Tensor& lse,  \
+                             Tensor& nll, Tensor* grad))                                                               \
   X(cross_entropy_backward,                                                                                            \
     void(const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t ignore_index, float k, Tensor& out))  \
   X(embedding, void(const Tensor& weight, const Tensor& ids, Tensor& out))                                             \

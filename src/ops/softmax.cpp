@@ -64,33 +64,49 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
 
 // Note [all targets ignored]: the loss is 0 (torch gives NaN) and the gradient is zero, so a
 // micro-batch of padding cannot poison training.
-CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index) {
+//
+// Note [one-pass classifier]: with_grad writes the gradient of the mean loss (dloss = 1) in the
+// forward's kernel, as each row's log-sum-exp is known, so a training step reads the [N, C]
+// logits once (llm.c's fused classifier) and keeps no copy of them for backward; the backward
+// scales it where the loss's gradient is not 1. For dloss = 1 its values are the two-pass
+// backward's, bit for bit (the same k = 1/count and the same block code). Autograd asks for it
+// where the logits are not f16: an f16 gradient written before the loss scale multiplies it would
+// underflow where loss scaling exists to keep it.
+CrossEntropyResult cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index,
+                                 bool with_grad) {
   check_targets(logits_in, targets_in, ignore_index, "cross_entropy");
   ZT_CHECK(detail::is_float(logits_in.dtype()), "[cross_entropy] logits dtype ", dtype_name(logits_in.dtype()),
            " is not a float type");
   Tensor targets = targets_in.contiguous();
   const int64_t n = logits_in.size(0), c = logits_in.size(1);
   CrossEntropyResult res;
-  res.logits = logits_in.contiguous();
-  const Device dev = res.logits.device();
+  const Tensor logits = logits_in.contiguous();
+  const Device dev = logits.device();
+  const Tensor targets_host = targets.to(Device::cpu());
+  const int32_t* pt = targets_host.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) res.count += pt[i] != ignore_index;
   res.lse = Tensor::empty({n}, DType::f32, dev);
   Tensor nll = Tensor::empty({n}, DType::f32, dev);
-  if (n * c > 0) ZT_RUN(cross_entropy_rows, __func__, dev, res.logits, targets, ignore_index, res.lse, nll);
-  const Tensor nll_host = nll.to(Device::cpu()), targets_host = targets.to(Device::cpu());
+  if (with_grad)
+    res.grad = Tensor::empty(logits.shape(), logits.dtype(), dev);
+  else
+    res.logits = logits;
+  const float k = res.count ? 1.f / float(res.count) : 0.f;  // Note [all targets ignored]
+  if (n * c > 0)
+    ZT_RUN(cross_entropy_rows, __func__, dev, logits, targets, ignore_index, k, res.lse, nll,
+           with_grad ? &res.grad : nullptr);
+  const Tensor nll_host = nll.to(Device::cpu());
   const float* pn = nll_host.data<float>();
-  const int32_t* pt = targets_host.data<int32_t>();
   double total = 0;  // summed on the host in row order: independent of threads and device
-  for (int64_t i = 0; i < n; ++i) {
-    if (pt[i] == ignore_index) continue;
-    total += pn[i];
-    ++res.count;
-  }
+  for (int64_t i = 0; i < n; ++i)
+    if (pt[i] != ignore_index) total += pn[i];
   res.loss = Tensor::full({}, res.count ? float(total / double(res.count)) : 0.f, DType::f32).to(dev);
   return res;
 }
 
 Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, const Tensor& targets_in,
                               int64_t ignore_index) {
+  if (saved.grad.defined()) return dloss == 1.f ? saved.grad : scale(saved.grad, dloss);  // Note [one-pass classifier]
   check_targets(saved.logits, targets_in, ignore_index, "cross_entropy_backward");
   Tensor targets = targets_in.contiguous();
   Tensor out = Tensor::empty(saved.logits.shape(), saved.logits.dtype(), saved.logits.device());

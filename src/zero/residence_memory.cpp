@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "residence.h"
+#include "zt/ops/ops.h"
 
 namespace zt::zero {
 namespace {
@@ -50,9 +51,10 @@ std::unique_ptr<ShardResidence> optimizer_buffer_in_memory(const ResidenceTier& 
   const Device compute = a.plan.policy.device;
   std::vector<Tensor> t;
   for (size_t j = 0; j < a.count; ++j) {
-    const bool master = a.master && j == 0;
-    t.push_back(tier.zeros(a.n, DType::f32, compute, master ? MemTag::master : MemTag::optim));
-    if (master) t.back().copy_(a.initial());  // converts; from a device to the host, through a host copy
+    const MemTag tag = a.master && j == 0 ? MemTag::master : MemTag::optim;
+    TagScope scope(tag);  // the initial values' copy too
+    t.push_back(tier.zeros(a.n, DType::f32, compute, tag));
+    if (tag == MemTag::master) t.back().copy_(a.initial());  // converts; from a device, through a host copy
   }
   return memory_residence(a.n, device, std::move(t));
 }
@@ -62,8 +64,17 @@ Tensor zeros_on_compute(int64_t n, DType dtype, Device compute, MemTag tag) {
   TagScope scope(tag);
   return Tensor::zeros({n}, dtype, compute);
 }
+// The master converted where it is (a device's cast runs there).
 std::unique_ptr<ShardResidence> memory_optimizer_buffer(const OptimBuffer& a) {
-  return optimizer_buffer_in_memory(memory_tier(), a, a.plan.policy.device);
+  const Device d = a.plan.policy.device;
+  std::vector<Tensor> t;
+  if (a.master) {
+    TagScope tag(MemTag::master);
+    t.push_back(ops::cast(a.initial(), DType::f32));
+  }
+  TagScope tag(MemTag::optim);
+  while (t.size() < a.count) t.push_back(Tensor::zeros({a.n}, DType::f32, d));
+  return memory_residence(a.n, d, std::move(t));
 }
 }  // namespace
 

@@ -131,8 +131,20 @@ void softmax_backward(const Tensor& dy, const Tensor& y, bool log, Tensor& out) 
 }
 
 // Note [fused cross-entropy]: the forward keeps one f32 per row (log-sum-exp) instead of an
-// [N, C] f32 log-softmax, so a 50k vocabulary costs one pass over the logits each way.
-void cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& lse, Tensor& nll) {
+// [N, C] f32 log-softmax, so a 50k vocabulary costs one pass over the logits each way, or one in
+// all where the forward writes the gradient too (Note [one-pass classifier] in src/ops/softmax.cpp).
+
+namespace {
+// Block [j, j + len) of a row's gradient k * (exp(x - lse) - onehot(t)), t counted from j: the
+// backward's and the one-pass forward's alike.
+void ce_grad_block(const float* x, float* o, int64_t len, float lse, float k, int64_t t) {
+  scaled_exp_row(x, o, len, lse, k);
+  if (t >= 0 && t < len) o[t] -= k;
+}
+}  // namespace
+
+void cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t ignore_index, float k, Tensor& lse,
+                        Tensor& nll, Tensor* grad) {
   const int64_t n = logits.size(0), c = logits.size(1);
   const int32_t* pt = targets.data<int32_t>();
   float* pl = lse.data<float>();
@@ -140,13 +152,26 @@ void cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t ign
   dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     const T* px = logits.data<T>();
+    T* pg = grad ? grad->data<T>() : nullptr;  // the logits' dtype
     parallel_for(n, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)), [&](int64_t r0, int64_t r1) {
       Rows buf(c, 1);
+      alignas(64) float bo[kBlock];
       for (int64_t r = r0; r < r1; ++r) {
         const float* __restrict x = as_f32(px + r * c, buf[0], c);
         const float m = row_max(x, c);
         pl[r] = m + std::log(row_sum_exp(x, c, m));
         pn[r] = pt[r] == ignore_index ? 0.f : -(x[pt[r]] - pl[r]);
+        if (!pg) continue;
+        const bool none = pt[r] == ignore_index || k == 0.f;
+        for (int64_t j = 0; j < c; j += kBlock) {  // the row is still in cache
+          const int64_t len = std::min(kBlock, c - j);
+          float* __restrict o = out_f32(pg + r * c + j, bo);
+          if (none)
+            std::fill(o, o + len, 0.f);
+          else
+            ce_grad_block(x + j, o, len, pl[r], k, pt[r] - j);
+          from_f32(o, pg + r * c + j, len);
+        }
       }
     });
   });
@@ -170,12 +195,10 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tenso
         for (int64_t j = 0; j < c; j += kBlock) {
           const int64_t len = std::min(kBlock, c - j), at = r * c + j;
           float* __restrict o = out_f32(po + at, bo);
-          if (none) {
+          if (none)
             std::fill(o, o + len, 0.f);
-          } else {
-            scaled_exp_row(as_f32(px + at, bx, len), o, len, pl[r], k);
-            if (pt[r] >= j && pt[r] < j + len) o[pt[r] - j] -= k;
-          }
+          else
+            ce_grad_block(as_f32(px + at, bx, len), o, len, pl[r], k, pt[r] - j);
           from_f32(o, po + at, len);
         }
       }

@@ -54,20 +54,33 @@ __global__ void softmax_backward_rows(const T* pd, const T* py, T* po, int64_t c
   }
 }
 
-// Note [fused cross-entropy] (CPU softmax.cpp): lse per row, nll = lse - x[target] (0 if ignored).
+// Note [fused cross-entropy] (CPU softmax.cpp): lse per row, nll = lse - x[target] (0 if ignored);
+// with pg (Note [one-pass classifier] in src/ops/softmax.cpp) the gradient as the backward's
+// kernel writes it, while the row is in L1/L2: one read of the logits from memory for both.
 template <typename T>
 __global__ void cross_entropy_rows_kernel(const T* px, const int32_t* targets, int64_t ignore_index, int64_t c,
-                                          float* lse, float* nll) {
+                                          float k, float* lse, float* nll, T* pg) {
   __shared__ float shm[32];
   const int64_t r = blockIdx.x;
   const T* x = px + r * c;
   const float m = row_max(x, c, shm);
   const float s = row_sum_exp(x, c, m, shm);
+  const float l = m + logf(s);
+  const int32_t t = targets[r];
   if (threadIdx.x == 0) {
-    const float l = m + logf(s);
-    const int32_t t = targets[r];
     lse[r] = l;
     nll[r] = t == ignore_index || t < 0 || t >= c ? 0.f : -(to_f(x[t]) - l);
+  }
+  if (!pg) return;
+  T* o = pg + r * c;
+  const bool zero = t == ignore_index || k == 0.f;
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+    float v = 0.f;
+    if (!zero) {
+      v = k * exp_approx(to_f(x[j]) - l);
+      if (j == t) v -= k;
+    }
+    o[j] = from_f<T>(v);
   }
 }
 
@@ -118,13 +131,15 @@ void softmax_backward(const Tensor& dy, const Tensor& y, bool log, Tensor& out) 
   check_launch("softmax_backward");
 }
 
-void cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& lse, Tensor& nll) {
+void cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t ignore_index, float k, Tensor& lse,
+                        Tensor& nll, Tensor* grad) {
   Ctx ctx(logits);
   const int64_t n = logits.size(0), c = logits.size(1);
   dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cross_entropy_rows_kernel<T><<<unsigned(n), row_threads(c), 0, ctx.stream>>>(
-        ptr<const T>(logits), ptr<const int32_t>(targets), ignore_index, c, ptr<float>(lse), ptr<float>(nll));
+        ptr<const T>(logits), ptr<const int32_t>(targets), ignore_index, c, k, ptr<float>(lse), ptr<float>(nll),
+        grad ? ptr<T>(*grad) : nullptr);
   });
   check_launch("cross_entropy");
 }

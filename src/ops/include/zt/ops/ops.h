@@ -168,14 +168,18 @@ Tensor log_softmax(const Tensor& x);
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);  // y = log_softmax output
 
 // Fused log-softmax + negative log-likelihood, mean over targets != ignore_index.
-// logits [N, C] float, targets [N] i32. Returns loss (shape []) and keeps what backward needs.
+// logits [N, C] float, targets [N] i32. Returns loss (shape []) and keeps what backward needs:
+// the logits, or with `with_grad` the gradient itself, written in the same pass (Note [one-pass
+// classifier] in src/ops/softmax.cpp).
 struct CrossEntropyResult {
   Tensor loss;        // shape [], f32
-  Tensor logits;      // [N, C] as given (contiguous), saved for backward
+  Tensor logits;      // [N, C] as given (contiguous), saved for backward; empty with a grad
   Tensor lse;         // [N] f32 log-sum-exp per row (Note [fused cross-entropy])
   int64_t count = 0;  // targets counted (not ignored)
+  Tensor grad;        // with_grad: dloss/dlogits for dloss = 1, the logits' dtype
 };
-CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                                 bool with_grad = false);
 // dlogits = dloss * (softmax - onehot) / count, zero rows for ignored targets; dtype of logits.
 Tensor cross_entropy_backward(float dloss, const CrossEntropyResult& saved, const Tensor& targets,
                               int64_t ignore_index);
