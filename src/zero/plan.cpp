@@ -117,7 +117,7 @@ int64_t Plan::checkpoint_bytes() const {
 }
 
 int64_t Plan::host_staging_bytes() const {
-  if (policy.device.is_cpu() || medium_of(policy.optimizer_residence) == Medium::compute) return 0;
+  if (policy.device.is_cpu() || policy.optimizer_medium() == Medium::compute) return 0;
   int64_t bytes = 0;  // each buffer's gradient shard, and its parameter shard where that is on the device
   for (size_t b = 0; b < buffers.size(); ++b) {
     const int64_t n = policy.shard_optimizer() ? buffers[b].padded / world : buffers[b].padded;
@@ -128,11 +128,11 @@ int64_t Plan::host_staging_bytes() const {
 }
 
 bool Plan::param_swapped(size_t b) const {
-  return policy.shard_parameters() && medium_of(policy.param_residence) == Medium::files && !persistent.at(b);
+  return policy.shard_parameters() && policy.param_medium() == Medium::files && !persistent.at(b);
 }
 
 bool Plan::param_on_host(size_t b) const {
-  return policy.shard_parameters() && medium_of(policy.param_residence) == Medium::host && !persistent.at(b);
+  return policy.shard_parameters() && policy.param_medium() == Medium::host && !persistent.at(b);
 }
 
 int64_t Plan::param_tile_elems() const {

@@ -54,6 +54,20 @@ __global__ void softmax_backward_rows(const T* pd, const T* py, T* po, int64_t c
   }
 }
 
+// Row r's dlogits = k * exp(x - lse) - k * onehot(t), zeros where `zero`: the backward's kernel and
+// the one-pass forward's alike.
+template <typename T>
+__device__ void ce_grad_row(const T* x, T* o, int64_t c, float l, float k, int32_t t, bool zero) {
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+    float v = 0.f;
+    if (!zero) {
+      v = k * exp_approx(to_f(x[j]) - l);
+      if (j == t) v -= k;
+    }
+    o[j] = from_f<T>(v);
+  }
+}
+
 // Note [fused cross-entropy] (CPU softmax.cpp): lse per row, nll = lse - x[target] (0 if ignored);
 // with pg (Note [one-pass classifier] in src/ops/softmax.cpp) the gradient as the backward's
 // kernel writes it, while the row is in L1/L2: one read of the logits from memory for both.
@@ -71,17 +85,7 @@ __global__ void cross_entropy_rows_kernel(const T* px, const int32_t* targets, i
     lse[r] = l;
     nll[r] = t == ignore_index || t < 0 || t >= c ? 0.f : -(to_f(x[t]) - l);
   }
-  if (!pg) return;
-  T* o = pg + r * c;
-  const bool zero = t == ignore_index || k == 0.f;
-  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-    float v = 0.f;
-    if (!zero) {
-      v = k * exp_approx(to_f(x[j]) - l);
-      if (j == t) v -= k;
-    }
-    o[j] = from_f<T>(v);
-  }
+  if (pg) ce_grad_row(x, pg + r * c, c, l, k, t, t == ignore_index || k == 0.f);
 }
 
 // dlogits = k * exp(x - lse) - k * onehot(target); zero rows where ignored (or k == 0). One block
@@ -90,19 +94,8 @@ template <typename T>
 __global__ void cross_entropy_backward_rows(const T* px, const float* lse, const int32_t* targets,
                                             int64_t ignore_index, float k, int64_t c, T* po) {
   const int64_t r = blockIdx.x;
-  const T* x = px + r * c;
-  T* o = po + r * c;
   const int32_t t = targets[r];
-  const bool zero = t == ignore_index || k == 0.f;
-  const float l = lse[r];
-  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-    float v = 0.f;
-    if (!zero) {
-      v = k * exp_approx(to_f(x[j]) - l);
-      if (j == t) v -= k;
-    }
-    o[j] = from_f<T>(v);
-  }
+  ce_grad_row(px + r * c, po + r * c, c, lse[r], k, t, t == ignore_index || k == 0.f);
 }
 
 }  // namespace
