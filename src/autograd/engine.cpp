@@ -160,6 +160,11 @@ Tensor record(Tensor out, std::vector<Tensor> inputs, const char* name, Backward
   return out;
 }
 
+Tensor* accumulated_grad(const Tensor& t) {
+  const AutogradMeta* m = meta_if(t);
+  return m && m->grad_fn && m->grad_fn->grad.defined() ? &m->grad_fn->grad : nullptr;
+}
+
 void backward(const Tensor& root, Tensor grad_root) {
   auto* rm = meta_if(root);
   ZT_CHECK(rm && (rm->grad_fn || rm->requires_grad), "[backward] tensor does not require grad");

@@ -1,5 +1,5 @@
-// Differentiable ops of the Llama family: RMSNorm, rotary position embeddings and SwiGLU, each
-// recording the backward of its contract in zt/ops/transformer.h.
+// Differentiable ops of the Llama family: rotary position embeddings and SwiGLU, each recording
+// the backward of its contract in zt/ops/transformer.h (RMSNorm is in layers_norms.cpp).
 #include <memory>
 #include <utility>
 #include <vector>
@@ -12,16 +12,6 @@ namespace zt::ag {
 
 using autograd::record;
 using Grads = std::vector<Tensor>;
-
-Tensor rms_norm(const Tensor& x, const Tensor& gamma, float eps) {
-  auto saved = std::make_shared<ops::RmsNormResult>(ops::rms_norm(x, gamma, eps));
-  Tensor y = saved->y;
-  saved->y = Tensor();  // backward needs only rstd; the node must not own its output
-  return record(y, {x, gamma}, "rms_norm", [x, gamma, saved](const Tensor& g) {
-    auto r = ops::rms_norm_backward(g, x, gamma, *saved);
-    return Grads{std::move(r.dx), std::move(r.dgamma)};
-  });
-}
 
 // A rotation's gradient is the inverse rotation: nothing is saved but the tables.
 Tensor rope(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, const ops::RopeTables& tables) {

@@ -1,5 +1,5 @@
-// Differentiable transformer layer ops (embedding, layer norm, dropout, select): each calls its
-// kernel in zt/ops/transformer.h and records the matching backward. Attention is in its own file.
+// Differentiable transformer layer ops (embedding, dropout, select): each calls its kernel in
+// zt/ops/transformer.h and records the matching backward. Attention and the norms have their own files.
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -66,16 +66,6 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
                        embedding_rows(*rows, g, ids, dt, dst, row0);
                      }),
                  Tensor()};
-  });
-}
-
-Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
-  auto saved = std::make_shared<ops::LayerNormResult>(ops::layer_norm(x, gamma, beta, eps));
-  Tensor y = saved->y;
-  saved->y = Tensor();  // backward needs only mean and rstd; the node must not own its output
-  return record(y, {x, gamma, beta}, "layer_norm", [x, gamma, saved](const Tensor& g) {
-    auto r = ops::layer_norm_backward(g, x, gamma, *saved);
-    return Grads{std::move(r.dx), std::move(r.dgamma), std::move(r.dbeta)};
   });
 }
 

@@ -37,7 +37,7 @@ class AddNorm : public Module {
     register_module("dropout", drop_);
   }
   const char* type_name() const override { return "AddNorm"; }
-  Tensor run(const Tensor& h, const Tensor& residual) { return (*norm_)(ag::add(residual, (*drop_)((*dense_)(h)))); }
+  Tensor run(const Tensor& h, const Tensor& residual) { return norm_->add_norm(residual, (*drop_)((*dense_)(h))).y; }
 
  protected:
   Tensor forward(const Tensor&) override { ZT_THROW("[bert] AddNorm needs the residual"); }

@@ -67,8 +67,8 @@ class GptBlock : public Module {
 
  protected:
   Tensor forward(const Tensor& x) override {
-    Tensor h = ag::add(x, (*drop)((*attn)((*ln_1)(x))));
-    return ag::add(h, (*drop)((*mlp)((*ln_2)(h))));
+    const ag::AddNorm h = ln_2->add_norm(x, (*drop)((*attn)((*ln_1)(x))));  // the residual add fused with ln_2
+    return ag::add(h.sum, (*drop)((*mlp)(h.y)));
   }
 
  private:

@@ -16,6 +16,16 @@ class RmsNorm : public Module {
  public:
   RmsNorm(int64_t dim, float eps) : eps_(eps) { weight = register_parameter("weight", {dim}, constant_init(1.f)); }
   const char* type_name() const override { return "RMSNorm"; }
+  // x + r and its norm in one pass (ag::add_rms_norm), called as the module is.
+  ag::AddNorm add_norm(const Tensor& x, const Tensor& r) {
+    Tensor sum;
+    Tensor y = hooked([&] {
+      ag::AddNorm a = ag::add_rms_norm(x, r, weight, eps_);
+      sum = a.sum;
+      return a.y;
+    });
+    return {sum, y};
+  }
   Tensor weight;
 
  protected:
@@ -93,8 +103,8 @@ class LlamaBlock : public Module {
 
  protected:
   Tensor forward(const Tensor& x) override {
-    Tensor h = ag::add(x, (*self_attn)((*input_layernorm)(x)));
-    return ag::add(h, (*mlp)((*post_attention_layernorm)(h)));
+    const ag::AddNorm h = post_attention_layernorm->add_norm(x, (*self_attn)((*input_layernorm)(x)));
+    return ag::add(h.sum, (*mlp)(h.y));
   }
 
  private:

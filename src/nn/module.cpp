@@ -16,16 +16,18 @@ DeferredInit::DeferredInit() : prev_(t_deferred) { t_deferred = true; }
 DeferredInit::~DeferredInit() { t_deferred = prev_; }
 bool deferred_init_enabled() { return t_deferred; }
 
-Tensor Module::operator()(const Tensor& x) {
+Tensor Module::hooked(const std::function<Tensor()>& run) {
   if (pre_hook_) pre_hook_(*this);
-  Tensor y = forward(x);
+  Tensor y = run();
   return post_hook_ ? post_hook_(*this, y) : y;
 }
 
+Tensor Module::operator()(const Tensor& x) {
+  return hooked([&] { return forward(x); });
+}
+
 Tensor Module::operator()(const std::vector<Tensor>& inputs) {
-  if (pre_hook_) pre_hook_(*this);
-  Tensor y = forward_inputs(inputs);
-  return post_hook_ ? post_hook_(*this, y) : y;
+  return hooked([&] { return forward_inputs(inputs); });
 }
 
 Tensor Module::forward_inputs(const std::vector<Tensor>& inputs) {

@@ -60,6 +60,16 @@ LayerNorm::LayerNorm(int64_t dim, float eps) : eps_(eps) {
 
 Tensor LayerNorm::forward(const Tensor& x) { return ag::layer_norm(x, weight, bias, eps_); }
 
+ag::AddNorm LayerNorm::add_norm(const Tensor& x, const Tensor& r) {
+  Tensor sum;
+  Tensor y = hooked([&] {
+    ag::AddNorm a = ag::add_layer_norm(x, r, weight, bias, eps_);
+    sum = a.sum;
+    return a.y;
+  });
+  return {sum, y};
+}
+
 Dropout::Dropout(float p) : p_(p) { ZT_CHECK(p >= 0.f && p < 1.f, "[Dropout] probability must be in [0, 1), got ", p); }
 
 Tensor Dropout::forward(const Tensor& x) {

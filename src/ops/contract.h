@@ -28,4 +28,21 @@ inline void check_contiguous(const Tensor& x, const char* op, const char* what) 
   ZT_CHECK(x.is_contiguous(), "[", op, "] ", what, " of shape ", shape_str(x.shape()), " must be contiguous");
 }
 
+// A fused norm's residual (x's shape and dtype), contiguous; undefined where there is none.
+inline Tensor checked_residual(const Tensor* residual, const Tensor& x, const char* op) {
+  if (!residual) return Tensor();
+  check_float(*residual, op);
+  check_same_dtype(*residual, x, op);
+  check_same_shape(*residual, x, op, "residual", "x");
+  return residual->contiguous();
+}
+
+// Where a norm's backward writes dx (Note [fused residual norms]): contiguous, x's shape and dtype.
+inline void check_dx_into(const Tensor& dx, const Tensor& x, const char* op) {
+  ZT_CHECK(dx.defined(), "[", op, "] dx_into is undefined");
+  check_same_dtype(dx, x, op);
+  check_same_shape(dx, x, op, "dx_into", "x");
+  check_contiguous(dx, op, "dx_into");
+}
+
 }  // namespace zt::ops::detail

@@ -29,7 +29,9 @@ namespace zt::ops::detail {
 // cross_entropy_backward: k * (exp(x - lse) - onehot(target)), zero rows at ignore_index.
 // embedding: out [..., C] in weight's dtype, ids checked in range; embedding_backward: out [V, C]
 // dense. layer_norm: gamma, beta any float dtype, mean, rstd [rows] f32; its backward's dgamma and
-// dbeta have gamma's dtype. attention (shapes as in zt/ops/transformer.h): dout, qkv and out share
+// dbeta have gamma's dtype. Both norms: a residual (x's dtype) makes them normalise x + residual,
+// rounded to x's dtype and written to sum; their backward's `accumulate` adds dx to dx's values
+// (the residual's gradient), rounded once. attention (shapes as in zt/ops/transformer.h): dout, qkv and out share
 // qkv's dtype, dqkv is written whole. rms_norm: rstd [rows] f32; rope: cos, sin [T, D/2] f32, out
 // has qkv's shape and dtype. cast and axpy_: same numel, any float dtypes; sum_of_squares_to
 // leaves the sum on the device: out (i64 [k], x's device) holds its double's bits at `slot`.
@@ -59,14 +61,15 @@ namespace zt::ops::detail {
   X(embedding_backward, void(const Tensor& dy, const Tensor& ids, Tensor& out))                                        \
   X(embedding_backward_add, void(const Tensor& dy, const Tensor& ids, DType grad, Tensor& out))                        \
   X(touched_rows, std::vector<int32_t>(const Tensor& ids, int64_t num_rows))                                           \
-  X(layer_norm,                                                                                                        \
-    void(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd))  \
+  X(layer_norm, void(const Tensor& x, const Tensor* residual, const Tensor& gamma, const Tensor& beta, float eps,      \
+                     Tensor* sum, Tensor& y, Tensor& mean, Tensor& rstd))                                              \
   X(layer_norm_backward, void(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,              \
-                              const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta))                          \
+                              const Tensor& rstd, bool accumulate, Tensor& dx, Tensor& dgamma, Tensor& dbeta))         \
   X(dropout, void(const Tensor& x, float p, uint64_t seed, Tensor& out))                                               \
-  X(rms_norm, void(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd))                          \
-  X(rms_norm_backward,                                                                                                 \
-    void(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx, Tensor& dgamma))      \
+  X(rms_norm, void(const Tensor& x, const Tensor* residual, const Tensor& gamma, float eps, Tensor* sum, Tensor& y,    \
+                   Tensor& rstd))                                                                                      \
+  X(rms_norm_backward, void(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd,                \
+                            bool accumulate, Tensor& dx, Tensor& dgamma))                                              \
   X(rope, void(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, const Tensor& cos, const Tensor& sin,            \
                bool inverse, Tensor& out))                                                                             \
   X(swiglu, void(const Tensor& gate_up, Tensor& out))                                                                  \

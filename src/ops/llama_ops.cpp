@@ -38,21 +38,24 @@ int64_t head_size(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, const ch
 
 }  // namespace
 
-RmsNormResult rms_norm(const Tensor& x_in, const Tensor& gamma_in, float eps) {
+RmsNormResult rms_norm(const Tensor& x_in, const Tensor& gamma_in, float eps, const Tensor* residual) {
   check_gain(x_in, gamma_in, "rms_norm");
   ZT_CHECK(eps > 0.f, "[rms_norm] eps must be > 0, got ", eps);
   Tensor x = x_in.contiguous(), gamma = gamma_in.contiguous();
-  RmsNormResult r{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor::empty({rows_of(x)}, DType::f32, x.device())};
+  const Tensor res = detail::checked_residual(residual, x, "rms_norm");
+  RmsNormResult r{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor::empty({rows_of(x)}, DType::f32, x.device()),
+                  res.defined() ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor()};
   if (x.numel() == 0) {
     r.rstd.fill_(1.f / std::sqrt(eps));
     return r;
   }
-  ZT_RUN(rms_norm, __func__, x.device(), x, gamma, eps, r.y, r.rstd);
+  ZT_RUN(rms_norm, __func__, x.device(), x, res.defined() ? &res : nullptr, gamma, eps,
+         res.defined() ? &r.sum : nullptr, r.y, r.rstd);
   return r;
 }
 
 RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& gamma_in,
-                               const RmsNormResult& saved) {
+                               const RmsNormResult& saved, Tensor* dx_into, bool accumulate) {
   const char* op = "rms_norm_backward";
   check_float(dy_in, op);
   check_gain(x_in, gamma_in, op);
@@ -62,13 +65,15 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
   ZT_CHECK(saved.rstd.defined() && saved.rstd.dtype() == DType::f32 && saved.rstd.shape() == Shape{rows}, "[", op,
            "] saved rstd must be f32 [", rows, "]");
   Tensor dy = dy_in.contiguous(), x = x_in.contiguous(), gamma = gamma_in.contiguous(), rstd = saved.rstd.contiguous();
-  RmsNormGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()),
+  if (dx_into) detail::check_dx_into(*dx_into, x, op);
+  RmsNormGrads g{dx_into ? Tensor() : Tensor::empty(x.shape(), x.dtype(), x.device()),
                  Tensor::empty(gamma.shape(), gamma.dtype(), x.device())};
   if (x.numel() == 0) {
     g.dgamma.zero_();
     return g;
   }
-  ZT_RUN(rms_norm_backward, __func__, x.device(), dy, x, gamma, rstd, g.dx, g.dgamma);
+  ZT_RUN(rms_norm_backward, __func__, x.device(), dy, x, gamma, rstd, dx_into && accumulate,
+         dx_into ? *dx_into : g.dx, g.dgamma);
   return g;
 }
 

@@ -99,24 +99,28 @@ std::vector<int32_t> touched_rows(const Tensor& ids_in, int64_t num_rows) {
   return ZT_RUN(touched_rows, __func__, ids.device(), ids, num_rows);
 }
 
-LayerNormResult layer_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in, float eps) {
+LayerNormResult layer_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in, float eps,
+                           const Tensor* residual) {
   check_affine(x_in, gamma_in, beta_in, "layer_norm");
   ZT_CHECK(eps >= 0.f, "[layer_norm] eps must be >= 0, got ", eps);
   Tensor x = x_in.contiguous(), gamma = gamma_in.contiguous(), beta = beta_in.contiguous();
+  const Tensor res = detail::checked_residual(residual, x, "layer_norm");
   const int64_t rows = rows_of(x);
   LayerNormResult r{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor::empty({rows}, DType::f32, x.device()),
-                    Tensor::empty({rows}, DType::f32, x.device())};
+                    Tensor::empty({rows}, DType::f32, x.device()),
+                    res.defined() ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor()};
   if (x.numel() == 0) {  // rows of no values: mean 0, rstd of the variance 0
     r.mean.fill_(0.f);
     r.rstd.fill_(rows ? 1.f / std::sqrt(eps) : 0.f);
     return r;
   }
-  ZT_RUN(layer_norm, __func__, x.device(), x, gamma, beta, eps, r.y, r.mean, r.rstd);
+  ZT_RUN(layer_norm, __func__, x.device(), x, res.defined() ? &res : nullptr, gamma, beta, eps,
+         res.defined() ? &r.sum : nullptr, r.y, r.mean, r.rstd);
   return r;
 }
 
 LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& gamma_in,
-                                   const LayerNormResult& saved) {
+                                   const LayerNormResult& saved, Tensor* dx_into, bool accumulate) {
   const char* op = "layer_norm_backward";
   check_float(dy_in, op);
   check_affine(x_in, gamma_in, gamma_in, op);
@@ -129,7 +133,8 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
              s->defined() ? shape_str(s->shape()) : std::string("undefined"));
   Tensor dy = dy_in.contiguous(), x = x_in.contiguous(), gamma = gamma_in.contiguous();
   Tensor mean = saved.mean.contiguous(), rstd = saved.rstd.contiguous();
-  LayerNormGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()),
+  if (dx_into) detail::check_dx_into(*dx_into, x, op);
+  LayerNormGrads g{dx_into ? Tensor() : Tensor::empty(x.shape(), x.dtype(), x.device()),
                    Tensor::empty(gamma.shape(), gamma.dtype(), x.device()),
                    Tensor::empty(gamma.shape(), gamma.dtype(), x.device())};
   if (x.numel() == 0) {
@@ -137,7 +142,8 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
     g.dbeta.zero_();
     return g;
   }
-  ZT_RUN(layer_norm_backward, __func__, x.device(), dy, x, gamma, mean, rstd, g.dx, g.dgamma, g.dbeta);
+  ZT_RUN(layer_norm_backward, __func__, x.device(), dy, x, gamma, mean, rstd, dx_into && accumulate,
+         dx_into ? *dx_into : g.dx, g.dgamma, g.dbeta);
   return g;
 }
 

@@ -10,6 +10,7 @@ rounded once to the dtype (our contract: 16-bit values in, f32 compute, one roun
             [B, T, (H + 2K) D] (v passes), positions 0..T-1, inv_freq = 1 / theta^(2i/D)
                                                                          params {n_head, n_kv_head, theta}
   swiglu    silu(gate) * up of gate_up [..., 2I] (gate first: Phi-3's gate_up_proj)
+  add_rms_norm  s + rms_norm(s) with s = x + r: a pre-norm block's two uses of its residual sum
 """
 import json
 import os
@@ -72,6 +73,8 @@ def main():
     b.case("rope_mha_h2_d6", "rope", "f32", [((2, 3, 36), False)], once(lambda x: rope(x, 2, 2, 100.0)),
            {"n_head": 2, "n_kv_head": 2, "theta": 100.0})
     b.case("swiglu_wide", "swiglu", "f32", [((2, 70), False)], once(swiglu), scale=4.0)
+    b.case("add_rms_norm_2x3x20", "add_rms_norm", "f32", [((2, 3, 20), False), ((2, 3, 20), False), ((20,), False)],
+           once(lambda x, r, w: (x + r) + rms_norm(x + r, w, 1e-5)), {"eps": 1e-5})  # Note [fused residual norms]
     with open(os.path.join(HERE, "llama.json"), "w") as f:
         json.dump({"generator": "tests/golden/gen_golden_llama.py", "torch": torch.__version__, "cases": b.cases}, f,
                   separators=(",", ":"))

@@ -29,6 +29,17 @@ def layer_norm(b, name, dtype, shape, eps=1e-5, t=False, scale=1.0):
            lambda x, g, bb: F.layer_norm(x, (c,), g, bb, eps), {"eps": eps}, scale=scale)
 
 
+def add_layer_norm(b, name, dtype, shape, eps=1e-5):
+    """A pre-norm block's two uses of the residual sum s = x + r: s + layer_norm(s)."""
+    c = shape[-1]
+
+    def f(x, r, g, bb):
+        s = x + r
+        return s + F.layer_norm(s, (c,), g, bb, eps)
+    b.case(name, "add_layer_norm", dtype, [(tuple(shape), False), (tuple(shape), False), ((c,), False), ((c,), False)],
+           f, {"eps": eps})
+
+
 def select(b, name, dtype, shape, dim, index):
     b.case(name, "select", dtype, [(tuple(shape), False)], lambda x: x.select(dim, index),
            {"dim": dim, "index": index})
@@ -50,6 +61,7 @@ def main():
     layer_norm(b, "layer_norm_t", "f32", [6, 9], t=True)  # a strided (transposed) input
     select(b, "select_last_dim", "f32", [3, 4, 5], -1, 2)
     select(b, "select_neg_index", "f32", [3, 4], 0, -1)
+    add_layer_norm(b, "add_layer_norm_2x3x20", "f32", [2, 3, 20])  # Note [fused residual norms]
     with open(os.path.join(HERE, "transformer.json"), "w") as f:
         json.dump({"generator": "tests/golden/gen_golden_transformer.py", "torch": torch.__version__,
                    "cases": b.cases}, f, separators=(",", ":"))

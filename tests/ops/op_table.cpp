@@ -126,6 +126,19 @@ std::vector<OpRow> build() {
   t.push_back(row("rms_norm", [](X x, S s) { return ag::rms_norm(x[0], x[1], param(s, "eps")); },
                   {in({{3, 7}, {7}}, {{"params", {{"eps", 1e-6}}}}),
                    in({{2, 2, 11}, {11}}, {{"params", {{"eps", 1e-3}}}})}));
+  // Note [fused residual norms]: out = s + norm(s), s = x + r, so the norm's dx adds into the add's.
+  t.push_back(row("add_layer_norm",
+                  [](X x, S s) {
+                    const ag::AddNorm a = ag::add_layer_norm(x[0], x[1], x[2], x[3], param(s, "eps"));
+                    return ag::add(a.sum, a.y);
+                  },
+                  {in({{2, 3, 20}, {2, 3, 20}, {20}, {20}}, {{"params", {{"eps", 1e-5}}}})}));
+  t.push_back(row("add_rms_norm",
+                  [](X x, S s) {
+                    const ag::AddNorm a = ag::add_rms_norm(x[0], x[1], x[2], param(s, "eps"));
+                    return ag::add(a.sum, a.y);
+                  },
+                  {in({{2, 3, 20}, {2, 3, 20}, {20}}, {{"params", {{"eps", 1e-5}}}})}));
   // Tables of the case's positions on the input's device (the model makes them once per length).
   t.push_back(row("rope",
                   [](X x, S s) {

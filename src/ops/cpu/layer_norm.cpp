@@ -77,13 +77,13 @@ void forward_row(const float* __restrict x, const float* __restrict g, const flo
 
 }  // namespace
 
-void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,
-                Tensor& rstd) {
+void layer_norm(const Tensor& x, const Tensor* residual, const Tensor& gamma, const Tensor& beta, float eps, Tensor* sum,
+                Tensor& y, Tensor& mean, Tensor& rstd) {
   const int64_t c = x.size(-1);
   const std::vector<float> g = f32_values(gamma, "layer_norm"), b = f32_values(beta, "layer_norm");
   float* pm = mean.data<float>();
   float* pr = rstd.data<float>();
-  norm_rows(x, y, "layer_norm", [&](int64_t r, const float* __restrict xr, float* __restrict yr) {
+  norm_rows(x, residual, sum, y, "layer_norm", [&](int64_t r, const float* __restrict xr, float* __restrict yr) {
     const float m = lane_sum(xr, c) / float(c);
     const float s = 1.f / std::sqrt(lane_sq_dev(xr, m, c) / float(c) + eps);
     forward_row(xr, g.data(), b.data(), m, s, c, yr);
@@ -95,7 +95,7 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float 
 // xhat = (x - mean) * rstd, wdy = dy * gamma:
 // dx = rstd * (wdy - mean(wdy) - xhat * mean(wdy * xhat)); dgamma = sum_rows dy * xhat; dbeta = sum_rows dy.
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
-                         Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                         bool accumulate, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const int64_t c = x.size(-1), rows = x.numel() / c;
   const std::vector<float> g = f32_values(gamma, "layer_norm_backward");
   const float* pm = mean.data<float>();
@@ -104,7 +104,7 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
   const int64_t grain = row_grain(c), chunks = (rows + grain - 1) / grain;
   std::vector<float> part(size_t(chunks) * size_t(2 * c), 0.f);
   norm_chunks(
-      dy, x, dx, grain, "layer_norm_backward",
+      dy, x, accumulate, dx, grain, "layer_norm_backward",
       [&](int64_t ch, int64_t r, const float* __restrict xr, const float* __restrict d, float* __restrict o, float*) {
         float* __restrict dg = part.data() + size_t(ch) * size_t(2 * c);
         backward_row(xr, d, g.data(), pm[r], pr[r], c, o, dg, dg + c);

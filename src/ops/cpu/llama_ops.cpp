@@ -34,11 +34,12 @@ inline float sigmoid(float g) { return 1.f / (1.f + exp_approx(-g)); }
 }  // namespace
 
 // y = x * rstd * gamma, rstd = 1 / sqrt(mean(x^2) + eps) (Hugging Face's LlamaRMSNorm, in f32).
-void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd) {
+void rms_norm(const Tensor& x, const Tensor* residual, const Tensor& gamma, float eps, Tensor* sum, Tensor& y,
+              Tensor& rstd) {
   const int64_t c = x.size(-1);
   const std::vector<float> g = f32_values(gamma, "rms_norm");
   float* pr = rstd.data<float>();
-  norm_rows(x, y, "rms_norm", [&](int64_t r, const float* __restrict xr, float* __restrict yr) {
+  norm_rows(x, residual, sum, y, "rms_norm", [&](int64_t r, const float* __restrict xr, float* __restrict yr) {
     const float* __restrict gg = g.data();
     const float s = 1.f / std::sqrt(lane_dot(xr, xr, c) / float(c) + eps);
     for (int64_t i = 0; i < c; ++i) yr[i] = xr[i] * s * gg[i];
@@ -47,14 +48,14 @@ void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor
 }
 
 // w = dy * gamma: dx = rstd * w - x * rstd^3 * mean(w * x); dgamma = sum_rows dy * x * rstd.
-void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
-                       Tensor& dgamma) {
+void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, bool accumulate,
+                       Tensor& dx, Tensor& dgamma) {
   const int64_t c = x.size(-1), rows = x.numel() / c;
   const std::vector<float> g = f32_values(gamma, "rms_norm_backward");
   const float* pr = rstd.data<float>();
   const int64_t grain = row_grain(c), chunks = (rows + grain - 1) / grain;
   std::vector<float> part(size_t(chunks) * size_t(c), 0.f);
-  norm_chunks(dy, x, dx, grain, "rms_norm_backward",
+  norm_chunks(dy, x, accumulate, dx, grain, "rms_norm_backward",
               [&](int64_t ch, int64_t r, const float* __restrict xr, const float* __restrict d, float* __restrict o,
                   float* __restrict w) {
                 const float* __restrict gg = g.data();

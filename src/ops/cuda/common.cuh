@@ -133,6 +133,22 @@ inline int row_threads(int64_t c) {
   return t;
 }
 
+// ---- the norms' fused residual (both ways) ----
+// Row r of a norm's input: x's, or x + residual rounded to T and written to sum's row first (as
+// ops::add makes it). Each thread later reads back only the columns it wrote, so no barrier.
+template <typename T>
+__device__ __forceinline__ const T* norm_input_row(const T* px, const T* pres, T* psum, int64_t r, int64_t c) {
+  if (!pres) return px + r * c;
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x)
+    psum[r * c + i] = from_f<T>(to_f(px[r * c + i]) + to_f(pres[r * c + i]));
+  return psum + r * c;
+}
+// A norm's dx value into *o: written, or added to the residual's gradient there (rounded once).
+template <typename T>
+__device__ __forceinline__ void store_dx(T* o, float v, bool accumulate) {
+  *o = from_f<T>(accumulate ? to_f(*o) + v : v);
+}
+
 __device__ __forceinline__ int64_t global_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int64_t grid_stride() { return int64_t(gridDim.x) * blockDim.x; }
 

@@ -17,10 +17,11 @@ __device__ __forceinline__ float sigmoid(float g) { return 1.f / (1.f + exp_appr
 
 // One block per row: rstd = 1 / sqrt(mean(x^2) + eps), then y = x * rstd * gamma.
 template <typename T>
-__global__ void rms_norm_rows(const T* px, const float* g, float eps, int64_t c, T* py, float* rstd) {
+__global__ void rms_norm_rows(const T* px, const T* pres, const float* g, float eps, int64_t c, T* psum, T* py,
+                              float* rstd) {
   __shared__ float shm[32];
   const int64_t r = blockIdx.x;
-  const T* x = px + r * c;
+  const T* x = norm_input_row(px, pres, psum, r, c);
   T* y = py + r * c;
   float q = 0.f;
   for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
@@ -34,7 +35,8 @@ __global__ void rms_norm_rows(const T* px, const float* g, float eps, int64_t c,
 
 // w = dy * gamma: dx = rstd * w - x * (mean(w * x) * rstd^3); one block per row.
 template <typename T>
-__global__ void rms_norm_dx_rows(const T* pd, const T* px, const float* g, const float* rstd, int64_t c, T* pdx) {
+__global__ void rms_norm_dx_rows(const T* pd, const T* px, const float* g, const float* rstd, int64_t c, bool accumulate,
+                                 T* pdx) {
   __shared__ float shm[32];
   const int64_t r = blockIdx.x;
   const T* d = pd + r * c;
@@ -44,7 +46,8 @@ __global__ void rms_norm_dx_rows(const T* pd, const T* px, const float* g, const
   float a = 0.f;
   for (int64_t i = threadIdx.x; i < c; i += blockDim.x) a += (to_f(d[i]) * g[i]) * to_f(x[i]);
   const float k = block_reduce(a, SumOp{}, 0.f, shm) / float(c) * s * s * s;
-  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) o[i] = from_f<T>(s * (to_f(d[i]) * g[i]) - to_f(x[i]) * k);
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x)
+    store_dx(o + i, s * (to_f(d[i]) * g[i]) - to_f(x[i]) * k, accumulate);
 }
 
 // Column sums of dy * (x * rstd) over the rows of row block blockIdx.y into part[block][c]: the
@@ -107,21 +110,23 @@ __global__ void swiglu_backward_kernel(const T* dy, const T* x, int64_t total, i
 
 }  // namespace
 
-void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd) {
+void rms_norm(const Tensor& x, const Tensor* residual, const Tensor& gamma, float eps, Tensor* sum, Tensor& y,
+              Tensor& rstd) {
   Ctx ctx(x);
   const int64_t c = x.size(-1), rows = x.numel() / c;
   const Tensor g = f32_copy(gamma);  // kept alive until the launch is enqueued
   dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    rms_norm_rows<T><<<unsigned(rows), row_threads(c), 0, ctx.stream>>>(ptr<const T>(x), ptr<const float>(g), eps, c,
-                                                                        ptr<T>(y), ptr<float>(rstd));
+    rms_norm_rows<T><<<unsigned(rows), row_threads(c), 0, ctx.stream>>>(
+        ptr<const T>(x), residual ? ptr<const T>(*residual) : nullptr, ptr<const float>(g), eps, c,
+        sum ? ptr<T>(*sum) : nullptr, ptr<T>(y), ptr<float>(rstd));
   });
   check_launch("rms_norm");
 }
 
 // dx per row; dgamma in two stages over fixed row blocks (no atomics: the same bits every run).
-void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
-                       Tensor& dgamma) {
+void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, bool accumulate,
+                       Tensor& dx, Tensor& dgamma) {
   Ctx ctx(x);
   const int64_t c = x.size(-1), rows = x.numel() / c;
   const Tensor g = f32_copy(gamma);
@@ -131,7 +136,7 @@ void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, c
   dispatch_float(x.dtype(), "rms_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     rms_norm_dx_rows<T><<<unsigned(rows), row_threads(c), 0, ctx.stream>>>(
-        ptr<const T>(dy), ptr<const T>(x), ptr<const float>(g), ptr<const float>(rstd), c, ptr<T>(dx));
+        ptr<const T>(dy), ptr<const T>(x), ptr<const float>(g), ptr<const float>(rstd), c, accumulate, ptr<T>(dx));
     check_launch("rms_norm_backward");
     const dim3 grid(unsigned((c + kThreads - 1) / kThreads), unsigned(nb));
     rms_norm_dg_part<T><<<grid, kThreads, 0, ctx.stream>>>(ptr<const T>(dy), ptr<const T>(x), ptr<const float>(rstd),

@@ -52,11 +52,11 @@ __global__ void embedding_runs_kernel(const U* dy, const int32_t* row_of_run, co
 
 // One block per row: two passes for mean and variance, one for y = (x - mean) * rstd * g + b.
 template <typename T>
-__global__ void layer_norm_rows(const T* px, const float* g, const float* b, float eps, int64_t c, T* py, float* mean,
-                                float* rstd) {
+__global__ void layer_norm_rows(const T* px, const T* pres, const float* g, const float* b, float eps, int64_t c,
+                                T* psum, T* py, float* mean, float* rstd) {
   __shared__ float shm[32];
   const int64_t r = blockIdx.x;
-  const T* x = px + r * c;
+  const T* x = norm_input_row(px, pres, psum, r, c);
   T* y = py + r * c;
   float s = 0.f;
   for (int64_t i = threadIdx.x; i < c; i += blockDim.x) s += to_f(x[i]);
@@ -77,7 +77,7 @@ __global__ void layer_norm_rows(const T* px, const float* g, const float* b, flo
 // dx = rstd * (wdy - mean(wdy) - xhat * mean(wdy * xhat)), wdy = dy * gamma; one block per row.
 template <typename T>
 __global__ void layer_norm_dx_rows(const T* pd, const T* px, const float* g, const float* mean, const float* rstd,
-                                   int64_t c, T* pdx) {
+                                   int64_t c, bool accumulate, T* pdx) {
   __shared__ float shm[32];
   const int64_t r = blockIdx.x;
   const T* d = pd + r * c;
@@ -94,7 +94,7 @@ __global__ void layer_norm_dx_rows(const T* pd, const T* px, const float* g, con
   const float mb = block_reduce(sb, SumOp{}, 0.f, shm) / float(c);
   for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
     const float h = (to_f(x[i]) - m) * s;
-    o[i] = from_f<T>(s * (to_f(d[i]) * g[i] - ma - h * mb));
+    store_dx(o + i, s * (to_f(d[i]) * g[i] - ma - h * mb), accumulate);
   }
 }
 
@@ -241,22 +241,22 @@ std::vector<int32_t> touched_rows(const Tensor& ids, int64_t num_rows) {
   return rows;
 }
 
-void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,
-                Tensor& rstd) {
+void layer_norm(const Tensor& x, const Tensor* residual, const Tensor& gamma, const Tensor& beta, float eps, Tensor* sum,
+                Tensor& y, Tensor& mean, Tensor& rstd) {
   Ctx ctx(x);
   const int64_t c = x.size(-1), rows = x.numel() / c;
   const Tensor g = f32_copy(gamma), b = f32_copy(beta);  // kept alive until the launch is enqueued
   dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     layer_norm_rows<T><<<unsigned(rows), row_threads(c), 0, ctx.stream>>>(
-        ptr<const T>(x), ptr<const float>(g), ptr<const float>(b), eps, c, ptr<T>(y), ptr<float>(mean),
-        ptr<float>(rstd));
+        ptr<const T>(x), residual ? ptr<const T>(*residual) : nullptr, ptr<const float>(g), ptr<const float>(b), eps, c,
+        sum ? ptr<T>(*sum) : nullptr, ptr<T>(y), ptr<float>(mean), ptr<float>(rstd));
   });
   check_launch("layer_norm");
 }
 
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
-                         Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                         bool accumulate, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   Ctx ctx(x);
   const int64_t c = x.size(-1), rows = x.numel() / c;
   const Tensor g = f32_copy(gamma);
@@ -267,7 +267,7 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
     using T = typename decltype(tag)::type;
     layer_norm_dx_rows<T><<<unsigned(rows), row_threads(c), 0, ctx.stream>>>(
         ptr<const T>(dy), ptr<const T>(x), ptr<const float>(g), ptr<const float>(mean), ptr<const float>(rstd), c,
-        ptr<T>(dx));
+        accumulate, ptr<T>(dx));
     check_launch("layer_norm_backward");
     const dim3 grid(unsigned((c + kThreads - 1) / kThreads), unsigned(nb));
     layer_norm_dgb_part<T><<<grid, kThreads, 0, ctx.stream>>>(ptr<const T>(dy), ptr<const T>(x),

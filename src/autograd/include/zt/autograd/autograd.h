@@ -122,6 +122,12 @@ Tensor detached(const Tensor& t);
 // Attaches a node to `out` when grad mode is on and some input requires grad; returns `out`.
 Tensor record(Tensor out, std::vector<Tensor> inputs, const char* name, BackwardFn fn);
 
+// During a backward pass, the gradient other uses of the non-leaf t have accumulated so far (its
+// node's slot, which the engine owns alone): a backward may add its contribution there in place
+// and return none for t (Note [fused residual norms] in zt/ops/transformer.h). nullptr for a leaf
+// or where no gradient has reached t yet.
+Tensor* accumulated_grad(const Tensor& t);
+
 // Runs reverse mode from `root`; grad_root defaults to ones (root must then have 1 element).
 // Saved state is released as nodes finish, so the graph can be used only once.
 void backward(const Tensor& root, Tensor grad_root = {});

@@ -15,12 +15,20 @@ namespace zt::ag {
 // autograd::set_sparse_grad, backward also adds the rows it touched to its touched_rows().
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps = 1e-5f);
+// A pre-norm block's residual add and the norm after it in one pass (Note [fused residual norms]
+// in zt/ops/transformer.h): sum = x + r and y = norm(sum), the values and gradients of ag::add
+// then the norm.
+struct AddNorm {
+  Tensor sum, y;
+};
+AddNorm add_layer_norm(const Tensor& x, const Tensor& r, const Tensor& gamma, const Tensor& beta, float eps);
 // Identity when p == 0; otherwise ops::dropout with this seed (the caller picks a fresh seed per call).
 Tensor dropout(const Tensor& x, float p, uint64_t seed);
 // qkv [B, T, (H + 2K) D] -> [B, T, H D]; see ops::attention (n_kv_head 0: n_head).
 Tensor attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask, int64_t n_kv_head = 0);
 // The Llama family's ops (ops::rms_norm, ops::rope, ops::swiglu).
 Tensor rms_norm(const Tensor& x, const Tensor& gamma, float eps);
+AddNorm add_rms_norm(const Tensor& x, const Tensor& r, const Tensor& gamma, float eps);
 Tensor rope(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, const ops::RopeTables& tables);
 Tensor swiglu(const Tensor& gate_up);
 // x[:, index, :] of a [B, T, C] tensor -> [B, C] (BERT's [CLS] row); gradient scattered back.

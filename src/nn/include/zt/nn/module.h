@@ -79,6 +79,9 @@ class Module {
   virtual Tensor forward(const Tensor& x) = 0;
   // Modules with several inputs override this; the default passes a single input to forward.
   virtual Tensor forward_inputs(const std::vector<Tensor>& inputs);
+  // A call of this module by another entry than forward (LayerNorm::add_norm): its hooks run
+  // around `run`, the post-hook on the tensor it returns.
+  Tensor hooked(const std::function<Tensor()>& run);
   Tensor register_parameter(const std::string& name, Tensor t);
   // Eager: allocates and runs `init` now; under DeferredInit: shape only (Note [deferred init]).
   Tensor register_parameter(const std::string& name, const Shape& shape, Init init);

@@ -11,6 +11,10 @@
 #include "zt/nn/module.h"
 #include "zt/ops/gelu.h"
 
+namespace zt::ag {
+struct AddNorm;  // zt/autograd/layers.h
+}
+
 namespace zt::nn {
 
 // Initialisers drawing from a shared generator in registration order.
@@ -54,6 +58,8 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t dim, float eps = 1e-5f);
   const char* type_name() const override { return "LayerNorm"; }
+  // x + r and its norm in one pass (ag::add_layer_norm), called as the module is.
+  ag::AddNorm add_norm(const Tensor& x, const Tensor& r);
   Tensor weight, bias;
 
  protected:

@@ -22,16 +22,24 @@ void embedding_backward_add(const Tensor& dy, const Tensor& ids, DType dt, Tenso
 std::vector<int32_t> touched_rows(const Tensor& ids, int64_t num_rows);
 
 // ---- layer norm over the last dimension (torch.nn.functional.layer_norm) ----
+// Note [fused residual norms]: a pre-norm block's residual add and the norm after it are one pass
+// (residual given: the norm of x + residual, whose sum, the values ops::add makes, comes back in
+// `sum`); the norm's backward writes dx into a given tensor, or adds it to the gradient already
+// there (accumulate: the residual's, rounded once), so no separate add pass reads dx again.
 struct LayerNormResult {
   Tensor y;           // x's shape and dtype
   Tensor mean, rstd;  // [rows] f32, saved for backward
+  Tensor sum;         // x + residual where a residual was given
 };
-LayerNormResult layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
+LayerNormResult layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                           const Tensor* residual = nullptr);
 struct LayerNormGrads {
-  Tensor dx, dgamma, dbeta;  // dgamma/dbeta in gamma's dtype
+  Tensor dx, dgamma, dbeta;  // dgamma/dbeta in gamma's dtype; dx undefined where dx_into took it
 };
-LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                   const LayerNormResult& saved);
+// x: what was normalised (the sum, where the forward took a residual). dx_into: contiguous, x's
+// shape and dtype.
+LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const LayerNormResult& saved,
+                                   Tensor* dx_into = nullptr, bool accumulate = false);
 
 // ---- dropout ----
 // Keeps each element with probability 1-p and scales it by 1/(1-p). The mask is a counter-based
@@ -60,15 +68,18 @@ Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Attention
 
 // ---- the Llama family: RMSNorm, rotary position embeddings, SwiGLU ----
 // RMSNorm over the last dimension (Hugging Face's LlamaRMSNorm): y = x / sqrt(mean(x^2) + eps) * gamma.
+// A residual and dx_into as layer_norm's (Note [fused residual norms]).
 struct RmsNormResult {
   Tensor y;     // x's shape and dtype
   Tensor rstd;  // [rows] f32, saved for backward
+  Tensor sum;   // x + residual where a residual was given
 };
-RmsNormResult rms_norm(const Tensor& x, const Tensor& gamma, float eps);
+RmsNormResult rms_norm(const Tensor& x, const Tensor& gamma, float eps, const Tensor* residual = nullptr);
 struct RmsNormGrads {
-  Tensor dx, dgamma;  // dgamma in gamma's dtype
+  Tensor dx, dgamma;  // dgamma in gamma's dtype; dx undefined where dx_into took it
 };
-RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const RmsNormResult& saved);
+RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const RmsNormResult& saved,
+                               Tensor* dx_into = nullptr, bool accumulate = false);
 
 // Rotary position embeddings in Hugging Face's convention (Note [rotary halves] in cpu/llama_ops.cpp)
 // on a packed qkv as attention takes it: the query and key heads of token t rotate by t * theta^(-2i/D),
