@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -72,6 +73,22 @@ class Ctx {
 
 // Temporary device memory from the caching allocator, tagged workspace.
 inline Tensor workspace(const Shape& shape, DType dt, Device d) { return Tensor::empty(shape, dt, MemTag::workspace, d); }
+
+// Threads that fill the device twice over (every SM at full occupancy, two waves): what the
+// column sums of bias and norm gradients split their rows to reach. Read once per device.
+inline int64_t filling_threads(const Ctx& ctx) {
+  static std::atomic<int64_t> cached[64] = {};
+  const int d = ctx.device().index;
+  int64_t n = d < 64 ? cached[d].load() : 0;
+  if (n == 0) {
+    int sms = 0, per_sm = 0;
+    ZT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
+    ZT_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, d));
+    n = 2 * int64_t(sms) * per_sm;
+    if (d < 64) cached[d] = n;
+  }
+  return n;
+}
 
 // Waits for this stream's work (the kernels that return a host value).
 inline void sync(cudaStream_t s) { ZT_CUDA_CHECK(cudaStreamSynchronize(s)); }

@@ -134,8 +134,10 @@ void sum_dim(const Tensor& x, int64_t outer, int64_t r, int64_t inner, float fac
       }
       return;
     }
-    // Few outputs over a long r: split r into chunks (grid y) so enough threads run.
-    const int64_t chunks = std::clamp<int64_t>(std::min<int64_t>((65536 + m - 1) / m, (r + 31) / 32), 1, 1024);
+    // Few outputs over a long r (a bias gradient: C columns of B T rows): split r into chunks
+    // (grid y) until the device is full.
+    const int64_t fill = filling_threads(ctx);
+    const int64_t chunks = std::clamp<int64_t>(std::min<int64_t>((fill + m - 1) / m, (r + 31) / 32), 1, 1024);
     const int64_t per = (r + chunks - 1) / chunks;
     const dim3 grid(std::min<unsigned>(blocks_for(m), 65535u), unsigned(chunks));
     if (chunks == 1) {
