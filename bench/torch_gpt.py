@@ -92,6 +92,34 @@ def make_gpt(args):
     return model
 
 
+def use_sdpa():
+    """The oracles' attention through F.scaled_dot_product_attention (PyTorch >= 2.0: FlashAttention-2
+    or the memory-efficient kernel on a GPU), as a practitioner's model runs it; the same product."""
+    def gpt_attention(self, qkv):
+        bn, tn, c3 = qkv.shape
+        c, h = c3 // 3, oracle.N_HEAD
+        q, k, v = (t.reshape(bn, tn, h, c // h).transpose(1, 2) for t in qkv.split(c, dim=-1))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(bn, tn, c)
+
+    def llama_forward(self, x):
+        o = llama_oracle
+        bn, tn, _ = x.shape
+        d = o.N_EMBD // o.N_HEAD
+        q = self.q_proj(x).view(bn, tn, o.N_HEAD, d).transpose(1, 2)
+        k = self.k_proj(x).view(bn, tn, self.kv, d).transpose(1, 2)
+        v = self.v_proj(x).view(bn, tn, self.kv, d).transpose(1, 2)
+        cos, sin = (t.to(x.device) for t in o.rope_cos_sin(tn, d, q.dtype))
+        q = q * cos + o.rotate_half(q, self.bug) * sin
+        k = k * cos + o.rotate_half(k, self.bug) * sin
+        rep = o.N_HEAD // self.kv
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(out.transpose(1, 2).reshape(bn, tn, o.N_EMBD))
+
+    oracle.Block.attention = gpt_attention
+    llama_oracle.Attention.forward = llama_forward
+
+
 def train(model, opt, args, dtype, rank=0, world=1):
     dev = torch.device(args.device)
     batches = [tuple(t.to(dev) for t in batch_of(args, s, rank, world)) for s in range(args.warmup + args.steps)]
@@ -143,9 +171,15 @@ def single(args):
     torch.set_num_threads(args.threads)
     for dtype in args.dtype:
         model = args.make(args).to(args.device)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
-        emit(args, model, 0, 1, args.threads, dtype, train(model, opt, args, dtype), variant="single",
-             device=args.device)
+        fused = {"fused": True} if args.device == "cuda" else {}  # the GPU's one-kernel AdamW, as trainers set it
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, **fused)
+        run = torch.compile(model) if args.compile else model
+        res = train(run, opt, args, dtype)
+        if args.device == "cuda":
+            res["peak_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+            torch.cuda.reset_peak_memory_stats()
+        emit(args, model, 0, 1, args.threads, dtype, res, variant="single", device=args.device,
+             attention=args.attention, compiled=bool(args.compile))
 
 
 def worker(rank, world, port, args):
@@ -198,6 +232,9 @@ def main():
     p.add_argument("--variants", default="ddp,zero", help="world > 1: ddp, zero (DDP + ZeroRedundancyOptimizer)")
     p.add_argument("--threads", type=int, default=0, help="threads per rank (0: cores / world)")
     p.add_argument("--device", default="cpu", help="cpu, or cuda (one process; bf16 is autocast on the GPU)")
+    p.add_argument("--attention", default="eager", choices=["eager", "sdpa"],
+                   help="the oracle's softmax(q k^T) v, or F.scaled_dot_product_attention (PyTorch >= 2.0)")
+    p.add_argument("--compile", type=int, default=0, help="one process: the model through torch.compile (1)")
     args = p.parse_args()
     args.dtype = args.dtype.split(",")
     args.variants = args.variants.split(",")
@@ -210,6 +247,12 @@ def main():
     args.ffn = args.ffn or (8 * args.embd // 3 + 63) // 64 * 64
     args.tie = bool(args.tie)
     args.make = make_llama if args.family == "llama" else make_gpt
+    if args.attention == "sdpa":
+        if not hasattr(F, "scaled_dot_product_attention"):
+            p.error(f"--attention sdpa needs PyTorch >= 2.0, this is {torch.__version__}")
+        use_sdpa()
+    if args.compile and (args.world > 1 or not hasattr(torch, "compile")):
+        p.error("--compile runs one process on PyTorch >= 2.0")
     if args.world > 1:
         mp.spawn(worker, args=(args.world, free_port(), args), nprocs=args.world, join=True)
     else:
