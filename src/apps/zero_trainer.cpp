@@ -7,9 +7,11 @@
 #include <filesystem>
 
 #include "memory_plan.h"
+#include "models/model_kind.h"
 #include "session.h"
 #include "trainer.h"
 #include "zt/autograd/autograd.h"
+#include "zt/ops/transformer.h"
 #include "zt/train/checkpoints.h"
 #include "zt/zero/engine.h"
 #include "zt/zero/products.h"
@@ -239,8 +241,13 @@ class ZeroTrainer : public Trainer {
                                                                                        : "model states, parameters") +
           " and activations on " + dev.str() + (dev.type == DeviceType::cuda ? "" : " (the simulated GPU)") +
           (comm::stages_through_host(group_, dev) ? ", collectives staged through the host" : "");
+    std::string attention;  // which kernels its attention runs (cuDNN's, or the own ones and why)
+    if (const ModelKind& kind = model_kind(cfg_); kind.attention) {
+      const AttentionHeads h = kind.attention(cfg_);
+      attention = "; attention: " + ops::attention_path(dev, dt_, h.n_head, h.n_kv_head, h.head_size, h.key_mask);
+    }
     lines.push_back("zerotrain: rank 0: " + threads + "; " + processor_note() + "; comm backend " + group_.backend() +
-                    on_device);
+                    on_device + attention);
     // Note [gradient blocks]: a bucket far below a parameter's size makes its gradient many collectives.
     int64_t rounds = 0, elems = 0;
     for (const zero::BufferPlan& b : engine_->plan().buffers)

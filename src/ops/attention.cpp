@@ -56,6 +56,12 @@ AttentionResult attention(const Tensor& qkv_in, int64_t n_head, bool causal, con
   return r;
 }
 
+std::string attention_path(Device d, DType dt, int64_t n_head, int64_t n_kv_head, int64_t head_size, bool key_mask) {
+  ZT_CHECK(n_head >= 1 && n_kv_head >= 1 && n_head % n_kv_head == 0 && head_size >= 1, "[attention] ", n_kv_head,
+           " key/value heads must divide ", n_head, " query heads of size ", head_size);
+  return ZT_RUN(attention_path, __func__, d, dt, n_head, n_kv_head, head_size, key_mask);
+}
+
 Tensor attention_backward(const Tensor& dout_in, const Tensor& qkv_in, const AttentionResult& saved, int64_t n_head,
                           bool causal, const Tensor* key_mask, int64_t n_kv_head) {
   const char* op = "attention_backward";

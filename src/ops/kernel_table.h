@@ -8,6 +8,7 @@
 // Kernels receive validated, contiguous (matmul: possibly transposed) inputs and allocated
 // outputs, all on the table's device, and only compute.
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -32,7 +33,7 @@ namespace zt::ops::detail {
 // dbeta have gamma's dtype. Both norms: a residual (x's dtype) makes them normalise x + residual,
 // rounded to x's dtype and written to sum; their backward's `accumulate` adds dx to dx's values
 // (the residual's gradient), rounded once. attention (shapes as in zt/ops/transformer.h): dout, qkv and out share
-// qkv's dtype, dqkv is written whole. rms_norm: rstd [rows] f32; rope: cos, sin [T, D/2] f32, out
+// qkv's dtype, dqkv is written whole; attention_path names the kernels a call of that shape runs. rms_norm: rstd [rows] f32; rope: cos, sin [T, D/2] f32, out
 // has qkv's shape and dtype. cast and axpy_: same numel, any float dtypes; sum_of_squares_to
 // leaves the sum on the device: out (i64 [k], x's device) holds its double's bits at `slot`.
 // max_pool2d: k x k windows, stride s, no padding; its backward zeroes dx, then adds dy at each
@@ -78,6 +79,7 @@ namespace zt::ops::detail {
                     Tensor& out, Tensor& lse))                                                                         \
   X(attention_backward, void(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,              \
                              int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& dqkv))    \
+  X(attention_path, std::string(DType dt, int64_t n_head, int64_t n_kv_head, int64_t head_size, bool key_mask))     \
   X(cast, void(const Tensor& src, Tensor& dst))                                                                        \
   X(scale_, void(Tensor & x, float s))                                                                                 \
   X(axpy_, void(Tensor & dst, float alpha, const Tensor& src))                                                         \

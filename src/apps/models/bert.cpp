@@ -158,6 +158,12 @@ extern const ModelKind kBert{
                   int64_t n) { return masked_example(c, n, /*per_token=*/c.model.as<BertKeys>().head == "mlm"); },
     .rows_per_sample = sequence_length,
     .extra_flops_per_row = transformer_attention_flops,
+    .attention =
+        [](const config::Config& c) {
+          AttentionHeads h = causal_attention(c);
+          h.key_mask = true;  // its padding, both ways
+          return h;
+        },
     .eval_batch = eval_batch_is_micro,
     .hf_mapping = hf_mapping,
     .hf_config = hf_config,

@@ -13,6 +13,7 @@ struct LlamaKeys : TransformerKeys {
   int64_t n_kv_head = 0, intermediate_size = 0;
   double rope_theta = 10000.0, rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false, qkv_bias = false;
+  int64_t kv_heads() const override { return n_kv_head > 0 ? n_kv_head : n_head; }
 };
 
 }  // namespace zt::apps

@@ -22,6 +22,12 @@ namespace zt::apps {
 
 using ParamShapes = std::vector<std::pair<std::string, Shape>>;  // a model's parameters, model order
 
+// A model's attention heads, as ops::attention_path takes them (the start line names its kernels).
+struct AttentionHeads {
+  int64_t n_head, n_kv_head, head_size;
+  bool key_mask;  // padding keys masked (BERT's attention_mask)
+};
+
 struct ModelKind {
   const char* type;  // the model.type that selects it
   // Its keys of the model section: their names, how they are read and checked (config::parse runs
@@ -42,6 +48,8 @@ struct ModelKind {
   // FLOPs a row costs beyond 6 per parameter (Note [step cost]): a transformer token's attention, a
   // convolution's weights applied at every position of its image.
   int64_t (*extra_flops_per_row)(const config::Config& c) = nullptr;
+  // Its attention's heads; null for a model without attention.
+  AttentionHeads (*attention)(const config::Config& c) = nullptr;
   // Samples per evaluation forward, given the training micro-batch, before any data is read.
   int64_t (*eval_batch)(const config::Config& c, int64_t micro);
   // An image model: the features a sample has, and the keys that set them for the data's error

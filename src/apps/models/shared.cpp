@@ -75,6 +75,11 @@ int64_t transformer_attention_flops(const config::Config& c) {
   return 12 * k.n_layer * k.n_embd * sequence_length(c);
 }
 
+AttentionHeads causal_attention(const config::Config& c) {
+  const auto& k = c.model.as<TransformerKeys>();
+  return {k.n_head, k.kv_heads(), k.n_embd / k.n_head, false};
+}
+
 ModelShape transformer_shape(const config::Config& c) {
   const auto& k = c.model.as<TransformerKeys>();
   return {.vocab_size = k.vocab_size, .block_size = k.block_size};
@@ -110,6 +115,7 @@ ModelKind language_model(const char* type, config::ModelFamily family, decltype(
           .example = lm_example,
           .rows_per_sample = sequence_length,
           .extra_flops_per_row = transformer_attention_flops,
+          .attention = causal_attention,
           .eval_batch = eval_batch_is_micro,
           .generates_with = "gpt2",
           .hf_mapping = hf_mapping,

@@ -49,6 +49,7 @@ struct TransformerKeys : config::ModelKeys {
   int64_t vocab_size = 50257, block_size = 256, n_layer = 6, n_head = 6, n_embd = 384;
   double dropout = 0.0;
   int64_t hidden_size() const override { return n_embd; }
+  virtual int64_t kv_heads() const { return n_head; }  // grouped-query attention's key/value heads
 };
 // A function, not a global: the entries copy it during static initialisation.
 std::vector<std::string> transformer_keys();
@@ -59,6 +60,8 @@ nn::TransformerConfig transformer_config(const TransformerKeys& k, const config:
 ModelShape transformer_shape(const config::Config& c);  // vocab_size, block_size
 // QK^T and AV of a token, forward and backward: 12 x n_layer x n_embd x the sequence length.
 int64_t transformer_attention_flops(const config::Config& c);
+// A decoder's heads (model.n_head, its key/value heads, n_embd / n_head), no key mask.
+AttentionHeads causal_attention(const config::Config& c);
 
 inline int64_t input_dim_features(const config::Config& c) { return c.model.as<MlpKeys>().input_dim; }
 inline ModelShape mlp_shape(const config::Config& c) { return {.num_classes = c.model.as<MlpKeys>().num_classes}; }

@@ -3,6 +3,7 @@
 // conventions as ops.h: f32, bf16 and f16 inputs (16-bit compute in f32, round once), errors
 // name the op, outputs are new contiguous tensors tagged current_tag().
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "zt/core/tensor.h"
@@ -62,6 +63,9 @@ struct AttentionResult {
 };
 AttentionResult attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor* key_mask,
                           int64_t n_kv_head = 0);
+// Which kernels attention runs on d for heads of this shape and dtype, as the start line names them
+// (on a GPU: cuDNN's fused flash attention, or the own kernels and why cuDNN's does not take it).
+std::string attention_path(Device d, DType dt, int64_t n_head, int64_t n_kv_head, int64_t head_size, bool key_mask);
 // -> dqkv in qkv's shape and dtype; recomputes scores block by block from lse.
 Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const AttentionResult& saved, int64_t n_head,
                           bool causal, const Tensor* key_mask, int64_t n_kv_head = 0);
