@@ -344,5 +344,18 @@ TEST(Attention, BadShapesAndMasksAreErrorsNamingTheOp) {
   EXPECT_EQ(ops::attention(Tensor::zeros({2, 0, 6}), 2, true, nullptr).lse.shape(), (Shape{2, 2, 0}));
 }
 
+// The start line's words for the kernels: the CPU's own, a GPU's named (cuDNN's or the own ones
+// and why, Note [cudnn attention]); heads that do not group are an error naming the op.
+TEST(Attention, ThePathNamesTheKernelsOfEachBackend) {
+  EXPECT_EQ(ops::attention_path(Device::cpu(), DType::bf16, 12, 4, 64, false), "own flash kernels (cpu)");
+  EXPECT_EQ(ops::attention_path(Device::sim(), DType::f32, 4, 4, 16, true), "own flash kernels (cpu)");
+  EXPECT_THROW(ops::attention_path(Device::cpu(), DType::f32, 12, 5, 64, false), Error);
+  if (backend_present("cuda")) {
+    const Device gpu = backend_device("cuda");
+    EXPECT_NE(ops::attention_path(gpu, DType::bf16, 12, 12, 64, false).find("cuDNN"), std::string::npos);
+    EXPECT_NE(ops::attention_path(gpu, DType::f32, 12, 12, 64, false).find("own"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace zt::test
