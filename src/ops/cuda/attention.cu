@@ -1,8 +1,9 @@
 // CUDA scaled dot-product attention, flash style: tiles of 32 queries x 32 keys through shared
 // memory with an online softmax (f32), no T x T scores; backward recomputes P from lse. 16-bit
-// tensors with common head sizes take the tensor-core tiles of attention_tc.cu instead. Grouped-
-// query attention reads each query head's kv head in place; a kv head's dK and dV sum over its
-// group's query heads in head order within one block (no atomics).
+// tensors go to cuDNN's fused flash attention where it takes them (attention_cudnn.cpp, Note
+// [cudnn attention]), else, with common head sizes, to the tensor-core tiles of attention_tc.cu.
+// Grouped-query attention reads each query head's kv head in place; a kv head's dK and dV sum over
+// its group's query heads in head order within one block (no atomics).
 #include "attention_common.cuh"
 
 namespace zt::ops::cuda {
@@ -247,10 +248,26 @@ __global__ void attention_backward_dkv(const T* qkv, const T* dout, const float*
 
 }  // namespace
 
+// The start line's words: cuDNN's where cudnn_refusal takes heads of this size and dtype (a
+// sequence of 1024; what depends on the length, the device or the plan is said at run time), else
+// the own kernels, tensor-core for 16-bit heads of 16-128 (attention_tc.cu), and cuDNN's reason.
+std::string attention_path(DType dt, int64_t n_head, int64_t n_kv_head, int64_t head_size, bool key_mask) {
+  static const int32_t masked = 1;
+  Geo g{};
+  g.B = 1, g.T = 1024, g.H = n_head, g.K = n_kv_head, g.G = n_head / n_kv_head, g.D = head_size;
+  g.C = n_head * head_size, g.W = (n_head + 2 * n_kv_head) * head_size, g.causal = !key_mask;
+  g.mask = key_mask ? &masked : nullptr;
+  const char* why = attn::cudnn_refusal(g, dt);
+  if (!why) return "cuDNN fused flash attention (cuda)";
+  const bool tc = dt != DType::f32 && (head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128);
+  return std::string(tc ? "own tensor-core kernels" : "own kernels") + " (cuda; cuDNN's refuses " + why + ")";
+}
+
 void attention(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& out,
                Tensor& lse) {
   Ctx ctx(qkv);
   const Geo g = geometry(qkv, n_head, n_kv_head, causal, key_mask);
+  if (attn::forward_cudnn(qkv, g, out, lse, ctx)) return;  // Note [cudnn attention]
   if (attn::forward_tc(qkv, g, out, lse, ctx)) return;
   const dim3 grid(unsigned((g.T + kTile - 1) / kTile), unsigned(g.H), unsigned(g.B));
   const size_t bytes = size_t(kTile * (4 * g.D + 1) + kWarps * 32) * sizeof(float);
@@ -270,6 +287,8 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
                         int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& dqkv) {
   Ctx ctx(qkv);
   const Geo g = geometry(qkv, n_head, n_kv_head, causal, key_mask);
+  // cuDNN's backward only where its forward ran (it reads cuDNN's Stats as lse).
+  if (attn::backward_cudnn(dout, qkv, out, lse, g, dqkv, ctx)) return;
   // Freed after enqueueing: the stream orders any reuse of this memory after these kernels.
   Tensor dsum = workspace({g.B, g.H, g.T}, DType::f32, qkv.device());
   const dim3 grid(unsigned((g.T + kTile - 1) / kTile), unsigned(g.H), unsigned(g.B));

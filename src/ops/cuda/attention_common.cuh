@@ -3,6 +3,7 @@
 // opt-in for large shared memory (the SIMT tiles in attention.cu, the tensor-core ones in
 // attention_tc.cu).
 #include "../attention_geometry.h"
+#include "attention_cudnn.h"
 #include "common.cuh"
 
 namespace zt::ops::cuda::attn {
@@ -36,5 +37,16 @@ void allow_shared(K kernel, size_t bytes, const Geo& g, const Ctx& ctx) {
 bool forward_tc(const Tensor& qkv, const Geo& g, Tensor& out, Tensor& lse, const Ctx& ctx);
 bool backward_tc(const Tensor& dout, const Tensor& qkv, const Tensor& lse, const Tensor& dsum, const Geo& g,
                  Tensor& dqkv, const Ctx& ctx);
+
+// cuDNN's fused flash attention where it applies (Note [cudnn attention]); false (nothing
+// launched) elsewhere. cudnn_refusal (attention_cudnn.h) says why a call is not taken; these pass
+// the Ctx's device and stream to the host-compiled attention_cudnn.cpp.
+inline bool forward_cudnn(const Tensor& qkv, const Geo& g, Tensor& out, Tensor& lse, const Ctx& ctx) {
+  return forward_cudnn_on(qkv, g, out, lse, ctx.device(), ctx.stream);
+}
+inline bool backward_cudnn(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const Geo& g,
+                           Tensor& dqkv, const Ctx& ctx) {
+  return backward_cudnn_on(dout, qkv, out, lse, g, dqkv, ctx.device(), ctx.stream);
+}
 
 }  // namespace zt::ops::cuda::attn

@@ -1,43 +1,15 @@
 // CUDA convolutions (cuDNN 9's legacy API, NCHW, f32 compute; algorithms and descriptors cached
 // per geometry) with bias and bias-gradient kernels, and max pooling with its argmax, both ways.
-#include <cudnn.h>
-
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "common.cuh"
+#include "cudnn_common.h"
 
 namespace zt::ops::cuda {
 
 namespace {
-
-void dnn_check(cudnnStatus_t s, const char* what) {
-  if (s != CUDNN_STATUS_SUCCESS) ZT_THROW_AS(ErrorKind::internal, "[cuda] ", what, ": ", cudnnGetErrorString(s));
-}
-#define ZT_DNN_CHECK(expr) dnn_check((expr), #expr)
-
-// One handle per GPU, made on first use (its device current) and kept for the process.
-cudnnHandle_t handle_for(int index) {
-  static std::mutex mu;
-  static auto* handles = new std::unordered_map<int, cudnnHandle_t>();  // never destroyed
-  std::lock_guard<std::mutex> lock(mu);
-  cudnnHandle_t& h = (*handles)[index];
-  if (!h) ZT_DNN_CHECK(cudnnCreate(&h));
-  return h;
-}
-
-cudnnDataType_t dnn_type(DType dt) {
-  switch (dt) {
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    default:
-      return CUDNN_DATA_FLOAT;
-  }
-}
 
 enum Dir { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
 

@@ -1,0 +1,247 @@
+// Attention through cuDNN's fused flash attention (cuDNN 9's backend graph API, no cudnn-frontend):
+// forward and backward for bf16 and f16, causal or not, one execution plan per shape.
+//
+// Note [cudnn attention]: attention.cu tries this path before its own kernels. cuDNN's attention
+// engines recognise an operation graph by its pattern, so sdpa_graph.cpp builds exactly the
+// nodes cudnn-frontend's composite SDPA nodes lower to on cuDNN 9.19, in their order and with
+// their tensor types (virtual tensors f32, but 16-bit for the forward's P and the backward's
+// transposed P and dS and per-head dK and dV; indices int32, the mask boolean):
+//   forward: S = Q K^T (matmul, f32 accumulation); S * scale (a by-value f32); causal: row and
+//     column indices (GEN_INDEX, axes 2 and 3), row >= col (CMP_GE), BINARY_SELECT of S or a
+//     by-value -inf; softmax: max (reduction), S - max, exp, sum (reduction), Stats = max +
+//     log(sum), P = exp / sum (16-bit); O = P V.
+//   backward: Dot = sum over features of dO * O (times a by-value 1) into an f32 scratch the
+//     caller provides; P = exp(S * scale - Stats), masked as above; dV = P^T dO (a reshape to the
+//     transposed view, then a matmul); dS = P (dO V^T - Dot) scale; dK = dS^T Q; dQ = dS K.
+//     With fewer kv heads, dK and dV are made per query head and summed over each group
+//     (a reduction); the forward's matmuls broadcast the kv heads themselves.
+// Layout: Q, K and V are read in place from qkv's [B, T, W] rows: Q [B, H, T, D] with strides
+// [T W, D, W, 1], K given transposed as K^T [B, K, D, T] with strides [T W, D, 1, W] (the form
+// cuDNN's first matmul takes), V [B, K, T, D] like Q, at element offsets 0, H D and (H + K) D.
+// O and dO are [B, H, T, D] with strides [T H D, D, H D, 1] over out's [B, T, H D] rows; dQ, dK
+// and dV are the same views of dqkv, which the backward therefore writes whole. Every tensor is
+// declared 16-byte aligned; the calls check their base pointers (head sizes that are multiples
+// of 8 keep the K and V offsets and the row strides aligned).
+// Stats is our lse: the composite softmax writes max + log(sum(exp(s - max))) over each query's
+// scaled, masked scores, with natural exp and log (no log2 form, not max and sum apart), f32
+// [B, H, T, 1] with strides [H T, T, 1, 1], which is lse's [B, H, T] exactly; the forward writes
+// it straight into lse. The backward still takes cuDNN only where the forward did: the same
+// refusal and a cached forward plan for the shape (so it reads cuDNN's own Stats).
+// Determinism: cudnn-frontend's set_deterministic_algorithm is no backend attribute; it changes
+// the graph: dQ straight out of the dS K matmul, where the default graph has that matmul write an
+// f32 dQ accumulator (a non-virtual workspace tensor filled with atomics) and an IDENTITY
+// pointwise round it into dQ. We build only the deterministic form, which cuDNN runs with dP kept
+// in workspace (about B H T T 2 bytes); plans needing more than 256 MiB of workspace (the
+// frontend's default limit, CUDNN_FRONTEND_ATTN_DP_WORKSPACE_LIMIT, for choosing that form), or
+// 1/32 of the device's memory where that is more, are refused. On Blackwell (compute capability 10 and up) the frontend also pins an engine and its
+// knobs, which this file does not do, so the backward refuses there (the forward runs).
+// Plans: heuristics mode A, then its engine configs in order, the first whose execution plan
+// finalizes; cached per (device, dtype, B, T, H, K, D, causal, direction) under a mutex and
+// kept for the process with their descriptors (one cuDNN handle per GPU, cudnn_common.h, given
+// the device's stream at each call); the workspace comes from the caching allocator.
+// Refused (the own kernels run, nothing is thrown): ZT_CUDNN_ATTENTION=0 (read once); a cuDNN
+// library older than 9.10.2 (the frontend's known bugs, and its older mask value); f32 (cuDNN's
+// fused attention is 16-bit); a key mask (cuDNN's padding mask takes sequence lengths, not a
+// mask per key); head sizes that are not a multiple of 8 or exceed 128 (the backward's limit
+// off Hopper); T = 1 (the backward does not take one query and one key); T not a multiple of 128
+// on cuDNN up to 9.15.0 (where the frontend patches the backward with a padding mask); and, at
+// run time, unaligned pointers, a GPU before Ampere, a shape no plan finalizes for (remembered,
+// said once on stderr), the backward on Blackwell or without the forward. Errors while executing
+// a plan throw.
+// This path has never run on a GPU in this repository: it is compiled only, its attributes
+// checked against cuDNN 9.19's headers and cudnn-frontend's source, not against an engine;
+// ZT_CUDNN_ATTENTION=0 lets a GPU check compare it with the own kernels.
+#include "attention_cudnn.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "cudnn_common.h"
+#include "sdpa_graph.h"
+
+namespace zt::ops::cuda::attn {
+
+namespace {
+
+// The deterministic backward's workspace (dP, about B H T T 2 bytes) at most: the frontend's 256
+// MiB, or 1/32 of the device's memory where that is more (64 x 1024 tokens of GPT-2 need 1.5 GiB).
+int64_t max_workspace(Device dev) {
+  cudaDeviceProp prop{};
+  const int64_t floor = int64_t(256) << 20;
+  if (cudaGetDeviceProperties(&prop, dev.index) != cudaSuccess) return floor;
+  return std::max(floor, int64_t(prop.totalGlobalMem / 32));
+}
+
+bool enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("ZT_CUDNN_ATTENTION");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+// A shape's plan, or a refusal (plan null).
+struct Entry {
+  cudnnBackendDescriptor_t plan = nullptr;
+  int64_t workspace = 0;
+};
+
+using Key = std::array<int64_t, 9>;  // device, dtype, B, T, H, K, D, causal, backward
+
+Key key_of(Device dev, DType dt, const Geo& g, bool backward) {
+  return {dev.index, int64_t(dt), g.B, g.T, g.H, g.K, g.D, int64_t(g.causal), int64_t(backward)};
+}
+
+struct Cache {
+  std::mutex mu;
+  std::map<Key, Entry> entries;  // never erased: entries' addresses stay valid
+};
+Cache& cache() {
+  static auto* c = new Cache();  // never destroyed, as the plans
+  return *c;
+}
+
+// Why cuDNN's attention does not run (the backward: deterministically) on this device, or empty.
+std::string device_refusal(Device dev, bool backward) {
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev.index) != cudaSuccess)
+    return "the device's compute capability is unknown";
+  if (major < 8) return "a GPU before Ampere (cuDNN's fused attention needs compute capability 8.0)";
+  if (backward && major >= 10) return "Blackwell (a deterministic backward needs a pinned engine and knobs)";
+  return "";
+}
+
+// The plan of this call's shape and direction, built on first use; null where cuDNN refuses it.
+const Entry* plan_for(cudnnHandle_t h, Device dev, DType dt, const Geo& g, bool backward) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto [it, fresh] = c.entries.try_emplace(key_of(dev, dt, g, backward));
+  if (fresh) {
+    std::string why = device_refusal(dev, backward);
+    if (why.empty()) {
+      const sdpa::Plan p = sdpa::build(h, g, dnn_type(dt), backward, max_workspace(dev));
+      if (p.plan)
+        it->second = Entry{p.plan, p.workspace};
+      else
+        why = p.why;
+    }
+    if (!why.empty())
+      std::fprintf(stderr,
+                   "zerotrain: cuDNN attention refuses the %s of %s B=%lld T=%lld H=%lld K=%lld D=%lld%s on %s: %s; "
+                   "the own kernels run it\n",
+                   backward ? "backward" : "forward", dtype_name(dt), (long long)g.B, (long long)g.T, (long long)g.H,
+                   (long long)g.K, (long long)g.D, g.causal ? " causal" : "", dev.str().c_str(), why.c_str());
+  }
+  return it->second.plan ? &it->second : nullptr;
+}
+
+// Whether the forward of this shape ran through cuDNN (its plan exists).
+bool forward_took(Device dev, DType dt, const Geo& g) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.entries.find(key_of(dev, dt, g, false));
+  return it != c.entries.end() && it->second.plan;
+}
+
+bool aligned(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (reinterpret_cast<uintptr_t>(t->raw_data()) % 16 != 0) return false;
+  return true;
+}
+
+// Stream-ordered scratch of at least `bytes` (none for 0): freed once the call is enqueued, its
+// reuse ordered after the call by the stream.
+Tensor scratch(int64_t bytes, Device dev) {
+  return bytes > 0 ? Tensor::empty({(bytes + 7) / 8}, DType::i64, MemTag::workspace, dev) : Tensor();
+}
+
+// Q, K and V's first elements in a [B, T, W] buffer (qkv or dqkv).
+std::array<void*, 3> qkv_views(const Tensor& t, const Geo& g) {
+  char* base = static_cast<char*>(t.raw_data());
+  const int64_t size = int64_t(dtype_size(t.dtype()));
+  return {base + g.q_col(0) * size, base + g.k_col(0) * size, base + g.v_col(0) * size};
+}
+
+struct VariantPack {
+  cudnnBackendDescriptor_t d = nullptr;
+  VariantPack() { ZT_DNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &d)); }
+  ~VariantPack() { cudnnBackendDestroyDescriptor(d); }
+  VariantPack(const VariantPack&) = delete;
+  VariantPack& operator=(const VariantPack&) = delete;
+};
+
+// Enqueues the plan on the handle's stream with the first n (uid, pointer) pairs.
+void execute(cudnnHandle_t h, const Entry& e, int64_t n, const int64_t* uids, void* const* ptrs, void* workspace) {
+  VariantPack pack;
+  ZT_DNN_CHECK(cudnnBackendSetAttribute(pack.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
+  ZT_DNN_CHECK(cudnnBackendSetAttribute(pack.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
+  ZT_DNN_CHECK(cudnnBackendSetAttribute(pack.d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
+  ZT_DNN_CHECK(cudnnBackendFinalize(pack.d));
+  ZT_DNN_CHECK(cudnnBackendExecute(h, e.plan, pack.d));
+}
+
+}  // namespace
+
+const char* cudnn_refusal(const Geo& g, DType dt) {
+  static const size_t version = cudnnGetVersion();
+  if (!enabled()) return "ZT_CUDNN_ATTENTION=0";
+  if (version < 91002) return "a cuDNN library older than 9.10.2";
+  if (dt == DType::f32) return "f32 (cuDNN's fused attention is 16-bit)";
+  if (dt != DType::bf16 && dt != DType::f16) return "a dtype other than bf16 and f16";
+  if (g.mask) return "a key mask (cuDNN's padding mask takes sequence lengths)";
+  if (g.D % 8 != 0 || g.D > 128) return "a head size that is not a multiple of 8 up to 128";
+  if (g.T < 2) return "a sequence of one (cuDNN's backward does not take one query and one key)";
+  if (g.K < 1 || g.H % g.K != 0) return "query heads that are not a multiple of the kv heads";
+  if (version <= 91500 && g.T % 128 != 0)
+    return "a sequence length that is not a multiple of 128 on cuDNN up to 9.15.0";
+  return nullptr;
+}
+
+bool forward_cudnn_on(const Tensor& qkv, const Geo& g, Tensor& out, Tensor& lse, Device dev, cudaStream_t stream) {
+  const DType dt = qkv.dtype();
+  if (cudnn_refusal(g, dt) || !aligned({&qkv, &out, &lse})) return false;
+  const cudnnHandle_t h = handle_for(dev.index);
+  const Entry* e = plan_for(h, dev, dt, g, false);
+  if (!e) return false;
+  ZT_DNN_CHECK(cudnnSetStream(h, stream));
+  const Tensor ws = scratch(e->workspace, dev);
+  float scale = g.scale, neg_inf = -std::numeric_limits<float>::infinity();
+  const auto in = qkv_views(qkv, g);
+  const int64_t uids[] = {sdpa::kQ, sdpa::kK, sdpa::kV, sdpa::kO, sdpa::kStats, sdpa::kScale, sdpa::kNegInf};
+  void* const ptrs[] = {in[0], in[1], in[2], out.raw_data(), lse.raw_data(), &scale, &neg_inf};
+  execute(h, *e, g.causal ? 7 : 6, uids, ptrs, ws.defined() ? ws.raw_data() : nullptr);
+  return true;
+}
+
+bool backward_cudnn_on(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const Geo& g,
+                       Tensor& dqkv, Device dev, cudaStream_t stream) {
+  const DType dt = qkv.dtype();
+  if (cudnn_refusal(g, dt) || !aligned({&dout, &qkv, &out, &lse, &dqkv}) || !forward_took(dev, dt, g)) return false;
+  const cudnnHandle_t h = handle_for(dev.index);
+  const Entry* e = plan_for(h, dev, dt, g, true);
+  if (!e) return false;
+  ZT_DNN_CHECK(cudnnSetStream(h, stream));
+  // Dot (f32 [B, H, T]) first, then cuDNN's own workspace from a 256-byte boundary.
+  const int64_t dot_bytes = (g.B * g.H * g.T * int64_t(sizeof(float)) + 255) / 256 * 256;
+  const Tensor ws = scratch(dot_bytes + e->workspace, dev);
+  char* w = static_cast<char*>(ws.raw_data());
+  float scale = g.scale, one = 1.f, neg_inf = -std::numeric_limits<float>::infinity();
+  const auto in = qkv_views(qkv, g), d = qkv_views(dqkv, g);
+  const int64_t uids[] = {sdpa::kQ,  sdpa::kK,  sdpa::kV,     sdpa::kO,   sdpa::kDO,  sdpa::kStats, sdpa::kDQ,
+                          sdpa::kDK, sdpa::kDV, sdpa::kScale, sdpa::kOne, sdpa::kDot, sdpa::kNegInf};
+  void* const ptrs[] = {in[0],  in[1], in[2], out.raw_data(), dout.raw_data(), lse.raw_data(), d[0], d[1], d[2],
+                        &scale, &one,  w,     &neg_inf};
+  execute(h, *e, g.causal ? 13 : 12, uids, ptrs, e->workspace > 0 ? w + dot_bytes : nullptr);
+  return true;
+}
+
+}  // namespace zt::ops::cuda::attn
