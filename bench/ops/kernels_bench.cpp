@@ -1,4 +1,5 @@
-// Layer norm forward + backward (ms, GB/s) at the GPT benchmarks' shapes, the MLP's bias + GELU
+// Layer norm forward + backward (ms, GB/s) at the GPT benchmarks' shapes, the residual sum fused
+// with the norm both ways (against add, norm, add of dx), the MLP's bias + GELU
 // backward at rows x 4C (fused against gelu_backward + sum over rows), the classifier's loss and
 // gradient at rows x GPT-2's vocabulary (one pass against two, Note [one-pass classifier]), and
 // memcpy GB/s (the memory-bandwidth ceiling that AdamW's update and the shared-memory collectives
@@ -35,6 +36,30 @@ void layer_norm_line(int64_t rows, int64_t C, DType dt) {
       "\"fwd_bwd_ms\":%.3f,\"fwd_gbps\":%.2f,\"bwd_gbps\":%.2f}\n",
       long(rows), long(C), dtype_name(dt), num_threads(), fwd, bwd, fwd + bwd, 2 * bytes / fwd / 1e6,
       3 * bytes / bwd / 1e6);
+  std::fflush(stdout);
+}
+
+// A pre-norm block's residual sum and its norm, forward then backward with the residual's gradient
+// already in the sum's slot: fused (Note [fused residual norms]) against add, norm, and an add of dx.
+void residual_norm_line(int64_t rows, int64_t C, DType dt) {
+  Tensor x = bench::uniform({rows, C}, dt, 1), r = bench::uniform({rows, C}, dt, 2), dy = bench::uniform({rows, C}, dt, 3);
+  Tensor gamma = bench::uniform({C}, dt, 4), beta = bench::uniform({C}, dt, 5);
+  Tensor slot = bench::uniform({rows, C}, dt, 6);
+  const double fused = bench::ms_per_call([&] {
+    const ops::LayerNormResult f = ops::layer_norm(x, gamma, beta, 1e-5f, &r);
+    (void)ops::layer_norm_backward(dy, f.sum, gamma, f, &slot, /*accumulate=*/true);
+  });
+  const double unfused = bench::ms_per_call([&] {
+    const Tensor sum = ops::add(x, r);
+    const ops::LayerNormResult f = ops::layer_norm(sum, gamma, beta, 1e-5f);
+    ops::add_(slot, ops::layer_norm_backward(dy, sum, gamma, f).dx);
+  });
+  // At least: read x, r; write sum, y; read dy, sum, the slot; write the slot.
+  const double bytes = 8 * double(rows * C) * double(dtype_size(dt));
+  std::printf(
+      "{\"op\":\"residual_norm\",\"rows\":%ld,\"C\":%ld,\"dtype\":\"%s\",\"threads\":%d,\"fused_ms\":%.3f,"
+      "\"unfused_ms\":%.3f,\"speedup\":%.2f,\"fused_gbps\":%.2f}\n",
+      long(rows), long(C), dtype_name(dt), num_threads(), fused, unfused, unfused / fused, bytes / fused / 1e6);
   std::fflush(stdout);
 }
 
@@ -104,6 +129,8 @@ int main(int argc, char** argv) {
   if (shapes.empty()) shapes = {{2048, 192}, {1024, 768}};
   for (auto [rows, C] : shapes)
     for (DType dt : {DType::f32, DType::bf16}) layer_norm_line(rows, C, dt);
+  for (auto [rows, C] : shapes)
+    for (DType dt : {DType::f32, DType::bf16}) residual_norm_line(rows, C, dt);
   for (auto [rows, C] : shapes)  // the MLP's hidden width
     for (DType dt : {DType::f32, DType::bf16}) bias_gelu_line(rows, 4 * C, dt);
   for (DType dt : {DType::f32, DType::bf16}) classifier_line(512, 50257, dt);
