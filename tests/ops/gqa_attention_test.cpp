@@ -100,6 +100,36 @@ TEST(GqaAttention, EqualsAttentionOnRepeatedKeysAndValuesOnEveryBackend) {
       }
 }
 
+// 16-bit heads of 64 without a key mask, causal or not, grouped or not: the calls cuDNN's fused
+// attention takes on a GPU (Note [cudnn attention]; T = 192 is its Hopper tail case). Against the
+// cpu's f32 result on the repeated layout, and the backward twice the same bits (determinism).
+TEST(GqaAttention, EveryBackendGivesUnmaskedSixteenBitHeadsTheSameBitsTwice) {
+  for (const Gqa& g : {Gqa{2, 256, 8, 2, 64, true}, Gqa{1, 256, 4, 4, 64, false}, Gqa{1, 192, 6, 2, 64, false}})
+    for (DType dt : {DType::bf16, DType::f16})
+      for (const std::string& b : ops::backends()) {
+        if (!backend_present(b)) continue;
+        SCOPED_TRACE(b + " " + dtype_name(dt) + " H=" + std::to_string(g.H) + " K=" + std::to_string(g.K) +
+                     " T=" + std::to_string(g.T) + (g.causal ? " causal" : ""));
+        const Tensor packed = Tensor::from_vector(randn(g.B * g.T * g.width(), 31), {g.B, g.T, g.width()}, dt);
+        const Tensor dout = Tensor::from_vector(randn(g.B * g.T * g.H * g.D, 32), {g.B, g.T, g.H * g.D}, dt);
+        const Tensor repeated =
+            Tensor::from_vector(repeat_kv(g, packed.to_vector()), {g.B, g.T, 3 * g.H * g.D}, DType::f32);
+        const auto want = ops::attention(repeated, g.H, g.causal, nullptr);
+        const std::vector<float> want_dqkv =
+            ops::attention_backward(dout.to(DType::f32), repeated, want, g.H, g.causal, nullptr).to_vector();
+        const Tensor q = on_backend(packed, b), dy = on_backend(dout, b);
+        const auto got = ops::attention(q, g.H, g.causal, nullptr, g.K);
+        const Tensor d1 = ops::attention_backward(dy, q, got, g.H, g.causal, nullptr, g.K);
+        const Tensor d2 = ops::attention_backward(dy, q, got, g.H, g.causal, nullptr, g.K);
+        const double tol = dt == DType::bf16 ? 2e-2 : 3e-3;
+        const std::vector<float> w = want.out.to_vector();
+        expect_near(got.out.to(Device::cpu()).to_vector(), std::vector<double>(w.begin(), w.end()), tol, "out");
+        const std::vector<float> g1 = d1.to(Device::cpu()).to_vector();
+        expect_near(g1, fold_kv(g, want_dqkv), tol, "dqkv");
+        EXPECT_EQ(d2.to(Device::cpu()).to_vector(), g1) << "a second backward gave other bits";
+      }
+}
+
 // Both backward schedules (a kv head per work item, or key and query blocks) give the same bits.
 TEST(GqaAttention, BothBackwardSchedulesGiveTheSameBits) {
   const Gqa g{1, 200, 4, 2, 32, true};  // B * K = 2 kv heads

@@ -28,7 +28,7 @@ void norm_rows(const Tensor& x, const Tensor* residual, Tensor* sum, Tensor& y, 
       const auto n = static_cast<size_t>(c);
       std::vector<float> xb(n), yb(n), rb(pres ? n : 0), hb(pres ? n : 0);
       for (int64_t r = r0; r < r1; ++r) {
-        const float* __restrict xr = as_f32(px + r * c, xb.data(), c);
+        const float* xr = as_f32(px + r * c, xb.data(), c);  // re-pointed at the sum below
         if (pres) {
           const float* __restrict rr = as_f32(pres + r * c, rb.data(), c);
           float* __restrict h = hb.data();

@@ -31,9 +31,9 @@
 // the graph: dQ straight out of the dS K matmul, where the default graph has that matmul write an
 // f32 dQ accumulator (a non-virtual workspace tensor filled with atomics) and an IDENTITY
 // pointwise round it into dQ. We build only the deterministic form, which cuDNN runs with dP kept
-// in workspace (about B H T T 2 bytes); plans needing more than 256 MiB of workspace (the
-// frontend's default limit, CUDNN_FRONTEND_ATTN_DP_WORKSPACE_LIMIT, for choosing that form), or
-// 1/32 of the device's memory where that is more, are refused. On Blackwell (compute capability 10 and up) the frontend also pins an engine and its
+// in workspace (about B H T T 2 bytes, quadratic in T); plans needing more than 256 MiB of it (the
+// value of CUDNN_FRONTEND_ATTN_DP_WORKSPACE_LIMIT, which the frontend applies to cuDNN 8.9.5-9.0),
+// or 1/32 of the device's memory where that is more, are refused: the own kernels run them. On Blackwell (compute capability 10 and up) the frontend also pins an engine and its
 // knobs, which this file does not do, so the backward refuses there (the forward runs).
 // Plans: heuristics mode A, then its engine configs in order, the first whose execution plan
 // finalizes; cached per (device, dtype, B, T, H, K, D, causal, direction) under a mutex and
@@ -46,8 +46,10 @@
 // off Hopper); T = 1 (the backward does not take one query and one key); T not a multiple of 128
 // on cuDNN up to 9.15.0 (where the frontend patches the backward with a padding mask); and, at
 // run time, unaligned pointers, a GPU before Ampere, a shape no plan finalizes for (remembered,
-// said once on stderr), the backward on Blackwell or without the forward. Errors while executing
-// a plan throw.
+// said once on stderr), the backward on Blackwell or without the forward, and a non-causal
+// backward on Hopper before cuDNN 9.26 with T = 64 mod 128 (cudnn-frontend #628: the zero tail of
+// K and V goes unmasked into exp and can make dQ NaN). Errors while executing a plan throw. One
+// cuDNN handle serves a GPU, so setting its stream and executing hold a mutex.
 // This path has never run on a GPU in this repository: it is compiled only, its attributes
 // checked against cuDNN 9.19's headers and cudnn-frontend's source, not against an engine;
 // ZT_CUDNN_ATTENTION=0 lets a GPU check compare it with the own kernels.
@@ -152,6 +154,20 @@ bool forward_took(Device dev, DType dt, const Geo& g) {
   return it != c.entries.end() && it->second.plan;
 }
 
+// cudnn-frontend #628: on Hopper before cuDNN 9.26, a backward whose T is 64 mod 128 reads K and
+// V's zero tail unmasked where no causal mask covers it.
+bool hopper_tail_bug(Device dev, const Geo& g) {
+  if (g.causal || g.T % 128 != 64 || cudnnGetVersion() >= 92600) return false;
+  int major = 0;
+  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev.index) != cudaSuccess || major == 9;
+}
+
+// A cuDNN handle is one thread's at a time: its stream is set, then the plan enqueued, as one step.
+std::mutex& handle_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 bool aligned(std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
     if (reinterpret_cast<uintptr_t>(t->raw_data()) % 16 != 0) return false;
@@ -212,12 +228,13 @@ bool forward_cudnn_on(const Tensor& qkv, const Geo& g, Tensor& out, Tensor& lse,
   const cudnnHandle_t h = handle_for(dev.index);
   const Entry* e = plan_for(h, dev, dt, g, false);
   if (!e) return false;
-  ZT_DNN_CHECK(cudnnSetStream(h, stream));
   const Tensor ws = scratch(e->workspace, dev);
   float scale = g.scale, neg_inf = -std::numeric_limits<float>::infinity();
   const auto in = qkv_views(qkv, g);
   const int64_t uids[] = {sdpa::kQ, sdpa::kK, sdpa::kV, sdpa::kO, sdpa::kStats, sdpa::kScale, sdpa::kNegInf};
   void* const ptrs[] = {in[0], in[1], in[2], out.raw_data(), lse.raw_data(), &scale, &neg_inf};
+  std::lock_guard<std::mutex> lock(handle_mutex());
+  ZT_DNN_CHECK(cudnnSetStream(h, stream));
   execute(h, *e, g.causal ? 7 : 6, uids, ptrs, ws.defined() ? ws.raw_data() : nullptr);
   return true;
 }
@@ -225,11 +242,12 @@ bool forward_cudnn_on(const Tensor& qkv, const Geo& g, Tensor& out, Tensor& lse,
 bool backward_cudnn_on(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const Geo& g,
                        Tensor& dqkv, Device dev, cudaStream_t stream) {
   const DType dt = qkv.dtype();
-  if (cudnn_refusal(g, dt) || !aligned({&dout, &qkv, &out, &lse, &dqkv}) || !forward_took(dev, dt, g)) return false;
+  if (cudnn_refusal(g, dt) || !aligned({&dout, &qkv, &out, &lse, &dqkv}) || !forward_took(dev, dt, g) ||
+      hopper_tail_bug(dev, g))
+    return false;  // the own backward reads cuDNN's Stats as lse: the same values
   const cudnnHandle_t h = handle_for(dev.index);
   const Entry* e = plan_for(h, dev, dt, g, true);
   if (!e) return false;
-  ZT_DNN_CHECK(cudnnSetStream(h, stream));
   // Dot (f32 [B, H, T]) first, then cuDNN's own workspace from a 256-byte boundary.
   const int64_t dot_bytes = (g.B * g.H * g.T * int64_t(sizeof(float)) + 255) / 256 * 256;
   const Tensor ws = scratch(dot_bytes + e->workspace, dev);
@@ -240,6 +258,8 @@ bool backward_cudnn_on(const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           sdpa::kDK, sdpa::kDV, sdpa::kScale, sdpa::kOne, sdpa::kDot, sdpa::kNegInf};
   void* const ptrs[] = {in[0],  in[1], in[2], out.raw_data(), dout.raw_data(), lse.raw_data(), d[0], d[1], d[2],
                         &scale, &one,  w,     &neg_inf};
+  std::lock_guard<std::mutex> lock(handle_mutex());
+  ZT_DNN_CHECK(cudnnSetStream(h, stream));
   execute(h, *e, g.causal ? 13 : 12, uids, ptrs, e->workspace > 0 ? w + dot_bytes : nullptr);
   return true;
 }
