@@ -161,8 +161,14 @@ Tensor record(Tensor out, std::vector<Tensor> inputs, const char* name, Backward
 }
 
 Tensor* accumulated_grad(const Tensor& t) {
-  const AutogradMeta* m = meta_if(t);
-  return m && m->grad_fn && m->grad_fn->grad.defined() ? &m->grad_fn->grad : nullptr;
+  AutogradMeta* m = t.defined() ? t.impl()->autograd.get() : nullptr;
+  if (!m) return nullptr;
+  if (m->grad_fn) return m->grad_fn->grad.defined() ? &m->grad_fn->grad : nullptr;
+  // A leaf's .grad where accumulate_leaf would add to it in place as it stands (an activation
+  // checkpoint's block input): not stale, and no sink or hook that wants each gradient itself.
+  const bool plain = m->requires_grad && m->grad.defined() && !m->grad_zeroed && !m->grad_sink &&
+                     !m->grad_slot_hook && !m->grad_partial_hook && m->grad.dtype() == t.dtype();
+  return plain ? &m->grad : nullptr;
 }
 
 void backward(const Tensor& root, Tensor grad_root) {

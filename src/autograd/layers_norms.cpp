@@ -39,7 +39,7 @@ Tensor record_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& bet
   saved->sum = Tensor();  // backward needs only mean and rstd; the node must not own its output
   return record(y, {x, gamma, beta}, "layer_norm", [x, gamma, saved](const Tensor& g) {
     Tensor* slot = residual_slot(x);
-    ops::LayerNormGrads r = ops::layer_norm_backward(g, x, gamma, *saved, slot, /*accumulate=*/true);
+    ops::LayerNormGrads r = ops::layer_norm_backward(g, x, gamma, *saved, slot, /*accumulate=*/slot != nullptr);
     return Grads{std::move(r.dx), std::move(r.dgamma), std::move(r.dbeta)};
   });
 }
@@ -49,7 +49,7 @@ Tensor record_rms_norm(const Tensor& x, const Tensor& gamma, std::shared_ptr<ops
   saved->sum = Tensor();  // backward needs only rstd
   return record(y, {x, gamma}, "rms_norm", [x, gamma, saved](const Tensor& g) {
     Tensor* slot = residual_slot(x);
-    ops::RmsNormGrads r = ops::rms_norm_backward(g, x, gamma, *saved, slot, /*accumulate=*/true);
+    ops::RmsNormGrads r = ops::rms_norm_backward(g, x, gamma, *saved, slot, /*accumulate=*/slot != nullptr);
     return Grads{std::move(r.dx), std::move(r.dgamma)};
   });
 }

@@ -31,18 +31,24 @@ inline void check_contiguous(const Tensor& x, const char* op, const char* what) 
 // A fused norm's residual (x's shape and dtype), contiguous; undefined where there is none.
 inline Tensor checked_residual(const Tensor* residual, const Tensor& x, const char* op) {
   if (!residual) return Tensor();
-  check_float(*residual, op);
-  check_same_dtype(*residual, x, op);
+  ZT_CHECK(residual->defined(), "[", op, "] the residual is an undefined tensor");
+  ZT_CHECK(residual->dtype() == x.dtype(), "[", op, "] the residual's dtype ", dtype_name(residual->dtype()),
+           " differs from x's ", dtype_name(x.dtype()));
   check_same_shape(*residual, x, op, "residual", "x");
   return residual->contiguous();
 }
 
-// Where a norm's backward writes dx (Note [fused residual norms]): contiguous, x's shape and dtype.
-inline void check_dx_into(const Tensor& dx, const Tensor& x, const char* op) {
-  ZT_CHECK(dx.defined(), "[", op, "] dx_into is undefined");
-  check_same_dtype(dx, x, op);
+// Where a norm's backward writes dx (Note [fused residual norms]): contiguous, x's shape and
+// dtype, and none of the inputs' memory (the kernels read dy and x after writing dx).
+inline void check_dx_into(const Tensor& dx, const Tensor& x, const Tensor& dy, const char* op) {
+  ZT_CHECK(dx.defined(), "[", op, "] dx_into is an undefined tensor");
+  ZT_CHECK(dx.dtype() == x.dtype(), "[", op, "] dx_into's dtype ", dtype_name(dx.dtype()), " differs from x's ",
+           dtype_name(x.dtype()));
   check_same_shape(dx, x, op, "dx_into", "x");
   check_contiguous(dx, op, "dx_into");
+  for (const Tensor* in : {&x, &dy})
+    ZT_CHECK(!dx.has_storage() || dx.storage() != in->storage(), "[", op, "] dx_into shares memory with ",
+             in == &x ? "x" : "dy", ": the backward reads them after writing dx");
 }
 
 }  // namespace zt::ops::detail

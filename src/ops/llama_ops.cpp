@@ -65,7 +65,8 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
   ZT_CHECK(saved.rstd.defined() && saved.rstd.dtype() == DType::f32 && saved.rstd.shape() == Shape{rows}, "[", op,
            "] saved rstd must be f32 [", rows, "]");
   Tensor dy = dy_in.contiguous(), x = x_in.contiguous(), gamma = gamma_in.contiguous(), rstd = saved.rstd.contiguous();
-  if (dx_into) detail::check_dx_into(*dx_into, x, op);
+  ZT_CHECK(dx_into || !accumulate, "[", op, "] accumulate needs dx_into, the gradient to add dx to");
+  if (dx_into) detail::check_dx_into(*dx_into, x, dy, op);
   RmsNormGrads g{dx_into ? Tensor() : Tensor::empty(x.shape(), x.dtype(), x.device()),
                  Tensor::empty(gamma.shape(), gamma.dtype(), x.device())};
   if (x.numel() == 0) {

@@ -133,7 +133,8 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
              s->defined() ? shape_str(s->shape()) : std::string("undefined"));
   Tensor dy = dy_in.contiguous(), x = x_in.contiguous(), gamma = gamma_in.contiguous();
   Tensor mean = saved.mean.contiguous(), rstd = saved.rstd.contiguous();
-  if (dx_into) detail::check_dx_into(*dx_into, x, op);
+  ZT_CHECK(dx_into || !accumulate, "[", op, "] accumulate needs dx_into, the gradient to add dx to");
+  if (dx_into) detail::check_dx_into(*dx_into, x, dy, op);
   LayerNormGrads g{dx_into ? Tensor() : Tensor::empty(x.shape(), x.dtype(), x.device()),
                    Tensor::empty(gamma.shape(), gamma.dtype(), x.device()),
                    Tensor::empty(gamma.shape(), gamma.dtype(), x.device())};

@@ -122,13 +122,27 @@ TEST(FusedNorm, ABadResidualOrDxTensorIsOneErrorNamingTheOp) {
   EXPECT_THROW(ops::layer_norm(x, g, g, 1e-5f, &r), Error);
   EXPECT_THROW(ops::rms_norm(x, g, 1e-5f, &r16), Error);
   const auto f = ops::layer_norm(x, g, g, 1e-5f);
-  Tensor wrong = randn({4, 2}, 4).transpose(0, 1);  // [2, 4] but not contiguous
-  try {
-    ops::layer_norm_backward(x, x, g, f, &wrong, true);
-    ADD_FAILURE() << "a strided dx_into was taken";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[layer_norm_backward] dx_into"), std::string::npos) << e.what();
-  }
+  const Tensor dy = randn({2, 4}, 5);
+  auto error_of = [](auto fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Tensor strided = randn({4, 2}, 4).transpose(0, 1);  // [2, 4] but not contiguous
+  EXPECT_NE(error_of([&] { ops::layer_norm_backward(dy, x, g, f, &strided, true); })
+                .find("[layer_norm_backward] dx_into of shape [2, 4] must be contiguous"),
+            std::string::npos);
+  Tensor into_dy = dy;  // dy's own memory: the kernels read dy after writing dx
+  EXPECT_NE(error_of([&] { ops::layer_norm_backward(dy, x, g, f, &into_dy, false); }).find("dx_into shares memory with dy"),
+            std::string::npos);
+  const auto fr = ops::rms_norm(x, g, 1e-5f);
+  EXPECT_NE(error_of([&] { ops::rms_norm_backward(dy, x, g, fr, nullptr, true); }).find("accumulate needs dx_into"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { ops::rms_norm(x, g, 1e-5f, &r16); }).find("the residual's dtype bf16 differs from x's f32"),
+            std::string::npos);
 }
 
 // Through autograd: out = sum + norm(sum), sum = x + r (a pre-norm block's two uses of the
@@ -150,6 +164,24 @@ TEST(FusedNorm, AutogradAddsTheNormGradientToTheResidualGradient) {
     expect_bitwise(autograd::grad(x), want, "x's gradient");
     expect_bitwise(autograd::grad(r), want, "r's gradient");
     expect_bitwise(autograd::grad(gamma), dgamma, "gamma's gradient");
+  }
+}
+
+// An activation checkpoint's block input is a leaf: the norm adds dx into its .grad the same way,
+// so 16-bit gradients are the same bits with and without checkpointing (rounded once either way).
+TEST(FusedNorm, ALeafTakesTheNormGradientAsANonLeafDoes) {
+  for (bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "rms_norm" : "layer_norm");
+    const Tensor gamma = randn({32}, 3, DType::bf16), beta = randn({32}, 4, DType::bf16), up = randn({6, 32}, 5, DType::bf16);
+    auto grad_of = [&](bool leaf) {
+      Tensor x = randn({6, 32}, 1, DType::bf16);
+      autograd::set_requires_grad(x, true);
+      const Tensor in = leaf ? x : ag::mul(x, Tensor::full({6, 32}, 1.f, DType::bf16));  // times 1: exact
+      const Tensor y = rms ? ag::rms_norm(in, gamma, 1e-5f) : ag::layer_norm(in, gamma, beta, 1e-5f);
+      autograd::backward(ag::add(in, y), up);
+      return autograd::grad(x);
+    };
+    expect_bitwise(grad_of(true), grad_of(false), "the leaf's gradient");
   }
 }
 

@@ -122,10 +122,11 @@ Tensor detached(const Tensor& t);
 // Attaches a node to `out` when grad mode is on and some input requires grad; returns `out`.
 Tensor record(Tensor out, std::vector<Tensor> inputs, const char* name, BackwardFn fn);
 
-// During a backward pass, the gradient other uses of the non-leaf t have accumulated so far (its
-// node's slot, which the engine owns alone): a backward may add its contribution there in place
-// and return none for t (Note [fused residual norms] in zt/ops/transformer.h). nullptr for a leaf
-// or where no gradient has reached t yet.
+// During a backward pass, the gradient other uses of t have accumulated so far (a non-leaf's node
+// slot, which the engine owns alone; a leaf's .grad where no sink or hook takes its gradients, as
+// an activation checkpoint's block input): a backward may add its contribution there in place and
+// return none for t (Note [fused residual norms] in zt/ops/transformer.h). nullptr where no
+// gradient has reached t yet, or it must go through the engine.
 Tensor* accumulated_grad(const Tensor& t);
 
 // Runs reverse mode from `root`; grad_root defaults to ones (root must then have 1 element).
