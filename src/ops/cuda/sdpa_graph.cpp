@@ -275,16 +275,18 @@ void backward_graph(Graph& gr, const kern::AttentionGeometry& g, cudnnDataType_t
   gr.binary(CUDNN_POINTWISE_SUB, scaled, stats, shifted);
   if (g.causal) shifted = causal_mask(gr, sh, shifted);
   gr.unary(CUDNN_POINTWISE_EXP, shifted, p);
+  // dK or dV = lhs rhs: straight into the kv heads' gradient, or per query head, then summed over
+  // each kv head's group (grouped-query attention).
+  auto kv_grad = [&](Desc lhs, Desc rhs, Desc out) {
+    if (g.H == g.K) return gr.matmul(lhs, rhs, out);
+    Desc heads = gr.virt(io, q_dim, per_head_stride);
+    gr.matmul(lhs, rhs, heads);
+    gr.reduce(CUDNN_REDUCE_TENSOR_ADD, heads, out);
+  };
   // dV = P^T dO
   Desc pt = gr.virt(io, sh.scores, transposed);
   gr.reshape(p, pt);
-  if (g.H == g.K) {
-    gr.matmul(pt, d_o, dv);
-  } else {
-    Desc dv_heads = gr.virt(io, q_dim, per_head_stride);
-    gr.matmul(pt, d_o, dv_heads);
-    gr.reduce(CUDNN_REDUCE_TENSOR_ADD, dv_heads, dv);
-  }
+  kv_grad(pt, d_o, dv);
   // dS = P (dO V^T - Dot) scale
   Desc dp = gr.virt(kF32, sh.scores, sh.scores_stride), centred = gr.virt(kF32, sh.scores, sh.scores_stride);
   Desc weighted = gr.virt(kF32, sh.scores, sh.scores_stride), ds = gr.virt(kF32, sh.scores, sh.scores_stride);
@@ -295,13 +297,7 @@ void backward_graph(Graph& gr, const kern::AttentionGeometry& g, cudnnDataType_t
   // dK = dS^T Q
   Desc dst = gr.virt(io, sh.scores, transposed);
   gr.reshape(ds, dst);
-  if (g.H == g.K) {
-    gr.matmul(dst, q, dk);
-  } else {
-    Desc dk_heads = gr.virt(io, q_dim, per_head_stride);
-    gr.matmul(dst, q, dk_heads);
-    gr.reduce(CUDNN_REDUCE_TENSOR_ADD, dk_heads, dk);
-  }
+  kv_grad(dst, q, dk);
   // dQ = dS K (K^T viewed back as K; f32 as the frontend leaves this virtual view)
   Desc k = gr.virt(kF32, kv_dim, in_stride);
   gr.reshape(kt, k);
