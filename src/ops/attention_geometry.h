@@ -17,6 +17,9 @@ struct AttentionGeometry {
   float scale;
   bool causal;
   const int32_t* mask;  // [B, T] or null
+  // CUDA only: the batches the own kernels compute (nonzero entries; null: all), where cuDNN's
+  // padding mask ran the rest (Note [cudnn padding mask] in cuda/attention_cudnn.cpp).
+  const int32_t* only = nullptr;
   // Columns of query head h, and of key and value head kv, in a qkv row.
   ZT_HOST_DEVICE int64_t q_col(int64_t h) const { return h * D; }
   ZT_HOST_DEVICE int64_t k_col(int64_t kv) const { return (H + kv) * D; }
@@ -29,7 +32,7 @@ inline AttentionGeometry attention_geometry(const Tensor& qkv, int64_t n_head, i
   const int64_t W = qkv.size(2), D = W / (n_head + 2 * n_kv_head);
   return AttentionGeometry{
       qkv.size(0), qkv.size(1), n_head * D, n_head, n_kv_head, n_head / n_kv_head, D, W, 1.f / std::sqrt(float(D)),
-      causal,      mask};
+      causal,      mask,  nullptr};
 }
 
 }  // namespace zt::ops::kern

@@ -130,6 +130,50 @@ TEST(GqaAttention, EveryBackendGivesUnmaskedSixteenBitHeadsTheSameBitsTwice) {
       }
 }
 
+// Key masks per sequence: right padding, none padded, holes, left padding. On a GPU, 16-bit heads
+// of 64 take cuDNN's padding mask for the first two and the own kernels redo the others (Note
+// [cudnn padding mask]); on every backend the values are the cpu's f32 ones on the repeated
+// layout, padded keys' gradients zero, and the backward twice the same bits.
+TEST(GqaAttention, EveryBackendGivesKeyMaskedSixteenBitHeadsTheCpuValues) {
+  const int64_t T = 256;
+  std::vector<int32_t> flags(size_t(4 * T));
+  for (int64_t j = 0; j < T; ++j) {
+    flags[size_t(j)] = j < 200;                // right padding
+    flags[size_t(T + j)] = 1;                  // none
+    flags[size_t(2 * T + j)] = j % 7 != 3;     // holes
+    flags[size_t(3 * T + j)] = j >= 56;        // left padding
+  }
+  for (const Gqa& g : {Gqa{4, T, 8, 2, 64, false}, Gqa{4, T, 4, 4, 64, true}})
+    for (DType dt : {DType::bf16, DType::f16})
+      for (const std::string& b : ops::backends()) {
+        if (!backend_present(b)) continue;
+        SCOPED_TRACE(b + " " + dtype_name(dt) + " H=" + std::to_string(g.H) + " K=" + std::to_string(g.K) +
+                     (g.causal ? " causal" : ""));
+        const Tensor packed = Tensor::from_vector(randn(g.B * g.T * g.width(), 41), {g.B, g.T, g.width()}, dt);
+        const Tensor dout = Tensor::from_vector(randn(g.B * g.T * g.H * g.D, 42), {g.B, g.T, g.H * g.D}, dt);
+        const Tensor mask = Tensor::from_ints(flags, {g.B, g.T});
+        const Tensor repeated =
+            Tensor::from_vector(repeat_kv(g, packed.to_vector()), {g.B, g.T, 3 * g.H * g.D}, DType::f32);
+        const auto want = ops::attention(repeated, g.H, g.causal, &mask);
+        const std::vector<float> want_dqkv =
+            ops::attention_backward(dout.to(DType::f32), repeated, want, g.H, g.causal, &mask).to_vector();
+        const Tensor q = on_backend(packed, b), dy = on_backend(dout, b), m = on_backend(mask, b);
+        const auto got = ops::attention(q, g.H, g.causal, &m, g.K);
+        const Tensor d1 = ops::attention_backward(dy, q, got, g.H, g.causal, &m, g.K);
+        const Tensor d2 = ops::attention_backward(dy, q, got, g.H, g.causal, &m, g.K);
+        const double tol = dt == DType::bf16 ? 2e-2 : 3e-3;
+        const std::vector<float> w = want.out.to_vector();
+        expect_near(got.out.to(Device::cpu()).to_vector(), std::vector<double>(w.begin(), w.end()), tol, "out");
+        const std::vector<float> g1 = d1.to(Device::cpu()).to_vector();
+        expect_near(g1, fold_kv(g, want_dqkv), tol, "dqkv");
+        EXPECT_EQ(d2.to(Device::cpu()).to_vector(), g1) << "a second backward gave other bits";
+        // The first sequence's padded keys (200 on): their dK and dV exactly zero.
+        for (int64_t t = 200; t < T; ++t)
+          for (int64_t c = g.H * g.D; c < g.width(); ++c)
+            ASSERT_EQ(g1[size_t(t * g.width() + c)], 0.f) << "padded key " << t << ", column " << c;
+      }
+}
+
 // Both backward schedules (a kv head per work item, or key and query blocks) give the same bits.
 TEST(GqaAttention, BothBackwardSchedulesGiveTheSameBits) {
   const Gqa g{1, 200, 4, 2, 32, true};  // B * K = 2 kv heads

@@ -13,6 +13,7 @@ namespace {
 using attn::allow_shared;
 using attn::geometry;
 using attn::Geo;
+using attn::skipped;
 using attn::visible;
 
 // Note [cuda attention tiles]: a block of 8 warps owns 32 rows (queries, or keys in dK/dV), 4 per
@@ -57,6 +58,7 @@ template <typename T>
 __global__ void attention_forward(const T* qkv, T* out, float* lse, Geo g) {
   extern __shared__ float smem[];
   const int64_t D = g.D, ld = g.W, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kTile;
+  if (skipped(g, b)) return;  // the whole block, before any barrier
   const int64_t ni = min(int64_t(kTile), g.T - i0);
   float* q = smem;                // [kTile][D], scaled
   float* k = q + kTile * D;       // [kTile][D + 1]
@@ -114,6 +116,7 @@ __global__ void attention_rowsums(const T* dout, const T* out, float* dsum, Geo 
   if (w >= g.B * g.T * g.H) return;
   const int lane = int(threadIdx.x) & 31;
   const int64_t bt = w / g.H, h = w % g.H;
+  if (skipped(g, bt / g.T)) return;
   const T* o = out + bt * g.C + h * g.D;
   const T* d = dout + bt * g.C + h * g.D;
   float s = 0.f;
@@ -129,6 +132,7 @@ __global__ void attention_backward_dq(const T* qkv, const T* dout, const float* 
                                       Geo g) {
   extern __shared__ float smem[];
   const int64_t D = g.D, ld = g.W, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kTile;
+  if (skipped(g, b)) return;  // the whole block, before any barrier
   const int64_t ni = min(int64_t(kTile), g.T - i0);
   const PairTiles t(smem, D);
   float *q = t.own[0], *dO = t.own[1], *k = t.other[0], *v = t.other[1];  // q scaled
@@ -186,6 +190,7 @@ __global__ void attention_backward_dkv(const T* qkv, const T* dout, const float*
                                        Geo g) {
   extern __shared__ float smem[];
   const int64_t D = g.D, ld = g.W, b = blockIdx.z, kv = blockIdx.y, j0 = int64_t(blockIdx.x) * kTile;
+  if (skipped(g, b)) return;  // the whole block, before any barrier
   const int64_t nj = min(int64_t(kTile), g.T - j0);
   const PairTiles t(smem, D);
   float *k = t.own[0], *v = t.own[1], *q = t.other[0], *dO = t.other[1];  // q scaled
@@ -246,6 +251,46 @@ __global__ void attention_backward_dkv(const T* qkv, const T* dout, const float*
   }
 }
 
+// Note [cudnn padding mask]: per sequence (one thread each), its query length T, its key length
+// (the mask's leading ones where the rest are zeros and there is at least one, else T) and
+// whether the own kernels must redo it (its mask is not right padding).
+__global__ void padding_lengths(const int32_t* mask, int64_t B, int64_t T, int32_t* seq_q, int32_t* seq_kv,
+                                int32_t* own) {
+  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  const int32_t* m = mask + b * T;
+  int64_t ones = 0;
+  while (ones < T && m[ones] != 0) ++ones;
+  bool padding = ones > 0;
+  for (int64_t j = ones; j < T && padding; ++j) padding = m[j] == 0;
+  seq_q[b] = int32_t(T);
+  seq_kv[b] = int32_t(padding ? ones : T);
+  own[b] = padding ? 0 : 1;
+}
+
+// A key-masked call's lengths for cuDNN and the sequences the own kernels redo (Note [cudnn
+// padding mask]): three i32 [B] rows 16-byte aligned in one stream-ordered workspace.
+struct Padding {
+  Tensor buf;
+  attn::SeqLengths len;
+  const int32_t* own = nullptr;
+};
+
+// A key-masked call cuDNN may take gets its lengths; any other call none (nothing launched).
+Padding padding(const Geo& g, DType dt, const Ctx& ctx) {
+  Padding p;
+  if (!g.mask || attn::cudnn_refusal(g, dt)) return p;
+  const int64_t row = (g.B + 3) / 4 * 4;
+  p.buf = workspace({3 * row}, DType::i32, ctx.device());
+  int32_t* base = ptr<int32_t>(p.buf);
+  p.len = {base, base + row};
+  p.own = base + 2 * row;
+  padding_lengths<<<unsigned((g.B + 127) / 128), 128, 0, ctx.stream>>>(g.mask, g.B, g.T, base, base + row,
+                                                                    base + 2 * row);
+  check_launch("attention");
+  return p;
+}
+
 }  // namespace
 
 // The start line's words: cuDNN's where cudnn_refusal takes heads of this size and dtype (a
@@ -258,7 +303,9 @@ std::string attention_path(DType dt, int64_t n_head, int64_t n_kv_head, int64_t 
   g.C = n_head * head_size, g.W = (n_head + 2 * n_kv_head) * head_size, g.causal = !key_mask;
   g.mask = key_mask ? &masked : nullptr;
   const char* why = attn::cudnn_refusal(g, dt);
-  if (!why) return "cuDNN fused flash attention (cuda)";
+  if (!why)
+    return key_mask ? "cuDNN fused flash attention (cuda; a sequence whose key mask is not right padding: the own kernels)"
+                    : "cuDNN fused flash attention (cuda)";
   const bool tc = dt != DType::f32 && (head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128);
   return std::string(tc ? "own tensor-core kernels" : "own kernels") + " (cuda; cuDNN's refuses " + why + ")";
 }
@@ -266,8 +313,12 @@ std::string attention_path(DType dt, int64_t n_head, int64_t n_kv_head, int64_t 
 void attention(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& out,
                Tensor& lse) {
   Ctx ctx(qkv);
-  const Geo g = geometry(qkv, n_head, n_kv_head, causal, key_mask);
-  if (attn::forward_cudnn(qkv, g, out, lse, ctx)) return;  // Note [cudnn attention]
+  Geo g = geometry(qkv, n_head, n_kv_head, causal, key_mask);
+  const Padding pad = padding(g, qkv.dtype(), ctx);
+  if (attn::forward_cudnn(qkv, g, pad.len, out, lse, ctx)) {  // Note [cudnn attention]
+    if (!g.mask) return;
+    g.only = pad.own;  // the own kernels redo the sequences whose mask is not right padding
+  }
   if (attn::forward_tc(qkv, g, out, lse, ctx)) return;
   const dim3 grid(unsigned((g.T + kTile - 1) / kTile), unsigned(g.H), unsigned(g.B));
   const size_t bytes = size_t(kTile * (4 * g.D + 1) + kWarps * 32) * sizeof(float);
@@ -286,9 +337,13 @@ void attention(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, bool causal
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, int64_t n_head,
                         int64_t n_kv_head, bool causal, const Tensor* key_mask, Tensor& dqkv) {
   Ctx ctx(qkv);
-  const Geo g = geometry(qkv, n_head, n_kv_head, causal, key_mask);
+  Geo g = geometry(qkv, n_head, n_kv_head, causal, key_mask);
   // cuDNN's backward only where its forward ran (it reads cuDNN's Stats as lse).
-  if (attn::backward_cudnn(dout, qkv, out, lse, g, dqkv, ctx)) return;
+  const Padding pad = padding(g, qkv.dtype(), ctx);
+  if (attn::backward_cudnn(dout, qkv, out, lse, g, pad.len, dqkv, ctx)) {
+    if (!g.mask) return;
+    g.only = pad.own;  // as the forward: these sequences' lse is the own kernels'
+  }
   // Freed after enqueueing: the stream orders any reuse of this memory after these kernels.
   Tensor dsum = workspace({g.B, g.H, g.T}, DType::f32, qkv.device());
   const dim3 grid(unsigned((g.T + kTile - 1) / kTile), unsigned(g.H), unsigned(g.B));

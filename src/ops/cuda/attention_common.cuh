@@ -41,12 +41,16 @@ bool backward_tc(const Tensor& dout, const Tensor& qkv, const Tensor& lse, const
 // cuDNN's fused flash attention where it applies (Note [cudnn attention]); false (nothing
 // launched) elsewhere. cudnn_refusal (attention_cudnn.h) says why a call is not taken; these pass
 // the Ctx's device and stream to the host-compiled attention_cudnn.cpp.
-inline bool forward_cudnn(const Tensor& qkv, const Geo& g, Tensor& out, Tensor& lse, const Ctx& ctx) {
-  return forward_cudnn_on(qkv, g, out, lse, ctx.device(), ctx.stream);
+inline bool forward_cudnn(const Tensor& qkv, const Geo& g, const SeqLengths& len, Tensor& out, Tensor& lse,
+                          const Ctx& ctx) {
+  return forward_cudnn_on(qkv, g, len, out, lse, ctx.device(), ctx.stream);
 }
 inline bool backward_cudnn(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const Geo& g,
-                           Tensor& dqkv, const Ctx& ctx) {
-  return backward_cudnn_on(dout, qkv, out, lse, g, dqkv, ctx.device(), ctx.stream);
+                           const SeqLengths& len, Tensor& dqkv, const Ctx& ctx) {
+  return backward_cudnn_on(dout, qkv, out, lse, g, len, dqkv, ctx.device(), ctx.stream);
 }
+
+// Whether the own kernels skip batch b: cuDNN's padding mask ran it (Note [cudnn padding mask]).
+__device__ __forceinline__ bool skipped(const Geo& g, int64_t b) { return g.only && !g.only[b]; }
 
 }  // namespace zt::ops::cuda::attn

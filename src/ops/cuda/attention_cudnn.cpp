@@ -1,5 +1,5 @@
 // Attention through cuDNN's fused flash attention (cuDNN 9's backend graph API, no cudnn-frontend):
-// forward and backward for bf16 and f16, causal or not, one execution plan per shape.
+// forward and backward for bf16 and f16, causal or not, key-masked or not, one execution plan per shape.
 //
 // Note [cudnn attention]: attention.cu tries this path before its own kernels. cuDNN's attention
 // engines recognise an operation graph by its pattern, so sdpa_graph.cpp builds exactly the
@@ -41,8 +41,7 @@
 // the device's stream at each call); the workspace comes from the caching allocator.
 // Refused (the own kernels run, nothing is thrown): ZT_CUDNN_ATTENTION=0 (read once); a cuDNN
 // library older than 9.10.2 (the frontend's known bugs, and its older mask value); f32 (cuDNN's
-// fused attention is 16-bit); a key mask (cuDNN's padding mask takes sequence lengths, not a
-// mask per key); head sizes that are not a multiple of 8 or exceed 128 (the backward's limit
+// fused attention is 16-bit); head sizes that are not a multiple of 8 or exceed 128 (the backward's limit
 // off Hopper); T = 1 (the backward does not take one query and one key); T not a multiple of 128
 // on cuDNN up to 9.15.0 (where the frontend patches the backward with a padding mask); and, at
 // run time, unaligned pointers, a GPU before Ampere, a shape no plan finalizes for (remembered,
@@ -50,9 +49,21 @@
 // backward on Hopper before cuDNN 9.26 with T = 64 mod 128 (cudnn-frontend #628: the zero tail of
 // K and V goes unmasked into exp and can make dQ NaN). Errors while executing a plan throw. One
 // cuDNN handle serves a GPU, so setting its stream and executing hold a mutex.
+// A key mask takes cuDNN's padding mask (Note [cudnn padding mask]).
 // This path has never run on a GPU in this repository: it is compiled only, its attributes
 // checked against cuDNN 9.19's headers and cudnn-frontend's source, not against an engine;
 // ZT_CUDNN_ATTENTION=0 lets a GPU check compare it with the own kernels.
+//
+// Note [cudnn padding mask]: cuDNN masks padding by each sequence's lengths (i32 [B, 1, 1, 1] of
+// queries and of keys: every product is cut to them by the matmuls' M, N and K overrides, and
+// scores past them get -inf, as cudnn-frontend's padding_mask lowers), where our key mask is one
+// flag per key. They agree where a sequence's mask is right padding: ones, then zeros, at least
+// one key. attention.cu reads that on the device, with no wait for the host: a small kernel
+// writes the query lengths (all T), the key lengths (the ones' count, or T elsewhere) and a flag
+// per sequence whose mask is not right padding; cuDNN runs every sequence, then the own kernels
+// run again over the flagged ones only (AttentionGeometry::only; a sequence's blocks return at
+// once elsewhere), writing their out and lse, or their dqkv, whole. The backward zeroes dqkv
+// first, since cuDNN may leave the rows of padded keys unwritten (their gradient is zero).
 #include "attention_cudnn.h"
 
 #include <algorithm>
@@ -66,6 +77,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cudnn_common.h"
 #include "sdpa_graph.h"
@@ -97,10 +109,11 @@ struct Entry {
   int64_t workspace = 0;
 };
 
-using Key = std::array<int64_t, 9>;  // device, dtype, B, T, H, K, D, causal, backward
+using Key = std::array<int64_t, 10>;  // device, dtype, B, T, H, K, D, causal, key mask, backward
 
 Key key_of(Device dev, DType dt, const Geo& g, bool backward) {
-  return {dev.index, int64_t(dt), g.B, g.T, g.H, g.K, g.D, int64_t(g.causal), int64_t(backward)};
+  return {dev.index, int64_t(dt), g.B, g.T, g.H, g.K, g.D, int64_t(g.causal), int64_t(g.mask != nullptr),
+          int64_t(backward)};
 }
 
 struct Cache {
@@ -138,10 +151,11 @@ const Entry* plan_for(cudnnHandle_t h, Device dev, DType dt, const Geo& g, bool 
     }
     if (!why.empty())
       std::fprintf(stderr,
-                   "zerotrain: cuDNN attention refuses the %s of %s B=%lld T=%lld H=%lld K=%lld D=%lld%s on %s: %s; "
+                   "zerotrain: cuDNN attention refuses the %s of %s B=%lld T=%lld H=%lld K=%lld D=%lld%s%s on %s: %s; "
                    "the own kernels run it\n",
                    backward ? "backward" : "forward", dtype_name(dt), (long long)g.B, (long long)g.T, (long long)g.H,
-                   (long long)g.K, (long long)g.D, g.causal ? " causal" : "", dev.str().c_str(), why.c_str());
+                   (long long)g.K, (long long)g.D, g.causal ? " causal" : "", g.mask ? " key-masked" : "",
+                   dev.str().c_str(), why.c_str());
   }
   return it->second.plan ? &it->second : nullptr;
 }
@@ -195,11 +209,33 @@ struct VariantPack {
   VariantPack& operator=(const VariantPack&) = delete;
 };
 
-// Enqueues the plan on the handle's stream with the first n (uid, pointer) pairs.
-void execute(cudnnHandle_t h, const Entry& e, int64_t n, const int64_t* uids, void* const* ptrs, void* workspace) {
+// A variant pack's (uid, pointer) pairs: the graph's tensors, the masks' by-value fills and
+// lengths only where the graph has them.
+struct Bindings {
+  std::vector<int64_t> uids;
+  std::vector<void*> ptrs;
+  float neg_inf = -std::numeric_limits<float>::infinity();
+  void bind(int64_t uid, const void* p) {
+    uids.push_back(uid);
+    ptrs.push_back(const_cast<void*>(p));
+  }
+  void bind_masks(const Geo& g, const SeqLengths& len) {
+    if (g.causal) bind(sdpa::kNegInf, &neg_inf);
+    if (!g.mask) return;
+    bind(sdpa::kPadFill, &neg_inf);
+    bind(sdpa::kSeqQ, len.q);
+    bind(sdpa::kSeqKV, len.kv);
+  }
+};
+
+// Enqueues the plan on the handle's stream with the bound tensors.
+void execute(cudnnHandle_t h, const Entry& e, const Bindings& b, void* workspace) {
   VariantPack pack;
-  ZT_DNN_CHECK(cudnnBackendSetAttribute(pack.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
-  ZT_DNN_CHECK(cudnnBackendSetAttribute(pack.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
+  const int64_t n = int64_t(b.uids.size());
+  ZT_DNN_CHECK(
+      cudnnBackendSetAttribute(pack.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, b.uids.data()));
+  ZT_DNN_CHECK(
+      cudnnBackendSetAttribute(pack.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, b.ptrs.data()));
   ZT_DNN_CHECK(cudnnBackendSetAttribute(pack.d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
   ZT_DNN_CHECK(cudnnBackendFinalize(pack.d));
   ZT_DNN_CHECK(cudnnBackendExecute(h, e.plan, pack.d));
@@ -213,7 +249,6 @@ const char* cudnn_refusal(const Geo& g, DType dt) {
   if (version < 91002) return "a cuDNN library older than 9.10.2";
   if (dt == DType::f32) return "f32 (cuDNN's fused attention is 16-bit)";
   if (dt != DType::bf16 && dt != DType::f16) return "a dtype other than bf16 and f16";
-  if (g.mask) return "a key mask (cuDNN's padding mask takes sequence lengths)";
   if (g.D % 8 != 0 || g.D > 128) return "a head size that is not a multiple of 8 up to 128";
   if (g.T < 2) return "a sequence of one (cuDNN's backward does not take one query and one key)";
   if (g.K < 1 || g.H % g.K != 0) return "query heads that are not a multiple of the kv heads";
@@ -222,25 +257,30 @@ const char* cudnn_refusal(const Geo& g, DType dt) {
   return nullptr;
 }
 
-bool forward_cudnn_on(const Tensor& qkv, const Geo& g, Tensor& out, Tensor& lse, Device dev, cudaStream_t stream) {
+bool forward_cudnn_on(const Tensor& qkv, const Geo& g, const SeqLengths& len, Tensor& out, Tensor& lse, Device dev,
+                      cudaStream_t stream) {
   const DType dt = qkv.dtype();
   if (cudnn_refusal(g, dt) || !aligned({&qkv, &out, &lse})) return false;
   const cudnnHandle_t h = handle_for(dev.index);
   const Entry* e = plan_for(h, dev, dt, g, false);
   if (!e) return false;
   const Tensor ws = scratch(e->workspace, dev);
-  float scale = g.scale, neg_inf = -std::numeric_limits<float>::infinity();
+  float scale = g.scale;
   const auto in = qkv_views(qkv, g);
-  const int64_t uids[] = {sdpa::kQ, sdpa::kK, sdpa::kV, sdpa::kO, sdpa::kStats, sdpa::kScale, sdpa::kNegInf};
-  void* const ptrs[] = {in[0], in[1], in[2], out.raw_data(), lse.raw_data(), &scale, &neg_inf};
+  Bindings b;
+  for (int i = 0; i < 3; ++i) b.bind(sdpa::kQ + i, in[size_t(i)]);
+  b.bind(sdpa::kO, out.raw_data());
+  b.bind(sdpa::kStats, lse.raw_data());
+  b.bind(sdpa::kScale, &scale);
+  b.bind_masks(g, len);
   std::lock_guard<std::mutex> lock(handle_mutex());
   ZT_DNN_CHECK(cudnnSetStream(h, stream));
-  execute(h, *e, g.causal ? 7 : 6, uids, ptrs, ws.defined() ? ws.raw_data() : nullptr);
+  execute(h, *e, b, ws.defined() ? ws.raw_data() : nullptr);
   return true;
 }
 
 bool backward_cudnn_on(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const Geo& g,
-                       Tensor& dqkv, Device dev, cudaStream_t stream) {
+                       const SeqLengths& len, Tensor& dqkv, Device dev, cudaStream_t stream) {
   const DType dt = qkv.dtype();
   if (cudnn_refusal(g, dt) || !aligned({&dout, &qkv, &out, &lse, &dqkv}) || !forward_took(dev, dt, g) ||
       hopper_tail_bug(dev, g))
@@ -252,15 +292,26 @@ bool backward_cudnn_on(const Tensor& dout, const Tensor& qkv, const Tensor& out,
   const int64_t dot_bytes = (g.B * g.H * g.T * int64_t(sizeof(float)) + 255) / 256 * 256;
   const Tensor ws = scratch(dot_bytes + e->workspace, dev);
   char* w = static_cast<char*>(ws.raw_data());
-  float scale = g.scale, one = 1.f, neg_inf = -std::numeric_limits<float>::infinity();
+  float scale = g.scale, one = 1.f;
   const auto in = qkv_views(qkv, g), d = qkv_views(dqkv, g);
-  const int64_t uids[] = {sdpa::kQ,  sdpa::kK,  sdpa::kV,     sdpa::kO,   sdpa::kDO,  sdpa::kStats, sdpa::kDQ,
-                          sdpa::kDK, sdpa::kDV, sdpa::kScale, sdpa::kOne, sdpa::kDot, sdpa::kNegInf};
-  void* const ptrs[] = {in[0],  in[1], in[2], out.raw_data(), dout.raw_data(), lse.raw_data(), d[0], d[1], d[2],
-                        &scale, &one,  w,     &neg_inf};
+  Bindings b;
+  for (int i = 0; i < 3; ++i) {
+    b.bind(sdpa::kQ + i, in[size_t(i)]);
+    b.bind(sdpa::kDQ + i, d[size_t(i)]);
+  }
+  b.bind(sdpa::kO, out.raw_data());
+  b.bind(sdpa::kDO, dout.raw_data());
+  b.bind(sdpa::kStats, lse.raw_data());
+  b.bind(sdpa::kScale, &scale);
+  b.bind(sdpa::kOne, &one);
+  b.bind(sdpa::kDot, w);
+  b.bind_masks(g, len);
+  // Padded keys' rows may be left unwritten by cuDNN: their gradient is zero (Note [cudnn padding mask]).
+  if (g.mask && cudaMemsetAsync(dqkv.raw_data(), 0, dqkv.nbytes(), stream) != cudaSuccess)
+    ZT_THROW_AS(ErrorKind::internal, "[cuda] attention_backward: zeroing dqkv for cuDNN's padding mask failed");
   std::lock_guard<std::mutex> lock(handle_mutex());
   ZT_DNN_CHECK(cudnnSetStream(h, stream));
-  execute(h, *e, g.causal ? 13 : 12, uids, ptrs, e->workspace > 0 ? w + dot_bytes : nullptr);
+  execute(h, *e, b, e->workspace > 0 ? w + dot_bytes : nullptr);
   return true;
 }
 

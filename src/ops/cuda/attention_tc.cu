@@ -102,6 +102,7 @@ __global__ void __launch_bounds__(kThreadsTc) forward_tc_kernel(const T* qkv, T*
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LD = ld_tile<D>(), LO = D + 4;
   const int64_t ld = g.W, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kRows;
+  if (skipped(g, b)) return;  // the whole block, before any barrier
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31;
   // q, k, v tiles; then per warp: scores [16][kLs] f32, P [16][kLp], output [16][LO] f32, and
   // the rows' rescale factors [16] (every region a multiple of 32 bytes).
@@ -253,6 +254,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LD = ld_tile<D>();
   const int64_t ld = g.W, b = blockIdx.z, h = blockIdx.y, i0 = int64_t(blockIdx.x) * kRows;
+  if (skipped(g, b)) return;  // the whole block, before any barrier
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31, r = lane >> 1, half = lane & 1;
   const Scratch<T> sc(smem, LD, warp);
   T *q = sc.tile[0], *dO = sc.tile[1], *k = sc.tile[2], *v = sc.tile[3];
@@ -292,6 +294,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LD = ld_tile<D>();
   const int64_t ld = g.W, b = blockIdx.z, kv = blockIdx.y, j0 = int64_t(blockIdx.x) * kRows;
+  if (skipped(g, b)) return;  // the whole block, before any barrier
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) & 31, r = lane >> 1, half = lane & 1;
   const Scratch<T> sc(smem, LD, warp);
   T *k = sc.tile[0], *v = sc.tile[1], *q = sc.tile[2], *dO = sc.tile[3];

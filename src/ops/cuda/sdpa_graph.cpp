@@ -89,8 +89,9 @@ class Graph {
   void unary(cudnnPointwiseMode_t mode, Desc x, Desc y) { pointwise(mode, x, nullptr, nullptr, y); }
   void binary(cudnnPointwiseMode_t mode, Desc x, Desc b, Desc y) { pointwise(mode, x, b, nullptr, y); }
 
-  // c = a b over the last two dimensions (f32 accumulation), batch dimensions broadcast.
-  void matmul(Desc a, Desc b, Desc c) {
+  // c = a b over the last two dimensions (f32 accumulation), batch dimensions broadcast; m, n and
+  // k (i32 [B, 1, 1, 1] where given) cut each batch's product to its sequences' lengths.
+  void matmul(Desc a, Desc b, Desc c, Desc m = nullptr, Desc n = nullptr, Desc k = nullptr) {
     Desc mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
     ZT_SDPA_SET(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &kF32);
     ok(cudnnBackendFinalize(mm), "finalize a matmul descriptor");
@@ -99,6 +100,9 @@ class Graph {
     ZT_SDPA_SET(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
     ZT_SDPA_SET(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
     ZT_SDPA_SET(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm);
+    if (m) ZT_SDPA_SET(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &m);
+    if (n) ZT_SDPA_SET(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n);
+    if (k) ZT_SDPA_SET(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k);
     add(op, "finalize a matmul operation");
   }
 
@@ -213,6 +217,34 @@ Desc causal_mask(Graph& gr, const Shapes& sh, Desc s) {
   return y;
 }
 
+// Each sequence's lengths where a key mask is given (queries, keys before the padding), else none.
+struct Lengths {
+  Desc q = nullptr, kv = nullptr;
+  Lengths(Graph& gr, const kern::AttentionGeometry& g) {
+    if (!g.mask) return;
+    q = gr.tensor(CUDNN_DATA_INT32, {g.B, 1, 1, 1}, {1, 1, 1, 1}, kSeqQ);
+    kv = gr.tensor(CUDNN_DATA_INT32, {g.B, 1, 1, 1}, {1, 1, 1, 1}, kSeqKV);
+  }
+};
+
+// cudnn-frontend's padding mask: s where the query's index (axis 2) is below its sequence's
+// query length and the key's (axis 3) below its key length, -inf elsewhere (indices in int32).
+Desc padding_mask(Graph& gr, const Shapes& sh, const Lengths& len, Desc s) {
+  Desc row = gr.virt(CUDNN_DATA_INT32, sh.scores, sh.scores_stride);
+  Desc col = gr.virt(CUDNN_DATA_INT32, sh.scores, sh.scores_stride);
+  Desc row_in = gr.virt(CUDNN_DATA_BOOLEAN, sh.scores, sh.scores_stride);
+  Desc col_in = gr.virt(CUDNN_DATA_BOOLEAN, sh.scores, sh.scores_stride);
+  Desc keep = gr.virt(CUDNN_DATA_BOOLEAN, sh.scores, sh.scores_stride);
+  Desc y = gr.virt(kF32, sh.scores, sh.scores_stride);
+  gr.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, CUDNN_DATA_INT32, 2);
+  gr.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, CUDNN_DATA_INT32, 3);
+  gr.pointwise(CUDNN_POINTWISE_CMP_LT, row, len.q, nullptr, row_in, CUDNN_DATA_BOOLEAN);
+  gr.pointwise(CUDNN_POINTWISE_CMP_LT, col, len.kv, nullptr, col_in, CUDNN_DATA_BOOLEAN);
+  gr.pointwise(CUDNN_POINTWISE_LOGICAL_AND, row_in, col_in, nullptr, keep, CUDNN_DATA_BOOLEAN);
+  gr.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, gr.scalar(kPadFill), keep, y);
+  return y;
+}
+
 // Q [B, H, T, D], K^T [B, K, D, T] and V [B, K, T, D] in place in qkv's rows (row stride W), O in
 // out's [B, T, H D] rows. S = scale Q K^T, masked; softmax as max, exp(S - max), sum, Stats =
 // max + log(sum), P = exp / sum (16-bit); O = P V.
@@ -224,10 +256,12 @@ void forward_graph(Graph& gr, const kern::AttentionGeometry& g, cudnnDataType_t 
   Desc v = gr.tensor(io, {g.B, g.K, g.T, g.D}, in_stride, kV);
   Desc o = gr.tensor(io, {g.B, g.H, g.T, g.D}, {g.T * g.H * g.D, g.D, g.H * g.D, 1}, kO);
   Desc stats = gr.tensor(kF32, sh.row, sh.row_stride, kStats);
+  const Lengths len(gr, g);
   Desc s = gr.virt(kF32, sh.scores, sh.scores_stride);
-  gr.matmul(q, kt, s);
+  gr.matmul(q, kt, s, len.q, len.kv);
   Desc scaled = gr.virt(kF32, sh.scores, sh.scores_stride);
   gr.binary(CUDNN_POINTWISE_MUL, s, gr.scalar(kScale), scaled);
+  if (g.mask) scaled = padding_mask(gr, sh, len, scaled);
   if (g.causal) scaled = causal_mask(gr, sh, scaled);
   Desc max = gr.virt(kF32, sh.row, sh.row_stride), sum = gr.virt(kF32, sh.row, sh.row_stride);
   Desc log = gr.virt(kF32, sh.row, sh.row_stride);
@@ -240,7 +274,7 @@ void forward_graph(Graph& gr, const kern::AttentionGeometry& g, cudnnDataType_t 
   gr.unary(CUDNN_POINTWISE_LOG, sum, log);
   gr.binary(CUDNN_POINTWISE_ADD, max, log, stats);
   gr.binary(CUDNN_POINTWISE_DIV, e, sum, p);
-  gr.matmul(p, v, o);
+  gr.matmul(p, v, o, len.q, nullptr, len.kv);
 }
 
 // As the forward's, plus O, dO (out's layout), Stats, and dQ, dK, dV in dqkv's rows. Dot = rowsum
@@ -261,6 +295,7 @@ void backward_graph(Graph& gr, const kern::AttentionGeometry& g, cudnnDataType_t
   Desc dq = gr.tensor(io, q_dim, in_stride, kDQ), dk = gr.tensor(io, kv_dim, in_stride, kDK);
   Desc dv = gr.tensor(io, kv_dim, in_stride, kDV), scale = gr.scalar(kScale);
   Desc dot = gr.tensor(kF32, sh.row, sh.row_stride, kDot);
+  const Lengths len(gr, g);
   // Dot = sum over features of dO * O (the frontend's strides for the virtual product)
   Desc prod = gr.virt(kF32, q_dim, {g.H * g.T * g.D, g.T * g.D, g.H * g.D, 1});
   Desc rowsum = gr.virt(kF32, sh.row, sh.row_stride);
@@ -270,17 +305,18 @@ void backward_graph(Graph& gr, const kern::AttentionGeometry& g, cudnnDataType_t
   // P = exp(scale S - Stats), masked
   Desc s = gr.virt(kF32, sh.scores, sh.scores_stride), scaled = gr.virt(kF32, sh.scores, sh.scores_stride);
   Desc shifted = gr.virt(kF32, sh.scores, sh.scores_stride), p = gr.virt(kF32, sh.scores, sh.scores_stride);
-  gr.matmul(q, kt, s);
+  gr.matmul(q, kt, s, len.q, len.kv);
   gr.binary(CUDNN_POINTWISE_MUL, s, scale, scaled);
+  if (g.mask) scaled = padding_mask(gr, sh, len, scaled);
   gr.binary(CUDNN_POINTWISE_SUB, scaled, stats, shifted);
   if (g.causal) shifted = causal_mask(gr, sh, shifted);
   gr.unary(CUDNN_POINTWISE_EXP, shifted, p);
   // dK or dV = lhs rhs: straight into the kv heads' gradient, or per query head, then summed over
-  // each kv head's group (grouped-query attention).
+  // each kv head's group (grouped-query attention). Rows are keys, the sum over queries.
   auto kv_grad = [&](Desc lhs, Desc rhs, Desc out) {
-    if (g.H == g.K) return gr.matmul(lhs, rhs, out);
+    if (g.H == g.K) return gr.matmul(lhs, rhs, out, len.kv, nullptr, len.q);
     Desc heads = gr.virt(io, q_dim, per_head_stride);
-    gr.matmul(lhs, rhs, heads);
+    gr.matmul(lhs, rhs, heads, len.kv, nullptr, len.q);
     gr.reduce(CUDNN_REDUCE_TENSOR_ADD, heads, out);
   };
   // dV = P^T dO
@@ -290,7 +326,7 @@ void backward_graph(Graph& gr, const kern::AttentionGeometry& g, cudnnDataType_t
   // dS = P (dO V^T - Dot) scale
   Desc dp = gr.virt(kF32, sh.scores, sh.scores_stride), centred = gr.virt(kF32, sh.scores, sh.scores_stride);
   Desc weighted = gr.virt(kF32, sh.scores, sh.scores_stride), ds = gr.virt(kF32, sh.scores, sh.scores_stride);
-  gr.matmul(d_o, vt, dp);
+  gr.matmul(d_o, vt, dp, len.q, len.kv);
   gr.binary(CUDNN_POINTWISE_SUB, dp, dot, centred);
   gr.binary(CUDNN_POINTWISE_MUL, centred, p, weighted);
   gr.binary(CUDNN_POINTWISE_MUL, weighted, scale, ds);
@@ -301,7 +337,7 @@ void backward_graph(Graph& gr, const kern::AttentionGeometry& g, cudnnDataType_t
   // dQ = dS K (K^T viewed back as K; f32 as the frontend leaves this virtual view)
   Desc k = gr.virt(kF32, kv_dim, in_stride);
   gr.reshape(kt, k);
-  gr.matmul(ds, k, dq);
+  gr.matmul(ds, k, dq, len.q, nullptr, len.kv);
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ enum Uid : int64_t {
   kNegInf,  // by value: the causal mask's fill, -inf (causal graphs only)
   kOne,     // by value: 1, the backward's dropout-free scale of dO . O
   kDot,     // backward: f32 [B, H, T, 1] scratch for dO . O per query, in the caller's workspace
+  kSeqQ,    // with a key mask: i32 [B, 1, 1, 1], each sequence's queries (all T)
+  kSeqKV,   // with a key mask: i32 [B, 1, 1, 1], each sequence's keys before its padding
+  kPadFill, // by value: the padding mask's fill, -inf (key-masked graphs only)
 };
 
 // A finalized execution plan and its workspace bytes (kept for the process), or null and why
@@ -36,7 +39,8 @@ struct Plan {
 };
 
 // The forward (writes O and Stats) or backward (writes dQ, dK, dV) graph of one call's shape,
-// Q, K and V read in place from qkv's rows; `io` is bf16 or f16. The first engine config of
+// Q, K and V read in place from qkv's rows; `io` is bf16 or f16. Where g.mask is set, the graph
+// takes cuDNN's padding mask from kSeqQ and kSeqKV (Note [cudnn padding mask]). The first engine config of
 // cuDNN's heuristics (mode A) whose plan finalizes within `max_workspace` bytes; never throws.
 Plan build(cudnnHandle_t handle, const kern::AttentionGeometry& g, cudnnDataType_t io, bool backward,
            int64_t max_workspace);
