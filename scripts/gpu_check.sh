@@ -15,7 +15,7 @@
 #      formula and by ours; the engine at stage 0 and 3, and the offloaded step at 64K tokens;
 #   6. compute-sanitizer memcheck over 1 and 3, racecheck and synccheck over GPT's training,
 #      racecheck over the attention kernels;
-#   7. Nsight Compute's time per kernel over one bf16 step.
+#   7. Nsight Compute's time per kernel over one bf16 step; 8. no call refused by cuDNN's attention.
 # Writes summary.json, summary.md, bench.jsonl, profile.md (ncu.csv) and checks.log to OUT_DIR. Exit 0
 # when every check passed, 1 when one failed, 77 (one line) where no GPU is present; 1 (one line, before
 # any check) for an OUT_DIR that cannot be a writable folder or a bundle that does not unpack.
@@ -366,6 +366,17 @@ with open(sys.argv[2], "w") as f:
         f.write(f"| `{k}` | {count[k]} | {t:.0f} | {t / sum(total.values()):.1%} |\n")
 PY
 fi
+
+# 8. cuDNN's attention took every 16-bit call offered to it (Note [cudnn attention]): its refusal
+# lines in the log (a graph no plan finalizes for, with or without its padding mask) fail this step,
+# so a silent fallback to the own kernels is seen. Blackwell's backward is refused by design.
+cudnn_attention_ran() {
+  local refusals
+  refusals="$(grep -F "cuDNN attention refuses" "$log" | grep -vF "Blackwell" | sort -u)"
+  python3 -c 'import json, sys; print(json.dumps({"cudnn_attention_refusals": sys.argv[1].splitlines()}))' "$refusals"
+  [[ -z $refusals ]] || { echo "$refusals" >&2; return 1; }
+}
+fn_step cudnn_attention_ran 10 cudnn_attention_ran
 
 python3 - "$steps" "$out" "$log" <<'PY'
 import json, sys

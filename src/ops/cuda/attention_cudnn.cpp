@@ -27,31 +27,32 @@
 // [B, H, T, 1] with strides [H T, T, 1, 1], which is lse's [B, H, T] exactly; the forward writes
 // it straight into lse. The backward still takes cuDNN only where the forward did: the same
 // refusal and a cached forward plan for the shape (so it reads cuDNN's own Stats).
-// Determinism: cudnn-frontend's set_deterministic_algorithm is no backend attribute; it changes
-// the graph: dQ straight out of the dS K matmul, where the default graph has that matmul write an
-// f32 dQ accumulator (a non-virtual workspace tensor filled with atomics) and an IDENTITY
-// pointwise round it into dQ. We build only the deterministic form, which cuDNN runs with dP kept
-// in workspace (about B H T T 2 bytes, quadratic in T); plans needing more than 256 MiB of it (the
+// Determinism: cudnn-frontend's set_deterministic_algorithm is no backend attribute; it changes the
+// graph: dQ straight out of the dS K matmul, where the default graph has that matmul write an f32
+// dQ accumulator (a non-virtual workspace tensor filled with atomics) and an IDENTITY pointwise
+// round it into dQ. We build only the deterministic form, which cuDNN runs with dP kept in
+// workspace (about B H T T 2 bytes, quadratic in T); plans needing more than 256 MiB of it (the
 // value of CUDNN_FRONTEND_ATTN_DP_WORKSPACE_LIMIT, which the frontend applies to cuDNN 8.9.5-9.0),
-// or 1/32 of the device's memory where that is more, are refused: the own kernels run them. On Blackwell (compute capability 10 and up) the frontend also pins an engine and its
-// knobs, which this file does not do, so the backward refuses there (the forward runs).
+// or 1/32 of the device's memory where that is more, are refused: the own kernels run them. On
+// Blackwell (compute capability 10 and up) the frontend also pins an engine and its knobs, which
+// this file does not do, so the backward refuses there (the forward runs).
 // Plans: heuristics mode A, then its engine configs in order, the first whose execution plan
-// finalizes; cached per (device, dtype, B, T, H, K, D, causal, direction) under a mutex and
-// kept for the process with their descriptors (one cuDNN handle per GPU, cudnn_common.h, given
-// the device's stream at each call); the workspace comes from the caching allocator.
+// finalizes; cached per (device, dtype, B, T, H, K, D, causal, key mask, direction) under a mutex, kept
+// for the process with their descriptors (one cuDNN handle per GPU, cudnn_common.h, given the
+// device's stream at each call); the workspace comes from the caching allocator.
 // Refused (the own kernels run, nothing is thrown): ZT_CUDNN_ATTENTION=0 (read once); a cuDNN
 // library older than 9.10.2 (the frontend's known bugs, and its older mask value); f32 (cuDNN's
-// fused attention is 16-bit); head sizes that are not a multiple of 8 or exceed 128 (the backward's limit
-// off Hopper); T = 1 (the backward does not take one query and one key); T not a multiple of 128
-// on cuDNN up to 9.15.0 (where the frontend patches the backward with a padding mask); and, at
+// fused attention is 16-bit); head sizes that are not a multiple of 8 or exceed 128 (the backward's
+// limit off Hopper); T = 1 (the backward does not take one query and one key); T not a multiple of
+// 128 on cuDNN up to 9.15.0 (where the frontend patches the backward with a padding mask); and, at
 // run time, unaligned pointers, a GPU before Ampere, a shape no plan finalizes for (remembered,
-// said once on stderr), the backward on Blackwell or without the forward, and a non-causal
-// backward on Hopper before cuDNN 9.26 with T = 64 mod 128 (cudnn-frontend #628: the zero tail of
-// K and V goes unmasked into exp and can make dQ NaN). Errors while executing a plan throw. One
-// cuDNN handle serves a GPU, so setting its stream and executing hold a mutex.
+// said once on stderr), the backward on Blackwell or without the forward, and a non-causal backward
+// on Hopper before cuDNN 9.26 with T = 64 mod 128 (cudnn-frontend #628: the zero tail of K and V
+// goes unmasked into exp and can make dQ NaN). Errors while executing a plan throw. One cuDNN
+// handle serves a GPU, so setting its stream and executing hold a mutex.
 // A key mask takes cuDNN's padding mask (Note [cudnn padding mask]).
-// This path has never run on a GPU in this repository: it is compiled only, its attributes
-// checked against cuDNN 9.19's headers and cudnn-frontend's source, not against an engine;
+// This path has never run on a GPU in this repository: it is compiled only, its attributes checked
+// against cuDNN 9.19's headers and cudnn-frontend's source, not against an engine;
 // ZT_CUDNN_ATTENTION=0 lets a GPU check compare it with the own kernels.
 //
 // Note [cudnn padding mask]: cuDNN masks padding by each sequence's lengths (i32 [B, 1, 1, 1] of

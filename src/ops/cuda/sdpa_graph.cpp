@@ -203,18 +203,33 @@ struct Shapes {
         row_stride{g.H * g.T, g.T, 1, 1} {}
 };
 
+// The scores' row (axis 2, the query) or column (axis 3, the key) index, int32, computed in `prec`.
+Desc index(Graph& gr, const Shapes& sh, Desc s, int64_t axis, cudnnDataType_t prec) {
+  Desc i = gr.virt(CUDNN_DATA_INT32, sh.scores, sh.scores_stride);
+  gr.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, i, prec, axis);
+  return i;
+}
+
+// mode(a, b) over the scores (a comparison or LOGICAL_AND), boolean.
+Desc boolean(Graph& gr, const Shapes& sh, cudnnPointwiseMode_t mode, Desc a, Desc b) {
+  Desc y = gr.virt(CUDNN_DATA_BOOLEAN, sh.scores, sh.scores_stride);
+  gr.pointwise(mode, a, b, nullptr, y, CUDNN_DATA_BOOLEAN);
+  return y;
+}
+
+// s where keep, else the by-value fill (-inf) bound to UID `fill`.
+Desc select(Graph& gr, const Shapes& sh, Desc s, Desc keep, int64_t fill) {
+  Desc y = gr.virt(kF32, sh.scores, sh.scores_stride);
+  gr.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, gr.scalar(fill), keep, y);
+  return y;
+}
+
 // cudnn-frontend's causal mask (a top-left diagonal band with right bound 0): s where the query's
 // index (axis 2) is at least the key's (axis 3), -inf elsewhere.
 Desc causal_mask(Graph& gr, const Shapes& sh, Desc s) {
-  Desc row = gr.virt(CUDNN_DATA_INT32, sh.scores, sh.scores_stride);
-  Desc col = gr.virt(CUDNN_DATA_INT32, sh.scores, sh.scores_stride);
-  Desc keep = gr.virt(CUDNN_DATA_BOOLEAN, sh.scores, sh.scores_stride);
-  Desc y = gr.virt(kF32, sh.scores, sh.scores_stride);
-  gr.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, kF32, 2);
-  gr.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, kF32, 3);
-  gr.pointwise(CUDNN_POINTWISE_CMP_GE, row, col, nullptr, keep, CUDNN_DATA_BOOLEAN);
-  gr.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, gr.scalar(kNegInf), keep, y);
-  return y;
+  Desc row = index(gr, sh, s, 2, kF32);
+  Desc col = index(gr, sh, s, 3, kF32);
+  return select(gr, sh, s, boolean(gr, sh, CUDNN_POINTWISE_CMP_GE, row, col), kNegInf);
 }
 
 // Each sequence's lengths where a key mask is given (queries, keys before the padding), else none.
@@ -230,19 +245,11 @@ struct Lengths {
 // cudnn-frontend's padding mask: s where the query's index (axis 2) is below its sequence's
 // query length and the key's (axis 3) below its key length, -inf elsewhere (indices in int32).
 Desc padding_mask(Graph& gr, const Shapes& sh, const Lengths& len, Desc s) {
-  Desc row = gr.virt(CUDNN_DATA_INT32, sh.scores, sh.scores_stride);
-  Desc col = gr.virt(CUDNN_DATA_INT32, sh.scores, sh.scores_stride);
-  Desc row_in = gr.virt(CUDNN_DATA_BOOLEAN, sh.scores, sh.scores_stride);
-  Desc col_in = gr.virt(CUDNN_DATA_BOOLEAN, sh.scores, sh.scores_stride);
-  Desc keep = gr.virt(CUDNN_DATA_BOOLEAN, sh.scores, sh.scores_stride);
-  Desc y = gr.virt(kF32, sh.scores, sh.scores_stride);
-  gr.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, CUDNN_DATA_INT32, 2);
-  gr.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, CUDNN_DATA_INT32, 3);
-  gr.pointwise(CUDNN_POINTWISE_CMP_LT, row, len.q, nullptr, row_in, CUDNN_DATA_BOOLEAN);
-  gr.pointwise(CUDNN_POINTWISE_CMP_LT, col, len.kv, nullptr, col_in, CUDNN_DATA_BOOLEAN);
-  gr.pointwise(CUDNN_POINTWISE_LOGICAL_AND, row_in, col_in, nullptr, keep, CUDNN_DATA_BOOLEAN);
-  gr.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, gr.scalar(kPadFill), keep, y);
-  return y;
+  Desc row = index(gr, sh, s, 2, CUDNN_DATA_INT32);
+  Desc col = index(gr, sh, s, 3, CUDNN_DATA_INT32);
+  Desc row_in = boolean(gr, sh, CUDNN_POINTWISE_CMP_LT, row, len.q);
+  Desc col_in = boolean(gr, sh, CUDNN_POINTWISE_CMP_LT, col, len.kv);
+  return select(gr, sh, s, boolean(gr, sh, CUDNN_POINTWISE_LOGICAL_AND, row_in, col_in), kPadFill);
 }
 
 // Q [B, H, T, D], K^T [B, K, D, T] and V [B, K, T, D] in place in qkv's rows (row stride W), O in
