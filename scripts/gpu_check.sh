@@ -293,10 +293,12 @@ fn_step nccl_engine 60 nccl_engine
 # engine-less step above.
 engine_gpt2() {
   local run st batch extra clip
-  for run in 0@8 3offload@8 3offload-noclip@8 0@64 3@64 3offload@64; do
+  # Without clipping the host's update starts behind backward (Note [host update overlap]); a clipped
+  # run gets that from super_offload once its steps stop clipping, which 8 steps from init never do.
+  for run in 0@8 3offload@8 3offload-noclip@8 0@64 3@64 3offload@64 3offload-noclip@64; do
     st="${run%@*}" batch="${run#*@}" extra=() clip=1.0
     [[ $st == 3offload* ]] && extra=(zero_optimization.offload_optimizer.device=cpu)
-    [[ $st == *noclip ]] && clip=0  # the host's update may start behind backward (Note [host update overlap])
+    [[ $st == *noclip ]] && clip=0
     "$bin/zerotrain" train --config configs/gpt_sotu.json model.n_layer=12 model.n_embd=768 model.n_head=12 \
       model.block_size=1024 "train_batch_size=$batch" "train_micro_batch_size_per_gpu=$batch" "gradient_clipping=$clip" \
       "zero_optimization.stage=${st:0:1}" bf16.enabled=true run.device=cuda run.max_steps=8 steps_per_print=1 \
@@ -322,7 +324,7 @@ print(json.dumps(row))
 PY
   done
 }
-fn_step engine_gpt2 150 engine_gpt2
+fn_step engine_gpt2 180 engine_gpt2
 
 # 4. Past the device's memory (bench/gpu_offload.py): under a 3 GiB device cap, the largest GPT
 # (1024 wide, T = 256, bf16, stage 3) the engine's plan fits with its states on the device and with
@@ -423,11 +425,13 @@ def pick(model, impl, batch=64):
 zt, sdpa = pick("gpt2-124M", "zerotrain"), pick("gpt2-124M", "pytorch (SDPA)")
 ll = pick("llama-124M", "zerotrain")
 mem, off = pick("gpt2-124M", "zerotrain train, stage 0"), pick("gpt2-124M", "zerotrain train, stage 3offload")
+hid = pick("gpt2-124M", "zerotrain train, stage 3offload-noclip")
 goals = {"gpt2_tokens_per_s": zt and zt["tokens_per_s"], "gpt2_goal_460k": bool(zt and zt["tokens_per_s"] >= 460e3),
          "gpt2_vs_pytorch_sdpa": zt and sdpa and round(zt["tokens_per_s"] / sdpa["tokens_per_s"], 3),
          "llama_mfu": ll and ll["mfu"], "llama_goal_35pct": bool(ll and ll["mfu"] >= 0.35),
          "offload_step_ratio_64k": mem and off and round(off["step_s"] / mem["step_s"], 3),
-         "offload_goal_1_3": bool(mem and off and off["step_s"] <= 1.3 * mem["step_s"])}
+         "offload_goal_1_3": bool(mem and off and off["step_s"] <= 1.3 * mem["step_s"]),
+         "offload_unclipped_step_ratio_64k": mem and hid and round(hid["step_s"] / mem["step_s"], 3)}
 json.dump({"gpu": gpu, "cudnn": cudnn, "passed": ok, "steps": steps, "engine": engine, "offload": offload, "nccl": nccl, "goals": goals,
            "bench": bench}, open(out + "/summary.json", "w"), indent=1)
 with open(out + "/summary.md", "w") as f:
