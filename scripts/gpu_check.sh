@@ -93,8 +93,8 @@ steps="$work/steps.tsv"  # name, status, seconds, gtest json (or -)
   for p in "$bin"/*; do ldd "$p" | grep -F "not found" | sed "s|^|$(basename "$p"): |"; done
   # The cuDNN and NCCL the programs load (cuDNN's attention needs 9.10.2 or later, Note [cudnn attention]).
   ldd "$bin/zt_ops_tests" | grep -E 'lib(cudnn|nccl|cublasLt)\.' | sed 's|^[[:space:]]*|loads: |'
-  python3 -c 'import ctypes; v = ctypes.CDLL("libcudnn.so.9").cudnnGetVersion(); print(f"cudnn_version: {v // 10000}.{v // 100 % 100}.{v % 100}")' ||
-    echo "cudnn_version: unknown (libcudnn.so.9 did not load)"
+  python3 -c 'import ctypes; v = ctypes.CDLL("libcudnn.so.9").cudnnGetVersion()
+print(f"cudnn_version: {v // 10000}.{v // 100 % 100}.{v % 100}")' || echo "cudnn_version: unknown (libcudnn.so.9 did not load)"
 } >>"$log" 2>&1
 
 # The whole check's time (ZT_GPU_CHECK_BUDGET_S, default 540): a step gets at most what is left,
@@ -432,8 +432,8 @@ goals = {"gpt2_tokens_per_s": zt and zt["tokens_per_s"], "gpt2_goal_460k": bool(
          "offload_step_ratio_64k": mem and off and round(off["step_s"] / mem["step_s"], 3),
          "offload_goal_1_3": bool(mem and off and off["step_s"] <= 1.3 * mem["step_s"]),
          "offload_unclipped_step_ratio_64k": mem and hid and round(hid["step_s"] / mem["step_s"], 3)}
-json.dump({"gpu": gpu, "cudnn": cudnn, "passed": ok, "steps": steps, "engine": engine, "offload": offload, "nccl": nccl, "goals": goals,
-           "bench": bench}, open(out + "/summary.json", "w"), indent=1)
+json.dump({"gpu": gpu, "cudnn": cudnn, "passed": ok, "steps": steps, "engine": engine, "offload": offload, "nccl": nccl,
+           "goals": goals, "bench": bench}, open(out + "/summary.json", "w"), indent=1)
 with open(out + "/summary.md", "w") as f:
     f.write(f"# GPU check: {'passed' if ok else 'FAILED'}\n\nGPU: {gpu}\n\n")
     f.write("| check | status | seconds | tests ran | skipped | failed |\n|---|---|---|---|---|---|\n")

@@ -303,9 +303,9 @@ std::string attention_path(DType dt, int64_t n_head, int64_t n_kv_head, int64_t 
   g.C = n_head * head_size, g.W = (n_head + 2 * n_kv_head) * head_size, g.causal = !key_mask;
   g.mask = key_mask ? &masked : nullptr;
   const char* why = attn::cudnn_refusal(g, dt);
-  if (!why)
-    return key_mask ? "cuDNN fused flash attention (cuda; a sequence whose key mask is not right padding: the own kernels)"
-                    : "cuDNN fused flash attention (cuda)";
+  if (!why && key_mask)
+    return "cuDNN fused flash attention (cuda; a sequence whose key mask is not right padding: the own kernels)";
+  if (!why) return "cuDNN fused flash attention (cuda)";
   const bool tc = dt != DType::f32 && (head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128);
   return std::string(tc ? "own tensor-core kernels" : "own kernels") + " (cuda; cuDNN's refuses " + why + ")";
 }

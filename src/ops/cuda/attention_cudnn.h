@@ -21,7 +21,7 @@ struct SeqLengths {
   const int32_t* kv = nullptr;
 };
 
-// Why cuDNN's attention does not take this call (dtype, head size, key mask, ...), or nullptr
+// Why cuDNN's attention does not take this call (dtype, head size, cuDNN's version, ...), or nullptr
 // where it does; the same answer for a forward and its backward.
 const char* cudnn_refusal(const Geo& g, DType dt);
 
